@@ -1,0 +1,105 @@
+/* FreeRide C ABI: the stable surface for training stages and side tasks in
+ * any language (the Python package binds it with ctypes).
+ *
+ * Every function is safe to call when no FreeRide daemon is running: stage
+ * calls then do nothing, and task calls report that the task runs alone. */
+#ifndef FREERIDE_FREERIDE_H_
+#define FREERIDE_FREERIDE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FREERIDE_ABI_VERSION 1
+
+/* The ABI version this library implements; compare with FREERIDE_ABI_VERSION. */
+int freeride_abi_version(void);
+
+/* CLOCK_MONOTONIC in nanoseconds, the time base of every mark. */
+int64_t freeride_now_ns(void);
+
+/* ------------------------------------------------------------------------
+ * Training-stage side: bubble marks through shared memory.
+ * ------------------------------------------------------------------------ */
+typedef struct freeride_stage freeride_stage;
+
+/* Opens the stage's side of lane `lane`'s bubble channel for the daemon at
+ * socket_path (NULL: the default socket).  Never fails for lack of a daemon:
+ * it returns a handle that does nothing until a daemon appears (it looks
+ * again at most once a second).  Returns NULL only when out of memory. */
+freeride_stage* freeride_stage_open(int lane, const char* socket_path);
+
+/* 1 when a daemon's lane segment is mapped, 0 otherwise. */
+int freeride_stage_attached(const freeride_stage* stage);
+
+/* Marks the start of an idle period in schedule slot `slot`.
+ * predicted_ns: the stage's own estimate of its length (0: let the daemon
+ * learn it per slot).  free_memory_bytes: device memory the side tasks may use
+ * now (UINT64_MAX: unknown).  Wait-free, no allocation, no locks. */
+void freeride_bubble_begin(freeride_stage* stage, uint32_t slot, int64_t predicted_ns,
+                           uint64_t free_memory_bytes);
+
+/* Marks the end of the open idle period.  Wait-free; a no-op if none is open. */
+void freeride_bubble_end(freeride_stage* stage);
+
+/* Closes the bubble if open and releases the handle.  NULL is allowed. */
+void freeride_stage_close(freeride_stage* stage);
+
+/* ------------------------------------------------------------------------
+ * Side-task side: grants from the lane dispatcher.
+ * ------------------------------------------------------------------------ */
+typedef struct freeride_task freeride_task;
+
+/* Attaches to the control segment the daemon gave this process (through the
+ * FREERIDE_TASK_SEGMENT environment variable).  Returns NULL when the process
+ * was not launched by a daemon; then, if error is not NULL, a reason is
+ * written to it (at most error_len bytes, NUL-terminated). */
+freeride_task* freeride_task_attach(char* error, size_t error_len);
+
+/* Declares the unit of work reported by steps, e.g. "edges" (31 chars max). */
+void freeride_task_set_unit(freeride_task* task, const char* unit);
+
+/* Declares init() done: the task may now be granted bubbles. */
+void freeride_task_ready(freeride_task* task);
+
+/* Waits for the next grant.  Returns 1 when granted, 0 on timeout, -1 when
+ * the daemon asks the task to stop (cancel), 2 when it asks for a
+ * checkpoint.  timeout_ns < 0 waits forever. */
+int freeride_task_wait_grant(freeride_task* task, int64_t timeout_ns);
+
+/* 1 when the current grant holds, its bubble is still open, and a step of the
+ * learned length fits before the predicted end. */
+int freeride_task_next_step_fits(freeride_task* task);
+
+/* Records one step that ran from start_ns to end_ns and did `units` of work;
+ * feeds the step-time estimate. */
+void freeride_task_record_step(freeride_task* task, int64_t start_ns, int64_t end_ns,
+                               double units);
+
+/* Adds progress without a step boundary (imperative tasks). */
+void freeride_task_add_progress(freeride_task* task, double units);
+
+/* Hands the grant back to the dispatcher. */
+void freeride_task_yield(freeride_task* task);
+
+/* The learned step time in nanoseconds (0 before the first step). */
+int64_t freeride_task_step_estimate_ns(const freeride_task* task);
+
+/* Directory where the task may keep its checkpoint across restarts; it
+ * exists.  Valid until freeride_task_detach. */
+const char* freeride_task_checkpoint_dir(const freeride_task* task);
+
+/* Reports the end of the task: ok != 0 for success. */
+void freeride_task_finished(freeride_task* task, int ok);
+
+/* Releases the handle.  NULL is allowed. */
+void freeride_task_detach(freeride_task* task);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FREERIDE_FREERIDE_H_ */

@@ -1,0 +1,82 @@
+// FreeRide C++ side-task SDK.
+//
+// Iterative tasks implement Step(); FreeRide calls it while a bubble lasts
+// and the next step fits.  Imperative tasks write their own loop; the daemon
+// stops the process when a bubble ends and continues it at the next one.
+//
+//   class MyTask : public freeride::IterativeTask {
+//     freeride::StepResult Step() override { ...; return {.units = 1000}; }
+//   };
+//   int main(int argc, char** argv) {
+//     MyTask task;
+//     return freeride::RunIterativeTask(task, freeride::ParseRunOptions(&argc, argv));
+//   }
+#pragma once
+#include <string>
+
+namespace freeride {
+
+struct StepResult {
+  double units = 0;   // work done in this step, in unit()
+  bool done = false;  // true when the task has no more work
+};
+
+class IterativeTask {
+ public:
+  virtual ~IterativeTask() = default;
+  // The unit progress is counted in, e.g. "edges", "ratings", "images".
+  virtual std::string unit() const { return "steps"; }
+  // Allocates and loads; runs once, before the first bubble.
+  virtual void Init() {}
+  // One chunk of work, short enough to fit a bubble.
+  virtual StepResult Step() = 0;
+  // Called when the task loses its bubble / before it gets the next one.
+  virtual void Pause() {}
+  virtual void Resume() {}
+  // Called once after the last step.
+  virtual void Finish() {}
+  // Optional checkpointing.  Save writes the state to `path` and returns
+  // true; Restore loads it (called after Init when a checkpoint exists).
+  virtual bool Save(const std::string& path) { return false; }
+  virtual bool Restore(const std::string& path) { return false; }
+};
+
+class ImperativeContext {
+ public:
+  virtual ~ImperativeContext() = default;
+  // Adds `units` of work to the task's progress.
+  virtual void ReportProgress(double units) = 0;
+  // True when running under a FreeRide daemon (false when run alone).
+  virtual bool under_daemon() const = 0;
+  // A directory that survives restarts, for the task's own checkpoints.
+  virtual std::string checkpoint_dir() const = 0;
+};
+
+class ImperativeTask {
+ public:
+  virtual ~ImperativeTask() = default;
+  virtual std::string unit() const { return "units"; }
+  // The task's whole loop; returns the process exit status.
+  virtual int Run(ImperativeContext& context) = 0;
+};
+
+struct RunOptions {
+  // Run alone, not under a daemon, even if launched by one.
+  bool standalone = false;
+  // With standalone: stop after this many seconds (0: run to completion).
+  double seconds = 0;
+};
+
+// Removes --standalone and --seconds T from argv and returns them.
+RunOptions ParseRunOptions(int* argc, char** argv);
+
+// Runs an iterative task.  Under a daemon: Init (and Restore), then steps
+// inside grants, checkpointing periodically.  Alone: steps back to back and
+// prints the alone throughput as a JSON line on stdout.  Returns the process
+// exit status.
+int RunIterativeTask(IterativeTask& task, const RunOptions& options = {});
+
+// Runs an imperative task.
+int RunImperativeTask(ImperativeTask& task);
+
+}  // namespace freeride

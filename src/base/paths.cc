@@ -1,0 +1,66 @@
+#include "base/paths.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace freeride {
+namespace {
+
+uint64_t Fnv1a64(const std::string& text) {
+  uint64_t hash = 1469598103934665603ULL;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  return hash;
+}
+
+std::string SegmentPrefix(const std::string& socket_path) {
+  return fmt::format("/dev/shm/freeride-{}-{:012x}", getuid(),
+                     Fnv1a64(socket_path) & 0xffffffffffffULL);
+}
+
+}  // namespace
+
+std::string DefaultSocketPath() {
+  if (const char* env = std::getenv("FREERIDE_SOCKET"); env && *env) return env;
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg)
+    return std::string(xdg) + "/freeride.sock";
+  return fmt::format("/tmp/freeride-{}/freeride.sock", getuid());
+}
+
+std::string LaneSegmentPath(const std::string& socket_path, int lane) {
+  return fmt::format("{}-lane{}", SegmentPrefix(socket_path), lane);
+}
+
+std::string TaskSegmentPath(const std::string& socket_path, int64_t task_id) {
+  return fmt::format("{}-task{}", SegmentPrefix(socket_path), task_id);
+}
+
+bool MakeDirs(const std::string& dir, unsigned mode, std::string* error) {
+  if (dir.empty()) return true;
+  std::string partial;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = dir.find('/', pos + 1);
+    partial = dir.substr(0, pos);
+    if (partial.empty()) continue;
+    if (mkdir(partial.c_str(), mode) != 0 && errno != EEXIST) {
+      *error = fmt::format("cannot create directory {}: {}", partial, std::strerror(errno));
+      return false;
+    }
+  }
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    *error = fmt::format("{} is not a directory", dir);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace freeride

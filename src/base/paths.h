@@ -1,0 +1,24 @@
+// Where the daemon's rendezvous points live: its socket and the per-lane
+// shared-memory segments.  Both sides derive the same names from the same
+// socket path, so a stage needs no RPC to find its lane.
+#pragma once
+#include <string>
+
+namespace freeride {
+
+// The socket used when none is given: $FREERIDE_SOCKET, else
+// $XDG_RUNTIME_DIR/freeride.sock, else /tmp/freeride-<uid>/freeride.sock.
+std::string DefaultSocketPath();
+
+// The file backing lane `lane`'s bubble segment for the daemon at
+// socket_path: /dev/shm/freeride-<uid>-<hash of socket path>-lane<lane>.
+std::string LaneSegmentPath(const std::string& socket_path, int lane);
+
+// The file backing one task's control segment.
+std::string TaskSegmentPath(const std::string& socket_path, int64_t task_id);
+
+// Creates dir and its parents with the given mode; returns false and sets
+// *error on failure.
+bool MakeDirs(const std::string& dir, unsigned mode, std::string* error);
+
+}  // namespace freeride

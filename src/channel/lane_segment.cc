@@ -1,0 +1,115 @@
+#include "channel/lane_segment.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <new>
+
+#include "base/futex.h"
+
+namespace freeride {
+
+namespace {
+constexpr int kMaxReadRetries = 64;
+}
+
+bool LaneSegment::CreateOrOpen(const std::string& path, int lane, std::string* error) {
+  Close();
+  if (!mapping_.Map(path, sizeof(LaneSegmentLayout), /*writable=*/true, /*create=*/true, error))
+    return false;
+  auto* layout = static_cast<LaneSegmentLayout*>(mapping_.data());
+  bool valid = layout->magic == kLaneSegmentMagic && layout->version == kLaneSegmentVersion &&
+               layout->lane == lane && layout->size_bytes == sizeof(LaneSegmentLayout);
+  if (!valid) {
+    // Fresh or foreign content: start clean.  The file is ours (0600).
+    layout = new (mapping_.data()) LaneSegmentLayout{};
+    layout->version = kLaneSegmentVersion;
+    layout->lane = lane;
+    layout->size_bytes = sizeof(LaneSegmentLayout);
+    layout->free_memory_bytes.store(UINT64_MAX);
+    std::atomic_thread_fence(std::memory_order_release);
+    layout->magic = kLaneSegmentMagic;
+  }
+  layout->daemon_pid.store(getpid());
+  layout->daemon_heartbeat_ns.store(MonotonicNow());
+  layout->daemon_generation.fetch_add(1);
+  layout_ = layout;
+  return true;
+}
+
+bool LaneSegment::Open(const std::string& path, bool writable, std::string* error) {
+  Close();
+  if (!mapping_.Map(path, sizeof(LaneSegmentLayout), writable, /*create=*/false, error))
+    return false;
+  auto* layout = static_cast<LaneSegmentLayout*>(mapping_.data());
+  if (layout->magic != kLaneSegmentMagic || layout->version != kLaneSegmentVersion ||
+      layout->size_bytes != sizeof(LaneSegmentLayout)) {
+    *error = fmt::format("{} is not a FreeRide lane segment of version {}", path,
+                         kLaneSegmentVersion);
+    mapping_.Reset();
+    return false;
+  }
+  layout_ = layout;
+  return true;
+}
+
+void LaneSegment::WriteBegin(uint32_t slot, Nanos now, Nanos hint, uint64_t free_memory) {
+  LaneSegmentLayout* l = layout_;
+  if ((l->bubble_seq.load(std::memory_order_relaxed) & 1u) != 0) WriteEnd(now);
+  l->slot.store(slot, std::memory_order_relaxed);
+  l->begin_ns.store(now, std::memory_order_relaxed);
+  l->hint_ns.store(hint, std::memory_order_relaxed);
+  l->free_memory_bytes.store(free_memory, std::memory_order_relaxed);
+  // end_ns keeps the previous bubble's end, so a reader that missed that
+  // end mark can still learn when the previous bubble closed.
+  l->stage_heartbeat_ns.store(now, std::memory_order_relaxed);
+  l->marks_written.fetch_add(1, std::memory_order_relaxed);
+  // seq_cst pairs with the sleeper's increment of `sleepers` (Dekker-style)
+  // so a wake-up is never missed.
+  l->bubble_seq.fetch_add(1, std::memory_order_seq_cst);
+  if (l->sleepers.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->bubble_seq);
+}
+
+void LaneSegment::WriteEnd(Nanos now) {
+  LaneSegmentLayout* l = layout_;
+  if ((l->bubble_seq.load(std::memory_order_relaxed) & 1u) == 0) return;
+  l->end_ns.store(now, std::memory_order_relaxed);
+  l->stage_heartbeat_ns.store(now, std::memory_order_relaxed);
+  l->marks_written.fetch_add(1, std::memory_order_relaxed);
+  l->bubble_seq.fetch_add(1, std::memory_order_seq_cst);
+  if (l->sleepers.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->bubble_seq);
+}
+
+BubbleMark LaneSegment::Read() const {
+  const LaneSegmentLayout* l = layout_;
+  BubbleMark mark;
+  for (int attempt = 0; attempt < kMaxReadRetries; ++attempt) {
+    uint32_t before = l->bubble_seq.load(std::memory_order_acquire);
+    mark.seq = before;
+    mark.slot = l->slot.load(std::memory_order_relaxed);
+    mark.begin_ns = l->begin_ns.load(std::memory_order_relaxed);
+    mark.hint_ns = l->hint_ns.load(std::memory_order_relaxed);
+    mark.free_memory_bytes = l->free_memory_bytes.load(std::memory_order_relaxed);
+    mark.end_ns = l->end_ns.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (l->bubble_seq.load(std::memory_order_relaxed) == before) break;
+  }
+  return mark;
+}
+
+uint32_t LaneSegment::WaitForChange(uint32_t seen, Nanos timeout) const {
+  // The mapping may be read-only, but FUTEX_WAIT and the sleeper count need
+  // a writable word; the daemon and stage map writable, tasks do not sleep
+  // here through a read-only mapping (they are woken through their own
+  // task segment).
+  auto* l = layout_;
+  uint32_t now = l->bubble_seq.load(std::memory_order_seq_cst);
+  if (now != seen) return now;
+  l->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  now = l->bubble_seq.load(std::memory_order_seq_cst);
+  if (now == seen) FutexWait(&l->bubble_seq, seen, timeout);
+  l->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  return l->bubble_seq.load(std::memory_order_acquire);
+}
+
+}  // namespace freeride

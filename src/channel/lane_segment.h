@@ -1,0 +1,96 @@
+// The bubble channel: one shared-memory segment per lane.
+//
+// Writers: the training stage writes bubble marks (begin/end) and its
+// heartbeat; the daemon writes its own liveness and the effective prediction
+// for the open bubble.  Readers: the lane dispatcher and the lane's side
+// tasks (mapped read-only there).
+//
+// bubble_seq is both a seqlock and a futex word: odd while a bubble is open,
+// even otherwise.  The stage stores the mark fields, then bumps bubble_seq,
+// then wakes sleepers if any are registered, so the hot path is a few
+// stores and, only when someone sleeps, one non-blocking FUTEX_WAKE.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "base/clock.h"
+#include "channel/shared_mapping.h"
+
+namespace freeride {
+
+constexpr uint64_t kLaneSegmentMagic = 0x4652454552494445ULL;  // "FREERIDE"
+constexpr uint32_t kLaneSegmentVersion = 1;
+
+struct LaneSegmentLayout {
+  uint64_t magic;
+  uint32_t version;
+  int32_t lane;
+  uint64_t size_bytes;
+
+  // --- written by the training stage ---
+  alignas(64) std::atomic<uint32_t> bubble_seq;
+  std::atomic<uint32_t> sleepers;
+  std::atomic<uint32_t> slot;
+  std::atomic<int64_t> begin_ns;
+  std::atomic<int64_t> hint_ns;  // stage's own length estimate, 0 if none
+  std::atomic<uint64_t> free_memory_bytes;  // UINT64_MAX when unknown
+  std::atomic<int64_t> end_ns;  // end of the most recent closed bubble
+  std::atomic<int64_t> stage_pid;
+  std::atomic<int64_t> stage_heartbeat_ns;
+  std::atomic<uint64_t> marks_written;
+
+  // --- written by the daemon ---
+  alignas(64) std::atomic<int64_t> daemon_pid;
+  std::atomic<int64_t> daemon_heartbeat_ns;
+  std::atomic<uint32_t> daemon_generation;
+  std::atomic<uint32_t> predicted_for_seq;
+  std::atomic<int64_t> predicted_end_ns;
+};
+
+// A consistent copy of one bubble mark.
+struct BubbleMark {
+  uint32_t seq = 0;
+  uint32_t slot = 0;
+  Nanos begin_ns = 0;
+  Nanos hint_ns = 0;
+  uint64_t free_memory_bytes = UINT64_MAX;
+  Nanos end_ns = 0;
+  bool open() const { return (seq & 1u) != 0; }
+};
+
+class LaneSegment {
+ public:
+  // Daemon side: opens the segment if it exists and is valid (keeping what
+  // a still-running stage wrote), else creates it fresh.
+  bool CreateOrOpen(const std::string& path, int lane, std::string* error);
+  // Stage (writable) or task (read-only) side: opens an existing segment and
+  // validates its header.  A missing or corrupt segment is an error.
+  bool Open(const std::string& path, bool writable, std::string* error);
+  void Close() { mapping_.Reset(); layout_ = nullptr; }
+
+  bool is_open() const { return layout_ != nullptr; }
+  LaneSegmentLayout* layout() const { return layout_; }
+  const SharedMapping& mapping() const { return mapping_; }
+
+  // Stage side.  Begin opens a bubble (closing an unclosed one first);
+  // End closes it.  Both are wait-free and never allocate.
+  void WriteBegin(uint32_t slot, Nanos now, Nanos hint, uint64_t free_memory);
+  void WriteEnd(Nanos now);
+
+  // Reads a consistent snapshot of the current mark (retries while a writer
+  // is mid-update; gives up after a bounded number of tries and returns the
+  // last read, which callers treat as advisory).
+  BubbleMark Read() const;
+
+  // Sleeps until bubble_seq differs from `seen` or the timeout passes.
+  // Returns the new bubble_seq.
+  uint32_t WaitForChange(uint32_t seen, Nanos timeout) const;
+
+ private:
+  SharedMapping mapping_;
+  LaneSegmentLayout* layout_ = nullptr;
+};
+
+}  // namespace freeride

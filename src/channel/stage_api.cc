@@ -1,0 +1,99 @@
+// The stage side of the C ABI.  Everything after freeride_stage_open is on
+// the training job's hot path: no locks, no allocation, no blocking calls.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#include "base/clock.h"
+#include "base/paths.h"
+#include "channel/lane_segment.h"
+#include "freeride/freeride.h"
+
+using freeride::LaneSegment;
+using freeride::MonotonicNow;
+using freeride::Nanos;
+
+struct freeride_stage {
+  std::string segment_path;
+  int lane = 0;
+  bool disabled = false;
+  LaneSegment segment;
+  Nanos next_check_ns = 0;
+};
+
+namespace {
+
+constexpr Nanos kAttachRetryInterval = freeride::kSecond;
+
+// Maps the lane segment if a daemon has made one; drops a mapping whose file
+// the daemon removed (clean shutdown).  At most once per retry interval, so
+// the cost on the hot path is one clock read otherwise.
+void MaybeReattach(freeride_stage* stage, Nanos now) {
+  if (stage->disabled || now < stage->next_check_ns) return;
+  stage->next_check_ns = now + kAttachRetryInterval;
+  if (stage->segment.is_open()) {
+    if (!stage->segment.mapping().Unlinked()) return;
+    stage->segment.Close();
+  }
+  std::string error;
+  if (stage->segment.Open(stage->segment_path, /*writable=*/true, &error)) {
+    stage->segment.layout()->stage_pid.store(getpid());
+    stage->segment.layout()->stage_heartbeat_ns.store(now);
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+int freeride_abi_version(void) { return FREERIDE_ABI_VERSION; }
+
+int64_t freeride_now_ns(void) { return MonotonicNow(); }
+
+freeride_stage* freeride_stage_open(int lane, const char* socket_path) {
+  auto* stage = new (std::nothrow) freeride_stage();
+  if (!stage) return nullptr;
+  try {
+    std::string socket = socket_path && *socket_path ? socket_path : freeride::DefaultSocketPath();
+    stage->segment_path = freeride::LaneSegmentPath(socket, lane);
+  } catch (...) {
+    delete stage;
+    return nullptr;
+  }
+  stage->lane = lane;
+  const char* disable = std::getenv("FREERIDE_DISABLE");
+  stage->disabled = disable && *disable && std::string(disable) != "0";
+  MaybeReattach(stage, MonotonicNow());
+  return stage;
+}
+
+int freeride_stage_attached(const freeride_stage* stage) {
+  return stage && stage->segment.is_open() ? 1 : 0;
+}
+
+void freeride_bubble_begin(freeride_stage* stage, uint32_t slot, int64_t predicted_ns,
+                           uint64_t free_memory_bytes) {
+  if (!stage) return;
+  Nanos now = MonotonicNow();
+  MaybeReattach(stage, now);
+  if (!stage->segment.is_open()) return;
+  stage->segment.WriteBegin(slot, now, predicted_ns > 0 ? predicted_ns : 0, free_memory_bytes);
+}
+
+void freeride_bubble_end(freeride_stage* stage) {
+  if (!stage || !stage->segment.is_open()) return;
+  stage->segment.WriteEnd(MonotonicNow());
+}
+
+void freeride_stage_close(freeride_stage* stage) {
+  if (!stage) return;
+  if (stage->segment.is_open()) {
+    stage->segment.WriteEnd(MonotonicNow());
+    stage->segment.layout()->stage_pid.store(0);
+  }
+  delete stage;
+}
+
+}  // extern "C"

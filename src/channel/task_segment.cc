@@ -1,0 +1,105 @@
+#include "channel/task_segment.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <new>
+
+#include "base/futex.h"
+
+namespace freeride {
+
+bool TaskSegment::Create(const std::string& path, int64_t task_id, std::string* error) {
+  Close();
+  if (!mapping_.Map(path, sizeof(TaskSegmentLayout), true, true, error)) return false;
+  auto* layout = new (mapping_.data()) TaskSegmentLayout{};
+  layout->version = kTaskSegmentVersion;
+  layout->ring_size = kStepRingSize;
+  layout->task_id = task_id;
+  std::atomic_thread_fence(std::memory_order_release);
+  layout->magic = kTaskSegmentMagic;
+  layout_ = layout;
+  return true;
+}
+
+bool TaskSegment::Open(const std::string& path, std::string* error) {
+  Close();
+  if (!mapping_.Map(path, sizeof(TaskSegmentLayout), true, false, error)) return false;
+  auto* layout = static_cast<TaskSegmentLayout*>(mapping_.data());
+  if (layout->magic != kTaskSegmentMagic || layout->version != kTaskSegmentVersion ||
+      layout->ring_size != kStepRingSize) {
+    *error = fmt::format("{} is not a FreeRide task segment of version {}", path,
+                         kTaskSegmentVersion);
+    mapping_.Reset();
+    return false;
+  }
+  layout_ = layout;
+  return true;
+}
+
+void TaskSegment::Grant(uint32_t bubble_seq, Nanos deadline, Nanos now) {
+  auto* l = layout_;
+  l->granted_bubble_seq.store(bubble_seq, std::memory_order_relaxed);
+  l->grant_deadline_ns.store(deadline, std::memory_order_relaxed);
+  l->grant_issued_ns.store(now, std::memory_order_relaxed);
+  l->grant_active.store(1, std::memory_order_relaxed);
+  l->grant_seq.fetch_add(1, std::memory_order_seq_cst);
+  if (l->task_sleeping.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->grant_seq);
+}
+
+void TaskSegment::Revoke() {
+  auto* l = layout_;
+  l->grant_active.store(0, std::memory_order_relaxed);
+  l->grant_seq.fetch_add(1, std::memory_order_seq_cst);
+  if (l->task_sleeping.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->grant_seq);
+}
+
+void TaskSegment::SendCommand(TaskCommand command) {
+  auto* l = layout_;
+  l->command.store(static_cast<uint32_t>(command), std::memory_order_relaxed);
+  l->grant_seq.fetch_add(1, std::memory_order_seq_cst);
+  FutexWakeAll(&l->grant_seq);
+}
+
+namespace {
+uint32_t WaitOn(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping, uint32_t seen,
+                Nanos timeout) {
+  uint32_t now = word->load(std::memory_order_seq_cst);
+  if (now != seen) return now;
+  sleeping->fetch_add(1, std::memory_order_seq_cst);
+  now = word->load(std::memory_order_seq_cst);
+  if (now == seen) FutexWait(word, seen, timeout);
+  sleeping->fetch_sub(1, std::memory_order_seq_cst);
+  return word->load(std::memory_order_acquire);
+}
+}  // namespace
+
+uint32_t TaskSegment::WaitForAck(uint32_t seen, Nanos timeout) const {
+  return WaitOn(&layout_->ack_seq, &layout_->daemon_sleeping, seen, timeout);
+}
+
+uint32_t TaskSegment::WaitForGrant(uint32_t seen, Nanos timeout) const {
+  return WaitOn(&layout_->grant_seq, &layout_->task_sleeping, seen, timeout);
+}
+
+void TaskSegment::Acknowledge() {
+  auto* l = layout_;
+  l->ack_seq.fetch_add(1, std::memory_order_seq_cst);
+  if (l->daemon_sleeping.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->ack_seq);
+}
+
+void TaskSegment::RecordStep(Nanos start, Nanos end, double units) {
+  auto* l = layout_;
+  uint64_t head = l->ring_head.load(std::memory_order_relaxed);
+  l->ring[head % kStepRingSize] = StepRecord{start, end, units};
+  l->ring_head.store(head + 1, std::memory_order_release);
+  l->steps_done.fetch_add(1, std::memory_order_relaxed);
+  double total = std::bit_cast<double>(l->progress_bits.load(std::memory_order_relaxed)) + units;
+  l->progress_bits.store(std::bit_cast<uint64_t>(total), std::memory_order_relaxed);
+}
+
+double TaskSegment::progress() const {
+  return std::bit_cast<double>(layout_->progress_bits.load(std::memory_order_relaxed));
+}
+
+}  // namespace freeride

@@ -1,0 +1,108 @@
+// The per-task control segment, shared by the lane dispatcher (in the
+// daemon) and one side-task process.
+//
+// Daemon -> task: a grant to run steps until a deadline inside one bubble,
+// and commands (stop, checkpoint).  grant_seq is the task's futex word.
+// Task -> daemon: lifecycle state, progress, step-time estimate and a ring of
+// step records (start, end, units).  ack_seq is the daemon's futex word.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "base/clock.h"
+#include "channel/shared_mapping.h"
+
+namespace freeride {
+
+constexpr uint64_t kTaskSegmentMagic = 0x46525441534b3031ULL;  // "FRTASK01"
+constexpr uint32_t kTaskSegmentVersion = 1;
+constexpr uint32_t kStepRingSize = 512;
+
+enum class TaskProcessState : uint32_t {
+  kStarting = 0,  // launched, init() not finished
+  kReady = 1,     // init() done, waiting for a grant
+  kStepping = 2,  // inside a grant
+  kYielded = 3,   // grant handed back
+  kFinished = 4,  // finish() done, exiting with success
+  kFailed = 5,    // the task reported an error
+};
+
+enum class TaskCommand : uint32_t { kNone = 0, kStop = 1, kCheckpoint = 2 };
+
+struct StepRecord {
+  int64_t start_ns;
+  int64_t end_ns;
+  double units;
+};
+
+struct TaskSegmentLayout {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t ring_size;
+  int64_t task_id;
+
+  // --- written by the daemon ---
+  alignas(64) std::atomic<uint32_t> grant_seq;
+  std::atomic<uint32_t> task_sleeping;
+  std::atomic<uint32_t> grant_active;
+  std::atomic<uint32_t> granted_bubble_seq;
+  std::atomic<int64_t> grant_deadline_ns;
+  std::atomic<int64_t> grant_issued_ns;
+  std::atomic<uint32_t> command;
+
+  // --- written by the task ---
+  alignas(64) std::atomic<uint32_t> ack_seq;
+  std::atomic<uint32_t> daemon_sleeping;
+  std::atomic<uint32_t> state;
+  std::atomic<uint64_t> steps_done;
+  std::atomic<uint64_t> progress_bits;  // double, bit-cast
+  std::atomic<int64_t> step_estimate_ns;
+  std::atomic<int64_t> heartbeat_ns;
+  std::atomic<int64_t> checkpoint_saved_ns;
+  char progress_unit[32];
+
+  alignas(64) std::atomic<uint64_t> ring_head;
+  StepRecord ring[kStepRingSize];
+};
+
+class TaskSegment {
+ public:
+  // Daemon side: creates (or truncates) the segment for task_id.
+  bool Create(const std::string& path, int64_t task_id, std::string* error);
+  // Task side: maps an existing segment and validates its header.
+  bool Open(const std::string& path, std::string* error);
+  void Close() { mapping_.Reset(); layout_ = nullptr; }
+  bool is_open() const { return layout_ != nullptr; }
+  TaskSegmentLayout* layout() const { return layout_; }
+
+  // Daemon: grants steps inside bubble `bubble_seq` until deadline and wakes
+  // the task.  Revoke withdraws the grant (the task yields after its step).
+  void Grant(uint32_t bubble_seq, Nanos deadline, Nanos now);
+  void Revoke();
+  void SendCommand(TaskCommand command);
+  // Daemon: sleeps until ack_seq differs from `seen` or the timeout passes.
+  uint32_t WaitForAck(uint32_t seen, Nanos timeout) const;
+  // Wakes a daemon sleeping in WaitForAck (used by the task, and by the
+  // daemon's supervisor when the task process exits).
+  void Acknowledge();
+
+  // Task: sleeps until grant_seq differs from `seen` or the timeout passes.
+  uint32_t WaitForGrant(uint32_t seen, Nanos timeout) const;
+  // Task: appends a step record (wait-free).
+  void RecordStep(Nanos start, Nanos end, double units);
+
+  TaskProcessState state() const {
+    return static_cast<TaskProcessState>(layout_->state.load(std::memory_order_acquire));
+  }
+  void set_state(TaskProcessState s) {
+    layout_->state.store(static_cast<uint32_t>(s), std::memory_order_release);
+  }
+  double progress() const;
+
+ private:
+  SharedMapping mapping_;
+  TaskSegmentLayout* layout_ = nullptr;
+};
+
+}  // namespace freeride

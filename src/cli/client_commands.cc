@@ -1,0 +1,326 @@
+#include <fmt/format.h>
+#include <google/protobuf/util/json_util.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "base/paths.h"
+#include "base/units.h"
+#include "cli/commands.h"
+#include "client/client.h"
+
+extern char** environ;
+
+namespace freeride::cli {
+namespace {
+
+constexpr std::chrono::milliseconds kRpcTimeout{10000};
+
+std::string ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  return out;
+}
+
+// Runs fn with a connected stub; prints a clear error and returns non-zero
+// when the daemon cannot be reached or the RPC fails.
+template <typename Fn>
+int WithDaemon(const std::string& socket, const char* command, Fn fn) {
+  std::string error;
+  auto stub = ConnectToDaemon(socket, &error);
+  if (!stub) {
+    fmt::print(stderr, "freeride {}: {}\n", command, error);
+    return 1;
+  }
+  grpc::Status status = fn(*stub);
+  if (!status.ok()) {
+    fmt::print(stderr, "freeride {}: {}\n", command, DescribeRpcError(status, socket));
+    return status.error_code() == grpc::StatusCode::UNAVAILABLE ? 1 : 2;
+  }
+  return 0;
+}
+
+std::string Abbrev(const std::string& text, size_t width) {
+  if (text.size() <= width) return text;
+  return text.substr(0, width - 1) + "~";
+}
+
+std::string TaskLine(const v1::TaskInfo& t) {
+  std::string command;
+  for (const auto& a : t.spec().command()) command += (command.empty() ? "" : " ") + a;
+  std::string progress = t.progress_unit().empty()
+                             ? fmt::format("{:.4g}", t.progress())
+                             : fmt::format("{:.4g} {}", t.progress(), t.progress_unit());
+  return fmt::format("{:>5}  {:<20} {:>4}  {:<10} {:>6} {:>10} {:>18}  {}", t.id(),
+                     Abbrev(t.spec().name(), 20), t.lane(), t.state(), t.steps(),
+                     FormatDuration(t.harvested_ns()), Abbrev(progress, 18),
+                     Abbrev(command, 40));
+}
+
+// ---------------------------------------------------------------- submit --
+struct SubmitArgs {
+  std::string socket = DefaultSocketPath();
+  std::string name;
+  std::string lane = "any";
+  std::string memory = "0";
+  int priority = 0;
+  std::string kind = "iterative";
+  std::string step_time;
+  int retries = 0;
+  bool json = false;
+  std::vector<std::string> command;
+};
+
+int RunSubmit(const SubmitArgs& args) {
+  v1::SubmitRequest request;
+  v1::TaskSpec* spec = request.mutable_spec();
+  std::string error;
+  if (args.command.empty()) {
+    fmt::print(stderr, "freeride submit: no command given; usage: freeride submit [OPTIONS] -- "
+                       "CMD ARGS...\n");
+    return 2;
+  }
+  auto memory = ParseBytes(args.memory, &error);
+  if (!memory) {
+    fmt::print(stderr, "freeride submit: --memory: {}\n", error);
+    return 2;
+  }
+  spec->set_memory_bytes(*memory);
+  if (args.lane == "any") {
+    spec->set_lane(-1);
+  } else {
+    char* end = nullptr;
+    long lane = std::strtol(args.lane.c_str(), &end, 10);
+    if (args.lane.empty() || *end != '\0' || lane < 0 || lane > 1023) {
+      fmt::print(stderr, "freeride submit: --lane must be a lane number or 'any', not '{}'\n",
+                 args.lane);
+      return 2;
+    }
+    spec->set_lane(static_cast<int>(lane));
+  }
+  if (args.kind == "iterative") {
+    spec->set_kind(v1::TASK_KIND_ITERATIVE);
+  } else if (args.kind == "imperative") {
+    spec->set_kind(v1::TASK_KIND_IMPERATIVE);
+  } else {
+    fmt::print(stderr, "freeride submit: --kind must be iterative or imperative, not '{}'\n",
+               args.kind);
+    return 2;
+  }
+  if (!args.step_time.empty()) {
+    auto step = ParseDuration(args.step_time, &error);
+    if (!step) {
+      fmt::print(stderr, "freeride submit: --step-time: {}\n", error);
+      return 2;
+    }
+    spec->set_step_time_hint_ns(*step);
+  }
+  std::string name = args.name;
+  if (name.empty()) {
+    std::random_device random;
+    name = fmt::format("{}-{:04x}", std::filesystem::path(args.command[0]).filename().string(),
+                       random() & 0xffff);
+  }
+  spec->set_name(name);
+  spec->set_priority(args.priority);
+  spec->set_max_retries(args.retries);
+  for (const std::string& a : args.command) spec->add_command(a);
+  spec->set_working_dir(std::filesystem::current_path().string());
+  for (char** e = environ; *e; ++e) {
+    std::string entry(*e);
+    size_t eq = entry.find('=');
+    if (eq != std::string::npos) (*spec->mutable_env())[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  v1::SubmitReply reply;
+  int rc = WithDaemon(args.socket, "submit", [&](v1::FreeRide::Stub& stub) {
+    grpc::ClientContext context;
+    SetDeadline(&context, kRpcTimeout);
+    return stub.Submit(&context, request, &reply);
+  });
+  if (rc != 0) return rc;
+  if (args.json) {
+    fmt::print("{}\n", ToJson(reply.task()));
+  } else {
+    fmt::print("submitted task {} '{}' to lane {}\n", reply.task().id(), reply.task().spec().name(),
+               reply.task().lane());
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------- status --
+struct StatusArgs {
+  std::string socket = DefaultSocketPath();
+  bool json = false;
+  bool all = false;
+};
+
+int RunStatus(const StatusArgs& args) {
+  v1::StatsReply stats;
+  v1::ListTasksReply tasks;
+  int rc = WithDaemon(args.socket, "status", [&](v1::FreeRide::Stub& stub) {
+    grpc::ClientContext c1;
+    SetDeadline(&c1, kRpcTimeout);
+    grpc::Status s = stub.GetStats(&c1, v1::StatsRequest(), &stats);
+    if (!s.ok()) return s;
+    grpc::ClientContext c2;
+    SetDeadline(&c2, kRpcTimeout);
+    v1::ListTasksRequest request;
+    request.set_include_ended(args.all);
+    return stub.ListTasks(&c2, request, &tasks);
+  });
+  if (rc != 0) return rc;
+  if (args.json) {
+    fmt::print("{{\"stats\": {},\n \"tasks\": {}}}\n", ToJson(stats), ToJson(tasks));
+    return 0;
+  }
+  fmt::print("daemon pid {}  up {}  state {}\n\n", stats.daemon_pid(),
+             FormatDuration(stats.uptime_ns()), stats.state_dir());
+  fmt::print("{:>4}  {:<7} {:>6} {:>8} {:>10} {:>10} {:>6} {:>9} {:>7}  {}\n", "lane", "device",
+             "stage", "bubbles", "idle", "harvested", "share", "resident", "queued", "now");
+  for (const auto& l : stats.lanes()) {
+    double share = l.bubble_ns() > 0 ? 100.0 * l.harvested_ns() / l.bubble_ns() : 0.0;
+    std::string now = l.in_bubble() ? fmt::format("bubble (slot {}){}", l.current_slot(),
+                                                  l.running_task() ? fmt::format(", task {}",
+                                                                                 l.running_task())
+                                                                   : "")
+                                    : "busy/training";
+    if (!l.stage_alive()) now = "no stage attached";
+    fmt::print("{:>4}  {:<7} {:>6} {:>8} {:>10} {:>10} {:>5.1f}% {:>9} {:>7}  {}\n", l.lane(),
+               l.device(), l.stage_alive() ? std::to_string(l.stage_pid()) : "-", l.bubbles(),
+               FormatDuration(l.bubble_ns()), FormatDuration(l.harvested_ns()), share,
+               l.resident_tasks(), l.queued_tasks(), now);
+  }
+  fmt::print("\n{:>5}  {:<20} {:>4}  {:<10} {:>6} {:>10} {:>18}  {}\n", "id", "name", "lane",
+             "state", "steps", "harvested", "progress", "command");
+  if (tasks.tasks().empty()) fmt::print("  (no tasks{})\n", args.all ? "" : " in flight; --all shows ended ones");
+  for (const auto& t : tasks.tasks()) fmt::print("{}\n", TaskLine(t));
+  return 0;
+}
+
+// ------------------------------------------------------------ show/cancel --
+struct TaskRefArgs {
+  std::string socket = DefaultSocketPath();
+  std::string task;
+  bool json = false;
+};
+
+void FillRef(const std::string& ref, int64_t* id, std::string* name) {
+  char* end = nullptr;
+  long long value = std::strtoll(ref.c_str(), &end, 10);
+  if (!ref.empty() && *end == '\0' && value > 0) {
+    *id = value;
+  } else {
+    *name = ref;
+  }
+}
+
+void PrintTask(const v1::TaskInfo& t) {
+  std::string command;
+  for (const auto& a : t.spec().command()) command += (command.empty() ? "" : " ") + a;
+  fmt::print("task {} '{}'\n  state:     {}  ({})\n  lane:      {}\n  command:   {}\n", t.id(),
+             t.spec().name(), t.state(), t.message(), t.lane(), command);
+  fmt::print("  memory:    {}   priority {}   kind {}\n", FormatBytes(t.spec().memory_bytes()),
+             t.spec().priority(),
+             t.spec().kind() == v1::TASK_KIND_IMPERATIVE ? "imperative" : "iterative");
+  fmt::print("  progress:  {:.6g} {}   steps {}   step time {}   harvested {}\n", t.progress(),
+             t.progress_unit(), t.steps(), FormatDuration(t.step_estimate_ns()),
+             FormatDuration(t.harvested_ns()));
+  fmt::print("  attempts:  {}   pid {}   exit {}{}\n", t.attempts(), t.pid(), t.exit_code(),
+             t.term_signal() ? fmt::format(" (signal {})", t.term_signal()) : "");
+  if (!t.stderr_tail().empty()) fmt::print("  stderr (tail):\n{}\n", t.stderr_tail());
+}
+
+int RunShow(const TaskRefArgs& args) {
+  v1::GetTaskRequest request;
+  int64_t id = 0;
+  std::string name;
+  FillRef(args.task, &id, &name);
+  request.set_id(id);
+  request.set_name(name);
+  v1::TaskInfo info;
+  int rc = WithDaemon(args.socket, "show", [&](v1::FreeRide::Stub& stub) {
+    grpc::ClientContext context;
+    SetDeadline(&context, kRpcTimeout);
+    return stub.GetTask(&context, request, &info);
+  });
+  if (rc != 0) return rc;
+  if (args.json) fmt::print("{}\n", ToJson(info));
+  else PrintTask(info);
+  return 0;
+}
+
+int RunCancel(const TaskRefArgs& args) {
+  v1::CancelRequest request;
+  int64_t id = 0;
+  std::string name;
+  FillRef(args.task, &id, &name);
+  request.set_id(id);
+  request.set_name(name);
+  v1::CancelReply reply;
+  int rc = WithDaemon(args.socket, "cancel", [&](v1::FreeRide::Stub& stub) {
+    grpc::ClientContext context;
+    SetDeadline(&context, kRpcTimeout);
+    return stub.Cancel(&context, request, &reply);
+  });
+  if (rc != 0) return rc;
+  if (args.json) fmt::print("{}\n", ToJson(reply.task()));
+  else fmt::print("task {} '{}': {}\n", reply.task().id(), reply.task().spec().name(),
+                  reply.task().state() == "CANCELLED" ? "cancelled" : "cancelling");
+  return 0;
+}
+
+void AddSocket(CLI::App* cmd, std::string* socket) {
+  cmd->add_option("--socket", *socket, "The daemon's Unix socket")->capture_default_str();
+}
+
+}  // namespace
+
+void AddClientCommands(CLI::App& app, int* exit_code) {
+  auto submit = std::make_shared<SubmitArgs>();
+  CLI::App* cmd = app.add_subcommand("submit", "Submit a side task: freeride submit [OPTIONS] -- CMD ARGS...");
+  AddSocket(cmd, &submit->socket);
+  cmd->add_option("--name", submit->name, "Task name (default: the command's name plus a suffix)");
+  cmd->add_option("--lane", submit->lane, "Lane number, or 'any'")->capture_default_str();
+  cmd->add_option("--memory", submit->memory, "Declared peak device memory, e.g. 2GiB")
+      ->capture_default_str();
+  cmd->add_option("--priority", submit->priority, "Higher runs first")->capture_default_str();
+  cmd->add_option("--kind", submit->kind, "iterative (SDK task) or imperative (any program)")
+      ->capture_default_str();
+  cmd->add_option("--step-time", submit->step_time,
+                  "Expected step time, e.g. 5ms, used until steps are measured");
+  cmd->add_option("--retries", submit->retries, "Relaunch a failed task up to N times")
+      ->capture_default_str();
+  cmd->add_flag("--json", submit->json, "Print the task as JSON");
+  cmd->add_option("command", submit->command, "The command and its arguments, after --");
+  cmd->callback([submit, exit_code] { *exit_code = RunSubmit(*submit); });
+
+  auto status = std::make_shared<StatusArgs>();
+  cmd = app.add_subcommand("status", "Show lanes and tasks.");
+  AddSocket(cmd, &status->socket);
+  cmd->add_flag("--json", status->json, "Print JSON");
+  cmd->add_flag("--all", status->all, "Include tasks that have ended");
+  cmd->callback([status, exit_code] { *exit_code = RunStatus(*status); });
+
+  auto show = std::make_shared<TaskRefArgs>();
+  cmd = app.add_subcommand("show", "Show one task, by id or name.");
+  AddSocket(cmd, &show->socket);
+  cmd->add_option("task", show->task, "Task id or name")->required();
+  cmd->add_flag("--json", show->json, "Print JSON");
+  cmd->callback([show, exit_code] { *exit_code = RunShow(*show); });
+
+  auto cancel = std::make_shared<TaskRefArgs>();
+  cmd = app.add_subcommand("cancel", "Cancel a task, by id or name.");
+  AddSocket(cmd, &cancel->socket);
+  cmd->add_option("task", cancel->task, "Task id or name")->required();
+  cmd->add_flag("--json", cancel->json, "Print JSON");
+  cmd->callback([cancel, exit_code] { *exit_code = RunCancel(*cancel); });
+}
+
+}  // namespace freeride::cli

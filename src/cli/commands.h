@@ -1,0 +1,11 @@
+// Subcommands of the `freeride` CLI.  Each Add* registers one subcommand on
+// the app; the callback runs it and sets the process exit status.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace freeride::cli {
+
+void AddDaemonCommand(CLI::App& app, int* exit_code);
+void AddClientCommands(CLI::App& app, int* exit_code);
+
+}  // namespace freeride::cli

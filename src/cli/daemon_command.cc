@@ -1,0 +1,182 @@
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include "base/paths.h"
+#include "base/units.h"
+#include "cli/commands.h"
+#include "daemon/daemon.h"
+
+namespace freeride::cli {
+namespace {
+
+struct DaemonArgs {
+  std::string socket_path = DefaultSocketPath();
+  std::string state_dir;
+  std::string gpus;
+  int cpu_lanes = 0;
+  std::string lane_memory;
+  int max_resident = 4;
+  std::string stage_timeout = "10s";
+};
+
+std::string DefaultStateDir() {
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/freeride";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.local/state/freeride";
+  return fmt::format("/tmp/freeride-{}/state", getuid());
+}
+
+// Total memory of each GPU, by index, from nvidia-smi; empty without GPUs.
+std::map<int, uint64_t> QueryGpuMemory() {
+  std::map<int, uint64_t> gpus;
+  FILE* pipe = popen(
+      "nvidia-smi --query-gpu=index,memory.total --format=csv,noheader,nounits 2>/dev/null", "r");
+  if (!pipe) return gpus;
+  char line[256];
+  while (std::fgets(line, sizeof(line), pipe)) {
+    int index = -1;
+    unsigned long long mib = 0;
+    if (std::sscanf(line, "%d, %llu", &index, &mib) == 2 && index >= 0)
+      gpus[index] = static_cast<uint64_t>(mib) * 1024 * 1024;
+  }
+  pclose(pipe);
+  return gpus;
+}
+
+bool BuildLanes(const DaemonArgs& args, DaemonOptions* options, std::string* error) {
+  uint64_t lane_memory = 0;
+  if (!args.lane_memory.empty()) {
+    auto parsed = ParseBytes(args.lane_memory, error);
+    if (!parsed) return false;
+    lane_memory = *parsed;
+  }
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (!args.gpus.empty() && args.cpu_lanes > 0) {
+    *error = "give either --gpus or --cpu-lanes, not both";
+    return false;
+  }
+  if (!args.gpus.empty()) {
+    std::map<int, uint64_t> present = QueryGpuMemory();
+    std::stringstream list(args.gpus);
+    std::string item;
+    std::set<int> seen;
+    while (std::getline(list, item, ',')) {
+      char* end = nullptr;
+      long gpu = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || gpu < 0 || gpu > 1023) {
+        *error = fmt::format("--gpus: '{}' is not a GPU index", item);
+        return false;
+      }
+      if (!present.empty() && !present.count(static_cast<int>(gpu))) {
+        *error = fmt::format("--gpus: GPU {} does not exist; this machine has {} GPU(s)", gpu,
+                             present.size());
+        return false;
+      }
+      if (!seen.insert(static_cast<int>(gpu)).second) {
+        *error = fmt::format("--gpus: GPU {} is listed twice", gpu);
+        return false;
+      }
+      LaneConfig lane;
+      lane.index = static_cast<int>(options->lanes.size());
+      lane.device = fmt::format("gpu:{}", gpu);
+      lane.capacity_bytes = lane_memory ? lane_memory : (present.count(gpu) ? present[gpu] : 0);
+      options->lanes.push_back(lane);
+    }
+    return true;
+  }
+  int count = args.cpu_lanes > 0 ? args.cpu_lanes : 1;
+  if (count > 256) {
+    *error = fmt::format("--cpu-lanes {} is more than 256", count);
+    return false;
+  }
+  for (int i = 0; i < count; ++i) {
+    LaneConfig lane;
+    lane.index = i;
+    lane.device = fmt::format("cpu:{}", i);
+    lane.capacity_bytes = lane_memory;
+    lane.cpu_core = cores > count ? i + 1 : -1;
+    options->lanes.push_back(lane);
+  }
+  return true;
+}
+
+int RunDaemon(const DaemonArgs& args) {
+  DaemonOptions options;
+  options.socket_path = args.socket_path;
+  options.state_dir = args.state_dir.empty() ? DefaultStateDir() : args.state_dir;
+  options.max_resident_per_lane = args.max_resident;
+  std::string error;
+  auto timeout = ParseDuration(args.stage_timeout, &error);
+  if (!timeout) {
+    fmt::print(stderr, "freeride daemon: --stage-timeout: {}\n", error);
+    return 2;
+  }
+  options.stage_timeout = *timeout;
+  if (!BuildLanes(args, &options, &error)) {
+    fmt::print(stderr, "freeride daemon: {}\n", error);
+    return 2;
+  }
+  // Signals are taken synchronously by this thread; every thread the daemon
+  // starts inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  Daemon daemon(options);
+  if (!daemon.Start(&error)) {
+    fmt::print(stderr, "freeride daemon: {}\n", error);
+    return 1;
+  }
+  std::string lanes;
+  for (const LaneConfig& l : options.lanes)
+    lanes += fmt::format("{}{}", lanes.empty() ? "" : ", ", l.device);
+  fmt::print("freeride daemon {} (pid {}) listening on {}\n  lanes: {}\n  state: {}\n",
+             FREERIDE_VERSION, getpid(), options.socket_path, lanes, options.state_dir);
+  for (const std::string& note : daemon.recovery_notes()) fmt::print("  {}\n", note);
+  std::fflush(stdout);
+  int received = 0;
+  sigwait(&signals, &received);
+  fmt::print("freeride daemon: {} received, stopping (tasks checkpoint and resume on the next "
+             "start)\n",
+             strsignal(received));
+  std::fflush(stdout);
+  daemon.Shutdown();
+  return 0;
+}
+
+}  // namespace
+
+void AddDaemonCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<DaemonArgs>();
+  CLI::App* cmd = app.add_subcommand("daemon", "Run the node daemon (one per node).");
+  cmd->add_option("--socket", args->socket_path, "Unix socket of the control API (mode 0600)")
+      ->capture_default_str();
+  cmd->add_option("--state-dir", args->state_dir,
+                  "Directory for the journal, event log and task files "
+                  "(default $XDG_STATE_HOME/freeride or ~/.local/state/freeride)");
+  cmd->add_option("--gpus", args->gpus, "GPU lanes, e.g. 0,1,2,3");
+  cmd->add_option("--cpu-lanes", args->cpu_lanes,
+                  "CPU lanes, for machines without GPUs (default 1 when --gpus is not given)");
+  cmd->add_option("--lane-memory", args->lane_memory,
+                  "Memory side tasks may hold per lane, e.g. 8GiB (default: the GPU's total)");
+  cmd->add_option("--max-resident", args->max_resident, "Launched tasks kept per lane")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--stage-timeout", args->stage_timeout,
+                  "A bubble without marks for this long is treated as over")
+      ->capture_default_str();
+  cmd->callback([args, exit_code] { *exit_code = RunDaemon(*args); });
+}
+
+}  // namespace freeride::cli

@@ -1,0 +1,37 @@
+// The gRPC control API: a thin translation between RPCs and TaskManager /
+// lanes.  Every handler validates its input and maps errors to gRPC codes;
+// none can bring the daemon down.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "daemon/lane.h"
+#include "daemon/task_manager.h"
+#include "freeride.grpc.pb.h"
+
+namespace freeride {
+
+class ControlService final : public v1::FreeRide::Service {
+ public:
+  ControlService(TaskManager* tasks, const std::vector<std::unique_ptr<Lane>>* lanes,
+                 std::string state_dir);
+
+  grpc::Status Submit(grpc::ServerContext*, const v1::SubmitRequest*, v1::SubmitReply*) override;
+  grpc::Status ListTasks(grpc::ServerContext*, const v1::ListTasksRequest*,
+                         v1::ListTasksReply*) override;
+  grpc::Status GetTask(grpc::ServerContext*, const v1::GetTaskRequest*, v1::TaskInfo*) override;
+  grpc::Status Cancel(grpc::ServerContext*, const v1::CancelRequest*, v1::CancelReply*) override;
+  grpc::Status AttachStage(grpc::ServerContext*, const v1::AttachStageRequest*,
+                           v1::AttachStageReply*) override;
+  grpc::Status GetStats(grpc::ServerContext*, const v1::StatsRequest*, v1::StatsReply*) override;
+
+ private:
+  TaskManager* tasks_;
+  const std::vector<std::unique_ptr<Lane>>* lanes_;
+  std::string state_dir_;
+  Nanos started_ns_;
+};
+
+grpc::Status ToGrpc(const Status& status);
+
+}  // namespace freeride

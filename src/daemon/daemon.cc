@@ -1,0 +1,123 @@
+#include "daemon/daemon.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "base/paths.h"
+
+namespace freeride {
+
+Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {}
+
+Daemon::~Daemon() { Shutdown(); }
+
+bool Daemon::PrepareSocket(std::string* error) {
+  std::string dir = std::filesystem::path(options_.socket_path).parent_path().string();
+  if (!dir.empty() && !MakeDirs(dir, 0700, error)) return false;
+  if (options_.socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
+    *error = fmt::format("socket path {} is longer than {} characters", options_.socket_path,
+                         sizeof(sockaddr_un::sun_path) - 1);
+    return false;
+  }
+  struct stat st;
+  if (lstat(options_.socket_path.c_str(), &st) != 0) return true;
+  if (!S_ISSOCK(st.st_mode)) {
+    *error = fmt::format("{} exists and is not a socket; refusing to replace it",
+                         options_.socket_path);
+    return false;
+  }
+  // A socket file is left behind by a daemon that was killed.  If something
+  // still answers on it, another daemon owns it.
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, options_.socket_path.c_str(), sizeof(addr.sun_path) - 1);
+  bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  if (live) {
+    *error = fmt::format("another daemon is listening on {}", options_.socket_path);
+    return false;
+  }
+  unlink(options_.socket_path.c_str());
+  return true;
+}
+
+bool Daemon::Start(std::string* error) {
+  if (options_.lanes.empty()) {
+    *error = "no lanes: give --gpus or --cpu-lanes";
+    return false;
+  }
+  umask(077);
+  if (!MakeDirs(options_.state_dir + "/tasks", 0700, error)) return false;
+  std::string lock_path = options_.state_dir + "/daemon.lock";
+  lock_fd_ = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0 || flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    *error = fmt::format("state directory {} is in use by another daemon", options_.state_dir);
+    if (lock_fd_ >= 0) close(lock_fd_);
+    lock_fd_ = -1;
+    return false;
+  }
+  if (!PrepareSocket(error)) return false;
+  if (!journal_.Open(options_.state_dir + "/journal.db", error)) return false;
+  if (!events_.Open(options_.state_dir + "/events.jsonl", error)) return false;
+
+  tasks_ = std::make_unique<TaskManager>(options_, &journal_, &events_);
+  recovery_notes_ = tasks_->Recover();
+  for (const LaneConfig& config : options_.lanes) {
+    auto lane = std::make_unique<Lane>(config, options_, tasks_.get(), &events_);
+    if (!lane->Open(error)) return false;
+    lanes_.push_back(std::move(lane));
+  }
+  service_ = std::make_unique<ControlService>(tasks_.get(), &lanes_, options_.state_dir);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + options_.socket_path, grpc::InsecureServerCredentials());
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_) {
+    *error = fmt::format("cannot listen on {}", options_.socket_path);
+    return false;
+  }
+  chmod(options_.socket_path.c_str(), 0600);
+  tasks_->Start();
+  for (auto& lane : lanes_) lane->Start();
+  nlohmann::json lanes = nlohmann::json::array();
+  for (const LaneConfig& l : options_.lanes) lanes.push_back(l.device);
+  events_.Emit({{"type", "daemon"},
+                {"event", "start"},
+                {"ts_ns", MonotonicNow()},
+                {"pid", getpid()},
+                {"lanes", lanes},
+                {"notes", recovery_notes_}});
+  started_ = true;
+  return true;
+}
+
+void Daemon::Shutdown() {
+  if (!started_) {
+    if (lock_fd_ >= 0) close(lock_fd_);
+    lock_fd_ = -1;
+    return;
+  }
+  started_ = false;
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  for (auto& lane : lanes_) lane->Stop();
+  tasks_->Shutdown(5 * kSecond);
+  events_.Emit({{"type", "daemon"}, {"event", "stop"}, {"ts_ns", MonotonicNow()}});
+  events_.Close();
+  journal_.Close();
+  for (auto& lane : lanes_) unlink(lane->segment_path().c_str());
+  unlink(options_.socket_path.c_str());
+  if (lock_fd_ >= 0) close(lock_fd_);
+  lock_fd_ = -1;
+}
+
+}  // namespace freeride

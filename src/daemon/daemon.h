@@ -1,0 +1,50 @@
+// The node daemon: wires the journal, event log, task manager, lanes and the
+// gRPC control server together, and takes them apart again.
+#pragma once
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/control_service.h"
+#include "daemon/daemon_options.h"
+#include "daemon/event_log.h"
+#include "daemon/journal.h"
+#include "daemon/lane.h"
+#include "daemon/task_manager.h"
+
+namespace freeride {
+
+class Daemon {
+ public:
+  explicit Daemon(DaemonOptions options);
+  ~Daemon();
+
+  // Prepares the state directory (refusing one another daemon holds),
+  // recovers the journal, maps the lane segments and starts serving.
+  // Returns false with a message when it cannot.
+  bool Start(std::string* error);
+  // Stops serving, checkpoints and stops tasks, flushes the journal.
+  void Shutdown();
+
+  TaskManager* tasks() { return tasks_.get(); }
+  const std::vector<std::string>& recovery_notes() const { return recovery_notes_; }
+  const DaemonOptions& options() const { return options_; }
+
+ private:
+  bool PrepareSocket(std::string* error);
+
+  DaemonOptions options_;
+  int lock_fd_ = -1;
+  Journal journal_;
+  EventLog events_;
+  std::unique_ptr<TaskManager> tasks_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::unique_ptr<ControlService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::string> recovery_notes_;
+  bool started_ = false;
+};
+
+}  // namespace freeride

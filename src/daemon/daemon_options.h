@@ -1,0 +1,31 @@
+// Settings of one node daemon.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "policy/bubble_predictor.h"
+#include "policy/dispatch_policy.h"
+
+namespace freeride {
+
+struct LaneConfig {
+  int index = 0;
+  std::string device;           // "gpu:0" or "cpu:0"
+  uint64_t capacity_bytes = 0;  // memory side tasks may hold; 0: unknown
+  int cpu_core = -1;            // pin the lane's tasks to this core; -1: none
+};
+
+struct DaemonOptions {
+  std::string socket_path;
+  std::string state_dir;
+  std::vector<LaneConfig> lanes;
+  int max_resident_per_lane = 4;     // launched tasks held per lane
+  Nanos stage_timeout = 10 * kSecond;  // a bubble with no marks for this long is over
+  Nanos cancel_grace = 3 * kSecond;  // SIGTERM, then SIGKILL after this
+  Nanos retry_backoff = 1 * kSecond; // doubled per attempt
+  DispatchConfig dispatch;
+  BubblePredictorConfig predictor;
+};
+
+}  // namespace freeride

@@ -1,0 +1,84 @@
+#include "daemon/event_log.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "base/clock.h"
+
+namespace freeride {
+
+EventLog::~EventLog() { Close(); }
+
+bool EventLog::Open(const std::string& path, std::string* error) {
+  Close();
+  file_ = std::fopen(path.c_str(), "ae");
+  if (!file_) {
+    *error = fmt::format("cannot open event log {}: {}", path, std::strerror(errno));
+    return false;
+  }
+  path_ = path;
+  stopping_ = false;
+  writer_ = std::thread([this] { WriterLoop(); });
+  return true;
+}
+
+void EventLog::Close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+  if (file_) std::fclose(file_);
+  file_ = nullptr;
+}
+
+void EventLog::Emit(nlohmann::json event) {
+  if (!event.contains("unix_ns")) event["unix_ns"] = WallNow();
+  std::string line = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!file_ || stopping_) return;
+    queue_.push_back(std::move(line));
+    ++enqueued_;
+  }
+  cv_.notify_one();
+}
+
+void EventLog::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  uint64_t target = enqueued_;
+  flushed_cv_.wait(lock, [&] { return written_ >= target || !writer_.joinable(); });
+}
+
+void EventLog::WriterLoop() {
+  std::vector<std::string> batch;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty() && stopping_) break;
+      while (!queue_.empty()) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    for (const std::string& line : batch) {
+      std::fwrite(line.data(), 1, line.size(), file_);
+      std::fputc('\n', file_);
+    }
+    std::fflush(file_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      written_ += batch.size();
+    }
+    batch.clear();
+    flushed_cv_.notify_all();
+  }
+  flushed_cv_.notify_all();
+}
+
+}  // namespace freeride

@@ -1,0 +1,48 @@
+// The daemon's event log: one JSON object per line (schema in
+// docs/event-log.md).  Appends are queued and written by a writer thread so
+// that emitting an event never waits on the disk.
+#pragma once
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+namespace freeride {
+
+class EventLog {
+ public:
+  EventLog() = default;
+  ~EventLog();
+  EventLog(const EventLog&) = delete;
+  EventLog& operator=(const EventLog&) = delete;
+
+  // Opens path for appending (never truncates) and starts the writer.
+  bool Open(const std::string& path, std::string* error);
+  void Close();
+
+  // Queues one event; adds "unix_ns" if absent.  No-op when closed.
+  void Emit(nlohmann::json event);
+  // Blocks until every queued event is written and flushed.
+  void Flush();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  void WriterLoop();
+
+  std::FILE* file_ = nullptr;
+  std::string path_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable flushed_cv_;
+  std::deque<std::string> queue_;
+  uint64_t enqueued_ = 0;
+  uint64_t written_ = 0;
+  bool stopping_ = false;
+  std::thread writer_;
+};
+
+}  // namespace freeride

@@ -1,0 +1,243 @@
+#include "daemon/lane.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "base/futex.h"
+#include "base/paths.h"
+
+namespace freeride {
+namespace {
+
+constexpr Nanos kIdleWakeInterval = 200 * kMillisecond;
+constexpr Nanos kWatchInterval = 50 * kMillisecond;
+
+nlohmann::json MemoryJson(uint64_t bytes) {
+  return bytes == UINT64_MAX ? nlohmann::json(nullptr) : nlohmann::json(bytes);
+}
+
+}  // namespace
+
+Lane::Lane(const LaneConfig& config, const DaemonOptions& options, TaskManager* tasks,
+           EventLog* events)
+    : config_(config),
+      options_(options),
+      tasks_(tasks),
+      events_(events),
+      segment_path_(LaneSegmentPath(options.socket_path, config.index)),
+      predictor_(options.predictor),
+      policy_(options.dispatch) {}
+
+Lane::~Lane() { Stop(); }
+
+bool Lane::Open(std::string* error) {
+  return segment_.CreateOrOpen(segment_path_, config_.index, error);
+}
+
+void Lane::Start() {
+  stopping_ = false;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Lane::Stop() {
+  stopping_ = true;
+  if (segment_.is_open()) FutexWakeAll(&segment_.layout()->bubble_seq);
+  if (thread_.joinable()) thread_.join();
+}
+
+void Lane::NoteStage(int64_t pid, int rank, const std::string& label) {
+  events_->Emit({{"type", "stage_attach"},
+                 {"ts_ns", MonotonicNow()},
+                 {"lane", config_.index},
+                 {"pid", pid},
+                 {"rank", rank},
+                 {"label", label}});
+}
+
+bool Lane::StageAlive() const {
+  int64_t pid = segment_.layout()->stage_pid.load(std::memory_order_relaxed);
+  if (pid <= 0) return false;
+  return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+bool Lane::BubbleOver(uint32_t seq, Nanos begin_ns) const {
+  const LaneSegmentLayout* l = segment_.layout();
+  if (l->bubble_seq.load(std::memory_order_acquire) != seq) return true;
+  if (!StageAlive()) return true;
+  Nanos heartbeat = std::max(begin_ns, l->stage_heartbeat_ns.load(std::memory_order_relaxed));
+  return MonotonicNow() - heartbeat > options_.stage_timeout;
+}
+
+void Lane::Loop() {
+  LaneSegmentLayout* l = segment_.layout();
+  uint32_t seen = l->bubble_seq.load(std::memory_order_acquire);
+  // A bubble may already be open when a restarted daemon maps the segment.
+  if (seen & 1u) seen = ServeBubble(segment_.Read());
+  while (!stopping_) {
+    l->daemon_heartbeat_ns.store(MonotonicNow(), std::memory_order_relaxed);
+    uint32_t seq = segment_.WaitForChange(seen, kIdleWakeInterval);
+    if (stopping_) break;
+    if (seq == seen) continue;
+    BubbleMark mark = segment_.Read();
+    seen = mark.open() ? ServeBubble(mark) : mark.seq;
+  }
+}
+
+uint32_t Lane::ServeBubble(const BubbleMark& mark) {
+  LaneSegmentLayout* l = segment_.layout();
+  BubbleContext bubble;
+  bubble.mark = mark;
+  Nanos predicted = predictor_.Predict(mark.slot, mark.hint_ns);
+  bubble.predicted_end = mark.begin_ns + predicted;
+  l->predicted_end_ns.store(bubble.predicted_end, std::memory_order_relaxed);
+  l->predicted_for_seq.store(mark.seq, std::memory_order_release);
+  in_bubble_ = true;
+  current_predicted_ns_ = predicted;
+
+  while (!stopping_ && !BubbleOver(mark.seq, mark.begin_ns)) {
+    tasks_->Candidates(config_.index, bubble.excluded, &candidates_);
+    BubbleView view{MonotonicNow(), bubble.predicted_end, mark.free_memory_bytes};
+    DispatchDecision decision = policy_.Choose(candidates_, view);
+    bubble.last_verdict = decision.verdict;
+    if (decision.verdict != DispatchVerdict::kRun) break;
+    int64_t id = candidates_[decision.index].task_id;
+    bubble.excluded.push_back(id);
+    std::shared_ptr<TaskRuntime> task = tasks_->BeginRun(id);
+    if (!task) continue;
+    running_task_ = id;
+    if (task->imperative) {
+      RunImperative(bubble, *task);
+    } else {
+      RunIterative(bubble, *task);
+    }
+    running_task_ = 0;
+    tasks_->EndRun(id);
+  }
+  while (!stopping_ && !BubbleOver(mark.seq, mark.begin_ns))
+    segment_.WaitForChange(mark.seq, kWatchInterval);
+  bool ended_by_mark = l->bubble_seq.load(std::memory_order_acquire) != mark.seq;
+  FinishBubble(bubble);
+  in_bubble_ = false;
+  // After an end mark, look for the next change from the closed state; after
+  // a dead or stale stage, wait for the sequence to move at all.
+  return ended_by_mark ? mark.seq + 1 : mark.seq;
+}
+
+void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task) {
+  TaskSegment& segment = *task.segment;
+  uint32_t ack = segment.layout()->ack_seq.load(std::memory_order_acquire);
+  segment.Grant(bubble.mark.seq, bubble.predicted_end, MonotonicNow());
+  for (;;) {
+    uint32_t now_ack = segment.WaitForAck(ack, kWatchInterval);
+    if (now_ack != ack) {
+      ack = now_ack;
+      TaskProcessState state = segment.state();
+      if (state == TaskProcessState::kYielded || state == TaskProcessState::kFinished ||
+          state == TaskProcessState::kFailed)
+        break;
+      continue;
+    }
+    if (task.exited || stopping_) break;
+    // The task never took the grant (its bubble closed before it woke up):
+    // nothing is running, so stop waiting.  A task inside a step is waited
+    // for; it cannot be interrupted and will yield when the step returns.
+    if (BubbleOver(bubble.mark.seq, bubble.mark.begin_ns) &&
+        segment.state() != TaskProcessState::kStepping)
+      break;
+  }
+  segment.Revoke();
+  tasks_->DrainSteps(task, &bubble.steps);
+}
+
+void Lane::RunImperative(BubbleContext& bubble, TaskRuntime& task) {
+  double progress_before = task.segment->progress();
+  Nanos start = MonotonicNow();
+  ProcessSupervisor::Signal(task.pid, SIGCONT);
+  while (!stopping_ && !task.exited && !BubbleOver(bubble.mark.seq, bubble.mark.begin_ns))
+    segment_.WaitForChange(bubble.mark.seq, kWatchInterval);
+  if (!task.exited) ProcessSupervisor::Signal(task.pid, SIGSTOP);
+  Nanos end = MonotonicNow();
+  double units = task.segment->progress() - progress_before;
+  tasks_->DrainSteps(task, nullptr);
+  bubble.steps.push_back({task.task_id, StepRecord{start, end, units}});
+}
+
+void Lane::FinishBubble(BubbleContext& bubble) {
+  const BubbleMark& mark = bubble.mark;
+  BubbleMark now_mark = segment_.Read();
+  // end_ns belongs to our bubble while no later bubble has closed.
+  bool have_end = now_mark.seq != mark.seq && now_mark.seq - mark.seq <= 2 &&
+                  now_mark.end_ns >= mark.begin_ns;
+  Nanos end_ns = have_end ? now_mark.end_ns : MonotonicNow();
+  const char* ended_by = have_end ? "mark" : (StageAlive() ? "stale" : "stage_gone");
+  Nanos length = end_ns - mark.begin_ns;
+  if (have_end) predictor_.Observe(mark.slot, length);
+
+  Nanos harvested_total = 0, overrun_total = 0;
+  for (const TaskStep& step : bubble.steps) {
+    Nanos inside = std::max<Nanos>(0, std::min(step.record.end_ns, end_ns) -
+                                          std::max(step.record.start_ns, mark.begin_ns));
+    Nanos overrun = std::max<Nanos>(0, step.record.end_ns - end_ns);
+    harvested_total += inside;
+    overrun_total += overrun;
+    tasks_->AddHarvest(step.task_id, inside);
+    events_->Emit({{"type", "step"},
+                   {"ts_ns", step.record.end_ns},
+                   {"lane", config_.index},
+                   {"task_id", step.task_id},
+                   {"bubble_seq", mark.seq},
+                   {"start_ns", step.record.start_ns},
+                   {"end_ns", step.record.end_ns},
+                   {"units", step.record.units},
+                   {"overrun_ns", overrun}});
+  }
+  bubbles_.fetch_add(1, std::memory_order_relaxed);
+  bubble_ns_.fetch_add(std::max<Nanos>(length, 0), std::memory_order_relaxed);
+  harvested_ns_.fetch_add(harvested_total, std::memory_order_relaxed);
+  overrun_ns_.fetch_add(overrun_total, std::memory_order_relaxed);
+  last_verdict_ = static_cast<int>(bubble.last_verdict);
+  events_->Emit({{"type", "bubble"},
+                 {"ts_ns", end_ns},
+                 {"lane", config_.index},
+                 {"slot", mark.slot},
+                 {"seq", mark.seq},
+                 {"begin_ns", mark.begin_ns},
+                 {"end_ns", end_ns},
+                 {"predicted_end_ns", bubble.predicted_end},
+                 {"hint_ns", mark.hint_ns},
+                 {"free_memory_bytes", MemoryJson(mark.free_memory_bytes)},
+                 {"ended_by", ended_by},
+                 {"verdict", VerdictName(bubble.last_verdict)},
+                 {"steps", bubble.steps.size()},
+                 {"harvested_ns", harvested_total},
+                 {"overrun_ns", overrun_total}});
+}
+
+void Lane::FillStats(v1::LaneStats* stats) const {
+  const LaneSegmentLayout* l = segment_.layout();
+  stats->set_lane(config_.index);
+  stats->set_device(config_.device);
+  stats->set_segment_path(segment_path_);
+  stats->set_stage_pid(l->stage_pid.load());
+  stats->set_stage_alive(StageAlive());
+  stats->set_in_bubble(in_bubble_.load());
+  stats->set_current_slot(l->slot.load());
+  stats->set_current_bubble_predicted_ns(current_predicted_ns_.load());
+  stats->set_bubbles(bubbles_.load());
+  stats->set_bubble_ns(bubble_ns_.load());
+  stats->set_harvested_ns(harvested_ns_.load());
+  stats->set_overrun_ns(overrun_ns_.load());
+  stats->set_free_memory_bytes(l->free_memory_bytes.load());
+  stats->set_capacity_bytes(config_.capacity_bytes);
+  stats->set_running_task(running_task_.load());
+  uint32_t resident = 0, queued = 0;
+  tasks_->LaneCounts(config_.index, &resident, &queued);
+  stats->set_resident_tasks(resident);
+  stats->set_queued_tasks(queued);
+  stats->set_last_verdict(VerdictName(static_cast<DispatchVerdict>(last_verdict_.load())));
+}
+
+}  // namespace freeride

@@ -1,0 +1,80 @@
+// A lane: one GPU (or one CPU core) and the dispatcher thread that serves
+// its bubbles.  The mechanism lives here (waiting on the bubble channel,
+// granting, stopping and continuing processes); the choices are made by
+// DispatchPolicy and BubblePredictor.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "channel/lane_segment.h"
+#include "daemon/daemon_options.h"
+#include "daemon/event_log.h"
+#include "daemon/task_manager.h"
+#include "freeride.pb.h"
+#include "policy/bubble_predictor.h"
+#include "policy/dispatch_policy.h"
+
+namespace freeride {
+
+class Lane {
+ public:
+  Lane(const LaneConfig& config, const DaemonOptions& options, TaskManager* tasks,
+       EventLog* events);
+  ~Lane();
+
+  // Maps (or re-maps, after a restart) the lane's segment.
+  bool Open(std::string* error);
+  void Start();
+  void Stop();
+  void FillStats(v1::LaneStats* stats) const;
+  const std::string& segment_path() const { return segment_path_; }
+  void NoteStage(int64_t pid, int rank, const std::string& label);
+
+ private:
+  struct BubbleContext {
+    BubbleMark mark;
+    Nanos predicted_end = 0;
+    std::vector<TaskStep> steps;
+    std::vector<int64_t> excluded;
+    DispatchVerdict last_verdict = DispatchVerdict::kNoCandidates;
+  };
+
+  void Loop();
+  // Serves one open bubble until it ends.  Returns the last bubble_seq seen.
+  uint32_t ServeBubble(const BubbleMark& mark);
+  // Returns true when the bubble with `seq` is over (end mark, dead stage or
+  // stale stage).
+  bool BubbleOver(uint32_t seq, Nanos begin_ns) const;
+  void RunIterative(BubbleContext& bubble, TaskRuntime& task);
+  void RunImperative(BubbleContext& bubble, TaskRuntime& task);
+  void FinishBubble(BubbleContext& bubble);
+  bool StageAlive() const;
+
+  const LaneConfig config_;
+  const DaemonOptions& options_;
+  TaskManager* tasks_;
+  EventLog* events_;
+  std::string segment_path_;
+  LaneSegment segment_;
+  BubblePredictor predictor_;
+  DispatchPolicy policy_;
+  std::vector<DispatchCandidate> candidates_;  // reused, to avoid allocation per bubble
+
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+
+  // Statistics, read by FillStats from other threads.
+  std::atomic<uint64_t> bubbles_{0};
+  std::atomic<int64_t> bubble_ns_{0};
+  std::atomic<int64_t> harvested_ns_{0};
+  std::atomic<int64_t> overrun_ns_{0};
+  std::atomic<int64_t> running_task_{0};
+  std::atomic<bool> in_bubble_{false};
+  std::atomic<int64_t> current_predicted_ns_{0};
+  std::atomic<int> last_verdict_{static_cast<int>(DispatchVerdict::kNoCandidates)};
+};
+
+}  // namespace freeride

@@ -1,0 +1,228 @@
+#include "daemon/process_supervisor.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace freeride {
+namespace {
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+// What the child reports through the exec pipe when it cannot start.
+struct ChildFailure {
+  int stage;  // 1: stdout/stderr, 2: chdir, 3: exec
+  int error;
+};
+
+const char* FailureStage(int stage) {
+  switch (stage) {
+    case 1: return "opening its log files";
+    case 2: return "changing to its working directory";
+    default: return "executing the command";
+  }
+}
+
+}  // namespace
+
+std::string ReadFileTail(const std::string& path, size_t max_bytes) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  off_t size = lseek(fd, 0, SEEK_END);
+  off_t start = size > static_cast<off_t>(max_bytes) ? size - static_cast<off_t>(max_bytes) : 0;
+  std::string out(static_cast<size_t>(size - start), '\0');
+  ssize_t n = pread(fd, out.data(), out.size(), start);
+  close(fd);
+  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return out;
+}
+
+ProcessSupervisor::ProcessSupervisor(ExitCallback on_exit) : on_exit_(std::move(on_exit)) {
+  event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  thread_ = std::thread([this] { Loop(); });
+}
+
+ProcessSupervisor::~ProcessSupervisor() { Shutdown(); }
+
+void ProcessSupervisor::Wake() {
+  uint64_t one = 1;
+  (void)!write(event_fd_, &one, sizeof(one));
+}
+
+LaunchResult ProcessSupervisor::Launch(const LaunchRequest& request) {
+  PendingLaunch pending{request, {}};
+  std::future<LaunchResult> result = pending.result.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return {-1, "the daemon is shutting down"};
+    pending_.push_back(&pending);
+  }
+  Wake();
+  return result.get();
+}
+
+bool ProcessSupervisor::Signal(pid_t pid, int signal) {
+  if (pid <= 0) return false;
+  // The child leads its own process group, so helpers it spawned get the
+  // signal too.
+  if (kill(-pid, signal) == 0) return true;
+  return kill(pid, signal) == 0;
+}
+
+size_t ProcessSupervisor::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return children_.size();
+}
+
+void ProcessSupervisor::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  Wake();
+  if (thread_.joinable()) thread_.join();
+  if (event_fd_ >= 0) close(event_fd_);
+  event_fd_ = -1;
+}
+
+LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
+  // Everything the child needs is prepared before fork: after it, only
+  // async-signal-safe calls are allowed in a multithreaded process.
+  std::vector<char*> argv;
+  for (const std::string& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const std::string& e : request.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  int out_fd = open(request.stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  int err_fd = open(request.stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int pipe_fds[2];
+  if (out_fd < 0 || err_fd < 0 || null_fd < 0 || pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    std::string error = fmt::format("cannot prepare the task's files: {}", std::strerror(errno));
+    for (int fd : {out_fd, err_fd, null_fd}) if (fd >= 0) close(fd);
+    return {-1, error};
+  }
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid == 0) {
+    ChildFailure failure{0, 0};
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the daemon died during fork
+    sigset_t all;
+    sigemptyset(&all);
+    sigprocmask(SIG_SETMASK, &all, nullptr);
+    for (int s : {SIGPIPE, SIGTERM, SIGINT, SIGCHLD}) signal(s, SIG_DFL);
+    if (dup2(null_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
+      failure = {1, errno};
+    } else if (chdir(request.working_dir.c_str()) != 0) {
+      failure = {2, errno};
+    } else {
+      execve(request.executable.c_str(), argv.data(), envp.data());
+      failure = {3, errno};
+    }
+    (void)!write(pipe_fds[1], &failure, sizeof(failure));
+    _exit(127);
+  }
+  int fork_errno = errno;
+  close(pipe_fds[1]);
+  for (int fd : {out_fd, err_fd, null_fd}) close(fd);
+  if (pid < 0) {
+    close(pipe_fds[0]);
+    return {-1, fmt::format("fork failed: {}", std::strerror(fork_errno))};
+  }
+  ChildFailure failure{0, 0};
+  ssize_t n;
+  do {
+    n = read(pipe_fds[0], &failure, sizeof(failure));
+  } while (n < 0 && errno == EINTR);
+  close(pipe_fds[0]);
+  if (n == static_cast<ssize_t>(sizeof(failure))) {
+    int status;
+    waitpid(pid, &status, 0);
+    return {-1, fmt::format("the task could not start: {} failed: {}", FailureStage(failure.stage),
+                            std::strerror(failure.error))};
+  }
+  if (request.stop_after_exec) Signal(pid, SIGSTOP);
+  int pidfd = PidfdOpen(pid);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    children_[pidfd] = Child{request.task_id, pid};
+  }
+  return {pid, ""};
+}
+
+void ProcessSupervisor::Loop() {
+  std::vector<pollfd> fds;
+  for (;;) {
+    std::vector<PendingLaunch*> launches;
+    bool stopping;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      launches.swap(pending_);
+      stopping = stopping_;
+    }
+    for (PendingLaunch* p : launches) p->result.set_value(DoLaunch(p->request));
+    if (stopping) break;
+
+    fds.clear();
+    fds.push_back({event_fd_, POLLIN, 0});
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [fd, child] : children_) fds.push_back({fd, POLLIN, 0});
+    }
+    int rc = poll(fds.data(), fds.size(), -1);
+    if (rc < 0 && errno != EINTR) break;
+    if (fds[0].revents & POLLIN) {
+      uint64_t value;
+      (void)!read(event_fd_, &value, sizeof(value));
+    }
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP))) continue;
+      Child child;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        child = children_[fds[i].fd];
+        children_.erase(fds[i].fd);
+      }
+      int status = 0;
+      while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {}
+      close(fds[i].fd);
+      ProcessExit exit{child.task_id, child.pid, 0, 0};
+      if (WIFEXITED(status)) exit.exit_code = WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) {
+        exit.term_signal = WTERMSIG(status);
+        exit.exit_code = 128 + exit.term_signal;
+      }
+      if (on_exit_) on_exit_(exit);
+    }
+  }
+  // Shutting down: no task may outlive its supervisor unsupervised.
+  std::map<int, Child> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(children_);
+    for (PendingLaunch* p : pending_) p->result.set_value({-1, "the daemon is shutting down"});
+    pending_.clear();
+  }
+  for (auto& [fd, child] : left) {
+    Signal(child.pid, SIGKILL);
+    int status;
+    while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {}
+    close(fd);
+  }
+}
+
+}  // namespace freeride

@@ -1,0 +1,88 @@
+// Launches side-task processes and reports their exits.
+//
+// Every fork happens on the supervisor's own long-lived thread, so that
+// PR_SET_PDEATHSIG (which follows the forking thread) kills the tasks if the
+// daemon dies; a restarted daemon then relaunches them from checkpoints
+// instead of finding orphans it cannot control.  Exits are noticed through
+// pidfds in one poll() loop, with no periodic wake-ups.
+#pragma once
+#include <sys/types.h>
+
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace freeride {
+
+struct LaunchRequest {
+  int64_t task_id = 0;
+  std::string executable;          // absolute path
+  std::vector<std::string> argv;
+  std::vector<std::string> env;    // KEY=VALUE
+  std::string working_dir;
+  std::string stdout_path;
+  std::string stderr_path;
+  bool stop_after_exec = false;    // imperative tasks start stopped
+};
+
+struct LaunchResult {
+  pid_t pid = -1;
+  std::string error;               // set when pid < 0
+};
+
+struct ProcessExit {
+  int64_t task_id = 0;
+  pid_t pid = 0;
+  int exit_code = 0;               // valid when term_signal == 0
+  int term_signal = 0;
+};
+
+class ProcessSupervisor {
+ public:
+  using ExitCallback = std::function<void(const ProcessExit&)>;
+
+  // on_exit runs on the supervisor thread for every launched process.
+  explicit ProcessSupervisor(ExitCallback on_exit);
+  ~ProcessSupervisor();
+  ProcessSupervisor(const ProcessSupervisor&) = delete;
+  ProcessSupervisor& operator=(const ProcessSupervisor&) = delete;
+
+  // Launches on the supervisor thread and waits for exec to succeed or fail.
+  LaunchResult Launch(const LaunchRequest& request);
+  // Sends a signal to the task's whole process group.
+  static bool Signal(pid_t pid, int signal);
+  // Stops the thread; kills every still-running child with SIGKILL first.
+  void Shutdown();
+
+  size_t running() const;
+
+ private:
+  struct PendingLaunch {
+    LaunchRequest request;
+    std::promise<LaunchResult> result;
+  };
+  struct Child {
+    int64_t task_id;
+    pid_t pid;
+  };
+  void Loop();
+  LaunchResult DoLaunch(const LaunchRequest& request);
+  void Wake();
+
+  ExitCallback on_exit_;
+  int event_fd_ = -1;
+  mutable std::mutex mu_;
+  std::vector<PendingLaunch*> pending_;
+  std::map<int, Child> children_;  // by pidfd
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// The last `max_bytes` of a file (for stderr tails).
+std::string ReadFileTail(const std::string& path, size_t max_bytes);
+
+}  // namespace freeride

@@ -1,0 +1,575 @@
+#include "daemon/task_manager.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "base/paths.h"
+#include "base/units.h"
+#include "daemon/task_spec.h"
+#include "sdk/task_channel.h"
+
+extern char** environ;
+
+namespace freeride {
+namespace {
+
+constexpr Nanos kHousekeepingInterval = 100 * kMillisecond;
+constexpr size_t kStderrTailBytes = 4096;
+
+TaskState StateOf(const v1::TaskInfo& info) {
+  return ParseState(info.state()).value_or(TaskState::kFailed);
+}
+
+}  // namespace
+
+TaskManager::TaskManager(const DaemonOptions& options, Journal* journal, EventLog* events)
+    : options_(options), journal_(journal), events_(events) {}
+
+TaskManager::~TaskManager() { Shutdown(0); }
+
+std::string TaskManager::task_dir(int64_t id) const {
+  return fmt::format("{}/tasks/{}", options_.state_dir, id);
+}
+
+uint64_t TaskManager::LaneCapacity(int lane) const {
+  for (const LaneConfig& l : options_.lanes)
+    if (l.index == lane) return l.capacity_bytes;
+  return 0;
+}
+
+std::vector<std::string> TaskManager::Recover() {
+  std::vector<std::string> notes;
+  std::vector<v1::TaskInfo> stored = journal_->LoadTasks(&notes);
+  std::lock_guard<std::mutex> lock(mu_);
+  next_id_ = std::max<int64_t>(journal_->MaxTaskId() + 1, 1);
+  size_t relaunch = 0, queued = 0, ended = 0;
+  for (v1::TaskInfo& info : stored) {
+    Record record;
+    record.submit_order = next_submit_order_++;
+    TaskState state = StateOf(info);
+    info.set_pid(0);
+    record.info = info;
+    std::string ignored;
+    std::vector<LaneLimits> lanes;
+    for (const LaneConfig& l : options_.lanes) lanes.push_back({l.index, l.capacity_bytes});
+    auto& inserted = tasks_.emplace(info.id(), std::move(record)).first->second;
+    if (IsTerminal(state)) {
+      ++ended;
+      continue;
+    }
+    if (inserted.info.lane() >= static_cast<int>(options_.lanes.size())) {
+      TransitionLocked(inserted, TaskState::kFailed,
+                       fmt::format("lane {} no longer exists after restart", inserted.info.lane()));
+      continue;
+    }
+    std::string error = ValidateSpec(inserted.info.spec(), lanes, &inserted.executable);
+    if (!error.empty()) {
+      TransitionLocked(inserted, TaskState::kFailed, "cannot relaunch after restart: " + error);
+      continue;
+    }
+    if (state == TaskState::kSubmitted) {
+      ++queued;
+    } else {
+      ++relaunch;
+      TransitionLocked(inserted, TaskState::kSubmitted, "daemon restarted; relaunching");
+    }
+  }
+  if (!stored.empty()) {
+    notes.push_back(fmt::format("recovered {} tasks from the journal: {} to relaunch, {} queued, "
+                                "{} ended",
+                                stored.size(), relaunch, queued, ended));
+  }
+  return notes;
+}
+
+void TaskManager::Start() {
+  supervisor_ = std::make_unique<ProcessSupervisor>(
+      [this](const ProcessExit& exit) { OnProcessExit(exit); });
+  housekeeping_ = std::thread([this] { HousekeepingLoop(); });
+}
+
+void TaskManager::Shutdown(Nanos grace) {
+  std::vector<std::shared_ptr<TaskRuntime>> running;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    stopping_ = true;
+    for (auto& [id, record] : tasks_)
+      if (record.runtime) running.push_back(record.runtime);
+  }
+  cv_.notify_all();
+  if (housekeeping_.joinable()) housekeeping_.join();
+  // Iterative tasks save a checkpoint on kStop; imperative ones are stopped.
+  for (auto& runtime : running) {
+    if (runtime->imperative) {
+      ProcessSupervisor::Signal(runtime->pid, SIGTERM);
+      ProcessSupervisor::Signal(runtime->pid, SIGCONT);
+    } else {
+      runtime->segment->SendCommand(TaskCommand::kStop);
+    }
+  }
+  Nanos deadline = MonotonicNow() + grace;
+  while (supervisor_ && supervisor_->running() > 0 && MonotonicNow() < deadline)
+    usleep(10000);
+  if (supervisor_) supervisor_->Shutdown();
+  journal_->Flush();
+}
+
+TaskManager::Record* TaskManager::FindLocked(int64_t id, const std::string& name) {
+  if (id > 0) {
+    auto it = tasks_.find(id);
+    return it == tasks_.end() ? nullptr : &it->second;
+  }
+  // By name: prefer a task that has not ended, else the newest.
+  Record* found = nullptr;
+  for (auto& [task_id, record] : tasks_) {
+    if (record.info.spec().name() != name) continue;
+    if (!found || !IsTerminal(StateOf(record.info)) ) found = &record;
+  }
+  return found;
+}
+
+const TaskManager::Record* TaskManager::FindLocked(int64_t id, const std::string& name) const {
+  return const_cast<TaskManager*>(this)->FindLocked(id, name);
+}
+
+bool TaskManager::TransitionLocked(Record& record, TaskState to, const std::string& reason) {
+  TaskState from = StateOf(record.info);
+  if (!IsTransitionAllowed(from, to)) return false;
+  Nanos unix_now = WallNow();
+  record.info.set_state(StateName(to));
+  record.info.set_updated_unix_ns(unix_now);
+  if (!reason.empty()) record.info.set_message(reason);
+  TransitionRecord transition{record.info.id(), StateName(from), StateName(to), unix_now, reason};
+  journal_->Record(record.info, &transition);
+  events_->Emit({{"type", "transition"},
+                 {"ts_ns", MonotonicNow()},
+                 {"unix_ns", unix_now},
+                 {"task_id", record.info.id()},
+                 {"name", record.info.spec().name()},
+                 {"lane", record.info.lane()},
+                 {"from", StateName(from)},
+                 {"to", StateName(to)},
+                 {"reason", reason}});
+  return true;
+}
+
+int TaskManager::ChooseLaneLocked(uint64_t memory) const {
+  int best = -1;
+  size_t best_load = SIZE_MAX;
+  for (const LaneConfig& lane : options_.lanes) {
+    if (lane.capacity_bytes != 0 && memory > lane.capacity_bytes) continue;
+    size_t load = 0;
+    for (const auto& [id, record] : tasks_)
+      if (record.info.lane() == lane.index && !IsTerminal(StateOf(record.info))) ++load;
+    if (load < best_load) {
+      best_load = load;
+      best = lane.index;
+    }
+  }
+  return best;
+}
+
+Status TaskManager::Submit(const v1::TaskSpec& spec_in, v1::TaskInfo* out) {
+  v1::TaskSpec spec = spec_in;
+  std::vector<LaneLimits> lanes;
+  for (const LaneConfig& l : options_.lanes) lanes.push_back({l.index, l.capacity_bytes});
+  std::string executable;
+  std::string error = ValidateSpec(spec, lanes, &executable);
+  if (!error.empty()) return {ErrorCode::kInvalidArgument, error};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return {ErrorCode::kUnavailable, "the daemon is shutting down"};
+    for (const auto& [id, record] : tasks_) {
+      if (record.info.spec().name() == spec.name() && !IsTerminal(StateOf(record.info))) {
+        return {ErrorCode::kAlreadyExists,
+                fmt::format("a task named '{}' is already {} (id {}); pick another --name or "
+                            "cancel it first",
+                            spec.name(), record.info.state(), id)};
+      }
+    }
+    int lane = spec.lane() >= 0 ? spec.lane() : ChooseLaneLocked(spec.memory_bytes());
+    if (lane < 0)
+      return {ErrorCode::kResourceExhausted,
+              fmt::format("no lane has {} for this task", FormatBytes(spec.memory_bytes()))};
+    Record record;
+    record.submit_order = next_submit_order_++;
+    record.executable = executable;
+    v1::TaskInfo& info = record.info;
+    info.set_id(next_id_++);
+    *info.mutable_spec() = spec;
+    info.set_lane(lane);
+    info.set_state(StateName(TaskState::kSubmitted));
+    info.set_submitted_unix_ns(WallNow());
+    info.set_updated_unix_ns(info.submitted_unix_ns());
+    info.set_message("queued");
+    TransitionRecord transition{info.id(), "", StateName(TaskState::kSubmitted),
+                                info.submitted_unix_ns(), "submitted"};
+    journal_->Record(info, &transition);
+    events_->Emit({{"type", "transition"},
+                   {"ts_ns", MonotonicNow()},
+                   {"task_id", info.id()},
+                   {"name", spec.name()},
+                   {"lane", lane},
+                   {"from", ""},
+                   {"to", "SUBMITTED"},
+                   {"reason", "submitted"}});
+    *out = info;
+    tasks_.emplace(info.id(), std::move(record));
+  }
+  journal_->Flush();  // acknowledged means durable
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+Status TaskManager::Cancel(int64_t id, const std::string& name, v1::TaskInfo* out) {
+  std::shared_ptr<TaskRuntime> runtime;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Record* record = FindLocked(id, name);
+    if (!record)
+      return {ErrorCode::kNotFound,
+              id > 0 ? fmt::format("no task with id {}", id) : fmt::format("no task named '{}'", name)};
+    TaskState state = StateOf(record->info);
+    if (IsTerminal(state)) {
+      *out = record->info;
+      return {ErrorCode::kFailedPrecondition,
+              fmt::format("task {} has already ended ({})", record->info.id(), record->info.state())};
+    }
+    record->cancel_requested = true;
+    if (!record->runtime) {
+      TransitionLocked(*record, TaskState::kCancelled, "cancelled before launch");
+    } else {
+      record->cancel_kill_at = MonotonicNow() + options_.cancel_grace;
+      record->info.set_message("cancelling");
+      runtime = record->runtime;
+    }
+    *out = record->info;
+  }
+  if (runtime) {
+    if (runtime->imperative) {
+      ProcessSupervisor::Signal(runtime->pid, SIGTERM);
+      ProcessSupervisor::Signal(runtime->pid, SIGCONT);
+    } else {
+      runtime->segment->SendCommand(TaskCommand::kStop);
+    }
+  }
+  journal_->Flush();
+  return Status::Ok();
+}
+
+Status TaskManager::Get(int64_t id, const std::string& name, v1::TaskInfo* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Record* record = FindLocked(id, name);
+  if (!record)
+    return {ErrorCode::kNotFound,
+            id > 0 ? fmt::format("no task with id {}", id) : fmt::format("no task named '{}'", name)};
+  *out = record->info;
+  if (record->runtime) {
+    out->set_step_estimate_ns(record->runtime->segment->layout()->step_estimate_ns.load());
+  }
+  return Status::Ok();
+}
+
+std::vector<v1::TaskInfo> TaskManager::List(bool include_ended) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::TaskInfo> out;
+  for (const auto& [id, record] : tasks_) {
+    if (!include_ended && IsTerminal(StateOf(record.info))) continue;
+    out.push_back(record.info);
+    if (record.runtime)
+      out.back().set_step_estimate_ns(record.runtime->segment->layout()->step_estimate_ns.load());
+  }
+  return out;
+}
+
+void TaskManager::Candidates(int lane, const std::vector<int64_t>& excluded,
+                             std::vector<DispatchCandidate>* out) const {
+  out->clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, record] : tasks_) {
+    if (record.info.lane() != lane || !record.runtime || record.cancel_requested) continue;
+    if (StateOf(record.info) != TaskState::kPaused) continue;
+    if (std::find(excluded.begin(), excluded.end(), id) != excluded.end()) continue;
+    DispatchCandidate c;
+    c.task_id = id;
+    c.priority = record.info.spec().priority();
+    c.submit_order = record.submit_order;
+    c.memory_bytes = record.info.spec().memory_bytes();
+    c.imperative = record.runtime->imperative;
+    c.step_estimate = record.runtime->segment->layout()->step_estimate_ns.load(
+        std::memory_order_relaxed);
+    if (c.step_estimate == 0) c.step_estimate = record.info.spec().step_time_hint_ns();
+    out->push_back(c);
+  }
+}
+
+std::shared_ptr<TaskRuntime> TaskManager::BeginRun(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tasks_.find(id);
+  if (it == tasks_.end() || !it->second.runtime || it->second.runtime->exited) return nullptr;
+  if (!TransitionLocked(it->second, TaskState::kRunning, "bubble")) return nullptr;
+  return it->second.runtime;
+}
+
+void TaskManager::EndRun(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tasks_.find(id);
+  if (it == tasks_.end() || !it->second.runtime || it->second.runtime->exited) return;
+  if (StateOf(it->second.info) == TaskState::kRunning)
+    TransitionLocked(it->second, TaskState::kPaused, "bubble over");
+}
+
+void TaskManager::DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* out) {
+  TaskSegmentLayout* l = runtime.segment->layout();
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t head = l->ring_head.load(std::memory_order_acquire);
+  uint64_t tail = runtime.ring_tail;
+  if (head - tail > kStepRingSize) tail = head - kStepRingSize;  // overwritten: lost
+  auto it = tasks_.find(runtime.task_id);
+  for (; tail < head; ++tail) {
+    StepRecord r = l->ring[tail % kStepRingSize];
+    if (it != tasks_.end()) {
+      v1::TaskInfo& info = it->second.info;
+      info.set_progress(info.progress() + r.units);
+      if (r.start_ns != 0) info.set_steps(info.steps() + 1);
+    }
+    if (out && r.start_ns != 0) out->push_back({runtime.task_id, r});
+  }
+  runtime.ring_tail = head;
+  if (it != tasks_.end() && it->second.info.progress_unit().empty() && l->progress_unit[0]) {
+    it->second.info.set_progress_unit(
+        std::string(l->progress_unit, strnlen(l->progress_unit, sizeof(l->progress_unit))));
+  }
+}
+
+void TaskManager::AddHarvest(int64_t id, Nanos harvested) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tasks_.find(id);
+  if (it != tasks_.end()) it->second.info.set_harvested_ns(it->second.info.harvested_ns() + harvested);
+}
+
+void TaskManager::LaneCounts(int lane, uint32_t* resident, uint32_t* queued) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  *resident = *queued = 0;
+  for (const auto& [id, record] : tasks_) {
+    if (record.info.lane() != lane) continue;
+    if (record.runtime) ++*resident;
+    else if (StateOf(record.info) == TaskState::kSubmitted) ++*queued;
+  }
+}
+
+void TaskManager::HousekeepingLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    AdmitAndLaunch();
+    PromoteReadyTasks();
+    EscalateCancels();
+    lock.lock();
+    cv_.wait_for(lock, std::chrono::nanoseconds(kHousekeepingInterval));
+  }
+}
+
+void TaskManager::AdmitAndLaunch() {
+  std::vector<int64_t> to_launch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Nanos now = MonotonicNow();
+    for (const LaneConfig& lane : options_.lanes) {
+      int resident = 0;
+      uint64_t memory = 0;
+      std::vector<const Record*> waiting;
+      for (const auto& [id, record] : tasks_) {
+        if (record.info.lane() != lane.index) continue;
+        if (record.runtime) {
+          ++resident;
+          memory += record.info.spec().memory_bytes();
+        } else if (StateOf(record.info) == TaskState::kSubmitted && record.retry_at <= now) {
+          waiting.push_back(&record);
+        }
+      }
+      // Highest priority first, then first come.
+      std::sort(waiting.begin(), waiting.end(), [](const Record* a, const Record* b) {
+        if (a->info.spec().priority() != b->info.spec().priority())
+          return a->info.spec().priority() > b->info.spec().priority();
+        return a->submit_order < b->submit_order;
+      });
+      for (const Record* r : waiting) {
+        if (resident >= options_.max_resident_per_lane) break;
+        uint64_t need = r->info.spec().memory_bytes();
+        if (lane.capacity_bytes != 0 && memory + need > lane.capacity_bytes) continue;
+        ++resident;
+        memory += need;
+        to_launch.push_back(r->info.id());
+      }
+    }
+  }
+  for (int64_t id : to_launch) Launch(id);
+}
+
+bool TaskManager::Launch(int64_t id) {
+  LaunchRequest request;
+  std::shared_ptr<TaskRuntime> runtime = std::make_shared<TaskRuntime>();
+  std::string dir = task_dir(id);
+  std::string checkpoint_dir = dir + "/checkpoint";
+  std::string error;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tasks_.find(id);
+    if (it == tasks_.end() || it->second.runtime || stopping_) return false;
+    Record& record = it->second;
+    const v1::TaskSpec& spec = record.info.spec();
+    if (!MakeDirs(checkpoint_dir, 0700, &error)) {
+      TransitionLocked(record, TaskState::kFailed, error);
+      return false;
+    }
+    runtime->task_id = id;
+    runtime->imperative = spec.kind() == v1::TASK_KIND_IMPERATIVE;
+    runtime->segment = std::make_shared<TaskSegment>();
+    std::string segment_path = TaskSegmentPath(options_.socket_path, id);
+    if (!runtime->segment->Create(segment_path, id, &error)) {
+      TransitionLocked(record, TaskState::kFailed, error);
+      return false;
+    }
+    request.task_id = id;
+    request.executable = record.executable;
+    request.argv.assign(spec.command().begin(), spec.command().end());
+    request.working_dir = spec.working_dir();
+    request.stdout_path = dir + "/stdout.log";
+    request.stderr_path = dir + "/stderr.log";
+    request.stop_after_exec = runtime->imperative;
+    if (spec.env().empty()) {
+      for (char** e = environ; *e; ++e) request.env.emplace_back(*e);
+    } else {
+      for (const auto& [key, value] : spec.env()) {
+        if (key.rfind("FREERIDE_", 0) == 0) continue;
+        request.env.push_back(key + "=" + value);
+      }
+    }
+    request.env.push_back(fmt::format("{}={}", kEnvTaskSegment, segment_path));
+    request.env.push_back(fmt::format("{}={}", kEnvLaneSegment,
+                                      LaneSegmentPath(options_.socket_path, record.info.lane())));
+    request.env.push_back(fmt::format("{}={}", kEnvCheckpointDir, checkpoint_dir));
+    request.env.push_back(fmt::format("{}={}", kEnvTaskId, id));
+    request.env.push_back(fmt::format("FREERIDE_LANE={}", record.info.lane()));
+    request.env.push_back(fmt::format("FREERIDE_SOCKET={}", options_.socket_path));
+    if (spec.step_time_hint_ns() > 0)
+      request.env.push_back(fmt::format("{}={}", kEnvStepHint, spec.step_time_hint_ns()));
+    record.info.set_attempts(record.info.attempts() + 1);
+    record.runtime = runtime;  // reserves the slot while launching
+  }
+  LaunchResult result = supervisor_->Launch(request);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return false;
+  Record& record = it->second;
+  if (result.pid < 0) {
+    record.runtime.reset();
+    unlink(TaskSegmentPath(options_.socket_path, id).c_str());
+    TransitionLocked(record, TaskState::kFailed, result.error);
+    journal_->Flush();
+    return false;
+  }
+  runtime->pid = result.pid;
+  record.info.set_pid(result.pid);
+  record.info.set_message(fmt::format("launched as pid {} (attempt {})", result.pid,
+                                      record.info.attempts()));
+  journal_->Record(record.info, nullptr);
+  events_->Emit({{"type", "launch"},
+                 {"ts_ns", MonotonicNow()},
+                 {"task_id", id},
+                 {"lane", record.info.lane()},
+                 {"pid", result.pid},
+                 {"attempt", record.info.attempts()}});
+  return true;
+}
+
+void TaskManager::PromoteReadyTasks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, record] : tasks_) {
+    if (!record.runtime || record.runtime->pid <= 0 || record.runtime->exited) continue;
+    if (StateOf(record.info) != TaskState::kSubmitted) continue;
+    auto state = record.runtime->segment->state();
+    // An imperative task is created stopped; its init is its own loop.
+    bool ready = record.runtime->imperative || state == TaskProcessState::kReady;
+    if (!ready) continue;
+    TransitionLocked(record, TaskState::kCreated,
+                     record.runtime->imperative ? "launched, stopped until a bubble" : "init done");
+    TransitionLocked(record, TaskState::kPaused, "waiting for a bubble");
+  }
+}
+
+void TaskManager::EscalateCancels() {
+  std::vector<pid_t> kill_list;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Nanos now = MonotonicNow();
+    for (auto& [id, record] : tasks_) {
+      if (record.cancel_requested && record.runtime && record.runtime->pid > 0 &&
+          record.cancel_kill_at != 0 && now >= record.cancel_kill_at) {
+        kill_list.push_back(record.runtime->pid);
+        record.cancel_kill_at = 0;
+      }
+    }
+  }
+  for (pid_t pid : kill_list) ProcessSupervisor::Signal(pid, SIGKILL);
+}
+
+void TaskManager::OnProcessExit(const ProcessExit& exit) {
+  std::shared_ptr<TaskRuntime> runtime;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tasks_.find(exit.task_id);
+    if (it == tasks_.end()) return;
+    runtime = it->second.runtime;
+  }
+  if (!runtime) return;
+  runtime->exited = true;
+  DrainSteps(*runtime, nullptr);
+  runtime->segment->Acknowledge();  // wakes a lane waiting on this task
+  std::string stderr_tail = ReadFileTail(task_dir(exit.task_id) + "/stderr.log", kStderrTailBytes);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tasks_.find(exit.task_id);
+    if (it == tasks_.end()) return;
+    Record& record = it->second;
+    record.runtime.reset();
+    unlink(TaskSegmentPath(options_.socket_path, exit.task_id).c_str());
+    record.info.set_pid(0);
+    record.info.set_exit_code(exit.exit_code);
+    record.info.set_term_signal(exit.term_signal);
+    record.info.set_stderr_tail(stderr_tail);
+    if (shutting_down_) {
+      journal_->Record(record.info, nullptr);
+      return;  // the next daemon relaunches it
+    }
+    std::string how = exit.term_signal ? fmt::format("killed by signal {} ({})", exit.term_signal,
+                                                     strsignal(exit.term_signal))
+                                       : fmt::format("exited with status {}", exit.exit_code);
+    if (record.cancel_requested) {
+      TransitionLocked(record, TaskState::kCancelled, "cancelled; " + how);
+    } else if (exit.term_signal == 0 && exit.exit_code == 0) {
+      TransitionLocked(record, TaskState::kFinished, how);
+    } else if (record.info.attempts() <= record.info.spec().max_retries()) {
+      Nanos backoff = options_.retry_backoff << std::min(record.info.attempts() - 1, 10);
+      record.retry_at = MonotonicNow() + backoff;
+      TransitionLocked(record, TaskState::kSubmitted,
+                       fmt::format("{}; retrying in {} (attempt {} of {})", how,
+                                   FormatDuration(backoff), record.info.attempts() + 1,
+                                   record.info.spec().max_retries() + 1));
+    } else {
+      TransitionLocked(record, TaskState::kFailed, how);
+    }
+  }
+  journal_->Flush();
+  cv_.notify_all();
+}
+
+}  // namespace freeride

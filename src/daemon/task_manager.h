@@ -1,0 +1,132 @@
+// Owns every side task: the lifecycle state machine, admission onto lanes,
+// launching through the ProcessSupervisor, journaling, and recovery after a
+// restart.  The lanes ask it which tasks may run and tell it what ran.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "channel/task_segment.h"
+#include "daemon/daemon_options.h"
+#include "daemon/event_log.h"
+#include "daemon/journal.h"
+#include "daemon/process_supervisor.h"
+#include "daemon/task_state.h"
+#include "freeride.pb.h"
+#include "policy/dispatch_policy.h"
+
+namespace freeride {
+
+enum class ErrorCode { kOk, kInvalidArgument, kNotFound, kAlreadyExists, kResourceExhausted,
+                       kFailedPrecondition, kUnavailable };
+
+struct Status {
+  ErrorCode code = ErrorCode::kOk;
+  std::string message;
+  bool ok() const { return code == ErrorCode::kOk; }
+  static Status Ok() { return {}; }
+};
+
+// What a lane needs to drive one launched task.
+struct TaskRuntime {
+  int64_t task_id = 0;
+  pid_t pid = -1;
+  bool imperative = false;
+  std::shared_ptr<TaskSegment> segment;
+  std::atomic<bool> exited{false};
+  uint64_t ring_tail = 0;  // guarded by TaskManager's mutex
+};
+
+// One step drained from a task's ring, attributed to that task.
+struct TaskStep {
+  int64_t task_id;
+  StepRecord record;
+};
+
+class TaskManager {
+ public:
+  TaskManager(const DaemonOptions& options, Journal* journal, EventLog* events);
+  ~TaskManager();
+
+  // Loads the journal: ended tasks stay as they were; tasks that were
+  // launched go back to SUBMITTED to be relaunched (from their checkpoints).
+  // Returns human-readable notes about what was recovered.
+  std::vector<std::string> Recover();
+  void Start();
+  // Stops housekeeping; asks iterative tasks to checkpoint and exit, waits up
+  // to `grace`, then kills the rest.  Task states stay as journaled so the
+  // next daemon relaunches them.
+  void Shutdown(Nanos grace);
+
+  // --- control API ---
+  Status Submit(const v1::TaskSpec& spec, v1::TaskInfo* out);
+  Status Cancel(int64_t id, const std::string& name, v1::TaskInfo* out);
+  Status Get(int64_t id, const std::string& name, v1::TaskInfo* out) const;
+  std::vector<v1::TaskInfo> List(bool include_ended) const;
+  std::vector<TransitionRecord> History(int64_t id) { return journal_->LoadTransitions(id); }
+
+  // --- lane side ---
+  // Resident, idle (PAUSED) tasks of `lane`, minus those in `excluded`.
+  void Candidates(int lane, const std::vector<int64_t>& excluded,
+                  std::vector<DispatchCandidate>* out) const;
+  // PAUSED -> RUNNING; returns the task's runtime, or null if it cannot run.
+  std::shared_ptr<TaskRuntime> BeginRun(int64_t id);
+  // RUNNING -> PAUSED (if the process still lives).
+  void EndRun(int64_t id);
+  // Takes the step records the task has written since the last drain and
+  // adds them to its progress.
+  void DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* out);
+  // Accounts bubble time a task spent stepping.
+  void AddHarvest(int64_t id, Nanos harvested);
+
+  // Counts for lane statistics.
+  void LaneCounts(int lane, uint32_t* resident, uint32_t* queued) const;
+  std::string task_dir(int64_t id) const;
+
+ private:
+  struct Record {
+    v1::TaskInfo info;
+    uint64_t submit_order = 0;
+    std::string executable;
+    std::shared_ptr<TaskRuntime> runtime;  // set while a process exists
+    bool cancel_requested = false;
+    Nanos cancel_kill_at = 0;
+    Nanos retry_at = 0;
+  };
+
+  // Moves a record to `to`, journaling and logging the transition.  Must be
+  // called with mu_ held.  Returns false (and changes nothing) when the
+  // state machine forbids it.
+  bool TransitionLocked(Record& record, TaskState to, const std::string& reason);
+  void HousekeepingLoop();
+  void AdmitAndLaunch();
+  void PromoteReadyTasks();
+  void EscalateCancels();
+  bool Launch(int64_t id);
+  void OnProcessExit(const ProcessExit& exit);
+  Record* FindLocked(int64_t id, const std::string& name);
+  const Record* FindLocked(int64_t id, const std::string& name) const;
+  int ChooseLaneLocked(uint64_t memory) const;
+  uint64_t LaneCapacity(int lane) const;
+
+  const DaemonOptions options_;
+  Journal* journal_;
+  EventLog* events_;
+  std::unique_ptr<ProcessSupervisor> supervisor_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<int64_t, Record> tasks_;
+  int64_t next_id_ = 1;
+  uint64_t next_submit_order_ = 1;
+  bool stopping_ = false;
+  bool shutting_down_ = false;  // exits are not task failures
+  std::thread housekeeping_;
+};
+
+}  // namespace freeride

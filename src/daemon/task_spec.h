@@ -1,0 +1,28 @@
+// Validation of submitted task specs, shared by the daemon and clients.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "freeride.pb.h"
+
+namespace freeride {
+
+// Finds `command` on PATH (from env, or the daemon's own PATH when the spec
+// carries none) relative to working_dir.  Returns the absolute path of an
+// executable file, or "" and sets *error.
+std::string ResolveExecutable(const std::string& command, const std::string& path_var,
+                              const std::string& working_dir, std::string* error);
+
+struct LaneLimits {
+  int lane = 0;
+  uint64_t capacity_bytes = 0;  // 0: unknown, no limit
+};
+
+// Checks a spec against the daemon's lanes: a name, a resolvable command, a
+// known lane, memory no larger than any lane, sane numbers.  Returns "" when
+// valid, else a message for the user.  Fills *resolved with the executable.
+std::string ValidateSpec(const v1::TaskSpec& spec, const std::vector<LaneLimits>& lanes,
+                         std::string* resolved);
+
+}  // namespace freeride

@@ -1,0 +1,53 @@
+#include "policy/dispatch_policy.h"
+
+#include <cmath>
+
+namespace freeride {
+
+const char* VerdictName(DispatchVerdict verdict) {
+  switch (verdict) {
+    case DispatchVerdict::kRun: return "run";
+    case DispatchVerdict::kNoCandidates: return "no runnable task";
+    case DispatchVerdict::kNoMemoryFit: return "no task fits the free memory";
+    case DispatchVerdict::kNoTimeFit: return "no task's step fits the rest of the bubble";
+  }
+  return "?";
+}
+
+bool DispatchPolicy::StepFits(Nanos now, Nanos predicted_end, Nanos step_estimate) const {
+  if (step_estimate <= 0) step_estimate = config_.unknown_step_estimate;
+  double needed = config_.step_margin * static_cast<double>(step_estimate);
+  return static_cast<double>(predicted_end - now) >= needed;
+}
+
+bool DispatchPolicy::TimeFits(const DispatchCandidate& c, const BubbleView& bubble) const {
+  if (c.imperative) return bubble.predicted_end - bubble.now >= config_.min_imperative_slice;
+  return StepFits(bubble.now, bubble.predicted_end, c.step_estimate);
+}
+
+DispatchDecision DispatchPolicy::Choose(std::span<const DispatchCandidate> candidates,
+                                        const BubbleView& bubble) const {
+  DispatchDecision decision;
+  if (candidates.empty()) return decision;
+  bool any_memory_fit = false;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const DispatchCandidate& c = candidates[i];
+    if (c.memory_bytes > bubble.free_memory_bytes) continue;
+    any_memory_fit = true;
+    if (!TimeFits(c, bubble)) continue;
+    if (decision.index >= 0) {
+      const DispatchCandidate& best = candidates[decision.index];
+      if (c.priority < best.priority) continue;
+      if (c.priority == best.priority && c.submit_order >= best.submit_order) continue;
+    }
+    decision.index = static_cast<int>(i);
+  }
+  if (decision.index >= 0) {
+    decision.verdict = DispatchVerdict::kRun;
+  } else {
+    decision.verdict = any_memory_fit ? DispatchVerdict::kNoTimeFit : DispatchVerdict::kNoMemoryFit;
+  }
+  return decision;
+}
+
+}  // namespace freeride

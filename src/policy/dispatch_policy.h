@@ -1,0 +1,69 @@
+// Which side task runs in a bubble, and whether its next step fits.
+//
+// Pure policy: no threads, no clocks of its own, no I/O.  The daemon's lanes
+// and the simulator call the same code with their own notion of "now".
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "base/clock.h"
+
+namespace freeride {
+
+struct DispatchConfig {
+  // A step fits when now + margin * estimate <= predicted end.
+  double step_margin = 1.10;
+  // Assumed step time of a task that has never stepped and declared none.
+  Nanos unknown_step_estimate = 1 * kMillisecond;
+  // An imperative task is continued only when at least this much of the
+  // bubble remains: stopping and continuing a process is not free.
+  Nanos min_imperative_slice = 2 * kMillisecond;
+};
+
+struct DispatchCandidate {
+  int64_t task_id = 0;
+  int priority = 0;           // higher runs first
+  uint64_t submit_order = 0;  // lower was submitted first
+  uint64_t memory_bytes = 0;  // declared need
+  Nanos step_estimate = 0;    // 0: unknown
+  bool imperative = false;
+};
+
+struct BubbleView {
+  Nanos now = 0;
+  Nanos predicted_end = 0;
+  uint64_t free_memory_bytes = UINT64_MAX;  // UINT64_MAX: unknown, no limit
+};
+
+enum class DispatchVerdict { kRun, kNoCandidates, kNoMemoryFit, kNoTimeFit };
+
+struct DispatchDecision {
+  DispatchVerdict verdict = DispatchVerdict::kNoCandidates;
+  int index = -1;  // into the candidate list, when verdict == kRun
+};
+
+const char* VerdictName(DispatchVerdict verdict);
+
+class DispatchPolicy {
+ public:
+  explicit DispatchPolicy(DispatchConfig config = {}) : config_(config) {}
+
+  // Picks among candidates by, in order: memory fit (declared memory <= the
+  // stage's free memory), time fit (the task's step fits the rest of the
+  // bubble), higher priority, earlier submission.
+  DispatchDecision Choose(std::span<const DispatchCandidate> candidates,
+                          const BubbleView& bubble) const;
+
+  // True when a step of the estimated length, started now, ends before the
+  // predicted end of the bubble (with the safety margin).
+  bool StepFits(Nanos now, Nanos predicted_end, Nanos step_estimate) const;
+
+  const DispatchConfig& config() const { return config_; }
+
+ private:
+  bool TimeFits(const DispatchCandidate& c, const BubbleView& bubble) const;
+  DispatchConfig config_;
+};
+
+}  // namespace freeride

@@ -1,0 +1,95 @@
+#include "sdk/task_channel.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace freeride {
+
+std::unique_ptr<TaskChannel> TaskChannel::AttachFromEnvironment(std::string* error) {
+  const char* task_path = std::getenv(kEnvTaskSegment);
+  const char* lane_path = std::getenv(kEnvLaneSegment);
+  if (!task_path || !*task_path || !lane_path || !*lane_path) {
+    *error = "not launched by a FreeRide daemon (FREERIDE_TASK_SEGMENT is not set)";
+    return nullptr;
+  }
+  auto channel = std::make_unique<TaskChannel>();
+  if (!channel->task_.Open(task_path, error)) return nullptr;
+  if (!channel->lane_.Open(lane_path, /*writable=*/false, error)) return nullptr;
+  if (const char* dir = std::getenv(kEnvCheckpointDir)) channel->checkpoint_dir_ = dir;
+  if (const char* hint = std::getenv(kEnvStepHint)) channel->estimator_.set_prior(std::atoll(hint));
+  channel->seen_grant_ = channel->task_.layout()->grant_seq.load();
+  return channel;
+}
+
+void TaskChannel::SetUnit(std::string_view unit) {
+  auto* l = task_.layout();
+  size_t n = std::min(unit.size(), sizeof(l->progress_unit) - 1);
+  std::memcpy(l->progress_unit, unit.data(), n);
+  l->progress_unit[n] = '\0';
+}
+
+void TaskChannel::Ready() {
+  task_.layout()->heartbeat_ns.store(MonotonicNow());
+  task_.set_state(TaskProcessState::kReady);
+  task_.Acknowledge();
+}
+
+TaskChannel::Wake TaskChannel::WaitForGrant(Nanos timeout) {
+  auto* l = task_.layout();
+  Nanos deadline = timeout >= 0 ? MonotonicNow() + timeout : -1;
+  for (;;) {
+    auto command = static_cast<TaskCommand>(l->command.load(std::memory_order_acquire));
+    if (command == TaskCommand::kStop) return Wake::kStop;
+    if (command == TaskCommand::kCheckpoint) {
+      l->command.store(static_cast<uint32_t>(TaskCommand::kNone));
+      return Wake::kCheckpoint;
+    }
+    if (l->grant_active.load(std::memory_order_acquire) != 0 &&
+        l->granted_bubble_seq.load(std::memory_order_relaxed) ==
+            lane_.layout()->bubble_seq.load(std::memory_order_acquire)) {
+      task_.set_state(TaskProcessState::kStepping);
+      return Wake::kGranted;
+    }
+    Nanos wait = -1;
+    if (deadline >= 0) {
+      wait = deadline - MonotonicNow();
+      if (wait <= 0) return Wake::kTimeout;
+    }
+    seen_grant_ = task_.WaitForGrant(seen_grant_, wait);
+    l->heartbeat_ns.store(MonotonicNow(), std::memory_order_relaxed);
+  }
+}
+
+bool TaskChannel::NextStepFits() const {
+  auto* l = task_.layout();
+  if (l->grant_active.load(std::memory_order_acquire) == 0) return false;
+  if (l->command.load(std::memory_order_relaxed) == static_cast<uint32_t>(TaskCommand::kStop))
+    return false;
+  if (l->granted_bubble_seq.load(std::memory_order_relaxed) !=
+      lane_.layout()->bubble_seq.load(std::memory_order_acquire))
+    return false;
+  return policy_.StepFits(MonotonicNow(), l->grant_deadline_ns.load(std::memory_order_relaxed),
+                          estimator_.Estimate());
+}
+
+void TaskChannel::RecordStep(Nanos start, Nanos end, double units) {
+  estimator_.Observe(end - start);
+  task_.layout()->step_estimate_ns.store(estimator_.Estimate(), std::memory_order_relaxed);
+  task_.RecordStep(start, end, units);
+}
+
+void TaskChannel::AddProgress(double units) { task_.RecordStep(0, 0, units); }
+
+void TaskChannel::Yield() {
+  task_.set_state(TaskProcessState::kYielded);
+  task_.Acknowledge();
+}
+
+void TaskChannel::Finished(bool ok) {
+  task_.set_state(ok ? TaskProcessState::kFinished : TaskProcessState::kFailed);
+  task_.Acknowledge();
+}
+
+}  // namespace freeride

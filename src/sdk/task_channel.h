@@ -1,0 +1,55 @@
+// The side task's end of the control channel: waits for grants, decides
+// whether the next step fits, and reports steps.  Used by the C ABI and by
+// the C++ SDK runner.
+#pragma once
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "channel/lane_segment.h"
+#include "channel/task_segment.h"
+#include "policy/dispatch_policy.h"
+#include "policy/step_estimator.h"
+
+namespace freeride {
+
+// Environment variables through which the daemon hands a task its channel.
+inline constexpr const char* kEnvTaskSegment = "FREERIDE_TASK_SEGMENT";
+inline constexpr const char* kEnvLaneSegment = "FREERIDE_LANE_SEGMENT";
+inline constexpr const char* kEnvCheckpointDir = "FREERIDE_CHECKPOINT_DIR";
+inline constexpr const char* kEnvStepHint = "FREERIDE_STEP_HINT_NS";
+inline constexpr const char* kEnvTaskId = "FREERIDE_TASK_ID";
+
+class TaskChannel {
+ public:
+  enum class Wake { kGranted, kTimeout, kStop, kCheckpoint };
+
+  // Attaches using the environment the daemon set.  Returns nullptr (and a
+  // reason) when the process was not launched by a daemon.
+  static std::unique_ptr<TaskChannel> AttachFromEnvironment(std::string* error);
+
+  void SetUnit(std::string_view unit);
+  void Ready();
+  // Sleeps until a grant, a command or the timeout (negative: none).
+  Wake WaitForGrant(Nanos timeout);
+  // True while the grant holds, its bubble is open and a step of the learned
+  // length fits before the deadline.
+  bool NextStepFits() const;
+  void RecordStep(Nanos start, Nanos end, double units);
+  void AddProgress(double units);
+  void Yield();
+  void Finished(bool ok);
+  Nanos StepEstimate() const { return estimator_.Estimate(); }
+  const std::string& checkpoint_dir() const { return checkpoint_dir_; }
+  TaskSegment& segment() { return task_; }
+
+ private:
+  TaskSegment task_;
+  LaneSegment lane_;
+  StepEstimator estimator_;
+  DispatchPolicy policy_;
+  uint32_t seen_grant_ = 0;
+  std::string checkpoint_dir_;
+};
+
+}  // namespace freeride

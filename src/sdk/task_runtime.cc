@@ -1,0 +1,179 @@
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+
+#include "base/clock.h"
+#include "freeride/task.h"
+#include "sdk/task_channel.h"
+
+namespace freeride {
+namespace {
+
+constexpr Nanos kDefaultCheckpointInterval = 5 * kSecond;
+
+Nanos CheckpointInterval() {
+  if (const char* env = std::getenv("FREERIDE_CHECKPOINT_INTERVAL_MS"))
+    return std::atoll(env) * kMillisecond;
+  return kDefaultCheckpointInterval;
+}
+
+std::string CheckpointPath(const std::string& dir) { return dir + "/checkpoint"; }
+
+// Writes to a temporary name and renames, so a crash mid-save never leaves a
+// torn checkpoint behind.
+bool SaveCheckpoint(IterativeTask& task, const std::string& dir) {
+  if (dir.empty()) return false;
+  std::string tmp = CheckpointPath(dir) + ".tmp";
+  if (!task.Save(tmp)) return false;
+  return std::rename(tmp.c_str(), CheckpointPath(dir).c_str()) == 0;
+}
+
+int RunAlone(IterativeTask& task, const RunOptions& options) {
+  task.Init();
+  Nanos start = MonotonicNow();
+  Nanos stop = options.seconds > 0 ? start + static_cast<Nanos>(options.seconds * kSecond) : -1;
+  double units = 0;
+  uint64_t steps = 0;
+  bool done = false;
+  while (!done && (stop < 0 || MonotonicNow() < stop)) {
+    StepResult r = task.Step();
+    units += r.units;
+    ++steps;
+    done = r.done;
+  }
+  task.Finish();
+  double seconds = static_cast<double>(MonotonicNow() - start) / kSecond;
+  double rate = seconds > 0 ? units / seconds : 0;
+  std::printf(
+      "{\"mode\":\"standalone\",\"unit\":\"%s\",\"steps\":%llu,\"units\":%.6g,"
+      "\"seconds\":%.6g,\"rate_per_s\":%.6g,\"finished\":%s}\n",
+      task.unit().c_str(), static_cast<unsigned long long>(steps), units, seconds, rate,
+      done ? "true" : "false");
+  std::fflush(stdout);
+  return 0;
+}
+
+int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
+  channel.SetUnit(task.unit());
+  task.Init();
+  const std::string& dir = channel.checkpoint_dir();
+  if (!dir.empty() && std::filesystem::exists(CheckpointPath(dir))) {
+    if (task.Restore(CheckpointPath(dir))) {
+      std::fprintf(stderr, "freeride: resumed from checkpoint %s\n", CheckpointPath(dir).c_str());
+    }
+  }
+  channel.Ready();
+  const Nanos interval = CheckpointInterval();
+  Nanos last_save = MonotonicNow();
+  bool done = false;
+  while (!done) {
+    TaskChannel::Wake wake = channel.WaitForGrant(kSecond);
+    if (wake == TaskChannel::Wake::kStop) {
+      SaveCheckpoint(task, dir);
+      return 0;
+    }
+    if (wake == TaskChannel::Wake::kCheckpoint) {
+      SaveCheckpoint(task, dir);
+      continue;
+    }
+    if (wake != TaskChannel::Wake::kGranted) continue;
+    task.Resume();
+    while (channel.NextStepFits()) {
+      Nanos start = MonotonicNow();
+      StepResult r = task.Step();
+      channel.RecordStep(start, MonotonicNow(), r.units);
+      if (r.done) {
+        done = true;
+        break;
+      }
+    }
+    task.Pause();
+    if (done) break;
+    channel.Yield();
+    // Saved after handing the bubble back, never inside it.
+    if (MonotonicNow() - last_save >= interval && SaveCheckpoint(task, dir)) {
+      last_save = MonotonicNow();
+    }
+  }
+  task.Finish();
+  if (!dir.empty()) std::remove(CheckpointPath(dir).c_str());
+  channel.Finished(true);
+  return 0;
+}
+
+class ImperativeContextImpl final : public ImperativeContext {
+ public:
+  explicit ImperativeContextImpl(TaskChannel* channel) : channel_(channel) {}
+  void ReportProgress(double units) override {
+    if (channel_) channel_->AddProgress(units);
+  }
+  bool under_daemon() const override { return channel_ != nullptr; }
+  std::string checkpoint_dir() const override {
+    return channel_ ? channel_->checkpoint_dir() : std::string(".");
+  }
+
+ private:
+  TaskChannel* channel_;
+};
+
+}  // namespace
+
+RunOptions ParseRunOptions(int* argc, char** argv) {
+  RunOptions options;
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    if (std::strcmp(argv[i], "--standalone") == 0) {
+      options.standalone = true;
+    } else if (std::strcmp(argv[i], "--seconds") == 0 && i + 1 < *argc) {
+      options.seconds = std::atof(argv[++i]);
+    } else {
+      argv[out++] = argv[i];
+    }
+  }
+  *argc = out;
+  argv[out] = nullptr;
+  return options;
+}
+
+int RunIterativeTask(IterativeTask& task, const RunOptions& options) {
+  try {
+    std::string reason;
+    std::unique_ptr<TaskChannel> channel;
+    if (!options.standalone) channel = TaskChannel::AttachFromEnvironment(&reason);
+    if (!channel) {
+      if (!options.standalone)
+        std::fprintf(stderr, "freeride: %s; running alone\n", reason.c_str());
+      return RunAlone(task, options);
+    }
+    return RunUnderDaemon(task, *channel);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "freeride: task failed: %s\n", e.what());
+    return 1;
+  }
+}
+
+int RunImperativeTask(ImperativeTask& task) {
+  std::string reason;
+  auto channel = TaskChannel::AttachFromEnvironment(&reason);
+  if (channel) {
+    channel->SetUnit(task.unit());
+    channel->Ready();
+  }
+  ImperativeContextImpl context(channel.get());
+  try {
+    int status = task.Run(context);
+    if (channel) channel->Finished(status == 0);
+    return status;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "freeride: task failed: %s\n", e.what());
+    if (channel) channel->Finished(false);
+    return 1;
+  }
+}
+
+}  // namespace freeride

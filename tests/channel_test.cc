@@ -1,1 +1,159 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "base/paths.h"
+#include "channel/lane_segment.h"
+#include "channel/task_segment.h"
+#include "freeride/freeride.h"
+#include "test_util.h"
+
+namespace freeride {
+namespace {
+
+TEST(LaneSegment, StageMarksAreReadConsistently) {
+  TempDir dir;
+  std::string path = dir.path() + "/lane0";
+  LaneSegment daemon, stage;
+  std::string error;
+  ASSERT_TRUE(daemon.CreateOrOpen(path, 0, &error)) << error;
+  ASSERT_TRUE(stage.Open(path, true, &error)) << error;
+  stage.WriteBegin(7, 1000, 500, 4096);
+  BubbleMark mark = daemon.Read();
+  EXPECT_TRUE(mark.open());
+  EXPECT_EQ(mark.slot, 7u);
+  EXPECT_EQ(mark.begin_ns, 1000);
+  EXPECT_EQ(mark.hint_ns, 500);
+  EXPECT_EQ(mark.free_memory_bytes, 4096u);
+  stage.WriteEnd(1600);
+  mark = daemon.Read();
+  EXPECT_FALSE(mark.open());
+  EXPECT_EQ(mark.end_ns, 1600);
+  // A second begin without an end closes the first bubble implicitly.
+  stage.WriteBegin(1, 2000, 0, 1);
+  stage.WriteBegin(2, 3000, 0, 1);
+  mark = daemon.Read();
+  EXPECT_TRUE(mark.open());
+  EXPECT_EQ(mark.slot, 2u);
+  EXPECT_EQ(mark.end_ns, 3000);
+}
+
+TEST(LaneSegment, RestartedDaemonKeepsWhatTheStageWrote) {
+  TempDir dir;
+  std::string path = dir.path() + "/lane0";
+  std::string error;
+  LaneSegment stage;
+  {
+    LaneSegment first;
+    ASSERT_TRUE(first.CreateOrOpen(path, 0, &error));
+    ASSERT_TRUE(stage.Open(path, true, &error));
+    stage.WriteBegin(3, 10, 0, 99);
+  }
+  LaneSegment second;
+  ASSERT_TRUE(second.CreateOrOpen(path, 0, &error));
+  EXPECT_EQ(second.Read().slot, 3u);
+  EXPECT_TRUE(second.Read().open());
+  EXPECT_EQ(second.layout()->daemon_generation.load(), 2u);
+}
+
+TEST(LaneSegment, WaiterWakesOnBeginWithoutPolling) {
+  TempDir dir;
+  std::string path = dir.path() + "/lane0";
+  LaneSegment daemon, stage;
+  std::string error;
+  ASSERT_TRUE(daemon.CreateOrOpen(path, 0, &error));
+  ASSERT_TRUE(stage.Open(path, true, &error));
+  uint32_t seen = daemon.layout()->bubble_seq.load();
+  std::atomic<Nanos> woke{0};
+  std::thread waiter([&] {
+    daemon.WaitForChange(seen, 10 * kSecond);
+    woke = MonotonicNow();
+  });
+  while (daemon.layout()->sleepers.load() == 0) usleep(100);
+  Nanos begin = MonotonicNow();
+  stage.WriteBegin(0, begin, 0, 0);
+  waiter.join();
+  EXPECT_GT(woke.load(), 0);
+  EXPECT_LT(woke.load() - begin, kSecond) << "woken by the futex, not by the 10 s timeout";
+}
+
+TEST(LaneSegment, CorruptOrForeignSegmentsAreRejected) {
+  TempDir dir;
+  std::string path = dir.path() + "/lane0";
+  std::string error;
+  {
+    std::ofstream out(path, std::ios::binary);
+    std::string junk(sizeof(LaneSegmentLayout), '\x5a');
+    out << junk;
+  }
+  LaneSegment reader;
+  EXPECT_FALSE(reader.Open(path, false, &error));
+  EXPECT_NE(error.find("not a FreeRide lane segment"), std::string::npos) << error;
+  std::ofstream(path, std::ios::trunc) << "short";
+  EXPECT_FALSE(reader.Open(path, false, &error));
+  EXPECT_FALSE(reader.Open(dir.path() + "/missing", false, &error));
+}
+
+TEST(StageApi, IsANoOpWithoutADaemon) {
+  TempDir dir;
+  freeride_stage* stage = freeride_stage_open(0, (dir.path() + "/none.sock").c_str());
+  ASSERT_NE(stage, nullptr);
+  EXPECT_EQ(freeride_stage_attached(stage), 0);
+  Nanos start = MonotonicNow();
+  for (int i = 0; i < 100000; ++i) {
+    freeride_bubble_begin(stage, i % 4, 0, UINT64_MAX);
+    freeride_bubble_end(stage);
+  }
+  EXPECT_LT(MonotonicNow() - start, 2 * kSecond) << "no blocking, no retries per call";
+  freeride_stage_close(stage);
+  freeride_stage_close(nullptr);
+  freeride_bubble_begin(nullptr, 0, 0, 0);
+  freeride_bubble_end(nullptr);
+}
+
+TEST(StageApi, AttachesToADaemonSegment) {
+  TempDir dir;
+  std::string socket = dir.path() + "/d.sock";
+  LaneSegment daemon;
+  std::string error;
+  ASSERT_TRUE(daemon.CreateOrOpen(LaneSegmentPath(socket, 1), 1, &error)) << error;
+  freeride_stage* stage = freeride_stage_open(1, socket.c_str());
+  ASSERT_EQ(freeride_stage_attached(stage), 1);
+  EXPECT_EQ(daemon.layout()->stage_pid.load(), getpid());
+  freeride_bubble_begin(stage, 5, 1234, 777);
+  EXPECT_TRUE(daemon.Read().open());
+  EXPECT_EQ(daemon.Read().free_memory_bytes, 777u);
+  freeride_stage_close(stage);
+  EXPECT_FALSE(daemon.Read().open()) << "closing ends an open bubble";
+  unlink(LaneSegmentPath(socket, 1).c_str());
+}
+
+TEST(TaskSegment, GrantAndAcknowledgeRoundTrip) {
+  TempDir dir;
+  std::string path = dir.path() + "/task";
+  TaskSegment daemon, task;
+  std::string error;
+  ASSERT_TRUE(daemon.Create(path, 9, &error));
+  ASSERT_TRUE(task.Open(path, &error));
+  uint32_t seen_grant = task.layout()->grant_seq.load();
+  uint32_t seen_ack = daemon.layout()->ack_seq.load();
+  std::thread side([&] {
+    task.WaitForGrant(seen_grant, 10 * kSecond);
+    task.RecordStep(100, 200, 2.5);
+    task.set_state(TaskProcessState::kYielded);
+    task.Acknowledge();
+  });
+  daemon.Grant(3, 5000, 0);
+  EXPECT_NE(daemon.WaitForAck(seen_ack, 10 * kSecond), seen_ack);
+  side.join();
+  EXPECT_EQ(daemon.state(), TaskProcessState::kYielded);
+  EXPECT_EQ(daemon.layout()->ring_head.load(), 1u);
+  EXPECT_DOUBLE_EQ(daemon.progress(), 2.5);
+  EXPECT_EQ(daemon.layout()->ring[0].end_ns, 200);
+}
+
+}  // namespace
+}  // namespace freeride

@@ -1,1 +1,372 @@
+// End-to-end tests on CPU lanes: the real daemon, the real shared-memory data
+// plane, real side-task processes and a scripted training stage.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "base/clock.h"
+#include "client/client.h"
+#include "daemon/daemon.h"
+#include "freeride/freeride.h"
+#include "test_util.h"
+
+extern char** environ;
+
+namespace freeride {
+namespace {
+
+// A stand-in training stage: busy gaps, then bubbles of fixed lengths per
+// slot, through the C ABI, until stopped.
+class ScriptedStage {
+ public:
+  ScriptedStage(std::string socket, std::vector<Nanos> bubbles, Nanos busy)
+      : socket_(std::move(socket)), bubbles_(std::move(bubbles)), busy_(busy) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~ScriptedStage() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  uint64_t bubbles() const { return emitted_; }
+
+ private:
+  static void SleepFor(Nanos ns) {
+    timespec ts{static_cast<time_t>(ns / kSecond), static_cast<long>(ns % kSecond)};
+    nanosleep(&ts, nullptr);
+  }
+  void Run() {
+    freeride_stage* stage = freeride_stage_open(0, socket_.c_str());
+    while (!stop_) {
+      for (size_t slot = 0; slot < bubbles_.size() && !stop_; ++slot) {
+        SleepFor(busy_);
+        freeride_bubble_begin(stage, static_cast<uint32_t>(slot), 0, 1ULL << 30);
+        SleepFor(bubbles_[slot]);
+        freeride_bubble_end(stage);
+        ++emitted_;
+      }
+    }
+    freeride_stage_close(stage);
+  }
+  std::string socket_;
+  std::vector<Nanos> bubbles_;
+  Nanos busy_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> emitted_{0};
+  std::thread thread_;
+};
+
+v1::TaskSpec MakeSpec(const std::string& name, std::vector<std::string> command) {
+  v1::TaskSpec spec;
+  spec.set_name(name);
+  for (auto& c : command) spec.add_command(c);
+  spec.set_working_dir(std::filesystem::current_path().string());
+  spec.set_lane(-1);
+  for (char** e = environ; *e; ++e) {
+    std::string entry(*e);
+    size_t eq = entry.find('=');
+    if (eq != std::string::npos) (*spec.mutable_env())[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return spec;
+}
+
+DaemonOptions CpuOptions(const TempDir& dir, int lanes = 1) {
+  DaemonOptions options;
+  options.socket_path = dir.path() + "/d.sock";
+  options.state_dir = dir.path() + "/state";
+  for (int i = 0; i < lanes; ++i)
+    options.lanes.push_back({i, "cpu:" + std::to_string(i), 8ULL << 30, -1});
+  return options;
+}
+
+v1::TaskInfo WaitForState(TaskManager* tasks, int64_t id, const std::string& state,
+                          Nanos timeout) {
+  v1::TaskInfo info;
+  Nanos deadline = MonotonicNow() + timeout;
+  while (MonotonicNow() < deadline) {
+    tasks->Get(id, "", &info);
+    if (info.state() == state) return info;
+    usleep(20000);
+  }
+  return info;
+}
+
+struct Bubble {
+  Nanos begin, end, predicted_end;
+  uint32_t slot;
+};
+
+TEST(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir);
+  Daemon daemon(options);
+  std::string error;
+  ASSERT_TRUE(daemon.Start(&error)) << error;
+  v1::TaskInfo info;
+  // 300 steps of ~400 us each.
+  ASSERT_TRUE(daemon.tasks()
+                  ->Submit(MakeSpec("counter", {COUNT_TASK_BIN, "--total", "300", "--step-us", "400"}),
+                           &info)
+                  .ok());
+  // Slot 0: 6 ms, slot 1: 3 ms, slot 2: 0.25 ms (too short for any step).
+  ScriptedStage stage(options.socket_path,
+                      {6 * kMillisecond, 3 * kMillisecond, 250 * kMicrosecond},
+                      2 * kMillisecond);
+  v1::TaskInfo done = WaitForState(daemon.tasks(), info.id(), "FINISHED", 60 * kSecond);
+  stage.Stop();
+  ASSERT_EQ(done.state(), "FINISHED") << done.message() << "\n" << done.stderr_tail();
+  EXPECT_DOUBLE_EQ(done.progress(), 300.0) << "progress adds up";
+  EXPECT_EQ(done.steps(), 300u);
+  EXPECT_EQ(done.progress_unit(), "counts");
+  daemon.Shutdown();
+
+  std::vector<Bubble> bubbles;
+  std::vector<nlohmann::json> steps;
+  std::vector<std::string> transitions;
+  for (const auto& e : ReadJsonLines(options.state_dir + "/events.jsonl")) {
+    if (e["type"] == "bubble")
+      bubbles.push_back({e["begin_ns"], e["end_ns"], e["predicted_end_ns"], e["slot"]});
+    if (e["type"] == "step") steps.push_back(e);
+    if (e["type"] == "transition" && e["task_id"] == info.id()) transitions.push_back(e["to"]);
+  }
+  ASSERT_EQ(steps.size(), 300u);
+  ASSERT_GT(bubbles.size(), 10u);
+  int late_finishes = 0;
+  for (const auto& s : steps) {
+    Nanos start = s["start_ns"], end = s["end_ns"];
+    const Bubble* home = nullptr;
+    for (const Bubble& b : bubbles)
+      if (start >= b.begin && start < b.end) home = &b;
+    ASSERT_NE(home, nullptr) << "step at " << start << " started outside every bubble";
+    EXPECT_NE(home->slot, 2u) << "a 0.25 ms bubble cannot fit a 0.4 ms step";
+    EXPECT_LE(start, home->predicted_end) << "no step starts after the predicted end";
+    if (end > home->predicted_end + 200 * kMicrosecond) ++late_finishes;
+  }
+  // The fit test uses a p90 estimate with a 10% margin; on a noisy machine a
+  // few steps may still run long, but not many.
+  EXPECT_LE(late_finishes, 15) << "steps that did not fit were started";
+  ASSERT_GE(transitions.size(), 5u);
+  EXPECT_EQ(transitions[0], "SUBMITTED");
+  EXPECT_EQ(transitions[1], "CREATED");
+  EXPECT_EQ(transitions[2], "PAUSED");
+  EXPECT_EQ(transitions[3], "RUNNING");
+  EXPECT_EQ(transitions.back(), "FINISHED");
+}
+
+TEST(DaemonIntegration, ImperativeTasksAreStoppedOutsideBubbles) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir);
+  Daemon daemon(options);
+  std::string error;
+  ASSERT_TRUE(daemon.Start(&error)) << error;
+  v1::TaskSpec spec = MakeSpec("loop", {IMPERATIVE_TASK_BIN, "--seconds-of-work", "0.15"});
+  spec.set_kind(v1::TASK_KIND_IMPERATIVE);
+  v1::TaskInfo info;
+  ASSERT_TRUE(daemon.tasks()->Submit(spec, &info).ok());
+  ScriptedStage stage(options.socket_path, {10 * kMillisecond}, 10 * kMillisecond);
+  v1::TaskInfo done = WaitForState(daemon.tasks(), info.id(), "FINISHED", 60 * kSecond);
+  stage.Stop();
+  ASSERT_EQ(done.state(), "FINISHED") << done.message() << "\n" << done.stderr_tail();
+  EXPECT_GE(done.progress(), 150.0);
+  daemon.Shutdown();
+  std::vector<Bubble> bubbles;
+  std::vector<std::pair<Nanos, Nanos>> slices;
+  for (const auto& e : ReadJsonLines(options.state_dir + "/events.jsonl")) {
+    if (e["type"] == "bubble")
+      bubbles.push_back({e["begin_ns"], e["end_ns"], e["predicted_end_ns"], e["slot"]});
+    if (e["type"] == "step") slices.push_back({e["start_ns"], e["end_ns"]});
+  }
+  ASSERT_FALSE(slices.empty());
+  for (auto [start, end] : slices) {
+    bool inside = false;
+    for (const Bubble& b : bubbles)
+      if (start >= b.begin && end <= b.end + 3 * kMillisecond) inside = true;
+    EXPECT_TRUE(inside) << "slice " << start << ".." << end << " ran outside a bubble";
+  }
+  // 150 ms of work in 10 ms bubbles needs more than a dozen bubbles.
+  EXPECT_GE(slices.size(), 12u);
+}
+
+TEST(DaemonIntegration, BadRequestsGetClearErrorsAndTheDaemonStaysUp) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir, 2);
+  options.lanes[0].capacity_bytes = 1ULL << 30;
+  options.lanes[1].capacity_bytes = 2ULL << 30;
+  Daemon daemon(options);
+  std::string error;
+  ASSERT_TRUE(daemon.Start(&error)) << error;
+  auto stub = ConnectToDaemon(options.socket_path, &error);
+  ASSERT_NE(stub, nullptr) << error;
+  auto submit = [&](v1::TaskSpec spec) {
+    grpc::ClientContext context;
+    v1::SubmitRequest request;
+    *request.mutable_spec() = spec;
+    v1::SubmitReply reply;
+    return stub->Submit(&context, request, &reply);
+  };
+  grpc::Status s = submit(MakeSpec("nope", {"/definitely/not/here"}));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("does not exist"), std::string::npos);
+  s = submit(MakeSpec("nope2", {"no-such-command-anywhere"}));
+  EXPECT_NE(s.error_message().find("not found on PATH"), std::string::npos);
+  v1::TaskSpec big = MakeSpec("big", {COUNT_TASK_BIN});
+  big.set_memory_bytes(3ULL << 30);
+  s = submit(big);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("largest lane"), std::string::npos) << s.error_message();
+  v1::TaskSpec lane = MakeSpec("lane", {COUNT_TASK_BIN});
+  lane.set_lane(7);
+  EXPECT_NE(submit(lane).error_message().find("lane 7 does not exist"), std::string::npos);
+  v1::TaskSpec fits = MakeSpec("fits", {COUNT_TASK_BIN});
+  fits.set_memory_bytes(1536ULL << 20);
+  ASSERT_TRUE(submit(fits).ok());
+  EXPECT_EQ(submit(fits).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  v1::TaskSpec empty = MakeSpec("", {COUNT_TASK_BIN});
+  EXPECT_EQ(submit(empty).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  v1::TaskSpec nocmd = MakeSpec("nocmd", {});
+  EXPECT_EQ(submit(nocmd).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  grpc::ClientContext context;
+  v1::GetTaskRequest get;
+  get.set_name("fits");
+  v1::TaskInfo info;
+  ASSERT_TRUE(stub->GetTask(&context, get, &info).ok()) << "the daemon still answers";
+  EXPECT_EQ(info.lane(), 1) << "only lane 1 has room for 1.5 GiB";
+  grpc::ClientContext cancel_context;
+  v1::CancelRequest cancel;
+  cancel.set_id(999);
+  v1::CancelReply reply;
+  EXPECT_EQ(stub->Cancel(&cancel_context, cancel, &reply).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  auto all = daemon.tasks()->List(true);
+  ASSERT_EQ(all.size(), 1u) << "rejected submissions leave no trace in the journal";
+}
+
+// ---------------------------------------------------------------------------
+// Crash test: the daemon runs as its own process and is SIGKILLed mid-run.
+
+pid_t StartDaemonProcess(const DaemonOptions& options, int max_resident) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::string log = options.state_dir + ".log";
+    freopen(log.c_str(), "a", stdout);
+    freopen(log.c_str(), "a", stderr);
+    execl(FREERIDE_BIN, FREERIDE_BIN, "daemon", "--socket", options.socket_path.c_str(),
+          "--state-dir", options.state_dir.c_str(), "--cpu-lanes", "1", "--max-resident",
+          std::to_string(max_resident).c_str(), nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 200; ++i) {
+    std::string error;
+    auto stub = ConnectToDaemon(options.socket_path, &error);
+    if (stub) {
+      grpc::ClientContext context;
+      SetDeadline(&context, std::chrono::milliseconds(500));
+      v1::StatsReply stats;
+      if (stub->GetStats(&context, v1::StatsRequest(), &stats).ok()) return pid;
+    }
+    usleep(50000);
+  }
+  return pid;
+}
+
+v1::TaskInfo GetTask(v1::FreeRide::Stub& stub, int64_t id) {
+  grpc::ClientContext context;
+  SetDeadline(&context, std::chrono::seconds(5));
+  v1::GetTaskRequest request;
+  request.set_id(id);
+  v1::TaskInfo info;
+  stub.GetTask(&context, request, &info);
+  return info;
+}
+
+TEST(DaemonCrash, SigkilledDaemonRecoversItsQueueAndResumesFromCheckpoints) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir);
+  setenv("FREERIDE_CHECKPOINT_INTERVAL_MS", "50", 1);
+  pid_t daemon = StartDaemonProcess(options, /*max_resident=*/1);
+  std::string error;
+  auto stub = ConnectToDaemon(options.socket_path, &error);
+  ASSERT_NE(stub, nullptr) << error;
+  auto submit = [&](const v1::TaskSpec& spec) {
+    grpc::ClientContext context;
+    v1::SubmitRequest request;
+    *request.mutable_spec() = spec;
+    v1::SubmitReply reply;
+    EXPECT_TRUE(stub->Submit(&context, request, &reply).ok());
+    return reply.task().id();
+  };
+  int64_t counter = submit(MakeSpec("counter", {COUNT_TASK_BIN, "--total", "600", "--step-us", "300"}));
+  int64_t queued = submit(MakeSpec("queued", {COUNT_TASK_BIN, "--total", "5", "--step-us", "100"}));
+  ScriptedStage stage(options.socket_path, {8 * kMillisecond}, 2 * kMillisecond);
+
+  // Let it make progress and checkpoint at least once.
+  std::string checkpoint = options.state_dir + "/tasks/" + std::to_string(counter) + "/checkpoint/checkpoint";
+  v1::TaskInfo before;
+  for (int i = 0; i < 300; ++i) {
+    before = GetTask(*stub, counter);
+    if (before.progress() >= 100 && std::filesystem::exists(checkpoint)) break;
+    usleep(20000);
+  }
+  ASSERT_TRUE(std::filesystem::exists(checkpoint)) << "state " << before.state();
+  ASSERT_EQ(GetTask(*stub, queued).state(), "SUBMITTED") << "one resident task per lane";
+  int task_pid = static_cast<int>(before.pid());
+  ASSERT_GT(task_pid, 0);
+
+  kill(daemon, SIGKILL);
+  waitpid(daemon, nullptr, 0);
+  // The task dies with its daemon (PR_SET_PDEATHSIG) rather than running on
+  // unsupervised.
+  for (int i = 0; i < 100 && ProcessAlive(task_pid); ++i) usleep(20000);
+  EXPECT_FALSE(ProcessAlive(task_pid));
+
+  daemon = StartDaemonProcess(options, 1);
+  stub = ConnectToDaemon(options.socket_path, &error);
+  ASSERT_NE(stub, nullptr) << error;
+  v1::TaskInfo recovered = GetTask(*stub, counter);
+  EXPECT_NE(recovered.state(), "") << "the task is known after the restart";
+  EXPECT_GE(recovered.attempts(), 1);
+  EXPECT_EQ(GetTask(*stub, queued).spec().name(), "queued") << "the queue is back";
+
+  v1::TaskInfo finished;
+  for (int i = 0; i < 1500; ++i) {
+    finished = GetTask(*stub, counter);
+    if (finished.state() == "FINISHED") break;
+    usleep(20000);
+  }
+  ASSERT_EQ(finished.state(), "FINISHED") << finished.message();
+  EXPECT_EQ(finished.attempts(), 2) << "relaunched once";
+  std::ifstream err(options.state_dir + "/tasks/" + std::to_string(counter) + "/stderr.log");
+  std::string text((std::istreambuf_iterator<char>(err)), {});
+  EXPECT_NE(text.find("resumed from checkpoint"), std::string::npos) << text;
+  // Steps done before the crash are not redone: the counter resumed, so the
+  // second attempt needed fewer than all 600 steps.
+  std::ifstream out(options.state_dir + "/tasks/" + std::to_string(counter) + "/stdout.log");
+  std::string printed((std::istreambuf_iterator<char>(out)), {});
+  EXPECT_NE(printed.find("counted to 600"), std::string::npos);
+  EXPECT_LT(finished.progress(), 600 + before.progress() + 1);
+
+  v1::TaskInfo queued_done;
+  for (int i = 0; i < 500; ++i) {
+    queued_done = GetTask(*stub, queued);
+    if (queued_done.state() == "FINISHED") break;
+    usleep(20000);
+  }
+  EXPECT_EQ(queued_done.state(), "FINISHED");
+  stage.Stop();
+  kill(daemon, SIGTERM);
+  int status = 0;
+  waitpid(daemon, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "clean shutdown on SIGTERM";
+  unsetenv("FREERIDE_CHECKPOINT_INTERVAL_MS");
+}
+
+}  // namespace
+}  // namespace freeride

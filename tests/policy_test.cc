@@ -1,1 +1,107 @@
+#include <gtest/gtest.h>
 
+#include <vector>
+
+#include "policy/bubble_predictor.h"
+#include "policy/dispatch_policy.h"
+#include "policy/step_estimator.h"
+
+namespace freeride {
+namespace {
+
+TEST(BubblePredictor, UsesHintUntilTheSlotHasHistory) {
+  BubblePredictor p;
+  EXPECT_EQ(p.Predict(3, 0), 0);
+  EXPECT_EQ(p.Predict(3, 5 * kMillisecond), 5 * kMillisecond);
+  p.Observe(3, 8 * kMillisecond);
+  EXPECT_EQ(p.Predict(3, 5 * kMillisecond), 8 * kMillisecond);
+  EXPECT_EQ(p.Predict(4, 0), 0) << "slots learn independently";
+}
+
+TEST(BubblePredictor, ForecastsALowQuantileOfTheWindow) {
+  BubblePredictor p(BubblePredictorConfig{.window = 10, .quantile = 0.1});
+  for (int i = 1; i <= 10; ++i) p.Observe(0, i * kMillisecond);
+  EXPECT_EQ(p.Predict(0, 0), 1 * kMillisecond);
+  // Old samples age out of the window.
+  for (int i = 0; i < 10; ++i) p.Observe(0, 20 * kMillisecond);
+  EXPECT_EQ(p.Predict(0, 0), 20 * kMillisecond);
+  EXPECT_EQ(p.Count(0), 10);
+}
+
+TEST(BubblePredictor, SlotsBeyondTheLimitShareOneHistory) {
+  BubblePredictor p(BubblePredictorConfig{.max_slots = 4});
+  p.Observe(100, 7 * kMillisecond);
+  EXPECT_EQ(p.Predict(3, 0), 7 * kMillisecond);
+  EXPECT_EQ(p.Predict(999, 0), 7 * kMillisecond);
+}
+
+TEST(StepEstimator, PriorThenP90OfRecentSteps) {
+  StepEstimator e(2 * kMillisecond);
+  EXPECT_EQ(e.Estimate(), 2 * kMillisecond);
+  for (int i = 1; i <= 10; ++i) e.Observe(i * 100 * kMicrosecond);
+  EXPECT_EQ(e.Estimate(), 900 * kMicrosecond);
+}
+
+TEST(DispatchPolicy, StepFitsHonoursTheMargin) {
+  DispatchPolicy policy(DispatchConfig{.step_margin = 1.5});
+  EXPECT_TRUE(policy.StepFits(0, 15, 10));
+  EXPECT_FALSE(policy.StepFits(0, 14, 10));
+  EXPECT_FALSE(policy.StepFits(20, 10, 1)) << "past the end nothing fits";
+}
+
+DispatchCandidate Task(int64_t id, int priority, uint64_t order, uint64_t memory, Nanos step) {
+  DispatchCandidate c;
+  c.task_id = id;
+  c.priority = priority;
+  c.submit_order = order;
+  c.memory_bytes = memory;
+  c.step_estimate = step;
+  return c;
+}
+
+TEST(DispatchPolicy, OrdersByMemoryThenTimeThenPriorityThenFifo) {
+  DispatchPolicy policy;
+  BubbleView bubble{.now = 0, .predicted_end = 10 * kMillisecond, .free_memory_bytes = 1000};
+  std::vector<DispatchCandidate> c = {
+      Task(1, 9, 1, 2000, 1 * kMillisecond),   // does not fit memory
+      Task(2, 9, 2, 100, 20 * kMillisecond),   // does not fit time
+      Task(3, 1, 3, 100, 1 * kMillisecond),
+      Task(4, 5, 5, 100, 1 * kMillisecond),    // highest fitting priority
+      Task(5, 5, 4, 100, 1 * kMillisecond),    // same priority, earlier: wins
+  };
+  DispatchDecision d = policy.Choose(c, bubble);
+  ASSERT_EQ(d.verdict, DispatchVerdict::kRun);
+  EXPECT_EQ(c[d.index].task_id, 5);
+}
+
+TEST(DispatchPolicy, SaysWhyNothingRuns) {
+  DispatchPolicy policy;
+  BubbleView bubble{.now = 0, .predicted_end = 1 * kMillisecond, .free_memory_bytes = 10};
+  std::vector<DispatchCandidate> none;
+  EXPECT_EQ(policy.Choose(none, bubble).verdict, DispatchVerdict::kNoCandidates);
+  std::vector<DispatchCandidate> big = {Task(1, 0, 1, 11, 1)};
+  EXPECT_EQ(policy.Choose(big, bubble).verdict, DispatchVerdict::kNoMemoryFit);
+  std::vector<DispatchCandidate> slow = {Task(1, 0, 1, 1, 5 * kMillisecond)};
+  EXPECT_EQ(policy.Choose(slow, bubble).verdict, DispatchVerdict::kNoTimeFit);
+}
+
+TEST(DispatchPolicy, UnknownStepTimeUsesTheConfiguredProbe) {
+  DispatchPolicy policy(DispatchConfig{.step_margin = 1.0, .unknown_step_estimate = 3});
+  std::vector<DispatchCandidate> c = {Task(1, 0, 1, 0, 0)};
+  EXPECT_EQ(policy.Choose(c, {.now = 0, .predicted_end = 2}).verdict, DispatchVerdict::kNoTimeFit);
+  EXPECT_EQ(policy.Choose(c, {.now = 0, .predicted_end = 3}).verdict, DispatchVerdict::kRun);
+}
+
+TEST(DispatchPolicy, ImperativeTasksNeedAMinimumSlice) {
+  DispatchPolicy policy(DispatchConfig{.min_imperative_slice = 2 * kMillisecond});
+  DispatchCandidate c = Task(1, 0, 1, 0, 0);
+  c.imperative = true;
+  std::vector<DispatchCandidate> list = {c};
+  EXPECT_EQ(policy.Choose(list, {.now = 0, .predicted_end = kMillisecond}).verdict,
+            DispatchVerdict::kNoTimeFit);
+  EXPECT_EQ(policy.Choose(list, {.now = 0, .predicted_end = 3 * kMillisecond}).verdict,
+            DispatchVerdict::kRun);
+}
+
+}  // namespace
+}  // namespace freeride

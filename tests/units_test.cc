@@ -1,1 +1,44 @@
+#include "base/units.h"
 
+#include <gtest/gtest.h>
+
+namespace freeride {
+namespace {
+
+TEST(ParseBytes, AcceptsBinaryDecimalAndBareNumbers) {
+  std::string error;
+  EXPECT_EQ(ParseBytes("2GiB", &error).value(), 2ULL << 30);
+  EXPECT_EQ(ParseBytes("512MiB", &error).value(), 512ULL << 20);
+  EXPECT_EQ(ParseBytes("1.5G", &error).value(), 1500000000ULL);
+  EXPECT_EQ(ParseBytes("4096", &error).value(), 4096ULL);
+  EXPECT_EQ(ParseBytes(" 64 kib ", &error).value(), 65536ULL);
+  EXPECT_EQ(ParseBytes("0", &error).value(), 0ULL);
+}
+
+TEST(ParseBytes, RejectsGarbageWithAMessage) {
+  for (const char* bad : {"", "GiB", "2XB", "-1GiB", "1e30TiB", "abc", "1.2.3G"}) {
+    std::string error;
+    EXPECT_FALSE(ParseBytes(bad, &error).has_value()) << bad;
+    EXPECT_FALSE(error.empty()) << bad;
+  }
+}
+
+TEST(ParseDuration, UnitsAndDefaultMilliseconds) {
+  std::string error;
+  EXPECT_EQ(ParseDuration("250ms", &error).value(), 250'000'000);
+  EXPECT_EQ(ParseDuration("1.5s", &error).value(), 1'500'000'000);
+  EXPECT_EQ(ParseDuration("20us", &error).value(), 20'000);
+  EXPECT_EQ(ParseDuration("7", &error).value(), 7'000'000);
+  EXPECT_FALSE(ParseDuration("5 parsecs", &error).has_value());
+  EXPECT_FALSE(ParseDuration("-3ms", &error).has_value());
+}
+
+TEST(FormatBytes, PicksAReadableUnit) {
+  EXPECT_EQ(FormatBytes(512), "512 B");
+  EXPECT_EQ(FormatBytes(3ULL << 30), "3.00 GiB");
+  EXPECT_EQ(FormatDuration(1500), "1.5 us");
+  EXPECT_EQ(FormatDuration(2'500'000'000), "2.50 s");
+}
+
+}  // namespace
+}  // namespace freeride

@@ -21,6 +21,15 @@ namespace {
 constexpr Nanos kHousekeepingInterval = 100 * kMillisecond;
 constexpr size_t kStderrTailBytes = 4096;
 
+// Variables that describe one launch's channel; a submitter's stale copies
+// (e.g. from a shell inside another task) must not leak through.
+bool IsChannelVariable(const std::string& key) {
+  for (const char* name : {kEnvTaskSegment, kEnvLaneSegment, kEnvCheckpointDir, kEnvTaskId,
+                           kEnvStepHint, "FREERIDE_LANE", "FREERIDE_SOCKET"})
+    if (key == name) return true;
+  return false;
+}
+
 TaskState StateOf(const v1::TaskInfo& info) {
   return ParseState(info.state()).value_or(TaskState::kFailed);
 }
@@ -449,7 +458,7 @@ bool TaskManager::Launch(int64_t id) {
       for (char** e = environ; *e; ++e) request.env.emplace_back(*e);
     } else {
       for (const auto& [key, value] : spec.env()) {
-        if (key.rfind("FREERIDE_", 0) == 0) continue;
+        if (IsChannelVariable(key)) continue;  // set below, for this launch
         request.env.push_back(key + "=" + value);
       }
     }

@@ -1,0 +1,27 @@
+// Helpers shared by the tests.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace freeride {
+
+// A fresh directory under /tmp, removed with its contents on destruction.
+// Short, because Unix socket paths are limited to 107 characters.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Every JSON line of a file (lines that do not parse fail the test).
+std::vector<nlohmann::json> ReadJsonLines(const std::string& path);
+
+bool ProcessAlive(int pid);
+
+}  // namespace freeride

@@ -30,6 +30,9 @@ bool LaneSegment::CreateOrOpen(const std::string& path, int lane, std::string* e
     std::atomic_thread_fence(std::memory_order_release);
     layout->magic = kLaneSegmentMagic;
   }
+  // Nobody sleeps on a segment whose daemon is gone (its tasks died with it).
+  layout->sleepers.store(0);
+  layout->armed_task_id.store(0);
   layout->daemon_pid.store(getpid());
   layout->daemon_heartbeat_ns.store(MonotonicNow());
   layout->daemon_generation.fetch_add(1);

@@ -21,7 +21,10 @@
 namespace freeride {
 
 constexpr uint64_t kLaneSegmentMagic = 0x4652454552494445ULL;  // "FREERIDE"
-constexpr uint32_t kLaneSegmentVersion = 1;
+constexpr uint32_t kLaneSegmentVersion = 2;
+// Slots with their own published forecast; higher slots share the last one
+// (as in BubblePredictor's default configuration).
+constexpr uint32_t kPublishedSlots = 1024;
 
 struct LaneSegmentLayout {
   uint64_t magic;
@@ -47,7 +50,16 @@ struct LaneSegmentLayout {
   std::atomic<uint32_t> daemon_generation;
   std::atomic<uint32_t> predicted_for_seq;
   std::atomic<int64_t> predicted_end_ns;
+  // The task that takes the next bubble without waiting for the dispatcher
+  // (0: none).  It sleeps on bubble_seq itself, saving one wake-up hop.
+  std::atomic<int64_t> armed_task_id;
+  // The dispatcher's forecast of each slot's bubble length (0: no history,
+  // use the stage's hint), so an armed task computes the same deadline.
+  std::atomic<int64_t> predicted_len_ns[kPublishedSlots];
 };
+
+// The forecast an armed task uses for `mark`, identical to the dispatcher's.
+inline Nanos PublishedForecast(const LaneSegmentLayout& layout, const struct BubbleMark& mark);
 
 // A consistent copy of one bubble mark.
 struct BubbleMark {
@@ -59,6 +71,12 @@ struct BubbleMark {
   Nanos end_ns = 0;
   bool open() const { return (seq & 1u) != 0; }
 };
+
+inline Nanos PublishedForecast(const LaneSegmentLayout& layout, const BubbleMark& mark) {
+  uint32_t index = mark.slot < kPublishedSlots ? mark.slot : kPublishedSlots - 1;
+  Nanos learned = layout.predicted_len_ns[index].load(std::memory_order_relaxed);
+  return learned > 0 ? learned : (mark.hint_ns > 0 ? mark.hint_ns : 0);
+}
 
 class LaneSegment {
  public:

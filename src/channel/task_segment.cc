@@ -61,6 +61,13 @@ void TaskSegment::SendCommand(TaskCommand command) {
   FutexWakeAll(&l->grant_seq);
 }
 
+void TaskSegment::SetArmed(bool armed) {
+  auto* l = layout_;
+  l->armed.store(armed ? 1 : 0, std::memory_order_relaxed);
+  l->grant_seq.fetch_add(1, std::memory_order_seq_cst);
+  FutexWakeAll(&l->grant_seq);
+}
+
 namespace {
 uint32_t WaitOn(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping, uint32_t seen,
                 Nanos timeout) {

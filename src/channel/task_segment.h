@@ -16,7 +16,7 @@
 namespace freeride {
 
 constexpr uint64_t kTaskSegmentMagic = 0x46525441534b3031ULL;  // "FRTASK01"
-constexpr uint32_t kTaskSegmentVersion = 1;
+constexpr uint32_t kTaskSegmentVersion = 2;
 constexpr uint32_t kStepRingSize = 512;
 
 enum class TaskProcessState : uint32_t {
@@ -50,6 +50,7 @@ struct TaskSegmentLayout {
   std::atomic<int64_t> grant_deadline_ns;
   std::atomic<int64_t> grant_issued_ns;
   std::atomic<uint32_t> command;
+  std::atomic<uint32_t> armed;  // 1: wait on the lane's bubble_seq, take bubbles directly
 
   // --- written by the task ---
   alignas(64) std::atomic<uint32_t> ack_seq;
@@ -60,6 +61,7 @@ struct TaskSegmentLayout {
   std::atomic<int64_t> step_estimate_ns;
   std::atomic<int64_t> heartbeat_ns;
   std::atomic<int64_t> checkpoint_saved_ns;
+  std::atomic<uint32_t> served_bubble_seq;  // the bubble the last yield was for
   char progress_unit[32];
 
   alignas(64) std::atomic<uint64_t> ring_head;
@@ -81,6 +83,8 @@ class TaskSegment {
   void Grant(uint32_t bubble_seq, Nanos deadline, Nanos now);
   void Revoke();
   void SendCommand(TaskCommand command);
+  // Daemon: arms or disarms the task for direct bubble pick-up.
+  void SetArmed(bool armed);
   // Daemon: sleeps until ack_seq differs from `seen` or the timeout passes.
   uint32_t WaitForAck(uint32_t seen, Nanos timeout) const;
   // Wakes a daemon sleeping in WaitForAck (used by the task, and by the

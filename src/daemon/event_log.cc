@@ -51,6 +51,8 @@ void EventLog::Emit(nlohmann::json event) {
 void EventLog::Flush() {
   std::unique_lock<std::mutex> lock(mu_);
   uint64_t target = enqueued_;
+  flush_requested_ = true;
+  cv_.notify_one();
   flushed_cv_.wait(lock, [&] { return written_ >= target || !writer_.joinable(); });
 }
 
@@ -60,6 +62,11 @@ void EventLog::WriterLoop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      // Gather briefly so a burst of events costs one wake-up and one write.
+      if (!stopping_ && !flush_requested_)
+        cv_.wait_for(lock, std::chrono::milliseconds(50),
+                     [&] { return stopping_ || flush_requested_; });
+      flush_requested_ = false;
       if (queue_.empty() && stopping_) break;
       while (!queue_.empty()) {
         batch.push_back(std::move(queue_.front()));

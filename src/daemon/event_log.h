@@ -42,6 +42,7 @@ class EventLog {
   uint64_t enqueued_ = 0;
   uint64_t written_ = 0;
   bool stopping_ = false;
+  bool flush_requested_ = false;
   std::thread writer_;
 };
 

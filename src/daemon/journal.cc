@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <map>
+
 namespace freeride {
 
 namespace {
@@ -159,6 +161,8 @@ void Journal::Record(const v1::TaskInfo& task, const TransitionRecord* transitio
 void Journal::Flush() {
   std::unique_lock<std::mutex> lock(mu_);
   uint64_t target = enqueued_;
+  flush_requested_ = true;
+  cv_.notify_one();
   flushed_cv_.wait(lock, [&] { return written_ >= target || !writer_.joinable(); });
 }
 
@@ -168,7 +172,12 @@ void Journal::WriterLoop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      // Gather for a moment unless someone waits for durability: one commit
+      // (one fsync) then covers many pause/run transitions.
+      if (!stopping_ && !flush_requested_)
+        cv_.wait_for(lock, kGatherWindow, [&] { return stopping_ || flush_requested_; });
       if (queue_.empty() && stopping_) break;
+      flush_requested_ = false;
       while (!queue_.empty()) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
@@ -189,31 +198,38 @@ void Journal::Commit(std::vector<Pending>& batch) {
   std::lock_guard<std::mutex> lock(db_mu_);
   std::string ignored;
   Exec("BEGIN IMMEDIATE", &ignored);
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  for (Pending& p : batch) {
-    std::string json;
-    (void)google::protobuf::util::MessageToJsonString(p.task, &json, options);
-    sqlite3_bind_int64(upsert_, 1, p.task.id());
-    sqlite3_bind_text(upsert_, 2, p.task.spec().name().c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(upsert_, 3, p.task.state().c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(upsert_, 4, json.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(upsert_, 5, p.task.updated_unix_ns());
-    sqlite3_step(upsert_);
-    sqlite3_reset(upsert_);
-    if (p.has_transition) {
-      const TransitionRecord& t = p.transition;
-      sqlite3_bind_int64(insert_transition_, 1, t.task_id);
-      sqlite3_bind_text(insert_transition_, 2, t.from.c_str(), -1, SQLITE_TRANSIENT);
-      sqlite3_bind_text(insert_transition_, 3, t.to.c_str(), -1, SQLITE_TRANSIENT);
-      sqlite3_bind_int64(insert_transition_, 4, t.unix_ns);
-      sqlite3_bind_text(insert_transition_, 5, t.reason.c_str(), -1, SQLITE_TRANSIENT);
-      sqlite3_step(insert_transition_);
-      sqlite3_reset(insert_transition_);
-    }
-  }
+  // Only the newest row of each task is written; every transition is kept.
+  std::map<int64_t, size_t> newest;
+  for (size_t i = 0; i < batch.size(); ++i) newest[batch[i].task.id()] = i;
+  for (auto [id, index] : newest) WriteTaskRow(batch[index].task);
+  for (const Pending& p : batch)
+    if (p.has_transition) WriteTransition(p.transition);
   Exec("COMMIT", &ignored);
   ++commits_;
+}
+
+void Journal::WriteTaskRow(const v1::TaskInfo& task) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(task, &json, options);
+  sqlite3_bind_int64(upsert_, 1, task.id());
+  sqlite3_bind_text(upsert_, 2, task.spec().name().c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(upsert_, 3, task.state().c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(upsert_, 4, json.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(upsert_, 5, task.updated_unix_ns());
+  sqlite3_step(upsert_);
+  sqlite3_reset(upsert_);
+}
+
+void Journal::WriteTransition(const TransitionRecord& t) {
+  sqlite3_bind_int64(insert_transition_, 1, t.task_id);
+  sqlite3_bind_text(insert_transition_, 2, t.from.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(insert_transition_, 3, t.to.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(insert_transition_, 4, t.unix_ns);
+  sqlite3_bind_text(insert_transition_, 5, t.reason.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_step(insert_transition_);
+  sqlite3_reset(insert_transition_);
 }
 
 }  // namespace freeride

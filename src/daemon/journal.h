@@ -8,6 +8,7 @@
 #pragma once
 #include <sqlite3.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -61,6 +62,8 @@ class Journal {
   void WriterLoop();
   bool Exec(const char* sql, std::string* error);
   void Commit(std::vector<Pending>& batch);
+  void WriteTaskRow(const v1::TaskInfo& task);
+  void WriteTransition(const TransitionRecord& transition);
 
   sqlite3* db_ = nullptr;
   sqlite3_stmt* upsert_ = nullptr;
@@ -74,7 +77,9 @@ class Journal {
   uint64_t written_ = 0;
   uint64_t commits_ = 0;
   bool stopping_ = false;
+  bool flush_requested_ = false;
   std::thread writer_;
+  static constexpr std::chrono::milliseconds kGatherWindow{50};
 };
 
 }  // namespace freeride

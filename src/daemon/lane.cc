@@ -1,9 +1,12 @@
 #include "daemon/lane.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 
 #include <algorithm>
+#include <limits>
 #include <cerrno>
 
 #include "base/futex.h"
@@ -72,18 +75,66 @@ bool Lane::BubbleOver(uint32_t seq, Nanos begin_ns) const {
 }
 
 void Lane::Loop() {
+  // The dispatcher sleeps almost always and runs for microseconds at a bubble
+  // begin; a real-time class (when the daemon may use one) takes the
+  // scheduler's wake-up delay off the signal path.  Side tasks keep the
+  // normal class.
+  if (options_.realtime_dispatch) {
+    sched_param param{};
+    param.sched_priority = 10;
+    realtime_ = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0;
+  }
   LaneSegmentLayout* l = segment_.layout();
   uint32_t seen = l->bubble_seq.load(std::memory_order_acquire);
   // A bubble may already be open when a restarted daemon maps the segment.
   if (seen & 1u) seen = ServeBubble(segment_.Read());
   while (!stopping_) {
     l->daemon_heartbeat_ns.store(MonotonicNow(), std::memory_order_relaxed);
+    Arm();
     uint32_t seq = segment_.WaitForChange(seen, kIdleWakeInterval);
     if (stopping_) break;
     if (seq == seen) continue;
     BubbleMark mark = segment_.Read();
     seen = mark.open() ? ServeBubble(mark) : mark.seq;
   }
+  Disarm();
+}
+
+void Lane::Arm() {
+  tasks_->Candidates(config_.index, {}, &candidates_);
+  // Ahead of the bubble only memory, priority and arrival order can be
+  // judged; the armed task checks the time fit itself when the bubble
+  // begins and hands the bubble back at once if its step does not fit.
+  BubbleView ahead{0, std::numeric_limits<Nanos>::max() / 2, last_free_memory_};
+  DispatchDecision decision = policy_.Choose(candidates_, ahead);
+  int64_t target = 0;
+  if (decision.verdict == DispatchVerdict::kRun && !candidates_[decision.index].imperative)
+    target = candidates_[decision.index].task_id;
+  if (armed_ && (armed_->task_id != target || armed_->exited)) Disarm();
+  if (target == 0 || armed_) return;
+  std::shared_ptr<TaskRuntime> runtime = tasks_->RuntimeOf(target);
+  if (!runtime) return;
+  LaneSegmentLayout* l = segment_.layout();
+  l->sleepers.fetch_add(1, std::memory_order_seq_cst);  // on the armed task's behalf
+  l->armed_task_id.store(target, std::memory_order_release);
+  runtime->segment->SetArmed(true);
+  armed_ = std::move(runtime);
+}
+
+void Lane::Disarm() {
+  if (!armed_) return;
+  LaneSegmentLayout* l = segment_.layout();
+  armed_->segment->SetArmed(false);
+  l->armed_task_id.store(0, std::memory_order_release);
+  l->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  FutexWakeAll(&l->bubble_seq);  // the task sleeps there; let it notice
+  armed_.reset();
+}
+
+void Lane::PublishForecast(uint32_t slot) {
+  uint32_t index = slot < kPublishedSlots ? slot : kPublishedSlots - 1;
+  segment_.layout()->predicted_len_ns[index].store(predictor_.Predict(slot, 0),
+                                                   std::memory_order_relaxed);
 }
 
 uint32_t Lane::ServeBubble(const BubbleMark& mark) {
@@ -96,6 +147,20 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
   l->predicted_for_seq.store(mark.seq, std::memory_order_release);
   in_bubble_ = true;
   current_predicted_ns_ = predicted;
+  if (mark.free_memory_bytes != UINT64_MAX) last_free_memory_ = mark.free_memory_bytes;
+
+  if (armed_ && !armed_->exited && tasks_->RuntimeOf(armed_->task_id)) {
+    // The armed task woke on the begin mark itself and is already deciding
+    // whether its step fits; the dispatcher follows it.
+    std::shared_ptr<TaskRuntime> task = armed_;
+    bubble.excluded.push_back(task->task_id);
+    running_task_ = task->task_id;
+    RunIterative(bubble, *task, /*armed=*/true, [&] { tasks_->MarkRunning(task->task_id); });
+    running_task_ = 0;
+    tasks_->EndRun(task->task_id);
+  } else if (armed_) {
+    bubble.excluded.push_back(armed_->task_id);  // it waits on the lane, not on grants
+  }
 
   while (!stopping_ && !BubbleOver(mark.seq, mark.begin_ns)) {
     tasks_->Candidates(config_.index, bubble.excluded, &candidates_);
@@ -105,13 +170,15 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
     if (decision.verdict != DispatchVerdict::kRun) break;
     int64_t id = candidates_[decision.index].task_id;
     bubble.excluded.push_back(id);
-    std::shared_ptr<TaskRuntime> task = tasks_->BeginRun(id);
+    std::shared_ptr<TaskRuntime> task = tasks_->RuntimeOf(id);
     if (!task) continue;
     running_task_ = id;
+    // Grant first, book-keep after: the journal and event log are not on the
+    // path from the begin mark to the first step.
     if (task->imperative) {
-      RunImperative(bubble, *task);
+      RunImperative(bubble, *task, [&] { tasks_->MarkRunning(id); });
     } else {
-      RunIterative(bubble, *task);
+      RunIterative(bubble, *task, /*armed=*/false, [&] { tasks_->MarkRunning(id); });
     }
     running_task_ = 0;
     tasks_->EndRun(id);
@@ -126,36 +193,42 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
   return ended_by_mark ? mark.seq + 1 : mark.seq;
 }
 
-void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task) {
+void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed,
+                        const std::function<void()>& started) {
   TaskSegment& segment = *task.segment;
-  uint32_t ack = segment.layout()->ack_seq.load(std::memory_order_acquire);
-  segment.Grant(bubble.mark.seq, bubble.predicted_end, MonotonicNow());
-  for (;;) {
-    uint32_t now_ack = segment.WaitForAck(ack, kWatchInterval);
-    if (now_ack != ack) {
-      ack = now_ack;
-      TaskProcessState state = segment.state();
-      if (state == TaskProcessState::kYielded || state == TaskProcessState::kFinished ||
-          state == TaskProcessState::kFailed)
-        break;
-      continue;
-    }
-    if (task.exited || stopping_) break;
-    // The task never took the grant (its bubble closed before it woke up):
+  TaskSegmentLayout* l = segment.layout();
+  uint32_t ack = l->ack_seq.load(std::memory_order_acquire);
+  Nanos now = MonotonicNow();
+  if (!armed) segment.Grant(bubble.mark.seq, bubble.predicted_end, now);
+  if (bubble.first_grant_ns == 0) bubble.first_grant_ns = now;
+  started();
+  auto handed_back = [&] {
+    TaskProcessState state = segment.state();
+    return l->served_bubble_seq.load(std::memory_order_acquire) == bubble.mark.seq &&
+           (state == TaskProcessState::kYielded || state == TaskProcessState::kFinished ||
+            state == TaskProcessState::kFailed);
+  };
+  while (!handed_back()) {
+    ack = segment.WaitForAck(ack, kWatchInterval);
+    if (handed_back() || task.exited || stopping_) break;
+    // The task never took the bubble (it closed before the task woke up):
     // nothing is running, so stop waiting.  A task inside a step is waited
-    // for; it cannot be interrupted and will yield when the step returns.
+    // for; it cannot be interrupted and yields when the step returns.
     if (BubbleOver(bubble.mark.seq, bubble.mark.begin_ns) &&
         segment.state() != TaskProcessState::kStepping)
       break;
   }
-  segment.Revoke();
+  if (!armed) segment.Revoke();
   tasks_->DrainSteps(task, &bubble.steps);
 }
 
-void Lane::RunImperative(BubbleContext& bubble, TaskRuntime& task) {
+void Lane::RunImperative(BubbleContext& bubble, TaskRuntime& task,
+                         const std::function<void()>& continued) {
   double progress_before = task.segment->progress();
   Nanos start = MonotonicNow();
   ProcessSupervisor::Signal(task.pid, SIGCONT);
+  if (bubble.first_grant_ns == 0) bubble.first_grant_ns = start;
+  continued();
   while (!stopping_ && !task.exited && !BubbleOver(bubble.mark.seq, bubble.mark.begin_ns))
     segment_.WaitForChange(bubble.mark.seq, kWatchInterval);
   if (!task.exited) ProcessSupervisor::Signal(task.pid, SIGSTOP);
@@ -174,7 +247,10 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   Nanos end_ns = have_end ? now_mark.end_ns : MonotonicNow();
   const char* ended_by = have_end ? "mark" : (StageAlive() ? "stale" : "stage_gone");
   Nanos length = end_ns - mark.begin_ns;
-  if (have_end) predictor_.Observe(mark.slot, length);
+  if (have_end) {
+    predictor_.Observe(mark.slot, length);
+    PublishForecast(mark.slot);
+  }
 
   Nanos harvested_total = 0, overrun_total = 0;
   for (const TaskStep& step : bubble.steps) {
@@ -207,6 +283,7 @@ void Lane::FinishBubble(BubbleContext& bubble) {
                  {"begin_ns", mark.begin_ns},
                  {"end_ns", end_ns},
                  {"predicted_end_ns", bubble.predicted_end},
+                 {"first_grant_ns", bubble.first_grant_ns},
                  {"hint_ns", mark.hint_ns},
                  {"free_memory_bytes", MemoryJson(mark.free_memory_bytes)},
                  {"ended_by", ended_by},

@@ -4,6 +4,7 @@
 // DispatchPolicy and BubblePredictor.
 #pragma once
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -31,12 +32,14 @@ class Lane {
   void Stop();
   void FillStats(v1::LaneStats* stats) const;
   const std::string& segment_path() const { return segment_path_; }
+  bool realtime() const { return realtime_; }
   void NoteStage(int64_t pid, int rank, const std::string& label);
 
  private:
   struct BubbleContext {
     BubbleMark mark;
     Nanos predicted_end = 0;
+    Nanos first_grant_ns = 0;  // when the first task was told to run
     std::vector<TaskStep> steps;
     std::vector<int64_t> excluded;
     DispatchVerdict last_verdict = DispatchVerdict::kNoCandidates;
@@ -48,10 +51,19 @@ class Lane {
   // Returns true when the bubble with `seq` is over (end mark, dead stage or
   // stale stage).
   bool BubbleOver(uint32_t seq, Nanos begin_ns) const;
-  void RunIterative(BubbleContext& bubble, TaskRuntime& task);
-  void RunImperative(BubbleContext& bubble, TaskRuntime& task);
+  // Both call `started` right after the task was told to run.
+  // With `armed`, the task has taken the bubble by itself; it is not granted.
+  void RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed,
+                    const std::function<void()>& started);
+  void RunImperative(BubbleContext& bubble, TaskRuntime& task,
+                     const std::function<void()>& started);
   void FinishBubble(BubbleContext& bubble);
   bool StageAlive() const;
+  // Picks the task that takes the next bubble directly (the dispatcher's own
+  // choice made ahead of time) and arms it; disarms a task no longer chosen.
+  void Arm();
+  void Disarm();
+  void PublishForecast(uint32_t slot);
 
   const LaneConfig config_;
   const DaemonOptions& options_;
@@ -62,8 +74,11 @@ class Lane {
   BubblePredictor predictor_;
   DispatchPolicy policy_;
   std::vector<DispatchCandidate> candidates_;  // reused, to avoid allocation per bubble
+  std::shared_ptr<TaskRuntime> armed_;
+  uint64_t last_free_memory_ = UINT64_MAX;
 
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> realtime_{false};
   std::thread thread_;
 
   // Statistics, read by FillStats from other threads.

@@ -25,7 +25,7 @@ constexpr size_t kStderrTailBytes = 4096;
 // (e.g. from a shell inside another task) must not leak through.
 bool IsChannelVariable(const std::string& key) {
   for (const char* name : {kEnvTaskSegment, kEnvLaneSegment, kEnvCheckpointDir, kEnvTaskId,
-                           kEnvStepHint, "FREERIDE_LANE", "FREERIDE_SOCKET"})
+                           kEnvStepHint, kEnvMemory, "FREERIDE_LANE", "FREERIDE_SOCKET"})
     if (key == name) return true;
   return false;
 }
@@ -319,12 +319,18 @@ void TaskManager::Candidates(int lane, const std::vector<int64_t>& excluded,
   }
 }
 
-std::shared_ptr<TaskRuntime> TaskManager::BeginRun(int64_t id) {
+std::shared_ptr<TaskRuntime> TaskManager::RuntimeOf(int64_t id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = tasks_.find(id);
   if (it == tasks_.end() || !it->second.runtime || it->second.runtime->exited) return nullptr;
-  if (!TransitionLocked(it->second, TaskState::kRunning, "bubble")) return nullptr;
+  if (StateOf(it->second.info) != TaskState::kPaused) return nullptr;
   return it->second.runtime;
+}
+
+void TaskManager::MarkRunning(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tasks_.find(id);
+  if (it != tasks_.end()) TransitionLocked(it->second, TaskState::kRunning, "bubble");
 }
 
 void TaskManager::EndRun(int64_t id) {
@@ -467,6 +473,7 @@ bool TaskManager::Launch(int64_t id) {
                                       LaneSegmentPath(options_.socket_path, record.info.lane())));
     request.env.push_back(fmt::format("{}={}", kEnvCheckpointDir, checkpoint_dir));
     request.env.push_back(fmt::format("{}={}", kEnvTaskId, id));
+    request.env.push_back(fmt::format("{}={}", kEnvMemory, spec.memory_bytes()));
     request.env.push_back(fmt::format("FREERIDE_LANE={}", record.info.lane()));
     request.env.push_back(fmt::format("FREERIDE_SOCKET={}", options_.socket_path));
     if (spec.step_time_hint_ns() > 0)

@@ -74,8 +74,10 @@ class TaskManager {
   // Resident, idle (PAUSED) tasks of `lane`, minus those in `excluded`.
   void Candidates(int lane, const std::vector<int64_t>& excluded,
                   std::vector<DispatchCandidate>* out) const;
-  // PAUSED -> RUNNING; returns the task's runtime, or null if it cannot run.
-  std::shared_ptr<TaskRuntime> BeginRun(int64_t id);
+  // The runtime of a launched, live task, or null.
+  std::shared_ptr<TaskRuntime> RuntimeOf(int64_t id) const;
+  // PAUSED -> RUNNING.
+  void MarkRunning(int64_t id);
   // RUNNING -> PAUSED (if the process still lives).
   void EndRun(int64_t id);
   // Takes the step records the task has written since the last drain and

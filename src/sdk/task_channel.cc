@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/futex.h"
+
 namespace freeride {
 
 std::unique_ptr<TaskChannel> TaskChannel::AttachFromEnvironment(std::string* error) {
@@ -19,6 +21,8 @@ std::unique_ptr<TaskChannel> TaskChannel::AttachFromEnvironment(std::string* err
   if (!channel->lane_.Open(lane_path, /*writable=*/false, error)) return nullptr;
   if (const char* dir = std::getenv(kEnvCheckpointDir)) channel->checkpoint_dir_ = dir;
   if (const char* hint = std::getenv(kEnvStepHint)) channel->estimator_.set_prior(std::atoll(hint));
+  if (const char* memory = std::getenv(kEnvMemory))
+    channel->memory_bytes_ = std::strtoull(memory, nullptr, 10);
   channel->seen_grant_ = channel->task_.layout()->grant_seq.load();
   return channel;
 }
@@ -36,8 +40,20 @@ void TaskChannel::Ready() {
   task_.Acknowledge();
 }
 
+bool TaskChannel::TakeArmedBubble() {
+  const LaneSegmentLayout* lane = lane_.layout();
+  BubbleMark mark = lane_.Read();
+  if (!mark.open() || mark.seq == last_served_seq_) return false;
+  granted_seq_ = mark.seq;
+  deadline_ = mark.begin_ns + PublishedForecast(*lane, mark);
+  granted_free_memory_ = mark.free_memory_bytes;
+  armed_grant_ = true;
+  return true;
+}
+
 TaskChannel::Wake TaskChannel::WaitForGrant(Nanos timeout) {
   auto* l = task_.layout();
+  auto* lane = lane_.layout();
   Nanos deadline = timeout >= 0 ? MonotonicNow() + timeout : -1;
   for (;;) {
     auto command = static_cast<TaskCommand>(l->command.load(std::memory_order_acquire));
@@ -46,16 +62,34 @@ TaskChannel::Wake TaskChannel::WaitForGrant(Nanos timeout) {
       l->command.store(static_cast<uint32_t>(TaskCommand::kNone));
       return Wake::kCheckpoint;
     }
-    if (l->grant_active.load(std::memory_order_acquire) != 0 &&
-        l->granted_bubble_seq.load(std::memory_order_relaxed) ==
-            lane_.layout()->bubble_seq.load(std::memory_order_acquire)) {
-      task_.set_state(TaskProcessState::kStepping);
-      return Wake::kGranted;
-    }
     Nanos wait = -1;
     if (deadline >= 0) {
       wait = deadline - MonotonicNow();
       if (wait <= 0) return Wake::kTimeout;
+    }
+    if (l->armed.load(std::memory_order_acquire) != 0) {
+      uint32_t seq = lane->bubble_seq.load(std::memory_order_acquire);
+      if ((seq & 1u) != 0 && TakeArmedBubble()) {
+        task_.set_state(TaskProcessState::kStepping);
+        return Wake::kGranted;
+      }
+      // Sleeps on the stage's own futex word: the begin mark wakes this
+      // process directly.  Bounded, so commands and disarming are seen.
+      Nanos bounded = wait < 0 ? 100 * kMillisecond : std::min(wait, 100 * kMillisecond);
+      FutexWait(const_cast<std::atomic<uint32_t>*>(&lane->bubble_seq), seq, bounded);
+      l->heartbeat_ns.store(MonotonicNow(), std::memory_order_relaxed);
+      continue;
+    }
+    if (l->grant_active.load(std::memory_order_acquire) != 0) {
+      uint32_t granted = l->granted_bubble_seq.load(std::memory_order_relaxed);
+      if (granted == lane->bubble_seq.load(std::memory_order_acquire) &&
+          granted != last_served_seq_) {
+        granted_seq_ = granted;
+        deadline_ = l->grant_deadline_ns.load(std::memory_order_relaxed);
+        armed_grant_ = false;
+        task_.set_state(TaskProcessState::kStepping);
+        return Wake::kGranted;
+      }
     }
     seen_grant_ = task_.WaitForGrant(seen_grant_, wait);
     l->heartbeat_ns.store(MonotonicNow(), std::memory_order_relaxed);
@@ -64,14 +98,15 @@ TaskChannel::Wake TaskChannel::WaitForGrant(Nanos timeout) {
 
 bool TaskChannel::NextStepFits() const {
   auto* l = task_.layout();
-  if (l->grant_active.load(std::memory_order_acquire) == 0) return false;
   if (l->command.load(std::memory_order_relaxed) == static_cast<uint32_t>(TaskCommand::kStop))
     return false;
-  if (l->granted_bubble_seq.load(std::memory_order_relaxed) !=
-      lane_.layout()->bubble_seq.load(std::memory_order_acquire))
+  if (granted_seq_ != lane_.layout()->bubble_seq.load(std::memory_order_acquire)) return false;
+  if (armed_grant_) {
+    if (memory_bytes_ > granted_free_memory_) return false;
+  } else if (l->grant_active.load(std::memory_order_acquire) == 0) {
     return false;
-  return policy_.StepFits(MonotonicNow(), l->grant_deadline_ns.load(std::memory_order_relaxed),
-                          estimator_.Estimate());
+  }
+  return policy_.StepFits(MonotonicNow(), deadline_, estimator_.Estimate());
 }
 
 void TaskChannel::RecordStep(Nanos start, Nanos end, double units) {
@@ -83,11 +118,14 @@ void TaskChannel::RecordStep(Nanos start, Nanos end, double units) {
 void TaskChannel::AddProgress(double units) { task_.RecordStep(0, 0, units); }
 
 void TaskChannel::Yield() {
+  last_served_seq_ = granted_seq_;
+  task_.layout()->served_bubble_seq.store(granted_seq_, std::memory_order_relaxed);
   task_.set_state(TaskProcessState::kYielded);
   task_.Acknowledge();
 }
 
 void TaskChannel::Finished(bool ok) {
+  task_.layout()->served_bubble_seq.store(granted_seq_, std::memory_order_relaxed);
   task_.set_state(ok ? TaskProcessState::kFinished : TaskProcessState::kFailed);
   task_.Acknowledge();
 }

@@ -19,6 +19,7 @@ inline constexpr const char* kEnvLaneSegment = "FREERIDE_LANE_SEGMENT";
 inline constexpr const char* kEnvCheckpointDir = "FREERIDE_CHECKPOINT_DIR";
 inline constexpr const char* kEnvStepHint = "FREERIDE_STEP_HINT_NS";
 inline constexpr const char* kEnvTaskId = "FREERIDE_TASK_ID";
+inline constexpr const char* kEnvMemory = "FREERIDE_MEMORY_BYTES";
 
 class TaskChannel {
  public:
@@ -48,8 +49,18 @@ class TaskChannel {
   LaneSegment lane_;
   StepEstimator estimator_;
   DispatchPolicy policy_;
+  // Takes an open bubble directly while armed; true when one was taken.
+  bool TakeArmedBubble();
+
   uint32_t seen_grant_ = 0;
   std::string checkpoint_dir_;
+  uint64_t memory_bytes_ = 0;  // declared; an armed task checks it itself
+  // The grant being served: from the dispatcher, or taken while armed.
+  uint32_t granted_seq_ = 0;
+  Nanos deadline_ = 0;
+  bool armed_grant_ = false;
+  uint64_t granted_free_memory_ = UINT64_MAX;
+  uint32_t last_served_seq_ = 0;
 };
 
 }  // namespace freeride

@@ -16,9 +16,12 @@ echo "   outputs in $OUT"
 DAEMON=$!
 trap 'kill $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true' EXIT
 for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
-"$B/freeride" submit --socket "$SOCK" --name counter -- "$B/example_count_task" --total 400 --step-us 800
+"$B/freeride" submit --socket "$SOCK" --name counter --priority 1 -- "$B/example_count_task" --total 100000 --step-us 800
+"$B/freeride" submit --socket "$SOCK" --name loop --kind imperative -- "$B/example_imperative_loop" --seconds-of-work 60
 sleep 0.3
 echo "== stage: 60 iterations of 20 ms compute with bubbles of 5, 12 and 3 ms"
 "$B/example_stage_replay" --socket "$SOCK" --iterations 60 --busy-ms 20 --bubbles-ms 5,12,3
 "$B/freeride" status --socket "$SOCK" --all
+echo "   (the counter takes every bubble its 0.8 ms steps fit; the 3 ms bubbles go to it too."
+echo "    The imperative loop has lower priority and runs only when the counter cannot.)"
 echo "== event log: $OUT/state/events.jsonl ($(wc -l <"$OUT/state/events.jsonl") events)"

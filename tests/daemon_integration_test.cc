@@ -2,6 +2,7 @@
 // plane, real side-task processes and a scripted training stage.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -247,6 +248,79 @@ TEST(DaemonIntegration, BadRequestsGetClearErrorsAndTheDaemonStaysUp) {
             grpc::StatusCode::NOT_FOUND);
   auto all = daemon.tasks()->List(true);
   ASSERT_EQ(all.size(), 1u) << "rejected submissions leave no trace in the journal";
+}
+
+TEST(DaemonIntegration, FailuresKeepExitStatusAndStderrAndAreRetried) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir);
+  options.retry_backoff = 10 * kMillisecond;
+  Daemon daemon(options);
+  std::string error;
+  ASSERT_TRUE(daemon.Start(&error)) << error;
+  v1::TaskSpec spec = MakeSpec("boom", {"/bin/sh", "-c", "echo kaboom-$FREERIDE_TASK_ID >&2; exit 3"});
+  spec.set_kind(v1::TASK_KIND_IMPERATIVE);
+  spec.set_max_retries(2);
+  v1::TaskInfo info;
+  ASSERT_TRUE(daemon.tasks()->Submit(spec, &info).ok());
+  ScriptedStage stage(options.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
+  v1::TaskInfo failed = WaitForState(daemon.tasks(), info.id(), "FAILED", 30 * kSecond);
+  ASSERT_EQ(failed.state(), "FAILED");
+  EXPECT_EQ(failed.exit_code(), 3);
+  EXPECT_EQ(failed.attempts(), 3) << "one run and two retries";
+  EXPECT_NE(failed.stderr_tail().find("kaboom-" + std::to_string(info.id())), std::string::npos);
+  EXPECT_NE(failed.message().find("exited with status 3"), std::string::npos);
+
+  // A task killed by a signal: FAILED with the signal, and the lane goes on.
+  v1::TaskSpec crash = MakeSpec("segv", {"/bin/sh", "-c", "kill -SEGV $$"});
+  crash.set_kind(v1::TASK_KIND_IMPERATIVE);
+  ASSERT_TRUE(daemon.tasks()->Submit(crash, &info).ok());
+  failed = WaitForState(daemon.tasks(), info.id(), "FAILED", 30 * kSecond);
+  EXPECT_EQ(failed.term_signal(), SIGSEGV);
+  v1::TaskSpec next = MakeSpec("next", {COUNT_TASK_BIN, "--total", "20", "--step-us", "100"});
+  ASSERT_TRUE(daemon.tasks()->Submit(next, &info).ok());
+  EXPECT_EQ(WaitForState(daemon.tasks(), info.id(), "FINISHED", 30 * kSecond).state(), "FINISHED");
+}
+
+TEST(DaemonIntegration, CancelStopsARunningTaskAndAQueuedOne) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir);
+  options.max_resident_per_lane = 1;
+  Daemon daemon(options);
+  std::string error;
+  ASSERT_TRUE(daemon.Start(&error)) << error;
+  v1::TaskInfo running, queued, out;
+  ASSERT_TRUE(daemon.tasks()
+                  ->Submit(MakeSpec("long", {COUNT_TASK_BIN, "--total", "100000000"}), &running)
+                  .ok());
+  ASSERT_TRUE(daemon.tasks()->Submit(MakeSpec("waiting", {COUNT_TASK_BIN}), &queued).ok());
+  ScriptedStage stage(options.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
+  ASSERT_EQ(WaitForState(daemon.tasks(), running.id(), "PAUSED", 30 * kSecond).state(), "PAUSED");
+  ASSERT_TRUE(daemon.tasks()->Cancel(0, "waiting", &out).ok());
+  EXPECT_EQ(out.state(), "CANCELLED") << "never launched: cancelled at once";
+  ASSERT_TRUE(daemon.tasks()->Cancel(running.id(), "", &out).ok());
+  v1::TaskInfo cancelled = WaitForState(daemon.tasks(), running.id(), "CANCELLED", 30 * kSecond);
+  EXPECT_EQ(cancelled.state(), "CANCELLED");
+  EXPECT_EQ(daemon.tasks()->Cancel(running.id(), "", &out).code, ErrorCode::kFailedPrecondition);
+}
+
+TEST(DaemonIntegration, SocketIsPrivateAndASecondDaemonIsRefused) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir);
+  Daemon daemon(options);
+  std::string error;
+  ASSERT_TRUE(daemon.Start(&error)) << error;
+  struct stat st;
+  ASSERT_EQ(stat(options.socket_path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_uid, getuid());
+  Daemon second(options);
+  EXPECT_FALSE(second.Start(&error));
+  EXPECT_NE(error.find("in use by another daemon"), std::string::npos) << error;
+  DaemonOptions other = CpuOptions(dir);
+  other.state_dir = dir.path() + "/state2";
+  Daemon third(other);
+  EXPECT_FALSE(third.Start(&error));
+  EXPECT_NE(error.find("another daemon is listening"), std::string::npos) << error;
 }
 
 // ---------------------------------------------------------------------------

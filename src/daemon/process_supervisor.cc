@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
@@ -114,6 +115,9 @@ LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
     for (int fd : {out_fd, err_fd, null_fd}) if (fd >= 0) close(fd);
     return {-1, error};
   }
+  cpu_set_t cores;
+  CPU_ZERO(&cores);
+  if (request.cpu_core >= 0) CPU_SET(request.cpu_core, &cores);
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid == 0) {
@@ -125,6 +129,7 @@ LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
     sigemptyset(&all);
     sigprocmask(SIG_SETMASK, &all, nullptr);
     for (int s : {SIGPIPE, SIGTERM, SIGINT, SIGCHLD}) signal(s, SIG_DFL);
+    if (request.cpu_core >= 0) sched_setaffinity(0, sizeof(cores), &cores);
     if (dup2(null_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
       failure = {1, errno};
     } else if (chdir(request.working_dir.c_str()) != 0) {

@@ -27,6 +27,7 @@ struct LaunchRequest {
   std::string stdout_path;
   std::string stderr_path;
   bool stop_after_exec = false;    // imperative tasks start stopped
+  int cpu_core = -1;               // pin to this core; -1: no pinning
 };
 
 struct LaunchResult {

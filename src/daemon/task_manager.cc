@@ -460,6 +460,8 @@ bool TaskManager::Launch(int64_t id) {
     request.stdout_path = dir + "/stdout.log";
     request.stderr_path = dir + "/stderr.log";
     request.stop_after_exec = runtime->imperative;
+    for (const LaneConfig& lane : options_.lanes)
+      if (lane.index == record.info.lane()) request.cpu_core = lane.cpu_core;
     if (spec.env().empty()) {
       for (char** e = environ; *e; ++e) request.env.emplace_back(*e);
     } else {

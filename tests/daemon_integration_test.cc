@@ -104,6 +104,23 @@ struct Bubble {
   uint32_t slot;
 };
 
+struct EventsByType {
+  std::vector<Bubble> bubbles;
+  std::vector<nlohmann::json> steps;
+  std::vector<std::string> transitions_to;  // of task `task_id`
+};
+
+EventsByType ReadEvents(const std::string& state_dir, int64_t task_id) {
+  EventsByType out;
+  for (const auto& e : ReadJsonLines(state_dir + "/events.jsonl")) {
+    if (e["type"] == "bubble")
+      out.bubbles.push_back({e["begin_ns"], e["end_ns"], e["predicted_end_ns"], e["slot"]});
+    if (e["type"] == "step") out.steps.push_back(e);
+    if (e["type"] == "transition" && e["task_id"] == task_id) out.transitions_to.push_back(e["to"]);
+  }
+  return out;
+}
+
 TEST(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
   TempDir dir;
   DaemonOptions options = CpuOptions(dir);
@@ -128,15 +145,10 @@ TEST(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
   EXPECT_EQ(done.progress_unit(), "counts");
   daemon.Shutdown();
 
-  std::vector<Bubble> bubbles;
-  std::vector<nlohmann::json> steps;
-  std::vector<std::string> transitions;
-  for (const auto& e : ReadJsonLines(options.state_dir + "/events.jsonl")) {
-    if (e["type"] == "bubble")
-      bubbles.push_back({e["begin_ns"], e["end_ns"], e["predicted_end_ns"], e["slot"]});
-    if (e["type"] == "step") steps.push_back(e);
-    if (e["type"] == "transition" && e["task_id"] == info.id()) transitions.push_back(e["to"]);
-  }
+  EventsByType events = ReadEvents(options.state_dir, info.id());
+  const auto& bubbles = events.bubbles;
+  const auto& steps = events.steps;
+  const auto& transitions = events.transitions_to;
   ASSERT_EQ(steps.size(), 300u);
   ASSERT_GT(bubbles.size(), 10u);
   int late_finishes = 0;
@@ -177,13 +189,10 @@ TEST(DaemonIntegration, ImperativeTasksAreStoppedOutsideBubbles) {
   ASSERT_EQ(done.state(), "FINISHED") << done.message() << "\n" << done.stderr_tail();
   EXPECT_GE(done.progress(), 150.0);
   daemon.Shutdown();
-  std::vector<Bubble> bubbles;
+  EventsByType events = ReadEvents(options.state_dir, info.id());
+  const auto& bubbles = events.bubbles;
   std::vector<std::pair<Nanos, Nanos>> slices;
-  for (const auto& e : ReadJsonLines(options.state_dir + "/events.jsonl")) {
-    if (e["type"] == "bubble")
-      bubbles.push_back({e["begin_ns"], e["end_ns"], e["predicted_end_ns"], e["slot"]});
-    if (e["type"] == "step") slices.push_back({e["start_ns"], e["end_ns"]});
-  }
+  for (const auto& e : events.steps) slices.push_back({e["start_ns"], e["end_ns"]});
   ASSERT_FALSE(slices.empty());
   for (auto [start, end] : slices) {
     bool inside = false;

@@ -7,5 +7,6 @@ namespace freeride::cli {
 
 void AddDaemonCommand(CLI::App& app, int* exit_code);
 void AddClientCommands(CLI::App& app, int* exit_code);
+void AddScheduleCommand(CLI::App& app, int* exit_code);
 
 }  // namespace freeride::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   freeride::cli::AddDaemonCommand(app, &exit_code);
   freeride::cli::AddClientCommands(app, &exit_code);
+  freeride::cli::AddScheduleCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,125 @@
+// `freeride schedule`: each rank's action timeline, its idle slots and the
+// bubble fraction of a pipeline schedule.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "schedule/pipeline_schedule.h"
+
+namespace freeride::cli {
+namespace {
+
+struct ScheduleArgs {
+  std::string schedule = "1f1b";
+  int stages = 4;
+  int microbatches = 4;
+  std::string times = "1,2";
+  double p2p = 0;
+  bool json = false;
+};
+
+bool ParseTimes(const std::string& text, StageTimes* times, std::string* error) {
+  std::vector<double> values;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end != '\0' || !(v >= 0)) {
+      *error = fmt::format("--times: '{}' is not a non-negative number", item);
+      return false;
+    }
+    values.push_back(v);
+  }
+  if (values.size() < 2 || values.size() > 3) {
+    *error = "--times takes F,B or F,B,W (forward, backward, weight-gradient times)";
+    return false;
+  }
+  times->forward = values[0];
+  // Without zero-bubble splitting the weight gradient runs inside backward.
+  times->backward = values[1] + (values.size() == 3 ? values[2] : 0);
+  if (times->forward + times->backward <= 0) {
+    *error = "--times: forward and backward cannot both be zero";
+    return false;
+  }
+  return true;
+}
+
+int RunSchedule(const ScheduleArgs& args) {
+  std::string error;
+  auto kind = ParseScheduleKind(args.schedule, &error);
+  if (!kind) {
+    fmt::print(stderr, "freeride schedule: {}\n", error);
+    return 2;
+  }
+  if (args.stages < 1 || args.microbatches < 1) {
+    fmt::print(stderr, "freeride schedule: --stages and --microbatches must be at least 1\n");
+    return 2;
+  }
+  StageTimes times;
+  if (!ParseTimes(args.times, &times, &error)) {
+    fmt::print(stderr, "freeride schedule: {}\n", error);
+    return 2;
+  }
+  times.p2p_latency = args.p2p;
+  ScheduleTimeline t = TimeSchedule(*kind, args.stages, args.microbatches, times);
+  if (args.json) {
+    nlohmann::json out;
+    out["schedule"] = ScheduleKindName(*kind);
+    out["stages"] = args.stages;
+    out["microbatches"] = args.microbatches;
+    out["iteration"] = t.iteration;
+    out["bubble_fraction"] = t.bubble_fraction;
+    out["closed_form_bubble_fraction"] = ClosedFormBubbleFraction(args.stages, args.microbatches);
+    for (const RankTimeline& r : t.ranks) {
+      nlohmann::json rank{{"rank", r.rank}, {"busy", r.busy}};
+      for (const TimedAction& a : r.actions)
+        rank["actions"].push_back({{"action", a.action.Label()}, {"start", a.start}, {"end", a.end}});
+      rank["idle"] = nlohmann::json::array();
+      for (const IdleSlot& s : r.idle)
+        rank["idle"].push_back({{"slot", s.slot},
+                                {"start", s.start},
+                                {"duration", s.duration},
+                                {"type", BubbleTypeName(s.type)},
+                                {"prototype_name", std::string(1, BubbleTypeLetter(s.type))}});
+      out["ranks"].push_back(rank);
+    }
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+  fmt::print("{} schedule, {} stages, {} micro-batches, F={} B={} (time units)\n",
+             ScheduleKindName(*kind), args.stages, args.microbatches, times.forward,
+             times.backward);
+  for (const RankTimeline& r : t.ranks) {
+    std::string order;
+    for (const TimedAction& a : r.actions) order += a.action.Label() + " ";
+    fmt::print("\nrank {}: {}\n  idle:", r.rank, order);
+    for (const IdleSlot& s : r.idle)
+      fmt::print(" [{} {}@{:g}+{:g}]", BubbleTypeLetter(s.type), s.slot, s.start, s.duration);
+    fmt::print("\n  idle {:.1f}% of {:g}\n", 100.0 * (t.iteration - r.busy) / t.iteration,
+               t.iteration);
+  }
+  fmt::print("\nbubble fraction {:.4f} (closed form (P-1)/(M+P-1) = {:.4f})\n", t.bubble_fraction,
+             ClosedFormBubbleFraction(args.stages, args.microbatches));
+  fmt::print("idle slot letters: A fill, B waiting after warm-up, D steady gap, C drain\n");
+  return 0;
+}
+
+}  // namespace
+
+void AddScheduleCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<ScheduleArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "schedule", "Model a pipeline schedule: per-rank actions, idle slots, bubble fraction.");
+  cmd->add_option("--schedule", args->schedule, "gpipe or 1f1b")->capture_default_str();
+  cmd->add_option("--stages", args->stages, "Pipeline stages P")->capture_default_str();
+  cmd->add_option("--microbatches", args->microbatches, "Micro-batches M")->capture_default_str();
+  cmd->add_option("--times", args->times, "Stage times F,B or F,B,W")->capture_default_str();
+  cmd->add_option("--p2p", args->p2p, "Send/receive latency between stages")->capture_default_str();
+  cmd->add_flag("--json", args->json, "Print JSON");
+  cmd->callback([args, exit_code] { *exit_code = RunSchedule(*args); });
+}
+
+}  // namespace freeride::cli

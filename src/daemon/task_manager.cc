@@ -496,6 +496,9 @@ bool TaskManager::Launch(int64_t id) {
     return false;
   }
   runtime->pid = result.pid;
+  // A process that exits at once may already have been reaped and its end
+  // recorded; that outcome must not be overwritten with "launched".
+  if (record.runtime != runtime) return true;
   record.info.set_pid(result.pid);
   record.info.set_message(fmt::format("launched as pid {} (attempt {})", result.pid,
                                       record.info.attempts()));

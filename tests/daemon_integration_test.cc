@@ -173,6 +173,26 @@ TEST(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
   EXPECT_EQ(transitions.back(), "FINISHED");
 }
 
+TEST(DaemonIntegration, ProgressIsExactEvenWhenABubbleHoldsThousandsOfSteps) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir);
+  Daemon daemon(options);
+  std::string error;
+  ASSERT_TRUE(daemon.Start(&error)) << error;
+  v1::TaskInfo info;
+  // ~3,000 tiny steps fit in one 60 ms bubble: more than the 512-record ring.
+  ASSERT_TRUE(daemon.tasks()
+                  ->Submit(MakeSpec("tiny", {COUNT_TASK_BIN, "--total", "3000", "--step-us", "2"}),
+                           &info)
+                  .ok());
+  ScriptedStage stage(options.socket_path, {60 * kMillisecond}, 5 * kMillisecond);
+  v1::TaskInfo done = WaitForState(daemon.tasks(), info.id(), "FINISHED", 60 * kSecond);
+  stage.Stop();
+  ASSERT_EQ(done.state(), "FINISHED") << done.message();
+  EXPECT_DOUBLE_EQ(done.progress(), 3000.0);
+  EXPECT_EQ(done.steps(), 3000u);
+}
+
 TEST(DaemonIntegration, ImperativeTasksAreStoppedOutsideBubbles) {
   TempDir dir;
   DaemonOptions options = CpuOptions(dir);

@@ -101,6 +101,12 @@ void TaskSegment::RecordStep(Nanos start, Nanos end, double units) {
   l->ring[head % kStepRingSize] = StepRecord{start, end, units};
   l->ring_head.store(head + 1, std::memory_order_release);
   l->steps_done.fetch_add(1, std::memory_order_relaxed);
+  AddProgress(units);
+}
+
+void TaskSegment::AddProgress(double units) {
+  auto* l = layout_;
+  // Single writer (the task), so load-add-store is enough.
   double total = std::bit_cast<double>(l->progress_bits.load(std::memory_order_relaxed)) + units;
   l->progress_bits.store(std::bit_cast<uint64_t>(total), std::memory_order_relaxed);
 }

@@ -93,8 +93,12 @@ class TaskSegment {
 
   // Task: sleeps until grant_seq differs from `seen` or the timeout passes.
   uint32_t WaitForGrant(uint32_t seen, Nanos timeout) const;
-  // Task: appends a step record (wait-free).
+  // Task: counts one step and its work, and appends its record to the ring
+  // (wait-free).  The counters are exact; the ring keeps the last
+  // kStepRingSize records for the event log.
   void RecordStep(Nanos start, Nanos end, double units);
+  // Task: counts work done outside a step (imperative tasks).
+  void AddProgress(double units);
 
   TaskProcessState state() const {
     return static_cast<TaskProcessState>(layout_->state.load(std::memory_order_acquire));

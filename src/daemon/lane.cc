@@ -219,7 +219,7 @@ void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed,
       break;
   }
   if (!armed) segment.Revoke();
-  tasks_->DrainSteps(task, &bubble.steps);
+  bubble.steps_lost += tasks_->DrainSteps(task, &bubble.steps);
 }
 
 void Lane::RunImperative(BubbleContext& bubble, TaskRuntime& task,
@@ -288,7 +288,8 @@ void Lane::FinishBubble(BubbleContext& bubble) {
                  {"free_memory_bytes", MemoryJson(mark.free_memory_bytes)},
                  {"ended_by", ended_by},
                  {"verdict", VerdictName(bubble.last_verdict)},
-                 {"steps", bubble.steps.size()},
+                 {"steps", bubble.steps.size() + bubble.steps_lost},
+                 {"step_records_lost", bubble.steps_lost},
                  {"harvested_ns", harvested_total},
                  {"overrun_ns", overrun_total}});
 }

@@ -41,6 +41,7 @@ class Lane {
     Nanos predicted_end = 0;
     Nanos first_grant_ns = 0;  // when the first task was told to run
     std::vector<TaskStep> steps;
+    uint64_t steps_lost = 0;  // records the task's ring overwrote unread
     std::vector<int64_t> excluded;
     DispatchVerdict last_verdict = DispatchVerdict::kNoCandidates;
   };

@@ -341,27 +341,29 @@ void TaskManager::EndRun(int64_t id) {
     TransitionLocked(it->second, TaskState::kPaused, "bubble over");
 }
 
-void TaskManager::DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* out) {
+uint64_t TaskManager::DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* out) {
   TaskSegmentLayout* l = runtime.segment->layout();
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t head = l->ring_head.load(std::memory_order_acquire);
   uint64_t tail = runtime.ring_tail;
-  if (head - tail > kStepRingSize) tail = head - kStepRingSize;  // overwritten: lost
-  auto it = tasks_.find(runtime.task_id);
-  for (; tail < head; ++tail) {
-    StepRecord r = l->ring[tail % kStepRingSize];
-    if (it != tasks_.end()) {
-      v1::TaskInfo& info = it->second.info;
-      info.set_progress(info.progress() + r.units);
-      if (r.start_ns != 0) info.set_steps(info.steps() + 1);
-    }
-    if (out && r.start_ns != 0) out->push_back({runtime.task_id, r});
+  uint64_t lost = 0;
+  if (head - tail > kStepRingSize) {
+    lost = head - tail - kStepRingSize;
+    tail = head - kStepRingSize;
   }
+  if (out)
+    for (; tail < head; ++tail) out->push_back({runtime.task_id, l->ring[tail % kStepRingSize]});
   runtime.ring_tail = head;
-  if (it != tasks_.end() && it->second.info.progress_unit().empty() && l->progress_unit[0]) {
-    it->second.info.set_progress_unit(
+  auto it = tasks_.find(runtime.task_id);
+  if (it == tasks_.end()) return lost;
+  v1::TaskInfo& info = it->second.info;
+  info.set_progress(runtime.base_progress + runtime.segment->progress());
+  info.set_steps(runtime.base_steps + l->steps_done.load(std::memory_order_relaxed));
+  if (info.progress_unit().empty() && l->progress_unit[0]) {
+    info.set_progress_unit(
         std::string(l->progress_unit, strnlen(l->progress_unit, sizeof(l->progress_unit))));
   }
+  return lost;
 }
 
 void TaskManager::AddHarvest(int64_t id, Nanos harvested) {
@@ -447,6 +449,8 @@ bool TaskManager::Launch(int64_t id) {
     }
     runtime->task_id = id;
     runtime->imperative = spec.kind() == v1::TASK_KIND_IMPERATIVE;
+    runtime->base_progress = record.info.progress();
+    runtime->base_steps = record.info.steps();
     runtime->segment = std::make_shared<TaskSegment>();
     std::string segment_path = TaskSegmentPath(options_.socket_path, id);
     if (!runtime->segment->Create(segment_path, id, &error)) {

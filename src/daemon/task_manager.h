@@ -39,6 +39,9 @@ struct TaskRuntime {
   bool imperative = false;
   std::shared_ptr<TaskSegment> segment;
   std::atomic<bool> exited{false};
+  // Work done by earlier attempts; this process's counters add to it.
+  double base_progress = 0;
+  uint64_t base_steps = 0;
   uint64_t ring_tail = 0;  // guarded by TaskManager's mutex
 };
 
@@ -80,9 +83,10 @@ class TaskManager {
   void MarkRunning(int64_t id);
   // RUNNING -> PAUSED (if the process still lives).
   void EndRun(int64_t id);
-  // Takes the step records the task has written since the last drain and
-  // adds them to its progress.
-  void DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* out);
+  // Brings the task's progress and step count up to date from its counters
+  // and, when out is given, appends the step records written since the last
+  // drain.  Returns how many records the ring overwrote before they were read.
+  uint64_t DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* out);
   // Accounts bubble time a task spent stepping.
   void AddHarvest(int64_t id, Nanos harvested);
 

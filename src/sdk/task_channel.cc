@@ -115,7 +115,7 @@ void TaskChannel::RecordStep(Nanos start, Nanos end, double units) {
   task_.RecordStep(start, end, units);
 }
 
-void TaskChannel::AddProgress(double units) { task_.RecordStep(0, 0, units); }
+void TaskChannel::AddProgress(double units) { task_.AddProgress(units); }
 
 void TaskChannel::Yield() {
   last_served_seq_ = granted_seq_;

@@ -332,6 +332,27 @@ TEST(DaemonIntegration, CancelStopsARunningTaskAndAQueuedOne) {
   EXPECT_EQ(daemon.tasks()->Cancel(running.id(), "", &out).code, ErrorCode::kFailedPrecondition);
 }
 
+TEST(DaemonIntegration, NamesFindTheLiveTaskElseTheNewestEnded) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir);
+  Daemon daemon(options);
+  std::string error;
+  ASSERT_TRUE(daemon.Start(&error)) << error;
+  v1::TaskInfo first, second, third, found;
+  ASSERT_TRUE(daemon.tasks()->Submit(MakeSpec("same", {COUNT_TASK_BIN}), &first).ok());
+  ASSERT_TRUE(daemon.tasks()->Cancel(first.id(), "", &found).ok());
+  // A launched task ends after its process does; the name is free then.
+  ASSERT_EQ(WaitForState(daemon.tasks(), first.id(), "CANCELLED", 30 * kSecond).state(), "CANCELLED");
+  ASSERT_TRUE(daemon.tasks()->Submit(MakeSpec("same", {COUNT_TASK_BIN}), &second).ok());
+  ASSERT_TRUE(daemon.tasks()->Cancel(second.id(), "", &found).ok());
+  ASSERT_EQ(WaitForState(daemon.tasks(), second.id(), "CANCELLED", 30 * kSecond).state(), "CANCELLED");
+  ASSERT_TRUE(daemon.tasks()->Get(0, "same", &found).ok());
+  EXPECT_EQ(found.id(), second.id()) << "all ended: the newest";
+  ASSERT_TRUE(daemon.tasks()->Submit(MakeSpec("same", {COUNT_TASK_BIN}), &third).ok());
+  ASSERT_TRUE(daemon.tasks()->Get(0, "same", &found).ok());
+  EXPECT_EQ(found.id(), third.id()) << "the one still in flight";
+}
+
 TEST(DaemonIntegration, SocketIsPrivateAndASecondDaemonIsRefused) {
   TempDir dir;
   DaemonOptions options = CpuOptions(dir);

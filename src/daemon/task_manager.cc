@@ -135,13 +135,15 @@ TaskManager::Record* TaskManager::FindLocked(int64_t id, const std::string& name
     auto it = tasks_.find(id);
     return it == tasks_.end() ? nullptr : &it->second;
   }
-  // By name: prefer a task that has not ended, else the newest.
-  Record* found = nullptr;
+  // By name: the task that has not ended (names are unique among those),
+  // else the newest ended one.  tasks_ is ordered by id, oldest first.
+  Record* newest = nullptr;
   for (auto& [task_id, record] : tasks_) {
     if (record.info.spec().name() != name) continue;
-    if (!found || !IsTerminal(StateOf(record.info)) ) found = &record;
+    if (!IsTerminal(StateOf(record.info))) return &record;
+    newest = &record;
   }
-  return found;
+  return newest;
 }
 
 const TaskManager::Record* TaskManager::FindLocked(int64_t id, const std::string& name) const {

@@ -146,7 +146,7 @@ TEST(TaskSegment, GrantAndAcknowledgeRoundTrip) {
     task.set_state(TaskProcessState::kYielded);
     task.Acknowledge();
   });
-  daemon.Grant(3, 5000, 0);
+  daemon.Grant(3, 5000);
   EXPECT_NE(daemon.WaitForAck(seen_ack, 10 * kSecond), seen_ack);
   side.join();
   EXPECT_EQ(daemon.state(), TaskProcessState::kYielded);

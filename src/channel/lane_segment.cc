@@ -34,7 +34,6 @@ bool LaneSegment::CreateOrOpen(const std::string& path, int lane, std::string* e
   layout->sleepers.store(0);
   layout->armed_task_id.store(0);
   layout->daemon_pid.store(getpid());
-  layout->daemon_heartbeat_ns.store(MonotonicNow());
   layout->daemon_generation.fetch_add(1);
   layout_ = layout;
   return true;
@@ -66,7 +65,6 @@ void LaneSegment::WriteBegin(uint32_t slot, Nanos now, Nanos hint, uint64_t free
   // end_ns keeps the previous bubble's end, so a reader that missed that
   // end mark can still learn when the previous bubble closed.
   l->stage_heartbeat_ns.store(now, std::memory_order_relaxed);
-  l->marks_written.fetch_add(1, std::memory_order_relaxed);
   // seq_cst pairs with the sleeper's increment of `sleepers` (Dekker-style)
   // so a wake-up is never missed.
   l->bubble_seq.fetch_add(1, std::memory_order_seq_cst);
@@ -78,7 +76,6 @@ void LaneSegment::WriteEnd(Nanos now) {
   if ((l->bubble_seq.load(std::memory_order_relaxed) & 1u) == 0) return;
   l->end_ns.store(now, std::memory_order_relaxed);
   l->stage_heartbeat_ns.store(now, std::memory_order_relaxed);
-  l->marks_written.fetch_add(1, std::memory_order_relaxed);
   l->bubble_seq.fetch_add(1, std::memory_order_seq_cst);
   if (l->sleepers.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->bubble_seq);
 }
@@ -101,10 +98,6 @@ BubbleMark LaneSegment::Read() const {
 }
 
 uint32_t LaneSegment::WaitForChange(uint32_t seen, Nanos timeout) const {
-  // The mapping may be read-only, but FUTEX_WAIT and the sleeper count need
-  // a writable word; the daemon and stage map writable, tasks do not sleep
-  // here through a read-only mapping (they are woken through their own
-  // task segment).
   auto* l = layout_;
   uint32_t now = l->bubble_seq.load(std::memory_order_seq_cst);
   if (now != seen) return now;

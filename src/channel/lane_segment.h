@@ -21,7 +21,7 @@
 namespace freeride {
 
 constexpr uint64_t kLaneSegmentMagic = 0x4652454552494445ULL;  // "FREERIDE"
-constexpr uint32_t kLaneSegmentVersion = 2;
+constexpr uint32_t kLaneSegmentVersion = 3;
 // Slots with their own published forecast; higher slots share the last one
 // (as in BubblePredictor's default configuration).
 constexpr uint32_t kPublishedSlots = 1024;
@@ -42,14 +42,10 @@ struct LaneSegmentLayout {
   std::atomic<int64_t> end_ns;  // end of the most recent closed bubble
   std::atomic<int64_t> stage_pid;
   std::atomic<int64_t> stage_heartbeat_ns;
-  std::atomic<uint64_t> marks_written;
 
   // --- written by the daemon ---
   alignas(64) std::atomic<int64_t> daemon_pid;
-  std::atomic<int64_t> daemon_heartbeat_ns;
   std::atomic<uint32_t> daemon_generation;
-  std::atomic<uint32_t> predicted_for_seq;
-  std::atomic<int64_t> predicted_end_ns;
   // The task that takes the next bubble without waiting for the dispatcher
   // (0: none).  It sleeps on bubble_seq itself, saving one wake-up hop.
   std::atomic<int64_t> armed_task_id;
@@ -102,8 +98,11 @@ class LaneSegment {
   // last read, which callers treat as advisory).
   BubbleMark Read() const;
 
-  // Sleeps until bubble_seq differs from `seen` or the timeout passes.
-  // Returns the new bubble_seq.
+  // Sleeps until bubble_seq differs from `seen` or the timeout passes, and
+  // counts itself in `sleepers` meanwhile.  Needs a writable mapping; an
+  // armed task (read-only mapping) sleeps on bubble_seq directly and the
+  // dispatcher counts it in `sleepers` on its behalf.  Returns the new
+  // bubble_seq.
   uint32_t WaitForChange(uint32_t seen, Nanos timeout) const;
 
  private:

@@ -22,8 +22,6 @@ class SharedMapping {
 
   void* data() const { return data_; }
   size_t size() const { return size_; }
-  int fd() const { return fd_; }
-  const std::string& path() const { return path_; }
   // True when the file was unlinked after it was mapped (its owner left).
   bool Unlinked() const;
 

@@ -17,7 +17,6 @@ using freeride::Nanos;
 
 struct freeride_stage {
   std::string segment_path;
-  int lane = 0;
   bool disabled = false;
   LaneSegment segment;
   Nanos next_check_ns = 0;
@@ -62,7 +61,6 @@ freeride_stage* freeride_stage_open(int lane, const char* socket_path) {
     delete stage;
     return nullptr;
   }
-  stage->lane = lane;
   const char* disable = std::getenv("FREERIDE_DISABLE");
   stage->disabled = disable && *disable && std::string(disable) != "0";
   MaybeReattach(stage, MonotonicNow());

@@ -37,11 +37,10 @@ bool TaskSegment::Open(const std::string& path, std::string* error) {
   return true;
 }
 
-void TaskSegment::Grant(uint32_t bubble_seq, Nanos deadline, Nanos now) {
+void TaskSegment::Grant(uint32_t bubble_seq, Nanos deadline) {
   auto* l = layout_;
   l->granted_bubble_seq.store(bubble_seq, std::memory_order_relaxed);
   l->grant_deadline_ns.store(deadline, std::memory_order_relaxed);
-  l->grant_issued_ns.store(now, std::memory_order_relaxed);
   l->grant_active.store(1, std::memory_order_relaxed);
   l->grant_seq.fetch_add(1, std::memory_order_seq_cst);
   if (l->task_sleeping.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->grant_seq);

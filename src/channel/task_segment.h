@@ -16,7 +16,7 @@
 namespace freeride {
 
 constexpr uint64_t kTaskSegmentMagic = 0x46525441534b3031ULL;  // "FRTASK01"
-constexpr uint32_t kTaskSegmentVersion = 2;
+constexpr uint32_t kTaskSegmentVersion = 3;
 constexpr uint32_t kStepRingSize = 512;
 
 enum class TaskProcessState : uint32_t {
@@ -48,7 +48,6 @@ struct TaskSegmentLayout {
   std::atomic<uint32_t> grant_active;
   std::atomic<uint32_t> granted_bubble_seq;
   std::atomic<int64_t> grant_deadline_ns;
-  std::atomic<int64_t> grant_issued_ns;
   std::atomic<uint32_t> command;
   std::atomic<uint32_t> armed;  // 1: wait on the lane's bubble_seq, take bubbles directly
 
@@ -59,8 +58,6 @@ struct TaskSegmentLayout {
   std::atomic<uint64_t> steps_done;
   std::atomic<uint64_t> progress_bits;  // double, bit-cast
   std::atomic<int64_t> step_estimate_ns;
-  std::atomic<int64_t> heartbeat_ns;
-  std::atomic<int64_t> checkpoint_saved_ns;
   std::atomic<uint32_t> served_bubble_seq;  // the bubble the last yield was for
   char progress_unit[32];
 
@@ -80,7 +77,7 @@ class TaskSegment {
 
   // Daemon: grants steps inside bubble `bubble_seq` until deadline and wakes
   // the task.  Revoke withdraws the grant (the task yields after its step).
-  void Grant(uint32_t bubble_seq, Nanos deadline, Nanos now);
+  void Grant(uint32_t bubble_seq, Nanos deadline);
   void Revoke();
   void SendCommand(TaskCommand command);
   // Daemon: arms or disarms the task for direct bubble pick-up.

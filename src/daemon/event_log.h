@@ -28,8 +28,6 @@ class EventLog {
   // Blocks until every queued event is written and flushed.
   void Flush();
 
-  const std::string& path() const { return path_; }
-
  private:
   void WriterLoop();
 

@@ -205,7 +205,6 @@ void Journal::Commit(std::vector<Pending>& batch) {
   for (const Pending& p : batch)
     if (p.has_transition) WriteTransition(p.transition);
   Exec("COMMIT", &ignored);
-  ++commits_;
 }
 
 void Journal::WriteTaskRow(const v1::TaskInfo& task) {

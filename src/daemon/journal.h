@@ -51,8 +51,6 @@ class Journal {
   // Blocks until everything queued before the call is committed.
   void Flush();
 
-  uint64_t commits() const { return commits_; }
-
  private:
   struct Pending {
     v1::TaskInfo task;
@@ -75,7 +73,6 @@ class Journal {
   std::deque<Pending> queue_;
   uint64_t enqueued_ = 0;
   uint64_t written_ = 0;
-  uint64_t commits_ = 0;
   bool stopping_ = false;
   bool flush_requested_ = false;
   std::thread writer_;

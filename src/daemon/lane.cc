@@ -79,17 +79,22 @@ void Lane::Loop() {
   // begin; a real-time class (when the daemon may use one) takes the
   // scheduler's wake-up delay off the signal path.  Side tasks keep the
   // normal class.
+  bool realtime = false;
   if (options_.realtime_dispatch) {
     sched_param param{};
     param.sched_priority = 10;
-    realtime_ = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0;
+    realtime = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0;
   }
+  events_->Emit({{"type", "lane_start"},
+                 {"ts_ns", MonotonicNow()},
+                 {"lane", config_.index},
+                 {"device", config_.device},
+                 {"realtime", realtime}});
   LaneSegmentLayout* l = segment_.layout();
   uint32_t seen = l->bubble_seq.load(std::memory_order_acquire);
   // A bubble may already be open when a restarted daemon maps the segment.
   if (seen & 1u) seen = ServeBubble(segment_.Read());
   while (!stopping_) {
-    l->daemon_heartbeat_ns.store(MonotonicNow(), std::memory_order_relaxed);
     Arm();
     uint32_t seq = segment_.WaitForChange(seen, kIdleWakeInterval);
     if (stopping_) break;
@@ -143,8 +148,6 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
   bubble.mark = mark;
   Nanos predicted = predictor_.Predict(mark.slot, mark.hint_ns);
   bubble.predicted_end = mark.begin_ns + predicted;
-  l->predicted_end_ns.store(bubble.predicted_end, std::memory_order_relaxed);
-  l->predicted_for_seq.store(mark.seq, std::memory_order_release);
   in_bubble_ = true;
   current_predicted_ns_ = predicted;
   if (mark.free_memory_bytes != UINT64_MAX) last_free_memory_ = mark.free_memory_bytes;
@@ -199,7 +202,7 @@ void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed,
   TaskSegmentLayout* l = segment.layout();
   uint32_t ack = l->ack_seq.load(std::memory_order_acquire);
   Nanos now = MonotonicNow();
-  if (!armed) segment.Grant(bubble.mark.seq, bubble.predicted_end, now);
+  if (!armed) segment.Grant(bubble.mark.seq, bubble.predicted_end);
   if (bubble.first_grant_ns == 0) bubble.first_grant_ns = now;
   started();
   auto handed_back = [&] {

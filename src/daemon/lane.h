@@ -32,7 +32,6 @@ class Lane {
   void Stop();
   void FillStats(v1::LaneStats* stats) const;
   const std::string& segment_path() const { return segment_path_; }
-  bool realtime() const { return realtime_; }
   void NoteStage(int64_t pid, int rank, const std::string& label);
 
  private:
@@ -47,7 +46,9 @@ class Lane {
   };
 
   void Loop();
-  // Serves one open bubble until it ends.  Returns the last bubble_seq seen.
+  // Serves one open bubble until it ends.  Returns the bubble_seq to wait
+  // for a change from: the closed state after an end mark, the bubble's own
+  // seq when it ended because the stage died or went stale.
   uint32_t ServeBubble(const BubbleMark& mark);
   // Returns true when the bubble with `seq` is over (end mark, dead stage or
   // stale stage).
@@ -79,7 +80,6 @@ class Lane {
   uint64_t last_free_memory_ = UINT64_MAX;
 
   std::atomic<bool> stopping_{false};
-  std::atomic<bool> realtime_{false};
   std::thread thread_;
 
   // Statistics, read by FillStats from other threads.

@@ -45,10 +45,10 @@ std::string TaskManager::task_dir(int64_t id) const {
   return fmt::format("{}/tasks/{}", options_.state_dir, id);
 }
 
-uint64_t TaskManager::LaneCapacity(int lane) const {
-  for (const LaneConfig& l : options_.lanes)
-    if (l.index == lane) return l.capacity_bytes;
-  return 0;
+std::vector<LaneLimits> TaskManager::Limits() const {
+  std::vector<LaneLimits> limits;
+  for (const LaneConfig& l : options_.lanes) limits.push_back({l.index, l.capacity_bytes});
+  return limits;
 }
 
 std::vector<std::string> TaskManager::Recover() {
@@ -57,15 +57,13 @@ std::vector<std::string> TaskManager::Recover() {
   std::lock_guard<std::mutex> lock(mu_);
   next_id_ = std::max<int64_t>(journal_->MaxTaskId() + 1, 1);
   size_t relaunch = 0, queued = 0, ended = 0;
+  const std::vector<LaneLimits> lanes = Limits();
   for (v1::TaskInfo& info : stored) {
     Record record;
     record.submit_order = next_submit_order_++;
     TaskState state = StateOf(info);
     info.set_pid(0);
     record.info = info;
-    std::string ignored;
-    std::vector<LaneLimits> lanes;
-    for (const LaneConfig& l : options_.lanes) lanes.push_back({l.index, l.capacity_bytes});
     auto& inserted = tasks_.emplace(info.id(), std::move(record)).first->second;
     if (IsTerminal(state)) {
       ++ended;
@@ -189,10 +187,8 @@ int TaskManager::ChooseLaneLocked(uint64_t memory) const {
 
 Status TaskManager::Submit(const v1::TaskSpec& spec_in, v1::TaskInfo* out) {
   v1::TaskSpec spec = spec_in;
-  std::vector<LaneLimits> lanes;
-  for (const LaneConfig& l : options_.lanes) lanes.push_back({l.index, l.capacity_bytes});
   std::string executable;
-  std::string error = ValidateSpec(spec, lanes, &executable);
+  std::string error = ValidateSpec(spec, Limits(), &executable);
   if (!error.empty()) return {ErrorCode::kInvalidArgument, error};
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -16,6 +16,7 @@
 #include "daemon/event_log.h"
 #include "daemon/journal.h"
 #include "daemon/process_supervisor.h"
+#include "daemon/task_spec.h"
 #include "daemon/task_state.h"
 #include "freeride.pb.h"
 #include "policy/dispatch_policy.h"
@@ -71,7 +72,6 @@ class TaskManager {
   Status Cancel(int64_t id, const std::string& name, v1::TaskInfo* out);
   Status Get(int64_t id, const std::string& name, v1::TaskInfo* out) const;
   std::vector<v1::TaskInfo> List(bool include_ended) const;
-  std::vector<TransitionRecord> History(int64_t id) { return journal_->LoadTransitions(id); }
 
   // --- lane side ---
   // Resident, idle (PAUSED) tasks of `lane`, minus those in `excluded`.
@@ -118,7 +118,7 @@ class TaskManager {
   Record* FindLocked(int64_t id, const std::string& name);
   const Record* FindLocked(int64_t id, const std::string& name) const;
   int ChooseLaneLocked(uint64_t memory) const;
-  uint64_t LaneCapacity(int lane) const;
+  std::vector<LaneLimits> Limits() const;
 
   const DaemonOptions options_;
   Journal* journal_;

@@ -35,7 +35,6 @@ void TaskChannel::SetUnit(std::string_view unit) {
 }
 
 void TaskChannel::Ready() {
-  task_.layout()->heartbeat_ns.store(MonotonicNow());
   task_.set_state(TaskProcessState::kReady);
   task_.Acknowledge();
 }
@@ -77,7 +76,6 @@ TaskChannel::Wake TaskChannel::WaitForGrant(Nanos timeout) {
       // process directly.  Bounded, so commands and disarming are seen.
       Nanos bounded = wait < 0 ? 100 * kMillisecond : std::min(wait, 100 * kMillisecond);
       FutexWait(const_cast<std::atomic<uint32_t>*>(&lane->bubble_seq), seq, bounded);
-      l->heartbeat_ns.store(MonotonicNow(), std::memory_order_relaxed);
       continue;
     }
     if (l->grant_active.load(std::memory_order_acquire) != 0) {
@@ -92,7 +90,6 @@ TaskChannel::Wake TaskChannel::WaitForGrant(Nanos timeout) {
       }
     }
     seen_grant_ = task_.WaitForGrant(seen_grant_, wait);
-    l->heartbeat_ns.store(MonotonicNow(), std::memory_order_relaxed);
   }
 }
 

@@ -121,31 +121,43 @@ EventsByType ReadEvents(const std::string& state_dir, int64_t task_id) {
   return out;
 }
 
-TEST(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
-  TempDir dir;
-  DaemonOptions options = CpuOptions(dir);
-  Daemon daemon(options);
-  std::string error;
-  ASSERT_TRUE(daemon.Start(&error)) << error;
+// Each test gets a private directory, CPU-lane options it may adjust before
+// StartDaemon(), and an in-process daemon.
+class DaemonIntegration : public ::testing::Test {
+ protected:
+  void StartDaemon() {
+    daemon_ = std::make_unique<Daemon>(options_);
+    std::string error;
+    ASSERT_TRUE(daemon_->Start(&error)) << error;
+  }
+  TaskManager* tasks() { return daemon_->tasks(); }
+
+  TempDir dir_;
+  DaemonOptions options_ = CpuOptions(dir_);
+  std::unique_ptr<Daemon> daemon_;
+};
+
+TEST_F(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
   v1::TaskInfo info;
   // 300 steps of ~400 us each.
-  ASSERT_TRUE(daemon.tasks()
+  ASSERT_TRUE(tasks()
                   ->Submit(MakeSpec("counter", {COUNT_TASK_BIN, "--total", "300", "--step-us", "400"}),
                            &info)
                   .ok());
   // Slot 0: 6 ms, slot 1: 3 ms, slot 2: 0.25 ms (too short for any step).
-  ScriptedStage stage(options.socket_path,
+  ScriptedStage stage(options_.socket_path,
                       {6 * kMillisecond, 3 * kMillisecond, 250 * kMicrosecond},
                       2 * kMillisecond);
-  v1::TaskInfo done = WaitForState(daemon.tasks(), info.id(), "FINISHED", 60 * kSecond);
+  v1::TaskInfo done = WaitForState(tasks(), info.id(), "FINISHED", 60 * kSecond);
   stage.Stop();
   ASSERT_EQ(done.state(), "FINISHED") << done.message() << "\n" << done.stderr_tail();
   EXPECT_DOUBLE_EQ(done.progress(), 300.0) << "progress adds up";
   EXPECT_EQ(done.steps(), 300u);
   EXPECT_EQ(done.progress_unit(), "counts");
-  daemon.Shutdown();
+  daemon_->Shutdown();
 
-  EventsByType events = ReadEvents(options.state_dir, info.id());
+  EventsByType events = ReadEvents(options_.state_dir, info.id());
   const auto& bubbles = events.bubbles;
   const auto& steps = events.steps;
   const auto& transitions = events.transitions_to;
@@ -173,43 +185,35 @@ TEST(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
   EXPECT_EQ(transitions.back(), "FINISHED");
 }
 
-TEST(DaemonIntegration, ProgressIsExactEvenWhenABubbleHoldsThousandsOfSteps) {
-  TempDir dir;
-  DaemonOptions options = CpuOptions(dir);
-  Daemon daemon(options);
-  std::string error;
-  ASSERT_TRUE(daemon.Start(&error)) << error;
+TEST_F(DaemonIntegration, ProgressIsExactEvenWhenABubbleHoldsThousandsOfSteps) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
   v1::TaskInfo info;
   // ~3,000 tiny steps fit in one 60 ms bubble: more than the 512-record ring.
-  ASSERT_TRUE(daemon.tasks()
+  ASSERT_TRUE(tasks()
                   ->Submit(MakeSpec("tiny", {COUNT_TASK_BIN, "--total", "3000", "--step-us", "2"}),
                            &info)
                   .ok());
-  ScriptedStage stage(options.socket_path, {60 * kMillisecond}, 5 * kMillisecond);
-  v1::TaskInfo done = WaitForState(daemon.tasks(), info.id(), "FINISHED", 60 * kSecond);
+  ScriptedStage stage(options_.socket_path, {60 * kMillisecond}, 5 * kMillisecond);
+  v1::TaskInfo done = WaitForState(tasks(), info.id(), "FINISHED", 60 * kSecond);
   stage.Stop();
   ASSERT_EQ(done.state(), "FINISHED") << done.message();
   EXPECT_DOUBLE_EQ(done.progress(), 3000.0);
   EXPECT_EQ(done.steps(), 3000u);
 }
 
-TEST(DaemonIntegration, ImperativeTasksAreStoppedOutsideBubbles) {
-  TempDir dir;
-  DaemonOptions options = CpuOptions(dir);
-  Daemon daemon(options);
-  std::string error;
-  ASSERT_TRUE(daemon.Start(&error)) << error;
+TEST_F(DaemonIntegration, ImperativeTasksAreStoppedOutsideBubbles) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
   v1::TaskSpec spec = MakeSpec("loop", {IMPERATIVE_TASK_BIN, "--seconds-of-work", "0.15"});
   spec.set_kind(v1::TASK_KIND_IMPERATIVE);
   v1::TaskInfo info;
-  ASSERT_TRUE(daemon.tasks()->Submit(spec, &info).ok());
-  ScriptedStage stage(options.socket_path, {10 * kMillisecond}, 10 * kMillisecond);
-  v1::TaskInfo done = WaitForState(daemon.tasks(), info.id(), "FINISHED", 60 * kSecond);
+  ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
+  ScriptedStage stage(options_.socket_path, {10 * kMillisecond}, 10 * kMillisecond);
+  v1::TaskInfo done = WaitForState(tasks(), info.id(), "FINISHED", 60 * kSecond);
   stage.Stop();
   ASSERT_EQ(done.state(), "FINISHED") << done.message() << "\n" << done.stderr_tail();
   EXPECT_GE(done.progress(), 150.0);
-  daemon.Shutdown();
-  EventsByType events = ReadEvents(options.state_dir, info.id());
+  daemon_->Shutdown();
+  EventsByType events = ReadEvents(options_.state_dir, info.id());
   const auto& bubbles = events.bubbles;
   std::vector<std::pair<Nanos, Nanos>> slices;
   for (const auto& e : events.steps) slices.push_back({e["start_ns"], e["end_ns"]});
@@ -224,15 +228,13 @@ TEST(DaemonIntegration, ImperativeTasksAreStoppedOutsideBubbles) {
   EXPECT_GE(slices.size(), 12u);
 }
 
-TEST(DaemonIntegration, BadRequestsGetClearErrorsAndTheDaemonStaysUp) {
-  TempDir dir;
-  DaemonOptions options = CpuOptions(dir, 2);
-  options.lanes[0].capacity_bytes = 1ULL << 30;
-  options.lanes[1].capacity_bytes = 2ULL << 30;
-  Daemon daemon(options);
+TEST_F(DaemonIntegration, BadRequestsGetClearErrorsAndTheDaemonStaysUp) {
+  options_ = CpuOptions(dir_, 2);
+  options_.lanes[0].capacity_bytes = 1ULL << 30;
+  options_.lanes[1].capacity_bytes = 2ULL << 30;
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
   std::string error;
-  ASSERT_TRUE(daemon.Start(&error)) << error;
-  auto stub = ConnectToDaemon(options.socket_path, &error);
+  auto stub = ConnectToDaemon(options_.socket_path, &error);
   ASSERT_NE(stub, nullptr) << error;
   auto submit = [&](v1::TaskSpec spec) {
     grpc::ClientContext context;
@@ -275,24 +277,20 @@ TEST(DaemonIntegration, BadRequestsGetClearErrorsAndTheDaemonStaysUp) {
   v1::CancelReply reply;
   EXPECT_EQ(stub->Cancel(&cancel_context, cancel, &reply).error_code(),
             grpc::StatusCode::NOT_FOUND);
-  auto all = daemon.tasks()->List(true);
+  auto all = tasks()->List(true);
   ASSERT_EQ(all.size(), 1u) << "rejected submissions leave no trace in the journal";
 }
 
-TEST(DaemonIntegration, FailuresKeepExitStatusAndStderrAndAreRetried) {
-  TempDir dir;
-  DaemonOptions options = CpuOptions(dir);
-  options.retry_backoff = 10 * kMillisecond;
-  Daemon daemon(options);
-  std::string error;
-  ASSERT_TRUE(daemon.Start(&error)) << error;
+TEST_F(DaemonIntegration, FailuresKeepExitStatusAndStderrAndAreRetried) {
+  options_.retry_backoff = 10 * kMillisecond;
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
   v1::TaskSpec spec = MakeSpec("boom", {"/bin/sh", "-c", "echo kaboom-$FREERIDE_TASK_ID >&2; exit 3"});
   spec.set_kind(v1::TASK_KIND_IMPERATIVE);
   spec.set_max_retries(2);
   v1::TaskInfo info;
-  ASSERT_TRUE(daemon.tasks()->Submit(spec, &info).ok());
-  ScriptedStage stage(options.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
-  v1::TaskInfo failed = WaitForState(daemon.tasks(), info.id(), "FAILED", 30 * kSecond);
+  ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
+  ScriptedStage stage(options_.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
+  v1::TaskInfo failed = WaitForState(tasks(), info.id(), "FAILED", 30 * kSecond);
   ASSERT_EQ(failed.state(), "FAILED");
   EXPECT_EQ(failed.exit_code(), 3);
   EXPECT_EQ(failed.attempts(), 3) << "one run and two retries";
@@ -302,72 +300,61 @@ TEST(DaemonIntegration, FailuresKeepExitStatusAndStderrAndAreRetried) {
   // A task killed by a signal: FAILED with the signal, and the lane goes on.
   v1::TaskSpec crash = MakeSpec("segv", {"/bin/sh", "-c", "kill -SEGV $$"});
   crash.set_kind(v1::TASK_KIND_IMPERATIVE);
-  ASSERT_TRUE(daemon.tasks()->Submit(crash, &info).ok());
-  failed = WaitForState(daemon.tasks(), info.id(), "FAILED", 30 * kSecond);
+  ASSERT_TRUE(tasks()->Submit(crash, &info).ok());
+  failed = WaitForState(tasks(), info.id(), "FAILED", 30 * kSecond);
   EXPECT_EQ(failed.term_signal(), SIGSEGV);
   v1::TaskSpec next = MakeSpec("next", {COUNT_TASK_BIN, "--total", "20", "--step-us", "100"});
-  ASSERT_TRUE(daemon.tasks()->Submit(next, &info).ok());
-  EXPECT_EQ(WaitForState(daemon.tasks(), info.id(), "FINISHED", 30 * kSecond).state(), "FINISHED");
+  ASSERT_TRUE(tasks()->Submit(next, &info).ok());
+  EXPECT_EQ(WaitForState(tasks(), info.id(), "FINISHED", 30 * kSecond).state(), "FINISHED");
 }
 
-TEST(DaemonIntegration, CancelStopsARunningTaskAndAQueuedOne) {
-  TempDir dir;
-  DaemonOptions options = CpuOptions(dir);
-  options.max_resident_per_lane = 1;
-  Daemon daemon(options);
-  std::string error;
-  ASSERT_TRUE(daemon.Start(&error)) << error;
+TEST_F(DaemonIntegration, CancelStopsARunningTaskAndAQueuedOne) {
+  options_.max_resident_per_lane = 1;
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
   v1::TaskInfo running, queued, out;
-  ASSERT_TRUE(daemon.tasks()
+  ASSERT_TRUE(tasks()
                   ->Submit(MakeSpec("long", {COUNT_TASK_BIN, "--total", "100000000"}), &running)
                   .ok());
-  ASSERT_TRUE(daemon.tasks()->Submit(MakeSpec("waiting", {COUNT_TASK_BIN}), &queued).ok());
-  ScriptedStage stage(options.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
-  ASSERT_EQ(WaitForState(daemon.tasks(), running.id(), "PAUSED", 30 * kSecond).state(), "PAUSED");
-  ASSERT_TRUE(daemon.tasks()->Cancel(0, "waiting", &out).ok());
+  ASSERT_TRUE(tasks()->Submit(MakeSpec("waiting", {COUNT_TASK_BIN}), &queued).ok());
+  ScriptedStage stage(options_.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
+  ASSERT_EQ(WaitForState(tasks(), running.id(), "PAUSED", 30 * kSecond).state(), "PAUSED");
+  ASSERT_TRUE(tasks()->Cancel(0, "waiting", &out).ok());
   EXPECT_EQ(out.state(), "CANCELLED") << "never launched: cancelled at once";
-  ASSERT_TRUE(daemon.tasks()->Cancel(running.id(), "", &out).ok());
-  v1::TaskInfo cancelled = WaitForState(daemon.tasks(), running.id(), "CANCELLED", 30 * kSecond);
+  ASSERT_TRUE(tasks()->Cancel(running.id(), "", &out).ok());
+  v1::TaskInfo cancelled = WaitForState(tasks(), running.id(), "CANCELLED", 30 * kSecond);
   EXPECT_EQ(cancelled.state(), "CANCELLED");
-  EXPECT_EQ(daemon.tasks()->Cancel(running.id(), "", &out).code, ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(tasks()->Cancel(running.id(), "", &out).code, ErrorCode::kFailedPrecondition);
 }
 
-TEST(DaemonIntegration, NamesFindTheLiveTaskElseTheNewestEnded) {
-  TempDir dir;
-  DaemonOptions options = CpuOptions(dir);
-  Daemon daemon(options);
-  std::string error;
-  ASSERT_TRUE(daemon.Start(&error)) << error;
+TEST_F(DaemonIntegration, NamesFindTheLiveTaskElseTheNewestEnded) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
   v1::TaskInfo first, second, third, found;
-  ASSERT_TRUE(daemon.tasks()->Submit(MakeSpec("same", {COUNT_TASK_BIN}), &first).ok());
-  ASSERT_TRUE(daemon.tasks()->Cancel(first.id(), "", &found).ok());
+  ASSERT_TRUE(tasks()->Submit(MakeSpec("same", {COUNT_TASK_BIN}), &first).ok());
+  ASSERT_TRUE(tasks()->Cancel(first.id(), "", &found).ok());
   // A launched task ends after its process does; the name is free then.
-  ASSERT_EQ(WaitForState(daemon.tasks(), first.id(), "CANCELLED", 30 * kSecond).state(), "CANCELLED");
-  ASSERT_TRUE(daemon.tasks()->Submit(MakeSpec("same", {COUNT_TASK_BIN}), &second).ok());
-  ASSERT_TRUE(daemon.tasks()->Cancel(second.id(), "", &found).ok());
-  ASSERT_EQ(WaitForState(daemon.tasks(), second.id(), "CANCELLED", 30 * kSecond).state(), "CANCELLED");
-  ASSERT_TRUE(daemon.tasks()->Get(0, "same", &found).ok());
+  ASSERT_EQ(WaitForState(tasks(), first.id(), "CANCELLED", 30 * kSecond).state(), "CANCELLED");
+  ASSERT_TRUE(tasks()->Submit(MakeSpec("same", {COUNT_TASK_BIN}), &second).ok());
+  ASSERT_TRUE(tasks()->Cancel(second.id(), "", &found).ok());
+  ASSERT_EQ(WaitForState(tasks(), second.id(), "CANCELLED", 30 * kSecond).state(), "CANCELLED");
+  ASSERT_TRUE(tasks()->Get(0, "same", &found).ok());
   EXPECT_EQ(found.id(), second.id()) << "all ended: the newest";
-  ASSERT_TRUE(daemon.tasks()->Submit(MakeSpec("same", {COUNT_TASK_BIN}), &third).ok());
-  ASSERT_TRUE(daemon.tasks()->Get(0, "same", &found).ok());
+  ASSERT_TRUE(tasks()->Submit(MakeSpec("same", {COUNT_TASK_BIN}), &third).ok());
+  ASSERT_TRUE(tasks()->Get(0, "same", &found).ok());
   EXPECT_EQ(found.id(), third.id()) << "the one still in flight";
 }
 
-TEST(DaemonIntegration, SocketIsPrivateAndASecondDaemonIsRefused) {
-  TempDir dir;
-  DaemonOptions options = CpuOptions(dir);
-  Daemon daemon(options);
-  std::string error;
-  ASSERT_TRUE(daemon.Start(&error)) << error;
+TEST_F(DaemonIntegration, SocketIsPrivateAndASecondDaemonIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
   struct stat st;
-  ASSERT_EQ(stat(options.socket_path.c_str(), &st), 0);
+  ASSERT_EQ(stat(options_.socket_path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_EQ(st.st_uid, getuid());
-  Daemon second(options);
+  Daemon second(options_);
+  std::string error;
   EXPECT_FALSE(second.Start(&error));
   EXPECT_NE(error.find("in use by another daemon"), std::string::npos) << error;
-  DaemonOptions other = CpuOptions(dir);
-  other.state_dir = dir.path() + "/state2";
+  DaemonOptions other = CpuOptions(dir_);
+  other.state_dir = dir_.path() + "/state2";
   Daemon third(other);
   EXPECT_FALSE(third.Start(&error));
   EXPECT_NE(error.find("another daemon is listening"), std::string::npos) << error;

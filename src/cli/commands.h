@@ -8,5 +8,6 @@ namespace freeride::cli {
 void AddDaemonCommand(CLI::App& app, int* exit_code);
 void AddClientCommands(CLI::App& app, int* exit_code);
 void AddScheduleCommand(CLI::App& app, int* exit_code);
+void AddProfileCommand(CLI::App& app, int* exit_code);
 
 }  // namespace freeride::cli

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   freeride::cli::AddDaemonCommand(app, &exit_code);
   freeride::cli::AddClientCommands(app, &exit_code);
   freeride::cli::AddScheduleCommand(app, &exit_code);
+  freeride::cli::AddProfileCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

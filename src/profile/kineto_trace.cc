@@ -1,0 +1,313 @@
+#include "profile/kineto_trace.h"
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <cstring>
+
+namespace freeride::profile {
+namespace {
+
+// The DOM API dispatches at run time to the CPU's best kernels (AVX2 etc.);
+// On-Demand would be fixed at compile time to the portable fallback.
+namespace dom = simdjson::dom;
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+std::optional<int> ProfilerStepNumber(std::string_view name) {
+  constexpr std::string_view kPrefix = "ProfilerStep#";
+  if (!StartsWith(name, kPrefix)) return std::nullopt;
+  int n = 0;
+  auto [ptr, ec] = std::from_chars(name.data() + kPrefix.size(), name.data() + name.size(), n);
+  if (ec != std::errc() || ptr != name.data() + name.size()) return std::nullopt;
+  return n;
+}
+
+// NCCL kernels spin on the GPU while they wait for the peer, so their time
+// is waiting, not work.
+bool IsCommunicationKernel(std::string_view name) {
+  return StartsWith(name, "nccl") || name.find("NCCL") != std::string_view::npos;
+}
+
+// A number, or a number written as a string (some tools do); nullopt if the
+// field is absent.  Throws simdjson_error for any other type.
+std::optional<double> NumberField(dom::object object, std::string_view key) {
+  dom::element v;
+  if (object[key].get(v) != simdjson::SUCCESS) return std::nullopt;
+  if (v.is_number()) return v.get_double().value();
+  if (v.is_string()) {
+    std::string_view s = v.get_string().value();
+    double out = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    if (ec == std::errc() && p == s.data() + s.size()) return out;
+  }
+  if (v.is_null()) return std::nullopt;
+  throw simdjson::simdjson_error(simdjson::INCORRECT_TYPE);
+}
+
+std::string_view StringField(dom::object object, std::string_view key) {
+  dom::element v;
+  if (object[key].get(v) != simdjson::SUCCESS || v.is_null()) return {};
+  return v.get_string().value();  // throws INCORRECT_TYPE for a non-string
+}
+
+// A cheap look at an event's "cat" before parsing it: most events (CPU ops,
+// runtime calls, flows) are of no use here.  Returns false only when the
+// event certainly has an unwanted category: the first `"cat"` is a key of the
+// event object itself (no bracket before it, not escaped, followed by ':')
+// and its value is a plain string outside the wanted set.  Kineto writes
+// "cat" second, so the scan is short; anything unusual is parsed in full.
+bool MayBeWanted(std::string_view text) {
+  constexpr std::string_view kKey = "\"cat\"";
+  size_t n = text.size(), at = 1;
+  for (;; ++at) {
+    if (at + kKey.size() > n) return true;
+    char c = text[at];
+    if (c == '{' || c == '[' || c == '\\') return true;
+    if (c == '"' && text[at + 1] == 'c' && text[at + 2] == 'a' && text[at + 3] == 't' &&
+        text[at + 4] == '"')
+      break;
+  }
+  size_t i = at + kKey.size();
+  while (i < n && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) ++i;
+  if (i >= n || text[i] != ':') return true;
+  ++i;
+  while (i < n && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) ++i;
+  if (i >= n || text[i] != '"') return true;
+  size_t close = text.find('"', i + 1);
+  if (close == std::string_view::npos) return true;
+  std::string_view cat = text.substr(i + 1, close - i - 1);
+  if (cat.find('\\') != std::string_view::npos) return true;
+  return cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" ||
+         cat == "user_annotation" || cat == "gpu_user_annotation" || cat == "cpu_instant_event";
+}
+
+class TraceBuilder {
+ public:
+  explicit TraceBuilder(KinetoTrace* trace) : trace_(trace) {}
+
+  void TopLevel(std::string_view key, std::string_view value) {
+    if (key != "deviceProperties" && key != "distributedInfo" && key != "baseTimeNanoseconds")
+      return;
+    dom::element doc = top_parser_.parse(value.data(), value.size(), /*realloc_if_needed=*/false);
+    if (key == "baseTimeNanoseconds") {
+      trace_->base_time_ns = doc.is_int64() ? doc.get_int64().value()
+                                            : static_cast<int64_t>(doc.get_double().value());
+    } else if (key == "deviceProperties") {
+      for (dom::element device : doc.get_array()) {
+        dom::object d = device.get_object();
+        std::optional<double> id = NumberField(d, "id");
+        if (!id) continue;
+        DeviceInfo& info = trace_->devices[static_cast<int>(*id)];
+        info.name = std::string(StringField(d, "name"));
+        info.total_memory_bytes =
+            static_cast<uint64_t>(NumberField(d, "totalGlobalMem").value_or(0));
+      }
+    } else {  // distributedInfo
+      dom::object info = doc.get_object();
+      if (auto rank = NumberField(info, "rank")) trace_->rank = static_cast<int>(*rank);
+      if (auto size = NumberField(info, "world_size"))
+        trace_->world_size = static_cast<int>(*size);
+      dom::array groups;
+      if (info["pg_config"].get_array().get(groups) == simdjson::SUCCESS) {
+        for (dom::element group : groups) {
+          dom::array ranks;
+          if (group["ranks"].get_array().get(ranks) != simdjson::SUCCESS) continue;
+          for (dom::element r : ranks) trace_->group_ranks.push_back(static_cast<int>(r.get_double().value()));
+          break;
+        }
+      }
+    }
+  }
+
+  // Called from the parsing thread only; TopLevel from the reading thread.
+  // They fill different fields of the trace.
+  void Event(std::string_view text) {
+    dom::element doc = event_parser_.parse(text.data(), text.size(), /*realloc_if_needed=*/false);
+    dom::object event;
+    if (doc.get_object().get(event) != simdjson::SUCCESS) return;  // not an event object
+    std::optional<double> ts = NumberField(event, "ts");
+    if (!ts) return;  // metadata
+    std::string_view name = StringField(event, "name");
+    dom::object args;
+    bool has_args = event["args"].get_object().get(args) == simdjson::SUCCESS;
+    if (name == "[memory]") {
+      if (!has_args) return;
+      auto reserved = NumberField(args, "Total Reserved");
+      auto device = NumberField(args, "Device Id");
+      // Device Type 1 is CUDA in the allocator's events.
+      if (reserved && device && NumberField(args, "Device Type").value_or(1) == 1) {
+        auto& peak = trace_->peak_reserved_bytes[static_cast<int>(*device)];
+        peak = std::max(peak, static_cast<uint64_t>(*reserved));
+      }
+      return;
+    }
+    if (StringField(event, "ph") != "X") return;
+    std::string_view cat = StringField(event, "cat");
+    bool gpu_op = cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset";
+    bool cpu_step = cat == "user_annotation";
+    bool gpu_step = cat == "gpu_user_annotation";
+    if (!gpu_op && !cpu_step && !gpu_step) return;
+    double dur = std::max(0.0, NumberField(event, "dur").value_or(0));
+    if (gpu_op) {
+      GpuOp op;
+      op.start_us = *ts;
+      op.end_us = *ts + dur;
+      op.communication = cat == "kernel" && IsCommunicationKernel(name);
+      if (has_args) {
+        op.device = static_cast<int>(NumberField(args, "device").value_or(-1));
+        op.stream = static_cast<int>(NumberField(args, "stream").value_or(-1));
+      }
+      trace_->gpu_ops.push_back(op);
+      return;
+    }
+    if (auto n = ProfilerStepNumber(name)) {
+      StepWindow w{*n, *ts, *ts + dur};
+      (cpu_step ? trace_->cpu_steps : trace_->gpu_steps).push_back(w);
+    }
+  }
+
+ private:
+  KinetoTrace* trace_;
+  dom::parser top_parser_;
+  dom::parser event_parser_;
+};
+
+// Parses wanted events on a second thread while the reading thread
+// decompresses and splits: the two halves take about the same time.  Events
+// are copied into batches, so the reader may reuse its buffer; at most
+// kMaxQueued batches wait, which bounds memory.
+class EventParseWorker {
+ public:
+  EventParseWorker(TraceBuilder* builder, std::string path)
+      : builder_(builder), path_(std::move(path)), thread_([this] { Loop(); }) {}
+  ~EventParseWorker() { Finish(); }
+
+  void Add(std::string_view event, uint64_t index) {
+    current_.spans.push_back({current_.bytes.size(), event.size(), index});
+    current_.bytes.append(event);
+    if (current_.bytes.size() >= kBatchBytes) Submit();
+  }
+
+  // Waits for all events to be parsed; throws the first parse error.
+  void Finish() {
+    if (!thread_.joinable()) return;
+    Submit();
+    {
+      std::lock_guard lock(mu_);
+      closed_ = true;
+    }
+    ready_.notify_all();
+    thread_.join();
+    if (!error_.empty()) throw TraceError(error_);
+  }
+
+ private:
+  static constexpr size_t kBatchBytes = 1 << 20;
+  static constexpr size_t kMaxQueued = 4;
+  struct Span {
+    size_t offset, size;
+    uint64_t index;
+  };
+  struct Batch {
+    std::string bytes;
+    std::vector<Span> spans;
+  };
+
+  void Submit() {
+    if (current_.spans.empty()) return;
+    current_.bytes.append(kTracePadding, ' ');
+    std::unique_lock lock(mu_);
+    space_.wait(lock, [&] { return queue_.size() < kMaxQueued || failed_; });
+    if (failed_) {
+      std::string error = error_;
+      lock.unlock();
+      current_ = {};
+      return;  // Finish() reports it
+    }
+    queue_.push_back(std::move(current_));
+    current_ = {};
+    ready_.notify_one();
+  }
+
+  void Loop() {
+    for (;;) {
+      Batch batch;
+      {
+        std::unique_lock lock(mu_);
+        ready_.wait(lock, [&] { return !queue_.empty() || closed_; });
+        if (queue_.empty()) return;
+        batch = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      space_.notify_one();
+      if (failed_) continue;
+      for (const Span& span : batch.spans) {
+        std::string_view text(batch.bytes.data() + span.offset, span.size);
+        try {
+          builder_->Event(text);
+        } catch (const simdjson::simdjson_error& e) {
+          std::lock_guard lock(mu_);
+          error_ = fmt::format("{}: trace event #{} is malformed ({}): {:.200}", path_,
+                               span.index, e.what(), text);
+          failed_ = true;
+          space_.notify_all();
+          break;
+        }
+      }
+    }
+  }
+
+  TraceBuilder* builder_;
+  std::string path_;
+  Batch current_;
+  std::mutex mu_;
+  std::condition_variable ready_, space_;
+  std::deque<Batch> queue_;
+  bool closed_ = false;
+  std::atomic<bool> failed_{false};
+  std::string error_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+KinetoTrace LoadKinetoTrace(const std::string& path, const TraceStreamOptions& options) {
+  KinetoTrace trace;
+  trace.path = path;
+  TraceBuilder builder(&trace);
+  EventParseWorker worker(&builder, path);
+  TraceStreamVisitor visitor;
+  uint64_t event_index = 0;
+  visitor.on_top_level = [&](std::string_view key, std::string_view value) {
+    try {
+      builder.TopLevel(key, value);
+    } catch (const simdjson::simdjson_error& e) {
+      throw TraceError(fmt::format("{}: top-level '{}' is malformed: {}", path, key, e.what()));
+    }
+  };
+  visitor.on_event = [&](std::string_view event) {
+    if (MayBeWanted(event)) worker.Add(event, event_index);
+    ++event_index;
+  };
+  TraceStreamStats stats = StreamTrace(path, visitor, options);
+  worker.Finish();
+  trace.events = stats.events;
+  trace.json_bytes = stats.bytes;
+  auto by_start = [](const auto& a, const auto& b) { return a.start_us < b.start_us; };
+  std::sort(trace.gpu_ops.begin(), trace.gpu_ops.end(), by_start);
+  std::sort(trace.cpu_steps.begin(), trace.cpu_steps.end(), by_start);
+  std::sort(trace.gpu_steps.begin(), trace.gpu_steps.end(), by_start);
+  return trace;
+}
+
+}  // namespace freeride::profile

@@ -1,0 +1,51 @@
+// What the bubble profiler needs from one rank's PyTorch profiler (Kineto)
+// trace: GPU operations with their streams, the ProfilerStep windows, device
+// memory sizes and the peak memory the caching allocator reserved.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "profile/trace_stream.h"
+
+namespace freeride::profile {
+
+struct GpuOp {
+  double start_us = 0, end_us = 0;
+  int device = -1;
+  int stream = -1;
+  bool communication = false;  // an NCCL kernel: it may spin while waiting
+};
+
+struct StepWindow {
+  int step = 0;  // N of ProfilerStep#N
+  double start_us = 0, end_us = 0;
+};
+
+struct DeviceInfo {
+  std::string name;
+  uint64_t total_memory_bytes = 0;
+};
+
+struct KinetoTrace {
+  std::string path;
+  std::optional<int> rank, world_size;
+  std::vector<int> group_ranks;          // distributedInfo.pg_config[0].ranks
+  std::optional<int64_t> base_time_ns;   // baseTimeNanoseconds
+  std::map<int, DeviceInfo> devices;     // deviceProperties by id
+  std::map<int, uint64_t> peak_reserved_bytes;  // by CUDA device id
+  std::vector<GpuOp> gpu_ops;
+  std::vector<StepWindow> cpu_steps;     // user_annotation ProfilerStep#N
+  std::vector<StepWindow> gpu_steps;     // gpu_user_annotation ProfilerStep#N
+  uint64_t events = 0;
+  uint64_t json_bytes = 0;
+};
+
+// Reads one trace (plain or .gz).  Throws TraceError for unreadable or
+// malformed files and for events whose fields have the wrong types.  It does
+// not judge content (no GPU events, no steps): the analysis does that.
+KinetoTrace LoadKinetoTrace(const std::string& path, const TraceStreamOptions& options = {});
+
+}  // namespace freeride::profile

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <set>
+#include <tuple>
+#include <sstream>
+
 namespace freeride {
 namespace {
 
@@ -14,15 +19,90 @@ std::string Order(const std::vector<PipelineAction>& actions) {
 TEST(PipelineSchedule, OneFOneBMatchesTorchPipelineOrderOn4x4) {
   // As printed by Schedule1F1B(4 stages, 4 micro-batches).pipeline_order.
   auto order = BuildActionOrder(ScheduleKind::k1F1B, 4, 4);
-  EXPECT_EQ(Order(order[0]), "F0 F1 F2 F3 B0 B1 B2 B3");
-  EXPECT_EQ(Order(order[1]), "F0 F1 F2 B0 F3 B1 B2 B3");
-  EXPECT_EQ(Order(order[2]), "F0 F1 B0 F2 B1 F3 B2 B3");
-  EXPECT_EQ(Order(order[3]), "F0 B0 F1 B1 F2 B2 F3 B3");
+  EXPECT_EQ(Order(order[0]), "0F0 0F1 0F2 0F3 0B0 0B1 0B2 0B3");
+  EXPECT_EQ(Order(order[1]), "1F0 1F1 1F2 1B0 1F3 1B1 1B2 1B3");
+  EXPECT_EQ(Order(order[2]), "2F0 2F1 2B0 2F2 2B1 2F3 2B2 2B3");
+  EXPECT_EQ(Order(order[3]), "3F0 3B0 3F1 3B1 3F2 3B2 3F3 3B3");
 }
 
 TEST(PipelineSchedule, GPipeRunsAllForwardsFirst) {
   auto order = BuildActionOrder(ScheduleKind::kGPipe, 2, 3);
-  EXPECT_EQ(Order(order[1]), "F0 F1 F2 B0 B1 B2");
+  EXPECT_EQ(Order(order[1]), "1F0 1F1 1F2 1B0 1B1 1B2");
+}
+
+// torch 2.13's Schedule1F1B.pipeline_order numbers the last rank's forwards
+// from 1 (F1..FM, an off-by-one in its _get_pipeline_order); the schedule
+// executes F0..F(M-1).  The model keeps the executed order.
+std::string TorchLastRankOneFOneBFix(const std::string& torch_order) {
+  std::stringstream in(torch_order);
+  std::string item, out;
+  while (in >> item) {
+    size_t f = item.find('F');
+    if (f != std::string::npos)
+      item = item.substr(0, f + 1) + std::to_string(std::stoi(item.substr(f + 1)) - 1);
+    out += (out.empty() ? "" : " ") + item;
+  }
+  return out;
+}
+
+// Every line of tests/data/torch_pipeline_orders.txt, printed by torch itself
+// (tests/data/make_torch_orders.py), for all four schedule kinds.
+TEST(PipelineSchedule, ActionOrdersMatchTorchPipelineOrder) {
+  std::ifstream file(TEST_DATA_DIR "/torch_pipeline_orders.txt");
+  ASSERT_TRUE(file.good());
+  std::string line;
+  int checked = 0;
+  std::set<std::string> kinds;
+  while (std::getline(file, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::stringstream in(line);
+    std::string kind_name, rank_text;
+    int p, m, v;
+    in >> kind_name >> p >> m >> v >> rank_text;
+    int rank = std::stoi(rank_text);
+    std::string expected;
+    std::getline(in, expected);
+    expected = expected.substr(expected.find_first_not_of(' '));
+    std::string error;
+    auto kind = ParseScheduleKind(kind_name, &error);
+    ASSERT_TRUE(kind.has_value()) << error;
+    if (*kind == ScheduleKind::k1F1B && rank == p - 1) expected = TorchLastRankOneFOneBFix(expected);
+    auto order = BuildActionOrder(*kind, p, m, v);
+    EXPECT_EQ(Order(order[rank]), expected) << line;
+    ++checked;
+    kinds.insert(kind_name);
+  }
+  EXPECT_EQ(checked, 48);
+  EXPECT_EQ(kinds.size(), 4u);
+}
+
+TEST(PipelineSchedule, InterleavingDividesTheBubbleByTheVirtualStages) {
+  // Equal times per stage: the Megatron-LM ideal (P-1)/(V*M+P-1).
+  for (auto [p, m, v] : {std::tuple{4, 8, 2}, {4, 4, 2}, {2, 6, 3}, {4, 12, 2}}) {
+    ScheduleTimeline t =
+        TimeSchedule(ScheduleKind::kInterleaved1F1B, p, m, StageTimes{1, 2, 0}, 1e-9, v);
+    EXPECT_NEAR(t.bubble_fraction, double(p - 1) / (v * m + p - 1), 1e-9)
+        << "P=" << p << " M=" << m << " V=" << v;
+    EXPECT_LT(t.bubble_fraction, ClosedFormBubbleFraction(p, m));
+  }
+}
+
+TEST(PipelineSchedule, ZeroBubbleVLeavesFarLessIdleThan1F1B) {
+  // F = I = W: ZB-V's design point.
+  StageTimes equal{1, 2, 0, 1};
+  ScheduleTimeline zbv = TimeSchedule(ScheduleKind::kZeroBubbleV, 4, 8, equal, 1e-9, 2);
+  // The same work per rank on 1F1B: one stage per rank, twice as long.
+  ScheduleTimeline one = TimeSchedule(ScheduleKind::k1F1B, 4, 8, StageTimes{2, 4, 0});
+  EXPECT_LT(zbv.bubble_fraction, one.bubble_fraction / 3);
+  for (const RankTimeline& r : zbv.ranks) EXPECT_DOUBLE_EQ(r.busy, 8 * 2 * 3.0);
+  // Weight gradients never start before their input gradient.
+  for (const RankTimeline& r : zbv.ranks)
+    for (const TimedAction& w : r.actions)
+      if (w.action.type == PipelineAction::kBackwardWeight)
+        for (const TimedAction& i : r.actions)
+          if (i.action.type == PipelineAction::kBackwardInput && i.action.stage == w.action.stage &&
+              i.action.microbatch == w.action.microbatch)
+            EXPECT_LE(i.end, w.start);
 }
 
 TEST(PipelineSchedule, EqualStageTimesGiveTheClosedForm) {
@@ -67,9 +147,18 @@ TEST(PipelineSchedule, LatencyBetweenStagesWidensTheBubble) {
 TEST(PipelineSchedule, BadInputIsRefusedClearly) {
   std::string error;
   EXPECT_FALSE(ParseScheduleKind("bogus", &error).has_value());
-  EXPECT_NE(error.find("supported: gpipe, 1f1b"), std::string::npos);
+  EXPECT_NE(error.find("supported: gpipe, 1f1b, interleaved, zbv"), std::string::npos);
   EXPECT_THROW(BuildActionOrder(ScheduleKind::k1F1B, 0, 4), std::invalid_argument);
   EXPECT_THROW(BuildActionOrder(ScheduleKind::kGPipe, 4, 0), std::invalid_argument);
+  EXPECT_THROW(BuildActionOrder(ScheduleKind::k1F1B, 4, 4, 2), std::invalid_argument);
+  EXPECT_THROW(BuildActionOrder(ScheduleKind::kZeroBubbleV, 4, 4, 3), std::invalid_argument);
+  try {
+    BuildActionOrder(ScheduleKind::kInterleaved1F1B, 4, 10, 2);  // rounds = 2, 10 % 2 == 0: fine
+    BuildActionOrder(ScheduleKind::kInterleaved1F1B, 4, 9, 2);   // rounds = 2, 9 % 2 != 0
+    ADD_FAILURE() << "accepted 9 micro-batches in rounds of 2";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("multiple of the rounds"), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -17,6 +18,7 @@ struct ScheduleArgs {
   int microbatches = 4;
   std::string times = "1,2";
   double p2p = 0;
+  int virtual_stages = 0;  // 0: the schedule's default
   bool json = false;
 };
 
@@ -38,8 +40,9 @@ bool ParseTimes(const std::string& text, StageTimes* times, std::string* error) 
     return false;
   }
   times->forward = values[0];
-  // Without zero-bubble splitting the weight gradient runs inside backward.
+  // Schedules without split backwards run the weight gradient inside backward.
   times->backward = values[1] + (values.size() == 3 ? values[2] : 0);
+  if (values.size() == 3) times->weight = values[2];
   if (times->forward + times->backward <= 0) {
     *error = "--times: forward and backward cannot both be zero";
     return false;
@@ -54,25 +57,37 @@ int RunSchedule(const ScheduleArgs& args) {
     fmt::print(stderr, "freeride schedule: {}\n", error);
     return 2;
   }
-  if (args.stages < 1 || args.microbatches < 1) {
-    fmt::print(stderr, "freeride schedule: --stages and --microbatches must be at least 1\n");
-    return 2;
-  }
   StageTimes times;
   if (!ParseTimes(args.times, &times, &error)) {
     fmt::print(stderr, "freeride schedule: {}\n", error);
     return 2;
   }
   times.p2p_latency = args.p2p;
-  ScheduleTimeline t = TimeSchedule(*kind, args.stages, args.microbatches, times);
+  int virtual_stages = args.virtual_stages > 0 ? args.virtual_stages : DefaultVirtualStages(*kind);
+  ScheduleTimeline t;
+  try {
+    t = TimeSchedule(*kind, args.stages, args.microbatches, times, 1e-9, virtual_stages);
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "freeride schedule: {}\n", e.what());
+    return 2;
+  }
+  // GPipe/1F1B: (P-1)/(M+P-1).  Interleaving divides the bubble by V (the
+  // Megatron paper's ideal); ZB-V has no closed form.
+  std::optional<double> ideal;
+  if (*kind == ScheduleKind::kGPipe || *kind == ScheduleKind::k1F1B)
+    ideal = ClosedFormBubbleFraction(args.stages, args.microbatches);
+  else if (*kind == ScheduleKind::kInterleaved1F1B)
+    ideal = static_cast<double>(args.stages - 1) /
+            (virtual_stages * args.microbatches + args.stages - 1);
   if (args.json) {
     nlohmann::json out;
     out["schedule"] = ScheduleKindName(*kind);
     out["stages"] = args.stages;
     out["microbatches"] = args.microbatches;
+    out["virtual_stages"] = virtual_stages;
     out["iteration"] = t.iteration;
     out["bubble_fraction"] = t.bubble_fraction;
-    out["closed_form_bubble_fraction"] = ClosedFormBubbleFraction(args.stages, args.microbatches);
+    out["closed_form_bubble_fraction"] = ideal ? nlohmann::json(*ideal) : nlohmann::json();
     for (const RankTimeline& r : t.ranks) {
       nlohmann::json rank{{"rank", r.rank}, {"busy", r.busy}};
       for (const TimedAction& a : r.actions)
@@ -89,9 +104,9 @@ int RunSchedule(const ScheduleArgs& args) {
     fmt::print("{}\n", out.dump(2));
     return 0;
   }
-  fmt::print("{} schedule, {} stages, {} micro-batches, F={} B={} (time units)\n",
-             ScheduleKindName(*kind), args.stages, args.microbatches, times.forward,
-             times.backward);
+  fmt::print("{} schedule, {} ranks x {} stage(s), {} micro-batches, F={} B={} (time units)\n",
+             ScheduleKindName(*kind), args.stages, virtual_stages, args.microbatches,
+             times.forward, times.backward);
   for (const RankTimeline& r : t.ranks) {
     std::string order;
     for (const TimedAction& a : r.actions) order += a.action.Label() + " ";
@@ -101,8 +116,15 @@ int RunSchedule(const ScheduleArgs& args) {
     fmt::print("\n  idle {:.1f}% of {:g}\n", 100.0 * (t.iteration - r.busy) / t.iteration,
                t.iteration);
   }
-  fmt::print("\nbubble fraction {:.4f} (closed form (P-1)/(M+P-1) = {:.4f})\n", t.bubble_fraction,
-             ClosedFormBubbleFraction(args.stages, args.microbatches));
+  if (*kind == ScheduleKind::kInterleaved1F1B)
+    fmt::print("\nbubble fraction {:.4f} (ideal (P-1)/(V*M+P-1) = {:.4f})\n", t.bubble_fraction,
+               *ideal);
+  else if (ideal)
+    fmt::print("\nbubble fraction {:.4f} (closed form (P-1)/(M+P-1) = {:.4f})\n",
+               t.bubble_fraction, *ideal);
+  else
+    fmt::print("\nbubble fraction {:.4f}\n", t.bubble_fraction);
+  fmt::print("actions are <stage><F|B|I|W><micro-batch>, as torch's pipeline_order prints them\n");
   fmt::print("idle slot letters: A fill, B waiting after warm-up, D steady gap, C drain\n");
   return 0;
 }
@@ -113,10 +135,16 @@ void AddScheduleCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<ScheduleArgs>();
   CLI::App* cmd = app.add_subcommand(
       "schedule", "Model a pipeline schedule: per-rank actions, idle slots, bubble fraction.");
-  cmd->add_option("--schedule", args->schedule, "gpipe or 1f1b")->capture_default_str();
-  cmd->add_option("--stages", args->stages, "Pipeline stages P")->capture_default_str();
+  cmd->add_option("--schedule", args->schedule, "gpipe, 1f1b, interleaved or zbv")
+      ->capture_default_str();
+  cmd->add_option("--stages", args->stages, "Pipeline ranks P")->capture_default_str();
+  cmd->add_option("--virtual", args->virtual_stages,
+                  "Stages per rank V (default 1; 2 for interleaved and zbv)");
   cmd->add_option("--microbatches", args->microbatches, "Micro-batches M")->capture_default_str();
-  cmd->add_option("--times", args->times, "Stage times F,B or F,B,W")->capture_default_str();
+  cmd->add_option("--times", args->times,
+                  "Times of one action on one stage: F,B or F,B,W (W: the weight-gradient "
+                  "part, split out by zbv)")
+      ->capture_default_str();
   cmd->add_option("--p2p", args->p2p, "Send/receive latency between stages")->capture_default_str();
   cmd->add_flag("--json", args->json, "Print JSON");
   cmd->callback([args, exit_code] { *exit_code = RunSchedule(*args); });

@@ -9,19 +9,35 @@ namespace freeride {
 std::optional<ScheduleKind> ParseScheduleKind(const std::string& name, std::string* error) {
   if (name == "gpipe") return ScheduleKind::kGPipe;
   if (name == "1f1b") return ScheduleKind::k1F1B;
-  if (name == "interleaved" || name == "zbv")
-    *error = "schedule '" + name + "' is not modelled yet; supported: gpipe, 1f1b";
-  else
-    *error = "unknown schedule '" + name + "'; supported: gpipe, 1f1b";
+  if (name == "interleaved") return ScheduleKind::kInterleaved1F1B;
+  if (name == "zbv") return ScheduleKind::kZeroBubbleV;
+  *error = "unknown schedule '" + name + "'; supported: gpipe, 1f1b, interleaved, zbv";
   return std::nullopt;
 }
 
 const char* ScheduleKindName(ScheduleKind kind) {
-  return kind == ScheduleKind::kGPipe ? "gpipe" : "1f1b";
+  switch (kind) {
+    case ScheduleKind::kGPipe: return "gpipe";
+    case ScheduleKind::k1F1B: return "1f1b";
+    case ScheduleKind::kInterleaved1F1B: return "interleaved";
+    case ScheduleKind::kZeroBubbleV: return "zbv";
+  }
+  return "?";
+}
+
+int DefaultVirtualStages(ScheduleKind kind) {
+  return kind == ScheduleKind::kInterleaved1F1B || kind == ScheduleKind::kZeroBubbleV ? 2 : 1;
+}
+
+int RankOfStage(ScheduleKind kind, int ranks, int stage) {
+  if (kind == ScheduleKind::kZeroBubbleV)  // V shape: down the ranks, then back up
+    return stage < ranks ? stage : 2 * ranks - 1 - stage;
+  return stage % ranks;
 }
 
 std::string PipelineAction::Label() const {
-  return (type == kForward ? "F" : "B") + std::to_string(microbatch);
+  static constexpr char kLetters[] = {'F', 'B', 'I', 'W'};
+  return std::to_string(stage) + kLetters[type] + std::to_string(microbatch);
 }
 
 const char* BubbleTypeName(BubbleType type) {
@@ -44,66 +60,198 @@ char BubbleTypeLetter(BubbleType type) {
   return '?';
 }
 
-std::vector<std::vector<PipelineAction>> BuildActionOrder(ScheduleKind kind, int stages,
-                                                          int microbatches) {
-  if (stages < 1 || microbatches < 1)
-    throw std::invalid_argument("stages and micro-batches must be at least 1");
-  std::vector<std::vector<PipelineAction>> order(stages);
-  for (int rank = 0; rank < stages; ++rank) {
+namespace {
+
+using Action = PipelineAction;
+
+void CheckShape(ScheduleKind kind, int ranks, int microbatches, int virtual_stages) {
+  if (ranks < 1 || microbatches < 1)
+    throw std::invalid_argument("ranks (stages) and micro-batches must be at least 1");
+  switch (kind) {
+    case ScheduleKind::kGPipe:
+    case ScheduleKind::k1F1B:
+      if (virtual_stages != 1)
+        throw std::invalid_argument(std::string(ScheduleKindName(kind)) +
+                                    " has one stage per rank; use interleaved for --virtual > 1");
+      break;
+    case ScheduleKind::kInterleaved1F1B: {
+      if (virtual_stages < 1) throw std::invalid_argument("--virtual must be at least 1");
+      int rounds = std::max(1, microbatches / ranks);
+      if (microbatches % rounds != 0)
+        throw std::invalid_argument(
+            "interleaved 1F1B needs the micro-batches to be a multiple of the rounds "
+            "max(1, M / P) = " + std::to_string(rounds) + "; got M = " +
+            std::to_string(microbatches));
+      break;
+    }
+    case ScheduleKind::kZeroBubbleV:
+      if (virtual_stages != 2)
+        throw std::invalid_argument("zbv runs exactly 2 stages per rank (--virtual 2)");
+      break;
+  }
+}
+
+void AppendOneFOneB(int ranks, int rank, int microbatches, std::vector<Action>& out) {
+  int warmup = std::min(microbatches, ranks - rank);
+  int next_forward = 0, next_backward = 0;
+  for (; next_forward < warmup; ++next_forward)
+    out.push_back({Action::kForward, rank, next_forward});
+  while (next_forward < microbatches) {
+    out.push_back({Action::kBackward, rank, next_backward++});
+    out.push_back({Action::kForward, rank, next_forward++});
+  }
+  while (next_backward < microbatches) out.push_back({Action::kBackward, rank, next_backward++});
+}
+
+// Interleaved 1F1B (Narayanan et al.), in torch's flexible form: micro-batches
+// go through the rank's V stages in rounds of M / rounds; the warm-up is
+// (V-1) rounds plus two actions per hop to the last rank.
+void AppendInterleaved(int ranks, int rank, int microbatches, int virtual_stages,
+                       std::vector<Action>& out) {
+  int rounds = std::max(1, microbatches / ranks);
+  int per_round = microbatches / rounds;
+  int total = microbatches * virtual_stages;
+  int warmup = std::min((virtual_stages - 1) * per_round + 2 * (ranks - 1 - rank), total);
+  int steady = total - warmup;
+  auto forward_stage = [&](int step) {
+    return (step / per_round) % virtual_stages * ranks + rank;
+  };
+  auto backward_stage = [&](int step) {
+    return (virtual_stages - 1 - (step - warmup) / per_round % virtual_stages) * ranks + rank;
+  };
+  std::vector<int> next_forward(ranks * virtual_stages, 0), next_backward = next_forward;
+  for (int step = 0; step < warmup + steady + warmup; ++step) {
+    if (step < warmup + steady) {
+      int s = forward_stage(step);
+      out.push_back({Action::kForward, s, next_forward[s]++});
+    }
+    if (step >= warmup) {
+      int s = backward_stage(step);
+      out.push_back({Action::kBackward, s, next_backward[s]++});
+    }
+  }
+}
+
+// ZB-V: stage `rank` on the way down and stage 2P-1-rank on the way up, with
+// split backwards.  Like torch it plans for at least 2P-1 micro-batches and
+// then drops the actions of those that do not exist.
+void AppendZeroBubbleV(int ranks, int rank, int microbatches, std::vector<Action>& out) {
+  int planned = std::max(2 * ranks - 1, microbatches);
+  int down = rank, up = 2 * ranks - 1 - rank;
+  int f_down = 0, f_up = 0, b_down = 0, b_up = 0;
+  std::vector<Action> plan;
+  auto add = [&](Action::Type type, int stage, int mb) { plan.push_back({type, stage, mb}); };
+  for (int i = 0; i < 2 * (ranks - rank) - 1; ++i) add(Action::kForward, down, f_down++);
+  for (int i = 0; i < rank; ++i) {
+    add(Action::kForward, up, f_up++);
+    add(Action::kForward, down, f_down++);
+  }
+  for (int i = 0; i < ranks - rank; ++i) {
+    add(Action::kForward, up, f_up++);
+    add(Action::kBackwardInput, up, b_up);
+    add(Action::kBackwardWeight, up, b_up++);
+  }
+  while (f_up < f_down || f_down < planned) {
+    if (f_down < planned) add(Action::kForward, down, f_down++);
+    add(Action::kBackwardInput, down, b_down);
+    add(Action::kBackwardWeight, down, b_down++);
+    add(Action::kForward, up, f_up++);
+    add(Action::kBackwardInput, up, b_up);
+    add(Action::kBackwardWeight, up, b_up++);
+  }
+  int w_down = b_down, w_up = b_up;
+  for (int i = 0; i < rank; ++i) {
+    add(Action::kBackwardInput, down, b_down++);
+    add(Action::kBackwardInput, up, b_up++);
+  }
+  for (int i = 0; i < ranks - rank; ++i) {
+    add(Action::kBackwardInput, down, b_down++);
+    add(Action::kBackwardWeight, down, w_down++);
+  }
+  while (w_up < b_up) add(Action::kBackwardWeight, up, w_up++);
+  while (w_down < b_down) add(Action::kBackwardWeight, down, w_down++);
+  for (const Action& a : plan)
+    if (a.microbatch < microbatches) out.push_back(a);
+}
+
+}  // namespace
+
+std::vector<std::vector<PipelineAction>> BuildActionOrder(ScheduleKind kind, int ranks,
+                                                          int microbatches, int virtual_stages) {
+  CheckShape(kind, ranks, microbatches, virtual_stages);
+  std::vector<std::vector<PipelineAction>> order(ranks);
+  for (int rank = 0; rank < ranks; ++rank) {
     auto& actions = order[rank];
-    if (kind == ScheduleKind::kGPipe) {
-      for (int m = 0; m < microbatches; ++m) actions.push_back({PipelineAction::kForward, m});
-      for (int m = 0; m < microbatches; ++m) actions.push_back({PipelineAction::kBackward, m});
-      continue;
+    switch (kind) {
+      case ScheduleKind::kGPipe:
+        for (int m = 0; m < microbatches; ++m) actions.push_back({Action::kForward, rank, m});
+        for (int m = 0; m < microbatches; ++m) actions.push_back({Action::kBackward, rank, m});
+        break;
+      case ScheduleKind::k1F1B:
+        AppendOneFOneB(ranks, rank, microbatches, actions);
+        break;
+      case ScheduleKind::kInterleaved1F1B:
+        AppendInterleaved(ranks, rank, microbatches, virtual_stages, actions);
+        break;
+      case ScheduleKind::kZeroBubbleV:
+        AppendZeroBubbleV(ranks, rank, microbatches, actions);
+        break;
     }
-    int warmup = std::min(microbatches, stages - rank);
-    int next_forward = 0, next_backward = 0;
-    for (; next_forward < warmup; ++next_forward)
-      actions.push_back({PipelineAction::kForward, next_forward});
-    while (next_forward < microbatches) {
-      actions.push_back({PipelineAction::kBackward, next_backward++});
-      actions.push_back({PipelineAction::kForward, next_forward++});
-    }
-    while (next_backward < microbatches)
-      actions.push_back({PipelineAction::kBackward, next_backward++});
   }
   return order;
 }
 
-ScheduleTimeline TimeSchedule(ScheduleKind kind, int stages, int microbatches,
-                              const StageTimes& times, double min_idle) {
-  auto order = BuildActionOrder(kind, stages, microbatches);
+ScheduleTimeline TimeSchedule(ScheduleKind kind, int ranks, int microbatches,
+                              const StageTimes& times, double min_idle, int virtual_stages) {
+  auto order = BuildActionOrder(kind, ranks, microbatches, virtual_stages);
+  const int stages = ranks * virtual_stages;
   const double kUnset = -1;
-  // Finish time of F/B of (stage, micro-batch).
+  // Finish times per (stage, micro-batch): forward, and backward or its
+  // input-gradient half (what the previous stage waits for).
   std::vector<std::vector<double>> f_end(stages, std::vector<double>(microbatches, kUnset));
   std::vector<std::vector<double>> b_end = f_end;
-  std::vector<size_t> next(stages, 0);
-  std::vector<double> rank_free(stages, 0);
+  std::vector<size_t> next(ranks, 0);
+  std::vector<double> rank_free(ranks, 0);
   ScheduleTimeline timeline;
-  timeline.ranks.resize(stages);
+  timeline.ranks.resize(ranks);
   size_t remaining = 0;
   for (auto& a : order) remaining += a.size();
+  auto arrival = [&](const std::vector<std::vector<double>>& ends, int from_stage, int to_stage,
+                     int mb) {
+    double end = ends[from_stage][mb];
+    if (end == kUnset) return kUnset;
+    bool hop = RankOfStage(kind, ranks, from_stage) != RankOfStage(kind, ranks, to_stage);
+    return end + (hop ? times.p2p_latency : 0);
+  };
   while (remaining > 0) {
     bool progressed = false;
-    for (int rank = 0; rank < stages; ++rank) {
+    for (int rank = 0; rank < ranks; ++rank) {
       while (next[rank] < order[rank].size()) {
         const PipelineAction& a = order[rank][next[rank]];
         double ready = rank_free[rank];
-        if (a.type == PipelineAction::kForward) {
-          if (rank > 0) {
-            if (f_end[rank - 1][a.microbatch] == kUnset) break;
-            ready = std::max(ready, f_end[rank - 1][a.microbatch] + times.p2p_latency);
+        double length = 0;
+        if (a.type == Action::kForward) {
+          if (a.stage > 0) {
+            double in = arrival(f_end, a.stage - 1, a.stage, a.microbatch);
+            if (in == kUnset) break;
+            ready = std::max(ready, in);
           }
-        } else {
-          if (f_end[rank][a.microbatch] == kUnset) break;
-          if (rank + 1 < stages) {
-            if (b_end[rank + 1][a.microbatch] == kUnset) break;
-            ready = std::max(ready, b_end[rank + 1][a.microbatch] + times.p2p_latency);
+          length = times.forward;
+        } else if (a.IsBackwardStart()) {
+          if (f_end[a.stage][a.microbatch] == kUnset) break;
+          if (a.stage + 1 < stages) {
+            double in = arrival(b_end, a.stage + 1, a.stage, a.microbatch);
+            if (in == kUnset) break;
+            ready = std::max(ready, in);
           }
+          length = a.type == Action::kBackward ? times.backward : times.InputTime();
+        } else {  // weight gradient: after the same stage's input gradient
+          if (b_end[a.stage][a.microbatch] == kUnset) break;
+          length = times.WeightTime();
         }
-        double length = a.type == PipelineAction::kForward ? times.forward : times.backward;
         TimedAction timed{a, ready, ready + length};
-        (a.type == PipelineAction::kForward ? f_end : b_end)[rank][a.microbatch] = timed.end;
+        if (a.type == Action::kForward) f_end[a.stage][a.microbatch] = timed.end;
+        if (a.IsBackwardStart()) b_end[a.stage][a.microbatch] = timed.end;
         rank_free[rank] = timed.end;
         timeline.ranks[rank].actions.push_back(timed);
         ++next[rank];
@@ -115,13 +263,13 @@ ScheduleTimeline TimeSchedule(ScheduleKind kind, int stages, int microbatches,
   }
   timeline.iteration = *std::max_element(rank_free.begin(), rank_free.end());
   double idle_total = 0;
-  for (int rank = 0; rank < stages; ++rank) {
+  for (int rank = 0; rank < ranks; ++rank) {
     RankTimeline& r = timeline.ranks[rank];
     r.rank = rank;
     int first_backward = -1;
     for (size_t i = 0; i < r.actions.size(); ++i) {
       r.busy += r.actions[i].end - r.actions[i].start;
-      if (first_backward < 0 && r.actions[i].action.type == PipelineAction::kBackward)
+      if (first_backward < 0 && r.actions[i].action.IsBackwardStart())
         first_backward = static_cast<int>(i);
     }
     auto add_idle = [&](double start, double end, BubbleType type) {
@@ -137,7 +285,7 @@ ScheduleTimeline TimeSchedule(ScheduleKind kind, int stages, int microbatches,
     add_idle(r.actions.back().end, timeline.iteration, BubbleType::kDrain);
     idle_total += timeline.iteration - r.busy;
   }
-  timeline.bubble_fraction = idle_total / (stages * timeline.iteration);
+  timeline.bubble_fraction = idle_total / (ranks * timeline.iteration);
   return timeline;
 }
 

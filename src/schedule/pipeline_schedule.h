@@ -10,24 +10,42 @@
 
 namespace freeride {
 
-enum class ScheduleKind { kGPipe, k1F1B };
+// The schedules of torch.distributed.pipelining that are modelled:
+// ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B (V stages per rank,
+// looped placement) and ScheduleZBVZeroBubble (2 stages per rank, V-shaped
+// placement, backward split into input (I) and weight (W) gradients).
+enum class ScheduleKind { kGPipe, k1F1B, kInterleaved1F1B, kZeroBubbleV };
 
-// Parses "gpipe" / "1f1b"; sets *error (naming the supported kinds) otherwise.
+// Parses "gpipe" / "1f1b" / "interleaved" / "zbv"; sets *error (naming the
+// supported kinds) otherwise.
 std::optional<ScheduleKind> ParseScheduleKind(const std::string& name, std::string* error);
 const char* ScheduleKindName(ScheduleKind kind);
 
+// Stages per rank when the user gives none: 2 for interleaved and zbv.
+int DefaultVirtualStages(ScheduleKind kind);
+
+// The rank that runs `stage` (of ranks x virtual_stages stages).
+int RankOfStage(ScheduleKind kind, int ranks, int stage);
+
 struct PipelineAction {
-  enum Type { kForward, kBackward } type;
+  enum Type { kForward, kBackward, kBackwardInput, kBackwardWeight } type;
+  int stage;  // global stage index; equals the rank without virtual stages
   int microbatch;
-  std::string Label() const;  // "F2", "B0": the names torch's pipeline_order prints
+  bool IsBackwardStart() const { return type == kBackward || type == kBackwardInput; }
+  std::string Label() const;  // "0F2", "7I0": as torch's pipeline_order prints them
 };
 
-// Each rank's action order, as torch.distributed.pipelining builds it
-// (Schedule1F1B: min(M, P - rank) warm-up forwards, then backward/forward
-// pairs, then the remaining backwards; ScheduleGPipe: all forwards, then all
-// backwards).  Requires stages >= 1 and microbatches >= 1.
-std::vector<std::vector<PipelineAction>> BuildActionOrder(ScheduleKind kind, int stages,
-                                                          int microbatches);
+// Each rank's action order, as torch.distributed.pipelining builds its
+// pipeline_order, idle (None) steps left out.  Schedule1F1B: min(M, P-rank)
+// warm-up forwards, then backward/forward pairs, then the remaining
+// backwards; ScheduleGPipe: all forwards, then all backwards; interleaved
+// and ZBV follow torch's per-rank construction.  Throws std::invalid_argument
+// with a plain message for shapes torch refuses (ranks or micro-batches < 1,
+// virtual stages other than 1 for gpipe/1f1b or 2 for zbv, interleaved
+// micro-batches not a multiple of the rounds max(1, M / P)).
+std::vector<std::vector<PipelineAction>> BuildActionOrder(ScheduleKind kind, int ranks,
+                                                          int microbatches,
+                                                          int virtual_stages = 1);
 
 // Why a rank is idle, with the FreeRide prototype's letter for it.
 enum class BubbleType {
@@ -57,10 +75,15 @@ struct RankTimeline {
   double busy = 0;
 };
 
+// Times of one action on one stage (with V stages per rank, a stage holds
+// 1/V of the rank's layers).
 struct StageTimes {
   double forward = 1.0;
   double backward = 2.0;   // input and weight gradients together
   double p2p_latency = 0;  // added between dependent actions on different ranks
+  double weight = -1;      // the weight-gradient part of backward; < 0: half
+  double WeightTime() const { return weight >= 0 ? weight : backward / 2; }
+  double InputTime() const { return backward - WeightTime(); }
 };
 
 struct ScheduleTimeline {
@@ -70,10 +93,12 @@ struct ScheduleTimeline {
 };
 
 // Times the schedule: an action starts when its rank is free and its input
-// (the previous stage's forward, the next stage's backward) has arrived.
-// Idle periods shorter than min_idle are not reported as slots.
-ScheduleTimeline TimeSchedule(ScheduleKind kind, int stages, int microbatches,
-                              const StageTimes& times, double min_idle = 1e-9);
+// (the previous stage's forward, the next stage's backward, the same
+// stage's input gradient for W) has arrived.  Idle periods shorter than
+// min_idle are not reported as slots.  Throws as BuildActionOrder does.
+ScheduleTimeline TimeSchedule(ScheduleKind kind, int ranks, int microbatches,
+                              const StageTimes& times, double min_idle = 1e-9,
+                              int virtual_stages = 1);
 
 // (P - 1) / (M + P - 1): the bubble fraction of GPipe and 1F1B.
 double ClosedFormBubbleFraction(int stages, int microbatches);

@@ -96,13 +96,17 @@ TEST(PipelineSchedule, ZeroBubbleVLeavesFarLessIdleThan1F1B) {
   EXPECT_LT(zbv.bubble_fraction, one.bubble_fraction / 3);
   for (const RankTimeline& r : zbv.ranks) EXPECT_DOUBLE_EQ(r.busy, 8 * 2 * 3.0);
   // Weight gradients never start before their input gradient.
-  for (const RankTimeline& r : zbv.ranks)
-    for (const TimedAction& w : r.actions)
-      if (w.action.type == PipelineAction::kBackwardWeight)
-        for (const TimedAction& i : r.actions)
-          if (i.action.type == PipelineAction::kBackwardInput && i.action.stage == w.action.stage &&
-              i.action.microbatch == w.action.microbatch)
-            EXPECT_LE(i.end, w.start);
+  for (const RankTimeline& r : zbv.ranks) {
+    for (const TimedAction& w : r.actions) {
+      if (w.action.type != PipelineAction::kBackwardWeight) continue;
+      for (const TimedAction& i : r.actions) {
+        if (i.action.type == PipelineAction::kBackwardInput && i.action.stage == w.action.stage &&
+            i.action.microbatch == w.action.microbatch) {
+          EXPECT_LE(i.end, w.start);
+        }
+      }
+    }
+  }
 }
 
 TEST(PipelineSchedule, EqualStageTimesGiveTheClosedForm) {

@@ -12,6 +12,7 @@
 //     return freeride::RunIterativeTask(task, freeride::ParseRunOptions(&argc, argv));
 //   }
 #pragma once
+#include <cstdint>
 #include <string>
 
 namespace freeride {
@@ -39,6 +40,9 @@ class IterativeTask {
   // true; Restore loads it (called after Init when a checkpoint exists).
   virtual bool Save(const std::string& path) { return false; }
   virtual bool Restore(const std::string& path) { return false; }
+  // Peak accelerator memory the task has used, if it tracks it (0: unknown).
+  // Reported by standalone runs, which `freeride task-profile` records.
+  virtual uint64_t peak_memory_bytes() const { return 0; }
 };
 
 class ImperativeContext {
@@ -72,7 +76,8 @@ RunOptions ParseRunOptions(int* argc, char** argv);
 
 // Runs an iterative task.  Under a daemon: Init (and Restore), then steps
 // inside grants, checkpointing periodically.  Alone: steps back to back and
-// prints the alone throughput as a JSON line on stdout.  Returns the process
+// prints the alone throughput, step-time quantiles and peak memory as a JSON
+// line on stdout.  Returns the process
 // exit status.
 int RunIterativeTask(IterativeTask& task, const RunOptions& options = {});
 

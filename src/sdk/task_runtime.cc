@@ -1,3 +1,5 @@
+#include <vector>
+#include <algorithm>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -40,8 +42,11 @@ int RunAlone(IterativeTask& task, const RunOptions& options) {
   double units = 0;
   uint64_t steps = 0;
   bool done = false;
+  std::vector<Nanos> step_ns;
   while (!done && (stop < 0 || MonotonicNow() < stop)) {
+    Nanos t0 = MonotonicNow();
     StepResult r = task.Step();
+    step_ns.push_back(MonotonicNow() - t0);
     units += r.units;
     ++steps;
     done = r.done;
@@ -49,11 +54,20 @@ int RunAlone(IterativeTask& task, const RunOptions& options) {
   task.Finish();
   double seconds = static_cast<double>(MonotonicNow() - start) / kSecond;
   double rate = seconds > 0 ? units / seconds : 0;
+  std::sort(step_ns.begin(), step_ns.end());
+  auto quantile_ms = [&](double q) {
+    if (step_ns.empty()) return 0.0;
+    size_t i = std::min(step_ns.size() - 1, static_cast<size_t>(q * step_ns.size()));
+    return static_cast<double>(step_ns[i]) / kMillisecond;
+  };
   std::printf(
       "{\"mode\":\"standalone\",\"unit\":\"%s\",\"steps\":%llu,\"units\":%.6g,"
-      "\"seconds\":%.6g,\"rate_per_s\":%.6g,\"finished\":%s}\n",
+      "\"seconds\":%.6g,\"rate_per_s\":%.6g,\"finished\":%s,\"step_ms_p50\":%.4g,"
+      "\"step_ms_p90\":%.4g,\"step_ms_p99\":%.4g,\"step_ms_max\":%.4g,"
+      "\"peak_memory_bytes\":%llu}\n",
       task.unit().c_str(), static_cast<unsigned long long>(steps), units, seconds, rate,
-      done ? "true" : "false");
+      done ? "true" : "false", quantile_ms(0.5), quantile_ms(0.9), quantile_ms(0.99),
+      quantile_ms(1.0), static_cast<unsigned long long>(task.peak_memory_bytes()));
   std::fflush(stdout);
   return 0;
 }

@@ -1,0 +1,37 @@
+#include "common/gpu.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace freeride::tasks {
+
+#ifndef FREERIDE_WITH_CUDA
+bool CudaUsable(std::string* why) {
+  *why = "this build has no CUDA (nvcc was not found at configure time)";
+  return false;
+}
+uint64_t PeakGpuBytes() { return 0; }
+#endif
+
+Device ChooseDevice(const std::string& name) {
+  std::string why;
+  if (name == "cpu") return Device::kCpu;
+  if (name == "cuda") {
+    if (!CudaUsable(&why)) throw std::runtime_error("--device cuda: " + why);
+    return Device::kCuda;
+  }
+  if (name == "auto") return CudaUsable(&why) ? Device::kCuda : Device::kCpu;
+  throw std::runtime_error("--device must be cpu, cuda or auto, not '" + name + "'");
+}
+
+const char* DeviceName(Device d) { return d == Device::kCuda ? "cuda" : "cpu"; }
+
+uint64_t MemoryLimitBytes(uint64_t fallback) {
+  const char* v = std::getenv("FREERIDE_MEMORY_BYTES");
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  return (end && *end == '\0' && n > 0) ? n : fallback;
+}
+
+}  // namespace freeride::tasks

@@ -1,0 +1,144 @@
+// freeride-sgd: matrix factorisation by SGD as a FreeRide iterative side
+// task.  A step is a slice of the ratings, sized to --step-ms; the RMSE is
+// reported after every epoch.
+//
+//   freeride-sgd --generate-users 100000 --generate-items 20000 --generate-ratings 10000000
+//   freeride-sgd --ratings ml-25m.csv --epochs 20 --device cuda
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "common/gpu.h"
+#include "common/step_sizer.h"
+#include "freeride/task.h"
+#include "sgd/sgd.h"
+
+namespace freeride::tasks {
+namespace {
+
+struct Options {
+  std::string ratings;
+  int32_t users = 0, items = 0;
+  int64_t count = 0;
+  uint64_t data_seed = 3;
+  std::string device = "auto";
+  double step_ms = 2;
+  int epochs = 10;
+  SgdParams params;
+};
+
+class SgdTask : public IterativeTask {
+ public:
+  explicit SgdTask(Options o) : o_(std::move(o)) {}
+  std::string unit() const override { return "ratings"; }
+  uint64_t peak_memory_bytes() const override { return PeakGpuBytes(); }
+
+  void Init() override {
+    Device device = ChooseDevice(o_.device);
+    uint64_t limit = MemoryLimitBytes();
+    set_ = o_.ratings.empty()
+               ? GenerateRatings(o_.users, o_.items, o_.count, o_.params.rank, o_.data_seed)
+               : LoadRatings(o_.ratings, o_.params.rank, limit);
+    uint64_t need = SgdBytes(set_.users, set_.items, set_.ratings.size(), o_.params.rank);
+    if (limit > 0 && need > limit)
+      throw std::runtime_error("the ratings and factors need " + std::to_string(need >> 20) +
+                               " MiB, more than the task's memory limit of " +
+                               std::to_string(limit >> 20) + " MiB");
+    engine_ = MakeSgdEngine(device, set_, o_.params);
+    total_ = static_cast<int64_t>(set_.ratings.size());
+    sizer_ = StepSizer(static_cast<int64_t>(o_.step_ms * 1e6), 4096, 256, total_);
+    std::fprintf(stderr, "sgd: %d users, %d items, %lld ratings, rank %d on %s; RMSE %.4f\n",
+                 set_.users, set_.items, static_cast<long long>(total_), o_.params.rank,
+                 DeviceName(device), engine_->Rmse());
+  }
+
+  StepResult Step() override {
+    int64_t end = std::min(total_, cursor_ + sizer_.next_items());
+    auto t0 = std::chrono::steady_clock::now();
+    engine_->Update(cursor_, end);
+    sizer_.Record(end - cursor_, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now() - t0)
+                                     .count());
+    double units = static_cast<double>(end - cursor_);
+    cursor_ = end;
+    if (cursor_ < total_) return {units, false};
+    cursor_ = 0;
+    ++epoch_;
+    last_rmse_ = engine_->Rmse();
+    std::fprintf(stderr, "sgd: epoch %d, RMSE %.4f\n", epoch_, last_rmse_);
+    return {units, epoch_ >= o_.epochs};
+  }
+
+  void Finish() override {
+    std::printf("{\"task\":\"sgd\",\"epochs\":%d,\"rmse\":%.6f}\n", epoch_, last_rmse_);
+  }
+
+  bool Save(const std::string& path) override {
+    std::vector<float> u, i;
+    engine_->GetFactors(&u, &i);
+    std::ofstream out(path, std::ios::binary);
+    int64_t header[5] = {set_.users, set_.items, total_, epoch_, cursor_};
+    out.write(reinterpret_cast<const char*>(header), sizeof header);
+    out.write(reinterpret_cast<const char*>(u.data()), u.size() * sizeof(float));
+    out.write(reinterpret_cast<const char*>(i.data()), i.size() * sizeof(float));
+    return static_cast<bool>(out);
+  }
+
+  bool Restore(const std::string& path) override {
+    std::ifstream in(path, std::ios::binary);
+    int64_t header[5];
+    if (!in.read(reinterpret_cast<char*>(header), sizeof header)) return false;
+    if (header[0] != set_.users || header[1] != set_.items || header[2] != total_) {
+      std::fprintf(stderr, "sgd: checkpoint is for other ratings; starting over\n");
+      return false;
+    }
+    std::vector<float> u(static_cast<size_t>(set_.users) * o_.params.rank),
+        i(static_cast<size_t>(set_.items) * o_.params.rank);
+    if (!in.read(reinterpret_cast<char*>(u.data()), u.size() * sizeof(float)) ||
+        !in.read(reinterpret_cast<char*>(i.data()), i.size() * sizeof(float)))
+      return false;
+    engine_->SetFactors(u, i);
+    epoch_ = static_cast<int>(header[3]);
+    cursor_ = header[4];
+    return true;
+  }
+
+ private:
+  Options o_;
+  RatingSet set_;
+  std::unique_ptr<SgdEngine> engine_;
+  StepSizer sizer_{1, 1, 1, 1};
+  int64_t total_ = 0, cursor_ = 0;
+  int epoch_ = 0;
+  double last_rmse_ = 0;
+};
+
+}  // namespace
+}  // namespace freeride::tasks
+
+int main(int argc, char** argv) {
+  freeride::RunOptions run = freeride::ParseRunOptions(&argc, argv);
+  freeride::tasks::Options o;
+  CLI::App app{"SGD matrix factorisation as a FreeRide side task"};
+  auto* file = app.add_option("--ratings", o.ratings, "Rating file: 'user item rating' per line");
+  auto* gen = app.add_option("--generate-ratings", o.count, "Generate this many ratings instead");
+  file->excludes(gen);
+  app.add_option("--generate-users", o.users, "Users of generated ratings")->default_val(10000);
+  app.add_option("--generate-items", o.items, "Items of generated ratings")->default_val(2000);
+  app.add_option("--data-seed", o.data_seed, "Seed of generated ratings")->capture_default_str();
+  app.add_option("--rank", o.params.rank, "Latent factors (1..64)")->capture_default_str();
+  app.add_option("--learning-rate", o.params.learning_rate)->capture_default_str();
+  app.add_option("--regularisation", o.params.regularisation)->capture_default_str();
+  app.add_option("--epochs", o.epochs, "Passes over the ratings")->capture_default_str();
+  app.add_option("--device", o.device, "cpu, cuda or auto")->capture_default_str();
+  app.add_option("--step-ms", o.step_ms, "Time budget of one step")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  if (o.ratings.empty() && o.count == 0) {
+    std::fprintf(stderr, "freeride-sgd: give --ratings FILE or --generate-ratings N\n");
+    return 2;
+  }
+  freeride::tasks::SgdTask task(o);
+  return freeride::RunIterativeTask(task, run);
+}

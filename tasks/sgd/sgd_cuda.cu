@@ -1,5 +1,8 @@
 // SGD matrix factorisation on the GPU, Hogwild-style as in cuMF_SGD: one
-// thread per rating; races on popular users and items are tolerated.
+// thread per rating, reading possibly stale factors.  Updates are added
+// atomically, so concurrent updates of a popular user or item are all kept
+// (plain stores lost them: on sparse data the RMSE then lagged the CPU
+// reference by a third after 10 epochs).
 #include "common/cuda_check.h"
 #include "sgd/sgd.h"
 
@@ -24,8 +27,8 @@ __global__ void UpdateSlice(const Rating* ratings, int64_t begin, int64_t end, i
   }
   float err = r.value - dot;
   for (int j = 0; j < k; ++j) {
-    pu[j] = p[j] + lr * (err * q[j] - reg * p[j]);
-    qi[j] = q[j] + lr * (err * p[j] - reg * q[j]);
+    atomicAdd(&pu[j], lr * (err * q[j] - reg * p[j]));
+    atomicAdd(&qi[j], lr * (err * p[j] - reg * q[j]));
   }
 }
 

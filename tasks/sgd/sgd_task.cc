@@ -54,6 +54,15 @@ class SgdTask : public IterativeTask {
   }
 
   StepResult Step() override {
+    // The RMSE pass over all ratings is a step of its own, so that it does
+    // not overrun the budget of an update step.
+    if (epoch_done_) {
+      epoch_done_ = false;
+      ++epoch_;
+      last_rmse_ = engine_->Rmse();
+      std::fprintf(stderr, "sgd: epoch %d, RMSE %.4f\n", epoch_, last_rmse_);
+      return {0, epoch_ >= o_.epochs};
+    }
     int64_t end = std::min(total_, cursor_ + sizer_.next_items());
     auto t0 = std::chrono::steady_clock::now();
     engine_->Update(cursor_, end);
@@ -64,10 +73,8 @@ class SgdTask : public IterativeTask {
     cursor_ = end;
     if (cursor_ < total_) return {units, false};
     cursor_ = 0;
-    ++epoch_;
-    last_rmse_ = engine_->Rmse();
-    std::fprintf(stderr, "sgd: epoch %d, RMSE %.4f\n", epoch_, last_rmse_);
-    return {units, epoch_ >= o_.epochs};
+    epoch_done_ = true;
+    return {units, false};
   }
 
   void Finish() override {
@@ -78,7 +85,7 @@ class SgdTask : public IterativeTask {
     std::vector<float> u, i;
     engine_->GetFactors(&u, &i);
     std::ofstream out(path, std::ios::binary);
-    int64_t header[5] = {set_.users, set_.items, total_, epoch_, cursor_};
+    int64_t header[5] = {set_.users, set_.items, total_, epoch_ + (epoch_done_ ? 1 : 0), cursor_};
     out.write(reinterpret_cast<const char*>(header), sizeof header);
     out.write(reinterpret_cast<const char*>(u.data()), u.size() * sizeof(float));
     out.write(reinterpret_cast<const char*>(i.data()), i.size() * sizeof(float));
@@ -111,6 +118,7 @@ class SgdTask : public IterativeTask {
   StepSizer sizer_{1, 1, 1, 1};
   int64_t total_ = 0, cursor_ = 0;
   int epoch_ = 0;
+  bool epoch_done_ = false;  // all ratings of the epoch applied; RMSE next
   double last_rmse_ = 0;
 };
 

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The built-in tasks on one GPU: CUDA against the CPU reference, alone
+# throughput and peak GPU memory at two sizes, and how step times follow
+# --step-ms.  Runs from a bundle (scripts/bundle.sh) on a GPU node.
+# Usage: bench/tasks_gpu.sh BUNDLE_DIR OUT_FILE
+set -uo pipefail
+bin=$1/bin
+out=$2
+log=$(mktemp)
+field() { python3 -c "import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(d['$1'])"; }
+{
+  echo "# Built-in tasks on one GPU"
+  echo
+  echo "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); $(nproc) CPU cores; $(date -u +%F)"
+  echo
+  echo "## CUDA against the CPU reference"
+  echo
+  echo '`freeride-tasks-check`'
+  echo
+  "$bin/freeride-tasks-check" 2>&1
+  echo "exit status: $?"
+  echo
+  echo "## Alone throughput and peak GPU memory"
+  echo
+  echo "Each run alone on the GPU (\`--standalone --seconds 10 --device cuda --step-ms 2\`)."
+  echo
+  echo "| task | size | rate | steps | step p50 / p99 ms | peak GPU memory |"
+  echo "|---|---|---|---|---|---|"
+  run() {
+    local name=$1 size=$2; shift 2
+    local json
+    json=$("$@" --standalone --seconds 10 --device cuda --step-ms 2 2>>"$log" | tail -1)
+    if [ -z "$json" ]; then echo "| $name | $size | failed (see log) | | | |"; return; fi
+    local rate unit steps p50 p99 mem
+    rate=$(echo "$json" | field rate_per_s); unit=$(echo "$json" | field unit)
+    steps=$(echo "$json" | field steps); p50=$(echo "$json" | field step_ms_p50)
+    p99=$(echo "$json" | field step_ms_p99); mem=$(echo "$json" | field peak_memory_bytes)
+    printf "| %s | %s | %.3g %s/s | %s | %s / %s | %.1f MiB |\n" "$name" "$size" "$rate" "$unit" \
+      "$steps" "$p50" "$p99" "$(python3 -c "print($mem / 1048576)")"
+  }
+  run pagerank "R-MAT 20 (1M vertices, 16.8M edges)" "$bin/freeride-pagerank" --rmat-scale 20 --max-iterations 1000 --tolerance 0
+  run pagerank "R-MAT 24 (16.8M vertices, 268M edges)" "$bin/freeride-pagerank" --rmat-scale 24 --max-iterations 1000 --tolerance 0
+  run sgd "2M ratings, 50k x 10k, rank 16" "$bin/freeride-sgd" --generate-ratings 2000000 --generate-users 50000 --generate-items 10000 --epochs 100000
+  run sgd "50M ratings, 500k x 100k, rank 32" "$bin/freeride-sgd" --generate-ratings 50000000 --generate-users 500000 --generate-items 100000 --rank 32 --epochs 100000
+  echo
+  echo "## Step time against --step-ms"
+  echo
+  echo "PageRank on R-MAT 22, SGD on 20M ratings; 3 s alone per setting."
+  echo
+  echo "| task | --step-ms | steps | step p50 ms | step p99 ms | max ms |"
+  echo "|---|---|---|---|---|---|"
+  for ms in 0.5 1 2 5 10; do
+    for t in pagerank sgd; do
+      if [ $t = pagerank ]; then args=(--rmat-scale 22 --max-iterations 100000 --tolerance 0)
+      else args=(--generate-ratings 20000000 --generate-users 200000 --generate-items 50000 --epochs 100000); fi
+      json=$("$bin/freeride-$t" "${args[@]}" --standalone --seconds 3 --device cuda --step-ms $ms 2>>"$log" | tail -1)
+      [ -z "$json" ] && { echo "| $t | $ms | failed | | | |"; continue; }
+      printf "| %s | %s | %s | %s | %s | %s |\n" $t $ms "$(echo "$json" | field steps)" \
+        "$(echo "$json" | field step_ms_p50)" "$(echo "$json" | field step_ms_p99)" "$(echo "$json" | field step_ms_max)"
+    done
+  done
+} > "$out"
+tail -5 "$log" >&2

@@ -308,6 +308,25 @@ TEST_F(DaemonIntegration, FailuresKeepExitStatusAndStderrAndAreRetried) {
   EXPECT_EQ(WaitForState(tasks(), info.id(), "FINISHED", 30 * kSecond).state(), "FINISHED");
 }
 
+// A task launched with the daemon's own environment (an empty spec env)
+// must see this launch's channel, not stale FREERIDE_ variables the daemon
+// inherited, e.g. because it was started from a shell inside another task.
+TEST_F(DaemonIntegration, InheritedChannelVariablesDoNotReachTasks) {
+  setenv("FREERIDE_STEP_HINT_NS", "424242", 1);
+  setenv("FREERIDE_TASK_ID", "999", 1);
+  StartDaemon();
+  v1::TaskSpec spec = MakeSpec(
+      "env", {"/bin/sh", "-c", "echo hint=$FREERIDE_STEP_HINT_NS id=$FREERIDE_TASK_ID >&2; exit 3"});
+  spec.clear_env();
+  v1::TaskInfo info;
+  ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
+  v1::TaskInfo failed = WaitForState(tasks(), info.id(), "FAILED", 30 * kSecond);
+  unsetenv("FREERIDE_STEP_HINT_NS");
+  unsetenv("FREERIDE_TASK_ID");
+  EXPECT_NE(failed.stderr_tail().find("hint= id=" + std::to_string(info.id())), std::string::npos)
+      << failed.stderr_tail();
+}
+
 TEST_F(DaemonIntegration, CancelStopsARunningTaskAndAQueuedOne) {
   options_.max_resident_per_lane = 1;
   ASSERT_NO_FATAL_FAILURE(StartDaemon());

@@ -21,8 +21,8 @@ namespace {
 constexpr Nanos kHousekeepingInterval = 100 * kMillisecond;
 constexpr size_t kStderrTailBytes = 4096;
 
-// Variables that describe one launch's channel; a submitter's stale copies
-// (e.g. from a shell inside another task) must not leak through.
+// Variables that describe one launch's channel; stale copies (e.g. from a
+// shell inside another task, or a daemon started there) must not leak through.
 bool IsChannelVariable(const std::string& key) {
   for (const char* name : {kEnvTaskSegment, kEnvLaneSegment, kEnvCheckpointDir, kEnvTaskId,
                            kEnvStepHint, kEnvMemory, "FREERIDE_LANE", "FREERIDE_SOCKET"})
@@ -464,13 +464,16 @@ bool TaskManager::Launch(int64_t id) {
     request.stop_after_exec = runtime->imperative;
     for (const LaneConfig& lane : options_.lanes)
       if (lane.index == record.info.lane()) request.cpu_core = lane.cpu_core;
+    // Channel variables are set below, for this launch; any copy inherited
+    // from the daemon's own environment or the submitter's is dropped.
     if (spec.env().empty()) {
-      for (char** e = environ; *e; ++e) request.env.emplace_back(*e);
-    } else {
-      for (const auto& [key, value] : spec.env()) {
-        if (IsChannelVariable(key)) continue;  // set below, for this launch
-        request.env.push_back(key + "=" + value);
+      for (char** e = environ; *e; ++e) {
+        std::string entry(*e);
+        if (!IsChannelVariable(entry.substr(0, entry.find('=')))) request.env.push_back(entry);
       }
+    } else {
+      for (const auto& [key, value] : spec.env())
+        if (!IsChannelVariable(key)) request.env.push_back(key + "=" + value);
     }
     request.env.push_back(fmt::format("{}={}", kEnvTaskSegment, segment_path));
     request.env.push_back(fmt::format("{}={}", kEnvLaneSegment,

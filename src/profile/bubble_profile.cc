@@ -62,12 +62,12 @@ class GapClassifier {
   GapClassifier(const std::vector<StepWindow>& gpu_steps, bool last_stage)
       : gpu_steps_(gpu_steps), last_stage_(last_stage) {}
 
-  BubbleType Classify(double start_us, double end_us, double window_start_us,
-                      double window_end_us) {
+  // `window` is the iteration the gap lies in.
+  BubbleType Classify(double start_us, double end_us, const StepWindow& window) {
     if (gpu_steps_.empty()) {
-      if (start_us <= window_start_us + kTouchUs) return BubbleType::kFill;
-      if (end_us >= window_end_us - kTouchUs) return BubbleType::kDrain;
-      return Interior(static_cast<int>(std::lround(window_start_us)));
+      if (start_us <= window.start_us + kTouchUs) return BubbleType::kFill;
+      if (end_us >= window.end_us - kTouchUs) return BubbleType::kDrain;
+      return Interior(window.step);
     }
     // The wait for a step's first input; on a continuous run the previous
     // step's drain merges into it.
@@ -160,7 +160,7 @@ RankProfile AnalyzeRank(const KinetoTrace& trace, int fallback_rank,
     auto add_gap = [&](double s, double e) {
       double ms = (e - s) / 1000;
       if (ms < options.min_bubble_ms) return;
-      BubbleType type = classifier.Classify(s, e, w.start_us, w.end_us);
+      BubbleType type = classifier.Classify(s, e, w);
       it.gaps.push_back({(s - w.start_us) / 1000, ms, type, ordinals[type]++});
     };
     for (size_t i = first_busy; i < busy.size() && busy[i].first < w.end_us; ++i) {

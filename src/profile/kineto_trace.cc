@@ -229,10 +229,8 @@ class EventParseWorker {
     std::unique_lock lock(mu_);
     space_.wait(lock, [&] { return queue_.size() < kMaxQueued || failed_; });
     if (failed_) {
-      std::string error = error_;
-      lock.unlock();
       current_ = {};
-      return;  // Finish() reports it
+      return;  // Finish() reports the error
     }
     queue_.push_back(std::move(current_));
     current_ = {};

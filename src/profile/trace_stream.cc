@@ -193,21 +193,10 @@ class Splitter {
                                 : "the top level is not a JSON object (is this a Kineto trace?)");
     ++pos_;
     bool first = true;
-    for (;;) {
-      SkipWhitespace();
-      if (Peek() == '}') {
-        ++pos_;
-        break;
-      }
-      if (!first) {
-        if (Peek() != ',') Fail("expected ',' or '}' between top-level keys");
-        ++pos_;
-        SkipWhitespace();
-      }
-      first = false;
+    while (NextMember('}', &first, "top-level keys")) {
       if (Peek() != '"') Fail("expected a key string");
-      std::string key(ScanValue());
-      key = key.substr(1, key.size() - 2);
+      std::string_view quoted = ScanValue();
+      std::string key(quoted.substr(1, quoted.size() - 2));
       SkipWhitespace();
       if (Peek() != ':') Fail("expected ':' after a key");
       ++pos_;
@@ -230,22 +219,28 @@ class Splitter {
     if (Peek() != '[') Fail("traceEvents is not an array");
     ++pos_;
     bool first = true;
-    for (;;) {
-      SkipWhitespace();
-      if (Peek() == ']') {
-        ++pos_;
-        return;
-      }
-      if (!first) {
-        if (Peek() != ',') Fail("expected ',' or ']' between trace events");
-        ++pos_;
-        SkipWhitespace();
-      }
-      first = false;
+    while (NextMember(']', &first, "trace events")) {
       std::string_view event = ScanValue();
       ++stats_.events;
       if (visitor.on_event) visitor.on_event(event);
     }
+  }
+
+  // Moves to the next member of an object or array whose opening bracket
+  // has been read: past the comma, or past the closing bracket (then false).
+  bool NextMember(char close, bool* first, const char* between) {
+    SkipWhitespace();
+    if (Peek() == close) {
+      ++pos_;
+      return false;
+    }
+    if (!*first) {
+      if (Peek() != ',') Fail(fmt::format("expected ',' or '{}' between {}", close, between));
+      ++pos_;
+      SkipWhitespace();
+    }
+    *first = false;
+    return true;
   }
 
   // The byte at pos_, reading more if needed; '\0' at the end of the data.

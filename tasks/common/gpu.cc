@@ -3,6 +3,9 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "base/units.h"
+#include "sdk/task_channel.h"  // kEnvMemory: how the daemon passes the limit
+
 namespace freeride::tasks {
 
 #ifndef FREERIDE_WITH_CUDA
@@ -26,8 +29,14 @@ Device ChooseDevice(const std::string& name) {
 
 const char* DeviceName(Device d) { return d == Device::kCuda ? "cuda" : "cpu"; }
 
+void CheckMemoryFits(uint64_t need, uint64_t limit, const std::string& what) {
+  if (limit > 0 && need > limit)
+    throw std::runtime_error(what + ": " + FormatBytes(need) +
+                             " needed, more than the task's memory limit of " + FormatBytes(limit));
+}
+
 uint64_t MemoryLimitBytes(uint64_t fallback) {
-  const char* v = std::getenv("FREERIDE_MEMORY_BYTES");
+  const char* v = std::getenv(kEnvMemory);
   if (v == nullptr || *v == '\0') return fallback;
   char* end = nullptr;
   unsigned long long n = std::strtoull(v, &end, 10);

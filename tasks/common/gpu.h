@@ -19,6 +19,10 @@ const char* DeviceName(Device d);
 // `fallback` (0: unlimited).
 uint64_t MemoryLimitBytes(uint64_t fallback = 0);
 
+// Throws std::runtime_error "<what>: N needed, more than the task's memory
+// limit of L" when need > limit (limit 0: unlimited).
+void CheckMemoryFits(uint64_t need, uint64_t limit, const std::string& what);
+
 // Peak GPU memory this process allocated through the tasks' CUDA code.
 uint64_t PeakGpuBytes();
 

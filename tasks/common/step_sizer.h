@@ -2,6 +2,7 @@
 // "work plan"): from measured chunk times, learn the cost of one work item
 // and size the next chunk to fill --step-ms.  Pure; time is passed in.
 #pragma once
+#include <chrono>
 #include <cstdint>
 
 namespace freeride::tasks {
@@ -16,6 +17,16 @@ class StepSizer {
 
   // Records that `items` took `elapsed_ns`, and sizes the next chunk.
   void Record(int64_t items, int64_t elapsed_ns);
+
+  // Runs work() on a chunk of `items` and records how long it took.
+  template <typename Work>
+  void RunChunk(int64_t items, Work&& work) {
+    auto start = std::chrono::steady_clock::now();
+    work();
+    Record(items, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count());
+  }
 
   // Learned nanoseconds per item; 0 before the first record.
   double ns_per_item() const { return ns_per_item_; }

@@ -2,12 +2,13 @@
 
 #include <cstdio>
 #include <fstream>
-
-#include "common/data_lines.h"
 #include <random>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
+
+#include "common/data_lines.h"
+#include "common/gpu.h"
 
 namespace freeride::tasks {
 
@@ -57,17 +58,13 @@ Graph LoadEdgeList(const std::string& path, uint64_t max_bytes) {
       throw std::runtime_error(path + ": more than 2^31 vertices are not supported");
     int32_t a = dense(s), b = dense(d);
     edges.emplace_back(a, b);
-    if (max_bytes > 0 && (edges.size() & 0xFFFF) == 0 &&
-        PageRankBytes(ids.size(), edges.size()) > max_bytes)
-      throw std::runtime_error(path + ": the graph needs more than the memory limit of " +
-                               std::to_string(max_bytes >> 20) + " MiB");
+    // Checked as it grows, so a huge file fails early, not after reading.
+    if ((edges.size() & 0xFFFF) == 0)
+      CheckMemoryFits(PageRankBytes(ids.size(), edges.size()), max_bytes,
+                      path + ": the part of the graph read so far");
   }
   if (edges.empty()) throw std::runtime_error(path + ": no edges found");
-  if (max_bytes > 0 && PageRankBytes(ids.size(), edges.size()) > max_bytes)
-    throw std::runtime_error(path + ": the graph needs " +
-                             std::to_string(PageRankBytes(ids.size(), edges.size()) >> 20) +
-                             " MiB, more than the memory limit of " +
-                             std::to_string(max_bytes >> 20) + " MiB");
+  CheckMemoryFits(PageRankBytes(ids.size(), edges.size()), max_bytes, path + ": the graph");
   return BuildGraph(static_cast<int64_t>(ids.size()), edges);
 }
 

@@ -6,13 +6,13 @@
 //   freeride-pagerank --rmat-scale 22 --standalone --seconds 10   # alone rate
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
 
 #include "common/gpu.h"
 #include "common/step_sizer.h"
+#include "common/task_options.h"
 #include "freeride/task.h"
 #include "pagerank/pagerank.h"
 
@@ -24,8 +24,7 @@ struct Options {
   int rmat_scale = 0;
   int edge_factor = 16;
   uint64_t seed = 1;
-  std::string device = "auto";
-  double step_ms = 2;
+  CommonTaskOptions common;
   double tolerance = 1e-6;
   int max_iterations = 100;
   std::string output;
@@ -40,31 +39,28 @@ class PageRankTask : public IterativeTask {
   uint64_t peak_memory_bytes() const override { return PeakGpuBytes(); }
 
   void Init() override {
-    Device device = ChooseDevice(o_.device);
+    Device device = ChooseDevice(o_.common.device);
     uint64_t limit = MemoryLimitBytes();
-    graph_ = o_.edges.empty() ? GenerateRmat(o_.rmat_scale, o_.edge_factor, o_.seed)
-                              : LoadEdgeList(o_.edges, limit);
-    uint64_t need = PageRankBytes(graph_.vertices, graph_.edges());
-    if (limit > 0 && need > limit)
-      throw std::runtime_error("the graph needs " + std::to_string(need >> 20) +
-                               " MiB, more than the task's memory limit of " +
-                               std::to_string(limit >> 20) + " MiB");
+    if (o_.edges.empty()) {
+      // The size is known before generating: refuse before allocating.
+      int64_t vertices = int64_t{1} << std::clamp(o_.rmat_scale, 0, 62);
+      CheckMemoryFits(PageRankBytes(vertices, vertices * o_.edge_factor), limit,
+                      "the R-MAT graph of scale " + std::to_string(o_.rmat_scale));
+      graph_ = GenerateRmat(o_.rmat_scale, o_.edge_factor, o_.seed);
+    } else {
+      graph_ = LoadEdgeList(o_.edges, limit);
+    }
     engine_ = MakePageRankEngine(device, graph_);
-    sizer_ = StepSizer(static_cast<int64_t>(o_.step_ms * 1e6), 1024, 32, graph_.vertices);
+    sizer_ = StepSizer(static_cast<int64_t>(o_.common.step_ms * 1e6), 1024, 32, graph_.vertices);
     std::fprintf(stderr, "pagerank: %lld vertices, %lld edges on %s, step budget %.2f ms\n",
                  static_cast<long long>(graph_.vertices), static_cast<long long>(graph_.edges()),
-                 DeviceName(device), o_.step_ms);
+                 DeviceName(device), o_.common.step_ms);
   }
 
   StepResult Step() override {
     if (cursor_ == 0) engine_->BeginIteration();
     int64_t end = std::min(graph_.vertices, cursor_ + sizer_.next_items());
-    auto t0 = std::chrono::steady_clock::now();
-    engine_->ProcessVertices(cursor_, end);
-    int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                     std::chrono::steady_clock::now() - t0)
-                     .count();
-    sizer_.Record(end - cursor_, ns);
+    sizer_.RunChunk(end - cursor_, [&] { engine_->ProcessVertices(cursor_, end); });
     double units = static_cast<double>(graph_.in_offsets[end] - graph_.in_offsets[cursor_]);
     cursor_ = end;
     if (cursor_ < graph_.vertices) return {units, false};
@@ -128,6 +124,7 @@ class PageRankTask : public IterativeTask {
 }  // namespace freeride::tasks
 
 int main(int argc, char** argv) {
+  using freeride::tasks::AddCommonTaskOptions;
   freeride::RunOptions run = freeride::ParseRunOptions(&argc, argv);
   freeride::tasks::Options o;
   CLI::App app{"PageRank as a FreeRide side task (pull-based CSR, damping 0.85)"};
@@ -136,9 +133,7 @@ int main(int argc, char** argv) {
   edges->excludes(rmat);
   app.add_option("--edge-factor", o.edge_factor, "R-MAT edges per vertex")->capture_default_str();
   app.add_option("--seed", o.seed, "R-MAT seed")->capture_default_str();
-  app.add_option("--device", o.device, "cpu, cuda or auto")->capture_default_str();
-  app.add_option("--step-ms", o.step_ms, "Time budget of one step")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+  AddCommonTaskOptions(app, &o.common);
   app.add_option("--tolerance", o.tolerance, "Stop when the L1 change is below this")
       ->capture_default_str();
   app.add_option("--max-iterations", o.max_iterations, "Stop after this many iterations")

@@ -1,13 +1,12 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-
-#include "common/data_lines.h"
 #include <random>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
 
+#include "common/data_lines.h"
 #include "sgd/sgd.h"
 
 namespace freeride::tasks {
@@ -36,12 +35,13 @@ RatingSet LoadRatings(const std::string& path, int rank, uint64_t max_bytes) {
     auto ui = users.emplace(u, static_cast<int32_t>(users.size())).first->second;
     auto ii = items.emplace(i, static_cast<int32_t>(items.size())).first->second;
     set.ratings.push_back({ui, ii, static_cast<float>(r)});
-    if (max_bytes > 0 && (set.ratings.size() & 0xFFFF) == 0 &&
-        SgdBytes(users.size(), items.size(), set.ratings.size(), rank) > max_bytes)
-      throw std::runtime_error(path + ": the ratings need more than the memory limit of " +
-                               std::to_string(max_bytes >> 20) + " MiB");
+    if ((set.ratings.size() & 0xFFFF) == 0)
+      CheckMemoryFits(SgdBytes(users.size(), items.size(), set.ratings.size(), rank), max_bytes,
+                      path + ": the part of the ratings read so far");
   }
   if (set.ratings.empty()) throw std::runtime_error(path + ": no ratings found");
+  CheckMemoryFits(SgdBytes(users.size(), items.size(), set.ratings.size(), rank), max_bytes,
+                  path + ": the ratings and factors");
   set.users = static_cast<int32_t>(users.size());
   set.items = static_cast<int32_t>(items.size());
   // A fixed shuffle: SGD converges badly on ratings sorted by user.

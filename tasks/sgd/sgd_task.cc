@@ -5,12 +5,12 @@
 //   freeride-sgd --generate-users 100000 --generate-items 20000 --generate-ratings 10000000
 //   freeride-sgd --ratings ml-25m.csv --epochs 20 --device cuda
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 
 #include "common/gpu.h"
 #include "common/step_sizer.h"
+#include "common/task_options.h"
 #include "freeride/task.h"
 #include "sgd/sgd.h"
 
@@ -22,8 +22,7 @@ struct Options {
   int32_t users = 0, items = 0;
   int64_t count = 0;
   uint64_t data_seed = 3;
-  std::string device = "auto";
-  double step_ms = 2;
+  CommonTaskOptions common;
   int epochs = 10;
   SgdParams params;
 };
@@ -35,19 +34,18 @@ class SgdTask : public IterativeTask {
   uint64_t peak_memory_bytes() const override { return PeakGpuBytes(); }
 
   void Init() override {
-    Device device = ChooseDevice(o_.device);
+    Device device = ChooseDevice(o_.common.device);
     uint64_t limit = MemoryLimitBytes();
-    set_ = o_.ratings.empty()
-               ? GenerateRatings(o_.users, o_.items, o_.count, o_.params.rank, o_.data_seed)
-               : LoadRatings(o_.ratings, o_.params.rank, limit);
-    uint64_t need = SgdBytes(set_.users, set_.items, set_.ratings.size(), o_.params.rank);
-    if (limit > 0 && need > limit)
-      throw std::runtime_error("the ratings and factors need " + std::to_string(need >> 20) +
-                               " MiB, more than the task's memory limit of " +
-                               std::to_string(limit >> 20) + " MiB");
+    if (o_.ratings.empty()) {
+      CheckMemoryFits(SgdBytes(o_.users, o_.items, o_.count, o_.params.rank), limit,
+                      "the generated ratings and factors");
+      set_ = GenerateRatings(o_.users, o_.items, o_.count, o_.params.rank, o_.data_seed);
+    } else {
+      set_ = LoadRatings(o_.ratings, o_.params.rank, limit);
+    }
     engine_ = MakeSgdEngine(device, set_, o_.params);
     total_ = static_cast<int64_t>(set_.ratings.size());
-    sizer_ = StepSizer(static_cast<int64_t>(o_.step_ms * 1e6), 4096, 256, total_);
+    sizer_ = StepSizer(static_cast<int64_t>(o_.common.step_ms * 1e6), 4096, 256, total_);
     std::fprintf(stderr, "sgd: %d users, %d items, %lld ratings, rank %d on %s; RMSE %.4f\n",
                  set_.users, set_.items, static_cast<long long>(total_), o_.params.rank,
                  DeviceName(device), engine_->Rmse());
@@ -64,11 +62,7 @@ class SgdTask : public IterativeTask {
       return {0, epoch_ >= o_.epochs};
     }
     int64_t end = std::min(total_, cursor_ + sizer_.next_items());
-    auto t0 = std::chrono::steady_clock::now();
-    engine_->Update(cursor_, end);
-    sizer_.Record(end - cursor_, std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::steady_clock::now() - t0)
-                                     .count());
+    sizer_.RunChunk(end - cursor_, [&] { engine_->Update(cursor_, end); });
     double units = static_cast<double>(end - cursor_);
     cursor_ = end;
     if (cursor_ < total_) return {units, false};
@@ -126,6 +120,7 @@ class SgdTask : public IterativeTask {
 }  // namespace freeride::tasks
 
 int main(int argc, char** argv) {
+  using freeride::tasks::AddCommonTaskOptions;
   freeride::RunOptions run = freeride::ParseRunOptions(&argc, argv);
   freeride::tasks::Options o;
   CLI::App app{"SGD matrix factorisation as a FreeRide side task"};
@@ -139,9 +134,7 @@ int main(int argc, char** argv) {
   app.add_option("--learning-rate", o.params.learning_rate)->capture_default_str();
   app.add_option("--regularisation", o.params.regularisation)->capture_default_str();
   app.add_option("--epochs", o.epochs, "Passes over the ratings")->capture_default_str();
-  app.add_option("--device", o.device, "cpu, cuda or auto")->capture_default_str();
-  app.add_option("--step-ms", o.step_ms, "Time budget of one step")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+  AddCommonTaskOptions(app, &o.common);
   CLI11_PARSE(app, argc, argv);
   if (o.ratings.empty() && o.count == 0) {
     std::fprintf(stderr, "freeride-sgd: give --ratings FILE or --generate-ratings N\n");

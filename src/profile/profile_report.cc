@@ -4,12 +4,14 @@
 
 #include <algorithm>
 
+#include "base/units.h"
+
 namespace freeride::profile {
 namespace {
 
-std::string GiB(int64_t bytes) {
+std::string Memory(int64_t bytes) {
   if (bytes < 0) return "unknown (profile with profile_memory=True)";
-  return fmt::format("{:.1f} GiB", bytes / double(uint64_t{1} << 30));
+  return FormatBytes(static_cast<uint64_t>(bytes));
 }
 
 const char* TypeColour(BubbleType type) {
@@ -34,8 +36,8 @@ std::string FormatProfileTable(const std::vector<RankProfile>& ranks, double min
         "  {} iterations ({} ProfilerStep marks): {:.1f} ms each, busy {:.1f} ms, idle {:.1f}%\n",
         r.iterations.size(), r.window_source, r.iteration_ms, r.busy_ms, 100 * r.idle_fraction);
     out += fmt::format("  free GPU memory {} (device {} minus peak reserved {})\n",
-                       GiB(r.free_memory_bytes), GiB(static_cast<int64_t>(r.total_memory_bytes)),
-                       GiB(static_cast<int64_t>(r.peak_reserved_bytes)));
+                       Memory(r.free_memory_bytes), FormatBytes(r.total_memory_bytes),
+                       FormatBytes(r.peak_reserved_bytes));
     if (r.slots.empty()) {
       out += fmt::format("  no bubbles of {} ms or more\n\n", min_bubble_ms);
       continue;

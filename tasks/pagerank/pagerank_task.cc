@@ -65,10 +65,10 @@ class PageRankTask : public IterativeTask {
     cursor_ = end;
     if (cursor_ < graph_.vertices) return {units, false};
     cursor_ = 0;
-    last_change_ = engine_->EndIteration();
+    double change = engine_->EndIteration();
     ++iteration_;
-    std::fprintf(stderr, "pagerank: iteration %d, L1 change %.3g\n", iteration_, last_change_);
-    return {units, last_change_ < o_.tolerance || iteration_ >= o_.max_iterations};
+    std::fprintf(stderr, "pagerank: iteration %d, L1 change %.3g\n", iteration_, change);
+    return {units, change < o_.tolerance || iteration_ >= o_.max_iterations};
   }
 
   void Finish() override {
@@ -117,7 +117,6 @@ class PageRankTask : public IterativeTask {
   StepSizer sizer_{1, 1, 1, 1};
   int64_t cursor_ = 0;
   int iteration_ = 0;
-  double last_change_ = 0;
 };
 
 }  // namespace

@@ -29,4 +29,4 @@ for f in "$work/big.json" "$work/big.json.gz"; do
   echo "$(basename "$f"): file $((size / 1048576)) MiB, peak RSS $((rss_kb / 1024)) MiB, $secs s"
 done
 json_mb=$(( $(stat -c %s "$work/big.json") / 1048576 ))
-python3 -c "import resource,json,sys,time; t=time.time(); json.load(open('$work/big.json')); print(f'python json.load of the same {$json_mb} MiB: peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss//1024} MiB, {time.time()-t:.1f} s')" 2>&1 || echo "python json.load: failed (out of memory?)"
+python3 -c "import resource,json,sys,time; t=time.time(); json.load(open('$work/big.json')); print(f'python json.load of the same $json_mb MiB: peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss//1024} MiB, {time.time()-t:.1f} s')" 2>&1 || echo "python json.load: failed (out of memory?)"

@@ -4,7 +4,8 @@ set -euo pipefail
 PACKAGES=(build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libsqlite3-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libsimdjson-dev zlib1g-dev libdeflate-dev)
+  libgtest-dev libgmock-dev libbenchmark-dev libsimdjson-dev zlib1g-dev libdeflate-dev
+  libjpeg-dev libpng-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

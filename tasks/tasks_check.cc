@@ -1,13 +1,16 @@
 // freeride-tasks-check: runs each built-in task's CPU reference and CUDA
 // engine on the same input and compares them (PageRank ranks to L1 <= 1e-4,
-// SGD RMSE within 1%).  Exit 0 when all agree, 1 when one does not, 77 when
+// SGD RMSE within 1%, resized and watermarked images within 1 grey level).  Exit 0 when all agree, 1 when one does not, 77 when
 // there is no usable GPU.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "common/gpu.h"
+#include "image/image.h"
 #include "pagerank/pagerank.h"
 #include "sgd/sgd.h"
 
@@ -65,6 +68,37 @@ bool CheckSgd(int64_t ratings) {
   return ok;
 }
 
+// Each source size is resized down, up and to a different aspect ratio.
+bool CheckImage(int src_w, int src_h) {
+  Image watermark = DefaultWatermark(160, 48);
+  auto cpu = MakeCpuImageTransformer(watermark), gpu = MakeCudaImageTransformer(watermark);
+  int worst = 0;
+  int64_t pixels = 0;
+  double t_cpu = 0, t_gpu = 0;
+  const int sizes[][2] = {{src_w / 3, src_h / 3}, {src_w * 2, src_h * 2}, {src_w / 2, src_h}};
+  for (int seed = 0; seed < 2; ++seed) {
+    Image source = SyntheticImage(src_w, src_h, seed);
+    for (const auto& size : sizes) {
+      TransformGeometry g = PlaceWatermark(src_w, src_h, size[0], size[1], watermark, 0.6f);
+      std::vector<uint8_t> a(static_cast<size_t>(size[0]) * size[1] * 3), b(a.size());
+      for (auto [engine, out, t] : {std::tuple{cpu.get(), &a, &t_cpu}, {gpu.get(), &b, &t_gpu}}) {
+        auto t0 = std::chrono::steady_clock::now();
+        engine->Begin(g, source.pixels.data());
+        engine->SourceRowsReady(0, src_h);
+        for (int y = 0; y < size[1]; y += 64)
+          engine->TransformRows(y, std::min(size[1], y + 64), out->data() + static_cast<size_t>(y) * size[0] * 3);
+        *t += Seconds(t0);
+      }
+      for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+      pixels += static_cast<int64_t>(size[0]) * size[1];
+    }
+  }
+  bool ok = worst <= 1;
+  std::printf("| image | %dx%d sources, resized to 1/3, 2x and half width, watermark at 0.6, %lld output pixels | max |cpu - cuda| = %d grey levels | %s | cpu %.2f s, cuda %.2f s |\n",
+              src_w, src_h, static_cast<long long>(pixels), worst, ok ? "pass (<= 1)" : "FAIL", t_cpu, t_gpu);
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -79,6 +113,7 @@ int main(int argc, char** argv) {
   try {
     ok &= CheckPageRank(small ? 14 : 20);
     ok &= CheckSgd(small ? 200000 : 5000000);
+    ok &= small ? CheckImage(320, 240) : CheckImage(1920, 1080);
   } catch (const std::exception& e) {
     std::printf("freeride-tasks-check: error: %s\n", e.what());
     return 1;

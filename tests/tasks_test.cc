@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
 #include "common/step_sizer.h"
+#include "image/image.h"
+#include "image/image_codec.h"
 #include "pagerank/graph.h"
 #include "pagerank/pagerank.h"
 #include "sgd/sgd.h"
@@ -158,14 +161,121 @@ TEST(Sgd, RatingFilesAreReadWithClearErrors) {
   EXPECT_THROW(MakeSgdEngine(Device::kCpu, set, SgdParams{.rank = 65}), std::runtime_error);
 }
 
+
+Image Solid(int w, int h, int channels, std::vector<uint8_t> colour) {
+  Image image{w, h, channels, {}};
+  for (int i = 0; i < w * h; ++i) image.pixels.insert(image.pixels.end(), colour.begin(), colour.end());
+  return image;
+}
+
+std::vector<uint8_t> Transform(const Image& source, int dst_w, int dst_h, const Image& watermark,
+                               float opacity) {
+  auto engine = MakeCpuImageTransformer(watermark);
+  TransformGeometry g = PlaceWatermark(source.width, source.height, dst_w, dst_h, watermark, opacity);
+  engine->Begin(g, source.pixels.data());
+  engine->SourceRowsReady(0, source.height);
+  std::vector<uint8_t> out(static_cast<size_t>(dst_w) * dst_h * 3);
+  engine->TransformRows(0, dst_h, out.data());
+  return out;
+}
+
+TEST(Image, BilinearResizeMatchesHandComputedValues) {
+  // One row [0, 100] stretched to four pixels: centres at source x = -0.25
+  // (clamped), 0.25, 0.75 and 1.25 (clamped).
+  Image row{2, 1, 3, {0, 0, 0, 100, 100, 100}};
+  std::vector<uint8_t> out = Transform(row, 4, 1, Image{}, 0);
+  EXPECT_EQ(out[0], 0);
+  EXPECT_EQ(out[3], 25);
+  EXPECT_EQ(out[6], 75);
+  EXPECT_EQ(out[9], 100);
+  // Halving averages 2x2 blocks.
+  Image block{2, 2, 3, {10, 10, 10, 20, 20, 20, 30, 30, 30, 40, 40, 40}};
+  EXPECT_EQ(Transform(block, 1, 1, Image{}, 0)[0], 25);
+  // Same size and no watermark: the identity.
+  Image photo = SyntheticImage(37, 23, 5);
+  EXPECT_EQ(Transform(photo, 37, 23, Image{}, 0), photo.pixels);
+}
+
+TEST(Image, WatermarkIsAlphaBlendedAtTheBottomRight) {
+  Image grey = Solid(200, 100, 3, {100, 100, 100});
+  Image mark = Solid(10, 10, 4, {200, 0, 255, 255});
+  mark.pixels[3] = 0;  // its top-left pixel is fully transparent
+  std::vector<uint8_t> out = Transform(grey, 200, 100, mark, 0.5f);
+  TransformGeometry g = PlaceWatermark(200, 100, 200, 100, mark, 0.5f);
+  ASSERT_EQ(g.wm_x + g.wm_w, 200 - 2);
+  auto pixel = [&](int x, int y) { return &out[(static_cast<size_t>(y) * 200 + x) * 3]; };
+  EXPECT_EQ(pixel(g.wm_x + 5, g.wm_y + 5)[0], 150);  // 100 + 0.5 * (200 - 100)
+  EXPECT_EQ(pixel(g.wm_x + 5, g.wm_y + 5)[1], 50);
+  EXPECT_EQ(pixel(g.wm_x + 5, g.wm_y + 5)[2], 178);  // 100 + 0.5 * 155, rounded
+  EXPECT_EQ(pixel(g.wm_x, g.wm_y)[0], 100) << "transparent watermark pixel";
+  EXPECT_EQ(pixel(g.wm_x - 1, g.wm_y + 5)[0], 100) << "outside the watermark";
+  // Opacity 1 copies opaque watermark pixels.
+  out = Transform(grey, 200, 100, mark, 1.0f);
+  EXPECT_EQ(pixel(g.wm_x + 5, g.wm_y + 5)[2], 255);
+}
+
+TEST(Image, CodecsRoundTripAndDecodeRowByRow) {
+  Image photo = SyntheticImage(123, 77, 9);
+  std::vector<uint8_t> png = EncodeImage(photo, ImageFormat::kPng);
+  EXPECT_EQ(DecodeImage(png, "a.png").pixels, photo.pixels) << "PNG is lossless";
+  std::vector<uint8_t> jpeg = EncodeImage(photo, ImageFormat::kJpeg, 95);
+  Image back = DecodeImage(jpeg, "a.jpg");
+  ASSERT_EQ(back.width, 123);
+  ASSERT_EQ(back.height, 77);
+  double error = 0;
+  for (size_t i = 0; i < back.pixels.size(); ++i) error += std::abs(back.pixels[i] - photo.pixels[i]);
+  // Close, though JPEG drops much of the synthetic image's pixel noise (sd 4).
+  EXPECT_LT(error / back.pixels.size(), 6.0);
+  // Decoding in uneven bands gives the same pixels as decoding at once.
+  for (const auto* bytes : {&png, &jpeg}) {
+    auto decoder = OpenImageDecoder(std::make_shared<const std::vector<uint8_t>>(*bytes), "x");
+    std::vector<uint8_t> banded(back.pixels.size());
+    for (int band : {1, 7, 30, 39}) decoder->ReadRows(band, banded.data() + decoder->rows_done() * 123 * 3);
+    EXPECT_EQ(decoder->rows_done(), 77);
+    EXPECT_EQ(banded, DecodeImage(*bytes, "x").pixels);
+  }
+  // RGBA PNGs keep their alpha; RGB ones get an opaque one.
+  Image rgba = Solid(3, 2, 4, {1, 2, 3, 4});
+  EXPECT_EQ(DecodeImage(EncodeImage(rgba, ImageFormat::kPng), "w.png", 4).pixels, rgba.pixels);
+  EXPECT_EQ(DecodeImage(png, "a.png", 4).pixels[3], 255);
+}
+
+TEST(Image, DamagedImagesAreErrorsThatNameTheFile) {
+  Image photo = SyntheticImage(64, 64, 2);
+  auto expect_error = [](const std::vector<uint8_t>& bytes, const std::string& words) {
+    try {
+      DecodeImage(bytes, "holiday.jpg");
+      ADD_FAILURE() << "decoded a damaged image; expected: " << words;
+    } catch (const std::runtime_error& e) {
+      std::string what = e.what();
+      EXPECT_NE(what.find("holiday.jpg"), std::string::npos) << what;
+      EXPECT_NE(what.find(words), std::string::npos) << what;
+    }
+  };
+  expect_error({}, "empty");
+  expect_error({'G', 'I', 'F', '8', '9', 'a'}, "not a JPEG or PNG");
+  std::vector<uint8_t> jpeg = EncodeImage(photo, ImageFormat::kJpeg);
+  jpeg.resize(jpeg.size() / 2);  // libjpeg would pad this with grey
+  expect_error(jpeg, "cannot decode");
+  std::vector<uint8_t> png = EncodeImage(photo, ImageFormat::kPng);
+  png.resize(png.size() - 40);
+  expect_error(png, "truncated");
+  png = EncodeImage(photo, ImageFormat::kPng);
+  png[png.size() / 2] ^= 0xff;  // a bit flip inside IDAT: a CRC error
+  expect_error(png, "cannot decode");
+}
+
+// Runs a shell command with stdout to dir/out; returns its exit status and stderr.
+std::pair<int, std::string> RunCapturing(const std::string& command, const std::string& dir) {
+  std::string cmd = command + " > " + dir + "/out 2> " + dir + "/err";
+  int status = std::system(cmd.c_str());
+  std::ifstream err(dir + "/err");
+  return {WEXITSTATUS(status), std::string((std::istreambuf_iterator<char>(err)), {})};
+}
+
 TEST(TaskBinaries, BadArgumentsAndInputsExitNonZeroWithAMessage) {
   TempDir dir;
-  auto run = [&](const std::string& args) {
-    std::string cmd = args + " > " + dir.path() + "/out 2> " + dir.path() + "/err";
-    int status = std::system(cmd.c_str());
-    std::ifstream err(dir.path() + "/err");
-    return std::pair{WEXITSTATUS(status), std::string((std::istreambuf_iterator<char>(err)), {})};
-  };
+  auto run = [&](const std::string& args) { return RunCapturing(args, dir.path()); };
   auto [rc1, err1] = run(std::string(PAGERANK_BIN));
   EXPECT_EQ(rc1, 2);
   EXPECT_NE(err1.find("--edges FILE or --rmat-scale"), std::string::npos);
@@ -186,6 +296,59 @@ TEST(TaskBinaries, BadArgumentsAndInputsExitNonZeroWithAMessage) {
   EXPECT_DOUBLE_EQ(lines[1]["units"].get<double>(), 40000);
   EXPECT_TRUE(lines[1]["finished"].get<bool>());
   EXPECT_GT(lines[1]["step_ms_p50"].get<double>(), 0);
+}
+
+void WriteBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                               static_cast<std::streamsize>(bytes.size()));
+}
+
+TEST(TaskBinaries, ImageTaskWritesResizedImagesAndRefusesDamagedOnes) {
+  TempDir dir;
+  std::string in = dir.path() + "/in", out = dir.path() + "/out-images";
+  std::filesystem::create_directories(in);
+  WriteBytes(in + "/a.png", EncodeImage(SyntheticImage(300, 200, 1), ImageFormat::kPng));
+  WriteBytes(in + "/b.jpg", EncodeImage(SyntheticImage(200, 300, 2), ImageFormat::kJpeg));
+  std::vector<uint8_t> damaged = EncodeImage(SyntheticImage(64, 64, 3), ImageFormat::kJpeg);
+  damaged.resize(damaged.size() / 2);
+  WriteBytes(in + "/c.jpg", damaged);
+  WriteBytes(in + "/notes.txt", {'h', 'i'});  // not an image: ignored
+  std::string image = std::string(IMAGE_BIN) + " --device cpu --standalone --input " + in;
+
+  auto [rc, err] = RunCapturing(image + " --output " + out + " --width 100", dir.path());
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(err.find("c.jpg: cannot decode image"), std::string::npos) << err;
+
+  std::tie(rc, err) = RunCapturing(image + " --output " + out + " --width 100 --skip-bad --step-ms 0.2", dir.path());
+  ASSERT_EQ(rc, 0) << err;
+  std::vector<nlohmann::json> lines = ReadJsonLines(dir.path() + "/out");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["images"], 2);
+  EXPECT_EQ(lines[0]["failed"], 1);
+  EXPECT_EQ(lines[1]["unit"], "megapixels");
+  EXPECT_NEAR(lines[1]["units"].get<double>(), 0.12, 1e-9) << "two 300x200 sources";
+  Image a = DecodeImage(ReadFileBytes(out + "/a.png"), "a.png");
+  EXPECT_EQ(a.width, 100);
+  EXPECT_EQ(a.height, 67) << "aspect ratio kept";
+  Image b = DecodeImage(ReadFileBytes(out + "/b.jpg"), "b.jpg");
+  EXPECT_EQ(b.height, 150);
+  EXPECT_FALSE(std::filesystem::exists(out + "/c.jpg"));
+
+  // The same folder for input and output would overwrite the inputs.
+  std::tie(rc, err) = RunCapturing(image + " --output " + in, dir.path());
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(err.find("no input is overwritten"), std::string::npos) << err;
+  // A decompression bomb is refused before allocating.
+  std::tie(rc, err) = RunCapturing(image + " --skip-bad --max-megapixels 0.01", dir.path());
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(err.find("larger than --max-megapixels"), std::string::npos) << err;
+  EXPECT_NE(err.find("no image could be decoded"), std::string::npos) << err;
+  // An image beyond the memory the daemon granted.
+  std::tie(rc, err) = RunCapturing("FREERIDE_MEMORY_BYTES=1000 " + image + " --output " + out, dir.path());
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(err.find("more than the task's memory limit"), std::string::npos) << err;
+  std::tie(rc, err) = RunCapturing(image + " --generate 1", dir.path());
+  EXPECT_EQ(rc, 2) << "--input and --generate exclude each other";
 }
 
 }  // namespace

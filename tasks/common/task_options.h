@@ -17,4 +17,16 @@ inline void AddCommonTaskOptions(CLI::App& app, CommonTaskOptions* o) {
       ->check(CLI::PositiveNumber);
 }
 
+// Parses the command line.  Returns -1 to go on, else the exit status: 0
+// after --help, 2 after a usage error (printed with CLI11's message), the
+// status every built-in task uses for bad arguments.
+inline int ParseTaskArguments(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+    return -1;
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+}
+
 }  // namespace freeride::tasks

@@ -139,7 +139,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--output", o.output, "Write the top vertices and ranks here (TSV)");
   app.add_option("--top", o.top, "How many vertices --output lists")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  if (int status = freeride::tasks::ParseTaskArguments(app, argc, argv); status >= 0)
+    return status;
   if (o.edges.empty() && o.rmat_scale == 0) {
     std::fprintf(stderr, "freeride-pagerank: give --edges FILE or --rmat-scale S\n");
     return 2;

@@ -135,7 +135,8 @@ int main(int argc, char** argv) {
   app.add_option("--regularisation", o.params.regularisation)->capture_default_str();
   app.add_option("--epochs", o.epochs, "Passes over the ratings")->capture_default_str();
   AddCommonTaskOptions(app, &o.common);
-  CLI11_PARSE(app, argc, argv);
+  if (int status = freeride::tasks::ParseTaskArguments(app, argc, argv); status >= 0)
+    return status;
   if (o.ratings.empty() && o.count == 0) {
     std::fprintf(stderr, "freeride-sgd: give --ratings FILE or --generate-ratings N\n");
     return 2;

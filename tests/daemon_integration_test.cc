@@ -327,6 +327,86 @@ TEST_F(DaemonIntegration, InheritedChannelVariablesDoNotReachTasks) {
       << failed.stderr_tail();
 }
 
+std::string FileText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// Each built-in task is killed (SIGKILL) after it has checkpointed; its
+// retry resumes from the checkpoint and ends with exactly the result of an
+// uninterrupted run.
+TEST_F(DaemonIntegration, BuiltInTasksResumeFromCheckpointsWithTheSameResult) {
+  options_.retry_backoff = 10 * kMillisecond;
+  setenv("FREERIDE_CHECKPOINT_INTERVAL_MS", "50", 1);
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ScriptedStage stage(options_.socket_path, {8 * kMillisecond}, 2 * kMillisecond);
+  struct Case {
+    std::string name;
+    std::vector<std::string> command;
+    std::string result;  // file whose content must match, under "{out}"
+  };
+  const std::string d = dir_.path();
+  const std::vector<Case> cases = {
+      {"pagerank",
+       {PAGERANK_BIN, "--rmat-scale", "17", "--tolerance", "0", "--max-iterations", "300",
+        "--device", "cpu", "--step-ms", "1", "--output", "{out}/top.tsv"},
+       "top.tsv"},
+      {"sgd",
+       {SGD_BIN, "--generate-ratings", "2000000", "--epochs", "8", "--device", "cpu", "--step-ms",
+        "1"},
+       "stdout"},
+      {"image",
+       {IMAGE_BIN, "--generate", "60", "--generate-size", "640x480", "--device", "cpu",
+        "--step-ms", "1", "--output", "{out}/images"},
+       "images/generated-00059.jpg"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto with_out = [&](const std::string& out) {
+      std::vector<std::string> command;
+      for (std::string arg : c.command) {
+        if (size_t at = arg.find("{out}"); at != std::string::npos) arg.replace(at, 5, out);
+        command.push_back(arg);
+      }
+      return command;
+    };
+    // The reference: the same command alone, uninterrupted.
+    std::string ref = d + "/" + c.name + "-ref", run = d + "/" + c.name + "-run";
+    std::filesystem::create_directories(ref);
+    std::filesystem::create_directories(run);
+    std::string line;
+    for (const auto& arg : with_out(ref)) line += arg + " ";
+    ASSERT_EQ(std::system((line + "--standalone > " + ref + "/stdout 2>/dev/null").c_str()), 0);
+
+    v1::TaskSpec spec = MakeSpec(c.name, with_out(run));
+    spec.set_max_retries(1);
+    v1::TaskInfo info;
+    ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
+    std::string task_dir = options_.state_dir + "/tasks/" + std::to_string(info.id());
+    v1::TaskInfo before;
+    for (int i = 0; i < 1500; ++i) {
+      tasks()->Get(info.id(), "", &before);
+      if (before.progress() > 0 && std::filesystem::exists(task_dir + "/checkpoint/checkpoint"))
+        break;
+      usleep(10000);
+    }
+    ASSERT_TRUE(before.state() == "RUNNING" || before.state() == "PAUSED")
+        << before.state() << ": it must still be live when killed";
+    ASSERT_GT(before.pid(), 0);
+    kill(static_cast<pid_t>(before.pid()), SIGKILL);
+    v1::TaskInfo after = WaitForState(tasks(), info.id(), "FINISHED", 120 * kSecond);
+    ASSERT_EQ(after.state(), "FINISHED") << after.message();
+    EXPECT_EQ(after.attempts(), 2);
+    EXPECT_NE(FileText(task_dir + "/stderr.log").find("resumed from checkpoint"), std::string::npos);
+    std::string expected = FileText(ref + "/" + c.result);
+    std::string got = c.result == "stdout" ? FileText(task_dir + "/stdout.log")
+                                           : FileText(run + "/" + c.result);
+    ASSERT_FALSE(expected.empty());
+    if (c.result == "stdout") expected = expected.substr(0, expected.find('\n') + 1);
+    EXPECT_NE(got.find(expected), std::string::npos) << "expected " << expected << "got " << got;
+  }
+  unsetenv("FREERIDE_CHECKPOINT_INTERVAL_MS");
+}
+
 TEST_F(DaemonIntegration, CancelStopsARunningTaskAndAQueuedOne) {
   options_.max_resident_per_lane = 1;
   ASSERT_NO_FATAL_FAILURE(StartDaemon());

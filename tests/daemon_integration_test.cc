@@ -327,10 +327,6 @@ TEST_F(DaemonIntegration, InheritedChannelVariablesDoNotReachTasks) {
       << failed.stderr_tail();
 }
 
-std::string FileText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
 
 // Each built-in task is killed (SIGKILL) after it has checkpointed; its
 // retry resumes from the checkpoint and ends with exactly the result of an
@@ -405,6 +401,76 @@ TEST_F(DaemonIntegration, BuiltInTasksResumeFromCheckpointsWithTheSameResult) {
     EXPECT_NE(got.find(expected), std::string::npos) << "expected " << expected << "got " << got;
   }
   unsetenv("FREERIDE_CHECKPOINT_INTERVAL_MS");
+}
+
+// `freeride task-profile` records a task run alone; `submit --profile`
+// turns that into the task's command, memory request, step-time hint and
+// alone rate, and the daemon places by that memory.
+TEST_F(DaemonIntegration, TaskProfilesDriveSubmitAndPlacement) {
+  options_.lanes = {{0, "gpu:0", 4ULL << 30, -1}, {1, "gpu:1", 40ULL << 30, -1}};
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  const std::string d = dir_.path(), cli = std::string(FREERIDE_BIN);
+  std::string profile = d + "/sgd.profile.json";
+  ASSERT_EQ(std::system((cli + " task-profile --seconds 0.5 -o " + profile + " -- " + SGD_BIN +
+                         " --generate-ratings 100000 --device cpu --epochs 100000 --step-ms 1 "
+                         "> " + d + "/tp.out 2> " + d + "/tp.err")
+                            .c_str()),
+            0)
+      << FileText(d + "/tp.err");
+  EXPECT_NE(FileText(d + "/tp.err").find("alone rate"), std::string::npos);
+  nlohmann::json p = nlohmann::json::parse(FileText(profile));
+  EXPECT_EQ(p["unit"], "ratings");
+  EXPECT_GT(p["rate_per_s"].get<double>(), 1e5);
+  EXPECT_GE(p["seconds"].get<double>(), 0.5);
+  double p99 = p["step_ms"]["p99"];
+  EXPECT_GT(p99, 0.3);
+  EXPECT_LT(p99, 20) << "steps follow --step-ms 1";
+  EXPECT_EQ(p["command"][0], SGD_BIN) << "without --standalone";
+  EXPECT_EQ(p["command"].size(), 9u);
+
+  // Submit with only the profile: its command, and p99 as the step hint.
+  auto submit = [&](const std::string& args) {
+    return RunShell(cli + " submit --socket " + options_.socket_path + " " + args, d);
+  };
+  ShellResult r = submit("--name profiled --json --profile " + profile);
+  ASSERT_EQ(r.status, 0) << r.err;
+  v1::TaskInfo info;
+  ASSERT_TRUE(tasks()->Get(0, "profiled", &info).ok());
+  EXPECT_EQ(info.spec().command(0), SGD_BIN);
+  EXPECT_EQ(info.spec().step_time_hint_ns(), static_cast<int64_t>(p99 * 1e6));
+  EXPECT_DOUBLE_EQ(info.spec().alone_rate_per_s(), p["rate_per_s"].get<double>());
+  EXPECT_EQ(info.spec().memory_bytes(), 0u) << "a CPU run uses no device memory";
+  tasks()->Cancel(info.id(), "", &info);
+
+  // A GPU profile of 10 GiB: placed on the lane that has room for it, with
+  // a 10% margin; one of 50 GiB is refused with the reason.
+  p["process_gpu_bytes"] = 10ULL << 30;
+  std::ofstream(d + "/big.json") << p.dump();
+  r = submit("--name big --profile " + d + "/big.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_TRUE(tasks()->Get(0, "big", &info).ok());
+  EXPECT_EQ(info.lane(), 1);
+  EXPECT_EQ(info.spec().memory_bytes(), 11ULL << 30);
+  tasks()->Cancel(info.id(), "", &info);
+  p["process_gpu_bytes"] = 50ULL << 30;
+  std::ofstream(d + "/huge.json") << p.dump();
+  r = submit("--name huge --profile " + d + "/huge.json");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("55.00 GiB"), std::string::npos) << r.err;
+
+  // Bad profiles are named and explained.
+  std::ofstream(d + "/bad.json") << "{\"freeride_task_profile\": 1, \"command\": [\"x\"]}";
+  r = submit("--profile " + d + "/bad.json");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("bad.json: missing \"unit\""), std::string::npos) << r.err;
+  r = submit("--profile " + d + "/tp.out");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("not a FreeRide task profile"), std::string::npos) << r.err;
+  // A command that is not an SDK task gives no profile.
+  r = RunShell(cli + " task-profile --seconds 0.2 -o " + d + "/x.json -- /bin/true", d);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("no standalone result line"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(d + "/x.json"));
 }
 
 TEST_F(DaemonIntegration, CancelStopsARunningTaskAndAQueuedOne) {

@@ -265,17 +265,17 @@ TEST(Image, DamagedImagesAreErrorsThatNameTheFile) {
   expect_error(png, "cannot decode");
 }
 
-// Runs a shell command with stdout to dir/out; returns its exit status and stderr.
-std::pair<int, std::string> RunCapturing(const std::string& command, const std::string& dir) {
-  std::string cmd = command + " > " + dir + "/out 2> " + dir + "/err";
-  int status = std::system(cmd.c_str());
-  std::ifstream err(dir + "/err");
-  return {WEXITSTATUS(status), std::string((std::istreambuf_iterator<char>(err)), {})};
+// Runs a task's command line; returns its exit status and stderr, and leaves
+// its stdout in dir/out for ReadJsonLines.
+std::pair<int, std::string> RunTask(const std::string& command, const std::string& dir) {
+  ShellResult r = RunShell(command, dir);
+  std::ofstream(dir + "/out") << r.out;
+  return {r.status, r.err};
 }
 
 TEST(TaskBinaries, BadArgumentsAndInputsExitNonZeroWithAMessage) {
   TempDir dir;
-  auto run = [&](const std::string& args) { return RunCapturing(args, dir.path()); };
+  auto run = [&](const std::string& args) { return RunTask(args, dir.path()); };
   auto [rc1, err1] = run(std::string(PAGERANK_BIN));
   EXPECT_EQ(rc1, 2);
   EXPECT_NE(err1.find("--edges FILE or --rmat-scale"), std::string::npos);
@@ -315,11 +315,12 @@ TEST(TaskBinaries, ImageTaskWritesResizedImagesAndRefusesDamagedOnes) {
   WriteBytes(in + "/notes.txt", {'h', 'i'});  // not an image: ignored
   std::string image = std::string(IMAGE_BIN) + " --device cpu --standalone --input " + in;
 
-  auto [rc, err] = RunCapturing(image + " --output " + out + " --width 100", dir.path());
+  auto run = [&](const std::string& args) { return RunTask(args, dir.path()); };
+  auto [rc, err] = run(image + " --output " + out + " --width 100");
   EXPECT_EQ(rc, 1);
   EXPECT_NE(err.find("c.jpg: cannot decode image"), std::string::npos) << err;
 
-  std::tie(rc, err) = RunCapturing(image + " --output " + out + " --width 100 --skip-bad --step-ms 0.2", dir.path());
+  std::tie(rc, err) = run(image + " --output " + out + " --width 100 --skip-bad --step-ms 0.2");
   ASSERT_EQ(rc, 0) << err;
   std::vector<nlohmann::json> lines = ReadJsonLines(dir.path() + "/out");
   ASSERT_EQ(lines.size(), 2u);
@@ -335,19 +336,19 @@ TEST(TaskBinaries, ImageTaskWritesResizedImagesAndRefusesDamagedOnes) {
   EXPECT_FALSE(std::filesystem::exists(out + "/c.jpg"));
 
   // The same folder for input and output would overwrite the inputs.
-  std::tie(rc, err) = RunCapturing(image + " --output " + in, dir.path());
+  std::tie(rc, err) = run(image + " --output " + in);
   EXPECT_EQ(rc, 1);
   EXPECT_NE(err.find("no input is overwritten"), std::string::npos) << err;
   // A decompression bomb is refused before allocating.
-  std::tie(rc, err) = RunCapturing(image + " --skip-bad --max-megapixels 0.01", dir.path());
+  std::tie(rc, err) = run(image + " --skip-bad --max-megapixels 0.01");
   EXPECT_EQ(rc, 1);
   EXPECT_NE(err.find("larger than --max-megapixels"), std::string::npos) << err;
   EXPECT_NE(err.find("no image could be decoded"), std::string::npos) << err;
   // An image beyond the memory the daemon granted.
-  std::tie(rc, err) = RunCapturing("FREERIDE_MEMORY_BYTES=1000 " + image + " --output " + out, dir.path());
+  std::tie(rc, err) = run("FREERIDE_MEMORY_BYTES=1000 " + image + " --output " + out);
   EXPECT_EQ(rc, 1);
   EXPECT_NE(err.find("more than the task's memory limit"), std::string::npos) << err;
-  std::tie(rc, err) = RunCapturing(image + " --generate 1", dir.path());
+  std::tie(rc, err) = run(image + " --generate 1");
   EXPECT_EQ(rc, 2) << "--input and --generate exclude each other";
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -46,6 +47,17 @@ bool ProcessAlive(int pid) {
   std::getline(stat, content);
   size_t close = content.rfind(')');
   return close == std::string::npos || content.size() < close + 2 || content[close + 2] != 'Z';
+}
+
+std::string FileText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+ShellResult RunShell(const std::string& command, const std::string& dir) {
+  int status = std::system((command + " > " + dir + "/shell.out 2> " + dir + "/shell.err").c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+          FileText(dir + "/shell.out"), FileText(dir + "/shell.err")};
 }
 
 }  // namespace freeride

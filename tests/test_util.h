@@ -24,4 +24,16 @@ std::vector<nlohmann::json> ReadJsonLines(const std::string& path);
 
 bool ProcessAlive(int pid);
 
+// A file's whole content ("" when it cannot be read).
+std::string FileText(const std::string& path);
+
+struct ShellResult {
+  int status;       // exit status
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs a shell command, its output captured through files in `dir`.
+ShellResult RunShell(const std::string& command, const std::string& dir);
+
 }  // namespace freeride

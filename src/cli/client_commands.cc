@@ -11,6 +11,7 @@
 #include "base/units.h"
 #include "cli/commands.h"
 #include "client/client.h"
+#include "client/task_profile.h"
 
 extern char** environ;
 
@@ -74,6 +75,7 @@ struct SubmitArgs {
   std::string kind = "iterative";
   std::string step_time;
   int retries = 0;
+  std::string profile;
   bool json = false;
   std::vector<std::string> command;
 };
@@ -82,11 +84,24 @@ int RunSubmit(const SubmitArgs& args) {
   v1::SubmitRequest request;
   v1::TaskSpec* spec = request.mutable_spec();
   std::string error;
-  if (args.command.empty()) {
+  std::optional<TaskProfile> profile;
+  if (!args.profile.empty()) {
+    profile = ReadTaskProfile(args.profile, &error);
+    if (!profile) {
+      fmt::print(stderr, "freeride submit: --profile {}\n", error);
+      return 2;
+    }
+  }
+  if (args.command.empty() && !profile) {
     fmt::print(stderr, "freeride submit: no command given; usage: freeride submit [OPTIONS] -- "
-                       "CMD ARGS...\n");
+                       "CMD ARGS...  (or --profile F, which holds one)\n");
     return 2;
   }
+  if (profile && !args.command.empty() &&
+      std::vector<std::string>(profile->command) != args.command)
+    fmt::print(stderr, "freeride submit: warning: the command differs from the one profiled in {}\n",
+               args.profile);
+  const std::vector<std::string>& command = args.command.empty() ? profile->command : args.command;
   auto memory = ParseBytes(args.memory, &error);
   if (!memory) {
     fmt::print(stderr, "freeride submit: --memory: {}\n", error);
@@ -125,13 +140,15 @@ int RunSubmit(const SubmitArgs& args) {
   std::string name = args.name;
   if (name.empty()) {
     std::random_device random;
-    name = fmt::format("{}-{:04x}", std::filesystem::path(args.command[0]).filename().string(),
+    name = fmt::format("{}-{:04x}", std::filesystem::path(command[0]).filename().string(),
                        random() & 0xffff);
   }
   spec->set_name(name);
   spec->set_priority(args.priority);
   spec->set_max_retries(args.retries);
-  for (const std::string& a : args.command) spec->add_command(a);
+  for (const std::string& a : command) spec->add_command(a);
+  // Explicit --memory and --step-time win over the profile's figures.
+  if (profile) ApplyTaskProfile(*profile, spec);
   spec->set_working_dir(std::filesystem::current_path().string());
   for (char** e = environ; *e; ++e) {
     std::string entry(*e);
@@ -297,6 +314,9 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
                   "Expected step time, e.g. 5ms, used until steps are measured");
   cmd->add_option("--retries", submit->retries, "Relaunch a failed task up to N times")
       ->capture_default_str();
+  cmd->add_option("--profile", submit->profile,
+                  "A profile from `freeride task-profile`: memory, step time, alone rate "
+                  "(and the command, if none is given)");
   cmd->add_flag("--json", submit->json, "Print the task as JSON");
   cmd->add_option("command", submit->command, "The command and its arguments, after --");
   cmd->callback([submit, exit_code] { *exit_code = RunSubmit(*submit); });

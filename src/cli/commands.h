@@ -9,5 +9,6 @@ void AddDaemonCommand(CLI::App& app, int* exit_code);
 void AddClientCommands(CLI::App& app, int* exit_code);
 void AddScheduleCommand(CLI::App& app, int* exit_code);
 void AddProfileCommand(CLI::App& app, int* exit_code);
+void AddTaskProfileCommand(CLI::App& app, int* exit_code);
 
 }  // namespace freeride::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   freeride::cli::AddClientCommands(app, &exit_code);
   freeride::cli::AddScheduleCommand(app, &exit_code);
   freeride::cli::AddProfileCommand(app, &exit_code);
+  freeride::cli::AddTaskProfileCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,203 @@
+// `freeride task-profile [--seconds T] [--output F] -- CMD ARGS...`: runs an
+// iterative side task alone (the SDK's --standalone mode) for T seconds and
+// records its alone rate, step-time distribution and peak device memory as
+// a profile JSON that `freeride submit --profile F` uses.
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "base/units.h"
+#include "cli/commands.h"
+#include "client/task_profile.h"
+#include "sdk/task_channel.h"
+
+namespace freeride::cli {
+namespace {
+
+struct TaskProfileArgs {
+  double seconds = 10;
+  double timeout = 600;
+  std::string output;
+  std::vector<std::string> command;
+};
+
+// Device memory nvidia-smi attributes to `pid` (0 when there is no
+// nvidia-smi or the process holds no GPU memory).
+uint64_t ProcessGpuBytes(pid_t pid) {
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(
+      popen("nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits "
+            "2>/dev/null",
+            "r"),
+      pclose);
+  if (!pipe) return 0;
+  char line[256];
+  uint64_t total = 0;
+  while (std::fgets(line, sizeof line, pipe.get())) {
+    long p = 0;
+    unsigned long long mib = 0;
+    if (std::sscanf(line, "%ld, %llu", &p, &mib) == 2 && p == pid) total += mib << 20;
+  }
+  return total;
+}
+
+bool HaveNvidiaSmi() { return std::system("command -v nvidia-smi >/dev/null 2>&1") == 0; }
+
+int RunTaskProfile(const TaskProfileArgs& args) {
+  if (args.command.empty()) {
+    fmt::print(stderr, "freeride task-profile: no command; usage: freeride task-profile "
+                       "[--seconds T] [--output F] -- CMD ARGS...\n");
+    return 2;
+  }
+  std::string output = args.output;
+  if (output.empty())
+    output = std::filesystem::path(args.command[0]).filename().string() + ".profile.json";
+  std::vector<std::string> argv = args.command;
+  argv.insert(argv.end(), {"--standalone", "--seconds", fmt::format("{}", args.seconds)});
+
+  int fds[2];
+  if (pipe(fds) != 0) {
+    fmt::print(stderr, "freeride task-profile: pipe: {}\n", std::strerror(errno));
+    return 1;
+  }
+  fmt::print(stderr, "freeride task-profile: running '{}' alone for {} s after its setup\n",
+             fmt::join(args.command, " "), args.seconds);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    // Alone means alone: never attach to a daemon this shell knows of.
+    for (const char* v : {kEnvTaskId, kEnvTaskSegment, kEnvLaneSegment, kEnvMemory})
+      unsetenv(v);
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    execvp(cargv[0], cargv.data());
+    std::fprintf(stderr, "freeride task-profile: cannot run %s: %s\n", cargv[0],
+                 std::strerror(errno));
+    _exit(127);
+  }
+  close(fds[1]);
+  const bool sample_gpu = HaveNvidiaSmi();
+  uint64_t process_gpu_bytes = 0;
+  std::string out, last_result;
+  auto start = std::chrono::steady_clock::now();
+  auto last_sample = start;
+  bool open = true, timed_out = false;
+  while (open) {
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, 200) > 0) {
+      char buffer[4096];
+      ssize_t n = read(fds[0], buffer, sizeof buffer);
+      if (n <= 0) {
+        open = false;
+      } else {
+        out.append(buffer, static_cast<size_t>(n));
+      }
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (sample_gpu && now - last_sample > std::chrono::milliseconds(500)) {
+      process_gpu_bytes = std::max(process_gpu_bytes, ProcessGpuBytes(pid));
+      last_sample = now;
+    }
+    if (std::chrono::duration<double>(now - start).count() > args.timeout) {
+      kill(pid, SIGKILL);
+      timed_out = true;
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (timed_out) {
+    fmt::print(stderr, "freeride task-profile: the task ran past --timeout {} s and was killed\n",
+               args.timeout);
+    return 1;
+  }
+  // The task's own stdout lines go to ours; the standalone line is the last.
+  std::optional<TaskProfile> profile;
+  std::string why = "it printed nothing on stdout";
+  size_t begin = 0;
+  while (begin < out.size()) {
+    size_t end = out.find('\n', begin);
+    if (end == std::string::npos) end = out.size();
+    std::string line = out.substr(begin, end - begin);
+    begin = end + 1;
+    if (auto p = ProfileFromStandaloneLine(line, &why)) {
+      profile = p;
+    } else if (!line.empty()) {
+      fmt::print("{}\n", line);
+    }
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fmt::print(stderr, "freeride task-profile: the task {}; no profile written\n",
+               WIFEXITED(status) ? fmt::format("exited with status {}", WEXITSTATUS(status))
+                                 : fmt::format("was killed by signal {}", WTERMSIG(status)));
+    return 1;
+  }
+  if (!profile) {
+    fmt::print(stderr,
+               "freeride task-profile: no standalone result line from the task ({}); profiles "
+               "need an iterative SDK task, which prints one under --standalone\n",
+               why);
+    return 1;
+  }
+  profile->command = args.command;
+  profile->process_gpu_bytes = process_gpu_bytes;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  profile->host = host;
+  profile->created_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+  std::string tmp = output + ".tmp";
+  {
+    std::ofstream file(tmp);
+    file << TaskProfileToJson(*profile);
+    if (!file) {
+      fmt::print(stderr, "freeride task-profile: cannot write {}\n", tmp);
+      return 1;
+    }
+  }
+  std::filesystem::rename(tmp, output);
+  fmt::print(stderr,
+             "alone rate  {:.4g} {}/s over {:.1f} s, {} steps\n"
+             "step time   p50 {:.3f} ms  p90 {:.3f} ms  p99 {:.3f} ms  max {:.3f} ms\n"
+             "memory      peak {} (task), {} (nvidia-smi, whole process); reserve {}\n"
+             "profile     {}   use: freeride submit --profile {}\n",
+             profile->rate_per_s, profile->unit, profile->seconds, profile->steps,
+             profile->step_ms_p50, profile->step_ms_p90, profile->step_ms_p99,
+             profile->step_ms_max, FormatBytes(profile->peak_memory_bytes),
+             sample_gpu ? FormatBytes(process_gpu_bytes) : std::string("n/a"),
+             FormatBytes(ProfiledMemoryBytes(*profile)), output, output);
+  return 0;
+}
+
+}  // namespace
+
+void AddTaskProfileCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<TaskProfileArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "task-profile", "Profile a side task alone: freeride task-profile [OPTIONS] -- CMD ARGS...");
+  cmd->add_option("--seconds", args->seconds, "How long to run it after its setup")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--timeout", args->timeout, "Kill it after this many seconds in all")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--output,-o", args->output, "Profile file (default: CMD.profile.json)");
+  cmd->add_option("command", args->command, "The task's command, after --");
+  cmd->callback([args, exit_code] { *exit_code = RunTaskProfile(*args); });
+}
+
+}  // namespace freeride::cli

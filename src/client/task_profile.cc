@@ -1,0 +1,121 @@
+#include "client/task_profile.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace freeride {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kProfileVersion = 1;
+
+template <typename T>
+bool Read(const json& j, const char* key, T* out, std::string* error) {
+  auto it = j.find(key);
+  if (it == j.end()) {
+    *error = std::string("missing \"") + key + "\"";
+    return false;
+  }
+  try {
+    *out = it->get<T>();
+  } catch (const json::exception&) {
+    *error = std::string("\"") + key + "\" has the wrong type";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<TaskProfile> ProfileFromStandaloneLine(const std::string& line, std::string* error) {
+  json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || j.value("mode", "") != "standalone") {
+    *error = "not a standalone result line";
+    return std::nullopt;
+  }
+  TaskProfile p;
+  if (!Read(j, "unit", &p.unit, error) || !Read(j, "rate_per_s", &p.rate_per_s, error) ||
+      !Read(j, "seconds", &p.seconds, error) || !Read(j, "steps", &p.steps, error) ||
+      !Read(j, "step_ms_p50", &p.step_ms_p50, error) ||
+      !Read(j, "step_ms_p90", &p.step_ms_p90, error) ||
+      !Read(j, "step_ms_p99", &p.step_ms_p99, error) ||
+      !Read(j, "step_ms_max", &p.step_ms_max, error) ||
+      !Read(j, "peak_memory_bytes", &p.peak_memory_bytes, error))
+    return std::nullopt;
+  return p;
+}
+
+std::string TaskProfileToJson(const TaskProfile& p) {
+  json j = {{"freeride_task_profile", kProfileVersion},
+            {"command", p.command},
+            {"unit", p.unit},
+            {"rate_per_s", p.rate_per_s},
+            {"seconds", p.seconds},
+            {"steps", p.steps},
+            {"step_ms", {{"p50", p.step_ms_p50}, {"p90", p.step_ms_p90}, {"p99", p.step_ms_p99},
+                         {"max", p.step_ms_max}}},
+            {"peak_memory_bytes", p.peak_memory_bytes},
+            {"process_gpu_bytes", p.process_gpu_bytes},
+            {"host", p.host},
+            {"created_unix", p.created_unix}};
+  return j.dump(2) + "\n";
+}
+
+std::optional<TaskProfile> ReadTaskProfile(const std::string& path, std::string* error) {
+  std::ifstream in(path);
+  if (!in) {
+    *error = path + ": cannot open";
+    return std::nullopt;
+  }
+  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("freeride_task_profile")) {
+    *error = path + ": not a FreeRide task profile (write one with `freeride task-profile -- CMD`)";
+    return std::nullopt;
+  }
+  TaskProfile p;
+  std::string why;
+  int version = 0;
+  json steps;
+  if (!Read(j, "freeride_task_profile", &version, &why) ||
+      !Read(j, "command", &p.command, &why) || !Read(j, "unit", &p.unit, &why) ||
+      !Read(j, "rate_per_s", &p.rate_per_s, &why) || !Read(j, "step_ms", &steps, &why) ||
+      !Read(steps, "p50", &p.step_ms_p50, &why) || !Read(steps, "p90", &p.step_ms_p90, &why) ||
+      !Read(steps, "p99", &p.step_ms_p99, &why) || !Read(steps, "max", &p.step_ms_max, &why) ||
+      !Read(j, "peak_memory_bytes", &p.peak_memory_bytes, &why)) {
+    *error = path + ": " + why;
+    return std::nullopt;
+  }
+  if (version != kProfileVersion) {
+    *error = path + ": profile version " + std::to_string(version) + ", this FreeRide reads " +
+             std::to_string(kProfileVersion);
+    return std::nullopt;
+  }
+  if (p.rate_per_s < 0 || p.step_ms_p99 < 0 || p.command.empty()) {
+    *error = path + ": negative figures or an empty command";
+    return std::nullopt;
+  }
+  p.seconds = j.value("seconds", 0.0);
+  p.steps = j.value("steps", uint64_t{0});
+  p.process_gpu_bytes = j.value("process_gpu_bytes", uint64_t{0});
+  p.host = j.value("host", "");
+  p.created_unix = j.value("created_unix", int64_t{0});
+  return p;
+}
+
+uint64_t ProfiledMemoryBytes(const TaskProfile& p) {
+  uint64_t peak = std::max(p.peak_memory_bytes, p.process_gpu_bytes);
+  if (peak == 0) return 0;
+  return peak + std::max<uint64_t>(64ULL << 20, peak / 10);
+}
+
+void ApplyTaskProfile(const TaskProfile& p, v1::TaskSpec* spec) {
+  if (spec->command_size() == 0)
+    for (const auto& arg : p.command) spec->add_command(arg);
+  if (spec->memory_bytes() == 0) spec->set_memory_bytes(ProfiledMemoryBytes(p));
+  if (spec->step_time_hint_ns() == 0)
+    spec->set_step_time_hint_ns(static_cast<int64_t>(p.step_ms_p99 * 1e6));
+  spec->set_alone_rate_per_s(p.rate_per_s);
+}
+
+}  // namespace freeride

@@ -2,10 +2,14 @@
 # The built-in tasks on one GPU: CUDA against the CPU reference, alone
 # throughput and peak GPU memory at two sizes, and how step times follow
 # --step-ms.  Runs from a bundle (scripts/bundle.sh) on a GPU node.
-# Usage: bench/tasks_gpu.sh BUNDLE_DIR OUT_FILE
+# Usage: bench/tasks_gpu.sh BUNDLE_DIR OUT_FILE [TASK...]
+#   TASK: pagerank, sgd, image (default: all three)
 set -uo pipefail
 bin=$1/bin
 out=$2
+shift 2
+tasks=${*:-pagerank sgd image}
+want() { [[ " $tasks " == *" $1 "* ]]; }
 log=$(mktemp)
 field() { python3 -c "import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(d['$1'])"; }
 {
@@ -38,26 +42,61 @@ field() { python3 -c "import json,sys; d=json.loads(sys.stdin.read().strip().spl
     printf "| %s | %s | %.3g %s/s | %s | %s / %s | %.1f MiB |\n" "$name" "$size" "$rate" "$unit" \
       "$steps" "$p50" "$p99" "$(python3 -c "print($mem / 1048576)")"
   }
-  run pagerank "R-MAT 20 (1M vertices, 16.8M edges)" "$bin/freeride-pagerank" --rmat-scale 20 --max-iterations 1000 --tolerance 0
-  run pagerank "R-MAT 24 (16.8M vertices, 268M edges)" "$bin/freeride-pagerank" --rmat-scale 24 --max-iterations 1000 --tolerance 0
-  run sgd "2M ratings, 50k x 10k, rank 16" "$bin/freeride-sgd" --generate-ratings 2000000 --generate-users 50000 --generate-items 10000 --epochs 100000
-  run sgd "50M ratings, 500k x 100k, rank 32" "$bin/freeride-sgd" --generate-ratings 50000000 --generate-users 500000 --generate-items 100000 --rank 32 --epochs 100000
+  if want pagerank; then
+    run pagerank "R-MAT 20 (1M vertices, 16.8M edges)" "$bin/freeride-pagerank" --rmat-scale 20 --max-iterations 1000 --tolerance 0
+    run pagerank "R-MAT 24 (16.8M vertices, 268M edges)" "$bin/freeride-pagerank" --rmat-scale 24 --max-iterations 1000 --tolerance 0
+  fi
+  if want sgd; then
+    run sgd "2M ratings, 50k x 10k, rank 16" "$bin/freeride-sgd" --generate-ratings 2000000 --generate-users 50000 --generate-items 10000 --epochs 100000
+    run sgd "50M ratings, 500k x 100k, rank 32" "$bin/freeride-sgd" --generate-ratings 50000000 --generate-users 500000 --generate-items 100000 --rank 32 --epochs 100000
+  fi
+  if want image; then
+    run image "1920x1080 JPEGs to 640 wide" "$bin/freeride-image" --generate 64 --generate-size 1920x1080 --width 640 --passes 0
+    run image "4000x3000 JPEGs to 1920 wide" "$bin/freeride-image" --generate 16 --generate-size 4000x3000 --width 1920 --passes 0
+  fi
   echo
   echo "## Step time against --step-ms"
   echo
-  echo "PageRank on R-MAT 22, SGD on 20M ratings; 3 s alone per setting."
+  echo "PageRank on R-MAT 22, SGD on 20M ratings, image on 1920x1080 JPEGs; 3 s alone per setting."
   echo
   echo "| task | --step-ms | steps | step p50 ms | step p99 ms | max ms |"
   echo "|---|---|---|---|---|---|"
   for ms in 0.5 1 2 5 10; do
-    for t in pagerank sgd; do
-      if [ $t = pagerank ]; then args=(--rmat-scale 22 --max-iterations 100000 --tolerance 0)
-      else args=(--generate-ratings 20000000 --generate-users 200000 --generate-items 50000 --epochs 100000); fi
+    for t in $tasks; do
+      case $t in
+        pagerank) args=(--rmat-scale 22 --max-iterations 100000 --tolerance 0) ;;
+        sgd) args=(--generate-ratings 20000000 --generate-users 200000 --generate-items 50000 --epochs 100000) ;;
+        image) args=(--generate 32 --generate-size 1920x1080 --width 640 --passes 0) ;;
+      esac
       json=$("$bin/freeride-$t" "${args[@]}" --standalone --seconds 3 --device cuda --step-ms $ms 2>>"$log" | tail -1)
       [ -z "$json" ] && { echo "| $t | $ms | failed | | | |"; continue; }
       printf "| %s | %s | %s | %s | %s | %s |\n" $t $ms "$(echo "$json" | field steps)" \
         "$(echo "$json" | field step_ms_p50)" "$(echo "$json" | field step_ms_p99)" "$(echo "$json" | field step_ms_max)"
     done
+  done
+  echo
+  echo "## Task profiles (freeride task-profile, 5 s each)"
+  echo
+  echo "Peak memory as the task tracks it, and as nvidia-smi sees the whole process (CUDA context included)."
+  echo
+  echo "| task | alone rate | step p50 / p99 ms | task peak | process (nvidia-smi) | reserved by submit --profile |"
+  echo "|---|---|---|---|---|---|"
+  for t in $tasks; do
+    case $t in
+      pagerank) args=(--rmat-scale 20 --max-iterations 100000 --tolerance 0) ;;
+      sgd) args=(--generate-ratings 2000000 --generate-users 50000 --generate-items 10000 --epochs 100000) ;;
+      image) args=(--generate 32 --generate-size 1920x1080 --width 640 --passes 0) ;;
+    esac
+    "$bin/freeride" task-profile --seconds 5 -o "/tmp/$t.profile.json" -- "$bin/freeride-$t" "${args[@]}" --device cuda >/dev/null 2>>"$log" || { echo "| $t | failed | | | | |"; continue; }
+    python3 - "/tmp/$t.profile.json" "$t" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+mib = lambda b: f"{b / 1048576:.1f} MiB"
+peak = max(p["peak_memory_bytes"], p["process_gpu_bytes"])
+reserve = peak + max(64 << 20, peak // 10) if peak else 0
+print(f"| {sys.argv[2]} | {p['rate_per_s']:.3g} {p['unit']}/s | {p['step_ms']['p50']:.3f} / {p['step_ms']['p99']:.3f} | "
+      f"{mib(p['peak_memory_bytes'])} | {mib(p['process_gpu_bytes'])} | {mib(reserve)} |")
+PY
   done
 } > "$out"
 tail -5 "$log" >&2

@@ -94,7 +94,7 @@ bool CheckImage(int src_w, int src_h) {
     }
   }
   bool ok = worst <= 1;
-  std::printf("| image | %dx%d sources, resized to 1/3, 2x and half width, watermark at 0.6, %lld output pixels | max |cpu - cuda| = %d grey levels | %s | cpu %.2f s, cuda %.2f s |\n",
+  std::printf("| image | %dx%d sources, resized to 1/3, 2x and half width, watermark at 0.6, %lld output pixels | max abs(cpu - cuda) = %d grey levels | %s | cpu %.2f s, cuda %.2f s |\n",
               src_w, src_h, static_cast<long long>(pixels), worst, ok ? "pass (<= 1)" : "FAIL", t_cpu, t_gpu);
   return ok;
 }

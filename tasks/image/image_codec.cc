@@ -59,6 +59,9 @@ class JpegDecoder : public RowDecoder {
     jpeg_start_decompress(&cinfo_);
     width_ = static_cast<int>(cinfo_.output_width);
     height_ = static_cast<int>(cinfo_.output_height);
+    // libjpeg decodes a whole MCU row when asked for its first line and
+    // hands out the rest from a buffer.
+    row_group_ = cinfo_.max_v_samp_factor * DCTSIZE;
   }
   ~JpegDecoder() override {
     if (created_) jpeg_destroy_decompress(&cinfo_);
@@ -172,6 +175,7 @@ class JpegEncoder : public RowEncoder {
     jpeg_set_defaults(&cinfo_);
     jpeg_set_quality(&cinfo_, quality, TRUE);
     jpeg_start_compress(&cinfo_, TRUE);
+    row_group_ = cinfo_.max_v_samp_factor * DCTSIZE;  // encoded when an MCU row is full
   }
   ~JpegEncoder() override {
     if (created_) jpeg_destroy_compress(&cinfo_);

@@ -28,9 +28,12 @@ class RowDecoder {
   // Decodes the next n rows (n <= height - rows_done) into `out`, as
   // channels() bytes per pixel.
   virtual void ReadRows(int n, uint8_t* out) = 0;
+  // Rows the codec works on at once (JPEG: an MCU row, e.g. 16); reading
+  // whole groups makes the cost of a band proportional to its rows.
+  int row_group() const { return row_group_; }
 
  protected:
-  int width_ = 0, height_ = 0, rows_done_ = 0;
+  int width_ = 0, height_ = 0, rows_done_ = 0, row_group_ = 1;
 };
 
 // Reads the header of `bytes` (kept alive by the decoder) and prepares to
@@ -45,6 +48,11 @@ class RowEncoder {
   virtual void WriteRows(const uint8_t* rows, int n) = 0;
   // After all rows: the encoded file.
   virtual std::vector<uint8_t> Finish() = 0;
+  // As RowDecoder::row_group.
+  int row_group() const { return row_group_; }
+
+ protected:
+  int row_group_ = 1;
 };
 
 // `quality` (1..100) applies to JPEG.  Channels must be 3 for JPEG.

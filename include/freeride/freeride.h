@@ -45,7 +45,22 @@ void freeride_bubble_begin(freeride_stage* stage, uint32_t slot, int64_t predict
 /* Marks the end of the open idle period.  Wait-free; a no-op if none is open. */
 void freeride_bubble_end(freeride_stage* stage);
 
-/* Closes the bubble if open and releases the handle.  NULL is allowed. */
+/* Stream-ordered marks: enqueue the mark on a CUDA stream (a CUstream or
+ * cudaStream_t, e.g. torch.cuda.current_stream().cuda_stream) so that it is
+ * written when the GPU reaches that point of the stream, not when the CPU
+ * issues it.  The mark is a host function (cuLaunchHostFunc) run by the CUDA
+ * driver; its time is taken when it runs.  The CUDA driver is loaded at run
+ * time, so this library has no CUDA dependency.  Return 0 when enqueued, -1
+ * when no CUDA driver is usable (the caller may mark at once instead).
+ * Never blocks on the daemon.  At most 1024 marks may be pending at once per
+ * stage; beyond that the oldest pending records are reused. */
+int freeride_bubble_begin_on_stream(freeride_stage* stage, void* cuda_stream, uint32_t slot,
+                                    int64_t predicted_ns, uint64_t free_memory_bytes);
+int freeride_bubble_end_on_stream(freeride_stage* stage, void* cuda_stream);
+
+/* Closes the bubble if open and releases the handle.  NULL is allowed.  With
+ * stream-ordered marks, synchronise the stream first: pending marks refer to
+ * the handle. */
 void freeride_stage_close(freeride_stage* stage);
 
 /* ------------------------------------------------------------------------

@@ -1,0 +1,204 @@
+"""A GPT-style model trained with torch.distributed.pipelining, optionally
+harvested by FreeRide.  Synthetic data; no downloads.
+
+    # 4 GPUs, a 1.3B-parameter model, 1F1B with 4 micro-batches:
+    torchrun --nproc-per-node 4 examples/train_gpt_pipeline.py --freeride on
+    # CPU (gloo) with a small model, as CI runs it:
+    torchrun --nproc-per-node 4 examples/train_gpt_pipeline.py --device cpu --preset tiny
+
+The FreeRide part is the two lines marked below.  Rank 0 writes --out: the
+per-iteration times (the slowest rank's), the losses and a checksum of the
+trained parameters, so that runs with and without FreeRide can be compared.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributed.pipelining import PipelineStage
+from torch.distributed.pipelining import schedules
+
+PRESETS = {  # layers, dim, heads, vocab, seq, micro-batch size
+    "tiny": (8, 64, 4, 256, 32, 2),
+    "small": (8, 512, 8, 8192, 256, 4),
+    "1.3b": (24, 2048, 16, 32000, 1024, 4),
+}
+SCHEDULES = {
+    "gpipe": (schedules.ScheduleGPipe, 1),
+    "1f1b": (schedules.Schedule1F1B, 1),
+    "interleaved": (schedules.ScheduleInterleaved1F1B, 2),
+    "zbv": (getattr(schedules, "ScheduleZBVZeroBubble", None), 2),
+    "dualpipev": (getattr(schedules, "ScheduleDualPipeV", None), 2),
+}
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads).unbind(2)
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                           is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.ln2(x))
+
+
+class StageModule(nn.Module):
+    """A slice of the GPT: embeddings on the first stage, the head on the last."""
+
+    def __init__(self, first: bool, last: bool, layers: int, dim: int, heads: int, vocab: int,
+                 seq: int):
+        super().__init__()
+        self.first, self.last = first, last
+        if first:
+            self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(seq, dim)
+        self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(layers))
+        if last:
+            self.ln, self.head = nn.LayerNorm(dim), nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, x):
+        if self.first:
+            x = self.tok(x) + self.pos(torch.arange(x.shape[1], device=x.device))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x)) if self.last else x
+
+
+def loss_fn(logits, target):
+    return F.cross_entropy(logits.flatten(0, 1).float(), target.flatten())
+
+
+def stage_indices(rank: int, world: int, virtual: int, schedule: str) -> list[int]:
+    if virtual == 1:
+        return [rank]
+    if schedule in ("zbv", "dualpipev"):  # V shape: rank r holds stages r and 2W-1-r
+        return [rank, 2 * world - 1 - rank]
+    return [rank + v * world for v in range(virtual)]  # interleaved: round robin
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--schedule", choices=SCHEDULES, default="1f1b")
+    p.add_argument("--microbatches", type=int, default=4)
+    p.add_argument("--freeride", choices=["on", "off"], default="off")
+    p.add_argument("--freeride-alternate", type=int, default=0, metavar="K",
+                   help="switch FreeRide on and off every K iterations (baseline and FreeRide in one launch)")
+    p.add_argument("--preset", choices=PRESETS, default=None,
+                   help="model size (default: 1.3b on GPUs, tiny on CPU)")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3, help="iterations left out of the timing")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="JSON results (written by rank 0)")
+    args = p.parse_args()
+
+    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    if cuda:
+        torch.cuda.set_device(local)
+        device = torch.device("cuda", local)
+    else:
+        device = torch.device("cpu")
+        torch.set_num_threads(1)
+        torch.use_deterministic_algorithms(True)
+    dist.init_process_group("nccl" if cuda else "gloo")
+    preset = args.preset or ("1.3b" if cuda else "tiny")
+    layers, dim, heads, vocab, seq, mbs = PRESETS[preset]
+    dtype = torch.bfloat16 if cuda else torch.float32
+    schedule_class, virtual = SCHEDULES[args.schedule]
+    if schedule_class is None:
+        raise SystemExit(f"this PyTorch ({torch.__version__}) has no {args.schedule} schedule")
+
+    n_stages = world * virtual
+    per_stage = [layers // n_stages + (1 if i < layers % n_stages else 0) for i in range(n_stages)]
+    stages, params = [], []
+    for index in stage_indices(rank, world, virtual, args.schedule):
+        torch.manual_seed(args.seed * 1000 + index)  # the same weights in every run
+        module = StageModule(index == 0, index == n_stages - 1, per_stage[index], dim, heads, vocab,
+                             seq).to(device=device, dtype=dtype)
+        params += list(module.parameters())
+        stages.append(PipelineStage(module, index, n_stages, device))
+    if virtual == 1:
+        schedule = schedule_class(stages[0], n_microbatches=args.microbatches, loss_fn=loss_fn)
+    else:
+        schedule = schedule_class(stages, n_microbatches=args.microbatches, loss_fn=loss_fn)
+    optimizer = torch.optim.AdamW(params, lr=1e-4)
+    count = torch.tensor([sum(p.numel() for p in params)], dtype=torch.int64, device=device)
+    dist.all_reduce(count)
+    if rank == 0:
+        print(f"model: {preset}, {count.item() / 1e9:.2f}B parameters, {n_stages} stages on {world} "
+              f"ranks ({'cuda' if cuda else 'cpu'}), {args.schedule} with {args.microbatches} "
+              f"micro-batches, FreeRide {args.freeride}", flush=True)
+
+    # FreeRide: these two lines are all a training script needs.
+    import freeride.torch
+    harvest = freeride.torch.instrument(schedule, enabled=args.freeride == "on")
+
+    generator = torch.Generator().manual_seed(args.seed)
+    has_first = any(s.is_first for s in stages)
+    has_last = any(s.is_last for s in stages)
+    times, losses, modes = [], [], []
+    for step in range(args.steps):
+        if args.freeride_alternate and args.freeride == "on":
+            on = (step // args.freeride_alternate) % 2 == 0
+            (harvest.resume if on else harvest.pause)()
+        tokens = torch.randint(0, vocab, (args.microbatches * mbs, seq + 1), generator=generator)
+        inputs, target = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        step_losses: list = []
+        if has_first and has_last:  # V schedules: rank 0 holds the first and the last stage
+            schedule.step(inputs, target=target, losses=step_losses)
+        elif has_first:
+            schedule.step(inputs)
+        elif has_last:
+            schedule.step(target=target, losses=step_losses)
+        else:
+            schedule.step()
+        optimizer.step()
+        if cuda:
+            torch.cuda.synchronize(device)
+        times.append((time.perf_counter() - start) * 1e3)
+        modes.append(args.freeride == "on" and getattr(harvest, "enabled", False))
+        if step_losses:
+            losses.append(float(torch.stack([l.detach().float() for l in step_losses]).mean()))
+    harvest.close()
+
+    checksum = float(sum(p.detach().double().sum() for p in params))
+    gathered = [None] * world
+    dist.all_gather_object(gathered, {"times": times, "losses": losses, "checksum": checksum,
+                                      "marks": harvest.marks})
+    if rank == 0:
+        iter_ms = [max(g["times"][i] for g in gathered) for i in range(args.steps)]
+        all_losses = next(g["losses"] for g in gathered if g["losses"])
+        timed = [(t, m) for t, m in zip(iter_ms[args.warmup:], modes[args.warmup:])]
+        mean = sum(t for t, _ in timed) / max(1, len(timed))
+        print(f"iteration {mean:.1f} ms (mean of {len(timed)} after {args.warmup} warm-up), "
+              f"final loss {all_losses[-1]:.4f}, FreeRide marks per rank "
+              f"{[g['marks'] for g in gathered]}", flush=True)
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump({"preset": preset, "parameters": count.item(), "schedule": args.schedule,
+                           "microbatches": args.microbatches, "ranks": world,
+                           "device": "cuda" if cuda else "cpu", "freeride": args.freeride,
+                           "warmup": args.warmup, "iter_ms": iter_ms, "freeride_on": modes,
+                           "losses": all_losses, "checksums": [g["checksum"] for g in gathered],
+                           "marks": [g["marks"] for g in gathered]}, f, indent=1)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""The training-stage side of the bubble channel."""
+from __future__ import annotations
+
+import ctypes
+
+from freeride._native import load_library
+
+UNKNOWN_MEMORY = 2**64 - 1
+
+
+class Stage:
+    """One training process's handle on its lane's bubble channel.
+
+    Never blocks and never fails for lack of a daemon: marks do nothing until
+    a daemon's lane appears (looked for at most once a second).
+    """
+
+    def __init__(self, lane: int, socket: str | None = None):
+        self._lib = load_library()
+        self._handle = self._lib.freeride_stage_open(lane, socket.encode() if socket else None)
+        if not self._handle:
+            raise MemoryError("freeride_stage_open failed")
+        self.lane = lane
+
+    @property
+    def attached(self) -> bool:
+        """True when a daemon's lane is mapped."""
+        return bool(self._handle) and self._lib.freeride_stage_attached(self._handle) == 1
+
+    def begin(self, slot: int, predicted_ns: int = 0, free_memory_bytes: int | None = None) -> None:
+        """Marks the start of an idle period of schedule slot `slot`, now."""
+        self._lib.freeride_bubble_begin(self._handle, slot, predicted_ns,
+                                        UNKNOWN_MEMORY if free_memory_bytes is None else free_memory_bytes)
+
+    def end(self) -> None:
+        """Marks the end of the open idle period, now."""
+        self._lib.freeride_bubble_end(self._handle)
+
+    def begin_on_stream(self, stream: int, slot: int, predicted_ns: int = 0,
+                        free_memory_bytes: int | None = None) -> bool:
+        """Marks the start when the CUDA stream reaches this point; False if no CUDA driver."""
+        return self._lib.freeride_bubble_begin_on_stream(
+            self._handle, ctypes.c_void_p(stream), slot, predicted_ns,
+            UNKNOWN_MEMORY if free_memory_bytes is None else free_memory_bytes) == 0
+
+    def end_on_stream(self, stream: int) -> bool:
+        """Marks the end when the CUDA stream reaches this point; False if no CUDA driver."""
+        return self._lib.freeride_bubble_end_on_stream(self._handle, ctypes.c_void_p(stream)) == 0
+
+    def close(self) -> None:
+        """Ends any open bubble and releases the handle (synchronise streams first)."""
+        if self._handle:
+            self._lib.freeride_stage_close(self._handle)
+            self._handle = None
+
+    def __enter__(self) -> "Stage":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

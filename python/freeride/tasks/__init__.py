@@ -1,0 +1,1 @@
+"""Built-in Python side tasks (need torch): vision model training and LLM batch inference."""

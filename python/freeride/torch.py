@@ -1,0 +1,205 @@
+"""FreeRide for ``torch.distributed.pipelining``: two lines in a training script.
+
+    import freeride.torch
+    freeride.torch.instrument(schedule)           # after building the schedule
+
+Every wait of the stage on a pipeline neighbour (the point where the stage
+idles) becomes a bubble: a begin mark before the wait and an end mark after
+it.  On CUDA the marks are stream-ordered: they are host functions on the
+stage's current stream, written when the GPU reaches them, not when the CPU
+issues them (the CPU runs ahead of the GPU under NCCL).  On CPU (gloo) the
+wait blocks the CPU, so the marks are written at once.  Slots are numbered
+by their order within one ``schedule.step()``, so the daemon learns each
+slot's length separately.  Marks go through shared memory and never block;
+without a daemon they do nothing (with one warning).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+
+import torch
+import torch.distributed.pipelining.schedules as _schedules
+
+from freeride._native import FreeRideUnavailable
+from freeride.stage import Stage
+
+_original_wait = _schedules._wait_batch_p2p
+_active: "Instrumentation | None" = None
+_lock = threading.RLock()
+
+DEFAULT_MEMORY_MARGIN = 2 << 30
+
+
+def idle_slots(schedule, rank: int | None = None) -> list[tuple[int, str, int]]:
+    """Idle periods of `rank` in the schedule's ``pipeline_order``.
+
+    Returns (position, next action, idle steps) for each run of idle time
+    steps, where position is the index of the action that follows.  Empty
+    for schedules that publish no ``pipeline_order``.
+    """
+    order = getattr(schedule, "pipeline_order", None)
+    if not order:
+        return []
+    if rank is None:
+        rank = schedule._stage.group_rank if hasattr(schedule, "_stage") else schedule.rank
+    slots, idle, position = [], 0, 0
+    for action in order.get(rank, []):
+        if action is None:
+            idle += 1
+            continue
+        if idle:
+            slots.append((position, str(action), idle))
+            idle = 0
+        position += 1
+    if idle:
+        slots.append((position, "end", idle))
+    return slots
+
+
+class Instrumentation:
+    """Bubble marks for one pipeline rank.  Use ``close()`` (or ``with``) to stop."""
+
+    def __init__(self, schedule, lane: int, socket: str | None, memory_margin: int):
+        self.schedule = schedule
+        self.lane = lane
+        self.stage = Stage(lane, socket)
+        self.slot = 0
+        self.marks = 0
+        self.iterations = 0
+        self.enabled = True
+        self._memory_margin = memory_margin
+        self._free_bytes = None
+        self._device = self._find_device(schedule)
+        self._cuda = self._device is not None and self._device.type == "cuda"
+        self._total_bytes = torch.cuda.get_device_properties(self._device).total_memory if self._cuda else None
+        self._original_step = schedule.step
+        schedule.step = self._step
+        if not self.stage.attached:
+            where = socket or os.environ.get("FREERIDE_SOCKET", "the default socket")
+            warnings.warn(f"freeride: no daemon at {where} (lane {lane}); training runs as usual "
+                          "and marks are dropped until a daemon appears", stacklevel=3)
+
+    @staticmethod
+    def _find_device(schedule):
+        stages = getattr(schedule, "_stages", None) or [getattr(schedule, "_stage", None)]
+        for stage in stages:
+            if stage is not None and getattr(stage, "device", None) is not None:
+                return torch.device(stage.device)
+        return None
+
+    def _step(self, *args, **kwargs):
+        self.slot = 0
+        if self._cuda:
+            # The memory side tasks may use: what the trainer has not needed at
+            # its peak so far, less a margin.  Read once per iteration because
+            # the allocator statistics are too slow for every mark.
+            peak = torch.cuda.max_memory_reserved(self._device)
+            self._free_bytes = max(0, self._total_bytes - peak - self._memory_margin)
+        result = self._original_step(*args, **kwargs)
+        self.iterations += 1
+        return result
+
+    def pause(self) -> None:
+        """Stops marking bubbles (side tasks get none) until resume()."""
+        self.enabled = False
+
+    def resume(self) -> None:
+        self.enabled = True
+
+    def wait(self, work) -> None:
+        """Stands in for the schedules' wait on p2p work: begin, wait, end."""
+        if not work or not self.enabled:
+            return _original_wait(work)
+        slot = self.slot
+        self.slot += 1
+        self.marks += 1
+        if self._cuda:
+            stream = torch.cuda.current_stream(self._device).cuda_stream
+            if self.stage.begin_on_stream(stream, slot, 0, self._free_bytes):
+                _original_wait(work)
+                self.stage.end_on_stream(stream)
+                return None
+        self.stage.begin(slot, 0, self._free_bytes)
+        try:
+            return _original_wait(work)
+        finally:
+            self.stage.end()
+
+    def close(self) -> None:
+        """Stops marking; ends an open bubble; restores the schedule."""
+        global _active
+        with _lock:
+            if _active is self:
+                _schedules._wait_batch_p2p = _original_wait
+                _active = None
+        self.schedule.step = self._original_step
+        if self._cuda:
+            torch.cuda.synchronize(self._device)  # pending stream marks refer to the handle
+        self.stage.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _Disabled:
+    """What instrument() returns when FreeRide is off: a handle that does nothing."""
+
+    marks = iterations = 0
+    enabled = False
+
+    def pause(self) -> None:
+        pass
+
+    def resume(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+
+def _default_lane() -> int:
+    for name in ("FREERIDE_LANE", "LOCAL_RANK"):
+        if os.environ.get(name):
+            return int(os.environ[name])
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.current_device()
+    return 0
+
+
+def instrument(schedule, *, enabled: bool = True, lane: int | None = None,
+               socket: str | None = None, memory_margin: int = DEFAULT_MEMORY_MARGIN):
+    """Marks `schedule`'s idle periods as bubbles for the node's FreeRide daemon.
+
+    lane: the daemon lane of this rank's GPU (default: FREERIDE_LANE, else
+    LOCAL_RANK, else the current CUDA device).  socket: the daemon's socket
+    (default: FREERIDE_SOCKET, else the daemon's default).  memory_margin:
+    bytes kept free for the trainer above its peak so far.  With enabled
+    False, or when libfreeride cannot be loaded (warned once), returns a
+    handle that does nothing: training never depends on FreeRide.
+    """
+    global _active
+    if not enabled:
+        return _Disabled()
+    try:
+        inst = Instrumentation(schedule, _default_lane() if lane is None else lane,
+                               socket or os.environ.get("FREERIDE_SOCKET"), memory_margin)
+    except FreeRideUnavailable as e:
+        warnings.warn(f"freeride: {e}; training runs without FreeRide", stacklevel=2)
+        return _Disabled()
+    with _lock:
+        if _active is not None:
+            _active.close()
+        _active = inst
+        _schedules._wait_batch_p2p = inst.wait
+    return inst

@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
+./scripts/python-env.sh
 ./scripts/build.sh
 cd build
 ctest --output-on-failure -j 2 --timeout 600

@@ -11,6 +11,7 @@
 #include "base/units.h"
 #include "cli/commands.h"
 #include "daemon/daemon.h"
+#include "daemon/mps_control.h"
 
 namespace freeride::cli {
 namespace {
@@ -19,6 +20,7 @@ struct DaemonArgs {
   std::string socket_path = DefaultSocketPath();
   std::string state_dir;
   std::string gpus;
+  std::string mps = "auto";
   int cpu_lanes = 0;
   std::string lane_memory;
   int max_resident = 4;
@@ -133,8 +135,23 @@ int RunDaemon(const DaemonArgs& args) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  MpsMode mps_mode;
+  if (!ParseMpsMode(args.mps, &mps_mode)) {
+    fmt::print(stderr, "freeride daemon: --mps must be auto, on or off, not '{}'\n", args.mps);
+    return 2;
+  }
+  MpsSetup mps;
+  bool gpu_lanes = !options.lanes.empty() && options.lanes[0].device.rfind("gpu:", 0) == 0;
+  if (gpu_lanes) {
+    if (!SetUpMps(mps_mode, options.state_dir, &mps, &error)) {
+      fmt::print(stderr, "freeride daemon: {}\n", error);
+      return 1;
+    }
+    options.mps_pipe_dir = mps.pipe_dir;
+  }
   Daemon daemon(options);
   if (!daemon.Start(&error)) {
+    TearDownMps(mps);
     fmt::print(stderr, "freeride daemon: {}\n", error);
     return 1;
   }
@@ -143,6 +160,7 @@ int RunDaemon(const DaemonArgs& args) {
     lanes += fmt::format("{}{}", lanes.empty() ? "" : ", ", l.device);
   fmt::print("freeride daemon {} (pid {}) listening on {}\n  lanes: {}\n  state: {}\n",
              FREERIDE_VERSION, getpid(), options.socket_path, lanes, options.state_dir);
+  if (gpu_lanes) fmt::print("  {}\n", mps.note);
   for (const std::string& note : daemon.recovery_notes()) fmt::print("  {}\n", note);
   std::fflush(stdout);
   int received = 0;
@@ -152,6 +170,7 @@ int RunDaemon(const DaemonArgs& args) {
              strsignal(received));
   std::fflush(stdout);
   daemon.Shutdown();
+  TearDownMps(mps);
   return 0;
 }
 
@@ -175,6 +194,10 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 64));
   cmd->add_option("--stage-timeout", args->stage_timeout,
                   "A bubble without marks for this long is treated as over")
+      ->capture_default_str();
+  cmd->add_option("--mps", args->mps,
+                  "CUDA MPS for GPU lanes' tasks: auto (use or start it, else run without), on "
+                  "(required), off")
       ->capture_default_str();
   cmd->callback([args, exit_code] { *exit_code = RunDaemon(*args); });
 }

@@ -24,6 +24,7 @@ struct DaemonOptions {
   Nanos stage_timeout = 10 * kSecond;  // a bubble with no marks for this long is over
   Nanos cancel_grace = 3 * kSecond;  // SIGTERM, then SIGKILL after this
   Nanos retry_backoff = 1 * kSecond; // doubled per attempt
+  std::string mps_pipe_dir;  // GPU lanes' tasks join this MPS server; empty: no MPS
   bool realtime_dispatch = true;   // SCHED_FIFO for lane threads when permitted
   DispatchConfig dispatch;
   BubblePredictorConfig predictor;

@@ -1,5 +1,7 @@
 #include "daemon/task_manager.h"
 
+#include "daemon/mps_control.h"
+
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
@@ -462,8 +464,12 @@ bool TaskManager::Launch(int64_t id) {
     request.stdout_path = dir + "/stdout.log";
     request.stderr_path = dir + "/stderr.log";
     request.stop_after_exec = runtime->imperative;
+    int gpu = -1;
     for (const LaneConfig& lane : options_.lanes)
-      if (lane.index == record.info.lane()) request.cpu_core = lane.cpu_core;
+      if (lane.index == record.info.lane()) {
+        request.cpu_core = lane.cpu_core;
+        if (lane.device.rfind("gpu:", 0) == 0) gpu = std::atoi(lane.device.c_str() + 4);
+      }
     // Channel variables are set below, for this launch; any copy inherited
     // from the daemon's own environment or the submitter's is dropped.
     if (spec.env().empty()) {
@@ -482,6 +488,12 @@ bool TaskManager::Launch(int64_t id) {
     request.env.push_back(fmt::format("{}={}", kEnvTaskId, id));
     request.env.push_back(fmt::format("{}={}", kEnvMemory, spec.memory_bytes()));
     request.env.push_back(fmt::format("FREERIDE_LANE={}", record.info.lane()));
+    // GPU lanes: the task sees only its GPU, and under MPS runs below the
+    // trainer's priority within its memory grant.  Set last, so they win over
+    // copies in the submitted environment.
+    if (gpu >= 0)
+      for (std::string& entry : GpuTaskEnvironment(gpu, options_.mps_pipe_dir, spec.memory_bytes()))
+        request.env.push_back(std::move(entry));
     request.env.push_back(fmt::format("FREERIDE_SOCKET={}", options_.socket_path));
     if (spec.step_time_hint_ns() > 0)
       request.env.push_back(fmt::format("{}={}", kEnvStepHint, spec.step_time_hint_ns()));

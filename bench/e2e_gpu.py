@@ -1,0 +1,297 @@
+"""End-to-end benchmark on one GPU node: a GPT pipeline (examples/train_gpt_pipeline.py)
+trained with side tasks in three modes:
+
+  baseline  no side task getting GPU time (FreeRide marks off);
+  freeride  side tasks in the bubbles (marks on), alternated with baseline
+            every --alternate iterations inside one launch, so drift cancels;
+  naive     the same side tasks run all the time under MPS at priority 1.
+
+For each task it also measures the alone rate (`freeride task-profile`, one
+GPU per task, in parallel) and reports overhead, harvest ratio, cost saving
+and signal latency.  Rows are appended to OUT/e2e_gpu.json as they finish.
+
+    python3 bench/e2e_gpu.py --bundle bundle --out $OUT --tasks pagerank,sgd --configs 1f1b:4
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+TASKS = {
+    "pagerank": ["freeride-pagerank", "--rmat-scale", "22", "--max-iterations", "100000000",
+                 "--tolerance", "0", "--device", "cuda", "--step-ms", "2"],
+    "sgd": ["freeride-sgd", "--generate-ratings", "20000000", "--generate-users", "200000",
+            "--generate-items", "50000", "--epochs", "100000000", "--device", "cuda", "--step-ms", "2"],
+    "image": ["freeride-image", "--generate", "32", "--generate-size", "1920x1080", "--width", "640",
+              "--passes", "0", "--device", "cuda", "--step-ms", "2"],
+    "llm-inference": [PY, "-m", "freeride.tasks.llm_inference", "--preset", "125m", "--batch", "16",
+                      "--device", "cuda"],
+    "resnet18": [PY, "-m", "freeride.tasks.vision", "--model", "resnet18", "--batch", "32", "--device", "cuda"],
+    "resnet50": [PY, "-m", "freeride.tasks.vision", "--model", "resnet50", "--batch", "16", "--device", "cuda"],
+    "vgg19": [PY, "-m", "freeride.tasks.vision", "--model", "vgg19", "--batch", "8", "--device", "cuda"],
+}
+MIX = ["pagerank", "sgd", "llm-inference", "resnet18"]  # lane i gets MIX[i]
+
+
+def log(*args) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}]", *args, flush=True)
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.out = a.out
+        self.state = os.path.join(a.work, "state")
+        self.socket = os.path.join(a.work, "d.sock")
+        bundle = os.path.abspath(a.bundle)
+        self.env = dict(os.environ, PATH=f"{bundle}/bin:{os.environ['PATH']}", FREERIDE_HOME=bundle,
+                        PYTHONPATH=os.path.join(ROOT, "python"), FREERIDE_SOCKET=self.socket)
+        self.rows: list[dict] = []
+        self.alone: dict[str, dict] = {}
+        self.gpus = a.gpus
+
+    # -- the daemon ---------------------------------------------------------
+    def start_daemon(self) -> None:
+        shutil.rmtree(self.a.work, ignore_errors=True)
+        os.makedirs(self.a.work)
+        self.daemon_log = open(os.path.join(self.out, "daemon.log"), "w")
+        self.daemon = subprocess.Popen(
+            ["freeride", "daemon", "--socket", self.socket, "--state-dir", self.state, "--gpus",
+             ",".join(map(str, range(self.gpus))), "--mps", self.a.mps], env=self.env,
+            stdout=self.daemon_log, stderr=subprocess.STDOUT)
+        for _ in range(200):
+            if os.path.exists(self.socket):
+                break
+            time.sleep(0.05)
+        time.sleep(0.5)
+        text = open(os.path.join(self.out, "daemon.log")).read()
+        log("daemon:", text.strip().replace("\n", " | "))
+        pipe = os.path.join(self.state, "mps", "pipe")
+        if os.path.exists(os.path.join(pipe, "control")):
+            self.env["CUDA_MPS_PIPE_DIRECTORY"] = pipe  # trainers join at priority 0
+
+    def cli(self, *args: str) -> str:
+        return subprocess.run(["freeride", args[0], "--socket", self.socket, *args[1:]], env=self.env,
+                              check=True, capture_output=True, text=True, timeout=60).stdout
+
+    def status(self) -> dict:
+        return json.loads(self.cli("status", "--json", "--all"))
+
+    # -- alone rates --------------------------------------------------------
+    def profile_alone(self, names: list[str]) -> None:
+        pending = [n for n in names if n not in self.alone]
+        for i in range(0, len(pending), self.gpus):
+            batch = pending[i:i + self.gpus]
+            procs = []
+            for gpu, name in enumerate(batch):
+                env = dict(self.env, CUDA_VISIBLE_DEVICES=str(gpu))
+                env.pop("CUDA_MPS_PIPE_DIRECTORY", None)  # alone: a dedicated GPU, no MPS
+                path = os.path.join(self.out, f"profile-{name}.json")
+                procs.append((name, path, subprocess.Popen(
+                    ["freeride", "task-profile", "--seconds", str(self.a.alone_seconds), "-o", path,
+                     "--", *TASKS[name]], env=env, stdout=subprocess.DEVNULL,
+                    stderr=open(os.path.join(self.out, f"profile-{name}.log"), "w"))))
+            for name, path, p in procs:
+                if p.wait(timeout=300) != 0:
+                    raise SystemExit(f"task-profile of {name} failed; see profile-{name}.log")
+                self.alone[name] = json.load(open(path))
+                log(f"alone {name}: {self.alone[name]['rate_per_s']:.4g} {self.alone[name]['unit']}/s, "
+                    f"step p99 {self.alone[name]['step_ms']['p99']:.2f} ms")
+
+    # -- training -------------------------------------------------------------
+    def train(self, schedule: str, microbatches: int, freeride: str, name: str) -> dict:
+        out = os.path.join(self.out, f"train-{name}.json")
+        cmd = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(self.gpus),
+               os.path.join(ROOT, "examples", "train_gpt_pipeline.py"), "--schedule", schedule,
+               "--microbatches", str(microbatches), "--freeride", freeride, "--steps", str(self.a.steps),
+               "--warmup", "4", "--preset", self.a.preset, "--out", out]
+        if freeride == "on":
+            cmd += ["--freeride-alternate", str(self.a.alternate)]
+        started = time.monotonic()
+        p = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=400)
+        with open(os.path.join(self.out, f"train-{name}.log"), "w") as f:
+            f.write(p.stdout + p.stderr)
+        if p.returncode != 0:
+            raise SystemExit(f"training {name} failed:\n{p.stderr[-3000:]}")
+        result = json.load(open(out))
+        result["wall_s"] = time.monotonic() - started
+        log(f"train {name}: {p.stdout.strip().splitlines()[-1]}")
+        return result
+
+    def submit(self, names: list[str]) -> list[int]:
+        ids = []
+        for lane, name in enumerate(names):
+            reply = json.loads(self.cli("submit", "--json", "--lane", str(lane), "--name",
+                                        f"{name}-{lane}-{int(time.time() * 1000) % 100000}",
+                                        "--profile", os.path.join(self.out, f"profile-{name}.json")))
+            ids.append(int(reply["id"]))
+        # Wait until every task has finished its init (PAUSED: ready for bubbles).
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            states = {int(t["id"]): t["state"] for t in self.status()["tasks"].get("tasks", [])}
+            if all(states.get(i) == "PAUSED" for i in ids):
+                return ids
+            if any(states.get(i) in ("FAILED", "CANCELLED", "FINISHED") for i in ids):
+                raise SystemExit(f"a side task ended early: {states}; see {self.state}/tasks/*/stderr.log")
+            time.sleep(0.5)
+        raise SystemExit(f"side tasks not ready after 180 s: {states}")
+
+    def cancel(self, ids: list[int]) -> None:
+        for i in ids:
+            self.cli("cancel", str(i))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            states = [t["state"] for t in self.status()["tasks"].get("tasks", []) if int(t["id"]) in ids]
+            if all(s in ("CANCELLED", "FINISHED", "FAILED") for s in states):
+                return
+            time.sleep(0.3)
+
+    def snapshot(self, ids: list[int]) -> dict:
+        s = self.status()
+        lanes = {int(l.get("lane", 0)): l for l in s["stats"]["lanes"]}
+        tasks = {int(t["id"]): t for t in s["tasks"].get("tasks", []) if int(t["id"]) in ids}
+        return {"bubble_ns": {k: int(v.get("bubble_ns", 0)) for k, v in lanes.items()},
+                "progress": {k: float(v.get("progress", 0)) for k, v in tasks.items()}}
+
+    # -- one configuration ----------------------------------------------------
+    def run(self, schedule: str, microbatches: int, task: str) -> None:
+        names = MIX if task == "mix" else [task] * self.gpus
+        names = names[:self.gpus]
+        self.profile_alone(sorted(set(names)))
+        tag = f"{schedule}-m{microbatches}-{task}"
+        # FreeRide, alternating with baseline.
+        ids = self.submit(names)
+        events_from = os.path.getsize(os.path.join(self.state, "events.jsonl"))
+        before = self.snapshot(ids)
+        fr = self.train(schedule, microbatches, "on", tag + "-freeride")
+        after = self.snapshot(ids)
+        self.cancel(ids)
+        latency = self.signal_latency(events_from)
+        # Naive co-location: the same tasks alone on their GPUs, under MPS at priority 1.
+        naive_procs = []
+        naive_seconds = fr["wall_s"] + 60
+        for gpu, name in enumerate(names):
+            env = dict(self.env, CUDA_VISIBLE_DEVICES=str(gpu), CUDA_MPS_CLIENT_PRIORITY="1")
+            naive_procs.append(subprocess.Popen(
+                TASKS[name] + ["--standalone", "--seconds", str(naive_seconds)], env=env,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
+        time.sleep(20 if any(TASKS[n][0] == PY for n in names) else 8)
+        naive = self.train(schedule, microbatches, "off", tag + "-naive")
+        naive_work = 0.0
+        for name, p in zip(names, naive_procs):
+            try:
+                stdout, _ = p.communicate(timeout=naive_seconds + 120)
+                line = json.loads(stdout.strip().splitlines()[-1])
+                # Work at its co-located rate over the training's timed part.
+                naive_work += line["rate_per_s"] * naive["wall_s"] / self.alone[name]["rate_per_s"]
+            except Exception as e:  # noqa: BLE001 - report, keep the run
+                log(f"naive {name}: no result ({e})")
+        self.report(schedule, microbatches, task, names, fr, before, after, naive, naive_work, latency)
+
+    def signal_latency(self, offset: int) -> dict:
+        first_step = {}
+        bubbles = []
+        with open(os.path.join(self.state, "events.jsonl")) as f:
+            f.seek(offset)
+            for line in f:
+                e = json.loads(line)
+                if e["type"] == "step":
+                    key = (e["lane"], e["bubble_seq"])
+                    first_step[key] = min(first_step.get(key, e["start_ns"]), e["start_ns"])
+                elif e["type"] == "bubble":
+                    bubbles.append(e)
+        waits = sorted(first_step[(b["lane"], b["seq"])] - b["begin_ns"] for b in bubbles
+                       if (b["lane"], b["seq"]) in first_step)
+        overrun = [b["overrun_ns"] for b in bubbles]
+        if not waits:
+            return {"p50_us": None, "p99_us": None, "bubbles": len(bubbles), "overrun_ms": sum(overrun) / 1e6}
+        q = lambda x: waits[min(len(waits) - 1, int(x * len(waits)))] / 1e3
+        return {"p50_us": q(0.5), "p99_us": q(0.99), "bubbles": len(bubbles),
+                "bubbles_used": len(waits), "overrun_ms": sum(overrun) / 1e6}
+
+    def report(self, schedule, m, task, names, fr, before, after, naive, naive_work, latency) -> None:
+        w = fr["warmup"]
+        on = [t for t, f in zip(fr["iter_ms"][w:], fr["freeride_on"][w:]) if f]
+        off = [t for t, f in zip(fr["iter_ms"][w:], fr["freeride_on"][w:]) if not f]
+        t_base, t_with = statistics.mean(off), statistics.mean(on)
+        n = self.gpus
+        # Work in "GPU-seconds of alone work", and bubble time, while FreeRide was on.
+        gpu_seconds = 0.0
+        bubble_s = 0.0
+        for lane, (name, tid) in enumerate(zip(names, sorted(after["progress"]))):
+            work = after["progress"][tid] - before["progress"].get(tid, 0.0)
+            gpu_seconds += work / self.alone[name]["rate_per_s"]
+            bubble_s += (after["bubble_ns"][lane] - before["bubble_ns"][lane]) / 1e9
+        iterations_on = len([f for f in fr["freeride_on"] if f])
+        per_iter = gpu_seconds / max(1, iterations_on)
+        saving = (per_iter - n * (t_with - t_base) / 1e3) / (n * t_base / 1e3)
+        harvest = gpu_seconds / bubble_s if bubble_s > 0 else 0.0
+        t_naive = statistics.mean(naive["iter_ms"][naive["warmup"]:])
+        naive_per_iter = naive_work / max(1, len(naive["iter_ms"]))
+        naive_saving = (naive_per_iter - n * (t_naive - t_base) / 1e3) / (n * t_base / 1e3)
+        common = {"gpus": n, "schedule": schedule, "microbatches": m, "task": task}
+        rows = [
+            dict(common, mode="baseline", iter_ms=t_base, overhead_pct=0.0, harvest_ratio=0.0,
+                 cost_saving_pct=0.0),
+            dict(common, mode="naive", iter_ms=t_naive, overhead_pct=100 * (t_naive / t_base - 1),
+                 harvest_ratio=None, cost_saving_pct=100 * naive_saving, work_gpu_s_per_iter=naive_per_iter),
+            dict(common, mode="freeride", iter_ms=t_with, overhead_pct=100 * (t_with / t_base - 1),
+                 harvest_ratio=harvest, cost_saving_pct=100 * saving, work_gpu_s_per_iter=per_iter,
+                 bubble_s=bubble_s, signal_latency_p50_us=latency["p50_us"],
+                 signal_latency_p99_us=latency["p99_us"], overrun_ms=latency["overrun_ms"],
+                 iterations=[len(off), len(on)]),
+        ]
+        self.rows += rows
+        with open(os.path.join(self.out, "e2e_gpu.json"), "w") as f:
+            json.dump(self.rows, f, indent=1)
+        log(f"ROW {schedule} m{m} {task}: base {t_base:.1f} ms, freeride {t_with:.1f} ms "
+            f"({rows[2]['overhead_pct']:+.2f}%), naive {t_naive:.1f} ms ({rows[1]['overhead_pct']:+.1f}%), "
+            f"harvest {harvest:.2f}, saving {100 * saving:.1f}% (naive {100 * naive_saving:.1f}%), "
+            f"latency p50 {latency['p50_us']} us p99 {latency['p99_us']} us")
+
+    def close(self) -> None:
+        self.daemon.send_signal(signal.SIGTERM)
+        try:
+            self.daemon.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.daemon.kill()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bundle", default="bundle")
+    p.add_argument("--out", required=True)
+    p.add_argument("--work", default="/tmp/freeride-e2e")
+    p.add_argument("--tasks", default="pagerank,sgd,image,llm-inference,resnet18,resnet50,vgg19,mix")
+    p.add_argument("--configs", default="1f1b:4", help="schedule:microbatches,...")
+    p.add_argument("--steps", type=int, default=44)
+    p.add_argument("--alternate", type=int, default=5)
+    p.add_argument("--alone-seconds", type=float, default=5)
+    p.add_argument("--preset", default="1.3b")
+    p.add_argument("--gpus", type=int, default=4)
+    p.add_argument("--mps", default="on")
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    bench = Bench(a)
+    bench.start_daemon()
+    try:
+        for config in a.configs.split(","):
+            schedule, m = config.split(":")
+            for task in a.tasks.split(","):
+                log(f"== {schedule} m{m} {task}")
+                bench.run(schedule, int(m), task)
+    finally:
+        bench.close()
+
+
+if __name__ == "__main__":
+    main()

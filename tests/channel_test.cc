@@ -163,7 +163,7 @@ TEST(TaskSegment, GrantAndAcknowledgeRoundTrip) {
   uint32_t seen_ack = daemon.layout()->ack_seq.load();
   std::thread side([&] {
     task.WaitForGrant(seen_grant, 10 * kSecond);
-    task.RecordStep(100, 200, 2.5);
+    task.RecordStep(100, 200, 2.5, 1);
     task.set_state(TaskProcessState::kYielded);
     task.Acknowledge();
   });

@@ -74,6 +74,10 @@ class Instrumentation:
         self._device = self._find_device(schedule)
         self._cuda = self._device is not None and self._device.type == "cuda"
         self._total_bytes = torch.cuda.get_device_properties(self._device).total_memory if self._cuda else None
+        if self._cuda:
+            self._mark_stream = torch.cuda.Stream(self._device)
+            self._events = [torch.cuda.Event() for _ in range(64)]
+            self._next_event = 0
         self._original_step = schedule.step
         schedule.step = self._step
         if not self.stage.attached:
@@ -116,16 +120,23 @@ class Instrumentation:
         self.slot += 1
         self.marks += 1
         if self._cuda:
-            stream = torch.cuda.current_stream(self._device).cuda_stream
-            if self.stage.begin_on_stream(stream, slot, 0, self._free_bytes):
+            if self.stage.begin_on_stream(self._mark_point(), slot, 0, self._free_bytes):
                 _original_wait(work)
-                self.stage.end_on_stream(stream)
+                self.stage.end_on_stream(self._mark_point())
                 return None
         self.stage.begin(slot, 0, self._free_bytes)
         try:
             return _original_wait(work)
         finally:
             self.stage.end()
+
+    def _mark_point(self) -> int:
+        """The side stream, made to wait until the compute stream reaches this point."""
+        event = self._events[self._next_event % len(self._events)]
+        self._next_event += 1
+        event.record(torch.cuda.current_stream(self._device))
+        self._mark_stream.wait_event(event)  # re-recording the event later does not affect this wait
+        return self._mark_stream.cuda_stream
 
     def close(self) -> None:
         """Stops marking; ends an open bubble; restores the schedule."""

@@ -94,10 +94,10 @@ void TaskSegment::Acknowledge() {
   if (l->daemon_sleeping.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->ack_seq);
 }
 
-void TaskSegment::RecordStep(Nanos start, Nanos end, double units) {
+void TaskSegment::RecordStep(Nanos start, Nanos end, double units, uint32_t bubble_seq) {
   auto* l = layout_;
   uint64_t head = l->ring_head.load(std::memory_order_relaxed);
-  l->ring[head % kStepRingSize] = StepRecord{start, end, units};
+  l->ring[head % kStepRingSize] = StepRecord{start, end, units, bubble_seq, 0};
   l->ring_head.store(head + 1, std::memory_order_release);
   l->steps_done.fetch_add(1, std::memory_order_relaxed);
   AddProgress(units);

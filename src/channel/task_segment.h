@@ -34,6 +34,8 @@ struct StepRecord {
   int64_t start_ns;
   int64_t end_ns;
   double units;
+  uint32_t bubble_seq;  // the bubble the step ran in (an armed task may be a bubble ahead of the lane)
+  uint32_t unused;
 };
 
 struct TaskSegmentLayout {
@@ -59,6 +61,7 @@ struct TaskSegmentLayout {
   std::atomic<uint64_t> progress_bits;  // double, bit-cast
   std::atomic<int64_t> step_estimate_ns;
   std::atomic<uint32_t> served_bubble_seq;  // the bubble the last yield was for
+  std::atomic<uint32_t> taken_bubble_seq;   // the bubble the task took last (stepping in it)
   char progress_unit[32];
 
   alignas(64) std::atomic<uint64_t> ring_head;
@@ -93,7 +96,7 @@ class TaskSegment {
   // Task: counts one step and its work, and appends its record to the ring
   // (wait-free).  The counters are exact; the ring keeps the last
   // kStepRingSize records for the event log.
-  void RecordStep(Nanos start, Nanos end, double units);
+  void RecordStep(Nanos start, Nanos end, double units, uint32_t bubble_seq);
   // Task: counts work done outside a step (imperative tasks).
   void AddProgress(double units);
 

@@ -215,11 +215,13 @@ void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed,
     ack = segment.WaitForAck(ack, kWatchInterval);
     if (handed_back() || task.exited || stopping_) break;
     // The task never took the bubble (it closed before the task woke up):
-    // nothing is running, so stop waiting.  A task inside a step is waited
-    // for; it cannot be interrupted and yields when the step returns.
-    if (BubbleOver(bubble.mark.seq, bubble.mark.begin_ns) &&
-        segment.state() != TaskProcessState::kStepping)
-      break;
+    // nothing is running, so stop waiting.  A task inside a step of this
+    // bubble is waited for; it cannot be interrupted and yields when the
+    // step returns.  An armed task that woke late may be stepping in the
+    // next bubble already: that one is not this bubble's.
+    bool stepping_here = segment.state() == TaskProcessState::kStepping &&
+                         l->taken_bubble_seq.load(std::memory_order_acquire) == bubble.mark.seq;
+    if (BubbleOver(bubble.mark.seq, bubble.mark.begin_ns) && !stepping_here) break;
   }
   if (!armed) segment.Revoke();
   bubble.steps_lost += tasks_->DrainSteps(task, &bubble.steps);
@@ -238,7 +240,7 @@ void Lane::RunImperative(BubbleContext& bubble, TaskRuntime& task,
   Nanos end = MonotonicNow();
   double units = task.segment->progress() - progress_before;
   tasks_->DrainSteps(task, nullptr);
-  bubble.steps.push_back({task.task_id, StepRecord{start, end, units}});
+  bubble.steps.push_back({task.task_id, StepRecord{start, end, units, bubble.mark.seq, 0}});
 }
 
 void Lane::FinishBubble(BubbleContext& bubble) {
@@ -256,22 +258,33 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   }
 
   Nanos harvested_total = 0, overrun_total = 0;
+  auto emit_step = [&](const TaskStep& step, Nanos overrun) {
+    nlohmann::json event = {{"type", "step"},
+                            {"ts_ns", step.record.end_ns},
+                            {"lane", config_.index},
+                            {"task_id", step.task_id},
+                            {"bubble_seq", step.record.bubble_seq},
+                            {"start_ns", step.record.start_ns},
+                            {"end_ns", step.record.end_ns},
+                            {"units", step.record.units},
+                            {"overrun_ns", overrun}};
+    if (step.record.bubble_seq != mark.seq) event["late"] = true;
+    events_->Emit(std::move(event));
+  };
   for (const TaskStep& step : bubble.steps) {
+    // A step of another bubble, drained late (an armed task can be a bubble
+    // ahead of the lane): logged under its own bubble, not counted in this.
+    if (step.record.bubble_seq != mark.seq) {
+      emit_step(step, 0);
+      continue;
+    }
     Nanos inside = std::max<Nanos>(0, std::min(step.record.end_ns, end_ns) -
                                           std::max(step.record.start_ns, mark.begin_ns));
     Nanos overrun = std::max<Nanos>(0, step.record.end_ns - end_ns);
     harvested_total += inside;
     overrun_total += overrun;
     tasks_->AddHarvest(step.task_id, inside);
-    events_->Emit({{"type", "step"},
-                   {"ts_ns", step.record.end_ns},
-                   {"lane", config_.index},
-                   {"task_id", step.task_id},
-                   {"bubble_seq", mark.seq},
-                   {"start_ns", step.record.start_ns},
-                   {"end_ns", step.record.end_ns},
-                   {"units", step.record.units},
-                   {"overrun_ns", overrun}});
+    emit_step(step, overrun);
   }
   bubbles_.fetch_add(1, std::memory_order_relaxed);
   bubble_ns_.fetch_add(std::max<Nanos>(length, 0), std::memory_order_relaxed);

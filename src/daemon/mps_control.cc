@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -64,7 +65,11 @@ bool SetUpMps(MpsMode mode, const std::string& state_dir, MpsSetup* setup, std::
       "CUDA_MPS_PIPE_DIRECTORY='{0}/pipe' CUDA_MPS_LOG_DIRECTORY='{0}/log' "
       "nvidia-cuda-mps-control -d >/dev/null 2>&1",
       dir);
-  if (Shell(start) != 0 || !HaveControlPipe(dir + "/pipe"))
+  // Its exit status is not reliable, and -d returns before the daemonised
+  // control process has made its pipe: the pipe is what counts.
+  Shell(start);
+  for (int i = 0; i < 50 && !HaveControlPipe(dir + "/pipe"); ++i) usleep(100000);
+  if (!HaveControlPipe(dir + "/pipe"))
     return give_up("nvidia-cuda-mps-control -d failed (it needs the GPUs in a compute mode that "
                    "allows MPS, and may need root); see " + dir + "/log");
   setup->pipe_dir = dir + "/pipe";

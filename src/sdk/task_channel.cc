@@ -44,6 +44,7 @@ bool TaskChannel::TakeArmedBubble() {
   BubbleMark mark = lane_.Read();
   if (!mark.open() || mark.seq == last_served_seq_) return false;
   granted_seq_ = mark.seq;
+  task_.layout()->taken_bubble_seq.store(mark.seq, std::memory_order_release);
   deadline_ = mark.begin_ns + PublishedForecast(*lane, mark);
   granted_free_memory_ = mark.free_memory_bytes;
   armed_grant_ = true;
@@ -83,6 +84,7 @@ TaskChannel::Wake TaskChannel::WaitForGrant(Nanos timeout) {
       if (granted == lane->bubble_seq.load(std::memory_order_acquire) &&
           granted != last_served_seq_) {
         granted_seq_ = granted;
+        l->taken_bubble_seq.store(granted, std::memory_order_release);
         deadline_ = l->grant_deadline_ns.load(std::memory_order_relaxed);
         armed_grant_ = false;
         task_.set_state(TaskProcessState::kStepping);
@@ -109,7 +111,7 @@ bool TaskChannel::NextStepFits() const {
 void TaskChannel::RecordStep(Nanos start, Nanos end, double units) {
   estimator_.Observe(end - start);
   task_.layout()->step_estimate_ns.store(estimator_.Estimate(), std::memory_order_relaxed);
-  task_.RecordStep(start, end, units);
+  task_.RecordStep(start, end, units, granted_seq_);
 }
 
 void TaskChannel::AddProgress(double units) { task_.AddProgress(units); }

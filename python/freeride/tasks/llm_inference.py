@@ -79,6 +79,12 @@ class LlmInference(freeride.IterativeTask):
         self.shape = (a.batch, heads, max_len, dim // heads)
         self.vocab = vocab
         self.batches = 0
+        # One untimed batch first: the first calls pay for lazy initialisation,
+        # and a first step many times too slow would teach the dispatcher that
+        # no step fits a bubble.
+        self._new_batch()
+        for _ in range(2):
+            self._decode_one()
         self._new_batch()
         print(f"llm-inference: {a.preset} ({sum(p.numel() for p in self.model.parameters()) / 1e6:.0f}M "
               f"parameters), batch {a.batch}, prompt {a.prompt}, {a.generate} new tokens, on "
@@ -99,14 +105,18 @@ class LlmInference(freeride.IterativeTask):
             if a.batches and self.batches >= a.batches:
                 return freeride.StepResult(0, True)
             self._new_batch()
+        self._decode_one()
+        sync(self.device)
+        return a.batch
+
+    @torch.inference_mode()
+    def _decode_one(self) -> None:
         # The first step of a batch also reads the prompt (prefill).
         new = self.tokens if self.position == 0 else self.tokens[:, -1:]
         logits = self.model(new, self.caches, self.position)
         self.position += new.shape[1]
         self.tokens = torch.cat([self.tokens, logits.argmax(-1, keepdim=True)], dim=1)
         self.generated += 1
-        sync(self.device)
-        return a.batch
 
     def peak_memory_bytes(self) -> int:
         return peak_bytes(self.device)

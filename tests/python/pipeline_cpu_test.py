@@ -3,7 +3,7 @@
 Runs the real daemon with 4 CPU lanes, real side tasks (C++ SGD and the
 Python LLM-inference task) and 4 training processes of
 examples/train_gpt_pipeline.py under torchrun, and checks that:
-  - training results are identical with and without FreeRide (1F1B, GPipe);
+  - training results are identical with and without FreeRide (1F1B, GPipe, interleaved 1F1B);
   - side-task steps start only inside the stages' bubbles;
   - C++ and Python side tasks both harvested;
   - the trainer never waits on FreeRide: with the daemon frozen (SIGSTOP), a
@@ -98,7 +98,7 @@ def main() -> None:
             cli("submit", "--lane", str(lane), "--name", f"side{lane}", "--", *(sgd if lane < 2 else llm))
 
         results = {}
-        for schedule in ("1f1b", "gpipe"):
+        for schedule in ("1f1b", "gpipe", "interleaved"):
             base, _ = train(schedule, "off", f"{schedule}-off")
             harvested, _ = train(schedule, "on", f"{schedule}-on")
             same_training(base, harvested, schedule)

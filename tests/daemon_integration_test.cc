@@ -335,10 +335,7 @@ TEST_F(DaemonIntegration, BuiltInTasksResumeFromCheckpointsWithTheSameResult) {
   options_.retry_backoff = 10 * kMillisecond;
   setenv("FREERIDE_CHECKPOINT_INTERVAL_MS", "50", 1);
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
-  // 20 ms bubbles: on a loaded 2-core machine a preempted 1 ms step can
-  // take 8 ms, and a task whose learned step time exceeds every bubble is
-  // never dispatched again (a known limit of the step estimator).
-  ScriptedStage stage(options_.socket_path, {20 * kMillisecond}, 2 * kMillisecond);
+  ScriptedStage stage(options_.socket_path, {8 * kMillisecond}, 2 * kMillisecond);
   struct Case {
     std::string name;
     std::vector<std::string> command;
@@ -351,7 +348,6 @@ TEST_F(DaemonIntegration, BuiltInTasksResumeFromCheckpointsWithTheSameResult) {
         "--device", "cpu", "--step-ms", "1", "--output", "{out}/top.tsv"},
        "top.tsv"},
       {"sgd",
-       // Small enough that the RMSE pass, one unsliced step, fits a bubble.
        {SGD_BIN, "--generate-ratings", "200000", "--epochs", "80", "--device", "cpu", "--step-ms",
         "1"},
        "stdout"},

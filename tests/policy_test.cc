@@ -42,6 +42,45 @@ TEST(StepEstimator, PriorThenP90OfRecentSteps) {
   EXPECT_EQ(e.Estimate(), 900 * kMicrosecond);
 }
 
+TEST(StepEstimator, BubblesPassedOverForgetTheSlowestSamplesWithBackoff) {
+  StepEstimator e(3 * kMillisecond);
+  for (int i = 0; i < 28; ++i) e.Observe(1 * kMillisecond);
+  for (int i = 0; i < 4; ++i) e.Observe(20 * kMillisecond);  // a preempted burst
+  ASSERT_EQ(e.Estimate(), 20 * kMillisecond);
+  e.PassedOver(StepEstimator::kPassesBeforeForgetting - 1);
+  EXPECT_EQ(e.Estimate(), 20 * kMillisecond) << "not yet";
+  e.PassedOver(1);
+  EXPECT_EQ(e.count(), 31);
+  EXPECT_EQ(e.Estimate(), 1 * kMillisecond) << "one slow sample fewer: the p90 is a fast step";
+  // The next forgetting needs twice as many bubbles.
+  e.PassedOver(2 * StepEstimator::kPassesBeforeForgetting - 1);
+  EXPECT_EQ(e.count(), 31);
+  e.PassedOver(1);
+  EXPECT_EQ(e.count(), 30);
+  // A step resets the count of bubbles passed over, not the backing off.
+  e.PassedOver(4 * StepEstimator::kPassesBeforeForgetting - 1);
+  e.Observe(1 * kMillisecond);
+  e.PassedOver(1);
+  EXPECT_EQ(e.count(), 31);
+  // A single slow first step (lazy initialisation) is forgotten too; then the
+  // prior stands until the next step.
+  StepEstimator first(3 * kMillisecond);
+  first.Observe(500 * kMillisecond);
+  first.PassedOver(StepEstimator::kPassesBeforeForgetting);
+  EXPECT_EQ(first.count(), 0);
+  EXPECT_EQ(first.Estimate(), 3 * kMillisecond);
+  first.PassedOver(1000);
+  EXPECT_EQ(first.Estimate(), 3 * kMillisecond) << "nothing left to forget";
+}
+
+TEST(StepEstimator, TheWindowKeepsTheNewestSteps) {
+  StepEstimator e;
+  for (int i = 0; i < StepEstimator::kWindow; ++i) e.Observe(50 * kMillisecond);
+  for (int i = 0; i < StepEstimator::kWindow; ++i) e.Observe(1 * kMillisecond);
+  EXPECT_EQ(e.count(), StepEstimator::kWindow);
+  EXPECT_EQ(e.Estimate(), 1 * kMillisecond);
+}
+
 TEST(DispatchPolicy, StepFitsHonoursTheMargin) {
   DispatchPolicy policy(DispatchConfig{.step_margin = 1.5});
   EXPECT_TRUE(policy.StepFits(0, 15, 10));

@@ -16,18 +16,33 @@ class StepEstimator {
   // profiled step time); 0 means unknown.
   explicit StepEstimator(Nanos prior = 0) : prior_(prior) {}
 
+  // Bubbles a task may be passed over, with no step, before its slowest
+  // sample is forgotten; each further forgetting needs twice as many, up to
+  // kMaxPassesBeforeForgetting.
+  static constexpr int kPassesBeforeForgetting = 16;
+  static constexpr int kMaxPassesBeforeForgetting = 1024;
+
   void Observe(Nanos duration);
   // A high quantile (p90) of recent steps, so that "fits" rarely overruns;
-  // the prior before any step.
+  // the prior before any step (or once every sample is forgotten).
   Nanos Estimate() const;
+  // The task's lane served `bubbles` more bubbles in which the task ran no
+  // step.  Only steps change the samples, so an estimate made too long by a
+  // burst of slow steps (a preempted process, lazy initialisation) would
+  // keep the task out of every bubble for good.  After enough bubbles
+  // without a step the slowest sample is dropped; the backing off makes a
+  // task whose steps really are too long for the bubbles retry ever more
+  // rarely.
+  void PassedOver(int bubbles);
   int count() const { return count_; }
   void set_prior(Nanos prior) { prior_ = prior; }
 
  private:
-  std::array<Nanos, kWindow> samples_{};
+  std::array<Nanos, kWindow> samples_{};  // the newest count_ of them, oldest first
   int count_ = 0;
-  int next_ = 0;
   Nanos prior_;
+  int passed_over_ = 0;
+  int passes_before_forgetting_ = kPassesBeforeForgetting;
 };
 
 }  // namespace freeride

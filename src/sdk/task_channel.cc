@@ -24,6 +24,7 @@ std::unique_ptr<TaskChannel> TaskChannel::AttachFromEnvironment(std::string* err
   if (const char* memory = std::getenv(kEnvMemory))
     channel->memory_bytes_ = std::strtoull(memory, nullptr, 10);
   channel->seen_grant_ = channel->task_.layout()->grant_seq.load();
+  channel->aged_through_seq_ = channel->lane_.layout()->bubble_seq.load();
   return channel;
 }
 
@@ -51,7 +52,25 @@ bool TaskChannel::TakeArmedBubble() {
   return true;
 }
 
+void TaskChannel::AgeStepEstimate() {
+  uint32_t seq = lane_.layout()->bubble_seq.load(std::memory_order_acquire);
+  // Begin marks make the sequence odd: count the bubbles begun since.
+  int begun = static_cast<int>((seq + 1) / 2 - (aged_through_seq_ + 1) / 2);
+  aged_through_seq_ = seq;
+  if (stepped_since_aging_) {
+    stepped_since_aging_ = false;
+    return;
+  }
+  estimator_.PassedOver(begun);
+  PublishStepEstimate();
+}
+
+void TaskChannel::PublishStepEstimate() {
+  task_.layout()->step_estimate_ns.store(estimator_.Estimate(), std::memory_order_relaxed);
+}
+
 TaskChannel::Wake TaskChannel::WaitForGrant(Nanos timeout) {
+  AgeStepEstimate();
   auto* l = task_.layout();
   auto* lane = lane_.layout();
   Nanos deadline = timeout >= 0 ? MonotonicNow() + timeout : -1;
@@ -110,7 +129,8 @@ bool TaskChannel::NextStepFits() const {
 
 void TaskChannel::RecordStep(Nanos start, Nanos end, double units) {
   estimator_.Observe(end - start);
-  task_.layout()->step_estimate_ns.store(estimator_.Estimate(), std::memory_order_relaxed);
+  stepped_since_aging_ = true;
+  PublishStepEstimate();
   task_.RecordStep(start, end, units, granted_seq_);
 }
 

@@ -51,8 +51,14 @@ class TaskChannel {
   DispatchPolicy policy_;
   // Takes an open bubble directly while armed; true when one was taken.
   bool TakeArmedBubble();
+  // Tells the estimator how many bubbles the lane served since the last
+  // call in which this task ran no step (see StepEstimator::PassedOver).
+  void AgeStepEstimate();
+  void PublishStepEstimate();
 
   uint32_t seen_grant_ = 0;
+  uint32_t aged_through_seq_ = 0;  // the lane's bubble_seq at the last AgeStepEstimate
+  bool stepped_since_aging_ = false;
   std::string checkpoint_dir_;
   uint64_t memory_bytes_ = 0;  // declared; an armed task checks it itself
   // The grant being served: from the dispatcher, or taken while armed.

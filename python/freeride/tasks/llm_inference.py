@@ -79,9 +79,8 @@ class LlmInference(freeride.IterativeTask):
         self.shape = (a.batch, heads, max_len, dim // heads)
         self.vocab = vocab
         self.batches = 0
-        # One untimed batch first: the first calls pay for lazy initialisation,
-        # and a first step many times too slow would teach the dispatcher that
-        # no step fits a bubble.
+        # The first calls pay for lazy initialisation: make them here, outside
+        # any bubble, so that the first step in a bubble does not overrun it.
         self._new_batch()
         for _ in range(2):
             self._decode_one()

@@ -152,6 +152,25 @@ TEST(StageApi, AttachesToADaemonSegment) {
   unlink(LaneSegmentPath(socket, 1).c_str());
 }
 
+// CI has no usable CUDA driver, and no process here has called cuInit: a
+// stream mark cannot be enqueued, which the caller is told (so that it can
+// mark at once), and nothing is written.
+TEST(StageApi, StreamMarksThatCannotBeEnqueuedAreReportedNotWritten) {
+  TempDir dir;
+  std::string socket = dir.path() + "/d.sock";
+  LaneSegment daemon;
+  std::string error;
+  ASSERT_TRUE(daemon.CreateOrOpen(LaneSegmentPath(socket, 2), 2, &error)) << error;
+  freeride_stage* stage = freeride_stage_open(2, socket.c_str());
+  ASSERT_EQ(freeride_stage_attached(stage), 1);
+  EXPECT_EQ(freeride_bubble_begin_on_stream(stage, nullptr, 3, 0, 777), -1);
+  EXPECT_FALSE(daemon.Read().open());
+  EXPECT_EQ(freeride_bubble_end_on_stream(stage, nullptr), -1);
+  EXPECT_EQ(freeride_bubble_begin_on_stream(nullptr, nullptr, 0, 0, 0), 0) << "no stage: a no-op";
+  freeride_stage_close(stage);
+  unlink(LaneSegmentPath(socket, 2).c_str());
+}
+
 TEST(TaskSegment, GrantAndAcknowledgeRoundTrip) {
   TempDir dir;
   std::string path = dir.path() + "/task";

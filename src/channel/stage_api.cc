@@ -8,19 +8,10 @@
 
 #include "base/clock.h"
 #include "base/paths.h"
-#include "channel/lane_segment.h"
-#include "freeride/freeride.h"
+#include "channel/stage_handle.h"
 
-using freeride::LaneSegment;
 using freeride::MonotonicNow;
 using freeride::Nanos;
-
-struct freeride_stage {
-  std::string segment_path;
-  bool disabled = false;
-  LaneSegment segment;
-  Nanos next_check_ns = 0;
-};
 
 namespace {
 

@@ -1,0 +1,39 @@
+// The stage handle behind the C ABI's freeride_stage, shared by the
+// immediate marks (stage_api.cc) and the stream-ordered ones
+// (stream_marks.cc).  Used by one training thread at a time.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "base/clock.h"
+#include "channel/lane_segment.h"
+#include "freeride/freeride.h"
+
+namespace freeride {
+
+// What a mark enqueued on a CUDA stream will write when the stream gets
+// there.  Kept in the handle because the host function runs later, on the
+// driver's thread.
+struct PendingMark {
+  freeride_stage* stage;
+  bool begin;  // else an end mark
+  uint32_t slot;
+  int64_t predicted_ns;
+  uint64_t free_memory_bytes;
+};
+
+inline constexpr size_t kPendingMarks = 1024;
+
+}  // namespace freeride
+
+struct freeride_stage {
+  std::string segment_path;
+  bool disabled = false;
+  freeride::LaneSegment segment;
+  freeride::Nanos next_check_ns = 0;
+  // A ring: a record is reused kPendingMarks marks later, by when the
+  // stream has long run its host function.
+  std::array<freeride::PendingMark, freeride::kPendingMarks> pending_marks{};
+  uint64_t next_pending_mark = 0;
+};

@@ -113,6 +113,33 @@ void freeride_task_finished(freeride_task* task, int ok);
 /* Releases the handle.  NULL is allowed. */
 void freeride_task_detach(freeride_task* task);
 
+/* An iterative side task written in another language (the Python SDK binds
+ * its IterativeTask to this).  Every hook gets `user`; hooks other than step
+ * may be NULL.  init, step, pause, resume and finish return 0 on success;
+ * any other value stops the run, and error(), if set, says why.  save and
+ * restore return 1 when they wrote or read the checkpoint at `path`. */
+typedef struct freeride_iterative_task {
+  void* user;
+  const char* unit; /* e.g. "tokens"; NULL: "steps" */
+  int (*init)(void* user);
+  int (*step)(void* user, double* units, int* done);
+  int (*pause)(void* user);
+  int (*resume)(void* user);
+  int (*finish)(void* user);
+  int (*save)(void* user, const char* path);
+  int (*restore)(void* user, const char* path);
+  uint64_t (*peak_memory_bytes)(void* user);
+  const char* (*error)(void* user);
+} freeride_iterative_task;
+
+/* Runs the task exactly as the C++ SDK's RunIterativeTask does: under the
+ * daemon that launched this process (steps inside grants, checkpoints),
+ * else alone, printing the standalone JSON line.  standalone != 0 runs
+ * alone regardless; seconds > 0 bounds a standalone run.  Returns the
+ * process exit status. */
+int freeride_run_iterative_task(const freeride_iterative_task* task, int standalone,
+                                double seconds);
+
 #ifdef __cplusplus
 }
 #endif

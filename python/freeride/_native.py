@@ -61,7 +61,7 @@ def load_library() -> ctypes.CDLL:
 
 def _declare(lib: ctypes.CDLL) -> None:
     c = ctypes
-    stage, task = c.c_void_p, c.c_void_p
+    stage = c.c_void_p
     signatures = {
         "freeride_abi_version": (c.c_int, []),
         "freeride_now_ns": (c.c_int64, []),
@@ -73,18 +73,7 @@ def _declare(lib: ctypes.CDLL) -> None:
                                                       c.c_uint64]),
         "freeride_bubble_end_on_stream": (c.c_int, [stage, c.c_void_p]),
         "freeride_stage_close": (None, [stage]),
-        "freeride_task_attach": (task, [c.c_char_p, c.c_size_t]),
-        "freeride_task_set_unit": (None, [task, c.c_char_p]),
-        "freeride_task_ready": (None, [task]),
-        "freeride_task_wait_grant": (c.c_int, [task, c.c_int64]),
-        "freeride_task_next_step_fits": (c.c_int, [task]),
-        "freeride_task_record_step": (None, [task, c.c_int64, c.c_int64, c.c_double]),
-        "freeride_task_add_progress": (None, [task, c.c_double]),
-        "freeride_task_yield": (None, [task]),
-        "freeride_task_step_estimate_ns": (c.c_int64, [task]),
-        "freeride_task_checkpoint_dir": (c.c_char_p, [task]),
-        "freeride_task_finished": (None, [task, c.c_int]),
-        "freeride_task_detach": (None, [task]),
+        "freeride_run_iterative_task": (c.c_int, [c.c_void_p, c.c_int, c.c_double]),
     }
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)

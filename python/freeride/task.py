@@ -7,18 +7,17 @@
     if __name__ == "__main__":
         raise SystemExit(freeride.run_task(Resize()))
 
-Under a FreeRide daemon, run_task calls step() only while a bubble lasts and
-the next step fits in it; alone (or with --standalone [--seconds T]) it
-steps back to back and prints the alone rate as one JSON line, the same line
-the C++ SDK prints, which `freeride task-profile` reads.
+run_task hands the task to libfreeride's runner, the one the C++ SDK uses:
+under a FreeRide daemon it calls step() only while a bubble lasts and the
+next step fits in it; alone (or with --standalone [--seconds T]) it steps
+back to back and prints the alone rate as one JSON line, which
+`freeride task-profile` reads.
 """
 from __future__ import annotations
 
 import ctypes
-import json
-import os
 import sys
-import time
+import traceback
 from dataclasses import dataclass
 
 from freeride._native import load_library
@@ -86,88 +85,70 @@ def parse_run_options(argv: list[str]) -> tuple[bool, float, list[str]]:
     return standalone, seconds, rest
 
 
-def _checkpoint_interval_s() -> float:
-    return float(os.environ.get("FREERIDE_CHECKPOINT_INTERVAL_MS", "5000")) / 1000.0
+_HOOK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+_STEP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_double),
+                         ctypes.POINTER(ctypes.c_int))
+_PATH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)
+_PEAK = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_void_p)
+_ERROR = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)  # a char* into _Hooks.error_text
 
 
-def _save(task: IterativeTask, directory: str) -> bool:
-    if not directory:
-        return False
-    path = os.path.join(directory, "checkpoint")
-    if not task.save(path + ".tmp"):
-        return False
-    os.replace(path + ".tmp", path)  # never a torn checkpoint
-    return True
+class _Hooks(ctypes.Structure):
+    """freeride_iterative_task (include/freeride/freeride.h)."""
+    _fields_ = [("user", ctypes.c_void_p), ("unit", ctypes.c_char_p), ("init", _HOOK),
+                ("step", _STEP), ("pause", _HOOK), ("resume", _HOOK), ("finish", _HOOK),
+                ("save", _PATH), ("restore", _PATH), ("peak_memory_bytes", _PEAK),
+                ("error", _ERROR)]
 
 
-def _run_alone(task: IterativeTask, seconds: float) -> int:
-    task.init()
-    start = time.monotonic()
-    steps, units, done, step_ns = 0, 0.0, False, []
-    while not done and (seconds <= 0 or time.monotonic() - start < seconds):
-        t0 = time.monotonic_ns()
-        r = _as_result(task.step())
-        step_ns.append(time.monotonic_ns() - t0)
-        units += r.units
-        steps += 1
-        done = r.done
-    task.finish()
-    elapsed = time.monotonic() - start
-    step_ns.sort()
+def _bind(task: IterativeTask) -> tuple[_Hooks, list]:
+    """The task's methods as C hooks.  An exception is printed with its
+    traceback and turned into a failure status that stops the run; the
+    returned list keeps the callbacks alive."""
+    error_text = ctypes.create_string_buffer(1024)
 
-    def quantile_ms(q: float) -> float:
-        if not step_ns:
-            return 0.0
-        return step_ns[min(len(step_ns) - 1, int(q * len(step_ns)))] / 1e6
+    def failed(e: BaseException) -> int:
+        # SystemExit carries a message meant for the user; anything else is a
+        # bug in the task, whose traceback helps.
+        if isinstance(e, SystemExit):
+            error_text.value = str(e).encode()[:1023]
+        else:
+            traceback.print_exc()
+            error_text.value = f"{type(e).__name__}: {e}".encode()[:1023]
+        return 1
 
-    print(json.dumps({
-        "mode": "standalone", "unit": task.unit, "steps": steps, "units": units,
-        "seconds": elapsed, "rate_per_s": units / elapsed if elapsed > 0 else 0.0,
-        "finished": done, "step_ms_p50": quantile_ms(0.5), "step_ms_p90": quantile_ms(0.9),
-        "step_ms_p99": quantile_ms(0.99), "step_ms_max": quantile_ms(1.0),
-        "peak_memory_bytes": int(task.peak_memory_bytes())}), flush=True)
-    return 0
+    def guarded(method):
+        def hook(_user):
+            try:
+                method()
+                return 0
+            except BaseException as e:  # noqa: BLE001 - C cannot take Python exceptions
+                return failed(e)
+        return _HOOK(hook)
 
-
-def _run_under_daemon(task: IterativeTask, lib, handle) -> int:
-    lib.freeride_task_set_unit(handle, task.unit.encode()[:31])
-    task.init()
-    directory = (lib.freeride_task_checkpoint_dir(handle) or b"").decode()
-    checkpoint = os.path.join(directory, "checkpoint") if directory else ""
-    if checkpoint and os.path.exists(checkpoint) and task.restore(checkpoint):
-        print(f"freeride: resumed from checkpoint {checkpoint}", file=sys.stderr, flush=True)
-    lib.freeride_task_ready(handle)
-    interval, last_save, done = _checkpoint_interval_s(), time.monotonic(), False
-    while not done:
-        wake = lib.freeride_task_wait_grant(handle, 1_000_000_000)
-        if wake == -1:  # stop
-            _save(task, directory)
-            return 0
-        if wake == 2:  # checkpoint
-            _save(task, directory)
-            continue
-        if wake != 1:
-            continue
-        task.resume()
-        while lib.freeride_task_next_step_fits(handle):
-            start = lib.freeride_now_ns()
+    def step(_user, units, done):
+        try:
             r = _as_result(task.step())
-            lib.freeride_task_record_step(handle, start, lib.freeride_now_ns(), r.units)
-            if r.done:
-                done = True
-                break
-        task.pause()
-        if done:
-            break
-        lib.freeride_task_yield(handle)
-        # Saved after handing the bubble back, never inside it.
-        if time.monotonic() - last_save >= interval and _save(task, directory):
-            last_save = time.monotonic()
-    task.finish()
-    if checkpoint and os.path.exists(checkpoint):
-        os.remove(checkpoint)
-    lib.freeride_task_finished(handle, 1)
-    return 0
+        except BaseException as e:  # noqa: BLE001
+            return failed(e)
+        units[0], done[0] = r.units, int(r.done)
+        return 0
+
+    def checkpoint(method):
+        def hook(_user, path):
+            try:
+                return 1 if method(path.decode()) else 0
+            except Exception as e:  # noqa: BLE001 - a failed checkpoint is not a failed task
+                print(f"freeride: checkpoint {path.decode()}: {type(e).__name__}: {e}", file=sys.stderr)
+                return 0
+        return _PATH(hook)
+
+    callbacks = [guarded(task.init), _STEP(step), guarded(task.pause), guarded(task.resume),
+                 guarded(task.finish), checkpoint(task.save), checkpoint(task.restore),
+                 _PEAK(lambda _user: int(task.peak_memory_bytes())),
+                 _ERROR(lambda _user: ctypes.addressof(error_text))]
+    hooks = _Hooks(None, task.unit.encode()[:31], *callbacks)
+    return hooks, callbacks + [error_text]
 
 
 def run_task(task: IterativeTask, argv: list[str] | None = None) -> int:
@@ -179,22 +160,5 @@ def run_task(task: IterativeTask, argv: list[str] | None = None) -> int:
     args = sys.argv if argv is None else argv
     standalone, seconds, rest = parse_run_options(args[1:])
     args[1:] = rest
-    try:
-        if standalone:
-            return _run_alone(task, seconds)
-        lib = load_library()
-        error = ctypes.create_string_buffer(256)
-        handle = lib.freeride_task_attach(error, len(error))
-        if not handle:
-            print(f"freeride: {error.value.decode()}; running alone", file=sys.stderr)
-            return _run_alone(task, seconds)
-        try:
-            return _run_under_daemon(task, lib, handle)
-        except BaseException:
-            lib.freeride_task_finished(handle, 0)
-            raise
-        finally:
-            lib.freeride_task_detach(handle)
-    except Exception as e:  # a failed task reports and exits non-zero, like the C++ SDK
-        print(f"freeride: task failed: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+    hooks, _callbacks = _bind(task)  # the callbacks must outlive the run
+    return load_library().freeride_run_iterative_task(ctypes.byref(hooks), int(standalone), seconds)

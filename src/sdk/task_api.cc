@@ -2,10 +2,54 @@
 #include <cstring>
 #include <new>
 
+#include <stdexcept>
+#include <string>
+
 #include "freeride/freeride.h"
+#include "freeride/task.h"
 #include "sdk/task_channel.h"
 
 using freeride::TaskChannel;
+
+namespace {
+
+// The C hooks as an IterativeTask, so that one runner serves both.
+class ForeignTask : public freeride::IterativeTask {
+ public:
+  explicit ForeignTask(const freeride_iterative_task& hooks) : h_(hooks) {}
+  std::string unit() const override { return h_.unit ? h_.unit : "steps"; }
+  void Init() override { Check(h_.init, "init"); }
+  freeride::StepResult Step() override {
+    double units = 0;
+    int done = 0;
+    if (h_.step(h_.user, &units, &done) != 0) Fail("step");
+    return {units, done != 0};
+  }
+  void Pause() override { Check(h_.pause, "pause"); }
+  void Resume() override { Check(h_.resume, "resume"); }
+  void Finish() override { Check(h_.finish, "finish"); }
+  bool Save(const std::string& path) override {
+    return h_.save && h_.save(h_.user, path.c_str()) == 1;
+  }
+  bool Restore(const std::string& path) override {
+    return h_.restore && h_.restore(h_.user, path.c_str()) == 1;
+  }
+  uint64_t peak_memory_bytes() const override {
+    return h_.peak_memory_bytes ? h_.peak_memory_bytes(h_.user) : 0;
+  }
+
+ private:
+  void Check(int (*hook)(void*), const char* name) {
+    if (hook && hook(h_.user) != 0) Fail(name);
+  }
+  [[noreturn]] void Fail(const char* name) {
+    const char* why = h_.error ? h_.error(h_.user) : nullptr;
+    throw std::runtime_error(std::string(name) + " failed" + (why && *why ? ": " + std::string(why) : ""));
+  }
+  freeride_iterative_task h_;
+};
+
+}  // namespace
 
 struct freeride_task {
   std::unique_ptr<TaskChannel> channel;
@@ -77,5 +121,12 @@ void freeride_task_finished(freeride_task* task, int ok) {
 }
 
 void freeride_task_detach(freeride_task* task) { delete task; }
+
+int freeride_run_iterative_task(const freeride_iterative_task* hooks, int standalone,
+                                double seconds) {
+  if (!hooks || !hooks->step) return 2;
+  ForeignTask task(*hooks);
+  return freeride::RunIterativeTask(task, {.standalone = standalone != 0, .seconds = seconds});
+}
 
 }  // extern "C"

@@ -1,7 +1,10 @@
 // Command-line options every built-in task takes.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <string>
+
+#include "freeride/task.h"
 
 namespace freeride::tasks {
 
@@ -17,16 +20,27 @@ inline void AddCommonTaskOptions(CLI::App& app, CommonTaskOptions* o) {
       ->check(CLI::PositiveNumber);
 }
 
-// Parses the command line.  Returns -1 to go on, else the exit status: 0
-// after --help, 2 after a usage error (printed with CLI11's message), the
-// status every built-in task uses for bad arguments.
-inline int ParseTaskArguments(CLI::App& app, int argc, char** argv) {
+// The main() of a built-in task, after it has declared its own options on
+// `app`: takes the SDK's --standalone and --seconds, adds the common
+// options, parses (0 after --help, 2 after a usage error, with CLI11's
+// message), refuses a run with no input (`has_input(options)` false: prints
+// `missing_input`, status 2), and runs Task(options).
+template <typename Task, typename Options, typename HasInput>
+int RunTaskMain(CLI::App& app, Options& options, int argc, char** argv, HasInput has_input,
+                const char* missing_input) {
+  RunOptions run = ParseRunOptions(&argc, argv);
+  AddCommonTaskOptions(app, &options.common);
   try {
     app.parse(argc, argv);
-    return -1;
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  if (!has_input(options)) {
+    std::fprintf(stderr, "%s\n", missing_input);
+    return 2;
+  }
+  Task task(options);
+  return RunIterativeTask(task, run);
 }
 
 }  // namespace freeride::tasks

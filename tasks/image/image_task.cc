@@ -368,8 +368,6 @@ class ImageTask : public IterativeTask {
 }  // namespace freeride::tasks
 
 int main(int argc, char** argv) {
-  using freeride::tasks::AddCommonTaskOptions;
-  freeride::RunOptions run = freeride::ParseRunOptions(&argc, argv);
   freeride::tasks::Options o;
   CLI::App app{"Image resize + watermark as a FreeRide side task"};
   auto* in = app.add_option("--input", o.inputs, "Image files or folders (.jpg, .jpeg, .png)");
@@ -396,13 +394,7 @@ int main(int argc, char** argv) {
   app.add_flag("--skip-bad", o.skip_bad, "Skip images that cannot be decoded, and count them");
   app.add_option("--max-megapixels", o.max_megapixels, "Refuse larger images")
       ->capture_default_str();
-  AddCommonTaskOptions(app, &o.common);
-  if (int status = freeride::tasks::ParseTaskArguments(app, argc, argv); status >= 0)
-    return status;
-  if (o.inputs.empty() && o.generate == 0) {
-    std::fprintf(stderr, "freeride-image: give --input FILES_OR_FOLDERS or --generate N\n");
-    return 2;
-  }
-  freeride::tasks::ImageTask task(o);
-  return freeride::RunIterativeTask(task, run);
+  return freeride::tasks::RunTaskMain<freeride::tasks::ImageTask>(
+      app, o, argc, argv, [](const auto& o) { return !o.inputs.empty() || o.generate != 0; },
+      "freeride-image: give --input FILES_OR_FOLDERS or --generate N");
 }

@@ -123,8 +123,6 @@ class PageRankTask : public IterativeTask {
 }  // namespace freeride::tasks
 
 int main(int argc, char** argv) {
-  using freeride::tasks::AddCommonTaskOptions;
-  freeride::RunOptions run = freeride::ParseRunOptions(&argc, argv);
   freeride::tasks::Options o;
   CLI::App app{"PageRank as a FreeRide side task (pull-based CSR, damping 0.85)"};
   auto* edges = app.add_option("--edges", o.edges, "SNAP-style edge list: 'src dst' per line");
@@ -132,19 +130,13 @@ int main(int argc, char** argv) {
   edges->excludes(rmat);
   app.add_option("--edge-factor", o.edge_factor, "R-MAT edges per vertex")->capture_default_str();
   app.add_option("--seed", o.seed, "R-MAT seed")->capture_default_str();
-  AddCommonTaskOptions(app, &o.common);
   app.add_option("--tolerance", o.tolerance, "Stop when the L1 change is below this")
       ->capture_default_str();
   app.add_option("--max-iterations", o.max_iterations, "Stop after this many iterations")
       ->capture_default_str();
   app.add_option("--output", o.output, "Write the top vertices and ranks here (TSV)");
   app.add_option("--top", o.top, "How many vertices --output lists")->capture_default_str();
-  if (int status = freeride::tasks::ParseTaskArguments(app, argc, argv); status >= 0)
-    return status;
-  if (o.edges.empty() && o.rmat_scale == 0) {
-    std::fprintf(stderr, "freeride-pagerank: give --edges FILE or --rmat-scale S\n");
-    return 2;
-  }
-  freeride::tasks::PageRankTask task(o);
-  return freeride::RunIterativeTask(task, run);
+  return freeride::tasks::RunTaskMain<freeride::tasks::PageRankTask>(
+      app, o, argc, argv, [](const auto& o) { return !o.edges.empty() || o.rmat_scale != 0; },
+      "freeride-pagerank: give --edges FILE or --rmat-scale S");
 }

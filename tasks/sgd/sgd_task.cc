@@ -120,8 +120,6 @@ class SgdTask : public IterativeTask {
 }  // namespace freeride::tasks
 
 int main(int argc, char** argv) {
-  using freeride::tasks::AddCommonTaskOptions;
-  freeride::RunOptions run = freeride::ParseRunOptions(&argc, argv);
   freeride::tasks::Options o;
   CLI::App app{"SGD matrix factorisation as a FreeRide side task"};
   auto* file = app.add_option("--ratings", o.ratings, "Rating file: 'user item rating' per line");
@@ -134,13 +132,7 @@ int main(int argc, char** argv) {
   app.add_option("--learning-rate", o.params.learning_rate)->capture_default_str();
   app.add_option("--regularisation", o.params.regularisation)->capture_default_str();
   app.add_option("--epochs", o.epochs, "Passes over the ratings")->capture_default_str();
-  AddCommonTaskOptions(app, &o.common);
-  if (int status = freeride::tasks::ParseTaskArguments(app, argc, argv); status >= 0)
-    return status;
-  if (o.ratings.empty() && o.count == 0) {
-    std::fprintf(stderr, "freeride-sgd: give --ratings FILE or --generate-ratings N\n");
-    return 2;
-  }
-  freeride::tasks::SgdTask task(o);
-  return freeride::RunIterativeTask(task, run);
+  return freeride::tasks::RunTaskMain<freeride::tasks::SgdTask>(
+      app, o, argc, argv, [](const auto& o) { return !o.ratings.empty() || o.count != 0; },
+      "freeride-sgd: give --ratings FILE or --generate-ratings N");
 }

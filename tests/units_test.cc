@@ -1,6 +1,10 @@
 #include "base/units.h"
 
 #include <gtest/gtest.h>
+#include <fstream>
+#include <filesystem>
+#include "test_util.h"
+#include "base/files.h"
 
 namespace freeride {
 namespace {
@@ -41,4 +45,25 @@ TEST(FormatBytes, PicksAReadableUnit) {
 }
 
 }  // namespace
+TEST(Files, ReplacementIsAllOrNothing) {
+  TempDir dir;
+  std::string path = dir.path() + "/f";
+  ASSERT_TRUE(WriteFileAtomically(path, "first"));
+  EXPECT_EQ(FileText(path), "first");
+  std::string error;
+  // A writer that fails half-way: the old content stays, no temporary is left.
+  EXPECT_FALSE(ReplaceFileAtomically(
+      path,
+      [](const std::string& tmp) {
+        std::ofstream(tmp) << "torn";
+        return false;
+      },
+      &error));
+  EXPECT_EQ(FileText(path), "first");
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_NE(error.find("cannot write"), std::string::npos) << error;
+  EXPECT_FALSE(WriteFileAtomically(dir.path() + "/no/such/dir/f", "x", &error));
+  EXPECT_NE(error.find("no/such/dir/f.tmp"), std::string::npos) << error;
+}
+
 }  // namespace freeride

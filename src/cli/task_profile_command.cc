@@ -13,9 +13,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
+#include "base/files.h"
 #include "base/units.h"
 #include "cli/commands.h"
 #include "client/task_profile.h"
@@ -160,16 +160,11 @@ int RunTaskProfile(const TaskProfileArgs& args) {
   profile->created_unix = std::chrono::duration_cast<std::chrono::seconds>(
                               std::chrono::system_clock::now().time_since_epoch())
                               .count();
-  std::string tmp = output + ".tmp";
-  {
-    std::ofstream file(tmp);
-    file << TaskProfileToJson(*profile);
-    if (!file) {
-      fmt::print(stderr, "freeride task-profile: cannot write {}\n", tmp);
-      return 1;
-    }
+  std::string error;
+  if (!WriteFileAtomically(output, TaskProfileToJson(*profile), &error)) {
+    fmt::print(stderr, "freeride task-profile: {}\n", error);
+    return 1;
   }
-  std::filesystem::rename(tmp, output);
   fmt::print(stderr,
              "alone rate  {:.4g} {}/s over {:.1f} s, {} steps\n"
              "step time   p50 {:.3f} ms  p90 {:.3f} ms  p99 {:.3f} ms  max {:.3f} ms\n"

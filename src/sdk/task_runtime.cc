@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "base/clock.h"
+#include "base/files.h"
 #include "freeride/task.h"
 #include "sdk/task_channel.h"
 
@@ -26,13 +27,10 @@ Nanos CheckpointInterval() {
 
 std::string CheckpointPath(const std::string& dir) { return dir + "/checkpoint"; }
 
-// Writes to a temporary name and renames, so a crash mid-save never leaves a
-// torn checkpoint behind.
 bool SaveCheckpoint(IterativeTask& task, const std::string& dir) {
   if (dir.empty()) return false;
-  std::string tmp = CheckpointPath(dir) + ".tmp";
-  if (!task.Save(tmp)) return false;
-  return std::rename(tmp.c_str(), CheckpointPath(dir).c_str()) == 0;
+  return ReplaceFileAtomically(CheckpointPath(dir),
+                               [&](const std::string& tmp) { return task.Save(tmp); });
 }
 
 int RunAlone(IterativeTask& task, const RunOptions& options) {

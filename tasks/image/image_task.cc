@@ -14,6 +14,7 @@
 #include <fstream>
 #include <memory>
 
+#include "base/files.h"
 #include "common/gpu.h"
 #include "common/step_sizer.h"
 #include "common/task_options.h"
@@ -317,19 +318,15 @@ class ImageTask : public IterativeTask {
     work_.reset();
   }
 
-  // Written under a temporary name and renamed, so that a stop never leaves
-  // a half-written image under the final name.
+  // Never a half-written image under the final name, even after a stop.
   void WriteOutput(const std::string& name, ImageFormat format, const std::vector<uint8_t>& bytes) {
-    fs::path final_path =
+    fs::path path =
         fs::path(o_.output) / (fs::path(name).stem().string() + "." + ImageFormatExtension(format));
-    fs::path tmp = final_path;
-    tmp += ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary);
-      out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-      if (!out) throw std::runtime_error(tmp.string() + ": cannot write");
-    }
-    fs::rename(tmp, final_path);
+    std::string error;
+    if (!WriteFileAtomically(
+            path.string(),
+            std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), &error))
+      throw std::runtime_error(error);
   }
 
   // Pixel buffers reused from image to image: allocating and zeroing 36 MB

@@ -1,0 +1,39 @@
+#include "base/files.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+namespace freeride {
+
+bool ReplaceFileAtomically(const std::string& path,
+                           const std::function<bool(const std::string& tmp_path)>& write,
+                           std::string* error) {
+  std::string tmp = path + ".tmp";
+  if (!write(tmp)) {
+    if (error) *error = tmp + ": cannot write";
+    std::remove(tmp.c_str());
+    return false;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    if (error) *error = "cannot rename " + tmp + " to " + path + ": " + std::strerror(errno);
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool WriteFileAtomically(const std::string& path, std::string_view content, std::string* error) {
+  return ReplaceFileAtomically(
+      path,
+      [&](const std::string& tmp) {
+        std::ofstream out(tmp, std::ios::binary);
+        out.write(content.data(), static_cast<std::streamsize>(content.size()));
+        out.close();
+        return static_cast<bool>(out);
+      },
+      error);
+}
+
+}  // namespace freeride

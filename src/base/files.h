@@ -1,0 +1,21 @@
+// Files that are never seen half-written.
+#pragma once
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace freeride {
+
+// Has `write` fill PATH.tmp, then renames it to `path`, so that a crash or a
+// stop never leaves a torn file under the final name.  Returns false (and
+// removes the temporary file) when `write` returns false or the rename
+// fails; *error, if given, then says why.
+bool ReplaceFileAtomically(const std::string& path,
+                           const std::function<bool(const std::string& tmp_path)>& write,
+                           std::string* error = nullptr);
+
+// The same for a file's whole content.
+bool WriteFileAtomically(const std::string& path, std::string_view content,
+                         std::string* error = nullptr);
+
+}  // namespace freeride

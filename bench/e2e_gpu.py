@@ -188,8 +188,7 @@ class Bench:
         for p in naive_procs:
             p.kill()
             p.wait()
-        naive_work = None  # not measured: the tasks' own totals include time outside the training
-        self.report(schedule, microbatches, task, names, fr, before, after, naive, naive_work, latency)
+        self.report(schedule, microbatches, task, names, fr, before, after, naive, latency)
 
     def signal_latency(self, offset: int) -> dict:
         first_step = {}
@@ -212,7 +211,7 @@ class Bench:
         return {"p50_us": q(0.5), "p99_us": q(0.99), "bubbles": len(bubbles),
                 "bubbles_used": len(waits), "overrun_ms": sum(overrun) / 1e6}
 
-    def report(self, schedule, m, task, names, fr, before, after, naive, naive_work, latency) -> None:
+    def report(self, schedule, m, task, names, fr, before, after, naive, latency) -> None:
         w = fr["warmup"]
         on = [t for t, f in zip(fr["iter_ms"][w:], fr["freeride_on"][w:]) if f]
         off = [t for t, f in zip(fr["iter_ms"][w:], fr["freeride_on"][w:]) if not f]

@@ -390,11 +390,11 @@ TEST_F(DaemonIntegration, BuiltInTasksResumeFromCheckpointsWithTheSameResult) {
     ASSERT_GT(before.pid(), 0);
     kill(static_cast<pid_t>(before.pid()), SIGKILL);
     v1::TaskInfo after = WaitForState(tasks(), info.id(), "FINISHED", 120 * kSecond);
+    std::string stderr_text = FileText(task_dir + "/stderr.log");
     ASSERT_EQ(after.state(), "FINISHED")
         << after.message() << "; steps " << after.steps() << ", estimate "
         << after.step_estimate_ns() << " ns; stderr tail:\n"
-        << FileText(task_dir + "/stderr.log").substr(
-               std::max<size_t>(0, FileText(task_dir + "/stderr.log").size() - 600));
+        << stderr_text.substr(stderr_text.size() > 600 ? stderr_text.size() - 600 : 0);
     EXPECT_EQ(after.attempts(), 2);
     EXPECT_NE(FileText(task_dir + "/stderr.log").find("resumed from checkpoint"), std::string::npos);
     std::string expected = FileText(ref + "/" + c.result);
@@ -623,14 +623,12 @@ TEST(DaemonCrash, SigkilledDaemonRecoversItsQueueAndResumesFromCheckpoints) {
   }
   ASSERT_EQ(finished.state(), "FINISHED") << finished.message();
   EXPECT_EQ(finished.attempts(), 2) << "relaunched once";
-  std::ifstream err(options.state_dir + "/tasks/" + std::to_string(counter) + "/stderr.log");
-  std::string text((std::istreambuf_iterator<char>(err)), {});
+  std::string task_dir = options.state_dir + "/tasks/" + std::to_string(counter);
+  std::string text = FileText(task_dir + "/stderr.log");
   EXPECT_NE(text.find("resumed from checkpoint"), std::string::npos) << text;
   // Steps done before the crash are not redone: the counter resumed, so the
   // second attempt needed fewer than all 600 steps.
-  std::ifstream out(options.state_dir + "/tasks/" + std::to_string(counter) + "/stdout.log");
-  std::string printed((std::istreambuf_iterator<char>(out)), {});
-  EXPECT_NE(printed.find("counted to 600"), std::string::npos);
+  EXPECT_NE(FileText(task_dir + "/stdout.log").find("counted to 600"), std::string::npos);
   EXPECT_LT(finished.progress(), 600 + before.progress() + 1);
 
   v1::TaskInfo queued_done;

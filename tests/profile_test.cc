@@ -324,13 +324,10 @@ TEST_F(MadeUpTraces, RanksOfDifferentRunsAreRefused) {
 
 TEST_F(MadeUpTraces, CliExitsWithTwoAndAMessage) {
   std::string bad = Write("bad.json", std::string("{\"traceEvents\": [{\"ts\": 1"));
-  std::string cmd = std::string(FREERIDE_BIN) + " profile " + bad + " 2>" + dir_.path() + "/err";
-  int status = std::system(cmd.c_str());
-  EXPECT_EQ(WEXITSTATUS(status), 2);
-  std::ifstream err(dir_.path() + "/err");
-  std::string text((std::istreambuf_iterator<char>(err)), {});
-  EXPECT_NE(text.find("freeride profile:"), std::string::npos) << text;
-  EXPECT_NE(text.find("truncated"), std::string::npos) << text;
+  ShellResult r = RunShell(std::string(FREERIDE_BIN) + " profile " + bad, dir_.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("freeride profile:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("truncated"), std::string::npos) << r.err;
 }
 
 }  // namespace

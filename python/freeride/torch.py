@@ -32,32 +32,6 @@ _lock = threading.RLock()
 DEFAULT_MEMORY_MARGIN = 2 << 30
 
 
-def idle_slots(schedule, rank: int | None = None) -> list[tuple[int, str, int]]:
-    """Idle periods of `rank` in the schedule's ``pipeline_order``.
-
-    Returns (position, next action, idle steps) for each run of idle time
-    steps, where position is the index of the action that follows.  Empty
-    for schedules that publish no ``pipeline_order``.
-    """
-    order = getattr(schedule, "pipeline_order", None)
-    if not order:
-        return []
-    if rank is None:
-        rank = schedule._stage.group_rank if hasattr(schedule, "_stage") else schedule.rank
-    slots, idle, position = [], 0, 0
-    for action in order.get(rank, []):
-        if action is None:
-            idle += 1
-            continue
-        if idle:
-            slots.append((position, str(action), idle))
-            idle = 0
-        position += 1
-    if idle:
-        slots.append((position, "end", idle))
-    return slots
-
-
 class Instrumentation:
     """Bubble marks for one pipeline rank.  Use ``close()`` (or ``with``) to stop."""
 

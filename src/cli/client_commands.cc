@@ -98,7 +98,7 @@ int RunSubmit(const SubmitArgs& args) {
     return 2;
   }
   if (profile && !args.command.empty() &&
-      std::vector<std::string>(profile->command) != args.command)
+      profile->command != args.command)
     fmt::print(stderr, "freeride submit: warning: the command differs from the one profiled in {}\n",
                args.profile);
   const std::vector<std::string>& command = args.command.empty() ? profile->command : args.command;

@@ -5,11 +5,14 @@
 
 Every wait of the stage on a pipeline neighbour (the point where the stage
 idles) becomes a bubble: a begin mark before the wait and an end mark after
-it.  On CUDA the marks are stream-ordered: they are host functions on the
-stage's current stream, written when the GPU reaches them, not when the CPU
-issues them (the CPU runs ahead of the GPU under NCCL).  On CPU (gloo) the
-wait blocks the CPU, so the marks are written at once.  Slots are numbered
-by their order within one ``schedule.step()``, so the daemon learns each
+it.  On CUDA the marks are stream-ordered: written when the GPU reaches
+them, not when the CPU issues them (the CPU runs ahead of the GPU under
+NCCL).  Each is a host function on a side stream that first waits on an
+event of the stage's compute stream, so the compute stream itself never
+waits for a host callback (with the host functions on the compute stream, a
+1.3B pipeline on 4 H200s ran 3.4-4.4% slower).  On CPU (gloo) the wait
+blocks the CPU, so the marks are written at once.  Slots are numbered by
+their order within one ``schedule.step()``, so the daemon learns each
 slot's length separately.  Marks go through shared memory and never block;
 without a daemon they do nothing (with one warning).
 """

@@ -11,6 +11,7 @@
 #include "base/units.h"
 #include "cli/commands.h"
 #include "daemon/daemon.h"
+#include "daemon/gpu_query.h"
 #include "daemon/mps_control.h"
 
 namespace freeride::cli {
@@ -38,17 +39,8 @@ std::string DefaultStateDir() {
 // Total memory of each GPU, by index, from nvidia-smi; empty without GPUs.
 std::map<int, uint64_t> QueryGpuMemory() {
   std::map<int, uint64_t> gpus;
-  FILE* pipe = popen(
-      "nvidia-smi --query-gpu=index,memory.total --format=csv,noheader,nounits 2>/dev/null", "r");
-  if (!pipe) return gpus;
-  char line[256];
-  while (std::fgets(line, sizeof(line), pipe)) {
-    int index = -1;
-    unsigned long long mib = 0;
-    if (std::sscanf(line, "%d, %llu", &index, &mib) == 2 && index >= 0)
-      gpus[index] = static_cast<uint64_t>(mib) * 1024 * 1024;
-  }
-  pclose(pipe);
+  for (auto [index, mib] : NvidiaSmiIntegerPairs("gpu=index,memory.total"))
+    if (index >= 0) gpus[static_cast<int>(index)] = mib << 20;
   return gpus;
 }
 

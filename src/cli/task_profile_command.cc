@@ -19,6 +19,7 @@
 #include "base/units.h"
 #include "cli/commands.h"
 #include "client/task_profile.h"
+#include "daemon/gpu_query.h"
 #include "sdk/task_channel.h"
 
 namespace freeride::cli {
@@ -34,23 +35,11 @@ struct TaskProfileArgs {
 // Device memory nvidia-smi attributes to `pid` (0 when there is no
 // nvidia-smi or the process holds no GPU memory).
 uint64_t ProcessGpuBytes(pid_t pid) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(
-      popen("nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits "
-            "2>/dev/null",
-            "r"),
-      pclose);
-  if (!pipe) return 0;
-  char line[256];
   uint64_t total = 0;
-  while (std::fgets(line, sizeof line, pipe.get())) {
-    long p = 0;
-    unsigned long long mib = 0;
-    if (std::sscanf(line, "%ld, %llu", &p, &mib) == 2 && p == pid) total += mib << 20;
-  }
+  for (auto [p, mib] : NvidiaSmiIntegerPairs("compute-apps=pid,used_memory"))
+    if (p == pid) total += mib << 20;
   return total;
 }
-
-bool HaveNvidiaSmi() { return std::system("command -v nvidia-smi >/dev/null 2>&1") == 0; }
 
 int RunTaskProfile(const TaskProfileArgs& args) {
   if (args.command.empty()) {
@@ -88,7 +77,7 @@ int RunTaskProfile(const TaskProfileArgs& args) {
     _exit(127);
   }
   close(fds[1]);
-  const bool sample_gpu = HaveNvidiaSmi();
+  const bool sample_gpu = CommandExists("nvidia-smi");
   uint64_t process_gpu_bytes = 0;
   std::string out, last_result;
   auto start = std::chrono::steady_clock::now();

@@ -1,5 +1,7 @@
 #include "daemon/mps_control.h"
 
+#include "daemon/gpu_query.h"
+
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -54,7 +56,7 @@ bool SetUpMps(MpsMode mode, const std::string& state_dir, MpsSetup* setup, std::
     setup->note = "MPS: using the control daemon at " + running;
     return true;
   }
-  if (Shell("command -v nvidia-cuda-mps-control >/dev/null 2>&1") != 0)
+  if (!CommandExists("nvidia-cuda-mps-control"))
     return give_up("nvidia-cuda-mps-control is not installed");
   std::string dir = state_dir + "/mps";
   std::error_code ec;

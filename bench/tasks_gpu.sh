@@ -10,6 +10,16 @@ out=$2
 shift 2
 tasks=${*:-pagerank sgd image}
 want() { [[ " $tasks " == *" $1 "* ]]; }
+# Sets args to TASK's input for the step-time table (step) or the profiles (profile).
+task_args() {
+  case $1:$2 in
+    pagerank:step) args=(--rmat-scale 22 --max-iterations 100000 --tolerance 0) ;;
+    pagerank:profile) args=(--rmat-scale 20 --max-iterations 100000 --tolerance 0) ;;
+    sgd:step) args=(--generate-ratings 20000000 --generate-users 200000 --generate-items 50000 --epochs 100000) ;;
+    sgd:profile) args=(--generate-ratings 2000000 --generate-users 50000 --generate-items 10000 --epochs 100000) ;;
+    image:*) args=(--generate 32 --generate-size 1920x1080 --width 640 --passes 0) ;;
+  esac
+}
 log=$(mktemp)
 field() { python3 -c "import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(d['$1'])"; }
 {
@@ -63,11 +73,7 @@ field() { python3 -c "import json,sys; d=json.loads(sys.stdin.read().strip().spl
   echo "|---|---|---|---|---|---|"
   for ms in 0.5 1 2 5 10; do
     for t in $tasks; do
-      case $t in
-        pagerank) args=(--rmat-scale 22 --max-iterations 100000 --tolerance 0) ;;
-        sgd) args=(--generate-ratings 20000000 --generate-users 200000 --generate-items 50000 --epochs 100000) ;;
-        image) args=(--generate 32 --generate-size 1920x1080 --width 640 --passes 0) ;;
-      esac
+      task_args "$t" step
       json=$("$bin/freeride-$t" "${args[@]}" --standalone --seconds 3 --device cuda --step-ms $ms 2>>"$log" | tail -1)
       [ -z "$json" ] && { echo "| $t | $ms | failed | | | |"; continue; }
       printf "| %s | %s | %s | %s | %s | %s |\n" $t $ms "$(echo "$json" | field steps)" \
@@ -82,20 +88,17 @@ field() { python3 -c "import json,sys; d=json.loads(sys.stdin.read().strip().spl
   echo "| task | alone rate | step p50 / p99 ms | task peak | process (nvidia-smi) | reserved by submit --profile |"
   echo "|---|---|---|---|---|---|"
   for t in $tasks; do
-    case $t in
-      pagerank) args=(--rmat-scale 20 --max-iterations 100000 --tolerance 0) ;;
-      sgd) args=(--generate-ratings 2000000 --generate-users 50000 --generate-items 10000 --epochs 100000) ;;
-      image) args=(--generate 32 --generate-size 1920x1080 --width 640 --passes 0) ;;
-    esac
-    "$bin/freeride" task-profile --seconds 5 -o "/tmp/$t.profile.json" -- "$bin/freeride-$t" "${args[@]}" --device cuda >/dev/null 2>>"$log" || { echo "| $t | failed | | | | |"; continue; }
-    python3 - "/tmp/$t.profile.json" "$t" <<'PY'
+    task_args "$t" profile
+    # task-profile's own summary says what `submit --profile` reserves.
+    summary=$("$bin/freeride" task-profile --seconds 5 -o "/tmp/$t.profile.json" -- "$bin/freeride-$t" "${args[@]}" --device cuda 2>&1 >/dev/null) \
+      || { echo "| $t | failed | | | | |"; echo "$summary" >>"$log"; continue; }
+    reserve=$(echo "$summary" | sed -n 's/.*; reserve \(.*\)$/\1/p')
+    python3 - "/tmp/$t.profile.json" "$t" "$reserve" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 mib = lambda b: f"{b / 1048576:.1f} MiB"
-peak = max(p["peak_memory_bytes"], p["process_gpu_bytes"])
-reserve = peak + max(64 << 20, peak // 10) if peak else 0
 print(f"| {sys.argv[2]} | {p['rate_per_s']:.3g} {p['unit']}/s | {p['step_ms']['p50']:.3f} / {p['step_ms']['p99']:.3f} | "
-      f"{mib(p['peak_memory_bytes'])} | {mib(p['process_gpu_bytes'])} | {mib(reserve)} |")
+      f"{mib(p['peak_memory_bytes'])} | {mib(p['process_gpu_bytes'])} | {sys.argv[3]} |")
 PY
   done
 } > "$out"

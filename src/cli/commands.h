@@ -10,5 +10,6 @@ void AddClientCommands(CLI::App& app, int* exit_code);
 void AddScheduleCommand(CLI::App& app, int* exit_code);
 void AddProfileCommand(CLI::App& app, int* exit_code);
 void AddTaskProfileCommand(CLI::App& app, int* exit_code);
+void AddReportCommands(CLI::App& app, int* exit_code);
 
 }  // namespace freeride::cli

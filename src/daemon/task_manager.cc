@@ -150,6 +150,26 @@ const TaskManager::Record* TaskManager::FindLocked(int64_t id, const std::string
   return const_cast<TaskManager*>(this)->FindLocked(id, name);
 }
 
+// A `transition` event (docs/event-log.md) for `info`, already in its new
+// state.  It carries the task's progress so far and its alone rate, so that
+// `freeride report` can value the work from the log alone.
+static nlohmann::json TransitionEvent(const v1::TaskInfo& info, const std::string& from,
+                                      const std::string& reason) {
+  nlohmann::json event = {{"type", "transition"},
+                          {"ts_ns", MonotonicNow()},
+                          {"unix_ns", info.updated_unix_ns()},
+                          {"task_id", info.id()},
+                          {"name", info.spec().name()},
+                          {"lane", info.lane()},
+                          {"from", from},
+                          {"to", info.state()},
+                          {"reason", reason},
+                          {"progress", info.progress()}};
+  if (!info.progress_unit().empty()) event["unit"] = info.progress_unit();
+  if (info.spec().alone_rate_per_s() > 0) event["alone_rate_per_s"] = info.spec().alone_rate_per_s();
+  return event;
+}
+
 bool TaskManager::TransitionLocked(Record& record, TaskState to, const std::string& reason) {
   TaskState from = StateOf(record.info);
   if (!IsTransitionAllowed(from, to)) return false;
@@ -159,15 +179,7 @@ bool TaskManager::TransitionLocked(Record& record, TaskState to, const std::stri
   if (!reason.empty()) record.info.set_message(reason);
   TransitionRecord transition{record.info.id(), StateName(from), StateName(to), unix_now, reason};
   journal_->Record(record.info, &transition);
-  events_->Emit({{"type", "transition"},
-                 {"ts_ns", MonotonicNow()},
-                 {"unix_ns", unix_now},
-                 {"task_id", record.info.id()},
-                 {"name", record.info.spec().name()},
-                 {"lane", record.info.lane()},
-                 {"from", StateName(from)},
-                 {"to", StateName(to)},
-                 {"reason", reason}});
+  events_->Emit(TransitionEvent(record.info, StateName(from), reason));
   return true;
 }
 
@@ -221,14 +233,7 @@ Status TaskManager::Submit(const v1::TaskSpec& spec_in, v1::TaskInfo* out) {
     TransitionRecord transition{info.id(), "", StateName(TaskState::kSubmitted),
                                 info.submitted_unix_ns(), "submitted"};
     journal_->Record(info, &transition);
-    events_->Emit({{"type", "transition"},
-                   {"ts_ns", MonotonicNow()},
-                   {"task_id", info.id()},
-                   {"name", spec.name()},
-                   {"lane", lane},
-                   {"from", ""},
-                   {"to", "SUBMITTED"},
-                   {"reason", "submitted"}});
+    events_->Emit(TransitionEvent(info, "", "submitted"));
     *out = info;
     tasks_.emplace(info.id(), std::move(record));
   }

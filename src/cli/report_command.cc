@@ -1,0 +1,133 @@
+// `freeride report EVENTS` and `freeride timeline EVENTS`: what a run did,
+// read from the daemon's event log (STATE_DIR/events.jsonl).
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "base/files.h"
+#include "cli/commands.h"
+#include "report/event_log_reader.h"
+#include "report/run_report.h"
+#include "report/timeline.h"
+
+namespace freeride::cli {
+namespace {
+
+// An events argument may name the log or the daemon's state directory.
+std::string EventLogPath(const std::string& arg) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(arg, ec)) return (std::filesystem::path(arg) / "events.jsonl").string();
+  return arg;
+}
+
+std::optional<report::EventLogData> LoadLog(const char* command, const std::string& arg) {
+  std::string error;
+  auto log = report::ReadEventLog(EventLogPath(arg), &error);
+  if (!log) fmt::print(stderr, "freeride {}: {}\n", command, error);
+  return log;
+}
+
+struct ReportArgs {
+  std::string events;
+  std::string baseline;
+  std::string alone_rates;
+  double gpu_hour_price = 0;
+  bool json = false;
+};
+
+int RunReport(const ReportArgs& args) {
+  auto run = LoadLog("report", args.events);
+  if (!run) return 2;
+  std::optional<report::EventLogData> baseline;
+  if (!args.baseline.empty()) {
+    baseline = LoadLog("report", args.baseline);
+    if (!baseline) return 2;
+  }
+  report::ReportOptions options;
+  options.gpu_hour_price = args.gpu_hour_price;
+  if (!args.alone_rates.empty()) {
+    std::string error;
+    auto rates = report::ReadAloneRates(args.alone_rates, &error);
+    if (!rates) {
+      fmt::print(stderr, "freeride report: {}\n", error);
+      return 2;
+    }
+    options.alone_rates = *rates;
+  }
+  if (run->lines == 0) {
+    fmt::print(stderr, "freeride report: {} has no events\n", run->path);
+    return 2;
+  }
+  report::RunReport r = report::ComputeRunReport(*run, baseline ? &*baseline : nullptr, options);
+  fmt::print("{}", args.json ? report::RunReportToJson(r) : report::FormatRunReport(r));
+  return 0;
+}
+
+struct TimelineArgs {
+  std::string events;
+  std::string perfetto;
+  std::string svg;
+  report::SvgWindow window;
+};
+
+bool Write(const std::string& path, const std::string& content, const char* what) {
+  std::string error;
+  if (!WriteFileAtomically(path, content, &error)) {
+    fmt::print(stderr, "freeride timeline: {}\n", error);
+    return false;
+  }
+  fmt::print("{} written to {}\n", what, path);
+  return true;
+}
+
+int RunTimeline(const TimelineArgs& args) {
+  if (args.perfetto.empty() && args.svg.empty()) {
+    fmt::print(stderr, "freeride timeline: nothing to write; give --perfetto FILE and/or --svg FILE\n");
+    return 2;
+  }
+  auto log = LoadLog("timeline", args.events);
+  if (!log) return 2;
+  if (log->bubbles.empty() && log->steps.empty()) {
+    fmt::print(stderr, "freeride timeline: {} has no bubble or step events to draw\n", log->path);
+    return 2;
+  }
+  if (!args.perfetto.empty() &&
+      !Write(args.perfetto, report::RenderPerfettoTrace(*log), "Perfetto trace (open in ui.perfetto.dev)"))
+    return 2;
+  if (!args.svg.empty() && !Write(args.svg, report::RenderTimelineSvg(*log, args.window), "SVG timeline"))
+    return 2;
+  return 0;
+}
+
+}  // namespace
+
+void AddReportCommands(CLI::App& app, int* exit_code) {
+  auto report = std::make_shared<ReportArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "report", "Idle time, what side tasks used of it, the training's slowdown and the saving, "
+                "from an event log.");
+  cmd->add_option("events", report->events, "The daemon's events.jsonl, or its state directory")
+      ->required();
+  cmd->add_option("--baseline", report->baseline,
+                  "Event log of the same training without side tasks, for the overhead");
+  cmd->add_option("--alone-rates", report->alone_rates,
+                  "JSON: task name -> units/s on a dedicated GPU (or a task-profile object)");
+  cmd->add_option("--gpu-hour-price", report->gpu_hour_price, "Price of one GPU-hour, for money figures")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", report->json, "Print JSON");
+  cmd->callback([report, exit_code] { *exit_code = RunReport(*report); });
+
+  auto timeline = std::make_shared<TimelineArgs>();
+  cmd = app.add_subcommand("timeline", "Draw a run from its event log: a Perfetto trace and an SVG.");
+  cmd->add_option("events", timeline->events, "The daemon's events.jsonl, or its state directory")
+      ->required();
+  cmd->add_option("--perfetto", timeline->perfetto, "Write a Perfetto/Chrome trace JSON here");
+  cmd->add_option("--svg", timeline->svg, "Write an SVG of a few iterations here");
+  cmd->add_option("--iterations", timeline->window.iterations, "Iterations in the SVG")
+      ->check(CLI::Range(1, 1000))->capture_default_str();
+  cmd->add_option("--from-iteration", timeline->window.first_iteration,
+                  "First iteration in the SVG (default: the middle of the run)");
+  cmd->callback([timeline, exit_code] { *exit_code = RunTimeline(*timeline); });
+}
+
+}  // namespace freeride::cli

@@ -1,0 +1,66 @@
+// Reads a daemon event log (STATE_DIR/events.jsonl, schema in
+// docs/event-log.md) into typed records for `freeride report` and
+// `freeride timeline`.  Lines that are not valid events (a line cut short by
+// a SIGKILL, a hand-edited file) are skipped and counted, never fatal.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace freeride::report {
+
+struct BubbleRecord {
+  int lane = 0;
+  uint32_t slot = 0;
+  uint64_t seq = 0;
+  int64_t begin_ns = 0, end_ns = 0;  // CLOCK_MONOTONIC
+  int64_t predicted_end_ns = 0;      // 0: nothing was forecast
+  std::optional<uint64_t> free_memory_bytes;
+  int64_t harvested_ns = 0, overrun_ns = 0;
+  uint64_t steps = 0;
+  std::string ended_by, verdict;
+};
+
+struct StepRecord {
+  int lane = 0;
+  int64_t task_id = 0;
+  uint64_t bubble_seq = 0;
+  int64_t start_ns = 0, end_ns = 0;
+  double units = 0;
+  int64_t overrun_ns = 0;
+  bool late = false;  // read after its bubble closed; not in that bubble's harvest
+};
+
+// What the log says about one task across its transitions.
+struct TaskMeta {
+  int64_t id = 0;
+  std::string name;
+  int lane = -1;
+  std::string unit;              // from the last transition that carried one
+  std::string last_state;        // e.g. RUNNING, FINISHED
+  std::string last_reason;
+  double progress = 0;           // the daemon's own progress figure, when logged
+  double alone_rate_per_s = 0;   // from the submission (`submit --profile`); 0: unknown
+};
+
+struct EventLogData {
+  std::string path;
+  std::vector<BubbleRecord> bubbles;  // in file order
+  std::vector<StepRecord> steps;
+  std::map<int64_t, TaskMeta> tasks;
+  uint64_t lines = 0;
+  uint64_t skipped_lines = 0;  // not JSON, or not a known event's shape
+  uint64_t first_skipped_line = 0;
+  std::string first_skip_reason;
+};
+
+// Parses the JSON-lines text of an event log.  `path` only labels messages.
+EventLogData ParseEventLog(std::string_view text, const std::string& path);
+
+// Reads and parses the file at path.  Returns nullopt and sets *error (which
+// names the file) when it cannot be read.
+std::optional<EventLogData> ReadEventLog(const std::string& path, std::string* error);
+
+}  // namespace freeride::report

@@ -1,0 +1,279 @@
+// `freeride report` and `freeride timeline` against small event logs whose
+// figures are computed by hand in the comments.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+
+#include "report/event_log_reader.h"
+#include "report/run_report.h"
+#include "report/timeline.h"
+#include "test_util.h"
+
+namespace freeride::report {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+std::string Bubble(int lane, int slot, int64_t begin_ms, int64_t end_ms, int64_t harvested_ms,
+                   int64_t overrun_ms, int steps) {
+  return nlohmann::json({{"type", "bubble"}, {"lane", lane}, {"slot", slot}, {"seq", 1},
+                         {"begin_ns", begin_ms * kMs}, {"end_ns", end_ms * kMs},
+                         {"predicted_end_ns", end_ms * kMs}, {"free_memory_bytes", 1 << 30},
+                         {"harvested_ns", harvested_ms * kMs}, {"overrun_ns", overrun_ms * kMs},
+                         {"steps", steps}, {"ended_by", "mark"}, {"verdict", "no runnable task"}})
+             .dump() + "\n";
+}
+
+std::string Step(int lane, int task, int64_t start_ms, int64_t end_ms, double units,
+                 int64_t overrun_ms = 0) {
+  return nlohmann::json({{"type", "step"}, {"lane", lane}, {"task_id", task}, {"bubble_seq", 1},
+                         {"start_ns", start_ms * kMs}, {"end_ns", end_ms * kMs},
+                         {"units", units}, {"overrun_ns", overrun_ms * kMs}})
+             .dump() + "\n";
+}
+
+// Two lanes, three 100 ms iterations each with one 40 ms bubble (slot 0).
+// Lane 0 runs task 1 ("pr", 1000 units/s alone): 3 steps of 10 ms, 10 units
+// each, per bubble; the last bubble's last step runs 2 ms past its end.
+std::string RunLog() {
+  std::string log =
+      R"({"type":"transition","task_id":1,"name":"pr","lane":0,"from":"","to":"SUBMITTED","reason":"submitted","progress":0,"alone_rate_per_s":1000})"
+      "\n";
+  for (int i = 0; i < 3; ++i) {
+    int64_t t = 100 * i;
+    log += Step(0, 1, t + 5, t + 15, 10) + Step(0, 1, t + 15, t + 25, 10);
+    log += i < 2 ? Step(0, 1, t + 25, t + 35, 10) : Step(0, 1, t + 32, t + 42, 10, 2);
+    log += Bubble(0, 0, t, t + 40, i < 2 ? 30 : 28, i < 2 ? 0 : 2, 3);
+    log += Bubble(1, 0, t, t + 40, 0, 0, 0);
+  }
+  log += R"({"type":"transition","task_id":1,"name":"pr","lane":0,"from":"RUNNING","to":"PAUSED","reason":"bubble ended","progress":90,"unit":"edges"})"
+         "\n";
+  return log;
+}
+
+// The same training without side tasks: 95 ms iterations.
+std::string BaselineLog() {
+  std::string log;
+  for (int i = 0; i < 3; ++i) {
+    log += Bubble(0, 0, 95 * i, 95 * i + 35, 0, 0, 0);
+    log += Bubble(1, 0, 95 * i, 95 * i + 35, 0, 0, 0);
+  }
+  return log;
+}
+
+TEST(EventLogReader, ReadsTheEventsItNeedsAndCountsBadLines) {
+  std::string text = RunLog() + "not json\n" +
+                     R"({"type":"bubble","lane":0,"slot":1,"seq":3,"begin_ns":50,"end_ns":10})" "\n" +
+                     R"({"type":"daemon","event":"stop"})" "\n" +
+                     R"({"type":"step","lane":0,"task_id":1,"start_)";  // cut short by a SIGKILL
+  EventLogData log = ParseEventLog(text, "events.jsonl");
+  EXPECT_EQ(log.bubbles.size(), 6u);
+  EXPECT_EQ(log.steps.size(), 9u);
+  EXPECT_EQ(log.lines, 6u + 9u + 2u + 4u);
+  EXPECT_EQ(log.skipped_lines, 3u);  // not JSON, end before begin, truncated
+  EXPECT_EQ(log.first_skipped_line, 18u);
+  ASSERT_EQ(log.tasks.count(1), 1u);
+  EXPECT_EQ(log.tasks[1].name, "pr");
+  EXPECT_EQ(log.tasks[1].unit, "edges");
+  EXPECT_EQ(log.tasks[1].last_state, "PAUSED");
+  EXPECT_DOUBLE_EQ(log.tasks[1].progress, 90);
+  EXPECT_DOUBLE_EQ(log.tasks[1].alone_rate_per_s, 1000);
+  EXPECT_EQ(log.steps[8].overrun_ns, 2 * kMs);
+}
+
+TEST(RunReport, FiguresMatchTheHandComputedOnes) {
+  EventLogData run = ParseEventLog(RunLog(), "run");
+  EventLogData base = ParseEventLog(BaselineLog(), "base");
+  ReportOptions options;
+  options.gpu_hour_price = 3.6;
+  RunReport r = ComputeRunReport(run, &base, options);
+  ASSERT_EQ(r.lanes.size(), 2u);
+  // Each lane: span 0..240 ms, 3 x 40 ms of bubbles.
+  EXPECT_EQ(r.lanes[0].span_ns, 240 * kMs);
+  EXPECT_EQ(r.lanes[0].bubble_ns, 120 * kMs);
+  EXPECT_EQ(r.lanes[0].harvested_ns, 88 * kMs);
+  EXPECT_EQ(r.lanes[0].overrun_ns, 2 * kMs);
+  EXPECT_EQ(r.lanes[0].overrun_p99_ns, 2 * kMs);  // nearest rank 3 of {0, 0, 2}
+  EXPECT_EQ(r.lanes[0].steps, 9u);
+  EXPECT_DOUBLE_EQ(r.lanes[0].iteration_ms, 100);
+  EXPECT_EQ(r.lanes[1].harvested_ns, 0);
+  EXPECT_EQ(r.total.bubble_ns, 240 * kMs);
+  EXPECT_EQ(r.total.overrun_p99_ns, 2 * kMs);  // nearest rank 6 of six bubbles
+  EXPECT_DOUBLE_EQ(r.bubble_fraction, 0.5);
+  EXPECT_NEAR(r.harvest_ratio_time, 88.0 / 240.0, 1e-12);
+  // Overhead: 100 ms against 95 ms.
+  ASSERT_TRUE(r.overhead_pct.has_value());
+  EXPECT_NEAR(*r.overhead_pct, 100.0 * 5 / 95, 1e-9);
+  // Work: 90 units at 1000/s = 0.09 GPU-s.  Slowdown: 2 GPUs x 0.24 s x 5/100
+  // = 0.024 GPU-s.  The training alone needs 2 x 0.24 x 0.95 = 0.456 GPU-s.
+  ASSERT_EQ(r.tasks.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.tasks[0].units, 90);
+  EXPECT_EQ(r.tasks[0].unit, "edges");
+  EXPECT_NEAR(r.tasks[0].work_gpu_s, 0.09, 1e-12);
+  EXPECT_NEAR(r.slowdown_gpu_s, 0.024, 1e-12);
+  ASSERT_TRUE(r.cost_saving_pct.has_value());
+  EXPECT_NEAR(*r.cost_saving_pct, 100 * (0.09 - 0.024) / 0.456, 1e-9);
+  // Money: 0.066 GPU-s at 3.6 per GPU-hour, over 0.24 s of training.
+  EXPECT_NEAR(*r.money_saved, 0.066 / 3600 * 3.6, 1e-12);
+  EXPECT_NEAR(*r.money_saved_per_hour, 0.066 / 3600 * 3.6 / (0.24 / 3600), 1e-9);
+  std::string text = FormatRunReport(r);
+  EXPECT_NE(text.find("+5.26%"), std::string::npos) << text;
+  nlohmann::json j = nlohmann::json::parse(RunReportToJson(r));
+  EXPECT_DOUBLE_EQ(j["bubble_fraction"].get<double>(), 0.5);
+  EXPECT_NEAR(j["cost_saving_pct"].get<double>(), *r.cost_saving_pct, 1e-9);
+}
+
+TEST(RunReport, WithoutBaselineOrRatesItSaysWhatIsMissing) {
+  std::string log = RunLog();
+  log.replace(log.find(R"(,"alone_rate_per_s":1000)"), 24, "");
+  RunReport r = ComputeRunReport(ParseEventLog(log, "run"), nullptr, {});
+  EXPECT_FALSE(r.overhead_pct.has_value());
+  EXPECT_DOUBLE_EQ(r.work_gpu_s, 0);
+  ASSERT_TRUE(r.cost_saving_pct.has_value());
+  EXPECT_DOUBLE_EQ(*r.cost_saving_pct, 0);
+  std::string notes;
+  for (const auto& n : r.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("no alone rate for pr"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("no --baseline"), std::string::npos) << notes;
+  // A rate from --alone-rates values the work.
+  ReportOptions options;
+  options.alone_rates["pr"] = 500;
+  r = ComputeRunReport(ParseEventLog(log, "run"), nullptr, options);
+  EXPECT_NEAR(r.work_gpu_s, 90.0 / 500, 1e-12);
+}
+
+TEST(RunReport, IterationTimeLeavesOutPausesBetweenRuns) {
+  std::string log;
+  for (int64_t begin : {0, 100, 200, 1200, 1300}) log += Bubble(0, 0, begin, begin + 10, 0, 0, 0);
+  log += Bubble(0, 1, 50, 60, 0, 0, 0);  // other slots do not mark iterations
+  uint64_t periods = 0;
+  EXPECT_DOUBLE_EQ(IterationMs(ParseEventLog(log, "x"), &periods), 100);
+  EXPECT_EQ(periods, 3u);
+  EXPECT_DOUBLE_EQ(IterationMs(ParseEventLog(Bubble(0, 0, 0, 10, 0, 0, 0), "x")), 0);
+}
+
+TEST(RunReport, AloneRatesFileIsCheckedAndNamesTheProblem) {
+  TempDir dir;
+  std::string path = dir.path() + "/rates.json";
+  std::ofstream(path) << R"({"pr": 1e9, "sgd": {"rate_per_s": 2.5e8, "unit": "ratings"}})";
+  std::string error;
+  auto rates = ReadAloneRates(path, &error);
+  ASSERT_TRUE(rates) << error;
+  EXPECT_DOUBLE_EQ((*rates)["pr"], 1e9);
+  EXPECT_DOUBLE_EQ((*rates)["sgd"], 2.5e8);
+  std::ofstream(path) << R"({"pr": -3})";
+  EXPECT_FALSE(ReadAloneRates(path, &error));
+  EXPECT_NE(error.find("'pr' needs a positive rate"), std::string::npos) << error;
+  std::ofstream(path) << "[1, 2";
+  EXPECT_FALSE(ReadAloneRates(path, &error));
+  EXPECT_NE(error.find("expected a JSON object"), std::string::npos) << error;
+  EXPECT_FALSE(ReadAloneRates(dir.path() + "/missing.json", &error));
+  EXPECT_NE(error.find("cannot read"), std::string::npos) << error;
+}
+
+// The Chrome trace-event format, as ui.perfetto.dev and chrome://tracing read
+// it: a traceEvents array of objects with a phase; complete events ("X")
+// need a name, numeric ts and dur >= 0, and integer pid and tid; metadata
+// events ("M") name processes and threads through args.name / sort_index.
+void ExpectValidChromeTrace(const nlohmann::json& trace, size_t* complete_events) {
+  ASSERT_TRUE(trace.is_object());
+  ASSERT_TRUE(trace.contains("traceEvents"));
+  ASSERT_TRUE(trace["traceEvents"].is_array());
+  *complete_events = 0;
+  const std::set<std::string> metadata = {"process_name", "thread_name", "process_sort_index",
+                                          "thread_sort_index"};
+  for (const auto& e : trace["traceEvents"]) {
+    ASSERT_TRUE(e.is_object()) << e;
+    ASSERT_TRUE(e["ph"].is_string()) << e;
+    ASSERT_TRUE(e["pid"].is_number_integer()) << e;
+    ASSERT_TRUE(e["tid"].is_number_integer()) << e;
+    ASSERT_TRUE(e["name"].is_string() && !e["name"].get<std::string>().empty()) << e;
+    std::string ph = e["ph"];
+    if (ph == "M") {
+      EXPECT_TRUE(metadata.count(e["name"].get<std::string>())) << e;
+      ASSERT_TRUE(e["args"].is_object()) << e;
+    } else {
+      ASSERT_EQ(ph, "X") << e;
+      ASSERT_TRUE(e["ts"].is_number()) << e;
+      ASSERT_TRUE(e["dur"].is_number()) << e;
+      EXPECT_GE(e["ts"].get<double>(), 0) << e;
+      EXPECT_GE(e["dur"].get<double>(), 0) << e;
+      if (e.contains("args")) EXPECT_TRUE(e["args"].is_object()) << e;
+      ++*complete_events;
+    }
+  }
+}
+
+TEST(Timeline, PerfettoTraceIsAValidTraceWithOneTrackGroupPerLane) {
+  EventLogData log = ParseEventLog(RunLog(), "run");
+  nlohmann::json trace = nlohmann::json::parse(RenderPerfettoTrace(log));
+  size_t complete = 0;
+  ExpectValidChromeTrace(trace, &complete);
+  // 6 bubbles + 9 steps + 2 busy gaps per lane (between its 3 bubbles).
+  EXPECT_EQ(complete, 6u + 9u + 4u);
+  std::set<std::string> process_names;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["name"] == "process_name") process_names.insert(e["args"]["name"].get<std::string>());
+    if (e["ph"] == "X" && e["cat"] == "side_task") {
+      EXPECT_EQ(e["name"], "pr");
+      EXPECT_EQ(e["tid"], 3);
+    }
+    if (e["ph"] == "X" && e["name"] == "training") {
+      EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 60e3);  // 40 ms -> 100 ms, in microseconds
+    }
+  }
+  EXPECT_EQ(process_names, (std::set<std::string>{"GPU lane 0", "GPU lane 1"}));
+}
+
+TEST(Timeline, SvgDrawsTheChosenIterations) {
+  EventLogData log = ParseEventLog(RunLog(), "run");
+  SvgWindow window;
+  window.iterations = 1;
+  window.first_iteration = 1;  // 100..200 ms
+  std::string svg = RenderTimelineSvg(log, window);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t p = svg.find(what); p != std::string::npos; p = svg.find(what, p + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("<title>pr:"), 3u);          // only the window's steps
+  EXPECT_EQ(count("<title>overrun"), 0u);      // the overrun is in iteration 2
+  EXPECT_EQ(count("<title>bubble slot 0"), 2u);
+  window.first_iteration = 0;
+  window.iterations = 2;  // 0..200 ms
+  EXPECT_EQ(count("<title>pr:"), 3u);
+  svg = RenderTimelineSvg(log, window);
+  EXPECT_EQ(count("<title>pr:"), 6u);
+}
+
+TEST(ReportCli, ErrorsAreClearAndTheReportPrints) {
+  TempDir dir;
+  std::string events = dir.path() + "/events.jsonl";
+  std::ofstream(events) << RunLog();
+  std::string base = dir.path() + "/base.jsonl";
+  std::ofstream(base) << BaselineLog();
+  ShellResult r = RunShell(std::string(FREERIDE_BIN) + " report " + dir.path() + " --baseline " +
+                               base + " --json", dir.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j["overhead_pct"].get<double>(), 100.0 * 5 / 95, 1e-9);
+  r = RunShell(std::string(FREERIDE_BIN) + " report " + dir.path() + "/nope.jsonl", dir.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("cannot read event log"), std::string::npos) << r.err;
+  r = RunShell(std::string(FREERIDE_BIN) + " timeline " + events, dir.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--perfetto"), std::string::npos) << r.err;
+  r = RunShell(std::string(FREERIDE_BIN) + " timeline " + events + " --perfetto " + dir.path() +
+                   "/t.json --svg " + dir.path() + "/t.svg", dir.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  size_t complete = 0;
+  ExpectValidChromeTrace(nlohmann::json::parse(FileText(dir.path() + "/t.json")), &complete);
+  EXPECT_EQ(complete, 19u);
+  EXPECT_NE(FileText(dir.path() + "/t.svg").find("</svg>"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace freeride::report

@@ -1,6 +1,7 @@
 // End-to-end tests on CPU lanes: the real daemon, the real shared-memory data
 // plane, real side-task processes and a scripted training stage.
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,6 +16,8 @@
 #include "base/clock.h"
 #include "client/client.h"
 #include "daemon/daemon.h"
+#include "report/event_log_reader.h"
+#include "report/run_report.h"
 #include "freeride/freeride.h"
 #include "test_util.h"
 
@@ -183,6 +186,48 @@ TEST_F(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
   EXPECT_EQ(transitions[2], "PAUSED");
   EXPECT_EQ(transitions[3], "RUNNING");
   EXPECT_EQ(transitions.back(), "FINISHED");
+}
+
+TEST_F(DaemonIntegration, MetricsAndTheReportAgreeWithTheDaemonsOwnCounts) {
+  options_.metrics_address = "127.0.0.1:0";
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_GT(daemon_->metrics_port(), 0);
+  v1::TaskSpec spec = MakeSpec("counter", {COUNT_TASK_BIN, "--total", "200", "--step-us", "300"});
+  spec.set_alone_rate_per_s(2000);
+  v1::TaskInfo info;
+  ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
+  ScriptedStage stage(options_.socket_path, {5 * kMillisecond, 2 * kMillisecond}, 2 * kMillisecond);
+  v1::TaskInfo done = WaitForState(tasks(), info.id(), "FINISHED", 60 * kSecond);
+  stage.Stop();
+  ASSERT_EQ(done.state(), "FINISHED") << done.message();
+
+  httplib::Client client("127.0.0.1", daemon_->metrics_port());
+  auto response = client.Get("/metrics");
+  ASSERT_TRUE(response) << "no answer from /metrics";
+  EXPECT_EQ(response->status, 200);
+  const std::string& text = response->body;
+  EXPECT_NE(text.find("# TYPE freeride_lane_bubbles_total counter"), std::string::npos) << text;
+  EXPECT_NE(text.find("freeride_tasks{state=\"FINISHED\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("freeride_task_progress{id=\"1\",name=\"counter\",lane=\"0\",unit=\"counts\"} 200\n"),
+            std::string::npos) << text;
+  const std::string bubbles_sample = "freeride_lane_bubbles_total{lane=\"0\",device=\"cpu:0\"} ";
+  size_t at = text.find(bubbles_sample);
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_GT(std::stod(text.substr(at + bubbles_sample.size())), 10);
+
+  daemon_->Shutdown();
+  std::string error;
+  auto log = report::ReadEventLog(options_.state_dir + "/events.jsonl", &error);
+  ASSERT_TRUE(log) << error;
+  EXPECT_EQ(log->skipped_lines, 0u);
+  report::RunReport r = report::ComputeRunReport(*log, nullptr, {});
+  ASSERT_EQ(r.tasks.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.tasks[0].units, 200);
+  EXPECT_EQ(r.tasks[0].unit, "counts");
+  EXPECT_EQ(r.tasks[0].state, "FINISHED");
+  EXPECT_NEAR(r.work_gpu_s, 200.0 / 2000, 1e-12);  // the rate logged at submission
+  EXPECT_DOUBLE_EQ(done.harvested_ns(), r.total.harvested_ns);
+  EXPECT_GT(r.total.iteration_ms, 8);  // 2 + 5 + 2 + 2 ms of sleeps per iteration
 }
 
 TEST_F(DaemonIntegration, ProgressIsExactEvenWhenABubbleHoldsThousandsOfSteps) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -176,48 +177,89 @@ struct StatusArgs {
   std::string socket = DefaultSocketPath();
   bool json = false;
   bool all = false;
+  double watch_seconds = 0;  // > 0: refresh every this many seconds
+  int refreshes = 0;         // with --watch: stop after this many (0: until interrupted)
 };
 
-int RunStatus(const StatusArgs& args) {
-  v1::StatsReply stats;
-  v1::ListTasksReply tasks;
-  int rc = WithDaemon(args.socket, "status", [&](v1::FreeRide::Stub& stub) {
+int FetchStatus(const StatusArgs& args, v1::StatsReply* stats, v1::ListTasksReply* tasks) {
+  return WithDaemon(args.socket, "status", [&](v1::FreeRide::Stub& stub) {
     grpc::ClientContext c1;
     SetDeadline(&c1, kRpcTimeout);
-    grpc::Status s = stub.GetStats(&c1, v1::StatsRequest(), &stats);
+    grpc::Status s = stub.GetStats(&c1, v1::StatsRequest(), stats);
     if (!s.ok()) return s;
     grpc::ClientContext c2;
     SetDeadline(&c2, kRpcTimeout);
     v1::ListTasksRequest request;
     request.set_include_ended(args.all);
-    return stub.ListTasks(&c2, request, &tasks);
+    return stub.ListTasks(&c2, request, tasks);
   });
-  if (rc != 0) return rc;
-  if (args.json) {
-    fmt::print("{{\"stats\": {},\n \"tasks\": {}}}\n", ToJson(stats), ToJson(tasks));
-    return 0;
-  }
+}
+
+// `previous` (the last refresh of --watch, or null) adds each lane's share
+// of bubble time harvested since then.
+void PrintStatus(const StatusArgs& args, const v1::StatsReply& stats,
+                 const v1::ListTasksReply& tasks, const v1::StatsReply* previous) {
   fmt::print("daemon pid {}  up {}  state {}\n\n", stats.daemon_pid(),
              FormatDuration(stats.uptime_ns()), stats.state_dir());
-  fmt::print("{:>4}  {:<7} {:>6} {:>8} {:>10} {:>10} {:>6} {:>9} {:>7}  {}\n", "lane", "device",
-             "stage", "bubbles", "idle", "harvested", "share", "resident", "queued", "now");
+  fmt::print("{:>4}  {:<7} {:>6} {:>8} {:>10} {:>10} {:>6} {:>7} {:>9} {:>7}  {}\n", "lane",
+             "device", "stage", "bubbles", "idle", "harvested", "share",
+             previous ? "recent" : "", "resident", "queued", "now");
   for (const auto& l : stats.lanes()) {
     double share = l.bubble_ns() > 0 ? 100.0 * l.harvested_ns() / l.bubble_ns() : 0.0;
+    std::string recent;
+    if (previous) {
+      recent = "-";
+      for (const auto& p : previous->lanes()) {
+        if (p.lane() != l.lane() || l.bubble_ns() <= p.bubble_ns()) continue;
+        recent = fmt::format("{:.1f}%", 100.0 * (l.harvested_ns() - p.harvested_ns()) /
+                                            (l.bubble_ns() - p.bubble_ns()));
+      }
+    }
     std::string now = l.in_bubble() ? fmt::format("bubble (slot {}){}", l.current_slot(),
                                                   l.running_task() ? fmt::format(", task {}",
                                                                                  l.running_task())
                                                                    : "")
                                     : "busy/training";
     if (!l.stage_alive()) now = "no stage attached";
-    fmt::print("{:>4}  {:<7} {:>6} {:>8} {:>10} {:>10} {:>5.1f}% {:>9} {:>7}  {}\n", l.lane(),
-               l.device(), l.stage_alive() ? std::to_string(l.stage_pid()) : "-", l.bubbles(),
-               FormatDuration(l.bubble_ns()), FormatDuration(l.harvested_ns()), share,
-               l.resident_tasks(), l.queued_tasks(), now);
+    fmt::print("{:>4}  {:<7} {:>6} {:>8} {:>10} {:>10} {:>5.1f}% {:>7} {:>9} {:>7}  {}\n",
+               l.lane(), l.device(), l.stage_alive() ? std::to_string(l.stage_pid()) : "-",
+               l.bubbles(), FormatDuration(l.bubble_ns()), FormatDuration(l.harvested_ns()), share,
+               recent, l.resident_tasks(), l.queued_tasks(), now);
   }
   fmt::print("\n{:>5}  {:<20} {:>4}  {:<10} {:>6} {:>10} {:>18}  {}\n", "id", "name", "lane",
              "state", "steps", "harvested", "progress", "command");
   if (tasks.tasks().empty()) fmt::print("  (no tasks{})\n", args.all ? "" : " in flight; --all shows ended ones");
   for (const auto& t : tasks.tasks()) fmt::print("{}\n", TaskLine(t));
+}
+
+int RunStatus(const StatusArgs& args) {
+  v1::StatsReply stats;
+  v1::ListTasksReply tasks;
+  if (args.watch_seconds <= 0) {
+    if (int rc = FetchStatus(args, &stats, &tasks); rc != 0) return rc;
+    if (args.json) fmt::print("{{\"stats\": {},\n \"tasks\": {}}}\n", ToJson(stats), ToJson(tasks));
+    else PrintStatus(args, stats, tasks, nullptr);
+    return 0;
+  }
+  // --watch: redraw in place on a terminal; elsewhere, one block per refresh.
+  const bool terminal = isatty(STDOUT_FILENO);
+  std::optional<v1::StatsReply> previous;
+  for (int refresh = 0; args.refreshes == 0 || refresh < args.refreshes; ++refresh) {
+    if (refresh > 0) std::this_thread::sleep_for(std::chrono::duration<double>(args.watch_seconds));
+    stats.Clear();
+    tasks.Clear();
+    if (int rc = FetchStatus(args, &stats, &tasks); rc != 0) return rc;
+    if (args.json) {
+      fmt::print("{{\"stats\": {}, \"tasks\": {}}}\n", ToJson(stats), ToJson(tasks));
+    } else {
+      fmt::print("{}", terminal ? "\033[H\033[2J" : (refresh ? "\n" : ""));
+      fmt::print("every {:g} s ({}); Ctrl-C to stop\n", args.watch_seconds,
+                 "recent: harvested share since the last refresh");
+      PrintStatus(args, stats, tasks, previous ? &*previous : nullptr);
+    }
+    std::fflush(stdout);
+    previous = stats;
+  }
   return 0;
 }
 
@@ -326,6 +368,11 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
   AddSocket(cmd, &status->socket);
   cmd->add_flag("--json", status->json, "Print JSON");
   cmd->add_flag("--all", status->all, "Include tasks that have ended");
+  cmd->add_option("--watch", status->watch_seconds,
+                  "Refresh every SECONDS (a live view; with --json, one JSON object per refresh)")
+      ->expected(0, 1)->default_str("1")->check(CLI::PositiveNumber);
+  cmd->add_option("--refreshes", status->refreshes, "With --watch: stop after N refreshes")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([status, exit_code] { *exit_code = RunStatus(*status); });
 
   auto show = std::make_shared<TaskRefArgs>();

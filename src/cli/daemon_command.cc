@@ -26,6 +26,7 @@ struct DaemonArgs {
   std::string lane_memory;
   int max_resident = 4;
   std::string stage_timeout = "10s";
+  std::string metrics;
 };
 
 std::string DefaultStateDir() {
@@ -106,6 +107,7 @@ int RunDaemon(const DaemonArgs& args) {
   options.socket_path = args.socket_path;
   options.state_dir = args.state_dir.empty() ? DefaultStateDir() : args.state_dir;
   options.max_resident_per_lane = args.max_resident;
+  options.metrics_address = args.metrics;
   std::string error;
   auto timeout = ParseDuration(args.stage_timeout, &error);
   if (!timeout) {
@@ -153,6 +155,10 @@ int RunDaemon(const DaemonArgs& args) {
   fmt::print("freeride daemon {} (pid {}) listening on {}\n  lanes: {}\n  state: {}\n",
              FREERIDE_VERSION, getpid(), options.socket_path, lanes, options.state_dir);
   if (gpu_lanes) fmt::print("  {}\n", mps.note);
+  if (daemon.metrics_port() > 0)
+    fmt::print("  metrics: http://{}:{}/metrics\n",
+               options.metrics_address.substr(0, options.metrics_address.rfind(':')),
+               daemon.metrics_port());
   for (const std::string& note : daemon.recovery_notes()) fmt::print("  {}\n", note);
   std::fflush(stdout);
   int received = 0;
@@ -187,6 +193,9 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--stage-timeout", args->stage_timeout,
                   "A bubble without marks for this long is treated as over")
       ->capture_default_str();
+  cmd->add_option("--metrics", args->metrics,
+                  "Serve Prometheus metrics at http://HOST:PORT/metrics (off by default; PORT 0 "
+                  "picks a free port)");
   cmd->add_option("--mps", args->mps,
                   "CUDA MPS for GPU lanes' tasks: auto (use or start it, else run without), on "
                   "(required), off")

@@ -87,6 +87,16 @@ bool Daemon::Start(std::string* error) {
     return false;
   }
   chmod(options_.socket_path.c_str(), 0600);
+  if (!options_.metrics_address.empty()) {
+    metrics_ = std::make_unique<MetricsServer>();
+    auto render = [this] {
+      v1::StatsReply stats;
+      grpc::ServerContext unused;
+      service_->GetStats(&unused, nullptr, &stats);
+      return RenderPrometheusMetrics(stats, tasks_->List(/*include_ended=*/true));
+    };
+    if (!metrics_->Start(options_.metrics_address, render, error)) return false;
+  }
   tasks_->Start();
   for (auto& lane : lanes_) lane->Start();
   nlohmann::json lanes = nlohmann::json::array();
@@ -108,6 +118,7 @@ void Daemon::Shutdown() {
     return;
   }
   started_ = false;
+  if (metrics_) metrics_->Stop();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   for (auto& lane : lanes_) lane->Stop();
   tasks_->Shutdown(5 * kSecond);

@@ -12,6 +12,7 @@
 #include "daemon/event_log.h"
 #include "daemon/journal.h"
 #include "daemon/lane.h"
+#include "daemon/metrics.h"
 #include "daemon/task_manager.h"
 
 namespace freeride {
@@ -31,6 +32,8 @@ class Daemon {
   TaskManager* tasks() { return tasks_.get(); }
   const std::vector<std::string>& recovery_notes() const { return recovery_notes_; }
   const DaemonOptions& options() const { return options_; }
+  // The /metrics port (0: metrics are off).
+  int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
  private:
   bool PrepareSocket(std::string* error);
@@ -43,6 +46,7 @@ class Daemon {
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::unique_ptr<ControlService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsServer> metrics_;
   std::vector<std::string> recovery_notes_;
   bool started_ = false;
 };

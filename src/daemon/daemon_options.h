@@ -25,6 +25,7 @@ struct DaemonOptions {
   Nanos cancel_grace = 3 * kSecond;  // SIGTERM, then SIGKILL after this
   Nanos retry_backoff = 1 * kSecond; // doubled per attempt
   std::string mps_pipe_dir;  // GPU lanes' tasks join this MPS server; empty: no MPS
+  std::string metrics_address;  // HOST:PORT for Prometheus /metrics; empty: off
   bool realtime_dispatch = true;   // SCHED_FIFO for lane threads when permitted
   DispatchConfig dispatch;
   BubblePredictorConfig predictor;

@@ -1,0 +1,148 @@
+#include "daemon/metrics.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <map>
+
+namespace freeride {
+namespace {
+
+std::string LabelValue(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+class Exposition {
+ public:
+  // Declares a metric family once; samples follow with Sample().
+  void Family(const std::string& name, const char* type, const char* help) {
+    text_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  }
+  void Sample(const std::string& name, const std::string& labels, double value) {
+    text_ += fmt::format("{}{}{}{} {}\n", name, labels.empty() ? "" : "{", labels,
+                         labels.empty() ? "" : "}", value);
+  }
+  std::string Take() { return std::move(text_); }
+
+ private:
+  std::string text_;
+};
+
+}  // namespace
+
+std::string RenderPrometheusMetrics(const v1::StatsReply& stats,
+                                    const std::vector<v1::TaskInfo>& tasks) {
+  Exposition e;
+  e.Family("freeride_daemon_uptime_seconds", "gauge", "Seconds since the daemon started.");
+  e.Sample("freeride_daemon_uptime_seconds", "", static_cast<double>(stats.uptime_ns()) / 1e9);
+  auto lane_labels = [](const v1::LaneStats& l) {
+    return fmt::format("lane=\"{}\",device=\"{}\"", l.lane(), LabelValue(l.device()));
+  };
+  struct LaneMetric {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*value)(const v1::LaneStats&);
+  };
+  const LaneMetric lane_metrics[] = {
+      {"freeride_lane_bubbles_total", "counter", "Bubbles the lane served.",
+       [](const v1::LaneStats& l) { return static_cast<double>(l.bubbles()); }},
+      {"freeride_lane_bubble_seconds_total", "counter", "Idle time of the stage, in bubbles.",
+       [](const v1::LaneStats& l) { return static_cast<double>(l.bubble_ns()) / 1e9; }},
+      {"freeride_lane_harvested_seconds_total", "counter",
+       "Side-task step time inside bubbles.",
+       [](const v1::LaneStats& l) { return static_cast<double>(l.harvested_ns()) / 1e9; }},
+      {"freeride_lane_overrun_seconds_total", "counter",
+       "Side-task step time past bubble ends.",
+       [](const v1::LaneStats& l) { return static_cast<double>(l.overrun_ns()) / 1e9; }},
+      {"freeride_lane_in_bubble", "gauge", "1 while the stage is idle in a bubble.",
+       [](const v1::LaneStats& l) { return l.in_bubble() ? 1.0 : 0.0; }},
+      {"freeride_lane_stage_alive", "gauge", "1 while a training stage is attached and alive.",
+       [](const v1::LaneStats& l) { return l.stage_alive() ? 1.0 : 0.0; }},
+      {"freeride_lane_free_memory_bytes", "gauge",
+       "Device memory the stage leaves to side tasks (last mark).",
+       [](const v1::LaneStats& l) { return static_cast<double>(l.free_memory_bytes()); }},
+      {"freeride_lane_resident_tasks", "gauge", "Launched tasks held by the lane.",
+       [](const v1::LaneStats& l) { return static_cast<double>(l.resident_tasks()); }},
+      {"freeride_lane_queued_tasks", "gauge", "Tasks waiting for the lane.",
+       [](const v1::LaneStats& l) { return static_cast<double>(l.queued_tasks()); }},
+  };
+  for (const LaneMetric& m : lane_metrics) {
+    e.Family(m.name, m.type, m.help);
+    for (const auto& l : stats.lanes()) e.Sample(m.name, lane_labels(l), m.value(l));
+  }
+  std::map<std::string, int> by_state;
+  for (const char* state :
+       {"SUBMITTED", "CREATED", "PAUSED", "RUNNING", "FINISHED", "FAILED", "CANCELLED"})
+    by_state[state] = 0;
+  for (const auto& t : tasks) ++by_state[t.state()];
+  e.Family("freeride_tasks", "gauge", "Tasks by state.");
+  for (const auto& [state, count] : by_state)
+    e.Sample("freeride_tasks", fmt::format("state=\"{}\"", LabelValue(state)), count);
+  auto task_labels = [](const v1::TaskInfo& t) {
+    return fmt::format("id=\"{}\",name=\"{}\",lane=\"{}\"", t.id(), LabelValue(t.spec().name()),
+                       t.lane());
+  };
+  e.Family("freeride_task_progress", "gauge", "Work done, in the task's unit (see unit label).");
+  for (const auto& t : tasks)
+    e.Sample("freeride_task_progress",
+             task_labels(t) + fmt::format(",unit=\"{}\"", LabelValue(t.progress_unit())),
+             t.progress());
+  e.Family("freeride_task_steps_total", "counter", "Steps the task ran.");
+  for (const auto& t : tasks)
+    e.Sample("freeride_task_steps_total", task_labels(t), static_cast<double>(t.steps()));
+  e.Family("freeride_task_harvested_seconds_total", "counter", "The task's step time in bubbles.");
+  for (const auto& t : tasks)
+    e.Sample("freeride_task_harvested_seconds_total", task_labels(t),
+             static_cast<double>(t.harvested_ns()) / 1e9);
+  return e.Take();
+}
+
+MetricsServer::MetricsServer() = default;
+MetricsServer::~MetricsServer() { Stop(); }
+
+bool MetricsServer::Start(const std::string& address, Render render, std::string* error) {
+  size_t colon = address.rfind(':');
+  int port = -1;
+  if (colon != std::string::npos && colon + 1 < address.size()) {
+    char* end = nullptr;
+    long parsed = std::strtol(address.c_str() + colon + 1, &end, 10);
+    if (*end == '\0' && parsed >= 0 && parsed <= 65535) port = static_cast<int>(parsed);
+  }
+  if (colon == std::string::npos || colon == 0 || port < 0) {
+    *error = fmt::format("--metrics: '{}' is not HOST:PORT (e.g. 127.0.0.1:9464)", address);
+    return false;
+  }
+  std::string host = address.substr(0, colon);
+  server_ = std::make_unique<httplib::Server>();
+  server_->Get("/metrics", [render](const httplib::Request&, httplib::Response& response) {
+    response.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server_->Get("/", [](const httplib::Request&, httplib::Response& response) {
+    response.set_content("FreeRide daemon: metrics at /metrics\n", "text/plain");
+  });
+  port_ = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
+  if (port_ <= 0) {
+    *error = fmt::format("--metrics: cannot listen on {}", address);
+    server_.reset();
+    return false;
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return true;
+}
+
+void MetricsServer::Stop() {
+  if (!server_) return;
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+  server_.reset();
+}
+
+}  // namespace freeride

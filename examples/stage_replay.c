@@ -3,6 +3,14 @@
  * stage would.  Useful to try a daemon without a training job.
  *
  *   example_stage_replay --lane 0 --iterations 100 --busy-ms 20 --bubbles-ms 5,12,3
+ *
+ * Or the bubbles of a profiled rank, at their offsets in the iteration (as
+ * `freeride profile --json` gives them: start_ms and duration_ms per slot):
+ *
+ *   example_stage_replay --iteration-ms 123.2 --slots-ms 6.4:5.7,40.1:12.0
+ *
+ * The busy time spins the CPU, like a CPU training stage; --busy sleep lets
+ * the CPU idle instead, as a GPU stage's host thread mostly does.
  */
 #include <freeride/freeride.h>
 #include <stdio.h>
@@ -26,26 +34,52 @@ int main(int argc, char** argv) {
   double busy_ms = 20;
   const char* bubbles = "5,12,3";
   const char* socket = NULL;
+  const char* slots = NULL;
+  double iteration_ms = 0;
+  int busy_sleeps = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--lane")) lane = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--iterations")) iterations = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--busy-ms")) busy_ms = atof(argv[i + 1]);
     else if (!strcmp(argv[i], "--bubbles-ms")) bubbles = argv[i + 1];
     else if (!strcmp(argv[i], "--socket")) socket = argv[i + 1];
+    else if (!strcmp(argv[i], "--slots-ms")) slots = argv[i + 1];
+    else if (!strcmp(argv[i], "--iteration-ms")) iteration_ms = atof(argv[i + 1]);
+    else if (!strcmp(argv[i], "--busy")) busy_sleeps = !strcmp(argv[i + 1], "sleep");
     else {
       fprintf(stderr, "usage: %s [--lane K] [--iterations N] [--busy-ms B] [--bubbles-ms a,b,c] "
+                      "[--iteration-ms T --slots-ms start:len,...] [--busy spin|sleep] "
                       "[--socket PATH]\n", argv[0]);
       return 2;
     }
   }
-  double lengths[64];
+  /* Each slot: the busy time before it, then its bubble. */
+  double busy_before[64], lengths[64];
   int count = 0;
-  char* copy = strdup(bubbles);
-  for (char* tok = strtok(copy, ","); tok && count < 64; tok = strtok(NULL, ","))
-    lengths[count++] = atof(tok);
+  char* copy = strdup(slots ? slots : bubbles);
+  double previous_end = 0;
+  for (char* tok = strtok(copy, ","); tok && count < 64; tok = strtok(NULL, ",")) {
+    if (slots) {
+      double start = atof(tok);
+      const char* colon = strchr(tok, ':');
+      lengths[count] = colon ? atof(colon + 1) : 0;
+      busy_before[count] = start - previous_end;
+      previous_end = start + lengths[count];
+      if (!colon || busy_before[count] < 0 || lengths[count] <= 0) {
+        fprintf(stderr, "--slots-ms: '%s' is not START:LENGTH in order, without overlaps\n", tok);
+        return 2;
+      }
+    } else {
+      lengths[count] = atof(tok);
+    }
+    ++count;
+  }
   free(copy);
-  if (count == 0 || iterations <= 0) {
-    fprintf(stderr, "need at least one bubble length and one iteration\n");
+  if (!slots)
+    for (int s = 0; s < count; ++s) busy_before[s] = busy_ms / count;
+  double tail_ms = slots ? iteration_ms - previous_end : 0;
+  if (count == 0 || iterations <= 0 || tail_ms < 0) {
+    fprintf(stderr, "need at least one bubble, one iteration, and slots inside --iteration-ms\n");
     return 2;
   }
   freeride_stage* stage = freeride_stage_open(lane, socket);
@@ -53,11 +87,12 @@ int main(int argc, char** argv) {
          freeride_stage_attached(stage) ? "attached to a daemon" : "no daemon (marks are no-ops)");
   for (int it = 0; it < iterations; ++it) {
     for (int s = 0; s < count; ++s) {
-      spin_for_ns((int64_t)(busy_ms * 1e6 / count));
+      (busy_sleeps ? sleep_for_ns : spin_for_ns)((int64_t)(busy_before[s] * 1e6));
       freeride_bubble_begin(stage, (uint32_t)s, 0, UINT64_MAX);
       sleep_for_ns((int64_t)(lengths[s] * 1e6));
       freeride_bubble_end(stage);
     }
+    if (tail_ms > 0) (busy_sleeps ? sleep_for_ns : spin_for_ns)((int64_t)(tail_ms * 1e6));
   }
   freeride_stage_close(stage);
   return 0;

@@ -102,6 +102,8 @@ def main() -> None:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="JSON results (written by rank 0)")
+    p.add_argument("--pin-cores", action="store_true",
+                   help="CPU: pin rank r to core r+1, the core `freeride daemon --cpu-lanes` gives lane r's tasks")
     args = p.parse_args()
 
     cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
@@ -112,6 +114,8 @@ def main() -> None:
         device = torch.device("cuda", local)
     else:
         device = torch.device("cpu")
+        if args.pin_cores and (os.cpu_count() or 1) > world:
+            os.sched_setaffinity(0, {local + 1})
         torch.set_num_threads(1)
         torch.use_deterministic_algorithms(True)
     dist.init_process_group("nccl" if cuda else "gloo")

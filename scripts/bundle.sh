@@ -18,4 +18,10 @@ for f in "$out"/bin/*; do
     [ -e "$out/lib/$name" ] || cp -L "$path" "$out/lib/$name"
   done
 done
+# `freeride demo` and the PyTorch integration: the Python package and the
+# examples, where the CLI looks for them (share/freeride).
+mkdir -p "$out/share/freeride/examples"
+cp -r python "$out/share/freeride/python"
+find "$out/share/freeride/python" -name __pycache__ -prune -exec rm -rf {} +
+cp -r examples/train_gpt_pipeline.py examples/data "$out/share/freeride/examples/"
 echo "bundle: $out ($(du -sh "$out" | cut -f1)); run $out/bin/freeride --help"

@@ -11,5 +11,6 @@ void AddScheduleCommand(CLI::App& app, int* exit_code);
 void AddProfileCommand(CLI::App& app, int* exit_code);
 void AddTaskProfileCommand(CLI::App& app, int* exit_code);
 void AddReportCommands(CLI::App& app, int* exit_code);
+void AddDemoCommand(CLI::App& app, int* exit_code);
 
 }  // namespace freeride::cli

@@ -130,6 +130,10 @@ LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
     sigprocmask(SIG_SETMASK, &all, nullptr);
     for (int s : {SIGPIPE, SIGTERM, SIGINT, SIGCHLD}) signal(s, SIG_DFL);
     if (request.cpu_core >= 0) sched_setaffinity(0, sizeof(cores), &cores);
+    if (request.idle_cpu_priority) {
+      sched_param param{};
+      sched_setscheduler(0, SCHED_IDLE, &param);  // best effort: the task runs either way
+    }
     if (dup2(null_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
       failure = {1, errno};
     } else if (chdir(request.working_dir.c_str()) != 0) {

@@ -28,6 +28,10 @@ struct LaunchRequest {
   std::string stderr_path;
   bool stop_after_exec = false;    // imperative tasks start stopped
   int cpu_core = -1;               // pin to this core; -1: no pinning
+  // SCHED_IDLE: the task gets a core only when nothing else wants it.  CPU
+  // lanes use it so that a side task never takes a core from a training
+  // stage, the CPU counterpart of MPS priority 1 on GPUs.
+  bool idle_cpu_priority = false;
 };
 
 struct LaunchResult {

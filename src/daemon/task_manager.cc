@@ -474,6 +474,7 @@ bool TaskManager::Launch(int64_t id) {
       if (lane.index == record.info.lane()) {
         request.cpu_core = lane.cpu_core;
         if (lane.device.rfind("gpu:", 0) == 0) gpu = std::atoi(lane.device.c_str() + 4);
+        else request.idle_cpu_priority = true;
       }
     // Channel variables are set below, for this launch; any copy inherited
     // from the daemon's own environment or the submitter's is dropped.

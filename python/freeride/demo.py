@@ -1,0 +1,361 @@
+"""The FreeRide demo: one command that shows what FreeRide does on this machine.
+
+Run it as ``freeride demo`` (the CLI finds this module and the binaries next
+to itself).  It trains twice under the real daemon, first without side tasks
+(the baseline) and then with them, and prints ``freeride report`` and the
+paths of ``freeride timeline`` pictures:
+
+  gpu     NVIDIA GPUs and PyTorch with CUDA: a GPT pipeline on up to 4 GPUs with
+          the CUDA side tasks (PageRank, SGD, image) in its bubbles.
+  cpu     no GPU: the same pipeline code on CPU (gloo, torch.distributed.pipelining,
+          a tiny GPT) instrumented by freeride.torch, with the CPU versions of
+          the side tasks.  Stage k and lane k's tasks share core k+1 when there
+          are enough cores.
+  replay  no PyTorch: stand-in stages replay the bubble timings of the profiled
+          4xH200 run (examples/data/h200_1f1b_bubbles.json) through the same
+          shared-memory data plane.
+
+Every mode runs the real daemon, data plane and side-task processes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+LANES = int(os.environ.get("FREERIDE_DEMO_LANES", "4"))
+# What each lane runs: (name, command) for CPU and for CUDA.  Steps are sized
+# to about a millisecond so that even the short bubbles can be used.
+CPU_TASKS = [
+    ("sgd", ["freeride-sgd", "--generate-ratings", "300000", "--device", "cpu", "--epochs",
+             "100000000", "--step-ms", "1"]),
+    ("pagerank", ["freeride-pagerank", "--rmat-scale", "15", "--device", "cpu", "--max-iterations",
+                  "100000000", "--tolerance", "0", "--step-ms", "1"]),
+]
+GPU_TASKS = [
+    ("pagerank", ["freeride-pagerank", "--rmat-scale", "22", "--device", "cuda", "--max-iterations",
+                  "100000000", "--tolerance", "0", "--step-ms", "2"]),
+    ("sgd", ["freeride-sgd", "--generate-ratings", "20000000", "--generate-users", "200000",
+             "--generate-items", "50000", "--epochs", "100000000", "--device", "cuda", "--step-ms", "2"]),
+    ("image", ["freeride-image", "--generate", "32", "--generate-size", "1920x1080", "--width", "640",
+               "--passes", "0", "--device", "cuda", "--step-ms", "2"]),
+]
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+class DemoError(RuntimeError):
+    pass
+
+
+class Demo:
+    def __init__(self, args):
+        self.args = args
+        self.share = os.environ.get("FREERIDE_SHARE") or os.path.dirname(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        self.out = args.out
+        self.env = dict(os.environ)
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            p for p in [os.path.join(self.share, "python"), os.environ.get("PYTHONPATH", "")] if p)
+        self.env.pop("FREERIDE_SOCKET", None)
+        self.procs: list[subprocess.Popen] = []
+        self.daemon = None
+
+    # -- helpers --------------------------------------------------------------
+    def run(self, cmd, log_name, timeout=600, env=None):
+        with open(os.path.join(self.out, log_name), "w") as log:
+            p = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env or self.env,
+                               timeout=timeout, cwd=self.out)
+        if p.returncode != 0:
+            raise DemoError(f"{' '.join(cmd[:3])}... failed (exit {p.returncode}); last lines of "
+                            f"{log_name}:\n{self.tail(log_name)}")
+
+    def tail(self, log_name, lines=15):
+        try:
+            with open(os.path.join(self.out, log_name)) as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return ""
+
+    def freeride(self, *args, capture=False):
+        cmd = ["freeride", *args]
+        if capture:
+            return subprocess.run(cmd, capture_output=True, text=True, env=self.env, timeout=120)
+        return subprocess.run(cmd, env=self.env, timeout=120)
+
+    def start_daemon(self, phase, lanes_args):
+        socket = os.path.join(self.out, f"{phase}.sock")
+        state = os.path.join(self.out, phase)
+        log = open(os.path.join(self.out, f"{phase}-daemon.log"), "w")
+        self.daemon = subprocess.Popen(["freeride", "daemon", "--socket", socket, "--state-dir",
+                                        state, *lanes_args], stdout=log, stderr=subprocess.STDOUT,
+                                       env=self.env)
+        for _ in range(200):
+            if os.path.exists(socket) or self.daemon.poll() is not None:
+                break
+            time.sleep(0.05)
+        if not os.path.exists(socket):
+            raise DemoError(f"the daemon did not start:\n{self.tail(f'{phase}-daemon.log')}")
+        return socket, state
+
+    def stop_daemon(self):
+        if self.daemon and self.daemon.poll() is None:
+            self.daemon.send_signal(signal.SIGTERM)
+            try:
+                self.daemon.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.daemon.kill()
+                self.daemon.wait()
+        self.daemon = None
+
+    def watch(self, socket, label, stop: threading.Event):
+        """Prints a progress line every second from the daemon's own counters."""
+        start = time.time()
+        terminal = sys.stdout.isatty()
+        last_print = 0.0
+        while not stop.wait(1.0):
+            r = self.freeride("status", "--socket", socket, "--json", capture=True)
+            try:
+                lanes = json.loads(r.stdout)["stats"].get("lanes", [])
+            except (ValueError, KeyError):
+                continue
+            bubbles = sum(int(l.get("bubbles", 0)) for l in lanes)
+            idle = sum(int(l.get("bubble_ns", 0)) for l in lanes) / 1e9
+            used = sum(int(l.get("harvested_ns", 0)) for l in lanes) / 1e9
+            line = (f"  {label}: {time.time() - start:4.0f} s, {bubbles} bubbles, {idle:.1f} s idle"
+                    + (f", side tasks used {100 * used / idle:.0f}% of it" if idle > 0 and used > 0 else ""))
+            if terminal:
+                print("\r" + line.ljust(100), end="", flush=True)
+            elif time.time() - last_print >= 5:
+                say(line)
+                last_print = time.time()
+        if terminal:
+            print(flush=True)
+
+    def with_progress(self, socket, label, fn):
+        stop = threading.Event()
+        watcher = threading.Thread(target=self.watch, args=(socket, label, stop), daemon=True)
+        watcher.start()
+        try:
+            fn()
+        finally:
+            stop.set()
+            watcher.join()
+
+    # -- phases ---------------------------------------------------------------
+    def profile_tasks(self, tasks, gpu):
+        """Alone rates: each task on its own, for a few seconds (GPU: one GPU each)."""
+        profiles, jobs = {}, []
+        for i, (name, cmd) in enumerate(tasks):
+            path = os.path.join(self.out, f"profile-{name}.json")
+            env = dict(self.env)
+            if gpu:
+                env["CUDA_VISIBLE_DEVICES"] = str(i % self.gpus)
+            job = subprocess.Popen(["freeride", "task-profile", "--seconds", str(self.args.profile_seconds),
+                                    "-o", path, "--", *cmd], env=env, cwd=self.out,
+                                   stdout=open(os.path.join(self.out, f"profile-{name}.log"), "w"),
+                                   stderr=subprocess.STDOUT)
+            jobs.append((name, path, job))
+            if not gpu:
+                job.wait()  # on CPU, one at a time: they would share the cores
+        for name, path, job in jobs:
+            if job.wait(timeout=600) != 0:
+                raise DemoError(f"freeride task-profile {name} failed:\n{self.tail(f'profile-{name}.log')}")
+            profile = json.load(open(path))
+            profiles[name] = path
+            say(f"    {name}: {profile['rate_per_s']:.4g} {profile['unit']}/s alone, step p99 "
+                f"{profile['step_ms']['p99']:.2f} ms")
+        return profiles
+
+    def submit_tasks(self, socket, tasks, profiles):
+        for lane in range(self.lanes):
+            name = tasks[lane % len(tasks)][0]
+            r = self.freeride("submit", "--socket", socket, "--lane", str(lane), "--name",
+                              f"{name}-{lane}", "--profile", profiles[name], capture=True)
+            if r.returncode != 0:
+                raise DemoError(f"freeride submit failed: {r.stderr.strip()}")
+
+    def train_command(self):
+        script = os.path.join(self.share, "examples", "train_gpt_pipeline.py")
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+               str(self.lanes), script, "--freeride", "on", "--steps", str(self.args.steps)]
+        if self.mode == "cpu":
+            cmd += ["--device", "cpu", "--preset", "tiny"]
+            if (os.cpu_count() or 1) > self.lanes:
+                cmd += ["--pin-cores"]
+        else:
+            cmd += ["--device", "cuda", "--preset", self.args.preset]
+        return cmd
+
+    def replay_commands(self):
+        table = json.load(open(os.path.join(self.share, "examples", "data", "h200_1f1b_bubbles.json")))
+        iterations = max(20, self.args.steps // 2)
+        cmds = []
+        for rank in table["ranks"][: self.lanes]:
+            slots = ",".join(f"{b['start_ms']}:{b['duration_ms']}" for b in rank["bubbles"])
+            cmds.append(["example_stage_replay", "--lane", str(rank["rank"]), "--iterations",
+                         str(iterations), "--iteration-ms", str(rank["iteration_ms"]), "--slots-ms",
+                         slots, "--busy", "sleep"])
+        return cmds
+
+    def train(self, socket, phase):
+        env = dict(self.env, FREERIDE_SOCKET=socket)
+        if self.mode == "replay":
+            procs = []
+            for i, cmd in enumerate(self.replay_commands()):
+                procs.append(subprocess.Popen(cmd + ["--socket", socket], env=env, cwd=self.out,
+                                              stdout=open(os.path.join(self.out, f"{phase}-stage{i}.log"), "w"),
+                                              stderr=subprocess.STDOUT))
+            for i, p in enumerate(procs):
+                if p.wait(timeout=600) != 0:
+                    raise DemoError(f"stage {i} failed:\n{self.tail(f'{phase}-stage{i}.log')}")
+        else:
+            self.run(self.train_command(), f"{phase}-training.log", env=env)
+            for line in open(os.path.join(self.out, f"{phase}-training.log")):
+                if line.startswith("iteration "):
+                    say(f"    training: {line.strip()}")
+
+    def main(self):
+        a = self.args
+        self.mode, why = self.choose_mode()
+        if a.steps is None:
+            a.steps = 40 if self.mode == "gpu" else 150
+        self.lanes = LANES if self.mode != "gpu" else min(LANES, self.gpus)
+        tasks = GPU_TASKS if self.mode == "gpu" else CPU_TASKS
+        say("== FreeRide demo: " + {
+            "gpu": f"GPU mode: {self.lanes} GPUs, a GPT ({a.preset}) pipeline with CUDA side tasks",
+            "cpu": "CPU mode (no GPU here): real PyTorch pipeline training on CPU (gloo), the real "
+                   "daemon with CPU lanes, real CPU side tasks",
+            "replay": "replay mode (no PyTorch here): stand-in stages replay the bubbles of a "
+                      "profiled 4xH200 run through the real daemon and data plane",
+        }[self.mode])
+        if why:
+            say(f"   ({why})")
+        say(f"   outputs in {self.out}")
+        lanes_args = (["--gpus", ",".join(map(str, range(self.lanes))), "--mps", "auto"]
+                      if self.mode == "gpu" else ["--cpu-lanes", str(self.lanes)])
+
+        say(f"[1/4] measuring each side task alone ({a.profile_seconds:g} s each): its alone rate values the harvested work")
+        profiles = self.profile_tasks(tasks, self.mode == "gpu")
+
+        say(f"[2/4] baseline: training with FreeRide's marks but no side tasks")
+        socket, baseline_state = self.start_daemon("baseline", lanes_args)
+        try:
+            self.with_progress(socket, "baseline", lambda: self.train(socket, "baseline"))
+        finally:
+            self.stop_daemon()
+
+        say(f"[3/4] FreeRide: the same training with a side task on every lane, in the bubbles only")
+        socket, state = self.start_daemon("freeride", lanes_args)
+        try:
+            self.submit_tasks(socket, tasks, profiles)
+            self.with_progress(socket, "with side tasks", lambda: self.train(socket, "freeride"))
+            status = self.freeride("status", "--socket", socket, "--all", capture=True).stdout
+            open(os.path.join(self.out, "status.txt"), "w").write(status)
+        finally:
+            self.stop_daemon()
+
+        say("[4/4] report and timeline")
+        report_args = [state, "--baseline", baseline_state, "--gpu-hour-price", str(a.gpu_hour_price)]
+        report = self.freeride("report", *report_args, capture=True)
+        if report.returncode != 0:
+            raise DemoError(f"freeride report failed: {report.stderr}")
+        open(os.path.join(self.out, "report.txt"), "w").write(report.stdout)
+        report_json = self.freeride("report", *report_args, "--json", capture=True).stdout
+        open(os.path.join(self.out, "report.json"), "w").write(report_json)
+        svg = os.path.join(self.out, "timeline.svg")
+        trace = os.path.join(self.out, "timeline.perfetto.json")
+        timeline = self.freeride("timeline", state, "--svg", svg, "--perfetto", trace, capture=True)
+        if timeline.returncode != 0:
+            raise DemoError(f"freeride timeline failed: {timeline.stderr}")
+        say()
+        say(report.stdout.rstrip())
+        say()
+        if self.mode != "gpu":
+            say(f"   (mode {self.mode}: lanes stand for GPUs; the money figure assumes "
+                f"{a.gpu_hour_price:g} per GPU-hour, set with --gpu-hour-price)")
+        if self.mode == "cpu":
+            cores = os.cpu_count() or 1
+            say(f"   (CPU mode: {self.lanes} stages, their side tasks and the daemon share {cores} "
+                f"core(s) and their caches{'' if cores > self.lanes else ', so stages wait for cores too'}; "
+                "the slowdown here measures that, not a GPU pipeline, where side tasks get the GPU "
+                "only in bubbles: see bench/results/e2e_gpu.md)")
+        say(f"   report:    {os.path.join(self.out, 'report.txt')} (and report.json)")
+        say(f"   timeline:  {svg} (open in a browser)")
+        say(f"   trace:     {trace} (open in https://ui.perfetto.dev)")
+        say(f"   event log: {os.path.join(state, 'events.jsonl')}")
+
+    def choose_mode(self):
+        """The mode to run, and a note on why when it is not the one asked for."""
+        self.gpus = 0
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            if self.args.mode in ("gpu", "cpu"):
+                raise DemoError(f"--mode {self.args.mode} needs PyTorch; install it with "
+                                f"'{sys.executable} -m pip install torch' (or ./scripts/python-env.sh)")
+            return "replay", (f"PyTorch is not installed for {sys.executable}: install it with "
+                              f"'{sys.executable} -m pip install torch' (or ./scripts/python-env.sh in "
+                              "the source tree) for the real PyTorch pipeline")
+        if self.args.mode == "replay":
+            return "replay", ""
+        import torch
+        self.gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if self.args.mode == "gpu" and self.gpus < 2:
+            raise DemoError(f"--mode gpu needs at least 2 CUDA GPUs; PyTorch sees {self.gpus}")
+        if self.args.mode == "cpu" or self.gpus < 2:
+            return "cpu", ("" if self.args.mode == "cpu" else
+                           f"{self.gpus} CUDA GPU(s) visible to PyTorch; GPU mode needs 2 or more")
+        return "gpu", ""
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="freeride demo", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--mode", choices=["auto", "gpu", "cpu", "replay"], default="auto")
+    p.add_argument("--out", help="a new or empty folder for the outputs (default: a fresh one under $TMPDIR)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="training iterations per phase (default: 40 on GPUs, 150 on CPU)")
+    p.add_argument("--preset", default="1.3b", help="GPU mode: model size (tiny, small, 1.3b)")
+    p.add_argument("--profile-seconds", type=float, default=2.0, help="alone-rate measurement per task")
+    p.add_argument("--gpu-hour-price", type=float, default=3.0, help="for the money figures")
+    args = p.parse_args(argv)
+    if args.out:
+        if os.path.exists(args.out) and os.listdir(args.out):
+            print(f"freeride demo: --out {args.out} is not empty; give a new or empty folder",
+                  file=sys.stderr)
+            return 2
+        os.makedirs(args.out, exist_ok=True)
+    else:
+        args.out = tempfile.mkdtemp(prefix="freeride-demo-")
+    args.out = os.path.abspath(args.out)
+    if shutil.which("freeride") is None:
+        print("freeride demo: the freeride binaries are not on PATH; run it as 'freeride demo'",
+              file=sys.stderr)
+        return 2
+    demo = Demo(args)
+    try:
+        demo.main()
+    except DemoError as e:
+        print(f"freeride demo: {e}", file=sys.stderr)
+        print(f"freeride demo: logs are in {args.out}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nfreeride demo: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        demo.stop_daemon()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

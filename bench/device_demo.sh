@@ -28,3 +28,5 @@ echo "== freeride demo --mode gpu"
 timeout 330 freeride demo --mode gpu --out "$out/demo-gpu" 2>&1 | tee "$out/demo-gpu.txt"
 echo "== freeride demo --mode cpu ($(nproc) cores)"
 timeout 200 freeride demo --mode cpu --out "$out/demo-cpu" 2>&1 | tee "$out/demo-cpu.txt"
+# One archive of both runs' folders (logs, event logs, reports, timelines).
+tar czf "$out/demo-runs.tgz" -C "$out" demo-gpu demo-cpu && rm -rf "$out/demo-gpu" "$out/demo-cpu"

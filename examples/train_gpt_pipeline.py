@@ -160,7 +160,7 @@ def main() -> None:
             on = (step // args.freeride_alternate) % 2 == 0
             (harvest.resume if on else harvest.pause)()
         tokens = torch.randint(0, vocab, (args.microbatches * mbs, seq + 1), generator=generator)
-        inputs, target = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
+        inputs, target = tokens[:, :-1].contiguous().to(device), tokens[:, 1:].contiguous().to(device)
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         step_losses: list = []

@@ -1,6 +1,10 @@
 #include "daemon/mps_control.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "test_util.h"
 
@@ -37,6 +41,43 @@ TEST(MpsControl, ModesParseAndOffOrAutoNeverFailWithoutMps) {
     EXPECT_FALSE(SetUpMps(MpsMode::kOn, dir.path(), &setup, &error));
     EXPECT_NE(error.find("--mps on"), std::string::npos);
   }
+  unsetenv("CUDA_MPS_PIPE_DIRECTORY");
+}
+
+// A control daemon the user already runs is found by its endpoint in
+// CUDA_MPS_PIPE_DIRECTORY: a named pipe (older CUDA) or a Unix socket (CUDA 13).
+TEST(MpsControl, ARunningControlDaemonIsUsedWhetherItsEndpointIsAPipeOrASocket) {
+  TempDir dir;
+  std::string fifo_dir = dir.path() + "/fifo", socket_dir = dir.path() + "/sock";
+  ASSERT_EQ(mkdir(fifo_dir.c_str(), 0700), 0);
+  ASSERT_EQ(mkdir(socket_dir.c_str(), 0700), 0);
+  ASSERT_EQ(mkfifo((fifo_dir + "/control").c_str(), 0600), 0);
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::string path = socket_dir + "/control";
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  for (const std::string& pipe_dir : {fifo_dir, socket_dir}) {
+    setenv("CUDA_MPS_PIPE_DIRECTORY", pipe_dir.c_str(), 1);
+    MpsSetup setup;
+    std::string error;
+    ASSERT_TRUE(SetUpMps(MpsMode::kOn, dir.path() + "/state", &setup, &error)) << error;
+    EXPECT_EQ(setup.pipe_dir, pipe_dir);
+    EXPECT_FALSE(setup.started_by_us);
+  }
+  // A plain file named control is not a control daemon.
+  std::string plain_dir = dir.path() + "/plain";
+  ASSERT_EQ(mkdir(plain_dir.c_str(), 0700), 0);
+  FILE* f = std::fopen((plain_dir + "/control").c_str(), "w");
+  std::fclose(f);
+  setenv("CUDA_MPS_PIPE_DIRECTORY", plain_dir.c_str(), 1);
+  MpsSetup setup;
+  std::string error;
+  if (SetUpMps(MpsMode::kAuto, dir.path() + "/state2", &setup, &error)) {
+    EXPECT_NE(setup.pipe_dir, plain_dir);
+  }
+  close(fd);
   unsetenv("CUDA_MPS_PIPE_DIRECTORY");
 }
 

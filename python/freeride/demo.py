@@ -105,6 +105,10 @@ class Demo:
             time.sleep(0.05)
         if not os.path.exists(socket):
             raise DemoError(f"the daemon did not start:\n{self.tail(f'{phase}-daemon.log')}")
+        time.sleep(0.2)
+        for line in open(os.path.join(self.out, f"{phase}-daemon.log")):
+            if line.strip().startswith("MPS"):
+                say(f"    daemon: {line.strip()}")
         return socket, state
 
     def stop_daemon(self):
@@ -207,8 +211,34 @@ class Demo:
                          slots, "--busy", "sleep"])
         return cmds
 
+    def wait_for_tasks(self, socket, timeout=120):
+        """Waits until every side task has started and initialised (state PAUSED or
+        RUNNING), so that training time is not spent on their set-up."""
+        deadline = time.time() + timeout
+        while True:
+            r = self.freeride("status", "--socket", socket, "--json", "--all", capture=True)
+            try:
+                tasks = json.loads(r.stdout)["tasks"].get("tasks", [])
+            except (ValueError, KeyError):
+                tasks = []
+            failed = [t for t in tasks if t.get("state") == "FAILED" or
+                      (t.get("state") == "SUBMITTED" and "retrying" in t.get("message", ""))]
+            if failed:
+                t = failed[0]
+                raise DemoError(f"side task {t['spec']['name']} failed: {t.get('message', '')}\n"
+                                f"{t.get('stderr_tail', '')}")
+            if tasks and all(t.get("state") in ("PAUSED", "RUNNING") for t in tasks):
+                return
+            if time.time() > deadline:
+                states = ", ".join(f"{t['spec']['name']} {t.get('state')}" for t in tasks)
+                raise DemoError(f"side tasks not ready after {timeout} s: {states}")
+            time.sleep(0.5)
+
     def train(self, socket, phase):
         env = dict(self.env, FREERIDE_SOCKET=socket)
+        pipe = os.path.join(self.out, phase, "mps", "pipe")
+        if os.path.exists(os.path.join(pipe, "control")):
+            env["CUDA_MPS_PIPE_DIRECTORY"] = pipe  # the trainer joins MPS at priority 0
         if self.mode == "replay":
             procs = []
             for i, cmd in enumerate(self.replay_commands()):
@@ -228,7 +258,7 @@ class Demo:
         a = self.args
         self.mode, why = self.choose_mode()
         if a.steps is None:
-            a.steps = 40 if self.mode == "gpu" else 150
+            a.steps = 100 if self.mode == "gpu" else 150
         self.lanes = LANES if self.mode != "gpu" else min(LANES, self.gpus)
         tasks = GPU_TASKS if self.mode == "gpu" else CPU_TASKS
         say("== FreeRide demo: " + {
@@ -258,6 +288,8 @@ class Demo:
         socket, state = self.start_daemon("freeride", lanes_args)
         try:
             self.submit_tasks(socket, tasks, profiles)
+            say("    waiting for the side tasks to start and load their data")
+            self.wait_for_tasks(socket)
             self.with_progress(socket, "with side tasks", lambda: self.train(socket, "freeride"))
             status = self.freeride("status", "--socket", socket, "--all", capture=True).stdout
             open(os.path.join(self.out, "status.txt"), "w").write(status)
@@ -324,7 +356,7 @@ def main(argv=None) -> int:
     p.add_argument("--mode", choices=["auto", "gpu", "cpu", "replay"], default="auto")
     p.add_argument("--out", help="a new or empty folder for the outputs (default: a fresh one under $TMPDIR)")
     p.add_argument("--steps", type=int, default=None,
-                   help="training iterations per phase (default: 40 on GPUs, 150 on CPU)")
+                   help="training iterations per phase (default: 100 on GPUs, 150 on CPU)")
     p.add_argument("--preset", default="1.3b", help="GPU mode: model size (tiny, small, 1.3b)")
     p.add_argument("--profile-seconds", type=float, default=2.0, help="alone-rate measurement per task")
     p.add_argument("--gpu-hour-price", type=float, default=3.0, help="for the money figures")

@@ -12,9 +12,12 @@
 namespace freeride {
 namespace {
 
+// The control daemon's endpoint: a named pipe in older CUDA releases, a Unix
+// socket since (CUDA 13 on the H200 nodes makes a socket).
 bool HaveControlPipe(const std::string& dir) {
   struct stat st;
-  return !dir.empty() && stat((dir + "/control").c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
+  return !dir.empty() && stat((dir + "/control").c_str(), &st) == 0 &&
+         (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 }
 
 // Runs `command` through the shell; its exit status (-1 when it could not run).

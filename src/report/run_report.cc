@@ -18,7 +18,7 @@ int64_t Percentile(std::vector<int64_t> values, double q) {
   return values[rank - 1];
 }
 
-// Mean of the periods between consecutive slot-0 begins, without outliers.
+// Mean of the periods between consecutive iteration starts, without outliers.
 double LaneIterationMs(const std::vector<int64_t>& slot0_begins, uint64_t* periods_used) {
   std::vector<int64_t> periods;
   for (size_t i = 1; i < slot0_begins.size(); ++i)
@@ -35,13 +35,25 @@ double LaneIterationMs(const std::vector<int64_t>& slot0_begins, uint64_t* perio
   return *periods_used ? sum / static_cast<double>(*periods_used) / 1e6 : 0;
 }
 
-std::map<int, std::vector<int64_t>> Slot0BeginsByLane(const EventLogData& log) {
+}  // namespace
+
+std::map<int, std::vector<int64_t>> IterationStartsByLane(const EventLogData& log) {
+  std::map<int, std::map<uint32_t, size_t>> counts;
+  for (const BubbleRecord& b : log.bubbles) ++counts[b.lane][b.slot];
+  std::map<int, uint32_t> marker;
+  for (const auto& [lane, by_slot] : counts) {
+    size_t best = 0;
+    for (const auto& [slot, n] : by_slot)
+      if (n > best) best = n, marker[lane] = slot;
+  }
   std::map<int, std::vector<int64_t>> begins;
   for (const BubbleRecord& b : log.bubbles)
-    if (b.slot == 0) begins[b.lane].push_back(b.begin_ns);
+    if (b.slot == marker[b.lane]) begins[b.lane].push_back(b.begin_ns);
   for (auto& [lane, v] : begins) std::sort(v.begin(), v.end());
   return begins;
 }
+
+namespace {
 
 std::string Ms(int64_t ns) { return fmt::format("{:.1f} ms", static_cast<double>(ns) / 1e6); }
 
@@ -60,7 +72,7 @@ double IterationMs(const EventLogData& log, uint64_t* periods) {
   double sum = 0;
   int lanes = 0;
   uint64_t total_periods = 0;
-  for (const auto& [lane, begins] : Slot0BeginsByLane(log)) {
+  for (const auto& [lane, begins] : IterationStartsByLane(log)) {
     uint64_t used = 0;
     double ms = LaneIterationMs(begins, &used);
     if (used == 0) continue;
@@ -101,7 +113,7 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
     }
   }
   for (const StepRecord& s : run.steps) ++lanes[s.lane].steps, lanes[s.lane].lane = s.lane;
-  auto slot0 = Slot0BeginsByLane(run);
+  auto slot0 = IterationStartsByLane(run);
   std::vector<int64_t> all_overruns;
   for (auto& [index, l] : lanes) {
     l.overrun_p99_ns = Percentile(overruns[index], 0.99);
@@ -176,7 +188,7 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
       r.overhead_pct = 100.0 * (t_with - base) / base;
       t_base = base;
     } else {
-      r.notes.push_back(fmt::format("no overhead: {} has no iterations to compare (slot-0 bubbles)",
+      r.notes.push_back(fmt::format("no overhead: {} has no iterations to compare (a slot seen twice on a lane)",
                                     base > 0 ? run.path : baseline->path));
     }
   } else {
@@ -199,7 +211,7 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
       r.money_saved_per_hour = *r.money_saved / (wall_s / 3600.0);
     }
   } else if (gpus > 0 && t_with <= 0) {
-    r.notes.push_back("no cost saving: no training iterations in the log (fewer than two slot-0 bubbles per lane)");
+    r.notes.push_back("no cost saving: no training iterations in the log (no slot seen twice on a lane)");
   }
   return r;
 }

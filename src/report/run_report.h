@@ -29,8 +29,8 @@ struct LaneReport {
   int64_t overrun_p99_ns = 0;   // over this lane's bubbles (bubbles without overrun count as 0)
   int64_t overrun_max_ns = 0;
   uint64_t steps = 0;
-  uint64_t iterations = 0;      // periods of slot 0 measured
-  double iteration_ms = 0;      // 0: fewer than two slot-0 bubbles
+  uint64_t iterations = 0;      // iteration periods measured
+  double iteration_ms = 0;      // 0: no slot seen twice
 };
 
 struct TaskReport {
@@ -71,10 +71,17 @@ struct RunReport {
 RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline,
                            const ReportOptions& options);
 
-// The mean period between a lane's slot-0 bubble begins (one per training
-// iteration), averaged over the lanes.  Periods over 3x the lane's median
-// (pauses between runs, a stage with marks switched off) are left out.
-// Returns 0 when no lane has two slot-0 bubbles.
+// The training's iteration time: per lane, the mean period between the
+// begins of the slot it served most often (once per iteration), averaged over
+// the lanes.  Periods over 3x the lane's median (pauses between runs, a stage
+// with marks switched off) are left out.  Returns 0 when no lane saw a slot
+// twice.
+// Each lane's iteration starts, sorted.  Each slot recurs once per
+// iteration, but a lane does not serve a bubble that closes before its thread
+// looks (a few microseconds long), so the slot a lane served most often (the
+// lowest of equals) marks its iterations.
+std::map<int, std::vector<int64_t>> IterationStartsByLane(const EventLogData& log);
+
 double IterationMs(const EventLogData& log, uint64_t* periods = nullptr);
 
 std::string FormatRunReport(const RunReport& report);

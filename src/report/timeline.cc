@@ -119,14 +119,13 @@ std::string RenderPerfettoTrace(const EventLogData& log) {
 
 std::string RenderTimelineSvg(const EventLogData& log, const SvgWindow& window) {
   auto lanes = BubblesByLane(log);
-  // Iteration boundaries: slot-0 begins of the lowest lane that has them.
+  // Iteration boundaries: those of the lowest lane that has two.
   std::vector<int64_t> starts;
-  for (const auto& [lane, bubbles] : lanes) {
-    for (const BubbleRecord* b : bubbles)
-      if (b->slot == 0) starts.push_back(b->begin_ns);
-    if (starts.size() >= 2) break;
-    starts.clear();
-  }
+  for (auto& [lane, lane_starts] : IterationStartsByLane(log))
+    if (lane_starts.size() >= 2) {
+      starts = std::move(lane_starts);
+      break;
+    }
   int64_t from = FirstTime(log), to = from + 500'000'000;
   int drawn_iterations = 0;
   if (starts.size() >= 2) {

@@ -21,7 +21,7 @@ struct SvgWindow {
 
 // An SVG of `window`: one row per GPU with training time, bubbles, and the
 // side-task steps inside them coloured by task, overruns in red.  Without
-// iterations in the log (no slot-0 bubbles) it draws the first 500 ms.
+// iterations in the log (no slot seen twice) it draws the first 500 ms.
 std::string RenderTimelineSvg(const EventLogData& log, const SvgWindow& window);
 
 }  // namespace freeride::report

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "base/clock.h"
@@ -105,6 +106,7 @@ v1::TaskInfo WaitForState(TaskManager* tasks, int64_t id, const std::string& sta
 struct Bubble {
   Nanos begin, end, predicted_end;
   uint32_t slot;
+  std::string ended_by;  // "mark": end_ns is the stage's own end mark
 };
 
 struct EventsByType {
@@ -117,7 +119,8 @@ EventsByType ReadEvents(const std::string& state_dir, int64_t task_id) {
   EventsByType out;
   for (const auto& e : ReadJsonLines(state_dir + "/events.jsonl")) {
     if (e["type"] == "bubble")
-      out.bubbles.push_back({e["begin_ns"], e["end_ns"], e["predicted_end_ns"], e["slot"]});
+      out.bubbles.push_back({e["begin_ns"], e["end_ns"], e["predicted_end_ns"], e["slot"],
+                             e.value("ended_by", "")});
     if (e["type"] == "step") out.steps.push_back(e);
     if (e["type"] == "transition" && e["task_id"] == task_id) out.transitions_to.push_back(e["to"]);
   }
@@ -167,12 +170,21 @@ TEST_F(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
   ASSERT_EQ(steps.size(), 300u);
   ASSERT_GT(bubbles.size(), 10u);
   int late_finishes = 0;
+  std::set<uint64_t> unplaced_bubbles;
   for (const auto& s : steps) {
     Nanos start = s["start_ns"], end = s["end_ns"];
+    // Only a bubble closed by the stage's end mark has a known extent.  When
+    // the lane thread falls behind the stage by more than one mark (a loaded
+    // machine), it logs the bubble with its own time as the end, or not at
+    // all while an armed task used it (docs/event-log.md); such steps cannot
+    // be placed from the log, and may come from a bubble or two at most.
     const Bubble* home = nullptr;
     for (const Bubble& b : bubbles)
-      if (start >= b.begin && start < b.end) home = &b;
-    ASSERT_NE(home, nullptr) << "step at " << start << " started outside every bubble";
+      if (b.ended_by == "mark" && start >= b.begin && start < b.end) home = &b;
+    if (home == nullptr) {
+      unplaced_bubbles.insert(s["bubble_seq"].get<uint64_t>());
+      continue;
+    }
     EXPECT_NE(home->slot, 2u) << "a 0.25 ms bubble cannot fit a 0.4 ms step";
     EXPECT_LE(start, home->predicted_end) << "no step starts after the predicted end";
     if (end > home->predicted_end + 200 * kMicrosecond) ++late_finishes;
@@ -180,6 +192,8 @@ TEST_F(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
   // The fit test uses a p90 estimate with a 10% margin; on a noisy machine a
   // few steps may still run long, but not many.
   EXPECT_LE(late_finishes, 15) << "steps that did not fit were started";
+  EXPECT_LE(unplaced_bubbles.size(), 2u)
+      << "steps in bubbles the lane did not see end (more than a rare lag)";
   ASSERT_GE(transitions.size(), 5u);
   EXPECT_EQ(transitions[0], "SUBMITTED");
   EXPECT_EQ(transitions[1], "CREATED");

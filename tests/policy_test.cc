@@ -4,10 +4,23 @@
 
 #include "policy/bubble_predictor.h"
 #include "policy/dispatch_policy.h"
+#include "policy/quantile.h"
 #include "policy/step_estimator.h"
 
 namespace freeride {
 namespace {
+
+TEST(Quantile, NearestRankAgreesForWindowsAndVectors) {
+  std::vector<Nanos> values = {50, 10, 40, 20, 30};
+  EXPECT_EQ(NearestRankIndex(5, 0.0), 0u);
+  EXPECT_EQ(NearestRankIndex(5, 0.5), 2u);   // ceil(2.5) = 3rd value
+  EXPECT_EQ(NearestRankIndex(5, 0.99), 4u);
+  EXPECT_EQ(NearestRankIndex(100, 0.99), 98u);  // the 99th of 100
+  for (double q : {0.0, 0.2, 0.5, 0.9, 1.0})
+    EXPECT_EQ(QuantileOf(values, q), QuantileOf(values.data(), 5, q)) << q;
+  EXPECT_EQ(QuantileOf(values, 0.5), 30);
+  EXPECT_EQ(QuantileOf(std::vector<Nanos>{}, 0.5), 0);
+}
 
 TEST(BubblePredictor, UsesHintUntilTheSlotHasHistory) {
   BubblePredictor p;

@@ -7,25 +7,19 @@
 #include <cmath>
 #include <fstream>
 
+#include "policy/quantile.h"
+
 namespace freeride::report {
 namespace {
 
-int64_t Percentile(std::vector<int64_t> values, double q) {
-  if (values.empty()) return 0;
-  size_t rank = static_cast<size_t>(std::ceil(q * values.size()));
-  rank = std::clamp<size_t>(rank, 1, values.size());
-  std::nth_element(values.begin(), values.begin() + (rank - 1), values.end());
-  return values[rank - 1];
-}
-
 // Mean of the periods between consecutive iteration starts, without outliers.
-double LaneIterationMs(const std::vector<int64_t>& slot0_begins, uint64_t* periods_used) {
+double LaneIterationMs(const std::vector<int64_t>& starts, uint64_t* periods_used) {
   std::vector<int64_t> periods;
-  for (size_t i = 1; i < slot0_begins.size(); ++i)
-    if (slot0_begins[i] > slot0_begins[i - 1]) periods.push_back(slot0_begins[i] - slot0_begins[i - 1]);
+  for (size_t i = 1; i < starts.size(); ++i)
+    if (starts[i] > starts[i - 1]) periods.push_back(starts[i] - starts[i - 1]);
   *periods_used = 0;
   if (periods.empty()) return 0;
-  int64_t median = Percentile(periods, 0.5);
+  int64_t median = QuantileOf(periods, 0.5);
   double sum = 0;
   for (int64_t p : periods) {
     if (p > 3 * median) continue;
@@ -34,26 +28,6 @@ double LaneIterationMs(const std::vector<int64_t>& slot0_begins, uint64_t* perio
   }
   return *periods_used ? sum / static_cast<double>(*periods_used) / 1e6 : 0;
 }
-
-}  // namespace
-
-std::map<int, std::vector<int64_t>> IterationStartsByLane(const EventLogData& log) {
-  std::map<int, std::map<uint32_t, size_t>> counts;
-  for (const BubbleRecord& b : log.bubbles) ++counts[b.lane][b.slot];
-  std::map<int, uint32_t> marker;
-  for (const auto& [lane, by_slot] : counts) {
-    size_t best = 0;
-    for (const auto& [slot, n] : by_slot)
-      if (n > best) best = n, marker[lane] = slot;
-  }
-  std::map<int, std::vector<int64_t>> begins;
-  for (const BubbleRecord& b : log.bubbles)
-    if (b.slot == marker[b.lane]) begins[b.lane].push_back(b.begin_ns);
-  for (auto& [lane, v] : begins) std::sort(v.begin(), v.end());
-  return begins;
-}
-
-namespace {
 
 std::string Ms(int64_t ns) { return fmt::format("{:.1f} ms", static_cast<double>(ns) / 1e6); }
 
@@ -67,6 +41,25 @@ std::string Pct(int64_t part, int64_t whole) {
 }
 
 }  // namespace
+
+std::map<int, std::vector<int64_t>> IterationStartsByLane(const EventLogData& log) {
+  std::map<int, std::map<uint32_t, size_t>> counts;
+  for (const BubbleRecord& b : log.bubbles) ++counts[b.lane][b.slot];
+  std::map<int, uint32_t> marker;
+  for (const auto& [lane, by_slot] : counts) {
+    size_t best = 0;
+    for (const auto& [slot, n] : by_slot)
+      if (n > best) {
+        best = n;
+        marker[lane] = slot;
+      }
+  }
+  std::map<int, std::vector<int64_t>> begins;
+  for (const BubbleRecord& b : log.bubbles)
+    if (b.slot == marker[b.lane]) begins[b.lane].push_back(b.begin_ns);
+  for (auto& [lane, v] : begins) std::sort(v.begin(), v.end());
+  return begins;
+}
 
 double IterationMs(const EventLogData& log, uint64_t* periods) {
   double sum = 0;
@@ -112,15 +105,25 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
       it->second.second = std::max(it->second.second, b.end_ns);
     }
   }
-  for (const StepRecord& s : run.steps) ++lanes[s.lane].steps, lanes[s.lane].lane = s.lane;
-  auto slot0 = IterationStartsByLane(run);
+  for (const StepRecord& s : run.steps) {
+    LaneReport& l = lanes[s.lane];
+    l.lane = s.lane;
+    ++l.steps;
+  }
+  auto iteration_starts = IterationStartsByLane(run);
+  double iteration_ms_sum = 0;
+  int lanes_with_iterations = 0;
   std::vector<int64_t> all_overruns;
   for (auto& [index, l] : lanes) {
-    l.overrun_p99_ns = Percentile(overruns[index], 0.99);
+    l.overrun_p99_ns = QuantileOf(overruns[index], 0.99);
     for (int64_t o : overruns[index]) l.overrun_max_ns = std::max(l.overrun_max_ns, o);
     all_overruns.insert(all_overruns.end(), overruns[index].begin(), overruns[index].end());
     if (spans.count(index)) l.span_ns = spans[index].second - spans[index].first;
-    l.iteration_ms = LaneIterationMs(slot0[index], &l.iterations);
+    l.iteration_ms = LaneIterationMs(iteration_starts[index], &l.iterations);
+    if (l.iterations > 0) {
+      iteration_ms_sum += l.iteration_ms;
+      ++lanes_with_iterations;
+    }
     r.total.bubbles += l.bubbles;
     r.total.span_ns += l.span_ns;
     r.total.bubble_ns += l.bubble_ns;
@@ -128,11 +131,13 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
     r.total.overrun_ns += l.overrun_ns;
     r.total.overrun_max_ns = std::max(r.total.overrun_max_ns, l.overrun_max_ns);
     r.total.steps += l.steps;
+    r.total.iterations += l.iterations;
     r.lanes.push_back(l);
   }
   r.total.lane = -1;
-  r.total.overrun_p99_ns = Percentile(all_overruns, 0.99);
-  r.total.iteration_ms = IterationMs(run, &r.total.iterations);
+  r.total.overrun_p99_ns = QuantileOf(all_overruns, 0.99);
+  // The same figure as IterationMs(run), from the lanes just measured.
+  r.total.iteration_ms = lanes_with_iterations ? iteration_ms_sum / lanes_with_iterations : 0;
   if (r.total.span_ns > 0)
     r.bubble_fraction = static_cast<double>(r.total.bubble_ns) / static_cast<double>(r.total.span_ns);
   if (r.total.bubble_ns > 0)

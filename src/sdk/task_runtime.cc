@@ -1,17 +1,18 @@
-#include <vector>
-#include <algorithm>
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/files.h"
 #include "freeride/task.h"
+#include "policy/quantile.h"
 #include "sdk/task_channel.h"
 
 namespace freeride {
@@ -55,8 +56,7 @@ int RunAlone(IterativeTask& task, const RunOptions& options) {
   std::sort(step_ns.begin(), step_ns.end());
   auto quantile_ms = [&](double q) {
     if (step_ns.empty()) return 0.0;
-    size_t i = std::min(step_ns.size() - 1, static_cast<size_t>(q * step_ns.size()));
-    return static_cast<double>(step_ns[i]) / kMillisecond;
+    return static_cast<double>(step_ns[NearestRankIndex(step_ns.size(), q)]) / kMillisecond;
   };
   std::printf(
       "{\"mode\":\"standalone\",\"unit\":\"%s\",\"steps\":%llu,\"units\":%.6g,"

@@ -3,8 +3,9 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
-#include <sstream>
 
 namespace freeride::report {
 namespace {
@@ -88,49 +89,61 @@ void ReadTransition(dom::object o, EventLogData* out) {
 
 }  // namespace
 
+namespace {
+
+// Adds one line of the log to *out.  Blank lines are ignored; lines that are
+// not a known event's shape are counted as skipped.
+void AddLine(std::string_view line, simdjson::dom::parser& parser, EventLogData* out) {
+  if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
+  ++out->lines;
+  try {
+    dom::object o = parser.parse(line.data(), line.size()).get_object().value();
+    std::string_view type = o["type"].get_string().value();
+    if (type == "bubble") ReadBubble(o, out);
+    else if (type == "step") ReadStep(o, out);
+    else if (type == "transition") ReadTransition(o, out);
+    // Other event types (launch, daemon, lane_start, ...) carry nothing
+    // the report needs.
+  } catch (const simdjson::simdjson_error& e) {
+    if (out->skipped_lines++ == 0) {
+      out->first_skipped_line = out->lines;
+      out->first_skip_reason = e.what();
+    }
+  }
+}
+
+}  // namespace
+
 EventLogData ParseEventLog(std::string_view text, const std::string& path) {
   EventLogData out;
   out.path = path;
   dom::parser parser;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t newline = text.find('\n', pos);
-    if (newline == std::string_view::npos) newline = text.size();
-    std::string_view line = text.substr(pos, newline - pos);
-    pos = newline + 1;
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    ++out.lines;
-    try {
-      dom::object o = parser.parse(line.data(), line.size()).get_object().value();
-      std::string_view type = o["type"].get_string().value();
-      if (type == "bubble") ReadBubble(o, &out);
-      else if (type == "step") ReadStep(o, &out);
-      else if (type == "transition") ReadTransition(o, &out);
-      // Other event types (launch, daemon, lane_start, ...) carry nothing
-      // the report needs.
-    } catch (const simdjson::simdjson_error& e) {
-      if (out.skipped_lines++ == 0) {
-        out.first_skipped_line = out.lines;
-        out.first_skip_reason = e.what();
-      }
-    }
+  while (!text.empty()) {
+    size_t newline = std::min(text.find('\n'), text.size());
+    AddLine(text.substr(0, newline), parser, &out);
+    text.remove_prefix(std::min(newline + 1, text.size()));
   }
   return out;
 }
 
 std::optional<EventLogData> ReadEventLog(const std::string& path, std::string* error) {
+  // Line by line: a day's log can be gigabytes, and only the parsed records
+  // are kept.
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     *error = fmt::format("cannot read event log {}: {}", path, std::strerror(errno));
     return std::nullopt;
   }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
+  EventLogData out;
+  out.path = path;
+  dom::parser parser;
+  std::string line;
+  while (std::getline(in, line)) AddLine(line, parser, &out);
   if (in.bad()) {
     *error = fmt::format("error while reading event log {}", path);
     return std::nullopt;
   }
-  return ParseEventLog(buffer.str(), path);
+  return out;
 }
 
 }  // namespace freeride::report

@@ -65,12 +65,16 @@ grpc::Status ControlService::AttachStage(grpc::ServerContext*,
 
 grpc::Status ControlService::GetStats(grpc::ServerContext*, const v1::StatsRequest*,
                                       v1::StatsReply* reply) {
+  FillStats(reply);
+  return grpc::Status::OK;
+}
+
+void ControlService::FillStats(v1::StatsReply* reply) const {
   for (const auto& lane : *lanes_) lane->FillStats(reply->add_lanes());
   reply->set_daemon_pid(getpid());
   reply->set_uptime_ns(MonotonicNow() - started_ns_);
   reply->set_state_dir(state_dir_);
   reply->set_version(FREERIDE_VERSION);
-  return grpc::Status::OK;
 }
 
 }  // namespace freeride

@@ -25,6 +25,9 @@ class ControlService final : public v1::FreeRide::Service {
                            v1::AttachStageReply*) override;
   grpc::Status GetStats(grpc::ServerContext*, const v1::StatsRequest*, v1::StatsReply*) override;
 
+  // What GetStats answers, for in-process readers such as /metrics.
+  void FillStats(v1::StatsReply* reply) const;
+
  private:
   TaskManager* tasks_;
   const std::vector<std::unique_ptr<Lane>>* lanes_;

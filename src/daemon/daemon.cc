@@ -91,8 +91,7 @@ bool Daemon::Start(std::string* error) {
     metrics_ = std::make_unique<MetricsServer>();
     auto render = [this] {
       v1::StatsReply stats;
-      grpc::ServerContext unused;
-      service_->GetStats(&unused, nullptr, &stats);
+      service_->FillStats(&stats);
       return RenderPrometheusMetrics(stats, tasks_->List(/*include_ended=*/true));
     };
     if (!metrics_->Start(options_.metrics_address, render, error)) return false;

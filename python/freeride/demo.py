@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 
-LANES = int(os.environ.get("FREERIDE_DEMO_LANES", "4"))
+LANES = 4
 # What each lane runs: (name, command) for CPU and for CUDA.  Steps are sized
 # to about a millisecond so that even the short bubbles can be used.
 CPU_TASKS = [
@@ -67,17 +67,25 @@ class Demo:
         self.env["PYTHONPATH"] = os.pathsep.join(
             p for p in [os.path.join(self.share, "python"), os.environ.get("PYTHONPATH", "")] if p)
         self.env.pop("FREERIDE_SOCKET", None)
-        self.procs: list[subprocess.Popen] = []
         self.daemon = None
 
     # -- helpers --------------------------------------------------------------
     def run(self, cmd, log_name, timeout=600, env=None):
-        with open(os.path.join(self.out, log_name), "w") as log:
-            p = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env or self.env,
-                               timeout=timeout, cwd=self.out)
-        if p.returncode != 0:
-            raise DemoError(f"{' '.join(cmd[:3])}... failed (exit {p.returncode}); last lines of "
+        p = self.spawn(cmd, log_name, env)
+        try:
+            code = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise DemoError(f"{' '.join(cmd[:3])}... ran past {timeout} s; see {log_name}")
+        if code != 0:
+            raise DemoError(f"{' '.join(cmd[:3])}... failed (exit {code}); last lines of "
                             f"{log_name}:\n{self.tail(log_name)}")
+
+    def spawn(self, cmd, log_name, env=None):
+        """Starts cmd with its output in log_name (the child keeps its own copy of the file)."""
+        with open(os.path.join(self.out, log_name), "w") as log:
+            return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env or self.env,
+                                    cwd=self.out)
 
     def tail(self, log_name, lines=15):
         try:
@@ -95,10 +103,8 @@ class Demo:
     def start_daemon(self, phase, lanes_args):
         socket = os.path.join(self.out, f"{phase}.sock")
         state = os.path.join(self.out, phase)
-        log = open(os.path.join(self.out, f"{phase}-daemon.log"), "w")
-        self.daemon = subprocess.Popen(["freeride", "daemon", "--socket", socket, "--state-dir",
-                                        state, *lanes_args], stdout=log, stderr=subprocess.STDOUT,
-                                       env=self.env)
+        self.daemon = self.spawn(["freeride", "daemon", "--socket", socket, "--state-dir", state,
+                                  *lanes_args], f"{phase}-daemon.log")
         for _ in range(200):
             if os.path.exists(socket) or self.daemon.poll() is not None:
                 break
@@ -164,10 +170,8 @@ class Demo:
             env = dict(self.env)
             if gpu:
                 env["CUDA_VISIBLE_DEVICES"] = str(i % self.gpus)
-            job = subprocess.Popen(["freeride", "task-profile", "--seconds", str(self.args.profile_seconds),
-                                    "-o", path, "--", *cmd], env=env, cwd=self.out,
-                                   stdout=open(os.path.join(self.out, f"profile-{name}.log"), "w"),
-                                   stderr=subprocess.STDOUT)
+            job = self.spawn(["freeride", "task-profile", "--seconds", str(self.args.profile_seconds),
+                              "-o", path, "--", *cmd], f"profile-{name}.log", env=env)
             jobs.append((name, path, job))
             if not gpu:
                 job.wait()  # on CPU, one at a time: they would share the cores
@@ -240,11 +244,8 @@ class Demo:
         if os.path.exists(os.path.join(pipe, "control")):
             env["CUDA_MPS_PIPE_DIRECTORY"] = pipe  # the trainer joins MPS at priority 0
         if self.mode == "replay":
-            procs = []
-            for i, cmd in enumerate(self.replay_commands()):
-                procs.append(subprocess.Popen(cmd + ["--socket", socket], env=env, cwd=self.out,
-                                              stdout=open(os.path.join(self.out, f"{phase}-stage{i}.log"), "w"),
-                                              stderr=subprocess.STDOUT))
+            procs = [self.spawn(cmd + ["--socket", socket], f"{phase}-stage{i}.log", env=env)
+                     for i, cmd in enumerate(self.replay_commands())]
             for i, p in enumerate(procs):
                 if p.wait(timeout=600) != 0:
                     raise DemoError(f"stage {i} failed:\n{self.tail(f'{phase}-stage{i}.log')}")

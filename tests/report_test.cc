@@ -253,9 +253,15 @@ TEST(Timeline, SvgDrawsTheChosenIterations) {
   EXPECT_EQ(count("<title>bubble slot 0"), 2u);
   window.first_iteration = 0;
   window.iterations = 2;  // 0..200 ms
-  EXPECT_EQ(count("<title>pr:"), 3u);
   svg = RenderTimelineSvg(log, window);
   EXPECT_EQ(count("<title>pr:"), 6u);
+  EXPECT_EQ(count("<title>overrun"), 0u);
+  // By default the window is centred: 1 of the 2 complete iterations starts
+  // at index (2 - 1) / 2 = 0, so 0..100 ms.
+  window.first_iteration = -1;
+  window.iterations = 1;
+  svg = RenderTimelineSvg(log, window);
+  EXPECT_EQ(count("<title>pr:"), 3u);
 }
 
 TEST(ReportCli, ErrorsAreClearAndTheReportPrints) {

@@ -202,6 +202,16 @@ TEST_F(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
   EXPECT_EQ(transitions.back(), "FINISHED");
 }
 
+TEST_F(DaemonIntegration, ABadMetricsAddressStopsTheStartWithNothingListening) {
+  options_.metrics_address = "no-port-here";
+  Daemon daemon(options_);
+  std::string error;
+  EXPECT_FALSE(daemon.Start(&error));
+  EXPECT_NE(error.find("is not HOST:PORT"), std::string::npos) << error;
+  EXPECT_FALSE(std::filesystem::exists(options_.socket_path)) << "the control socket was made";
+  daemon.Shutdown();
+}
+
 TEST_F(DaemonIntegration, MetricsAndTheReportAgreeWithTheDaemonsOwnCounts) {
   options_.metrics_address = "127.0.0.1:0";
   ASSERT_NO_FATAL_FAILURE(StartDaemon());

@@ -78,15 +78,8 @@ bool Daemon::Start(std::string* error) {
     lanes_.push_back(std::move(lane));
   }
   service_ = std::make_unique<ControlService>(tasks_.get(), &lanes_, options_.state_dir);
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + options_.socket_path, grpc::InsecureServerCredentials());
-  builder.RegisterService(service_.get());
-  server_ = builder.BuildAndStart();
-  if (!server_) {
-    *error = fmt::format("cannot listen on {}", options_.socket_path);
-    return false;
-  }
-  chmod(options_.socket_path.c_str(), 0600);
+  // Before the control socket: a bad --metrics address then stops the start
+  // with nothing listening.
   if (!options_.metrics_address.empty()) {
     metrics_ = std::make_unique<MetricsServer>();
     auto render = [this] {
@@ -96,6 +89,15 @@ bool Daemon::Start(std::string* error) {
     };
     if (!metrics_->Start(options_.metrics_address, render, error)) return false;
   }
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + options_.socket_path, grpc::InsecureServerCredentials());
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_) {
+    *error = fmt::format("cannot listen on {}", options_.socket_path);
+    return false;
+  }
+  chmod(options_.socket_path.c_str(), 0600);
   tasks_->Start();
   for (auto& lane : lanes_) lane->Start();
   nlohmann::json lanes = nlohmann::json::array();

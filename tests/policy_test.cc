@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "policy/bubble_predictor.h"
@@ -84,6 +85,37 @@ TEST(StepEstimator, BubblesPassedOverForgetTheSlowestSamplesWithBackoff) {
   EXPECT_EQ(first.Estimate(), 3 * kMillisecond);
   first.PassedOver(1000);
   EXPECT_EQ(first.Estimate(), 3 * kMillisecond) << "nothing left to forget";
+}
+
+// The estimator keeps its samples sorted as they come and go; its estimate
+// must stay the nearest-rank p90 of exactly the samples a plain list holds.
+TEST(StepEstimator, IncrementalOrderMatchesAPlainQuantileOfTheWindow) {
+  StepEstimator estimator(777);
+  std::vector<Nanos> window;  // oldest first, as the estimator keeps them
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return state >> 33;
+  };
+  for (int i = 0; i < 5000; ++i) {
+    if (next() % 7 == 0) {
+      // Enough passes to forget one sample, as PassedOver does after its backoff.
+      int before = estimator.count();
+      estimator.PassedOver(StepEstimator::kMaxPassesBeforeForgetting);
+      if (estimator.count() < before) {
+        auto slowest = std::max_element(window.begin(), window.end());
+        window.erase(slowest);
+      }
+    } else {
+      Nanos step = static_cast<Nanos>(next() % 50);  // many ties on purpose
+      estimator.Observe(step);
+      window.push_back(step);
+      if (window.size() > StepEstimator::kWindow) window.erase(window.begin());
+    }
+    ASSERT_EQ(estimator.count(), static_cast<int>(window.size()));
+    Nanos expected = window.empty() ? 777 : QuantileOf(window, 0.9);
+    ASSERT_EQ(estimator.Estimate(), expected) << "after " << i << " updates";
+  }
 }
 
 TEST(StepEstimator, TheWindowKeepsTheNewestSteps) {

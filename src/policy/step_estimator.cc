@@ -8,15 +8,20 @@ void StepEstimator::Observe(Nanos duration) {
   if (duration < 0) return;
   passed_over_ = 0;
   if (count_ == kWindow) {
+    RemoveSorted(samples_[0]);
     std::move(samples_.begin() + 1, samples_.end(), samples_.begin());
     --count_;
   }
-  samples_[count_++] = duration;
+  samples_[count_] = duration;
+  auto at = std::upper_bound(sorted_.begin(), sorted_.begin() + count_, duration);
+  std::move_backward(at, sorted_.begin() + count_, sorted_.begin() + count_ + 1);
+  *at = duration;
+  ++count_;
 }
 
-Nanos StepEstimator::Estimate() const {
-  if (count_ == 0) return prior_;
-  return QuantileOf(samples_.data(), count_, 0.9);
+void StepEstimator::RemoveSorted(Nanos value) {
+  auto at = std::lower_bound(sorted_.begin(), sorted_.begin() + count_, value);
+  std::move(at + 1, sorted_.begin() + count_, at);
 }
 
 void StepEstimator::PassedOver(int bubbles) {
@@ -26,6 +31,7 @@ void StepEstimator::PassedOver(int bubbles) {
   passed_over_ = 0;
   passes_before_forgetting_ = std::min(2 * passes_before_forgetting_, kMaxPassesBeforeForgetting);
   auto slowest = std::max_element(samples_.begin(), samples_.begin() + count_);
+  RemoveSorted(*slowest);
   std::move(slowest + 1, samples_.begin() + count_, slowest);
   --count_;
 }

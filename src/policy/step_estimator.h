@@ -25,7 +25,9 @@ class StepEstimator {
   void Observe(Nanos duration);
   // A high quantile (p90) of recent steps, so that "fits" rarely overruns;
   // the prior before any step (or once every sample is forgotten).
-  Nanos Estimate() const;
+  Nanos Estimate() const {
+    return count_ == 0 ? prior_ : sorted_[NearestRankIndex(static_cast<size_t>(count_), 0.9)];
+  }
   // The task's lane served `bubbles` more bubbles in which the task ran no
   // step.  Only steps change the samples, so an estimate made too long by a
   // burst of slow steps (a preempted process, lazy initialisation) would
@@ -39,10 +41,17 @@ class StepEstimator {
 
  private:
   std::array<Nanos, kWindow> samples_{};  // the newest count_ of them, oldest first
+  // The same samples in ascending order, kept up to date step by step: the
+  // dispatcher asks for the estimate before every step, and the simulator
+  // for millions of steps.
+  std::array<Nanos, kWindow> sorted_{};
   int count_ = 0;
   Nanos prior_;
   int passed_over_ = 0;
   int passes_before_forgetting_ = kPassesBeforeForgetting;
+
+  // Removes one sample equal to `value` from sorted_[0..count_).
+  void RemoveSorted(Nanos value);
 };
 
 }  // namespace freeride

@@ -4,7 +4,6 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "schedule/pipeline_schedule.h"
@@ -22,34 +21,6 @@ struct ScheduleArgs {
   bool json = false;
 };
 
-bool ParseTimes(const std::string& text, StageTimes* times, std::string* error) {
-  std::vector<double> values;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    double v = std::strtod(item.c_str(), &end);
-    if (item.empty() || *end != '\0' || !(v >= 0)) {
-      *error = fmt::format("--times: '{}' is not a non-negative number", item);
-      return false;
-    }
-    values.push_back(v);
-  }
-  if (values.size() < 2 || values.size() > 3) {
-    *error = "--times takes F,B or F,B,W (forward, backward, weight-gradient times)";
-    return false;
-  }
-  times->forward = values[0];
-  // Schedules without split backwards run the weight gradient inside backward.
-  times->backward = values[1] + (values.size() == 3 ? values[2] : 0);
-  if (values.size() == 3) times->weight = values[2];
-  if (times->forward + times->backward <= 0) {
-    *error = "--times: forward and backward cannot both be zero";
-    return false;
-  }
-  return true;
-}
-
 int RunSchedule(const ScheduleArgs& args) {
   std::string error;
   auto kind = ParseScheduleKind(args.schedule, &error);
@@ -58,7 +29,7 @@ int RunSchedule(const ScheduleArgs& args) {
     return 2;
   }
   StageTimes times;
-  if (!ParseTimes(args.times, &times, &error)) {
+  if (!ParseStageTimes(args.times, &times, &error)) {
     fmt::print(stderr, "freeride schedule: {}\n", error);
     return 2;
   }

@@ -1,8 +1,12 @@
 #include "schedule/pipeline_schedule.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
+
+#include "schedule/pipeline_timer.h"
 
 namespace freeride {
 
@@ -203,64 +207,29 @@ std::vector<std::vector<PipelineAction>> BuildActionOrder(ScheduleKind kind, int
 
 ScheduleTimeline TimeSchedule(ScheduleKind kind, int ranks, int microbatches,
                               const StageTimes& times, double min_idle, int virtual_stages) {
-  auto order = BuildActionOrder(kind, ranks, microbatches, virtual_stages);
-  const int stages = ranks * virtual_stages;
-  const double kUnset = -1;
-  // Finish times per (stage, micro-batch): forward, and backward or its
-  // input-gradient half (what the previous stage waits for).
-  std::vector<std::vector<double>> f_end(stages, std::vector<double>(microbatches, kUnset));
-  std::vector<std::vector<double>> b_end = f_end;
-  std::vector<size_t> next(ranks, 0);
-  std::vector<double> rank_free(ranks, 0);
+  PipelineTimer timer(kind, ranks, microbatches, virtual_stages);
   ScheduleTimeline timeline;
   timeline.ranks.resize(ranks);
-  size_t remaining = 0;
-  for (auto& a : order) remaining += a.size();
-  auto arrival = [&](const std::vector<std::vector<double>>& ends, int from_stage, int to_stage,
-                     int mb) {
-    double end = ends[from_stage][mb];
-    if (end == kUnset) return kUnset;
-    bool hop = RankOfStage(kind, ranks, from_stage) != RankOfStage(kind, ranks, to_stage);
-    return end + (hop ? times.p2p_latency : 0);
-  };
-  while (remaining > 0) {
-    bool progressed = false;
-    for (int rank = 0; rank < ranks; ++rank) {
-      while (next[rank] < order[rank].size()) {
-        const PipelineAction& a = order[rank][next[rank]];
-        double ready = rank_free[rank];
-        double length = 0;
-        if (a.type == Action::kForward) {
-          if (a.stage > 0) {
-            double in = arrival(f_end, a.stage - 1, a.stage, a.microbatch);
-            if (in == kUnset) break;
-            ready = std::max(ready, in);
-          }
-          length = times.forward;
-        } else if (a.IsBackwardStart()) {
-          if (f_end[a.stage][a.microbatch] == kUnset) break;
-          if (a.stage + 1 < stages) {
-            double in = arrival(b_end, a.stage + 1, a.stage, a.microbatch);
-            if (in == kUnset) break;
-            ready = std::max(ready, in);
-          }
-          length = a.type == Action::kBackward ? times.backward : times.InputTime();
-        } else {  // weight gradient: after the same stage's input gradient
-          if (b_end[a.stage][a.microbatch] == kUnset) break;
-          length = times.WeightTime();
-        }
-        TimedAction timed{a, ready, ready + length};
-        if (a.type == Action::kForward) f_end[a.stage][a.microbatch] = timed.end;
-        if (a.IsBackwardStart()) b_end[a.stage][a.microbatch] = timed.end;
-        rank_free[rank] = timed.end;
-        timeline.ranks[rank].actions.push_back(timed);
-        ++next[rank];
-        --remaining;
-        progressed = true;
+  struct FixedTimes {
+    const StageTimes& times;
+    const PipelineTimer& timer;
+    ScheduleTimeline& timeline;
+    double Duration(int, int, const PipelineAction& a) const {
+      switch (a.type) {
+        case Action::kForward: return times.forward;
+        case Action::kBackward: return times.backward;
+        case Action::kBackwardInput: return times.InputTime();
+        case Action::kBackwardWeight: return times.WeightTime();
       }
+      return 0;
     }
-    if (!progressed) throw std::logic_error("schedule deadlocks: an action waits on itself");
-  }
+    double Start(int, int, double, double ready) const { return ready; }
+    void Done(int rank, int index, double start, double end) {
+      timeline.ranks[rank].actions.push_back({timer.order()[rank][index], start, end});
+    }
+  } hooks{times, timer, timeline};
+  std::vector<double> rank_start(ranks, 0), rank_free(ranks, 0);
+  timer.Run(rank_start.data(), times.p2p_latency, hooks, rank_free.data());
   timeline.iteration = *std::max_element(rank_free.begin(), rank_free.end());
   double idle_total = 0;
   for (int rank = 0; rank < ranks; ++rank) {
@@ -287,6 +256,34 @@ ScheduleTimeline TimeSchedule(ScheduleKind kind, int ranks, int microbatches,
   }
   timeline.bubble_fraction = idle_total / (ranks * timeline.iteration);
   return timeline;
+}
+
+bool ParseStageTimes(const std::string& text, StageTimes* times, std::string* error) {
+  std::vector<double> values;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end != '\0' || !(v >= 0) || !std::isfinite(v)) {
+      *error = "--times: '" + item + "' is not a non-negative number";
+      return false;
+    }
+    values.push_back(v);
+  }
+  if (values.size() < 2 || values.size() > 3) {
+    *error = "--times takes F,B or F,B,W (forward, backward, weight-gradient times)";
+    return false;
+  }
+  times->forward = values[0];
+  // Schedules without split backwards run the weight gradient inside backward.
+  times->backward = values[1] + (values.size() == 3 ? values[2] : 0);
+  if (values.size() == 3) times->weight = values[2];
+  if (times->forward + times->backward <= 0) {
+    *error = "--times: forward and backward cannot both be zero";
+    return false;
+  }
+  return true;
 }
 
 double ClosedFormBubbleFraction(int stages, int microbatches) {

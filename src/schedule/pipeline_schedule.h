@@ -86,6 +86,11 @@ struct StageTimes {
   double InputTime() const { return backward - WeightTime(); }
 };
 
+// Parses "F,B" or "F,B,W" (forward, backward and its weight-gradient part;
+// schedules without a split backward run W inside B, so B + W becomes the
+// backward).  Sets *error and returns false for anything else.
+bool ParseStageTimes(const std::string& text, StageTimes* times, std::string* error);
+
 struct ScheduleTimeline {
   std::vector<RankTimeline> ranks;
   double iteration = 0;       // makespan

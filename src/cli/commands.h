@@ -12,5 +12,6 @@ void AddProfileCommand(CLI::App& app, int* exit_code);
 void AddTaskProfileCommand(CLI::App& app, int* exit_code);
 void AddReportCommands(CLI::App& app, int* exit_code);
 void AddDemoCommand(CLI::App& app, int* exit_code);
+void AddSimulateCommand(CLI::App& app, int* exit_code);
 
 }  // namespace freeride::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   freeride::cli::AddProfileCommand(app, &exit_code);
   freeride::cli::AddTaskProfileCommand(app, &exit_code);
   freeride::cli::AddReportCommands(app, &exit_code);
+  freeride::cli::AddSimulateCommand(app, &exit_code);
   freeride::cli::AddDemoCommand(app, &exit_code);
   try {
     app.parse(argc, argv);

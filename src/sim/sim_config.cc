@@ -1,0 +1,99 @@
+#include "sim/sim_config.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace freeride::sim {
+namespace {
+
+void RequireTime(double value, const std::string& what) {
+  if (!std::isfinite(value) || value < 0)
+    throw std::invalid_argument(fmt::format("{} must be a time of 0 ms or more, not {}", what, value));
+}
+
+void RequireAtLeastOne(int64_t value, const char* what) {
+  if (value < 1) throw std::invalid_argument(fmt::format("{} must be at least 1, not {}", what, value));
+}
+
+}  // namespace
+
+void ValidateSimConfig(const SimConfig& c) {
+  RequireAtLeastOne(c.stages, "--stages");
+  RequireAtLeastOne(c.microbatches, "the micro-batches per pipeline");
+  RequireAtLeastOne(c.data_parallel, "the data-parallel degree");
+  RequireAtLeastOne(c.iterations, "--iterations");
+  if (c.virtual_stages < 0) throw std::invalid_argument("--virtual-stages cannot be negative");
+  if (c.layers < 0) throw std::invalid_argument("--layers cannot be negative");
+  if (c.layers > 0 && c.ModelStages() > c.layers)
+    throw std::invalid_argument(fmt::format(
+        "{} model stages ({} ranks x {} virtual stages) but only {} layers: every stage needs "
+        "at least one layer",
+        c.ModelStages(), c.stages, c.VirtualStages(), c.layers));
+  // The schedule's own shape rules (torch refuses the same shapes).
+  BuildActionOrder(c.schedule, c.stages, c.microbatches, c.VirtualStages());
+
+  if (c.stage_times.size() != 1 && static_cast<int>(c.stage_times.size()) != c.ModelStages())
+    throw std::invalid_argument(fmt::format(
+        "{} stage times given for {} model stages: give one for all or one per stage",
+        c.stage_times.size(), c.ModelStages()));
+  for (size_t i = 0; i < c.stage_times.size(); ++i) {
+    const StageTimes& t = c.stage_times[i];
+    std::string stage = c.stage_times.size() == 1 ? "every stage" : fmt::format("stage {}", i);
+    RequireTime(t.forward, fmt::format("the forward time of {}", stage));
+    RequireTime(t.backward, fmt::format("the backward time of {}", stage));
+    if (t.weight >= 0 && t.weight > t.backward)
+      throw std::invalid_argument(fmt::format(
+          "the weight-gradient time of {} ({} ms) is longer than its whole backward ({} ms)",
+          stage, t.weight, t.backward));
+    if (t.forward + t.backward <= 0)
+      throw std::invalid_argument(fmt::format("{} has neither forward nor backward time", stage));
+  }
+  RequireTime(c.p2p_ms, "--p2p-ms");
+  RequireTime(c.allreduce_ms, "--allreduce-ms");
+  RequireTime(c.optimizer_ms, "--optimizer-ms");
+  RequireTime(c.dispatch_latency_ms, "--dispatch-latency-ms");
+  if (!std::isfinite(c.jitter_cv) || c.jitter_cv < 0 || c.jitter_cv > 2)
+    throw std::invalid_argument(fmt::format("--jitter must be in 0..2, not {}", c.jitter_cv));
+  if (!(c.straggler_prob >= 0 && c.straggler_prob <= 1))
+    throw std::invalid_argument(fmt::format("--straggler-prob must be in 0..1, not {}", c.straggler_prob));
+  if (!(c.straggler_slowdown >= 1 && std::isfinite(c.straggler_slowdown)))
+    throw std::invalid_argument(fmt::format("--straggler-slowdown must be 1 or more, not {}",
+                                            c.straggler_slowdown));
+  if (!(c.step_slowdown >= 1 && std::isfinite(c.step_slowdown)))
+    throw std::invalid_argument(fmt::format("--step-slowdown must be 1 or more, not {}", c.step_slowdown));
+  if (!(c.overrun_cost >= 0 && c.overrun_cost <= 1))
+    throw std::invalid_argument(fmt::format("--overrun-cost must be in 0..1, not {}", c.overrun_cost));
+  if (c.placement == TaskPlacement::kAll && c.tasks.size() > 64)
+    throw std::invalid_argument("at most 64 tasks can share every GPU");
+
+  for (const SimTask& t : c.tasks) {
+    std::string who = fmt::format("task '{}'", t.name);
+    RequireTime(t.step_ms_p50, who + " step p50");
+    if (t.step_ms_p50 <= 0) throw std::invalid_argument(who + ": its step p50 must be above 0 ms");
+    if (!(t.step_ms_p50 <= t.step_ms_p90 && t.step_ms_p90 <= t.step_ms_p99 &&
+          t.step_ms_p99 <= t.step_ms_max && std::isfinite(t.step_ms_max)))
+      throw std::invalid_argument(fmt::format(
+          "{}: step quantiles must rise: p50 {} <= p90 {} <= p99 {} <= max {} ms", who,
+          t.step_ms_p50, t.step_ms_p90, t.step_ms_p99, t.step_ms_max));
+    if (!(t.rate_per_s >= 0 && std::isfinite(t.rate_per_s)))
+      throw std::invalid_argument(who + ": its alone rate cannot be negative");
+    if (c.free_memory_bytes != UINT64_MAX && t.memory_bytes > c.free_memory_bytes)
+      throw std::invalid_argument(fmt::format(
+          "{} needs {:.2f} GiB of GPU memory but the trainer leaves only {:.2f} GiB: it could "
+          "never run",
+          who, t.memory_bytes / double(1ull << 30), c.free_memory_bytes / double(1ull << 30)));
+  }
+}
+
+std::vector<SimTask> DefaultTaskMix() {
+  constexpr uint64_t kMiB = 1ull << 20;
+  return {
+      {"pagerank", "edges", 4.834e10, 1.383, 1.390, 1.393, 1.412, 1024 * kMiB, 0},
+      {"sgd", "ratings", 2.107e9, 1.994, 2.000, 2.005, 2.011, 1024 * kMiB, 0},
+      {"image", "megapixels", 325.6, 1.969, 2.100, 2.219, 2.265, 590 * kMiB, 0},
+  };
+}
+
+}  // namespace freeride::sim

@@ -1,0 +1,115 @@
+#include "sim/stage_times_file.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace freeride::sim {
+namespace {
+
+// A finite non-negative number at `key`, or throws a message naming it.
+double TimeAt(const nlohmann::json& object, const char* key, const std::string& where) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_number())
+    throw std::runtime_error(fmt::format("{} has no number \"{}\"", where, key));
+  double value = it->get<double>();
+  if (!std::isfinite(value) || value < 0)
+    throw std::runtime_error(fmt::format("{}: \"{}\" is {}, not a time of 0 ms or more", where, key, value));
+  return value;
+}
+
+StageTimesFile FromConfig(const nlohmann::json& doc) {
+  const nlohmann::json& stages = doc["stages"];
+  if (!stages.is_array() || stages.empty())
+    throw std::runtime_error("\"stages\" must be a non-empty list of {\"forward_ms\", \"backward_ms\"}");
+  StageTimesFile out;
+  out.source = "config";
+  for (size_t i = 0; i < stages.size(); ++i) {
+    std::string where = fmt::format("stage {}", i);
+    if (!stages[i].is_object()) throw std::runtime_error(where + " is not an object");
+    StageTimes t;
+    t.forward = TimeAt(stages[i], "forward_ms", where);
+    t.backward = TimeAt(stages[i], "backward_ms", where);
+    if (stages[i].contains("weight_ms")) t.weight = TimeAt(stages[i], "weight_ms", where);
+    out.stages.push_back(t);
+  }
+  if (doc.contains("p2p_ms")) out.p2p_ms = TimeAt(doc, "p2p_ms", "the file");
+  out.ranks = static_cast<int>(out.stages.size());
+  out.note = fmt::format("{} stage times from a config", out.stages.size());
+  return out;
+}
+
+StageTimesFile FromProfile(const nlohmann::json& doc, int microbatches, double backward_ratio) {
+  const nlohmann::json& ranks = doc["ranks"];
+  if (!ranks.is_array() || ranks.empty())
+    throw std::runtime_error("\"ranks\" must be a non-empty list, as `freeride profile --json` writes");
+  if (microbatches < 1)
+    throw std::runtime_error("deriving stage times from a profile needs --microbatches (at least 1)");
+  if (!(backward_ratio > 0 && std::isfinite(backward_ratio)))
+    throw std::runtime_error("--backward-ratio must be above 0");
+  StageTimesFile out;
+  out.source = "profile";
+  std::string listed;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    std::string where = fmt::format("rank {}", i);
+    if (!ranks[i].is_object()) throw std::runtime_error(where + " is not an object");
+    // Older bubble tables carry the iteration and its gaps but no busy time.
+    double busy = 0;
+    if (ranks[i].contains("busy_ms")) {
+      busy = TimeAt(ranks[i], "busy_ms", where);
+    } else {
+      busy = TimeAt(ranks[i], "iteration_ms", where);
+      const nlohmann::json& bubbles = ranks[i].contains("bubbles") ? ranks[i]["bubbles"] : nlohmann::json();
+      if (!bubbles.is_array())
+        throw std::runtime_error(where + " has neither \"busy_ms\" nor a list of \"bubbles\"");
+      for (size_t b = 0; b < bubbles.size(); ++b)
+        busy -= TimeAt(bubbles[b], "duration_ms", fmt::format("{} bubble {}", where, b));
+    }
+    if (busy <= 0) throw std::runtime_error(where + " was never busy: nothing to derive times from");
+    StageTimes t;
+    t.forward = busy / (microbatches * (1 + backward_ratio));
+    t.backward = backward_ratio * t.forward;
+    out.stages.push_back(t);
+    listed += fmt::format("{}{:.2f}/{:.2f}", i ? ", " : "", t.forward, t.backward);
+  }
+  out.ranks = static_cast<int>(out.stages.size());
+  out.note = fmt::format(
+      "forward/backward ms per rank from the profile's busy time, {} micro-batches, backward = "
+      "{:g} x forward: {}",
+      microbatches, backward_ratio, listed);
+  return out;
+}
+
+}  // namespace
+
+std::optional<StageTimesFile> ReadStageTimesFile(const std::string& path, int microbatches,
+                                                 double backward_ratio, std::string* error) {
+  std::ifstream in(path);
+  if (!in) {
+    *error = fmt::format("{}: cannot open it", path);
+    return std::nullopt;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    *error = fmt::format("{}: not a JSON object", path);
+    return std::nullopt;
+  }
+  try {
+    if (doc.contains("stages")) return FromConfig(doc);
+    if (doc.contains("ranks")) return FromProfile(doc, microbatches, backward_ratio);
+    *error = fmt::format(
+        "{}: neither a stage-times config (\"stages\") nor `freeride profile --json` output "
+        "(\"ranks\")",
+        path);
+  } catch (const std::exception& e) {
+    *error = fmt::format("{}: {}", path, e.what());
+  }
+  return std::nullopt;
+}
+
+}  // namespace freeride::sim

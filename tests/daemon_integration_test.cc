@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "base/clock.h"
+#include "base/files.h"
 #include "client/client.h"
 #include "daemon/daemon.h"
 #include "report/event_log_reader.h"
@@ -601,6 +602,76 @@ TEST_F(DaemonIntegration, SocketIsPrivateAndASecondDaemonIsRefused) {
   Daemon third(other);
   EXPECT_FALSE(third.Start(&error));
   EXPECT_NE(error.find("another daemon is listening"), std::string::npos) << error;
+}
+
+// ---------------------------------------------------------------------------
+// TCP: only with a token, which every TCP request must carry.
+
+TEST(DaemonTcp, RequestsWithoutTheTokenAreRefusedAndTheSocketNeedsNone) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir);
+  options.listen_address = "127.0.0.1:0";
+  std::string error;
+  {
+    Daemon tokenless(options);
+    EXPECT_FALSE(tokenless.Start(&error)) << "TCP without a token must not start";
+    EXPECT_NE(error.find("token"), std::string::npos) << error;
+  }
+  options.token = "0123456789abcdef0123456789abcdef";
+  Daemon daemon(options);
+  ASSERT_TRUE(daemon.Start(&error)) << error;
+  ASSERT_GT(daemon.tcp_port(), 0);
+
+  auto stats_with = [&](const std::string& token, bool over_tcp) {
+    DaemonEndpoint endpoint;
+    endpoint.socket_path = options.socket_path;
+    if (over_tcp) endpoint.server = "127.0.0.1:" + std::to_string(daemon.tcp_port());
+    endpoint.token = token;
+    std::string why;
+    auto stub = ConnectToDaemon(endpoint, &why);
+    EXPECT_NE(stub, nullptr) << why;
+    grpc::ClientContext context;
+    PrepareContext(&context, endpoint, std::chrono::seconds(5));
+    v1::StatsReply stats;
+    return stub->GetStats(&context, v1::StatsRequest(), &stats).error_code();
+  };
+  EXPECT_EQ(stats_with(options.token, true), grpc::StatusCode::OK);
+  EXPECT_EQ(stats_with("", true), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(stats_with("0123456789abcdef0123456789abcdeX", true), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(stats_with("short", true), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(stats_with("", false), grpc::StatusCode::OK) << "the 0600 socket is the owner's";
+
+  // A refused Submit changes nothing.
+  DaemonEndpoint intruder;
+  intruder.server = "127.0.0.1:" + std::to_string(daemon.tcp_port());
+  auto stub = ConnectToDaemon(intruder, &error);
+  grpc::ClientContext context;
+  v1::SubmitRequest request;
+  *request.mutable_spec() = MakeSpec("intruder", {"/bin/true"});
+  v1::SubmitReply reply;
+  EXPECT_EQ(stub->Submit(&context, request, &reply).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(daemon.tasks()->List(/*include_ended=*/true).empty());
+  daemon.Shutdown();
+}
+
+TEST(TokenFile, OnlyPrivateFilesWithLongTokensAreAccepted) {
+  TempDir dir;
+  std::string path = dir.path() + "/token";
+  std::string error;
+  EXPECT_FALSE(ReadTokenFile(path, &error));
+  EXPECT_NE(error.find("does not exist"), std::string::npos) << error;
+  WriteFileAtomically(path, "  0123456789abcdef0123  \n");
+  chmod(path.c_str(), 0600);
+  auto token = ReadTokenFile(path, &error);
+  ASSERT_TRUE(token) << error;
+  EXPECT_EQ(*token, "0123456789abcdef0123");
+  chmod(path.c_str(), 0640);
+  EXPECT_FALSE(ReadTokenFile(path, &error));
+  EXPECT_NE(error.find("chmod 600"), std::string::npos) << error;
+  WriteFileAtomically(path, "short\n");
+  chmod(path.c_str(), 0600);
+  EXPECT_FALSE(ReadTokenFile(path, &error));
+  EXPECT_NE(error.find("at least 16"), std::string::npos) << error;
 }
 
 // ---------------------------------------------------------------------------

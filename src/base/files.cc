@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 namespace freeride {
 
@@ -34,6 +35,13 @@ bool WriteFileAtomically(const std::string& path, std::string_view content, std:
         return static_cast<bool>(out);
       },
       error);
+}
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream content;
+  content << in.rdbuf();
+  return in ? content.str() : std::string();
 }
 
 }  // namespace freeride

@@ -18,4 +18,7 @@ bool ReplaceFileAtomically(const std::string& path,
 bool WriteFileAtomically(const std::string& path, std::string_view content,
                          std::string* error = nullptr);
 
+// The whole content of a file; "" when it cannot be read.
+std::string ReadWholeFile(const std::string& path);
+
 }  // namespace freeride

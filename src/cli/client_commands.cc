@@ -33,17 +33,45 @@ std::string ToJson(const google::protobuf::Message& message) {
 
 // Runs fn with a connected stub; prints a clear error and returns non-zero
 // when the daemon cannot be reached or the RPC fails.
+// How the user named the daemon: --socket, or --server with --token-file
+// (and --tls-ca for TLS).
+struct DaemonTarget {
+  std::string socket = DefaultSocketPath();
+  std::string server;
+  std::string token_file;
+  std::string tls_ca;
+};
+
+// fn(stub, endpoint) makes the calls; every context is set up with
+// PrepareContext(&context, endpoint, ...) so that a TCP daemon gets the token.
 template <typename Fn>
-int WithDaemon(const std::string& socket, const char* command, Fn fn) {
+int WithDaemon(const DaemonTarget& target, const char* command, Fn fn) {
   std::string error;
-  auto stub = ConnectToDaemon(socket, &error);
+  DaemonEndpoint endpoint;
+  endpoint.socket_path = target.socket;
+  endpoint.server = target.server;
+  endpoint.tls_ca_file = target.tls_ca;
+  if (!target.server.empty()) {
+    if (target.token_file.empty()) {
+      fmt::print(stderr, "freeride {}: --server needs --token-file: a TCP daemon refuses requests "
+                         "without its token\n", command);
+      return 2;
+    }
+    auto token = ReadTokenFile(target.token_file, &error);
+    if (!token) {
+      fmt::print(stderr, "freeride {}: {}\n", command, error);
+      return 2;
+    }
+    endpoint.token = *token;
+  }
+  auto stub = ConnectToDaemon(endpoint, &error);
   if (!stub) {
     fmt::print(stderr, "freeride {}: {}\n", command, error);
     return 1;
   }
-  grpc::Status status = fn(*stub);
+  grpc::Status status = fn(*stub, endpoint);
   if (!status.ok()) {
-    fmt::print(stderr, "freeride {}: {}\n", command, DescribeRpcError(status, socket));
+    fmt::print(stderr, "freeride {}: {}\n", command, DescribeRpcError(status, endpoint));
     return status.error_code() == grpc::StatusCode::UNAVAILABLE ? 1 : 2;
   }
   return 0;
@@ -68,7 +96,7 @@ std::string TaskLine(const v1::TaskInfo& t) {
 
 // ---------------------------------------------------------------- submit --
 struct SubmitArgs {
-  std::string socket = DefaultSocketPath();
+  DaemonTarget daemon;
   std::string name;
   std::string lane = "any";
   std::string memory = "0";
@@ -157,9 +185,9 @@ int RunSubmit(const SubmitArgs& args) {
     if (eq != std::string::npos) (*spec->mutable_env())[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
   v1::SubmitReply reply;
-  int rc = WithDaemon(args.socket, "submit", [&](v1::FreeRide::Stub& stub) {
+  int rc = WithDaemon(args.daemon, "submit", [&](v1::FreeRide::Stub& stub, const DaemonEndpoint& endpoint) {
     grpc::ClientContext context;
-    SetDeadline(&context, kRpcTimeout);
+    PrepareContext(&context, endpoint, kRpcTimeout);
     return stub.Submit(&context, request, &reply);
   });
   if (rc != 0) return rc;
@@ -174,7 +202,7 @@ int RunSubmit(const SubmitArgs& args) {
 
 // ---------------------------------------------------------------- status --
 struct StatusArgs {
-  std::string socket = DefaultSocketPath();
+  DaemonTarget daemon;
   bool json = false;
   bool all = false;
   double watch_seconds = 0;  // > 0: refresh every this many seconds
@@ -182,13 +210,13 @@ struct StatusArgs {
 };
 
 int FetchStatus(const StatusArgs& args, v1::StatsReply* stats, v1::ListTasksReply* tasks) {
-  return WithDaemon(args.socket, "status", [&](v1::FreeRide::Stub& stub) {
+  return WithDaemon(args.daemon, "status", [&](v1::FreeRide::Stub& stub, const DaemonEndpoint& endpoint) {
     grpc::ClientContext c1;
-    SetDeadline(&c1, kRpcTimeout);
+    PrepareContext(&c1, endpoint, kRpcTimeout);
     grpc::Status s = stub.GetStats(&c1, v1::StatsRequest(), stats);
     if (!s.ok()) return s;
     grpc::ClientContext c2;
-    SetDeadline(&c2, kRpcTimeout);
+    PrepareContext(&c2, endpoint, kRpcTimeout);
     v1::ListTasksRequest request;
     request.set_include_ended(args.all);
     return stub.ListTasks(&c2, request, tasks);
@@ -265,7 +293,7 @@ int RunStatus(const StatusArgs& args) {
 
 // ------------------------------------------------------------ show/cancel --
 struct TaskRefArgs {
-  std::string socket = DefaultSocketPath();
+  DaemonTarget daemon;
   std::string task;
   bool json = false;
 };
@@ -304,9 +332,9 @@ int RunShow(const TaskRefArgs& args) {
   request.set_id(id);
   request.set_name(name);
   v1::TaskInfo info;
-  int rc = WithDaemon(args.socket, "show", [&](v1::FreeRide::Stub& stub) {
+  int rc = WithDaemon(args.daemon, "show", [&](v1::FreeRide::Stub& stub, const DaemonEndpoint& endpoint) {
     grpc::ClientContext context;
-    SetDeadline(&context, kRpcTimeout);
+    PrepareContext(&context, endpoint, kRpcTimeout);
     return stub.GetTask(&context, request, &info);
   });
   if (rc != 0) return rc;
@@ -323,9 +351,9 @@ int RunCancel(const TaskRefArgs& args) {
   request.set_id(id);
   request.set_name(name);
   v1::CancelReply reply;
-  int rc = WithDaemon(args.socket, "cancel", [&](v1::FreeRide::Stub& stub) {
+  int rc = WithDaemon(args.daemon, "cancel", [&](v1::FreeRide::Stub& stub, const DaemonEndpoint& endpoint) {
     grpc::ClientContext context;
-    SetDeadline(&context, kRpcTimeout);
+    PrepareContext(&context, endpoint, kRpcTimeout);
     return stub.Cancel(&context, request, &reply);
   });
   if (rc != 0) return rc;
@@ -335,8 +363,12 @@ int RunCancel(const TaskRefArgs& args) {
   return 0;
 }
 
-void AddSocket(CLI::App* cmd, std::string* socket) {
-  cmd->add_option("--socket", *socket, "The daemon's Unix socket")->capture_default_str();
+void AddDaemonTarget(CLI::App* cmd, DaemonTarget* target) {
+  cmd->add_option("--socket", target->socket, "The daemon's Unix socket")->capture_default_str();
+  cmd->add_option("--server", target->server,
+                  "HOST:PORT of a daemon started with --listen (instead of --socket)");
+  cmd->add_option("--token-file", target->token_file, "The TCP daemon's token (mode 0600)");
+  cmd->add_option("--tls-ca", target->tls_ca, "Use TLS to --server, trusting this CA certificate");
 }
 
 }  // namespace
@@ -344,7 +376,7 @@ void AddSocket(CLI::App* cmd, std::string* socket) {
 void AddClientCommands(CLI::App& app, int* exit_code) {
   auto submit = std::make_shared<SubmitArgs>();
   CLI::App* cmd = app.add_subcommand("submit", "Submit a side task: freeride submit [OPTIONS] -- CMD ARGS...");
-  AddSocket(cmd, &submit->socket);
+  AddDaemonTarget(cmd, &submit->daemon);
   cmd->add_option("--name", submit->name, "Task name (default: the command's name plus a suffix)");
   cmd->add_option("--lane", submit->lane, "Lane number, or 'any'")->capture_default_str();
   cmd->add_option("--memory", submit->memory, "Declared peak device memory, e.g. 2GiB")
@@ -365,7 +397,7 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
 
   auto status = std::make_shared<StatusArgs>();
   cmd = app.add_subcommand("status", "Show lanes and tasks.");
-  AddSocket(cmd, &status->socket);
+  AddDaemonTarget(cmd, &status->daemon);
   cmd->add_flag("--json", status->json, "Print JSON");
   cmd->add_flag("--all", status->all, "Include tasks that have ended");
   cmd->add_option("--watch", status->watch_seconds,
@@ -377,14 +409,14 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
 
   auto show = std::make_shared<TaskRefArgs>();
   cmd = app.add_subcommand("show", "Show one task, by id or name.");
-  AddSocket(cmd, &show->socket);
+  AddDaemonTarget(cmd, &show->daemon);
   cmd->add_option("task", show->task, "Task id or name")->required();
   cmd->add_flag("--json", show->json, "Print JSON");
   cmd->callback([show, exit_code] { *exit_code = RunShow(*show); });
 
   auto cancel = std::make_shared<TaskRefArgs>();
   cmd = app.add_subcommand("cancel", "Cancel a task, by id or name.");
-  AddSocket(cmd, &cancel->socket);
+  AddDaemonTarget(cmd, &cancel->daemon);
   cmd->add_option("task", cancel->task, "Task id or name")->required();
   cmd->add_flag("--json", cancel->json, "Print JSON");
   cmd->callback([cancel, exit_code] { *exit_code = RunCancel(*cancel); });

@@ -10,6 +10,7 @@
 #include "base/paths.h"
 #include "base/units.h"
 #include "cli/commands.h"
+#include "client/client.h"
 #include "daemon/daemon.h"
 #include "daemon/gpu_query.h"
 #include "daemon/mps_control.h"
@@ -27,6 +28,9 @@ struct DaemonArgs {
   int max_resident = 4;
   std::string stage_timeout = "10s";
   std::string metrics;
+  std::string listen;
+  std::string token_file;
+  std::string tls_cert, tls_key;
 };
 
 std::string DefaultStateDir() {
@@ -109,6 +113,26 @@ int RunDaemon(const DaemonArgs& args) {
   options.max_resident_per_lane = args.max_resident;
   options.metrics_address = args.metrics;
   std::string error;
+  if (!args.listen.empty()) {
+    // TCP reaches beyond this user's account, so it is never open without a token.
+    if (args.token_file.empty()) {
+      fmt::print(stderr, "freeride daemon: --listen needs --token-file: the control API is never "
+                         "open on TCP without a token (see docs/security.md)\n");
+      return 2;
+    }
+    auto token = ReadTokenFile(args.token_file, &error);
+    if (!token) {
+      fmt::print(stderr, "freeride daemon: {}\n", error);
+      return 2;
+    }
+    options.listen_address = args.listen;
+    options.token = *token;
+    options.tls_cert_file = args.tls_cert;
+    options.tls_key_file = args.tls_key;
+  } else if (!args.token_file.empty() || !args.tls_cert.empty() || !args.tls_key.empty()) {
+    fmt::print(stderr, "freeride daemon: --token-file, --tls-cert and --tls-key go with --listen\n");
+    return 2;
+  }
   auto timeout = ParseDuration(args.stage_timeout, &error);
   if (!timeout) {
     fmt::print(stderr, "freeride daemon: --stage-timeout: {}\n", error);
@@ -155,6 +179,10 @@ int RunDaemon(const DaemonArgs& args) {
   fmt::print("freeride daemon {} (pid {}) listening on {}\n  lanes: {}\n  state: {}\n",
              FREERIDE_VERSION, getpid(), options.socket_path, lanes, options.state_dir);
   if (gpu_lanes) fmt::print("  {}\n", mps.note);
+  if (daemon.tcp_port() > 0)
+    fmt::print("  tcp: {}:{} ({}, token required)\n",
+               options.listen_address.substr(0, options.listen_address.rfind(':')),
+               daemon.tcp_port(), options.tls_cert_file.empty() ? "no TLS" : "TLS");
   if (daemon.metrics_port() > 0)
     fmt::print("  metrics: http://{}:{}/metrics\n",
                options.metrics_address.substr(0, options.metrics_address.rfind(':')),
@@ -200,6 +228,12 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
                   "CUDA MPS for GPU lanes' tasks: auto (use or start it, else run without), on "
                   "(required), off")
       ->capture_default_str();
+  cmd->add_option("--listen", args->listen,
+                  "Also serve the control API on TCP HOST:PORT (needs --token-file; port 0 picks one)");
+  cmd->add_option("--token-file", args->token_file,
+                  "File holding the token TCP clients must send (mode 0600, 16+ characters)");
+  cmd->add_option("--tls-cert", args->tls_cert, "TLS certificate chain for --listen (PEM)");
+  cmd->add_option("--tls-key", args->tls_key, "TLS private key for --listen (PEM)");
   cmd->callback([args, exit_code] { *exit_code = RunDaemon(*args); });
 }
 

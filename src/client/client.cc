@@ -4,7 +4,64 @@
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 
+#include <fstream>
+#include <sstream>
+
 namespace freeride {
+
+std::string DaemonEndpoint::Describe() const {
+  return "the daemon at " + (server.empty() ? socket_path : server);
+}
+
+std::optional<std::string> ReadTokenFile(const std::string& path, std::string* error) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    *error = fmt::format("token file {} does not exist or is not a file", path);
+    return std::nullopt;
+  }
+  if (st.st_mode & 077) {
+    *error = fmt::format("token file {} may be read by others (mode {:o}); chmod 600 it", path,
+                         st.st_mode & 0777);
+    return std::nullopt;
+  }
+  std::ifstream in(path);
+  std::string token;
+  if (!in || !std::getline(in, token)) {
+    *error = fmt::format("cannot read a token from {}", path);
+    return std::nullopt;
+  }
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  while (!token.empty() && blank(token.back())) token.pop_back();
+  size_t first = 0;
+  while (first < token.size() && blank(token[first])) ++first;
+  token.erase(0, first);
+  if (token.size() < 16) {
+    *error = fmt::format("the token in {} is {} characters; use at least 16 (e.g. `openssl rand "
+                         "-hex 32 > {}`)",
+                         path, token.size(), path);
+    return std::nullopt;
+  }
+  return token;
+}
+
+std::unique_ptr<v1::FreeRide::Stub> ConnectToDaemon(const DaemonEndpoint& endpoint,
+                                                    std::string* error) {
+  if (endpoint.server.empty()) return ConnectToDaemon(endpoint.socket_path, error);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!endpoint.tls_ca_file.empty()) {
+    std::ifstream in(endpoint.tls_ca_file);
+    std::stringstream ca;
+    ca << in.rdbuf();
+    if (!in || ca.str().empty()) {
+      *error = fmt::format("cannot read the TLS CA certificate {}", endpoint.tls_ca_file);
+      return nullptr;
+    }
+    grpc::SslCredentialsOptions options;
+    options.pem_root_certs = ca.str();
+    credentials = grpc::SslCredentials(options);
+  }
+  return v1::FreeRide::NewStub(grpc::CreateChannel(endpoint.server, credentials));
+}
 
 std::unique_ptr<v1::FreeRide::Stub> ConnectToDaemon(const std::string& socket_path,
                                                     std::string* error) {
@@ -23,16 +80,31 @@ void SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds timeout
   context->set_deadline(std::chrono::system_clock::now() + timeout);
 }
 
-std::string DescribeRpcError(const grpc::Status& status, const std::string& socket_path) {
+void PrepareContext(grpc::ClientContext* context, const DaemonEndpoint& endpoint,
+                    std::chrono::milliseconds timeout) {
+  SetDeadline(context, timeout);
+  if (!endpoint.server.empty() && !endpoint.token.empty())
+    context->AddMetadata(kAuthorizationKey, "Bearer " + endpoint.token);
+}
+
+std::string DescribeRpcError(const grpc::Status& status, const DaemonEndpoint& endpoint) {
+  std::string where = endpoint.Describe();
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
-      return fmt::format("the daemon at {} is not answering ({}); is it running?", socket_path,
-                         status.error_message());
+      return fmt::format("{} is not answering ({}); is it running?", where, status.error_message());
     case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return fmt::format("the daemon at {} did not answer in time", socket_path);
+      return fmt::format("{} did not answer in time", where);
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return fmt::format("{} refused the request: {}", where, status.error_message());
     default:
       return status.error_message();
   }
+}
+
+std::string DescribeRpcError(const grpc::Status& status, const std::string& socket_path) {
+  DaemonEndpoint endpoint;
+  endpoint.socket_path = socket_path;
+  return DescribeRpcError(status, endpoint);
 }
 
 }  // namespace freeride

@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <string_view>
+
+#include "client/client.h"
+
 namespace freeride {
 
 grpc::Status ToGrpc(const Status& status) {
@@ -21,38 +25,72 @@ grpc::Status ToGrpc(const Status& status) {
 }
 
 ControlService::ControlService(TaskManager* tasks, const std::vector<std::unique_ptr<Lane>>* lanes,
-                               std::string state_dir)
-    : tasks_(tasks), lanes_(lanes), state_dir_(std::move(state_dir)), started_ns_(MonotonicNow()) {}
+                               std::string state_dir, std::string token)
+    : tasks_(tasks),
+      lanes_(lanes),
+      state_dir_(std::move(state_dir)),
+      token_(std::move(token)),
+      started_ns_(MonotonicNow()) {}
 
-grpc::Status ControlService::Submit(grpc::ServerContext*, const v1::SubmitRequest* request,
+namespace {
+
+// Compares in time independent of where the strings differ.
+bool SameSecret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;  // a token's length is not the secret
+  unsigned char differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return differ == 0;
+}
+
+}  // namespace
+
+grpc::Status ControlService::Authorize(const grpc::ServerContext* context) const {
+  if (token_.empty() || context->peer().rfind("unix:", 0) == 0) return grpc::Status::OK;
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find(kAuthorizationKey);
+  if (it == metadata.end())
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "this daemon needs its token over TCP: pass --token-file");
+  std::string_view given(it->second.data(), it->second.size());
+  if (!SameSecret(given, "Bearer " + token_))
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong token");
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::Submit(grpc::ServerContext* context, const v1::SubmitRequest* request,
                                     v1::SubmitReply* reply) {
+  if (grpc::Status denied = Authorize(context); !denied.ok()) return denied;
   return ToGrpc(tasks_->Submit(request->spec(), reply->mutable_task()));
 }
 
-grpc::Status ControlService::ListTasks(grpc::ServerContext*, const v1::ListTasksRequest* request,
+grpc::Status ControlService::ListTasks(grpc::ServerContext* context, const v1::ListTasksRequest* request,
                                        v1::ListTasksReply* reply) {
+  if (grpc::Status denied = Authorize(context); !denied.ok()) return denied;
   for (v1::TaskInfo& info : tasks_->List(request->include_ended()))
     *reply->add_tasks() = std::move(info);
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::GetTask(grpc::ServerContext*, const v1::GetTaskRequest* request,
+grpc::Status ControlService::GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request,
                                      v1::TaskInfo* reply) {
+  if (grpc::Status denied = Authorize(context); !denied.ok()) return denied;
   if (request->id() <= 0 && request->name().empty())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "give a task id or a name");
   return ToGrpc(tasks_->Get(request->id(), request->name(), reply));
 }
 
-grpc::Status ControlService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
+grpc::Status ControlService::Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
                                     v1::CancelReply* reply) {
+  if (grpc::Status denied = Authorize(context); !denied.ok()) return denied;
   if (request->id() <= 0 && request->name().empty())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "give a task id or a name");
   return ToGrpc(tasks_->Cancel(request->id(), request->name(), reply->mutable_task()));
 }
 
-grpc::Status ControlService::AttachStage(grpc::ServerContext*,
+grpc::Status ControlService::AttachStage(grpc::ServerContext* context,
                                          const v1::AttachStageRequest* request,
                                          v1::AttachStageReply* reply) {
+  if (grpc::Status denied = Authorize(context); !denied.ok()) return denied;
   if (request->lane() < 0 || request->lane() >= static_cast<int>(lanes_->size()))
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
                         fmt::format("lane {} does not exist; this daemon has lanes 0..{}",
@@ -63,8 +101,9 @@ grpc::Status ControlService::AttachStage(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::GetStats(grpc::ServerContext*, const v1::StatsRequest*,
+grpc::Status ControlService::GetStats(grpc::ServerContext* context, const v1::StatsRequest*,
                                       v1::StatsReply* reply) {
+  if (grpc::Status denied = Authorize(context); !denied.ok()) return denied;
   FillStats(reply);
   return grpc::Status::OK;
 }

@@ -13,8 +13,11 @@ namespace freeride {
 
 class ControlService final : public v1::FreeRide::Service {
  public:
+  // With a non-empty `token`, requests from TCP peers must carry it (see
+  // Authorize); requests over the Unix socket (mode 0600, the daemon's own
+  // user) need none.
   ControlService(TaskManager* tasks, const std::vector<std::unique_ptr<Lane>>* lanes,
-                 std::string state_dir);
+                 std::string state_dir, std::string token = "");
 
   grpc::Status Submit(grpc::ServerContext*, const v1::SubmitRequest*, v1::SubmitReply*) override;
   grpc::Status ListTasks(grpc::ServerContext*, const v1::ListTasksRequest*,
@@ -29,9 +32,14 @@ class ControlService final : public v1::FreeRide::Service {
   void FillStats(v1::StatsReply* reply) const;
 
  private:
+  // OK for Unix-socket peers and for TCP peers whose "authorization"
+  // metadata is "Bearer <token>"; UNAUTHENTICATED otherwise.
+  grpc::Status Authorize(const grpc::ServerContext* context) const;
+
   TaskManager* tasks_;
   const std::vector<std::unique_ptr<Lane>>* lanes_;
   std::string state_dir_;
+  std::string token_;
   Nanos started_ns_;
 };
 

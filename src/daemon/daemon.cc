@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "base/files.h"
 #include "base/paths.h"
 
 namespace freeride {
@@ -51,6 +52,30 @@ bool Daemon::PrepareSocket(std::string* error) {
   return true;
 }
 
+bool Daemon::TcpCredentials(std::shared_ptr<grpc::ServerCredentials>* credentials,
+                            std::string* error) const {
+  if (options_.tls_cert_file.empty() != options_.tls_key_file.empty()) {
+    *error = "TLS needs both --tls-cert and --tls-key";
+    return false;
+  }
+  if (options_.tls_cert_file.empty()) {
+    *credentials = grpc::InsecureServerCredentials();
+    return true;
+  }
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  pair.cert_chain = ReadWholeFile(options_.tls_cert_file);
+  pair.private_key = ReadWholeFile(options_.tls_key_file);
+  if (pair.cert_chain.empty() || pair.private_key.empty()) {
+    *error = fmt::format("cannot read the TLS certificate {} or key {}", options_.tls_cert_file,
+                         options_.tls_key_file);
+    return false;
+  }
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back(pair);
+  *credentials = grpc::SslServerCredentials(ssl);
+  return true;
+}
+
 bool Daemon::Start(std::string* error) {
   if (options_.lanes.empty()) {
     *error = "no lanes: give --gpus or --cpu-lanes";
@@ -77,7 +102,12 @@ bool Daemon::Start(std::string* error) {
     if (!lane->Open(error)) return false;
     lanes_.push_back(std::move(lane));
   }
-  service_ = std::make_unique<ControlService>(tasks_.get(), &lanes_, options_.state_dir);
+  if (!options_.listen_address.empty() && options_.token.empty()) {
+    *error = "the control API on TCP needs a token (--token-file)";
+    return false;
+  }
+  service_ = std::make_unique<ControlService>(tasks_.get(), &lanes_, options_.state_dir,
+                                              options_.token);
   // Before the control socket: a bad --metrics address then stops the start
   // with nothing listening.
   if (!options_.metrics_address.empty()) {
@@ -91,10 +121,20 @@ bool Daemon::Start(std::string* error) {
   }
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + options_.socket_path, grpc::InsecureServerCredentials());
+  if (!options_.listen_address.empty()) {
+    std::shared_ptr<grpc::ServerCredentials> credentials;
+    if (!TcpCredentials(&credentials, error)) return false;
+    builder.AddListeningPort(options_.listen_address, credentials, &tcp_port_);
+  }
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
-  if (!server_) {
-    *error = fmt::format("cannot listen on {}", options_.socket_path);
+  if (!server_ || (!options_.listen_address.empty() && tcp_port_ == 0)) {
+    *error = options_.listen_address.empty()
+                 ? fmt::format("cannot listen on {}", options_.socket_path)
+                 : fmt::format("cannot listen on {} or {}", options_.socket_path,
+                               options_.listen_address);
+    if (server_) server_->Shutdown();
+    server_.reset();
     return false;
   }
   chmod(options_.socket_path.c_str(), 0600);

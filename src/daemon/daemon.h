@@ -34,6 +34,8 @@ class Daemon {
   const DaemonOptions& options() const { return options_; }
   // The /metrics port (0: metrics are off).
   int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
+  // The TCP port of the control API (the one chosen for port 0); 0: no TCP.
+  int tcp_port() const { return tcp_port_; }
 
  private:
   bool PrepareSocket(std::string* error);
@@ -45,7 +47,12 @@ class Daemon {
   std::unique_ptr<TaskManager> tasks_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::unique_ptr<ControlService> service_;
+  // TLS when a certificate and key are given, plain TCP otherwise.
+  bool TcpCredentials(std::shared_ptr<grpc::ServerCredentials>* credentials,
+                      std::string* error) const;
+
   std::unique_ptr<grpc::Server> server_;
+  int tcp_port_ = 0;
   std::unique_ptr<MetricsServer> metrics_;
   std::vector<std::string> recovery_notes_;
   bool started_ = false;

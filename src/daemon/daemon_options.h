@@ -26,6 +26,11 @@ struct DaemonOptions {
   Nanos retry_backoff = 1 * kSecond; // doubled per attempt
   std::string mps_pipe_dir;  // GPU lanes' tasks join this MPS server; empty: no MPS
   std::string metrics_address;  // HOST:PORT for Prometheus /metrics; empty: off
+  // The control API on TCP as well as the Unix socket: off unless set, and
+  // then every TCP request must carry this token (see docs/security.md).
+  std::string listen_address;  // HOST:PORT
+  std::string token;
+  std::string tls_cert_file, tls_key_file;  // both set: TCP with TLS
   bool realtime_dispatch = true;   // SCHED_FIFO for lane threads when permitted
   DispatchConfig dispatch;
   BubblePredictorConfig predictor;

@@ -383,6 +383,95 @@ TEST_F(DaemonIntegration, FailuresKeepExitStatusAndStderrAndAreRetried) {
   EXPECT_EQ(WaitForState(tasks(), info.id(), "FINISHED", 30 * kSecond).state(), "FINISHED");
 }
 
+// A task whose steps have a heavy tail its estimate does not expect keeps
+// overrunning its bubbles: it is demoted, then killed for good (no retries),
+// and the lane goes on with the next task.
+TEST_F(DaemonIntegration, ATaskThatKeepsOverrunningIsDemotedThenKilled) {
+  options_.overrun_budget = {200 * kMicrosecond, 8, 0};
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  v1::TaskSpec spec = MakeSpec("overrunner", {BAD_TASK_BIN, "--step-us", "300", "--slow-every",
+                                              "20", "--slow-us", "4000"});
+  spec.set_max_retries(3);
+  v1::TaskInfo info;
+  ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
+  ScriptedStage stage(options_.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
+  v1::TaskInfo failed = WaitForState(tasks(), info.id(), "FAILED", 60 * kSecond);
+  ASSERT_EQ(failed.state(), "FAILED") << failed.message();
+  EXPECT_NE(failed.message().find("killed: overran its bubbles"), std::string::npos)
+      << failed.message();
+  EXPECT_NE(failed.message().find("after demotion"), std::string::npos) << failed.message();
+  EXPECT_EQ(failed.attempts(), 1) << "a policy kill is not retried";
+  EXPECT_EQ(failed.term_signal(), SIGKILL);
+
+  v1::TaskSpec next = MakeSpec("next", {COUNT_TASK_BIN, "--total", "20", "--step-us", "100"});
+  ASSERT_TRUE(tasks()->Submit(next, &info).ok());
+  EXPECT_EQ(WaitForState(tasks(), info.id(), "FINISHED", 30 * kSecond).state(), "FINISHED");
+  stage.Stop();
+  daemon_->Shutdown();
+  std::vector<std::string> verdicts;
+  for (const auto& e : ReadJsonLines(options_.state_dir + "/events.jsonl"))
+    if (e["type"] == "overrun_budget") verdicts.push_back(e["verdict"]);
+  ASSERT_EQ(verdicts.size(), 2u);
+  EXPECT_EQ(verdicts[0], "demote");
+  EXPECT_EQ(verdicts[1], "kill");
+}
+
+// A step that never returns is killed once it has run the hang timeout past
+// its bubble's end; the lane is free again for the next task.
+TEST_F(DaemonIntegration, AHungStepIsKilledAndTheLaneGoesOn) {
+  options_.overrun_budget.hang = 300 * kMillisecond;
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  v1::TaskSpec spec = MakeSpec("hangs", {BAD_TASK_BIN, "--step-us", "200", "--hang-after", "30"});
+  v1::TaskInfo info;
+  ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
+  ScriptedStage stage(options_.socket_path, {4 * kMillisecond}, 2 * kMillisecond);
+  v1::TaskInfo failed = WaitForState(tasks(), info.id(), "FAILED", 30 * kSecond);
+  ASSERT_EQ(failed.state(), "FAILED") << failed.message();
+  EXPECT_NE(failed.message().find("hung in a step"), std::string::npos) << failed.message();
+  v1::TaskSpec next = MakeSpec("next", {COUNT_TASK_BIN, "--total", "20", "--step-us", "100"});
+  ASSERT_TRUE(tasks()->Submit(next, &info).ok());
+  EXPECT_EQ(WaitForState(tasks(), info.id(), "FINISHED", 30 * kSecond).state(), "FINISHED");
+}
+
+// The training stage dies inside a bubble: the lane sees its heartbeat go
+// stale (its process gone) and ends the bubble, so the task is paused and
+// steps no more, rather than running in a bubble that never ends.
+TEST_F(DaemonIntegration, WhenTheStageDiesMidBubbleItsTasksArePaused) {
+  options_.stage_timeout = 300 * kMillisecond;
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  v1::TaskInfo info;
+  ASSERT_TRUE(tasks()
+                  ->Submit(MakeSpec("counter", {COUNT_TASK_BIN, "--total", "100000000", "--step-us", "200"}),
+                           &info)
+                  .ok());
+  // Bubbles fill 95% of each iteration, so a kill almost surely lands in one.
+  pid_t stage = fork();
+  if (stage == 0) {
+    execl(STAGE_REPLAY_BIN, STAGE_REPLAY_BIN, "--socket", options_.socket_path.c_str(),
+          "--iterations", "100000", "--busy-ms", "2", "--bubbles-ms", "40", "--busy", "sleep",
+          nullptr);
+    _exit(127);
+  }
+  v1::TaskInfo running = WaitForState(tasks(), info.id(), "RUNNING", 20 * kSecond);
+  ASSERT_EQ(running.state(), "RUNNING");
+  usleep(300 * 1000);
+  kill(stage, SIGKILL);
+  waitpid(stage, nullptr, 0);
+  v1::TaskInfo paused = WaitForState(tasks(), info.id(), "PAUSED", 5 * kSecond);
+  ASSERT_EQ(paused.state(), "PAUSED") << "the bubble of a dead stage must end";
+  uint64_t steps = paused.steps();
+  usleep(500 * 1000);
+  v1::TaskInfo later;
+  tasks()->Get(info.id(), "", &later);
+  EXPECT_EQ(later.state(), "PAUSED");
+  EXPECT_LE(later.steps(), steps + 1) << "no steps without a live stage";
+  daemon_->Shutdown();
+  bool ended_without_mark = false;
+  for (const auto& e : ReadJsonLines(options_.state_dir + "/events.jsonl"))
+    if (e["type"] == "bubble" && e["ended_by"] != "mark") ended_without_mark = true;
+  EXPECT_TRUE(ended_without_mark) << "the last bubble ended by the stage's death, not a mark";
+}
+
 // A task launched with the daemon's own environment (an empty spec env)
 // must see this launch's channel, not stale FREERIDE_ variables the daemon
 // inherited, e.g. because it was started from a shell inside another task.

@@ -5,6 +5,7 @@
 
 #include "policy/bubble_predictor.h"
 #include "policy/dispatch_policy.h"
+#include "policy/overrun_budget.h"
 #include "policy/quantile.h"
 #include "policy/step_estimator.h"
 
@@ -185,6 +186,29 @@ TEST(DispatchPolicy, ImperativeTasksNeedAMinimumSlice) {
             DispatchVerdict::kNoTimeFit);
   EXPECT_EQ(policy.Choose(list, {.now = 0, .predicted_end = 3 * kMillisecond}).verdict,
             DispatchVerdict::kRun);
+}
+
+TEST(OverrunBudget, AFullWindowOverBudgetDemotesThenKills) {
+  OverrunBudget budget({.mean_per_bubble = 100, .window = 4, .hang = 0});
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(budget.Record(1000), OverrunVerdict::kWithin)
+      << "judged on a full window only";
+  EXPECT_EQ(budget.Record(1000), OverrunVerdict::kDemote);
+  EXPECT_TRUE(budget.demoted());
+  EXPECT_EQ(budget.window_count(), 0) << "the demoted task starts a fresh window";
+  // Within budget while demoted: a mean of exactly the budget is allowed.
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(budget.Record(i % 2 ? 200 : 0), OverrunVerdict::kWithin);
+  EXPECT_EQ(budget.WindowMean(), 100);
+  // One big overrun tips the sliding window's mean over: killed.
+  EXPECT_EQ(budget.Record(1000), OverrunVerdict::kKill);
+}
+
+TEST(OverrunBudget, AHangIsKilledAtOnceAndZeroDisablesTheBudget) {
+  OverrunBudget hang({.mean_per_bubble = 1000000, .window = 32, .hang = 500});
+  EXPECT_EQ(hang.Record(499), OverrunVerdict::kWithin);
+  EXPECT_EQ(hang.Record(500), OverrunVerdict::kKill);
+  OverrunBudget off({.mean_per_bubble = 0, .window = 2, .hang = 0});
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(off.Record(1 << 30), OverrunVerdict::kWithin);
+  EXPECT_FALSE(off.demoted());
 }
 
 }  // namespace

@@ -28,6 +28,9 @@ struct DaemonArgs {
   int max_resident = 4;
   std::string stage_timeout = "10s";
   std::string metrics;
+  std::string overrun_budget = "1ms";
+  int overrun_window = 32;
+  std::string hang_timeout = "1s";
   std::string listen;
   std::string token_file;
   std::string tls_cert, tls_key;
@@ -139,6 +142,15 @@ int RunDaemon(const DaemonArgs& args) {
     return 2;
   }
   options.stage_timeout = *timeout;
+  auto budget = ParseDuration(args.overrun_budget, &error);
+  auto hang = budget ? ParseDuration(args.hang_timeout, &error) : std::nullopt;
+  if (!budget || !hang || args.overrun_window < 1 || args.overrun_window > OverrunBudget::kMaxWindow) {
+    fmt::print(stderr, "freeride daemon: {}\n",
+               !budget || !hang ? "--overrun-budget / --hang-timeout: " + error
+                                : fmt::format("--overrun-window must be in 1..{}", OverrunBudget::kMaxWindow));
+    return 2;
+  }
+  options.overrun_budget = {*budget, args.overrun_window, *hang};
   if (!BuildLanes(args, &options, &error)) {
     fmt::print(stderr, "freeride daemon: {}\n", error);
     return 2;
@@ -227,6 +239,15 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--mps", args->mps,
                   "CUDA MPS for GPU lanes' tasks: auto (use or start it, else run without), on "
                   "(required), off")
+      ->capture_default_str();
+  cmd->add_option("--overrun-budget", args->overrun_budget,
+                  "Mean overrun past bubble ends a task may cause per bubble before it is "
+                  "demoted, then killed (0: never)")
+      ->capture_default_str();
+  cmd->add_option("--overrun-window", args->overrun_window,
+                  "Bubbles a task steps in over which that mean is taken")->capture_default_str();
+  cmd->add_option("--hang-timeout", args->hang_timeout,
+                  "A step running this long past its bubble's end is killed (0: never)")
       ->capture_default_str();
   cmd->add_option("--listen", args->listen,
                   "Also serve the control API on TCP HOST:PORT (needs --token-file; port 0 picks one)");

@@ -6,6 +6,7 @@
 #include "base/clock.h"
 #include "policy/bubble_predictor.h"
 #include "policy/dispatch_policy.h"
+#include "policy/overrun_budget.h"
 
 namespace freeride {
 
@@ -34,6 +35,7 @@ struct DaemonOptions {
   bool realtime_dispatch = true;   // SCHED_FIFO for lane threads when permitted
   DispatchConfig dispatch;
   BubblePredictorConfig predictor;
+  OverrunBudgetConfig overrun_budget;
 };
 
 }  // namespace freeride

@@ -113,7 +113,10 @@ void Lane::Arm() {
   BubbleView ahead{0, std::numeric_limits<Nanos>::max() / 2, last_free_memory_};
   DispatchDecision decision = policy_.Choose(candidates_, ahead);
   int64_t target = 0;
-  if (decision.verdict == DispatchVerdict::kRun && !candidates_[decision.index].imperative)
+  // Demoted tasks are never armed: an armed task's grant is the whole
+  // forecast, and a demoted one must stop a step early.
+  if (decision.verdict == DispatchVerdict::kRun && !candidates_[decision.index].imperative &&
+      candidates_[decision.index].priority != TaskManager::kDemotedPriority)
     target = candidates_[decision.index].task_id;
   if (armed_ && (armed_->task_id != target || armed_->exited)) Disarm();
   if (target == 0 || armed_) return;
@@ -158,7 +161,8 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
     std::shared_ptr<TaskRuntime> task = armed_;
     bubble.excluded.push_back(task->task_id);
     running_task_ = task->task_id;
-    RunIterative(bubble, *task, /*armed=*/true, [&] { tasks_->MarkRunning(task->task_id); });
+    RunIterative(bubble, *task, /*armed=*/true, bubble.predicted_end,
+                 [&] { tasks_->MarkRunning(task->task_id); });
     running_task_ = 0;
     tasks_->EndRun(task->task_id);
   } else if (armed_) {
@@ -172,6 +176,11 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
     bubble.last_verdict = decision.verdict;
     if (decision.verdict != DispatchVerdict::kRun) break;
     int64_t id = candidates_[decision.index].task_id;
+    // A demoted task's estimate is doubled; its grant also ends one step
+    // early, because the task checks its own (undoubled) estimate.
+    Nanos deadline = bubble.predicted_end;
+    if (candidates_[decision.index].priority == TaskManager::kDemotedPriority)
+      deadline -= candidates_[decision.index].step_estimate / 2;
     bubble.excluded.push_back(id);
     std::shared_ptr<TaskRuntime> task = tasks_->RuntimeOf(id);
     if (!task) continue;
@@ -181,7 +190,7 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
     if (task->imperative) {
       RunImperative(bubble, *task, [&] { tasks_->MarkRunning(id); });
     } else {
-      RunIterative(bubble, *task, /*armed=*/false, [&] { tasks_->MarkRunning(id); });
+      RunIterative(bubble, *task, /*armed=*/false, deadline, [&] { tasks_->MarkRunning(id); });
     }
     running_task_ = 0;
     tasks_->EndRun(id);
@@ -196,13 +205,15 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
   return ended_by_mark ? mark.seq + 1 : mark.seq;
 }
 
-void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed,
+void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed, Nanos deadline,
                         const std::function<void()>& started) {
   TaskSegment& segment = *task.segment;
   TaskSegmentLayout* l = segment.layout();
   uint32_t ack = l->ack_seq.load(std::memory_order_acquire);
   Nanos now = MonotonicNow();
-  if (!armed) segment.Grant(bubble.mark.seq, bubble.predicted_end);
+  Nanos over_since = 0;  // when the lane first saw the bubble over with a step running
+  const Nanos hang = options_.overrun_budget.hang;
+  if (!armed) segment.Grant(bubble.mark.seq, deadline);
   if (bubble.first_grant_ns == 0) bubble.first_grant_ns = now;
   started();
   auto handed_back = [&] {
@@ -221,7 +232,11 @@ void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed,
     // next bubble already: that one is not this bubble's.
     bool stepping_here = segment.state() == TaskProcessState::kStepping &&
                          l->taken_bubble_seq.load(std::memory_order_acquire) == bubble.mark.seq;
-    if (BubbleOver(bubble.mark.seq, bubble.mark.begin_ns) && !stepping_here) break;
+    if (!BubbleOver(bubble.mark.seq, bubble.mark.begin_ns)) continue;
+    if (!stepping_here) break;
+    Nanos now = MonotonicNow();
+    if (over_since == 0) over_since = now;
+    if (hang > 0 && now - over_since >= hang) tasks_->KillHung(task.task_id, now - over_since);
   }
   if (!armed) segment.Revoke();
   bubble.steps_lost += tasks_->DrainSteps(task, &bubble.steps);
@@ -258,6 +273,8 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   }
 
   Nanos harvested_total = 0, overrun_total = 0;
+  // Per task that stepped in this bubble: how far its last step ran past the end.
+  std::vector<std::pair<int64_t, Nanos>> overrun_by_task;
   auto emit_step = [&](const TaskStep& step, Nanos overrun) {
     nlohmann::json event = {{"type", "step"},
                             {"ts_ns", step.record.end_ns},
@@ -283,9 +300,17 @@ void Lane::FinishBubble(BubbleContext& bubble) {
     Nanos overrun = std::max<Nanos>(0, step.record.end_ns - end_ns);
     harvested_total += inside;
     overrun_total += overrun;
+    auto mine = std::find_if(overrun_by_task.begin(), overrun_by_task.end(),
+                             [&](const auto& entry) { return entry.first == step.task_id; });
+    if (mine == overrun_by_task.end()) overrun_by_task.push_back({step.task_id, overrun});
+    else mine->second = std::max(mine->second, overrun);
     tasks_->AddHarvest(step.task_id, inside);
     emit_step(step, overrun);
   }
+  // Only bubbles that really ended are judged: a stale or vanished stage's
+  // bubble has no end that a task could have respected.
+  if (have_end)
+    for (const auto& [task_id, overrun] : overrun_by_task) tasks_->RecordOverrun(task_id, overrun);
   bubbles_.fetch_add(1, std::memory_order_relaxed);
   bubble_ns_.fetch_add(std::max<Nanos>(length, 0), std::memory_order_relaxed);
   harvested_ns_.fetch_add(harvested_total, std::memory_order_relaxed);

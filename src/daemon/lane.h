@@ -55,7 +55,11 @@ class Lane {
   bool BubbleOver(uint32_t seq, Nanos begin_ns) const;
   // Both call `started` right after the task was told to run.
   // With `armed`, the task has taken the bubble by itself; it is not granted.
-  void RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed,
+  // Grants the bubble to an iterative task until `deadline` (the predicted
+  // end; earlier for a demoted task) and waits for it to hand it back.  A
+  // step still running long after the bubble's end is a hang: the task is
+  // killed.
+  void RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed, Nanos deadline,
                     const std::function<void()>& started);
   void RunImperative(BubbleContext& bubble, TaskRuntime& task,
                      const std::function<void()>& started);

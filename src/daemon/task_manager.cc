@@ -320,6 +320,10 @@ void TaskManager::Candidates(int lane, const std::vector<int64_t>& excluded,
     c.step_estimate = record.runtime->segment->layout()->step_estimate_ns.load(
         std::memory_order_relaxed);
     if (c.step_estimate == 0) c.step_estimate = record.info.spec().step_time_hint_ns();
+    if (record.overrun && record.overrun->demoted()) {
+      c.priority = kDemotedPriority;
+      c.step_estimate = 2 * std::max(c.step_estimate, options_.dispatch.unknown_step_estimate);
+    }
     out->push_back(c);
   }
 }
@@ -375,6 +379,59 @@ void TaskManager::AddHarvest(int64_t id, Nanos harvested) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = tasks_.find(id);
   if (it != tasks_.end()) it->second.info.set_harvested_ns(it->second.info.harvested_ns() + harvested);
+}
+
+void TaskManager::RecordOverrun(int64_t id, Nanos overrun) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tasks_.find(id);
+  if (it == tasks_.end() || !it->second.runtime) return;
+  Record& record = it->second;
+  if (!record.overrun) record.overrun = std::make_unique<OverrunBudget>(options_.overrun_budget);
+  Nanos mean_before = record.overrun->WindowMean();
+  int count_before = record.overrun->window_count();
+  OverrunVerdict verdict = record.overrun->Record(overrun);
+  if (verdict == OverrunVerdict::kWithin) return;
+  Nanos mean = (mean_before * count_before + overrun) / (count_before + 1);
+  std::string why =
+      overrun >= options_.overrun_budget.hang && options_.overrun_budget.hang > 0
+          ? fmt::format("one step ran {} past its bubble's end", FormatDuration(overrun))
+          : fmt::format("overran its bubbles by {} on average over {} bubbles (budget {})",
+                        FormatDuration(mean), options_.overrun_budget.window,
+                        FormatDuration(options_.overrun_budget.mean_per_bubble));
+  events_->Emit({{"type", "overrun_budget"},
+                 {"ts_ns", MonotonicNow()},
+                 {"task_id", id},
+                 {"lane", record.info.lane()},
+                 {"verdict", OverrunVerdictName(verdict)},
+                 {"overrun_ns", overrun},
+                 {"reason", why}});
+  if (verdict == OverrunVerdict::kDemote) {
+    record.info.set_message("demoted: " + why + "; it now runs only where twice its step fits");
+    journal_->Record(record.info, nullptr);
+    return;
+  }
+  KillForPolicyLocked(record, "killed: " + why + (record.overrun->demoted() ? " after demotion" : ""));
+}
+
+void TaskManager::KillHung(int64_t id, Nanos overrun) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tasks_.find(id);
+  if (it == tasks_.end() || !it->second.runtime || !it->second.policy_kill.empty()) return;
+  events_->Emit({{"type", "overrun_budget"},
+                 {"ts_ns", MonotonicNow()},
+                 {"task_id", id},
+                 {"lane", it->second.info.lane()},
+                 {"verdict", "kill"},
+                 {"overrun_ns", overrun},
+                 {"reason", "hung in a step"}});
+  KillForPolicyLocked(it->second, fmt::format("killed: hung in a step {} past its bubble's end",
+                                              FormatDuration(overrun)));
+}
+
+void TaskManager::KillForPolicyLocked(Record& record, const std::string& reason) {
+  if (!record.runtime || !record.policy_kill.empty()) return;
+  record.policy_kill = reason;
+  ProcessSupervisor::Signal(record.runtime->pid, SIGKILL);
 }
 
 void TaskManager::LaneCounts(int lane, uint32_t* resident, uint32_t* queued) const {
@@ -597,8 +654,14 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
     std::string how = exit.term_signal ? fmt::format("killed by signal {} ({})", exit.term_signal,
                                                      strsignal(exit.term_signal))
                                        : fmt::format("exited with status {}", exit.exit_code);
+    std::string policy_kill = std::move(record.policy_kill);
+    record.policy_kill.clear();
+    record.overrun.reset();
     if (record.cancel_requested) {
       TransitionLocked(record, TaskState::kCancelled, "cancelled; " + how);
+    } else if (!policy_kill.empty()) {
+      // Retrying would hurt the training again: a policy kill is final.
+      TransitionLocked(record, TaskState::kFailed, policy_kill);
     } else if (exit.term_signal == 0 && exit.exit_code == 0) {
       TransitionLocked(record, TaskState::kFinished, how);
     } else if (record.info.attempts() <= record.info.spec().max_retries()) {

@@ -20,6 +20,7 @@
 #include "daemon/task_state.h"
 #include "freeride.pb.h"
 #include "policy/dispatch_policy.h"
+#include "policy/overrun_budget.h"
 
 namespace freeride {
 
@@ -89,6 +90,17 @@ class TaskManager {
   uint64_t DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* out);
   // Accounts bubble time a task spent stepping.
   void AddHarvest(int64_t id, Nanos harvested);
+  // The task's overrun past the end of one bubble it stepped in (0 if none),
+  // judged by its OverrunBudget: a task over budget is demoted (logged, and
+  // from then on offered as kDemotedPriority with a doubled step estimate),
+  // and killed, FAILED without retries, if it stays over budget.
+  void RecordOverrun(int64_t id, Nanos overrun);
+  // Kills a task whose step has run `overrun` past its bubble's end and is
+  // still running (a hang); it ends FAILED without retries.
+  void KillHung(int64_t id, Nanos overrun);
+
+  // Candidates() gives demoted tasks this priority, below any a user can set.
+  static constexpr int kDemotedPriority = -1001;
 
   // Counts for lane statistics.
   void LaneCounts(int lane, uint32_t* resident, uint32_t* queued) const;
@@ -103,7 +115,12 @@ class TaskManager {
     bool cancel_requested = false;
     Nanos cancel_kill_at = 0;
     Nanos retry_at = 0;
+    std::unique_ptr<OverrunBudget> overrun;  // made at the first bubble it steps in
+    std::string policy_kill;  // why the daemon killed it; it then ends FAILED
   };
+
+  // Kills the record's process for a policy reason.  mu_ held.
+  void KillForPolicyLocked(Record& record, const std::string& reason);
 
   // Moves a record to `to`, journaling and logging the transition.  Must be
   // called with mu_ held.  Returns false (and changes nothing) when the

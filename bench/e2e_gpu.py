@@ -66,7 +66,7 @@ class Bench:
         self.daemon_log = open(os.path.join(self.out, "daemon.log"), "w")
         self.daemon = subprocess.Popen(
             ["freeride", "daemon", "--socket", self.socket, "--state-dir", self.state, "--gpus",
-             ",".join(map(str, range(self.gpus))), "--mps", self.a.mps], env=self.env,
+             ",".join(map(str, range(self.gpus))), "--mps", self.a.mps, "--allow-root"], env=self.env,
             stdout=self.daemon_log, stderr=subprocess.STDOUT)
         for _ in range(200):
             if os.path.exists(self.socket):

@@ -35,7 +35,7 @@ def main() -> None:
     env = dict(os.environ, PATH=f"{bundle}/bin:{os.environ['PATH']}", FREERIDE_HOME=bundle,
                PYTHONPATH=os.path.join(ROOT, "python"))
     daemon = subprocess.Popen(["freeride", "daemon", "--socket", socket, "--state-dir", state,
-                               "--gpus", "0", "--mps", "off"], env=env, stdout=subprocess.DEVNULL)
+                               "--gpus", "0", "--mps", "off", "--allow-root"], env=env, stdout=subprocess.DEVNULL)
     try:
         while not os.path.exists(socket):
             time.sleep(0.05)

@@ -743,6 +743,17 @@ TEST(DaemonTcp, RequestsWithoutTheTokenAreRefusedAndTheSocketNeedsNone) {
   daemon.Shutdown();
 }
 
+TEST(DaemonRoot, ARootDaemonNeedsToBeToldSoItsTasksNeverRunAsRootByAccident) {
+  if (geteuid() != 0) GTEST_SKIP() << "only root can check this";
+  TempDir dir;
+  std::string cli = std::string(FREERIDE_BIN) + " daemon --cpu-lanes 1 --socket " + dir.path() +
+                    "/d.sock --state-dir " + dir.path() + "/state";
+  ShellResult refused = RunShell("env -u FREERIDE_ALLOW_ROOT " + cli, dir.path());
+  EXPECT_EQ(refused.status, 2);
+  EXPECT_NE(refused.err.find("every side task would run as root"), std::string::npos) << refused.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/d.sock")) << "nothing was started";
+}
+
 TEST(TokenFile, OnlyPrivateFilesWithLongTokensAreAccepted) {
   TempDir dir;
   std::string path = dir.path() + "/token";
@@ -774,7 +785,7 @@ pid_t StartDaemonProcess(const DaemonOptions& options, int max_resident) {
     freopen(log.c_str(), "a", stderr);
     execl(FREERIDE_BIN, FREERIDE_BIN, "daemon", "--socket", options.socket_path.c_str(),
           "--state-dir", options.state_dir.c_str(), "--cpu-lanes", "1", "--max-resident",
-          std::to_string(max_resident).c_str(), nullptr);
+          std::to_string(max_resident).c_str(), "--allow-root", nullptr);
     _exit(127);
   }
   for (int i = 0; i < 200; ++i) {

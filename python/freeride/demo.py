@@ -103,8 +103,11 @@ class Demo:
     def start_daemon(self, phase, lanes_args):
         socket = os.path.join(self.out, f"{phase}.sock")
         state = os.path.join(self.out, phase)
+        # In a container the demo is often root; the daemon refuses root
+        # unless told, since its side tasks then run as root too.
+        as_root = ["--allow-root"] if os.geteuid() == 0 else []
         self.daemon = self.spawn(["freeride", "daemon", "--socket", socket, "--state-dir", state,
-                                  *lanes_args], f"{phase}-daemon.log")
+                                  *as_root, *lanes_args], f"{phase}-daemon.log")
         for _ in range(200):
             if os.path.exists(socket) or self.daemon.poll() is not None:
                 break

@@ -28,9 +28,10 @@ struct DaemonArgs {
   int max_resident = 4;
   std::string stage_timeout = "10s";
   std::string metrics;
-  std::string overrun_budget = "1ms";
-  int overrun_window = 32;
-  std::string hang_timeout = "1s";
+  std::string overrun_budget = "2ms";
+  int overrun_window = 64;
+  std::string hang_timeout = "10s";
+  bool allow_root = false;
   std::string listen;
   std::string token_file;
   std::string tls_cert, tls_key;
@@ -110,6 +111,17 @@ bool BuildLanes(const DaemonArgs& args, DaemonOptions* options, std::string* err
 }
 
 int RunDaemon(const DaemonArgs& args) {
+  // Side tasks run as the daemon's user: a root daemon is allowed only when
+  // asked for, never by accident.
+  const char* allow_env = std::getenv("FREERIDE_ALLOW_ROOT");
+  bool allow_root = args.allow_root || (allow_env && std::string(allow_env) == "1");
+  if (geteuid() == 0 && !allow_root) {
+    fmt::print(stderr,
+               "freeride daemon: running as root, so every side task would run as root too. "
+               "Run the daemon as the user who submits the tasks, or pass --allow-root "
+               "(or set FREERIDE_ALLOW_ROOT=1) to accept that.\n");
+    return 2;
+  }
   DaemonOptions options;
   options.socket_path = args.socket_path;
   options.state_dir = args.state_dir.empty() ? DefaultStateDir() : args.state_dir;
@@ -249,6 +261,8 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--hang-timeout", args->hang_timeout,
                   "A step running this long past its bubble's end is killed (0: never)")
       ->capture_default_str();
+  cmd->add_flag("--allow-root", args->allow_root,
+               "Run as root (side tasks then run as root too); refused without this");
   cmd->add_option("--listen", args->listen,
                   "Also serve the control API on TCP HOST:PORT (needs --token-file; port 0 picks one)");
   cmd->add_option("--token-file", args->token_file,

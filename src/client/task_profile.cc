@@ -95,11 +95,17 @@ std::optional<TaskProfile> ReadTaskProfile(const std::string& path, std::string*
     *error = path + ": negative figures or an empty command";
     return std::nullopt;
   }
-  p.seconds = j.value("seconds", 0.0);
-  p.steps = j.value("steps", uint64_t{0});
-  p.process_gpu_bytes = j.value("process_gpu_bytes", uint64_t{0});
-  p.host = j.value("host", "");
-  p.created_unix = j.value("created_unix", int64_t{0});
+  // Optional fields: absent is fine, the wrong type is an error, not a crash.
+  try {
+    p.seconds = j.value("seconds", 0.0);
+    p.steps = j.value("steps", uint64_t{0});
+    p.process_gpu_bytes = j.value("process_gpu_bytes", uint64_t{0});
+    p.host = j.value("host", "");
+    p.created_unix = j.value("created_unix", int64_t{0});
+  } catch (const json::exception& e) {
+    *error = path + ": an optional field has the wrong type (" + e.what() + ")";
+    return std::nullopt;
+  }
   return p;
 }
 

@@ -11,6 +11,7 @@
 
 #include "base/futex.h"
 #include "base/paths.h"
+#include "channel/step_accounting.h"
 
 namespace freeride {
 namespace {
@@ -71,7 +72,11 @@ bool Lane::BubbleOver(uint32_t seq, Nanos begin_ns) const {
   if (l->bubble_seq.load(std::memory_order_acquire) != seq) return true;
   if (!StageAlive()) return true;
   Nanos heartbeat = std::max(begin_ns, l->stage_heartbeat_ns.load(std::memory_order_relaxed));
-  return MonotonicNow() - heartbeat > options_.stage_timeout;
+  Nanos now = MonotonicNow();
+  // The segment is the stage's to write; a time from the future (or before
+  // boot) is garbage, not a sign of life, and must not hold a bubble open.
+  if (heartbeat <= 0 || heartbeat > now + kSecond) return true;
+  return now - heartbeat > options_.stage_timeout;
 }
 
 void Lane::Loop() {
@@ -295,9 +300,8 @@ void Lane::FinishBubble(BubbleContext& bubble) {
       emit_step(step, 0);
       continue;
     }
-    Nanos inside = std::max<Nanos>(0, std::min(step.record.end_ns, end_ns) -
-                                          std::max(step.record.start_ns, mark.begin_ns));
-    Nanos overrun = std::max<Nanos>(0, step.record.end_ns - end_ns);
+    StepShare share = ShareOfStep(step.record, mark.begin_ns, end_ns);
+    Nanos inside = share.inside, overrun = share.overrun;
     harvested_total += inside;
     overrun_total += overrun;
     auto mine = std::find_if(overrun_by_task.begin(), overrun_by_task.end(),

@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
 #include "base/paths.h"
 #include "base/units.h"
+#include "channel/step_accounting.h"
 #include "daemon/task_spec.h"
 #include "sdk/task_channel.h"
 
@@ -177,8 +179,17 @@ bool TaskManager::TransitionLocked(Record& record, TaskState to, const std::stri
   record.info.set_state(StateName(to));
   record.info.set_updated_unix_ns(unix_now);
   if (!reason.empty()) record.info.set_message(reason);
-  TransitionRecord transition{record.info.id(), StateName(from), StateName(to), unix_now, reason};
-  journal_->Record(record.info, &transition);
+  // PAUSED <-> RUNNING happens twice a bubble, hundreds of times a second; a
+  // restart treats both alike (relaunch from the checkpoint), so they are
+  // journaled at most once a second per task, keeping its progress fresh.
+  bool bubble_flip = (from == TaskState::kPaused && to == TaskState::kRunning) ||
+                     (from == TaskState::kRunning && to == TaskState::kPaused);
+  Nanos now = MonotonicNow();
+  if (!bubble_flip || now - record.last_journaled_ns >= kSecond) {
+    TransitionRecord transition{record.info.id(), StateName(from), StateName(to), unix_now, reason};
+    journal_->Record(record.info, &transition);
+    record.last_journaled_ns = now;
+  }
   events_->Emit(TransitionEvent(record.info, StateName(from), reason));
   return true;
 }
@@ -303,11 +314,24 @@ std::vector<v1::TaskInfo> TaskManager::List(bool include_ended) const {
   return out;
 }
 
+void TaskManager::SetRuntimeLocked(Record& record, std::shared_ptr<TaskRuntime> runtime) {
+  std::vector<int64_t>& ids = resident_[record.info.lane()];
+  int64_t id = record.info.id();
+  ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+  if (runtime) ids.push_back(id);
+  record.runtime = std::move(runtime);
+}
+
 void TaskManager::Candidates(int lane, const std::vector<int64_t>& excluded,
                              std::vector<DispatchCandidate>* out) const {
   out->clear();
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [id, record] : tasks_) {
+  auto resident = resident_.find(lane);
+  if (resident == resident_.end()) return;
+  for (int64_t id : resident->second) {
+    auto it = tasks_.find(id);
+    if (it == tasks_.end()) continue;
+    const Record& record = it->second;
     if (record.info.lane() != lane || !record.runtime || record.cancel_requested) continue;
     if (StateOf(record.info) != TaskState::kPaused) continue;
     if (std::find(excluded.begin(), excluded.end(), id) != excluded.end()) continue;
@@ -354,19 +378,18 @@ uint64_t TaskManager::DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* ou
   TaskSegmentLayout* l = runtime.segment->layout();
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t head = l->ring_head.load(std::memory_order_acquire);
-  uint64_t tail = runtime.ring_tail;
-  uint64_t lost = 0;
-  if (head - tail > kStepRingSize) {
-    lost = head - tail - kStepRingSize;
-    tail = head - kStepRingSize;
+  std::vector<StepRecord> records;
+  uint64_t lost = CollectSteps(l->ring, kStepRingSize, head, &runtime.ring_tail, out ? &records : nullptr);
+  // The segment is the task's to write: records that make no sense are dropped.
+  for (const StepRecord& record : records) {
+    if (PlausibleStep(record)) out->push_back({runtime.task_id, record});
+    else ++lost;
   }
-  if (out)
-    for (; tail < head; ++tail) out->push_back({runtime.task_id, l->ring[tail % kStepRingSize]});
-  runtime.ring_tail = head;
   auto it = tasks_.find(runtime.task_id);
   if (it == tasks_.end()) return lost;
   v1::TaskInfo& info = it->second.info;
-  info.set_progress(runtime.base_progress + runtime.segment->progress());
+  double progress = runtime.segment->progress();
+  if (std::isfinite(progress)) info.set_progress(runtime.base_progress + progress);
   info.set_steps(runtime.base_steps + l->steps_done.load(std::memory_order_relaxed));
   if (info.progress_unit().empty() && l->progress_unit[0]) {
     info.set_progress_unit(
@@ -437,11 +460,12 @@ void TaskManager::KillForPolicyLocked(Record& record, const std::string& reason)
 void TaskManager::LaneCounts(int lane, uint32_t* resident, uint32_t* queued) const {
   std::lock_guard<std::mutex> lock(mu_);
   *resident = *queued = 0;
-  for (const auto& [id, record] : tasks_) {
-    if (record.info.lane() != lane) continue;
-    if (record.runtime) ++*resident;
-    else if (StateOf(record.info) == TaskState::kSubmitted) ++*queued;
-  }
+  if (auto r = resident_.find(lane); r != resident_.end())
+    *resident = static_cast<uint32_t>(r->second.size());
+  for (const auto& [id, record] : tasks_)
+    if (record.info.lane() == lane && !record.runtime &&
+        StateOf(record.info) == TaskState::kSubmitted)
+      ++*queued;
 }
 
 void TaskManager::HousekeepingLoop() {
@@ -464,15 +488,19 @@ void TaskManager::AdmitAndLaunch() {
     for (const LaneConfig& lane : options_.lanes) {
       int resident = 0;
       uint64_t memory = 0;
+      if (auto r = resident_.find(lane.index); r != resident_.end()) {
+        for (int64_t id : r->second) {
+          ++resident;
+          memory += tasks_.at(id).info.spec().memory_bytes();
+        }
+      }
+      // A full lane takes nobody: no need to look through the queue.
+      if (resident >= options_.max_resident_per_lane) continue;
       std::vector<const Record*> waiting;
       for (const auto& [id, record] : tasks_) {
-        if (record.info.lane() != lane.index) continue;
-        if (record.runtime) {
-          ++resident;
-          memory += record.info.spec().memory_bytes();
-        } else if (StateOf(record.info) == TaskState::kSubmitted && record.retry_at <= now) {
+        if (record.info.lane() != lane.index || record.runtime) continue;
+        if (StateOf(record.info) == TaskState::kSubmitted && record.retry_at <= now)
           waiting.push_back(&record);
-        }
       }
       // Highest priority first, then first come.
       std::sort(waiting.begin(), waiting.end(), [](const Record* a, const Record* b) {
@@ -561,7 +589,7 @@ bool TaskManager::Launch(int64_t id) {
     if (spec.step_time_hint_ns() > 0)
       request.env.push_back(fmt::format("{}={}", kEnvStepHint, spec.step_time_hint_ns()));
     record.info.set_attempts(record.info.attempts() + 1);
-    record.runtime = runtime;  // reserves the slot while launching
+    SetRuntimeLocked(record, runtime);  // reserves the slot while launching
   }
   LaunchResult result = supervisor_->Launch(request);
   std::lock_guard<std::mutex> lock(mu_);
@@ -569,7 +597,7 @@ bool TaskManager::Launch(int64_t id) {
   if (it == tasks_.end()) return false;
   Record& record = it->second;
   if (result.pid < 0) {
-    record.runtime.reset();
+    SetRuntimeLocked(record, nullptr);
     unlink(TaskSegmentPath(options_.socket_path, id).c_str());
     TransitionLocked(record, TaskState::kFailed, result.error);
     journal_->Flush();
@@ -594,7 +622,9 @@ bool TaskManager::Launch(int64_t id) {
 
 void TaskManager::PromoteReadyTasks() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [id, record] : tasks_) {
+  for (const auto& [lane, ids] : resident_)
+  for (int64_t id : ids) {
+    Record& record = tasks_.at(id);
     if (!record.runtime || record.runtime->pid <= 0 || record.runtime->exited) continue;
     if (StateOf(record.info) != TaskState::kSubmitted) continue;
     auto state = record.runtime->segment->state();
@@ -612,7 +642,9 @@ void TaskManager::EscalateCancels() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     Nanos now = MonotonicNow();
-    for (auto& [id, record] : tasks_) {
+    for (const auto& [lane, ids] : resident_)
+    for (int64_t id : ids) {
+      Record& record = tasks_.at(id);
       if (record.cancel_requested && record.runtime && record.runtime->pid > 0 &&
           record.cancel_kill_at != 0 && now >= record.cancel_kill_at) {
         kill_list.push_back(record.runtime->pid);
@@ -641,7 +673,7 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
     auto it = tasks_.find(exit.task_id);
     if (it == tasks_.end()) return;
     Record& record = it->second;
-    record.runtime.reset();
+    SetRuntimeLocked(record, nullptr);
     unlink(TaskSegmentPath(options_.socket_path, exit.task_id).c_str());
     record.info.set_pid(0);
     record.info.set_exit_code(exit.exit_code);

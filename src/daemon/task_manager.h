@@ -117,10 +117,13 @@ class TaskManager {
     Nanos retry_at = 0;
     std::unique_ptr<OverrunBudget> overrun;  // made at the first bubble it steps in
     std::string policy_kill;  // why the daemon killed it; it then ends FAILED
+    Nanos last_journaled_ns = 0;
   };
 
   // Kills the record's process for a policy reason.  mu_ held.
   void KillForPolicyLocked(Record& record, const std::string& reason);
+  // Sets or clears a record's runtime and keeps resident_ in step.  mu_ held.
+  void SetRuntimeLocked(Record& record, std::shared_ptr<TaskRuntime> runtime);
 
   // Moves a record to `to`, journaling and logging the transition.  Must be
   // called with mu_ held.  Returns false (and changes nothing) when the
@@ -145,6 +148,9 @@ class TaskManager {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<int64_t, Record> tasks_;
+  // Ids of the tasks with a process, by lane: the lanes ask for candidates
+  // at every bubble, and must not scan thousands of queued tasks to find them.
+  std::map<int, std::vector<int64_t>> resident_;
   int64_t next_id_ = 1;
   uint64_t next_submit_order_ = 1;
   bool stopping_ = false;

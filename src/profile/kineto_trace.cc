@@ -190,7 +190,9 @@ class EventParseWorker {
  public:
   EventParseWorker(TraceBuilder* builder, std::string path)
       : builder_(builder), path_(std::move(path)), thread_([this] { Loop(); }) {}
-  ~EventParseWorker() { Finish(); }
+  // Never throws: it also runs while an exception from the reader unwinds
+  // (a second throw there would terminate the process).
+  ~EventParseWorker() { Stop(); }
 
   void Add(std::string_view event, uint64_t index) {
     current_.spans.push_back({current_.bytes.size(), event.size(), index});
@@ -200,18 +202,27 @@ class EventParseWorker {
 
   // Waits for all events to be parsed; throws the first parse error.
   void Finish() {
+    Stop();
+    if (!error_.empty()) throw TraceError(error_);
+  }
+
+ private:
+  void Stop() noexcept {
     if (!thread_.joinable()) return;
-    Submit();
+    try {
+      Submit();
+    } catch (...) {
+      // Out of memory for the last batch: its events are lost, the error stays.
+    }
     {
       std::lock_guard lock(mu_);
       closed_ = true;
     }
     ready_.notify_all();
     thread_.join();
-    if (!error_.empty()) throw TraceError(error_);
   }
 
- private:
+
   static constexpr size_t kBatchBytes = 1 << 20;
   static constexpr size_t kMaxQueued = 4;
   struct Span {

@@ -78,7 +78,8 @@ def main() -> None:
     # Under the daemon: killed after a checkpoint, resumed from it.
     socket, state = os.path.join(TMP, "d.sock"), os.path.join(TMP, "state")
     cli = os.path.join(BUILD, "freeride")
-    daemon = subprocess.Popen([cli, "daemon", "--socket", socket, "--state-dir", state],
+    daemon = subprocess.Popen([cli, "daemon", "--socket", socket, "--state-dir", state,
+                               *(["--allow-root"] if os.geteuid() == 0 else [])],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     stage = None
     try:

@@ -12,6 +12,11 @@
 
 namespace freeride {
 
+// A double as JSON: null when it is not finite (JSON has no NaN).
+std::string JsonNumber(double value);
+// A string as a quoted, escaped JSON string (invalid UTF-8 replaced).
+std::string JsonString(std::string_view text);
+
 class EventLog {
  public:
   EventLog() = default;
@@ -25,6 +30,10 @@ class EventLog {
 
   // Queues one event; adds "unix_ns" if absent.  No-op when closed.
   void Emit(nlohmann::json event);
+  // Queues one line the caller formatted as a JSON object, "unix_ns"
+  // included: for the events of every bubble and step, where building a
+  // json object would be most of the daemon's CPU time.
+  void EmitLine(std::string line);
   // Blocks until every queued event is written and flushed.
   void Flush();
 

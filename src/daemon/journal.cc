@@ -150,12 +150,14 @@ void Journal::Record(const v1::TaskInfo& task, const TransitionRecord* transitio
     pending.has_transition = true;
     pending.transition = *transition;
   }
+  bool first = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    first = queue_.empty();
     queue_.push_back(std::move(pending));
     ++enqueued_;
   }
-  cv_.notify_one();
+  if (first) cv_.notify_one();  // later records join the batch being gathered
 }
 
 void Journal::Flush() {

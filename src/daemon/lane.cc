@@ -280,18 +280,14 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   Nanos harvested_total = 0, overrun_total = 0;
   // Per task that stepped in this bubble: how far its last step ran past the end.
   std::vector<std::pair<int64_t, Nanos>> overrun_by_task;
+  const Nanos unix_now = WallNow();
   auto emit_step = [&](const TaskStep& step, Nanos overrun) {
-    nlohmann::json event = {{"type", "step"},
-                            {"ts_ns", step.record.end_ns},
-                            {"lane", config_.index},
-                            {"task_id", step.task_id},
-                            {"bubble_seq", step.record.bubble_seq},
-                            {"start_ns", step.record.start_ns},
-                            {"end_ns", step.record.end_ns},
-                            {"units", step.record.units},
-                            {"overrun_ns", overrun}};
-    if (step.record.bubble_seq != mark.seq) event["late"] = true;
-    events_->Emit(std::move(event));
+    const StepRecord& r = step.record;
+    events_->EmitLine(fmt::format(
+        R"({{"type":"step","ts_ns":{},"lane":{},"task_id":{},"bubble_seq":{},"start_ns":{},)"
+        R"("end_ns":{},"units":{},"overrun_ns":{}{},"unix_ns":{}}})",
+        r.end_ns, config_.index, step.task_id, r.bubble_seq, r.start_ns, r.end_ns,
+        JsonNumber(r.units), overrun, r.bubble_seq != mark.seq ? R"(,"late":true)" : "", unix_now));
   };
   for (const TaskStep& step : bubble.steps) {
     // A step of another bubble, drained late (an armed task can be a bubble
@@ -320,23 +316,15 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   harvested_ns_.fetch_add(harvested_total, std::memory_order_relaxed);
   overrun_ns_.fetch_add(overrun_total, std::memory_order_relaxed);
   last_verdict_ = static_cast<int>(bubble.last_verdict);
-  events_->Emit({{"type", "bubble"},
-                 {"ts_ns", end_ns},
-                 {"lane", config_.index},
-                 {"slot", mark.slot},
-                 {"seq", mark.seq},
-                 {"begin_ns", mark.begin_ns},
-                 {"end_ns", end_ns},
-                 {"predicted_end_ns", bubble.predicted_end},
-                 {"first_grant_ns", bubble.first_grant_ns},
-                 {"hint_ns", mark.hint_ns},
-                 {"free_memory_bytes", MemoryJson(mark.free_memory_bytes)},
-                 {"ended_by", ended_by},
-                 {"verdict", VerdictName(bubble.last_verdict)},
-                 {"steps", bubble.steps.size() + bubble.steps_lost},
-                 {"step_records_lost", bubble.steps_lost},
-                 {"harvested_ns", harvested_total},
-                 {"overrun_ns", overrun_total}});
+  events_->EmitLine(fmt::format(
+      R"({{"type":"bubble","ts_ns":{},"lane":{},"slot":{},"seq":{},"begin_ns":{},"end_ns":{},)"
+      R"("predicted_end_ns":{},"first_grant_ns":{},"hint_ns":{},"free_memory_bytes":{},)"
+      R"("ended_by":"{}","verdict":"{}","steps":{},"step_records_lost":{},"harvested_ns":{},)"
+      R"("overrun_ns":{},"unix_ns":{}}})",
+      end_ns, config_.index, mark.slot, mark.seq, mark.begin_ns, end_ns, bubble.predicted_end,
+      bubble.first_grant_ns, mark.hint_ns, mark.free_memory_bytes == UINT64_MAX ? std::string("null") : std::to_string(mark.free_memory_bytes), ended_by,
+      VerdictName(bubble.last_verdict), bubble.steps.size() + bubble.steps_lost, bubble.steps_lost,
+      harvested_total, overrun_total, unix_now));
 }
 
 void Lane::FillStats(v1::LaneStats* stats) const {

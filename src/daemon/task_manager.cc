@@ -155,21 +155,17 @@ const TaskManager::Record* TaskManager::FindLocked(int64_t id, const std::string
 // A `transition` event (docs/event-log.md) for `info`, already in its new
 // state.  It carries the task's progress so far and its alone rate, so that
 // `freeride report` can value the work from the log alone.
-static nlohmann::json TransitionEvent(const v1::TaskInfo& info, const std::string& from,
-                                      const std::string& reason) {
-  nlohmann::json event = {{"type", "transition"},
-                          {"ts_ns", MonotonicNow()},
-                          {"unix_ns", info.updated_unix_ns()},
-                          {"task_id", info.id()},
-                          {"name", info.spec().name()},
-                          {"lane", info.lane()},
-                          {"from", from},
-                          {"to", info.state()},
-                          {"reason", reason},
-                          {"progress", info.progress()}};
-  if (!info.progress_unit().empty()) event["unit"] = info.progress_unit();
-  if (info.spec().alone_rate_per_s() > 0) event["alone_rate_per_s"] = info.spec().alone_rate_per_s();
-  return event;
+static std::string TransitionEvent(const v1::TaskInfo& info, const std::string& from,
+                                   const std::string& reason) {
+  std::string extra;
+  if (!info.progress_unit().empty()) extra += R"(,"unit":)" + JsonString(info.progress_unit());
+  if (info.spec().alone_rate_per_s() > 0)
+    extra += R"(,"alone_rate_per_s":)" + JsonNumber(info.spec().alone_rate_per_s());
+  return fmt::format(
+      R"({{"type":"transition","ts_ns":{},"unix_ns":{},"task_id":{},"name":{},"lane":{},)"
+      R"("from":"{}","to":"{}","reason":{},"progress":{}{}}})",
+      MonotonicNow(), info.updated_unix_ns(), info.id(), JsonString(info.spec().name()), info.lane(),
+      from, info.state(), JsonString(reason), JsonNumber(info.progress()), extra);
 }
 
 bool TaskManager::TransitionLocked(Record& record, TaskState to, const std::string& reason) {
@@ -190,7 +186,7 @@ bool TaskManager::TransitionLocked(Record& record, TaskState to, const std::stri
     journal_->Record(record.info, &transition);
     record.last_journaled_ns = now;
   }
-  events_->Emit(TransitionEvent(record.info, StateName(from), reason));
+  events_->EmitLine(TransitionEvent(record.info, StateName(from), reason));
   return true;
 }
 
@@ -244,7 +240,7 @@ Status TaskManager::Submit(const v1::TaskSpec& spec_in, v1::TaskInfo* out) {
     TransitionRecord transition{info.id(), "", StateName(TaskState::kSubmitted),
                                 info.submitted_unix_ns(), "submitted"};
     journal_->Record(info, &transition);
-    events_->Emit(TransitionEvent(info, "", "submitted"));
+    events_->EmitLine(TransitionEvent(info, "", "submitted"));
     *out = info;
     tasks_.emplace(info.id(), std::move(record));
   }

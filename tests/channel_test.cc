@@ -41,6 +41,36 @@ TEST(LaneSegment, StageMarksAreReadConsistently) {
   EXPECT_EQ(mark.end_ns, 3000);
 }
 
+// A lane that waited out a long overrun reads its bubble's end although the
+// stage has marked several bubbles since; only bubbles older than the ring
+// are forgotten, and an open bubble has no end yet.
+TEST(LaneSegment, EndsOfEarlierBubblesStayReadable) {
+  TempDir dir;
+  std::string path = dir.path() + "/lane0";
+  LaneSegment daemon, stage;
+  std::string error;
+  ASSERT_TRUE(daemon.CreateOrOpen(path, 0, &error)) << error;
+  ASSERT_TRUE(stage.Open(path, true, &error)) << error;
+  std::vector<uint32_t> seqs;
+  for (int i = 0; i < 10; ++i) {
+    stage.WriteBegin(0, 1000 * (i + 1), 0, 1);
+    seqs.push_back(daemon.Read().seq);
+    stage.WriteEnd(1000 * (i + 1) + 300 + i);
+  }
+  Nanos end = 0;
+  ASSERT_TRUE(daemon.ClosedBubbleEnd(seqs[2], &end));
+  EXPECT_EQ(end, 3302);
+  ASSERT_TRUE(daemon.ClosedBubbleEnd(seqs[9], &end));
+  EXPECT_EQ(end, 10309);
+  stage.WriteBegin(0, 20000, 0, 1);
+  EXPECT_FALSE(daemon.ClosedBubbleEnd(daemon.Read().seq, &end)) << "still open";
+  for (uint32_t i = 0; i < kClosedBubbleRing; ++i) {
+    stage.WriteEnd(30000 + i);
+    stage.WriteBegin(0, 30001 + i, 0, 1);
+  }
+  EXPECT_FALSE(daemon.ClosedBubbleEnd(seqs[0], &end)) << "overwritten by a later bubble";
+}
+
 TEST(LaneSegment, RestartedDaemonKeepsWhatTheStageWrote) {
   TempDir dir;
   std::string path = dir.path() + "/lane0";

@@ -73,7 +73,14 @@ void LaneSegment::WriteBegin(uint32_t slot, Nanos now, Nanos hint, uint64_t free
 
 void LaneSegment::WriteEnd(Nanos now) {
   LaneSegmentLayout* l = layout_;
-  if ((l->bubble_seq.load(std::memory_order_relaxed) & 1u) == 0) return;
+  uint32_t seq = l->bubble_seq.load(std::memory_order_relaxed);
+  if ((seq & 1u) == 0) return;
+  ClosedBubble& closed = l->closed[(seq >> 1) % kClosedBubbleRing];
+  closed.seq.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  closed.begin_ns.store(l->begin_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  closed.end_ns.store(now, std::memory_order_relaxed);
+  closed.seq.store(seq, std::memory_order_release);
   l->end_ns.store(now, std::memory_order_relaxed);
   l->stage_heartbeat_ns.store(now, std::memory_order_relaxed);
   l->bubble_seq.fetch_add(1, std::memory_order_seq_cst);
@@ -95,6 +102,16 @@ BubbleMark LaneSegment::Read() const {
     if (l->bubble_seq.load(std::memory_order_relaxed) == before) break;
   }
   return mark;
+}
+
+bool LaneSegment::ClosedBubbleEnd(uint32_t seq, Nanos* end_ns) const {
+  const ClosedBubble& closed = layout_->closed[(seq >> 1) % kClosedBubbleRing];
+  if (closed.seq.load(std::memory_order_acquire) != seq) return false;
+  Nanos end = closed.end_ns.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (closed.seq.load(std::memory_order_relaxed) != seq) return false;  // rewritten meanwhile
+  *end_ns = end;
+  return true;
 }
 
 uint32_t LaneSegment::WaitForChange(uint32_t seen, Nanos timeout) const {

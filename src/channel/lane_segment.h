@@ -21,7 +21,17 @@
 namespace freeride {
 
 constexpr uint64_t kLaneSegmentMagic = 0x4652454552494445ULL;  // "FREERIDE"
-constexpr uint32_t kLaneSegmentVersion = 3;
+constexpr uint32_t kLaneSegmentVersion = 4;
+// Closed bubbles remembered, so that a reader that fell several marks behind
+// (a lane waiting for a step that overran) still learns when its bubble ended.
+constexpr uint32_t kClosedBubbleRing = 64;
+
+struct ClosedBubble {
+  std::atomic<uint32_t> seq;  // the bubble's (odd) begin sequence; 0 while being written
+  std::atomic<int64_t> begin_ns;
+  std::atomic<int64_t> end_ns;
+};
+
 // Slots with their own published forecast; higher slots share the last one
 // (as in BubblePredictor's default configuration).
 constexpr uint32_t kPublishedSlots = 1024;
@@ -42,6 +52,8 @@ struct LaneSegmentLayout {
   std::atomic<int64_t> end_ns;  // end of the most recent closed bubble
   std::atomic<int64_t> stage_pid;
   std::atomic<int64_t> stage_heartbeat_ns;
+  // Slot (seq / 2) % kClosedBubbleRing holds bubble `seq` once it has ended.
+  ClosedBubble closed[kClosedBubbleRing];
 
   // --- written by the daemon ---
   alignas(64) std::atomic<int64_t> daemon_pid;
@@ -97,6 +109,9 @@ class LaneSegment {
   // is mid-update; gives up after a bounded number of tries and returns the
   // last read, which callers treat as advisory).
   BubbleMark Read() const;
+  // The end of the bubble that began with sequence `seq`, when it has ended
+  // and is still among the last kClosedBubbleRing; false otherwise.
+  bool ClosedBubbleEnd(uint32_t seq, Nanos* end_ns) const;
 
   // Sleeps until bubble_seq differs from `seen` or the timeout passes, and
   // counts itself in `sleepers` meanwhile.  Needs a writable mapping; an

@@ -265,11 +265,12 @@ void Lane::RunImperative(BubbleContext& bubble, TaskRuntime& task,
 
 void Lane::FinishBubble(BubbleContext& bubble) {
   const BubbleMark& mark = bubble.mark;
-  BubbleMark now_mark = segment_.Read();
-  // end_ns belongs to our bubble while no later bubble has closed.
-  bool have_end = now_mark.seq != mark.seq && now_mark.seq - mark.seq <= 2 &&
-                  now_mark.end_ns >= mark.begin_ns;
-  Nanos end_ns = have_end ? now_mark.end_ns : MonotonicNow();
+  // The stage records every bubble's end, so a lane that waited out a long
+  // overrun (the stage marks on meanwhile) still measures it against the
+  // real end, not its own late view of it.
+  Nanos end_ns = 0;
+  bool have_end = segment_.ClosedBubbleEnd(mark.seq, &end_ns) && end_ns >= mark.begin_ns;
+  if (!have_end) end_ns = MonotonicNow();
   const char* ended_by = have_end ? "mark" : (StageAlive() ? "stale" : "stage_gone");
   Nanos length = end_ns - mark.begin_ns;
   if (have_end) {

@@ -38,6 +38,9 @@ TASKS = {
     "resnet18": [PY, "-m", "freeride.tasks.vision", "--model", "resnet18", "--batch", "32", "--device", "cuda"],
     "resnet50": [PY, "-m", "freeride.tasks.vision", "--model", "resnet50", "--batch", "16", "--device", "cuda"],
     "vgg19": [PY, "-m", "freeride.tasks.vision", "--model", "vgg19", "--batch", "8", "--device", "cuda"],
+    # Misbehaving on purpose (bench/reliability_gpu.py): 1 ms steps with a 40 ms step every 20th.
+    "misbehave": [PY, "-m", "freeride.tasks.misbehave", "--device", "cuda", "--step-ms", "1",
+                  "--slow-every", "20", "--slow-ms", "40"],
 }
 MIX = ["pagerank", "sgd", "llm-inference", "resnet18"]  # lane i gets MIX[i]
 
@@ -60,13 +63,15 @@ class Bench:
         self.gpus = a.gpus
 
     # -- the daemon ---------------------------------------------------------
-    def start_daemon(self) -> None:
-        shutil.rmtree(self.a.work, ignore_errors=True)
-        os.makedirs(self.a.work)
-        self.daemon_log = open(os.path.join(self.out, "daemon.log"), "w")
+    def start_daemon(self, extra_args: list[str] | None = None, fresh: bool = True) -> None:
+        if fresh:
+            shutil.rmtree(self.a.work, ignore_errors=True)
+        os.makedirs(self.a.work, exist_ok=True)
+        self.daemon_log = open(os.path.join(self.out, "daemon.log"), "a")
         self.daemon = subprocess.Popen(
             ["freeride", "daemon", "--socket", self.socket, "--state-dir", self.state, "--gpus",
-             ",".join(map(str, range(self.gpus))), "--mps", self.a.mps, "--allow-root"], env=self.env,
+             ",".join(map(str, range(self.gpus))), "--mps", self.a.mps, "--allow-root",
+             *(extra_args or [])], env=self.env,
             stdout=self.daemon_log, stderr=subprocess.STDOUT)
         for _ in range(200):
             if os.path.exists(self.socket):

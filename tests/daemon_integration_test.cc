@@ -387,17 +387,18 @@ TEST_F(DaemonIntegration, FailuresKeepExitStatusAndStderrAndAreRetried) {
 // overrunning its bubbles: it is demoted, then killed for good (no retries),
 // and the lane goes on with the next task.
 TEST_F(DaemonIntegration, ATaskThatKeepsOverrunningIsDemotedThenKilled) {
-  options_.overrun_budget = {200 * kMicrosecond, 8, 0};
+  options_.overrun_budget = {.max_fraction = 0.05, .window = 16, .min_bubbles = 4, .hang = 0};
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  // Every 10th step takes 8 ms, longer than the 5 ms bubbles: it always overruns.
   v1::TaskSpec spec = MakeSpec("overrunner", {BAD_TASK_BIN, "--step-us", "300", "--slow-every",
-                                              "20", "--slow-us", "4000"});
+                                              "10", "--slow-us", "8000"});
   spec.set_max_retries(3);
   v1::TaskInfo info;
   ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
   ScriptedStage stage(options_.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
   v1::TaskInfo failed = WaitForState(tasks(), info.id(), "FAILED", 60 * kSecond);
   ASSERT_EQ(failed.state(), "FAILED") << failed.message();
-  EXPECT_NE(failed.message().find("killed: overran its bubbles"), std::string::npos)
+  EXPECT_NE(failed.message().find("killed: overran its last"), std::string::npos)
       << failed.message();
   EXPECT_NE(failed.message().find("after demotion"), std::string::npos) << failed.message();
   EXPECT_EQ(failed.attempts(), 1) << "a policy kill is not retried";

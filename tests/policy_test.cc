@@ -188,26 +188,31 @@ TEST(DispatchPolicy, ImperativeTasksNeedAMinimumSlice) {
             DispatchVerdict::kRun);
 }
 
-TEST(OverrunBudget, AFullWindowOverBudgetDemotesThenKills) {
-  OverrunBudget budget({.mean_per_bubble = 100, .window = 4, .hang = 0});
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(budget.Record(1000), OverrunVerdict::kWithin)
-      << "judged on a full window only";
-  EXPECT_EQ(budget.Record(1000), OverrunVerdict::kDemote);
+TEST(OverrunBudget, OverrunsBeyondTheShareOfBubbleTimeDemoteThenKill) {
+  OverrunBudget budget({.max_fraction = 0.1, .window = 8, .min_bubbles = 3, .hang = 0});
+  // 5% of the bubble time overrun, bubble after bubble: within budget forever.
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(budget.Record(50, 1000), OverrunVerdict::kWithin);
+  EXPECT_FALSE(budget.demoted());
+  // One big overrun: judged at once (the window holds enough bubbles).
+  EXPECT_EQ(budget.Record(5000, 1000), OverrunVerdict::kDemote);
   EXPECT_TRUE(budget.demoted());
   EXPECT_EQ(budget.window_count(), 0) << "the demoted task starts a fresh window";
-  // Within budget while demoted: a mean of exactly the budget is allowed.
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(budget.Record(i % 2 ? 200 : 0), OverrunVerdict::kWithin);
-  EXPECT_EQ(budget.WindowMean(), 100);
-  // One big overrun tips the sliding window's mean over: killed.
-  EXPECT_EQ(budget.Record(1000), OverrunVerdict::kKill);
+  // Not judged before min_bubbles, then within budget again.
+  EXPECT_EQ(budget.Record(900, 1000), OverrunVerdict::kWithin);
+  EXPECT_EQ(budget.Record(0, 1000), OverrunVerdict::kWithin);
+  EXPECT_EQ(budget.Record(0, 8000), OverrunVerdict::kWithin) << "900 of 10000: 9%";
+  EXPECT_NEAR(budget.WindowFraction(), 0.09, 1e-9);
+  // The old overrun leaves the sliding window; a new one tips it over: killed.
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(budget.Record(0, 1000), OverrunVerdict::kWithin);
+  EXPECT_EQ(budget.Record(2000, 1000), OverrunVerdict::kKill);
 }
 
 TEST(OverrunBudget, AHangIsKilledAtOnceAndZeroDisablesTheBudget) {
-  OverrunBudget hang({.mean_per_bubble = 1000000, .window = 32, .hang = 500});
-  EXPECT_EQ(hang.Record(499), OverrunVerdict::kWithin);
-  EXPECT_EQ(hang.Record(500), OverrunVerdict::kKill);
-  OverrunBudget off({.mean_per_bubble = 0, .window = 2, .hang = 0});
-  for (int i = 0; i < 10; ++i) EXPECT_EQ(off.Record(1 << 30), OverrunVerdict::kWithin);
+  OverrunBudget hang({.max_fraction = 1.0, .window = 32, .min_bubbles = 4, .hang = 500});
+  EXPECT_EQ(hang.Record(499, 10), OverrunVerdict::kWithin);
+  EXPECT_EQ(hang.Record(500, 10), OverrunVerdict::kKill);
+  OverrunBudget off({.max_fraction = 0, .window = 2, .min_bubbles = 1, .hang = 0});
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(off.Record(1 << 30, 1), OverrunVerdict::kWithin);
   EXPECT_FALSE(off.demoted());
 }
 

@@ -2,8 +2,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -28,8 +30,8 @@ struct DaemonArgs {
   int max_resident = 4;
   std::string stage_timeout = "10s";
   std::string metrics;
-  std::string overrun_budget = "2ms";
-  int overrun_window = 64;
+  std::string overrun_budget = "5%";
+  int overrun_window = 32;
   std::string hang_timeout = "10s";
   bool allow_root = false;
   std::string listen;
@@ -110,6 +112,19 @@ bool BuildLanes(const DaemonArgs& args, DaemonOptions* options, std::string* err
   return true;
 }
 
+// "5%" or "0.05" as 0.05; nullopt for anything else or outside 0..1.
+std::optional<double> ParsePercent(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  bool percent = text.back() == '%';
+  std::string number = percent ? text.substr(0, text.size() - 1) : text;
+  char* end = nullptr;
+  double value = std::strtod(number.c_str(), &end);
+  if (number.empty() || *end != '\0' || !std::isfinite(value)) return std::nullopt;
+  if (percent) value /= 100;
+  if (value < 0 || value > 1) return std::nullopt;
+  return value;
+}
+
 int RunDaemon(const DaemonArgs& args) {
   // Side tasks run as the daemon's user: a root daemon is allowed only when
   // asked for, never by accident.
@@ -154,15 +169,19 @@ int RunDaemon(const DaemonArgs& args) {
     return 2;
   }
   options.stage_timeout = *timeout;
-  auto budget = ParseDuration(args.overrun_budget, &error);
-  auto hang = budget ? ParseDuration(args.hang_timeout, &error) : std::nullopt;
+  std::optional<double> budget = ParsePercent(args.overrun_budget);
+  auto hang = ParseDuration(args.hang_timeout, &error);
   if (!budget || !hang || args.overrun_window < 1 || args.overrun_window > OverrunBudget::kMaxWindow) {
     fmt::print(stderr, "freeride daemon: {}\n",
-               !budget || !hang ? "--overrun-budget / --hang-timeout: " + error
-                                : fmt::format("--overrun-window must be in 1..{}", OverrunBudget::kMaxWindow));
+               !budget ? fmt::format("--overrun-budget '{}': give a share of bubble time such as 5% "
+                                     "(0 turns it off)", args.overrun_budget)
+               : !hang ? "--hang-timeout: " + error
+                       : fmt::format("--overrun-window must be in 1..{}", OverrunBudget::kMaxWindow));
     return 2;
   }
-  options.overrun_budget = {*budget, args.overrun_window, *hang};
+  options.overrun_budget.max_fraction = *budget;
+  options.overrun_budget.window = args.overrun_window;
+  options.overrun_budget.hang = *hang;
   if (!BuildLanes(args, &options, &error)) {
     fmt::print(stderr, "freeride daemon: {}\n", error);
     return 2;
@@ -253,11 +272,11 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
                   "(required), off")
       ->capture_default_str();
   cmd->add_option("--overrun-budget", args->overrun_budget,
-                  "Mean overrun past bubble ends a task may cause per bubble before it is "
-                  "demoted, then killed (0: never)")
+                  "Overrun past bubble ends a task may cause, as a share of its bubble time over "
+                  "--overrun-window bubbles, before it is demoted, then killed (0: never)")
       ->capture_default_str();
   cmd->add_option("--overrun-window", args->overrun_window,
-                  "Bubbles a task steps in over which that mean is taken")->capture_default_str();
+                  "Bubbles a task steps in over which that share is taken")->capture_default_str();
   cmd->add_option("--hang-timeout", args->hang_timeout,
                   "A step running this long past its bubble's end is killed (0: never)")
       ->capture_default_str();

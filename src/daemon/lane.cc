@@ -311,7 +311,8 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   // Only bubbles that really ended are judged: a stale or vanished stage's
   // bubble has no end that a task could have respected.
   if (have_end)
-    for (const auto& [task_id, overrun] : overrun_by_task) tasks_->RecordOverrun(task_id, overrun);
+    for (const auto& [task_id, overrun] : overrun_by_task)
+      tasks_->RecordOverrun(task_id, overrun, std::max<Nanos>(length, 0));
   bubbles_.fetch_add(1, std::memory_order_relaxed);
   bubble_ns_.fetch_add(std::max<Nanos>(length, 0), std::memory_order_relaxed);
   harvested_ns_.fetch_add(harvested_total, std::memory_order_relaxed);

@@ -400,23 +400,27 @@ void TaskManager::AddHarvest(int64_t id, Nanos harvested) {
   if (it != tasks_.end()) it->second.info.set_harvested_ns(it->second.info.harvested_ns() + harvested);
 }
 
-void TaskManager::RecordOverrun(int64_t id, Nanos overrun) {
+void TaskManager::RecordOverrun(int64_t id, Nanos overrun, Nanos bubble) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = tasks_.find(id);
   if (it == tasks_.end() || !it->second.runtime) return;
   Record& record = it->second;
   if (!record.overrun) record.overrun = std::make_unique<OverrunBudget>(options_.overrun_budget);
-  Nanos mean_before = record.overrun->WindowMean();
+  Nanos overrun_before = record.overrun->WindowOverrun();
+  Nanos bubble_before = record.overrun->WindowBubbleTime();
   int count_before = record.overrun->window_count();
-  OverrunVerdict verdict = record.overrun->Record(overrun);
+  OverrunVerdict verdict = record.overrun->Record(overrun, bubble);
   if (verdict == OverrunVerdict::kWithin) return;
-  Nanos mean = (mean_before * count_before + overrun) / (count_before + 1);
+  const OverrunBudgetConfig& budget = options_.overrun_budget;
   std::string why =
-      overrun >= options_.overrun_budget.hang && options_.overrun_budget.hang > 0
+      budget.hang > 0 && overrun >= budget.hang
           ? fmt::format("one step ran {} past its bubble's end", FormatDuration(overrun))
-          : fmt::format("overran its bubbles by {} on average over {} bubbles (budget {})",
-                        FormatDuration(mean), options_.overrun_budget.window,
-                        FormatDuration(options_.overrun_budget.mean_per_bubble));
+          : fmt::format("overran its last {} bubbles by {} in all ({:.0f}% of their length; budget "
+                        "{:.0f}%)",
+                        count_before + 1, FormatDuration(overrun_before + overrun),
+                        100.0 * static_cast<double>(overrun_before + overrun) /
+                            static_cast<double>(std::max<Nanos>(1, bubble_before + bubble)),
+                        100 * budget.max_fraction);
   events_->Emit({{"type", "overrun_budget"},
                  {"ts_ns", MonotonicNow()},
                  {"task_id", id},

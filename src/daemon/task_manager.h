@@ -90,11 +90,11 @@ class TaskManager {
   uint64_t DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* out);
   // Accounts bubble time a task spent stepping.
   void AddHarvest(int64_t id, Nanos harvested);
-  // The task's overrun past the end of one bubble it stepped in (0 if none),
-  // judged by its OverrunBudget: a task over budget is demoted (logged, and
+  // The task's overrun past the end of one bubble of length `bubble` it
+  // stepped in (0 if none), judged by its OverrunBudget: a task over budget is demoted (logged, and
   // from then on offered as kDemotedPriority with a doubled step estimate),
   // and killed, FAILED without retries, if it stays over budget.
-  void RecordOverrun(int64_t id, Nanos overrun);
+  void RecordOverrun(int64_t id, Nanos overrun, Nanos bubble);
   // Kills a task whose step has run `overrun` past its bubble's end and is
   // still running (a hang); it ends FAILED without retries.
   void KillHung(int64_t id, Nanos overrun);

@@ -15,29 +15,36 @@ const char* OverrunVerdictName(OverrunVerdict verdict) {
 
 OverrunBudget::OverrunBudget(OverrunBudgetConfig config) : config_(config) {
   config_.window = std::clamp(config_.window, 1, kMaxWindow);
+  config_.min_bubbles = std::clamp(config_.min_bubbles, 1, config_.window);
 }
 
-Nanos OverrunBudget::WindowMean() const { return count_ == 0 ? 0 : sum_ / count_; }
+double OverrunBudget::WindowFraction() const {
+  return bubble_sum_ > 0 ? static_cast<double>(overrun_sum_) / static_cast<double>(bubble_sum_) : 0;
+}
 
-OverrunVerdict OverrunBudget::Record(Nanos overrun) {
+OverrunVerdict OverrunBudget::Record(Nanos overrun, Nanos bubble) {
   overrun = std::max<Nanos>(overrun, 0);
+  bubble = std::max<Nanos>(bubble, 0);
   if (config_.hang > 0 && overrun >= config_.hang) return OverrunVerdict::kKill;
-  if (config_.mean_per_bubble <= 0) return OverrunVerdict::kWithin;
+  if (config_.max_fraction <= 0) return OverrunVerdict::kWithin;
   if (count_ == config_.window) {
-    sum_ -= overruns_[next_];
+    overrun_sum_ -= overruns_[next_];
+    bubble_sum_ -= bubbles_[next_];
   } else {
     ++count_;
   }
   overruns_[next_] = overrun;
-  sum_ += overrun;
+  bubbles_[next_] = bubble;
+  overrun_sum_ += overrun;
+  bubble_sum_ += bubble;
   next_ = (next_ + 1) % config_.window;
-  // Judged on a full window only: one unlucky bubble is not a pattern.
-  if (count_ < config_.window || sum_ <= config_.mean_per_bubble * count_)
+  if (count_ < config_.min_bubbles ||
+      static_cast<double>(overrun_sum_) <= config_.max_fraction * static_cast<double>(bubble_sum_))
     return OverrunVerdict::kWithin;
   if (demoted_) return OverrunVerdict::kKill;
   demoted_ = true;
   count_ = next_ = 0;
-  sum_ = 0;
+  overrun_sum_ = bubble_sum_ = 0;
   return OverrunVerdict::kDemote;
 }
 

@@ -2,12 +2,17 @@
 // then killed.
 //
 // An overrun is step time past a bubble's end: the trainer's next kernel
-// waits for (or shares the GPU with) the side task.  A task that keeps
-// overrunning (its step times vary more than its estimate says, or it
-// ignores the grant) is first demoted: it runs only where twice its step
-// estimate fits, after every other task.  If it still overruns, it is
-// killed.  A single step that runs far past its bubble (a hang) is killed at
-// once.  Pure policy: the lane feeds it, the task manager acts on it.
+// waits for (or shares the GPU with) the side task, and in a pipeline one
+// late rank delays every rank.  The budget is a share of the bubble time the
+// task was given: over its last `window` bubbles, its overruns may add up to
+// at most `max_fraction` of those bubbles' length.  A task over budget is
+// first demoted (it then runs only where twice its step estimate fits, after
+// every other task); if it is over budget again, it is killed.  Because the
+// total is judged from the `min_bubbles`-th bubble on, a task overrunning by
+// tens of milliseconds is stopped within a handful of bubbles, while one
+// that overruns by microseconds now and then never is.  A single step far
+// past its bubble (a hang) is killed at once.  Pure policy: the lane feeds
+// it, the task manager acts on it.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -17,13 +22,11 @@
 namespace freeride {
 
 struct OverrunBudgetConfig {
-  // Mean overrun allowed per bubble the task stepped in, over `window` such
-  // bubbles.  0 disables demotion and killing for overruns.
-  // The defaults leave room for a loaded host (a descheduled step runs long
-  // now and then); a well-behaved GPU task overruns by microseconds on
-  // average (bench/results/e2e_gpu.md).
-  Nanos mean_per_bubble = 2 * kMillisecond;
-  int window = 64;
+  // Overrun allowed, as a share of the bubble time in the window; 0 disables
+  // demotion and killing for overruns.
+  double max_fraction = 0.05;
+  int window = 32;
+  int min_bubbles = 4;  // judged once this many bubbles are in the window
   // One step this far past its bubble's end is a hang: killed at once.  Long
   // enough that a host stalled on memory or I/O is not mistaken for one.
   Nanos hang = 10 * kSecond;
@@ -38,22 +41,25 @@ class OverrunBudget {
 
   explicit OverrunBudget(OverrunBudgetConfig config = {});
 
-  // Records the task's overrun in one bubble it stepped in (0 when it ended
-  // in time).  Returns kDemote the first time the window's mean exceeds the
-  // budget (the window then starts afresh), kKill when it does so again
-  // while demoted, or for a hang.
-  OverrunVerdict Record(Nanos overrun);
+  // Records the task's overrun in one bubble of length `bubble` that it
+  // stepped in (0 when it ended in time).  Returns kDemote the first time
+  // the window is over budget (the window then starts afresh), kKill when it
+  // is over budget again while demoted, or for a hang.
+  OverrunVerdict Record(Nanos overrun, Nanos bubble);
 
   bool demoted() const { return demoted_; }
-  // Mean overrun per bubble over the current window (0 when empty).
-  Nanos WindowMean() const;
+  // Overrun over bubble time in the current window (0 when empty).
+  double WindowFraction() const;
+  Nanos WindowOverrun() const { return overrun_sum_; }
+  Nanos WindowBubbleTime() const { return bubble_sum_; }
   int window_count() const { return count_; }
 
  private:
   OverrunBudgetConfig config_;
   std::array<Nanos, kMaxWindow> overruns_{};
+  std::array<Nanos, kMaxWindow> bubbles_{};
   int count_ = 0, next_ = 0;
-  Nanos sum_ = 0;
+  Nanos overrun_sum_ = 0, bubble_sum_ = 0;
   bool demoted_ = false;
 };
 

@@ -387,7 +387,8 @@ TEST_F(DaemonIntegration, FailuresKeepExitStatusAndStderrAndAreRetried) {
 // overrunning its bubbles: it is demoted, then killed for good (no retries),
 // and the lane goes on with the next task.
 TEST_F(DaemonIntegration, ATaskThatKeepsOverrunningIsDemotedThenKilled) {
-  options_.overrun_budget = {.max_fraction = 0.05, .window = 16, .min_bubbles = 4, .hang = 0};
+  options_.overrun_budget = {
+      .max_fraction = 0.05, .window = 16, .min_bubbles = 4, .warmup_bubbles = 2, .hang = 0};
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   // Every 10th step takes 8 ms, longer than the 5 ms bubbles: it always overruns.
   v1::TaskSpec spec = MakeSpec("overrunner", {BAD_TASK_BIN, "--step-us", "300", "--slow-every",

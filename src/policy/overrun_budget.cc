@@ -26,7 +26,7 @@ OverrunVerdict OverrunBudget::Record(Nanos overrun, Nanos bubble) {
   overrun = std::max<Nanos>(overrun, 0);
   bubble = std::max<Nanos>(bubble, 0);
   if (config_.hang > 0 && overrun >= config_.hang) return OverrunVerdict::kKill;
-  if (config_.max_fraction <= 0) return OverrunVerdict::kWithin;
+  if (config_.max_fraction <= 0 || ++seen_ <= config_.warmup_bubbles) return OverrunVerdict::kWithin;
   if (count_ == config_.window) {
     overrun_sum_ -= overruns_[next_];
     bubble_sum_ -= bubbles_[next_];

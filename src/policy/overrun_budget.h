@@ -27,6 +27,9 @@ struct OverrunBudgetConfig {
   double max_fraction = 0.05;
   int window = 32;
   int min_bubbles = 4;  // judged once this many bubbles are in the window
+  // The first bubbles a task steps in are not judged: its first steps are
+  // slow while CUDA loads its kernels and the allocator grows.
+  int warmup_bubbles = 2;
   // One step this far past its bubble's end is a hang: killed at once.  Long
   // enough that a host stalled on memory or I/O is not mistaken for one.
   Nanos hang = 10 * kSecond;
@@ -59,6 +62,7 @@ class OverrunBudget {
   std::array<Nanos, kMaxWindow> overruns_{};
   std::array<Nanos, kMaxWindow> bubbles_{};
   int count_ = 0, next_ = 0;
+  int seen_ = 0;  // bubbles recorded, warm-up included
   Nanos overrun_sum_ = 0, bubble_sum_ = 0;
   bool demoted_ = false;
 };

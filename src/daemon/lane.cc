@@ -18,6 +18,7 @@ namespace {
 
 constexpr Nanos kIdleWakeInterval = 200 * kMillisecond;
 constexpr Nanos kWatchInterval = 50 * kMillisecond;
+constexpr Nanos kStageCheckInterval = 10 * kMillisecond;
 
 nlohmann::json MemoryJson(uint64_t bytes) {
   return bytes == UINT64_MAX ? nlohmann::json(nullptr) : nlohmann::json(bytes);
@@ -64,7 +65,17 @@ void Lane::NoteStage(int64_t pid, int rank, const std::string& label) {
 bool Lane::StageAlive() const {
   int64_t pid = segment_.layout()->stage_pid.load(std::memory_order_relaxed);
   if (pid <= 0) return false;
-  return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  // A kill(pid, 0) per check was hundreds of system calls a second under
+  // load; a stage that dies is still noticed within kStageCheckInterval.
+  Nanos now = MonotonicNow();
+  if (pid == checked_pid_.load(std::memory_order_relaxed) &&
+      now - checked_at_.load(std::memory_order_relaxed) < kStageCheckInterval)
+    return checked_alive_.load(std::memory_order_relaxed);
+  bool alive = kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  checked_alive_.store(alive, std::memory_order_relaxed);
+  checked_pid_.store(pid, std::memory_order_relaxed);
+  checked_at_.store(now, std::memory_order_relaxed);
+  return alive;
 }
 
 bool Lane::BubbleOver(uint32_t seq, Nanos begin_ns) const {

@@ -65,6 +65,10 @@ class Lane {
                      const std::function<void()>& started);
   void FinishBubble(BubbleContext& bubble);
   bool StageAlive() const;
+  // StageAlive's last answer, reused for a few milliseconds.
+  mutable std::atomic<int64_t> checked_pid_{0};
+  mutable std::atomic<Nanos> checked_at_{0};
+  mutable std::atomic<bool> checked_alive_{false};
   // Picks the task that takes the next bubble directly (the dispatcher's own
   // choice made ahead of time) and arms it; disarms a task no longer chosen.
   void Arm();

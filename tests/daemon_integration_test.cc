@@ -745,6 +745,67 @@ TEST(DaemonTcp, RequestsWithoutTheTokenAreRefusedAndTheSocketNeedsNone) {
   daemon.Shutdown();
 }
 
+// TLS through gRPC's credentials: a client that trusts the daemon's CA gets
+// through (with the token); one that connects in plain text gets nothing.
+TEST(DaemonTcp, TlsCarriesTheTokenAndPlainTextIsNotServed) {
+  TempDir dir;
+  std::string key = dir.path() + "/key.pem", cert = dir.path() + "/cert.pem";
+  ShellResult made = RunShell(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext "
+      "subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " + key + " -out " + cert,
+      dir.path());
+  if (made.status != 0) GTEST_SKIP() << "no openssl to make a certificate: " << made.err;
+  DaemonOptions options = CpuOptions(dir);
+  options.listen_address = "127.0.0.1:0";
+  options.token = "0123456789abcdef0123456789abcdef";
+  options.tls_cert_file = cert;
+  options.tls_key_file = key;
+  Daemon daemon(options);
+  std::string error;
+  ASSERT_TRUE(daemon.Start(&error)) << error;
+  auto stats = [&](const std::string& ca) {
+    DaemonEndpoint endpoint;
+    endpoint.server = "127.0.0.1:" + std::to_string(daemon.tcp_port());
+    endpoint.token = options.token;
+    endpoint.tls_ca_file = ca;
+    std::string why;
+    auto stub = ConnectToDaemon(endpoint, &why);
+    EXPECT_NE(stub, nullptr) << why;
+    grpc::ClientContext context;
+    PrepareContext(&context, endpoint, std::chrono::seconds(5));
+    v1::StatsReply reply;
+    return stub->GetStats(&context, v1::StatsRequest(), &reply).error_code();
+  };
+  EXPECT_EQ(stats(cert), grpc::StatusCode::OK);
+  EXPECT_NE(stats(""), grpc::StatusCode::OK) << "plain text to a TLS port";
+  daemon.Shutdown();
+
+  options.tls_key_file = dir.path() + "/missing.pem";
+  Daemon broken(options);
+  EXPECT_FALSE(broken.Start(&error));
+  EXPECT_NE(error.find("cannot read the TLS certificate"), std::string::npos) << error;
+}
+
+// Paths in a spec cannot make the daemon write outside its state
+// directory: its files are named by task id, and the channel variables it
+// sets win over copies in the spec's environment.
+TEST_F(DaemonIntegration, HostileSpecPathsStayInTheStateDirectory) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  std::string outside = dir_.path() + "/outside";
+  v1::TaskSpec spec = MakeSpec("../../outside/x", {COUNT_TASK_BIN, "--total", "40", "--step-us", "100"});
+  (*spec.mutable_env())["FREERIDE_CHECKPOINT_DIR"] = outside;
+  (*spec.mutable_env())["FREERIDE_TASK_SEGMENT"] = outside + "/segment";
+  v1::TaskInfo info;
+  ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
+  ScriptedStage stage(options_.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
+  v1::TaskInfo done = WaitForState(tasks(), info.id(), "FINISHED", 30 * kSecond);
+  stage.Stop();
+  ASSERT_EQ(done.state(), "FINISHED") << done.message() << done.stderr_tail();
+  EXPECT_FALSE(std::filesystem::exists(outside)) << "nothing written where the spec pointed";
+  EXPECT_TRUE(std::filesystem::exists(tasks()->task_dir(info.id()) + "/stderr.log"));
+  EXPECT_EQ(tasks()->task_dir(info.id()).rfind(options_.state_dir + "/tasks/", 0), 0u);
+}
+
 TEST(DaemonRoot, ARootDaemonNeedsToBeToldSoItsTasksNeverRunAsRootByAccident) {
   if (geteuid() != 0) GTEST_SKIP() << "only root can check this";
   TempDir dir;

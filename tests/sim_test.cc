@@ -261,6 +261,21 @@ TEST(SimulateCommand, PrintsTheDocumentedJsonAndRefusesBadFlags) {
   refused("--task no-such-task", "neither a built-in task");
   refused("--free-memory-gib 0.25", "could never run");
   refused("--stage-times /nonexistent.json", "cannot open");
+
+  // A config file fills what the command line leaves out.
+  std::string config = dir.path() + "/sim.toml";
+  std::ofstream(config) << "schedule = \"gpipe\"\nstages = 8\ngpus = 16\niterations = 4\n"
+                           "task = [\"sgd\"]\n";
+  ShellResult from_file = RunShell(cli + "--config " + config + " --iterations 3 --json", dir.path());
+  ASSERT_EQ(from_file.status, 0) << from_file.err;
+  nlohmann::json c = nlohmann::json::parse(from_file.out);
+  EXPECT_EQ(c["schedule"], "gpipe");
+  EXPECT_EQ(c["gpus"], 16);
+  EXPECT_EQ(c["iterations"], 3) << "the command line wins";
+  ASSERT_EQ(c["tasks"].size(), 1u);
+  EXPECT_EQ(c["tasks"][0]["name"], "sgd");
+  std::ofstream(dir.path() + "/bad.toml") << "stagez = 3\n";
+  refused("--config " + dir.path() + "/bad.toml", "unknown option 'stagez'");
 }
 
 }  // namespace

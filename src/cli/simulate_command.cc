@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <memory>
 
@@ -44,7 +45,43 @@ struct SimulateArgs {
   bool sweep = false;
   std::vector<int64_t> sweep_gpus = {1024, 2048, 4096, 8192};
   bool json = false, quiet = false;
+  std::string config_file;
 };
+
+// Fills the options not given on the command line from a TOML file whose
+// keys are the flags' names.  Sets *error for an unreadable file or an
+// unknown key.
+bool ApplyConfigFile(CLI::App* cmd, const std::string& path, std::string* error) {
+  std::ifstream in(path);
+  if (!in) {
+    *error = fmt::format("--config {}: cannot open it", path);
+    return false;
+  }
+  std::vector<CLI::ConfigItem> items;
+  try {
+    items = CLI::ConfigTOML().from_config(in);
+  } catch (const CLI::Error& e) {
+    *error = fmt::format("--config {}: {}", path, e.what());
+    return false;
+  }
+  for (const CLI::ConfigItem& item : items) {
+    if (item.name == "++" || item.name == "--") continue;  // section markers
+    CLI::Option* option = cmd->get_option_no_throw("--" + item.name);
+    if (option == nullptr || item.name == "config") {
+      *error = fmt::format("--config {}: unknown option '{}'", path, item.name);
+      return false;
+    }
+    if (option->count() > 0) continue;  // the command line wins
+    try {
+      option->add_result(item.inputs);
+      option->run_callback();
+    } catch (const CLI::Error& e) {
+      *error = fmt::format("--config {}: {}: {}", path, item.name, e.what());
+      return false;
+    }
+  }
+  return true;
+}
 
 constexpr int kDefaultSweepMicrobatches = 32;
 
@@ -267,7 +304,9 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
       "simulate",
       "Simulate FreeRide on a pipeline-parallel job of any size: bubbles, harvest, overhead, "
       "cost saving.");
-  cmd->set_config("--config", "", "Read these options from a TOML or INI file");
+  cmd->add_option("--config", a->config_file,
+                  "Read options from a TOML file (key = value, keys as the flags without --); "
+                  "flags on the command line win");
   cmd->add_option("--schedule", a->schedule, "gpipe, 1f1b, interleaved or zbv")->capture_default_str();
   cmd->add_option("--stages", a->stages, "Pipeline ranks P (GPUs per pipeline)")->capture_default_str();
   cmd->add_option("--virtual", a->virtual_stages, "Stages per rank V (default 1; 2 for interleaved and zbv)");
@@ -317,7 +356,15 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--sweep-gpus", a->sweep_gpus, "GPU counts of the sweep")->capture_default_str()->delimiter(',');
   cmd->add_flag("--json", a->json, "Print JSON");
   cmd->add_flag("--quiet", a->quiet, "No progress lines on stderr");
-  cmd->callback([a, exit_code] { *exit_code = RunSimulate(*a); });
+  cmd->callback([a, cmd, exit_code] {
+    std::string error;
+    if (!a->config_file.empty() && !ApplyConfigFile(cmd, a->config_file, &error)) {
+      fmt::print(stderr, "freeride simulate: {}\n", error);
+      *exit_code = 2;
+      return;
+    }
+    *exit_code = RunSimulate(*a);
+  });
 }
 
 }  // namespace freeride::cli

@@ -56,6 +56,17 @@ TEST(Simulate, ConstantStepsInNoiselessBubblesNeverOverrun) {
   EXPECT_NEAR(r.tasks[0].units, r.tasks[0].work_gpu_s * 1000, 1e-6);
 }
 
+// Bubbles shorter than the dispatch latency get no step, and must not delay
+// the trainer: only a step that runs past a bubble's end does.
+TEST(Simulate, OnlyStepsPastTheEndDelayTheTraining) {
+  SimConfig c = EqualStages(ScheduleKind::k1F1B, 8, 8);
+  c.stage_times = {StageTimes{0.1, 0.2, 0, -1}};  // gaps of 0.1-0.3 ms, latency 0.2 ms
+  c.jitter_cv = 0.05;
+  SimResult r = Simulate(c);
+  EXPECT_EQ(r.overrun_gpu_s, 0);
+  EXPECT_EQ(r.overhead_pct, 0) << "delay without an overrun";
+}
+
 TEST(Simulate, BubbleLengthsAreLearnedOnlineSoTheFirstIterationHarvestsNothing) {
   SimConfig c = EqualStages(ScheduleKind::k1F1B, 4, 4);
   c.iterations = 1;

@@ -221,6 +221,7 @@ class ClusterRun {
     lane.predictor.Observe(slot, static_cast<Nanos>(end - begin));
     uint64_t stepped = 0;
     double now = begin + c_.dispatch_latency_ms * kNsPerMs;
+    double last_step_end = begin;  // only a step, not the dispatch latency, can delay the trainer
     double resume = end;
     if (predicted > 0) {
       const double predicted_end = begin + static_cast<double>(predicted);
@@ -255,10 +256,10 @@ class ClusterRun {
           task_total.work_ns += Ns(alone);
           ++task_total.steps;
           stepped |= uint64_t{1} << chosen;
-          now = step_end;
+          now = last_step_end = step_end;
         }
       }
-      if (now > end) resume = end + c_.overrun_cost * (now - end);
+      if (last_step_end > end) resume = end + c_.overrun_cost * (last_step_end - end);
     }
     for (size_t i = 0; i < lane.tasks.size(); ++i)
       if (!(stepped >> i & 1)) lane.tasks[i].estimator.PassedOver(1);

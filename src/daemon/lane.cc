@@ -20,9 +20,6 @@ constexpr Nanos kIdleWakeInterval = 200 * kMillisecond;
 constexpr Nanos kWatchInterval = 50 * kMillisecond;
 constexpr Nanos kStageCheckInterval = 10 * kMillisecond;
 
-nlohmann::json MemoryJson(uint64_t bytes) {
-  return bytes == UINT64_MAX ? nlohmann::json(nullptr) : nlohmann::json(bytes);
-}
 
 }  // namespace
 

@@ -20,7 +20,6 @@ constexpr Nanos kIdleWakeInterval = 200 * kMillisecond;
 constexpr Nanos kWatchInterval = 50 * kMillisecond;
 constexpr Nanos kStageCheckInterval = 10 * kMillisecond;
 
-
 }  // namespace
 
 Lane::Lane(const LaneConfig& config, const DaemonOptions& options, TaskManager* tasks,

@@ -387,8 +387,9 @@ TEST_F(DaemonIntegration, FailuresKeepExitStatusAndStderrAndAreRetried) {
 // overrunning its bubbles: it is demoted, then killed for good (no retries),
 // and the lane goes on with the next task.
 TEST_F(DaemonIntegration, ATaskThatKeepsOverrunningIsDemotedThenKilled) {
-  options_.overrun_budget = {
-      .max_fraction = 0.05, .window = 16, .min_bubbles = 4, .warmup_bubbles = 2, .hang = 0};
+  // CPU lanes have no budget by default; this test gives its lane the GPU default's share.
+  options_.cpu_overrun_budget = {.max_fraction = 0.05, .window = 16, .min_bubbles = 4,
+                                 .min_overrun = 10 * kMillisecond, .warmup_bubbles = 2, .hang = 0};
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   // Every 10th step takes 8 ms, longer than the 5 ms bubbles: it always overruns.
   v1::TaskSpec spec = MakeSpec("overrunner", {BAD_TASK_BIN, "--step-us", "300", "--slow-every",
@@ -421,7 +422,7 @@ TEST_F(DaemonIntegration, ATaskThatKeepsOverrunningIsDemotedThenKilled) {
 // A step that never returns is killed once it has run the hang timeout past
 // its bubble's end; the lane is free again for the next task.
 TEST_F(DaemonIntegration, AHungStepIsKilledAndTheLaneGoesOn) {
-  options_.overrun_budget.hang = 300 * kMillisecond;
+  options_.cpu_overrun_budget.hang = 300 * kMillisecond;
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   v1::TaskSpec spec = MakeSpec("hangs", {BAD_TASK_BIN, "--step-us", "200", "--hang-after", "30"});
   v1::TaskInfo info;

@@ -189,7 +189,8 @@ TEST(DispatchPolicy, ImperativeTasksNeedAMinimumSlice) {
 }
 
 TEST(OverrunBudget, OverrunsBeyondTheShareOfBubbleTimeDemoteThenKill) {
-  OverrunBudget budget({.max_fraction = 0.1, .window = 8, .min_bubbles = 3, .warmup_bubbles = 2, .hang = 0});
+  OverrunBudget budget({.max_fraction = 0.1, .window = 8, .min_bubbles = 3, .min_overrun = 0,
+                        .warmup_bubbles = 2, .hang = 0});
   // Warm-up: the first bubbles are not judged, however long they overran.
   EXPECT_EQ(budget.Record(9000, 1000), OverrunVerdict::kWithin);
   EXPECT_EQ(budget.Record(9000, 1000), OverrunVerdict::kWithin);
@@ -211,10 +212,17 @@ TEST(OverrunBudget, OverrunsBeyondTheShareOfBubbleTimeDemoteThenKill) {
 }
 
 TEST(OverrunBudget, AHangIsKilledAtOnceAndZeroDisablesTheBudget) {
-  OverrunBudget hang({.max_fraction = 1.0, .window = 32, .min_bubbles = 4, .warmup_bubbles = 2, .hang = 500});
+  OverrunBudget hang({.max_fraction = 1.0, .window = 32, .min_bubbles = 4, .min_overrun = 0,
+                      .warmup_bubbles = 2, .hang = 500});
   EXPECT_EQ(hang.Record(499, 10), OverrunVerdict::kWithin);
   EXPECT_EQ(hang.Record(500, 10), OverrunVerdict::kKill);
-  OverrunBudget off({.max_fraction = 0, .window = 2, .min_bubbles = 1, .warmup_bubbles = 0, .hang = 0});
+  OverrunBudget off({.max_fraction = 0, .window = 2, .min_bubbles = 1, .min_overrun = 0,
+                     .warmup_bubbles = 0, .hang = 0});
+  // Small overruns, however large a share, stay under the absolute floor.
+  OverrunBudget floor({.max_fraction = 0.05, .window = 32, .min_bubbles = 1, .min_overrun = 25000,
+                       .warmup_bubbles = 0, .hang = 0});
+  for (int i = 0; i < 18; ++i) EXPECT_EQ(floor.Record(400, 1000), OverrunVerdict::kWithin);
+  EXPECT_EQ(floor.Record(20000, 1000), OverrunVerdict::kDemote) << "27.2 us in all: over the floor";
   for (int i = 0; i < 10; ++i) EXPECT_EQ(off.Record(1 << 30, 1), OverrunVerdict::kWithin);
   EXPECT_FALSE(off.demoted());
 }

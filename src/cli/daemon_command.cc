@@ -31,6 +31,7 @@ struct DaemonArgs {
   std::string stage_timeout = "10s";
   std::string metrics;
   std::string overrun_budget = "5%";
+  std::string cpu_overrun_budget = "0";
   int overrun_window = 32;
   std::string hang_timeout = "10s";
   bool allow_root = false;
@@ -170,18 +171,25 @@ int RunDaemon(const DaemonArgs& args) {
   }
   options.stage_timeout = *timeout;
   std::optional<double> budget = ParsePercent(args.overrun_budget);
+  std::optional<double> cpu_budget = ParsePercent(args.cpu_overrun_budget);
   auto hang = ParseDuration(args.hang_timeout, &error);
-  if (!budget || !hang || args.overrun_window < 1 || args.overrun_window > OverrunBudget::kMaxWindow) {
+  if (!budget || !cpu_budget || !hang || args.overrun_window < 1 ||
+      args.overrun_window > OverrunBudget::kMaxWindow) {
     fmt::print(stderr, "freeride daemon: {}\n",
-               !budget ? fmt::format("--overrun-budget '{}': give a share of bubble time such as 5% "
-                                     "(0 turns it off)", args.overrun_budget)
+               !budget || !cpu_budget
+                   ? fmt::format("--overrun-budget/--cpu-overrun-budget '{}': give a share of "
+                                 "bubble time such as 5% (0 turns it off)",
+                                 !budget ? args.overrun_budget : args.cpu_overrun_budget)
                : !hang ? "--hang-timeout: " + error
                        : fmt::format("--overrun-window must be in 1..{}", OverrunBudget::kMaxWindow));
     return 2;
   }
   options.overrun_budget.max_fraction = *budget;
-  options.overrun_budget.window = args.overrun_window;
-  options.overrun_budget.hang = *hang;
+  options.cpu_overrun_budget.max_fraction = *cpu_budget;
+  for (OverrunBudgetConfig* b : {&options.overrun_budget, &options.cpu_overrun_budget}) {
+    b->window = args.overrun_window;
+    b->hang = *hang;
+  }
   if (!BuildLanes(args, &options, &error)) {
     fmt::print(stderr, "freeride daemon: {}\n", error);
     return 2;
@@ -274,6 +282,9 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--overrun-budget", args->overrun_budget,
                   "Overrun past bubble ends a task may cause, as a share of its bubble time over "
                   "--overrun-window bubbles, before it is demoted, then killed (0: never)")
+      ->capture_default_str();
+  cmd->add_option("--cpu-overrun-budget", args->cpu_overrun_budget,
+                  "The same for CPU lanes, where scheduling noise makes most overruns (0: never)")
       ->capture_default_str();
   cmd->add_option("--overrun-window", args->overrun_window,
                   "Bubbles a task steps in over which that share is taken")->capture_default_str();

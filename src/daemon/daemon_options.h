@@ -35,7 +35,18 @@ struct DaemonOptions {
   bool realtime_dispatch = true;   // SCHED_FIFO for lane threads when permitted
   DispatchConfig dispatch;
   BubblePredictorConfig predictor;
+  // GPU lanes' overrun budget.  CPU lanes have their own, off by default:
+  // there the operating system's scheduling, not the task, makes most
+  // overruns (a CPU stage and its tasks share cores), and CPU lanes serve
+  // demos and tests rather than GPU training.  A hung step is killed on both.
   OverrunBudgetConfig overrun_budget;
+  OverrunBudgetConfig cpu_overrun_budget{.max_fraction = 0};
+
+  const OverrunBudgetConfig& BudgetForLane(int lane) const {
+    for (const LaneConfig& l : lanes)
+      if (l.index == lane) return l.device.rfind("cpu:", 0) == 0 ? cpu_overrun_budget : overrun_budget;
+    return overrun_budget;
+  }
 };
 
 }  // namespace freeride

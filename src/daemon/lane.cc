@@ -224,7 +224,7 @@ void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed, Na
   uint32_t ack = l->ack_seq.load(std::memory_order_acquire);
   Nanos now = MonotonicNow();
   Nanos over_since = 0;  // when the lane first saw the bubble over with a step running
-  const Nanos hang = options_.overrun_budget.hang;
+  const Nanos hang = options_.BudgetForLane(config_.index).hang;
   if (!armed) segment.Grant(bubble.mark.seq, deadline);
   if (bubble.first_grant_ns == 0) bubble.first_grant_ns = now;
   started();

@@ -405,13 +405,13 @@ void TaskManager::RecordOverrun(int64_t id, Nanos overrun, Nanos bubble) {
   auto it = tasks_.find(id);
   if (it == tasks_.end() || !it->second.runtime) return;
   Record& record = it->second;
-  if (!record.overrun) record.overrun = std::make_unique<OverrunBudget>(options_.overrun_budget);
+  const OverrunBudgetConfig& budget = options_.BudgetForLane(record.info.lane());
+  if (!record.overrun) record.overrun = std::make_unique<OverrunBudget>(budget);
   Nanos overrun_before = record.overrun->WindowOverrun();
   Nanos bubble_before = record.overrun->WindowBubbleTime();
   int count_before = record.overrun->window_count();
   OverrunVerdict verdict = record.overrun->Record(overrun, bubble);
   if (verdict == OverrunVerdict::kWithin) return;
-  const OverrunBudgetConfig& budget = options_.overrun_budget;
   std::string why =
       budget.hang > 0 && overrun >= budget.hang
           ? fmt::format("one step ran {} past its bubble's end", FormatDuration(overrun))

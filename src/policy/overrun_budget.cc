@@ -38,7 +38,7 @@ OverrunVerdict OverrunBudget::Record(Nanos overrun, Nanos bubble) {
   overrun_sum_ += overrun;
   bubble_sum_ += bubble;
   next_ = (next_ + 1) % config_.window;
-  if (count_ < config_.min_bubbles ||
+  if (count_ < config_.min_bubbles || overrun_sum_ < config_.min_overrun ||
       static_cast<double>(overrun_sum_) <= config_.max_fraction * static_cast<double>(bubble_sum_))
     return OverrunVerdict::kWithin;
   if (demoted_) return OverrunVerdict::kKill;

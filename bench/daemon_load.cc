@@ -3,7 +3,10 @@
 // daemon process's resident memory and CPU use every few seconds: memory
 // should stay flat and CPU below 1% of a core.
 //
-//   bench/daemon_load [--seconds 60] [--tasks 10000] [--step-us 2000]
+//   bench/daemon_load [--seconds 60] [--tasks 10000] [--step-us 2000] [--bin-dir DIR]
+//
+// --bin-dir takes freeride, example_count_task and example_stage_replay from
+// DIR (a bundle's bin/ on a GPU node) instead of this build.
 //
 // Steps default to 2 ms, as the built-in GPU tasks' are on H200; every step
 // is an event-log line, so shorter steps cost the daemon more.
@@ -70,7 +73,14 @@ pid_t Spawn(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   int seconds = 60, tasks = 10000, step_us = 2000;
+  std::string freeride_bin = FREERIDE_BIN, count_bin = COUNT_TASK_BIN, replay_bin = STAGE_REPLAY_BIN;
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--bin-dir")) {
+      std::string dir = std::filesystem::absolute(argv[i + 1]).string();  // tasks run in /tmp
+      freeride_bin = dir + "/freeride";
+      count_bin = dir + "/example_count_task";
+      replay_bin = dir + "/example_stage_replay";
+    }
     if (!std::strcmp(argv[i], "--seconds")) seconds = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--tasks")) tasks = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--step-us")) step_us = std::atoi(argv[i + 1]);
@@ -78,7 +88,7 @@ int main(int argc, char** argv) {
   char pattern[] = "/tmp/fr-load-XXXXXX";
   std::string dir = mkdtemp(pattern);
   std::string socket = dir + "/d.sock";
-  pid_t daemon = Spawn({FREERIDE_BIN, "daemon", "--socket", socket, "--state-dir", dir + "/state",
+  pid_t daemon = Spawn({freeride_bin, "daemon", "--socket", socket, "--state-dir", dir + "/state",
                         "--cpu-lanes", std::to_string(kLanes), "--allow-root"});
   std::string error;
   std::unique_ptr<freeride::v1::FreeRide::Stub> stub;
@@ -86,8 +96,13 @@ int main(int argc, char** argv) {
     usleep(50000);
     stub = freeride::ConnectToDaemon(socket, &error);
   }
+  auto stop_daemon = [&] {
+    kill(daemon, SIGTERM);
+    waitpid(daemon, nullptr, 0);
+  };
   if (!stub) {
     fmt::print(stderr, "daemon_load: {}\n", error);
+    stop_daemon();
     return 1;
   }
   auto started = std::chrono::steady_clock::now();
@@ -95,7 +110,7 @@ int main(int argc, char** argv) {
     freeride::v1::SubmitRequest request;
     auto* spec = request.mutable_spec();
     spec->set_name(fmt::format("load-{}", i));
-    spec->add_command(COUNT_TASK_BIN);
+    spec->add_command(count_bin);
     spec->add_command("--total");
     spec->add_command("1000000000");
     spec->add_command("--step-us");
@@ -109,17 +124,19 @@ int main(int argc, char** argv) {
     grpc::Status status = stub->Submit(&context, request, &reply);
     if (!status.ok()) {
       fmt::print(stderr, "daemon_load: submit {}: {}\n", i, status.error_message());
+      stop_daemon();
       return 1;
     }
   }
   double submit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  fmt::print("submitted {} tasks in {:.1f} s; daemon RSS {:.1f} MiB\n", tasks, submit_s,
+  fmt::print("{} cores; submitted {} tasks in {:.1f} s; daemon RSS {:.1f} MiB\n",
+             std::thread::hardware_concurrency(), tasks, submit_s,
              ResidentKiB(daemon) / 1024.0);
 
   // 278 bubbles a second over 4 lanes: each stage 3.6 ms busy + 10.8 ms bubble.
   std::vector<pid_t> stages;
   for (int lane = 0; lane < kLanes; ++lane)
-    stages.push_back(Spawn({STAGE_REPLAY_BIN, "--socket", socket, "--lane", std::to_string(lane),
+    stages.push_back(Spawn({replay_bin, "--socket", socket, "--lane", std::to_string(lane),
                             "--iterations", "100000000", "--busy-ms", "3.6", "--bubbles-ms", "10.8",
                             "--busy", "sleep"}));
   sleep(3);  // tasks launch and the first bubbles are served

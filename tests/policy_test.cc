@@ -159,6 +159,22 @@ TEST(DispatchPolicy, OrdersByMemoryThenTimeThenPriorityThenFifo) {
   EXPECT_EQ(c[d.index].task_id, 5);
 }
 
+TEST(DispatchPolicy, DemotedTasksGoLastAndMustFitTwiceTheirStep) {
+  DispatchPolicy policy;
+  BubbleView bubble{.now = 0, .predicted_end = 10 * kMillisecond, .free_memory_bytes = 1000};
+  DispatchCandidate demoted = Task(1, 9, 1, 100, 1 * kMillisecond);
+  demoted.demoted = true;
+  std::vector<DispatchCandidate> c = {demoted, Task(2, 0, 2, 100, 1 * kMillisecond)};
+  DispatchDecision d = policy.Choose(c, bubble);
+  ASSERT_EQ(d.verdict, DispatchVerdict::kRun);
+  EXPECT_EQ(c[d.index].task_id, 2) << "after any task not demoted, whatever its priority";
+  c[0].step_estimate = 4 * kMillisecond;  // 2 x 4 ms x 1.1 margin > 8 ms left
+  bubble.now = 2 * kMillisecond;
+  EXPECT_EQ(policy.Choose(std::span(c).first(1), bubble).verdict, DispatchVerdict::kNoTimeFit);
+  c[0].demoted = false;
+  EXPECT_EQ(policy.Choose(std::span(c).first(1), bubble).verdict, DispatchVerdict::kRun);
+}
+
 TEST(DispatchPolicy, SaysWhyNothingRuns) {
   DispatchPolicy policy;
   BubbleView bubble{.now = 0, .predicted_end = 1 * kMillisecond, .free_memory_bytes = 10};

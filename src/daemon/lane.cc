@@ -128,7 +128,7 @@ void Lane::Arm() {
   // Demoted tasks are never armed: an armed task's grant is the whole
   // forecast, and a demoted one must stop a step early.
   if (decision.verdict == DispatchVerdict::kRun && !candidates_[decision.index].imperative &&
-      candidates_[decision.index].priority != TaskManager::kDemotedPriority)
+      !candidates_[decision.index].demoted)
     target = candidates_[decision.index].task_id;
   if (armed_ && (armed_->task_id != target || armed_->exited)) Disarm();
   if (target == 0 || armed_) return;
@@ -188,11 +188,12 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
     bubble.last_verdict = decision.verdict;
     if (decision.verdict != DispatchVerdict::kRun) break;
     int64_t id = candidates_[decision.index].task_id;
-    // A demoted task's estimate is doubled; its grant also ends one step
-    // early, because the task checks its own (undoubled) estimate.
+    // The policy judged a demoted task by twice its estimate; the task checks
+    // its own, so its grant ends one step early.
     Nanos deadline = bubble.predicted_end;
-    if (candidates_[decision.index].priority == TaskManager::kDemotedPriority)
-      deadline -= candidates_[decision.index].step_estimate / 2;
+    if (candidates_[decision.index].demoted)
+      deadline -= std::max(candidates_[decision.index].step_estimate,
+                           policy_.config().unknown_step_estimate);
     bubble.excluded.push_back(id);
     std::shared_ptr<TaskRuntime> task = tasks_->RuntimeOf(id);
     if (!task) continue;

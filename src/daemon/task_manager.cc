@@ -340,10 +340,7 @@ void TaskManager::Candidates(int lane, const std::vector<int64_t>& excluded,
     c.step_estimate = record.runtime->segment->layout()->step_estimate_ns.load(
         std::memory_order_relaxed);
     if (c.step_estimate == 0) c.step_estimate = record.info.spec().step_time_hint_ns();
-    if (record.overrun && record.overrun->demoted()) {
-      c.priority = kDemotedPriority;
-      c.step_estimate = 2 * std::max(c.step_estimate, options_.dispatch.unknown_step_estimate);
-    }
+    c.demoted = record.overrun && record.overrun->demoted();
     out->push_back(c);
   }
 }

@@ -92,15 +92,13 @@ class TaskManager {
   void AddHarvest(int64_t id, Nanos harvested);
   // The task's overrun past the end of one bubble of length `bubble` it
   // stepped in (0 if none), judged by its OverrunBudget: a task over budget is demoted (logged, and
-  // from then on offered as kDemotedPriority with a doubled step estimate),
+  // from then on its candidates are marked demoted for the dispatch policy),
   // and killed, FAILED without retries, if it stays over budget.
   void RecordOverrun(int64_t id, Nanos overrun, Nanos bubble);
   // Kills a task whose step has run `overrun` past its bubble's end and is
   // still running (a hang); it ends FAILED without retries.
   void KillHung(int64_t id, Nanos overrun);
 
-  // Candidates() gives demoted tasks this priority, below any a user can set.
-  static constexpr int kDemotedPriority = -1001;
 
   // Counts for lane statistics.
   void LaneCounts(int lane, uint32_t* resident, uint32_t* queued) const;

@@ -22,8 +22,23 @@ bool DispatchPolicy::StepFits(Nanos now, Nanos predicted_end, Nanos step_estimat
 
 bool DispatchPolicy::TimeFits(const DispatchCandidate& c, const BubbleView& bubble) const {
   if (c.imperative) return bubble.predicted_end - bubble.now >= config_.min_imperative_slice;
-  return StepFits(bubble.now, bubble.predicted_end, c.step_estimate);
+  // A demoted task must fit twice its estimate (StepFits maps 0 to the
+  // unknown-step default first).
+  Nanos estimate = c.step_estimate > 0 ? c.step_estimate : config_.unknown_step_estimate;
+  return StepFits(bubble.now, bubble.predicted_end, c.demoted ? 2 * estimate : estimate);
 }
+
+namespace {
+
+// True when `a` goes before `b`: not demoted first, then higher priority,
+// then earlier submission.
+bool Ranks(const DispatchCandidate& a, const DispatchCandidate& b) {
+  if (a.demoted != b.demoted) return !a.demoted;
+  if (a.priority != b.priority) return a.priority > b.priority;
+  return a.submit_order < b.submit_order;
+}
+
+}  // namespace
 
 DispatchDecision DispatchPolicy::Choose(std::span<const DispatchCandidate> candidates,
                                         const BubbleView& bubble) const {
@@ -35,12 +50,7 @@ DispatchDecision DispatchPolicy::Choose(std::span<const DispatchCandidate> candi
     if (c.memory_bytes > bubble.free_memory_bytes) continue;
     any_memory_fit = true;
     if (!TimeFits(c, bubble)) continue;
-    if (decision.index >= 0) {
-      const DispatchCandidate& best = candidates[decision.index];
-      if (c.priority < best.priority) continue;
-      if (c.priority == best.priority && c.submit_order >= best.submit_order) continue;
-    }
-    decision.index = static_cast<int>(i);
+    if (decision.index < 0 || Ranks(c, candidates[decision.index])) decision.index = static_cast<int>(i);
   }
   if (decision.index >= 0) {
     decision.verdict = DispatchVerdict::kRun;

@@ -28,6 +28,9 @@ struct DispatchCandidate {
   uint64_t memory_bytes = 0;  // declared need
   Nanos step_estimate = 0;    // 0: unknown
   bool imperative = false;
+  // Over its overrun budget (policy/overrun_budget.h): chosen after every
+  // task that is not, and only where twice its step estimate fits.
+  bool demoted = false;
 };
 
 struct BubbleView {
@@ -51,7 +54,7 @@ class DispatchPolicy {
 
   // Picks among candidates by, in order: memory fit (declared memory <= the
   // stage's free memory), time fit (the task's step fits the rest of the
-  // bubble), higher priority, earlier submission.
+  // bubble), not demoted, higher priority, earlier submission.
   DispatchDecision Choose(std::span<const DispatchCandidate> candidates,
                           const BubbleView& bubble) const;
 

@@ -207,40 +207,46 @@ TEST(DispatchPolicy, ImperativeTasksNeedAMinimumSlice) {
 TEST(OverrunBudget, OverrunsBeyondTheShareOfBubbleTimeDemoteThenKill) {
   OverrunBudget budget({.max_fraction = 0.1, .window = 8, .min_bubbles = 3, .min_overrun = 0,
                         .warmup_bubbles = 2, .hang = 0});
+  auto verdict = [&](Nanos overrun, Nanos bubble) { return budget.Record(overrun, bubble).verdict; };
   // Warm-up: the first bubbles are not judged, however long they overran.
-  EXPECT_EQ(budget.Record(9000, 1000), OverrunVerdict::kWithin);
-  EXPECT_EQ(budget.Record(9000, 1000), OverrunVerdict::kWithin);
+  EXPECT_EQ(verdict(9000, 1000), OverrunVerdict::kWithin);
+  EXPECT_EQ(verdict(9000, 1000), OverrunVerdict::kWithin);
   // 5% of the bubble time overrun, bubble after bubble: within budget forever.
-  for (int i = 0; i < 50; ++i) EXPECT_EQ(budget.Record(50, 1000), OverrunVerdict::kWithin);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(verdict(50, 1000), OverrunVerdict::kWithin);
   EXPECT_FALSE(budget.demoted());
   // One big overrun: judged at once (the window holds enough bubbles).
-  EXPECT_EQ(budget.Record(5000, 1000), OverrunVerdict::kDemote);
+  OverrunJudgement demoted = budget.Record(5000, 1000);
+  EXPECT_EQ(demoted.verdict, OverrunVerdict::kDemote);
+  EXPECT_EQ(demoted.bubbles, 8);
+  EXPECT_EQ(demoted.overrun, 7 * 50 + 5000);
+  EXPECT_EQ(demoted.bubble_time, 8000);
   EXPECT_TRUE(budget.demoted());
   EXPECT_EQ(budget.window_count(), 0) << "the demoted task starts a fresh window";
-  // Not judged before min_bubbles, then within budget again.
-  EXPECT_EQ(budget.Record(900, 1000), OverrunVerdict::kWithin);
-  EXPECT_EQ(budget.Record(0, 1000), OverrunVerdict::kWithin);
-  EXPECT_EQ(budget.Record(0, 8000), OverrunVerdict::kWithin) << "900 of 10000: 9%";
-  EXPECT_NEAR(budget.WindowFraction(), 0.09, 1e-9);
-  // The old overrun leaves the sliding window; a new one tips it over: killed.
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(budget.Record(0, 1000), OverrunVerdict::kWithin);
-  EXPECT_EQ(budget.Record(2000, 1000), OverrunVerdict::kKill);
+  // Not judged before min_bubbles, then within budget again: 900 of 10000, 9%.
+  EXPECT_EQ(verdict(900, 1000), OverrunVerdict::kWithin);
+  EXPECT_EQ(verdict(0, 1000), OverrunVerdict::kWithin);
+  EXPECT_EQ(verdict(0, 8000), OverrunVerdict::kWithin);
+  // The old overrun leaves the sliding window; a new one tips it over: killed,
+  // with the figures of the window that was judged.
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(verdict(0, 1000), OverrunVerdict::kWithin);
+  OverrunJudgement killed = budget.Record(2000, 1000);
+  EXPECT_EQ(killed.verdict, OverrunVerdict::kKill);
+  EXPECT_EQ(killed.bubbles, 8);
+  EXPECT_EQ(killed.overrun, 2000);
+  EXPECT_EQ(killed.bubble_time, 8000);
 }
 
-TEST(OverrunBudget, AHangIsKilledAtOnceAndZeroDisablesTheBudget) {
-  OverrunBudget hang({.max_fraction = 1.0, .window = 32, .min_bubbles = 4, .min_overrun = 0,
-                      .warmup_bubbles = 2, .hang = 500});
-  EXPECT_EQ(hang.Record(499, 10), OverrunVerdict::kWithin);
-  EXPECT_EQ(hang.Record(500, 10), OverrunVerdict::kKill);
+TEST(OverrunBudget, ZeroDisablesTheBudgetAndSmallTotalsStayUnderTheFloor) {
   OverrunBudget off({.max_fraction = 0, .window = 2, .min_bubbles = 1, .min_overrun = 0,
                      .warmup_bubbles = 0, .hang = 0});
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(off.Record(1 << 30, 1).verdict, OverrunVerdict::kWithin);
+  EXPECT_FALSE(off.demoted());
   // Small overruns, however large a share, stay under the absolute floor.
   OverrunBudget floor({.max_fraction = 0.05, .window = 32, .min_bubbles = 1, .min_overrun = 25000,
                        .warmup_bubbles = 0, .hang = 0});
-  for (int i = 0; i < 18; ++i) EXPECT_EQ(floor.Record(400, 1000), OverrunVerdict::kWithin);
-  EXPECT_EQ(floor.Record(20000, 1000), OverrunVerdict::kDemote) << "27.2 us in all: over the floor";
-  for (int i = 0; i < 10; ++i) EXPECT_EQ(off.Record(1 << 30, 1), OverrunVerdict::kWithin);
-  EXPECT_FALSE(off.demoted());
+  for (int i = 0; i < 18; ++i) EXPECT_EQ(floor.Record(400, 1000).verdict, OverrunVerdict::kWithin);
+  EXPECT_EQ(floor.Record(20000, 1000).verdict, OverrunVerdict::kDemote)
+      << "27.2 us in all: over the floor";
 }
 
 }  // namespace

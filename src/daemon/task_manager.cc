@@ -404,48 +404,41 @@ void TaskManager::RecordOverrun(int64_t id, Nanos overrun, Nanos bubble) {
   Record& record = it->second;
   const OverrunBudgetConfig& budget = options_.BudgetForLane(record.info.lane());
   if (!record.overrun) record.overrun = std::make_unique<OverrunBudget>(budget);
-  Nanos overrun_before = record.overrun->WindowOverrun();
-  Nanos bubble_before = record.overrun->WindowBubbleTime();
-  int count_before = record.overrun->window_count();
-  OverrunVerdict verdict = record.overrun->Record(overrun, bubble);
-  if (verdict == OverrunVerdict::kWithin) return;
-  std::string why =
-      budget.hang > 0 && overrun >= budget.hang
-          ? fmt::format("one step ran {} past its bubble's end", FormatDuration(overrun))
-          : fmt::format("overran its last {} bubbles by {} in all ({:.0f}% of their length; budget "
-                        "{:.0f}%)",
-                        count_before + 1, FormatDuration(overrun_before + overrun),
-                        100.0 * static_cast<double>(overrun_before + overrun) /
-                            static_cast<double>(std::max<Nanos>(1, bubble_before + bubble)),
-                        100 * budget.max_fraction);
-  events_->Emit({{"type", "overrun_budget"},
-                 {"ts_ns", MonotonicNow()},
-                 {"task_id", id},
-                 {"lane", record.info.lane()},
-                 {"verdict", OverrunVerdictName(verdict)},
-                 {"overrun_ns", overrun},
-                 {"reason", why}});
-  if (verdict == OverrunVerdict::kDemote) {
+  OverrunJudgement judged = record.overrun->Record(overrun, bubble);
+  if (judged.verdict == OverrunVerdict::kWithin) return;
+  std::string why = fmt::format(
+      "overran its last {} bubbles by {} in all ({:.0f}% of their length; budget {:.0f}%)",
+      judged.bubbles, FormatDuration(judged.overrun),
+      100.0 * static_cast<double>(judged.overrun) /
+          static_cast<double>(std::max<Nanos>(1, judged.bubble_time)),
+      100 * budget.max_fraction);
+  EmitBudgetEventLocked(record, judged.verdict, overrun, why);
+  if (judged.verdict == OverrunVerdict::kDemote) {
     record.info.set_message("demoted: " + why + "; it now runs only where twice its step fits");
     journal_->Record(record.info, nullptr);
     return;
   }
-  KillForPolicyLocked(record, "killed: " + why + (record.overrun->demoted() ? " after demotion" : ""));
+  KillForPolicyLocked(record, "killed: " + why + " after demotion");
 }
 
 void TaskManager::KillHung(int64_t id, Nanos overrun) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = tasks_.find(id);
   if (it == tasks_.end() || !it->second.runtime || !it->second.policy_kill.empty()) return;
-  events_->Emit({{"type", "overrun_budget"},
-                 {"ts_ns", MonotonicNow()},
-                 {"task_id", id},
-                 {"lane", it->second.info.lane()},
-                 {"verdict", "kill"},
-                 {"overrun_ns", overrun},
-                 {"reason", "hung in a step"}});
+  EmitBudgetEventLocked(it->second, OverrunVerdict::kKill, overrun, "hung in a step");
   KillForPolicyLocked(it->second, fmt::format("killed: hung in a step {} past its bubble's end",
                                               FormatDuration(overrun)));
+}
+
+void TaskManager::EmitBudgetEventLocked(const Record& record, OverrunVerdict verdict, Nanos overrun,
+                                        const std::string& reason) {
+  events_->Emit({{"type", "overrun_budget"},
+                 {"ts_ns", MonotonicNow()},
+                 {"task_id", record.info.id()},
+                 {"lane", record.info.lane()},
+                 {"verdict", OverrunVerdictName(verdict)},
+                 {"overrun_ns", overrun},
+                 {"reason", reason}});
 }
 
 void TaskManager::KillForPolicyLocked(Record& record, const std::string& reason) {

@@ -118,6 +118,9 @@ class TaskManager {
     Nanos last_journaled_ns = 0;
   };
 
+  // An `overrun_budget` event (docs/event-log.md).  mu_ held.
+  void EmitBudgetEventLocked(const Record& record, OverrunVerdict verdict, Nanos overrun,
+                             const std::string& reason);
   // Kills the record's process for a policy reason.  mu_ held.
   void KillForPolicyLocked(Record& record, const std::string& reason);
   // Sets or clears a record's runtime and keeps resident_ in step.  mu_ held.

@@ -18,15 +18,10 @@ OverrunBudget::OverrunBudget(OverrunBudgetConfig config) : config_(config) {
   config_.min_bubbles = std::clamp(config_.min_bubbles, 1, config_.window);
 }
 
-double OverrunBudget::WindowFraction() const {
-  return bubble_sum_ > 0 ? static_cast<double>(overrun_sum_) / static_cast<double>(bubble_sum_) : 0;
-}
-
-OverrunVerdict OverrunBudget::Record(Nanos overrun, Nanos bubble) {
+OverrunJudgement OverrunBudget::Record(Nanos overrun, Nanos bubble) {
   overrun = std::max<Nanos>(overrun, 0);
   bubble = std::max<Nanos>(bubble, 0);
-  if (config_.hang > 0 && overrun >= config_.hang) return OverrunVerdict::kKill;
-  if (config_.max_fraction <= 0 || ++seen_ <= config_.warmup_bubbles) return OverrunVerdict::kWithin;
+  if (config_.max_fraction <= 0 || ++seen_ <= config_.warmup_bubbles) return {};
   if (count_ == config_.window) {
     overrun_sum_ -= overruns_[next_];
     bubble_sum_ -= bubbles_[next_];
@@ -40,12 +35,13 @@ OverrunVerdict OverrunBudget::Record(Nanos overrun, Nanos bubble) {
   next_ = (next_ + 1) % config_.window;
   if (count_ < config_.min_bubbles || overrun_sum_ < config_.min_overrun ||
       static_cast<double>(overrun_sum_) <= config_.max_fraction * static_cast<double>(bubble_sum_))
-    return OverrunVerdict::kWithin;
-  if (demoted_) return OverrunVerdict::kKill;
+    return {};
+  OverrunJudgement judged{demoted_ ? OverrunVerdict::kKill : OverrunVerdict::kDemote, count_,
+                          overrun_sum_, bubble_sum_};
   demoted_ = true;
   count_ = next_ = 0;
   overrun_sum_ = bubble_sum_ = 0;
-  return OverrunVerdict::kDemote;
+  return judged;
 }
 
 }  // namespace freeride

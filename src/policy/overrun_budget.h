@@ -10,9 +10,9 @@
 // every other task); if it is over budget again, it is killed.  Because the
 // total is judged from the `min_bubbles`-th bubble on, a task overrunning by
 // tens of milliseconds is stopped within a handful of bubbles, while one
-// that overruns by microseconds now and then never is.  A single step far
-// past its bubble (a hang) is killed at once.  Pure policy: the lane feeds
-// it, the task manager acts on it.
+// that overruns by microseconds now and then never is.  (A step far past its
+// bubble, a hang, is the lane's to kill while it waits for it: `hang`.)
+// Pure policy: the lane feeds it, the task manager acts on it.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -35,13 +35,22 @@ struct OverrunBudgetConfig {
   // The first bubbles a task steps in are not judged: its first steps are
   // slow while CUDA loads its kernels and the allocator grows.
   int warmup_bubbles = 2;
-  // One step this far past its bubble's end is a hang: killed at once.  Long
-  // enough that a host stalled on memory or I/O is not mistaken for one.
+  // A step this far past its bubble's end is a hang: the lane kills it while
+  // it waits.  Long enough that a host stalled on memory or I/O is not
+  // mistaken for one.
   Nanos hang = 10 * kSecond;
 };
 
 enum class OverrunVerdict { kWithin, kDemote, kKill };
 const char* OverrunVerdictName(OverrunVerdict verdict);
+
+// A verdict and the window it was reached on, for the task's message.
+struct OverrunJudgement {
+  OverrunVerdict verdict = OverrunVerdict::kWithin;
+  int bubbles = 0;       // in the window judged
+  Nanos overrun = 0;     // their overruns together
+  Nanos bubble_time = 0; // their lengths together
+};
 
 class OverrunBudget {
  public:
@@ -50,16 +59,12 @@ class OverrunBudget {
   explicit OverrunBudget(OverrunBudgetConfig config = {});
 
   // Records the task's overrun in one bubble of length `bubble` that it
-  // stepped in (0 when it ended in time).  Returns kDemote the first time
-  // the window is over budget (the window then starts afresh), kKill when it
-  // is over budget again while demoted, or for a hang.
-  OverrunVerdict Record(Nanos overrun, Nanos bubble);
+  // stepped in (0 when it ended in time).  The verdict is kDemote the first
+  // time the window is over budget (the window then starts afresh), kKill
+  // when it is over budget again while demoted.
+  OverrunJudgement Record(Nanos overrun, Nanos bubble);
 
   bool demoted() const { return demoted_; }
-  // Overrun over bubble time in the current window (0 when empty).
-  double WindowFraction() const;
-  Nanos WindowOverrun() const { return overrun_sum_; }
-  Nanos WindowBubbleTime() const { return bubble_sum_; }
   int window_count() const { return count_; }
 
  private:

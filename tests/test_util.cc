@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/files.h"
+
 namespace freeride {
 
 TempDir::TempDir() {
@@ -49,10 +51,7 @@ bool ProcessAlive(int pid) {
   return close == std::string::npos || content.size() < close + 2 || content[close + 2] != 'Z';
 }
 
-std::string FileText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
+std::string FileText(const std::string& path) { return ReadWholeFile(path).value_or(""); }
 
 ShellResult RunShell(const std::string& command, const std::string& dir) {
   int status = std::system((command + " > " + dir + "/shell.out 2> " + dir + "/shell.err").c_str());

@@ -37,11 +37,12 @@ bool WriteFileAtomically(const std::string& path, std::string_view content, std:
       error);
 }
 
-std::string ReadWholeFile(const std::string& path) {
+std::optional<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
   std::stringstream content;
   content << in.rdbuf();
-  return in ? content.str() : std::string();
+  return content.str();
 }
 
 }  // namespace freeride

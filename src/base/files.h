@@ -1,6 +1,7 @@
 // Files that are never seen half-written.
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -18,7 +19,7 @@ bool ReplaceFileAtomically(const std::string& path,
 bool WriteFileAtomically(const std::string& path, std::string_view content,
                          std::string* error = nullptr);
 
-// The whole content of a file; "" when it cannot be read.
-std::string ReadWholeFile(const std::string& path);
+// The whole content of a file; nullopt when it cannot be opened.
+std::optional<std::string> ReadWholeFile(const std::string& path);
 
 }  // namespace freeride

@@ -5,7 +5,8 @@
 #include <sys/stat.h>
 
 #include <fstream>
-#include <sstream>
+
+#include "base/files.h"
 
 namespace freeride {
 
@@ -49,15 +50,13 @@ std::unique_ptr<v1::FreeRide::Stub> ConnectToDaemon(const DaemonEndpoint& endpoi
   if (endpoint.server.empty()) return ConnectToDaemon(endpoint.socket_path, error);
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (!endpoint.tls_ca_file.empty()) {
-    std::ifstream in(endpoint.tls_ca_file);
-    std::stringstream ca;
-    ca << in.rdbuf();
-    if (!in || ca.str().empty()) {
+    std::optional<std::string> ca = ReadWholeFile(endpoint.tls_ca_file);
+    if (!ca || ca->empty()) {
       *error = fmt::format("cannot read the TLS CA certificate {}", endpoint.tls_ca_file);
       return nullptr;
     }
     grpc::SslCredentialsOptions options;
-    options.pem_root_certs = ca.str();
+    options.pem_root_certs = *ca;
     credentials = grpc::SslCredentials(options);
   }
   return v1::FreeRide::NewStub(grpc::CreateChannel(endpoint.server, credentials));

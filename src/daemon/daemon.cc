@@ -63,8 +63,8 @@ bool Daemon::TcpCredentials(std::shared_ptr<grpc::ServerCredentials>* credential
     return true;
   }
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  pair.cert_chain = ReadWholeFile(options_.tls_cert_file);
-  pair.private_key = ReadWholeFile(options_.tls_key_file);
+  pair.cert_chain = ReadWholeFile(options_.tls_cert_file).value_or("");
+  pair.private_key = ReadWholeFile(options_.tls_key_file).value_or("");
   if (pair.cert_chain.empty() || pair.private_key.empty()) {
     *error = fmt::format("cannot read the TLS certificate {} or key {}", options_.tls_cert_file,
                          options_.tls_key_file);

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "base/files.h"
 
 namespace freeride::sim {
 namespace {
@@ -87,14 +87,12 @@ StageTimesFile FromProfile(const nlohmann::json& doc, int microbatches, double b
 
 std::optional<StageTimesFile> ReadStageTimesFile(const std::string& path, int microbatches,
                                                  double backward_ratio, std::string* error) {
-  std::ifstream in(path);
-  if (!in) {
+  std::optional<std::string> text = ReadWholeFile(path);
+  if (!text) {
     *error = fmt::format("{}: cannot open it", path);
     return std::nullopt;
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
     *error = fmt::format("{}: not a JSON object", path);
     return std::nullopt;

@@ -38,6 +38,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mark.hint_ns = lane->hint_ns.load();
   mark.end_ns = lane->end_ns.load();
   Check(PublishedForecast(*lane, mark) >= 0);
+  // A stage's garbage heartbeat must end a bubble, never overflow the check.
+  const Nanos now = 1000 * kSecond;
+  const Nanos heartbeat = lane->stage_heartbeat_ns.load();
+  if (heartbeat > now + kSecond) Check(BubbleSilent(mark.begin_ns, heartbeat, now, kSecond));
 
   uint64_t tail = task->ring_head.load() > 3 ? task->ring_head.load() - 3 : 0;
   if (size > 8) tail ^= data[size - 1];  // a tail ahead of or behind head as well

@@ -71,6 +71,17 @@ TEST(LaneSegment, EndsOfEarlierBubblesStayReadable) {
   EXPECT_FALSE(daemon.ClosedBubbleEnd(seqs[0], &end)) << "overwritten by a later bubble";
 }
 
+TEST(LaneSegment, ABubbleGoesSilentWithoutHeartbeatsOrWithGarbageOnes) {
+  const Nanos now = 100 * kSecond, timeout = kSecond;
+  EXPECT_FALSE(BubbleSilent(now - 2 * kSecond, now - kMillisecond, now, timeout)) << "fresh heartbeat";
+  EXPECT_FALSE(BubbleSilent(now - kMillisecond, 0, now, timeout)) << "just begun, no heartbeat yet";
+  EXPECT_TRUE(BubbleSilent(now - 3 * kSecond, now - 2 * kSecond, now, timeout)) << "stale";
+  EXPECT_TRUE(BubbleSilent(now - kSecond, now + 3600 * kSecond, now, timeout)) << "from the future";
+  EXPECT_TRUE(BubbleSilent(-5, -1, now, timeout)) << "before boot";
+  EXPECT_FALSE(BubbleSilent(now - 2 * kSecond, now + 100 * kMillisecond, now, timeout))
+      << "clocks a little apart are not garbage";
+}
+
 TEST(LaneSegment, RestartedDaemonKeepsWhatTheStageWrote) {
   TempDir dir;
   std::string path = dir.path() + "/lane0";

@@ -66,6 +66,16 @@ struct LaneSegmentLayout {
   std::atomic<int64_t> predicted_len_ns[kPublishedSlots];
 };
 
+// Whether a bubble that began at `begin_ns` has gone silent at `now`: no
+// heartbeat from its stage for `timeout`.  The segment is the stage's to
+// write, so a heartbeat from the future or before boot is garbage, not a sign
+// of life, and ends the bubble rather than holding it open.
+inline bool BubbleSilent(Nanos begin_ns, Nanos heartbeat_ns, Nanos now, Nanos timeout) {
+  Nanos last = begin_ns > heartbeat_ns ? begin_ns : heartbeat_ns;
+  if (last <= 0 || last > now + kSecond) return true;
+  return now - last > timeout;
+}
+
 // The forecast an armed task uses for `mark`, identical to the dispatcher's.
 inline Nanos PublishedForecast(const LaneSegmentLayout& layout, const struct BubbleMark& mark);
 

@@ -78,12 +78,8 @@ bool Lane::BubbleOver(uint32_t seq, Nanos begin_ns) const {
   const LaneSegmentLayout* l = segment_.layout();
   if (l->bubble_seq.load(std::memory_order_acquire) != seq) return true;
   if (!StageAlive()) return true;
-  Nanos heartbeat = std::max(begin_ns, l->stage_heartbeat_ns.load(std::memory_order_relaxed));
-  Nanos now = MonotonicNow();
-  // The segment is the stage's to write; a time from the future (or before
-  // boot) is garbage, not a sign of life, and must not hold a bubble open.
-  if (heartbeat <= 0 || heartbeat > now + kSecond) return true;
-  return now - heartbeat > options_.stage_timeout;
+  return BubbleSilent(begin_ns, l->stage_heartbeat_ns.load(std::memory_order_relaxed),
+                      MonotonicNow(), options_.stage_timeout);
 }
 
 void Lane::Loop() {

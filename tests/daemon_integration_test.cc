@@ -699,6 +699,18 @@ TEST_F(DaemonIntegration, SocketIsPrivateAndASecondDaemonIsRefused) {
 // ---------------------------------------------------------------------------
 // TCP: only with a token, which every TCP request must carry.
 
+// The status of a GetStats call to the daemon at `endpoint`.
+grpc::StatusCode StatsCode(const DaemonEndpoint& endpoint) {
+  std::string why;
+  auto stub = ConnectToDaemon(endpoint, &why);
+  EXPECT_NE(stub, nullptr) << why;
+  if (!stub) return grpc::StatusCode::UNAVAILABLE;
+  grpc::ClientContext context;
+  PrepareContext(&context, endpoint, std::chrono::seconds(5));
+  v1::StatsReply reply;
+  return stub->GetStats(&context, v1::StatsRequest(), &reply).error_code();
+}
+
 TEST(DaemonTcp, RequestsWithoutTheTokenAreRefusedAndTheSocketNeedsNone) {
   TempDir dir;
   DaemonOptions options = CpuOptions(dir);
@@ -719,13 +731,7 @@ TEST(DaemonTcp, RequestsWithoutTheTokenAreRefusedAndTheSocketNeedsNone) {
     endpoint.socket_path = options.socket_path;
     if (over_tcp) endpoint.server = "127.0.0.1:" + std::to_string(daemon.tcp_port());
     endpoint.token = token;
-    std::string why;
-    auto stub = ConnectToDaemon(endpoint, &why);
-    EXPECT_NE(stub, nullptr) << why;
-    grpc::ClientContext context;
-    PrepareContext(&context, endpoint, std::chrono::seconds(5));
-    v1::StatsReply stats;
-    return stub->GetStats(&context, v1::StatsRequest(), &stats).error_code();
+    return StatsCode(endpoint);
   };
   EXPECT_EQ(stats_with(options.token, true), grpc::StatusCode::OK);
   EXPECT_EQ(stats_with("", true), grpc::StatusCode::UNAUTHENTICATED);
@@ -769,13 +775,7 @@ TEST(DaemonTcp, TlsCarriesTheTokenAndPlainTextIsNotServed) {
     endpoint.server = "127.0.0.1:" + std::to_string(daemon.tcp_port());
     endpoint.token = options.token;
     endpoint.tls_ca_file = ca;
-    std::string why;
-    auto stub = ConnectToDaemon(endpoint, &why);
-    EXPECT_NE(stub, nullptr) << why;
-    grpc::ClientContext context;
-    PrepareContext(&context, endpoint, std::chrono::seconds(5));
-    v1::StatsReply reply;
-    return stub->GetStats(&context, v1::StatsRequest(), &reply).error_code();
+    return StatsCode(endpoint);
   };
   EXPECT_EQ(stats(cert), grpc::StatusCode::OK);
   EXPECT_NE(stats(""), grpc::StatusCode::OK) << "plain text to a TLS port";

@@ -87,6 +87,30 @@ void ValidateSimConfig(const SimConfig& c) {
   }
 }
 
+std::vector<SimConfig> ScaleOutConfigs(const SimConfig& base, const std::vector<int64_t>& gpus,
+                                       int64_t global_microbatches) {
+  if (global_microbatches < 1)
+    throw std::invalid_argument("the global batch must hold at least one micro-batch");
+  std::vector<SimConfig> configs;
+  for (int64_t n : gpus) {
+    if (n < base.stages || n % base.stages != 0)
+      throw std::invalid_argument(fmt::format(
+          "{} GPUs cannot be split into pipelines of {} stages: give a multiple of {}", n,
+          base.stages, base.stages));
+    int64_t replicas = n / base.stages;
+    if (global_microbatches % replicas != 0)
+      throw std::invalid_argument(fmt::format(
+          "a global batch of {} micro-batches does not split over {} pipelines ({} GPUs): "
+          "choose a global batch that is a multiple of {}",
+          global_microbatches, replicas, n, replicas));
+    SimConfig c = base;
+    c.data_parallel = static_cast<int>(replicas);
+    c.microbatches = static_cast<int>(global_microbatches / replicas);
+    configs.push_back(c);
+  }
+  return configs;
+}
+
 std::vector<SimTask> DefaultTaskMix() {
   constexpr uint64_t kMiB = 1ull << 20;
   return {

@@ -89,6 +89,13 @@ struct SimConfig {
 // order, or a task that needs more memory than the trainer leaves.
 void ValidateSimConfig(const SimConfig& config);
 
+// The configurations of a scale-out sweep at a fixed global batch: for each
+// GPU count, data parallelism fills the GPUs not in one pipeline and the
+// micro-batches per pipeline are global_microbatches / data-parallel.
+// Throws std::invalid_argument naming the scale that does not divide.
+std::vector<SimConfig> ScaleOutConfigs(const SimConfig& base, const std::vector<int64_t>& gpus,
+                                       int64_t global_microbatches);
+
 // The H200 side tasks of bench/results/tasks_gpu.md (`--step-ms 2`):
 // PageRank (R-MAT 22), SGD matrix factorisation (20M ratings) and image
 // resize+watermark (1920x1080 to 640 wide).

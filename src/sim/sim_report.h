@@ -9,13 +9,6 @@
 
 namespace freeride::sim {
 
-// The configurations of a scale-out sweep at a fixed global batch: for each
-// GPU count, data parallelism fills the GPUs not in one pipeline and the
-// micro-batches per pipeline are global_microbatches / data-parallel.
-// Throws std::invalid_argument naming the scale that does not divide.
-std::vector<SimConfig> ScaleOutConfigs(const SimConfig& base, const std::vector<int64_t>& gpus,
-                                       int64_t global_microbatches);
-
 std::string FormatSimResult(const SimResult& result);
 nlohmann::json SimResultToJson(const SimResult& result);
 

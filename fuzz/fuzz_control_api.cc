@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,15 @@ struct Harness {
     tasks = std::make_unique<freeride::TaskManager>(options, &journal, &events);
     service = std::make_unique<freeride::ControlService>(tasks.get(), &lanes, dir);
   }
+  // The journal and event log of every run would otherwise pile up in /tmp.
+  ~Harness() {
+    service.reset();
+    tasks.reset();
+    journal.Close();
+    events.Close();
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
   std::string dir;
   freeride::DaemonOptions options;
   freeride::Journal journal;
@@ -46,7 +56,8 @@ bool Parse(Request* request, const uint8_t* data, size_t size) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static Harness* h = new Harness();
+  static Harness harness;
+  Harness* h = &harness;
   if (size == 0) return 0;
   const uint8_t rpc = data[0] % 6;
   ++data;

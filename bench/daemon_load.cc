@@ -3,13 +3,17 @@
 // daemon process's resident memory and CPU use every few seconds: memory
 // should stay flat and CPU below 1% of a core.
 //
-//   bench/daemon_load [--seconds 60] [--tasks 10000] [--step-us 2000] [--bin-dir DIR]
+//   bench/daemon_load [--seconds 60] [--tasks 10000] [--step-us 2000]
+//                     [--step-kind sleep|spin] [--bin-dir DIR]
 //
 // --bin-dir takes freeride, example_count_task and example_stage_replay from
 // DIR (a bundle's bin/ on a GPU node) instead of this build.
 //
 // Steps default to 2 ms, as the built-in GPU tasks' are on H200; every step
-// is an event-log line, so shorter steps cost the daemon more.
+// is an event-log line, so shorter steps cost the daemon more.  By default a
+// task sleeps through its step, as a GPU task waits for its kernel; with
+// --step-kind spin it burns the CPU instead, and on a machine with fewer
+// cores than lanes the tasks then slow each other and the daemon down.
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -73,6 +77,7 @@ pid_t Spawn(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   int seconds = 60, tasks = 10000, step_us = 2000;
+  std::string step_kind = "sleep";
   std::string freeride_bin = FREERIDE_BIN, count_bin = COUNT_TASK_BIN, replay_bin = STAGE_REPLAY_BIN;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--bin-dir")) {
@@ -84,6 +89,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--seconds")) seconds = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--tasks")) tasks = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--step-us")) step_us = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--step-kind")) step_kind = argv[i + 1];
   }
   char pattern[] = "/tmp/fr-load-XXXXXX";
   std::string dir = mkdtemp(pattern);
@@ -115,6 +121,8 @@ int main(int argc, char** argv) {
     spec->add_command("1000000000");
     spec->add_command("--step-us");
     spec->add_command(std::to_string(step_us));
+    spec->add_command("--step-kind");
+    spec->add_command(step_kind);
     spec->set_working_dir("/tmp");
     spec->set_lane(i % kLanes);
     (*spec->mutable_env())["PATH"] = "/usr/bin:/bin";
@@ -174,9 +182,9 @@ int main(int argc, char** argv) {
   }
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("\noverall: daemon CPU {:.2f}% of a core, {:.0f} bubbles/hour, {} tasks queued, "
-             "{} us steps\n",
+             "{} us steps ({})\n",
              100 * (CpuSeconds(daemon) - cpu0) / wall, (stats() - bubbles0) / wall * 3600, tasks,
-             step_us);
+             step_us, step_kind);
   for (pid_t s : stages) kill(s, SIGKILL);
   for (pid_t s : stages) waitpid(s, nullptr, 0);
   kill(daemon, SIGTERM);

@@ -14,13 +14,20 @@
 namespace freeride {
 namespace {
 
-TEST(LaneSegment, StageMarksAreReadConsistently) {
+// A lane segment as the daemon creates it, and the stage's writable view.
+class StageAndDaemon : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    ASSERT_TRUE(daemon.CreateOrOpen(path, 0, &error)) << error;
+    ASSERT_TRUE(stage.Open(path, true, &error)) << error;
+  }
   TempDir dir;
   std::string path = dir.path() + "/lane0";
   LaneSegment daemon, stage;
-  std::string error;
-  ASSERT_TRUE(daemon.CreateOrOpen(path, 0, &error)) << error;
-  ASSERT_TRUE(stage.Open(path, true, &error)) << error;
+};
+
+TEST_F(StageAndDaemon, StageMarksAreReadConsistently) {
   stage.WriteBegin(7, 1000, 500, 4096);
   BubbleMark mark = daemon.Read();
   EXPECT_TRUE(mark.open());
@@ -41,34 +48,35 @@ TEST(LaneSegment, StageMarksAreReadConsistently) {
   EXPECT_EQ(mark.end_ns, 3000);
 }
 
-// A lane that waited out a long overrun reads its bubble's end although the
-// stage has marked several bubbles since; only bubbles older than the ring
-// are forgotten, and an open bubble has no end yet.
-TEST(LaneSegment, EndsOfEarlierBubblesStayReadable) {
-  TempDir dir;
-  std::string path = dir.path() + "/lane0";
-  LaneSegment daemon, stage;
-  std::string error;
-  ASSERT_TRUE(daemon.CreateOrOpen(path, 0, &error)) << error;
-  ASSERT_TRUE(stage.Open(path, true, &error)) << error;
+// A lane that waited out a long overrun, or slept through begin marks, reads
+// each bubble's whole mark although the stage has marked several bubbles
+// since; only bubbles older than the ring are forgotten, and an open bubble
+// has no end yet.
+TEST_F(StageAndDaemon, MarksOfEarlierBubblesStayReadable) {
   std::vector<uint32_t> seqs;
   for (int i = 0; i < 10; ++i) {
-    stage.WriteBegin(0, 1000 * (i + 1), 0, 1);
+    stage.WriteBegin(i % 3, 1000 * (i + 1), 50 + i, 7000 + i);
     seqs.push_back(daemon.Read().seq);
     stage.WriteEnd(1000 * (i + 1) + 300 + i);
   }
-  Nanos end = 0;
-  ASSERT_TRUE(daemon.ClosedBubbleEnd(seqs[2], &end));
-  EXPECT_EQ(end, 3302);
-  ASSERT_TRUE(daemon.ClosedBubbleEnd(seqs[9], &end));
-  EXPECT_EQ(end, 10309);
+  BubbleMark mark;
+  ASSERT_TRUE(daemon.ClosedBubbleMark(seqs[2], &mark));
+  EXPECT_EQ(mark.seq, seqs[2]);
+  EXPECT_EQ(mark.slot, 2u);
+  EXPECT_EQ(mark.begin_ns, 3000);
+  EXPECT_EQ(mark.end_ns, 3302);
+  EXPECT_EQ(mark.hint_ns, 52);
+  EXPECT_EQ(mark.free_memory_bytes, 7002u);
+  ASSERT_TRUE(daemon.ClosedBubbleMark(seqs[9], &mark));
+  EXPECT_EQ(mark.end_ns, 10309);
+  EXPECT_EQ(mark.slot, 0u);
   stage.WriteBegin(0, 20000, 0, 1);
-  EXPECT_FALSE(daemon.ClosedBubbleEnd(daemon.Read().seq, &end)) << "still open";
+  EXPECT_FALSE(daemon.ClosedBubbleMark(daemon.Read().seq, &mark)) << "still open";
   for (uint32_t i = 0; i < kClosedBubbleRing; ++i) {
     stage.WriteEnd(30000 + i);
     stage.WriteBegin(0, 30001 + i, 0, 1);
   }
-  EXPECT_FALSE(daemon.ClosedBubbleEnd(seqs[0], &end)) << "overwritten by a later bubble";
+  EXPECT_FALSE(daemon.ClosedBubbleMark(seqs[0], &mark)) << "overwritten by a later bubble";
 }
 
 TEST(LaneSegment, ABubbleGoesSilentWithoutHeartbeatsOrWithGarbageOnes) {
@@ -100,13 +108,7 @@ TEST(LaneSegment, RestartedDaemonKeepsWhatTheStageWrote) {
   EXPECT_EQ(second.layout()->daemon_generation.load(), 2u);
 }
 
-TEST(LaneSegment, WaiterWakesOnBeginWithoutPolling) {
-  TempDir dir;
-  std::string path = dir.path() + "/lane0";
-  LaneSegment daemon, stage;
-  std::string error;
-  ASSERT_TRUE(daemon.CreateOrOpen(path, 0, &error));
-  ASSERT_TRUE(stage.Open(path, true, &error));
+TEST_F(StageAndDaemon, WaiterWakesOnBeginWithoutPolling) {
   uint32_t seen = daemon.layout()->bubble_seq.load();
   std::atomic<Nanos> woke{0};
   std::thread waiter([&] {
@@ -119,6 +121,27 @@ TEST(LaneSegment, WaiterWakesOnBeginWithoutPolling) {
   waiter.join();
   EXPECT_GT(woke.load(), 0);
   EXPECT_LT(woke.load() - begin, kSecond) << "woken by the futex, not by the 10 s timeout";
+}
+
+// A lane whose armed task has it to itself waits for end marks only: the
+// begin mark wakes the task, not the lane, and the end mark wakes the lane.
+TEST_F(StageAndDaemon, AnEndWaiterSleepsThroughTheBeginMark) {
+  uint32_t seen = daemon.layout()->bubble_seq.load();
+  std::atomic<uint32_t> woke_at_seq{0};
+  std::atomic<bool> woke{false};
+  std::thread waiter([&] {
+    woke_at_seq = daemon.WaitForChange(seen, 10 * kSecond, kWakeOnEnd);
+    woke = true;
+  });
+  while (daemon.layout()->sleepers.load() == 0) usleep(100);
+  stage.WriteBegin(0, MonotonicNow(), 0, 0);
+  usleep(200 * 1000);
+  EXPECT_FALSE(woke.load()) << "the begin mark woke a waiter for ends";
+  Nanos end = MonotonicNow();
+  stage.WriteEnd(end);
+  waiter.join();
+  EXPECT_LT(MonotonicNow() - end, kSecond) << "woken by the end mark, not by the 10 s timeout";
+  EXPECT_EQ(woke_at_seq.load(), seen + 2);
 }
 
 TEST(LaneSegment, CorruptOrForeignSegmentsAreRejected) {

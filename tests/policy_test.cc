@@ -175,6 +175,51 @@ TEST(DispatchPolicy, DemotedTasksGoLastAndMustFitTwiceTheirStep) {
   EXPECT_EQ(policy.Choose(std::span(c).first(1), bubble).verdict, DispatchVerdict::kRun);
 }
 
+TEST(DispatchPolicy, OnlyShorterStepsOrSmallerMemoryCanUseWhatATaskLeaves) {
+  DispatchPolicy policy;  // 1.1 margin, 1 ms for an unknown step, 2 ms imperative slices
+  constexpr Nanos kNever = DispatchPolicy::kNeverUsable;
+  DispatchCandidate first = Task(1, 0, 1, 100, 2 * kMillisecond);
+  EXPECT_EQ(policy.LeftoverNeeded(first, Task(2, 0, 2, 100, 2 * kMillisecond)), kNever);
+  EXPECT_EQ(policy.LeftoverNeeded(first, Task(2, 0, 2, 500, 3 * kMillisecond)), kNever);
+  EXPECT_EQ(policy.LeftoverNeeded(first, Task(2, 0, 2, 100, 1 * kMillisecond)), 1100 * kMicrosecond);
+  EXPECT_EQ(policy.LeftoverNeeded(first, Task(2, 0, 2, 50, 2 * kMillisecond)), 2200 * kMicrosecond)
+      << "needs less memory: may fit where `first` did not, for memory";
+  EXPECT_EQ(policy.LeftoverNeeded(first, Task(2, 0, 2, 100, 0)), 1100 * kMicrosecond)
+      << "unknown step: the 1 ms probe is shorter than 2 ms";
+  DispatchCandidate demoted = Task(2, 0, 2, 100, 1500 * kMicrosecond);
+  demoted.demoted = true;
+  EXPECT_EQ(policy.LeftoverNeeded(first, demoted), kNever) << "must fit 3 ms";
+  DispatchCandidate imperative = Task(2, 0, 2, 100, 5 * kMillisecond);
+  imperative.imperative = true;
+  EXPECT_EQ(policy.LeftoverNeeded(first, imperative), 2 * kMillisecond) << "one slice";
+
+  // Against Choose itself: whenever `first` cannot run in what is left of a
+  // bubble and that is less than LeftoverNeeded, `other` cannot run there.
+  const Nanos steps[] = {0, 300 * kMicrosecond, 1 * kMillisecond, 2 * kMillisecond, 5 * kMillisecond};
+  const uint64_t memories[] = {0, 100, 200};
+  int judged = 0;
+  for (Nanos first_step : steps)
+    for (Nanos other_step : steps)
+      for (uint64_t first_memory : memories)
+        for (uint64_t other_memory : memories)
+          for (bool other_demoted : {false, true})
+            for (Nanos left = 0; left <= 8 * kMillisecond; left += 100 * kMicrosecond)
+              for (uint64_t free_memory : {uint64_t{50}, uint64_t{150}, uint64_t{250}}) {
+                DispatchCandidate a = Task(1, 0, 1, first_memory, first_step);
+                DispatchCandidate b = Task(2, 0, 2, other_memory, other_step);
+                b.demoted = other_demoted;
+                BubbleView view{.now = 0, .predicted_end = left, .free_memory_bytes = free_memory};
+                if (policy.Choose(std::span(&a, 1), view).verdict == DispatchVerdict::kRun) continue;
+                bool b_runs = policy.Choose(std::span(&b, 1), view).verdict == DispatchVerdict::kRun;
+                if (left >= policy.LeftoverNeeded(a, b)) continue;
+                ++judged;
+                EXPECT_FALSE(b_runs) << "first step " << first_step << ", other step " << other_step
+                                     << ", left " << left << ", memories " << first_memory << "/"
+                                     << other_memory << " of " << free_memory;
+              }
+  EXPECT_GT(judged, 1000);
+}
+
 TEST(DispatchPolicy, SaysWhyNothingRuns) {
   DispatchPolicy policy;
   BubbleView bubble{.now = 0, .predicted_end = 1 * kMillisecond, .free_memory_bytes = 10};

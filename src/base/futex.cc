@@ -13,24 +13,27 @@ namespace freeride {
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t),
               "futex words must be plain 32-bit integers");
 
-bool FutexWait(std::atomic<uint32_t>* word, uint32_t expected, Nanos timeout) {
-  timespec ts;
-  timespec* tsp = nullptr;
+bool FutexWait(std::atomic<uint32_t>* word, uint32_t expected, Nanos timeout,
+               uint32_t wake_bits) {
+  // FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline.
+  timespec deadline;
+  timespec* deadline_ptr = nullptr;
   if (timeout >= 0) {
-    ts.tv_sec = timeout / kSecond;
-    ts.tv_nsec = timeout % kSecond;
-    tsp = &ts;
+    Nanos at = MonotonicNow() + timeout;
+    deadline.tv_sec = at / kSecond;
+    deadline.tv_nsec = at % kSecond;
+    deadline_ptr = &deadline;
   }
   // Not FUTEX_PRIVATE: the word lives in memory shared between processes.
-  long rc = syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT,
-                    expected, tsp, nullptr, 0);
+  long rc = syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_BITSET, expected,
+                    deadline_ptr, nullptr, wake_bits);
   if (rc == -1 && errno == ETIMEDOUT) return false;
   return true;
 }
 
-void FutexWakeAll(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX,
-          nullptr, nullptr, 0);
+void FutexWakeAll(std::atomic<uint32_t>* word, uint32_t bits) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_BITSET, INT_MAX, nullptr,
+          nullptr, bits);
 }
 
 }  // namespace freeride

@@ -33,6 +33,7 @@ bool LaneSegment::CreateOrOpen(const std::string& path, int lane, std::string* e
   // Nobody sleeps on a segment whose daemon is gone (its tasks died with it).
   layout->sleepers.store(0);
   layout->armed_task_id.store(0);
+  layout->handback_wake_ns.store(INT64_MAX);
   layout->daemon_pid.store(getpid());
   layout->daemon_generation.fetch_add(1);
   layout_ = layout;
@@ -68,7 +69,7 @@ void LaneSegment::WriteBegin(uint32_t slot, Nanos now, Nanos hint, uint64_t free
   // seq_cst pairs with the sleeper's increment of `sleepers` (Dekker-style)
   // so a wake-up is never missed.
   l->bubble_seq.fetch_add(1, std::memory_order_seq_cst);
-  if (l->sleepers.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->bubble_seq);
+  if (l->sleepers.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->bubble_seq, kWakeOnBegin);
 }
 
 void LaneSegment::WriteEnd(Nanos now) {
@@ -78,13 +79,17 @@ void LaneSegment::WriteEnd(Nanos now) {
   ClosedBubble& closed = l->closed[(seq >> 1) % kClosedBubbleRing];
   closed.seq.store(0, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
+  closed.slot.store(l->slot.load(std::memory_order_relaxed), std::memory_order_relaxed);
   closed.begin_ns.store(l->begin_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
   closed.end_ns.store(now, std::memory_order_relaxed);
+  closed.hint_ns.store(l->hint_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  closed.free_memory_bytes.store(l->free_memory_bytes.load(std::memory_order_relaxed),
+                                 std::memory_order_relaxed);
   closed.seq.store(seq, std::memory_order_release);
   l->end_ns.store(now, std::memory_order_relaxed);
   l->stage_heartbeat_ns.store(now, std::memory_order_relaxed);
   l->bubble_seq.fetch_add(1, std::memory_order_seq_cst);
-  if (l->sleepers.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->bubble_seq);
+  if (l->sleepers.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->bubble_seq, kWakeOnEnd);
 }
 
 BubbleMark LaneSegment::Read() const {
@@ -104,23 +109,29 @@ BubbleMark LaneSegment::Read() const {
   return mark;
 }
 
-bool LaneSegment::ClosedBubbleEnd(uint32_t seq, Nanos* end_ns) const {
+bool LaneSegment::ClosedBubbleMark(uint32_t seq, BubbleMark* mark) const {
   const ClosedBubble& closed = layout_->closed[(seq >> 1) % kClosedBubbleRing];
   if (closed.seq.load(std::memory_order_acquire) != seq) return false;
-  Nanos end = closed.end_ns.load(std::memory_order_relaxed);
+  BubbleMark read;
+  read.seq = seq;
+  read.slot = closed.slot.load(std::memory_order_relaxed);
+  read.begin_ns = closed.begin_ns.load(std::memory_order_relaxed);
+  read.end_ns = closed.end_ns.load(std::memory_order_relaxed);
+  read.hint_ns = closed.hint_ns.load(std::memory_order_relaxed);
+  read.free_memory_bytes = closed.free_memory_bytes.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (closed.seq.load(std::memory_order_relaxed) != seq) return false;  // rewritten meanwhile
-  *end_ns = end;
+  *mark = read;
   return true;
 }
 
-uint32_t LaneSegment::WaitForChange(uint32_t seen, Nanos timeout) const {
+uint32_t LaneSegment::WaitForChange(uint32_t seen, Nanos timeout, uint32_t wake_on) const {
   auto* l = layout_;
   uint32_t now = l->bubble_seq.load(std::memory_order_seq_cst);
   if (now != seen) return now;
   l->sleepers.fetch_add(1, std::memory_order_seq_cst);
   now = l->bubble_seq.load(std::memory_order_seq_cst);
-  if (now == seen) FutexWait(&l->bubble_seq, seen, timeout);
+  if (now == seen) FutexWait(&l->bubble_seq, seen, timeout, wake_on);
   l->sleepers.fetch_sub(1, std::memory_order_seq_cst);
   return l->bubble_seq.load(std::memory_order_acquire);
 }

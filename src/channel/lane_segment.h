@@ -8,7 +8,9 @@
 // bubble_seq is both a seqlock and a futex word: odd while a bubble is open,
 // even otherwise.  The stage stores the mark fields, then bumps bubble_seq,
 // then wakes sleepers if any are registered, so the hot path is a few
-// stores and, only when someone sleeps, one non-blocking FUTEX_WAKE.
+// stores and, only when someone sleeps, one non-blocking FUTEX_WAKE.  Begin
+// and end marks wake with different bits: an armed task sleeps through end
+// marks, and a lane that only accounts for bubbles sleeps through begins.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -21,15 +23,25 @@
 namespace freeride {
 
 constexpr uint64_t kLaneSegmentMagic = 0x4652454552494445ULL;  // "FREERIDE"
-constexpr uint32_t kLaneSegmentVersion = 4;
+constexpr uint32_t kLaneSegmentVersion = 5;
+// The wake-up bits of the two marks (see FutexWait), and of an armed task
+// that hands back a bubble with enough left for another task.
+constexpr uint32_t kWakeOnBegin = 1u;
+constexpr uint32_t kWakeOnEnd = 2u;
+constexpr uint32_t kWakeOnHandBack = 4u;
+
 // Closed bubbles remembered, so that a reader that fell several marks behind
-// (a lane waiting for a step that overran) still learns when its bubble ended.
+// (a lane waiting for a step that overran, or one that sleeps through begin
+// marks) still learns each bubble's whole mark.
 constexpr uint32_t kClosedBubbleRing = 64;
 
 struct ClosedBubble {
   std::atomic<uint32_t> seq;  // the bubble's (odd) begin sequence; 0 while being written
+  std::atomic<uint32_t> slot;
   std::atomic<int64_t> begin_ns;
   std::atomic<int64_t> end_ns;
+  std::atomic<int64_t> hint_ns;
+  std::atomic<uint64_t> free_memory_bytes;
 };
 
 // Slots with their own published forecast; higher slots share the last one
@@ -61,6 +73,10 @@ struct LaneSegmentLayout {
   // The task that takes the next bubble without waiting for the dispatcher
   // (0: none).  It sleeps on bubble_seq itself, saving one wake-up hop.
   std::atomic<int64_t> armed_task_id;
+  // An armed task that hands back a bubble (or finishes) with at least this
+  // much of the forecast left wakes the lane with kWakeOnHandBack, so that
+  // the rest is offered to the other tasks; INT64_MAX: none could use it.
+  std::atomic<int64_t> handback_wake_ns;
   // The dispatcher's forecast of each slot's bubble length (0: no history,
   // use the stage's hint), so an armed task computes the same deadline.
   std::atomic<int64_t> predicted_len_ns[kPublishedSlots];
@@ -119,16 +135,19 @@ class LaneSegment {
   // is mid-update; gives up after a bounded number of tries and returns the
   // last read, which callers treat as advisory).
   BubbleMark Read() const;
-  // The end of the bubble that began with sequence `seq`, when it has ended
-  // and is still among the last kClosedBubbleRing; false otherwise.
-  bool ClosedBubbleEnd(uint32_t seq, Nanos* end_ns) const;
+  // The whole mark of the bubble that began with sequence `seq`, its end
+  // included, when it has ended and is still among the last
+  // kClosedBubbleRing; false otherwise.
+  bool ClosedBubbleMark(uint32_t seq, BubbleMark* mark) const;
 
   // Sleeps until bubble_seq differs from `seen` or the timeout passes, and
-  // counts itself in `sleepers` meanwhile.  Needs a writable mapping; an
-  // armed task (read-only mapping) sleeps on bubble_seq directly and the
-  // dispatcher counts it in `sleepers` on its behalf.  Returns the new
-  // bubble_seq.
-  uint32_t WaitForChange(uint32_t seen, Nanos timeout) const;
+  // counts itself in `sleepers` meanwhile.  With `wake_on` = kWakeOnEnd it
+  // sleeps on through begin marks (the sequence moves on without it).  Needs
+  // a writable mapping; an armed task (read-only mapping) sleeps on
+  // bubble_seq directly and the dispatcher counts it in `sleepers` on its
+  // behalf.  Returns the new bubble_seq.
+  uint32_t WaitForChange(uint32_t seen, Nanos timeout,
+                         uint32_t wake_on = kWakeOnBegin | kWakeOnEnd) const;
 
  private:
   SharedMapping mapping_;

@@ -104,13 +104,28 @@ void Lane::Loop() {
   if (seen & 1u) seen = ServeBubble(segment_.Read());
   while (!stopping_) {
     Arm();
+    if (armed_ && !armed_->exited) {
+      quiet_ = true;
+      seen = ServeQuietly(seen);
+      continue;
+    }
+    quiet_ = false;
+    l->handback_wake_ns.store(INT64_MAX, std::memory_order_relaxed);
     uint32_t seq = segment_.WaitForChange(seen, kIdleWakeInterval);
     if (stopping_) break;
     if (seq == seen) continue;
+    // Bubbles that opened and closed while the lane was busy are accounted
+    // for (an armed task may have stepped in them); an open one is served.
+    seen = FinishClosedBubbles(seen, seq);
     BubbleMark mark = segment_.Read();
-    seen = mark.open() ? ServeBubble(mark) : mark.seq;
+    if (mark.open() && mark.seq != seen) seen = ServeBubble(mark);
   }
+  // A lane that stops accounts for the bubbles up to now, the open one too,
+  // so that every step its tasks recorded is logged.
   Disarm();
+  uint32_t current = l->bubble_seq.load(std::memory_order_acquire);
+  seen = FinishClosedBubbles(seen, current);
+  if ((current & 1u) != 0 && current != seen) ServeBubble(segment_.Read());
 }
 
 void Lane::Arm() {
@@ -144,7 +159,102 @@ void Lane::Disarm() {
   l->armed_task_id.store(0, std::memory_order_release);
   l->sleepers.fetch_sub(1, std::memory_order_seq_cst);
   FutexWakeAll(&l->bubble_seq);  // the task sleeps there; let it notice
+  // Steps it took by itself in bubbles not finished yet (it may have exited
+  // in one) are kept for them.
+  tasks_->DrainSteps(*armed_, &steps_ahead_);
   armed_.reset();
+}
+
+Nanos Lane::HandBackWakeThreshold() const {
+  auto armed = std::find_if(candidates_.begin(), candidates_.end(),
+                            [&](const DispatchCandidate& c) { return c.task_id == armed_->task_id; });
+  if (armed == candidates_.end()) return 0;  // not a candidate now: any hand-back is news
+  Nanos threshold = DispatchPolicy::kNeverUsable;
+  for (const DispatchCandidate& c : candidates_)
+    if (c.task_id != armed->task_id) threshold = std::min(threshold, policy_.LeftoverNeeded(*armed, c));
+  return threshold;
+}
+
+uint32_t Lane::ServeQuietly(uint32_t seen) {
+  LaneSegmentLayout* l = segment_.layout();
+  const Nanos handback_wake = HandBackWakeThreshold();
+  l->handback_wake_ns.store(handback_wake, std::memory_order_relaxed);
+  uint32_t current = l->bubble_seq.load(std::memory_order_acquire);
+  if (static_cast<int32_t>(current - seen) <= 1) {  // nothing closed since `seen`
+    bool open = (current & 1u) != 0;
+    // The armed task takes each bubble by itself, so the lane wakes only at
+    // the bubble's end, or when the task hands back enough of it for another
+    // task: not at every mark and hand-back.  A bubble open for a while is
+    // checked on, in case its stage died; after a dead stage's bubble
+    // (served already) any mark is news.
+    bool served_dead = open && current == seen;
+    segment_.WaitForChange(current, open && !served_dead ? kWatchInterval : kIdleWakeInterval,
+                           served_dead ? kWakeOnBegin | kWakeOnEnd : kWakeOnEnd | kWakeOnHandBack);
+    current = l->bubble_seq.load(std::memory_order_acquire);
+  }
+  seen = FinishClosedBubbles(seen, current);
+  if ((current & 1u) != 0 && current != seen) {
+    BubbleMark open = segment_.Read();
+    if (open.seq != current) return seen;  // moved on meanwhile: look again
+    // The full dispatcher takes over the open bubble when the armed task
+    // handed back enough for another task, when the lane stops (it logs what
+    // the task did so far), and when the stage died or went silent (it ends
+    // the bubble, as it does for any lane).
+    const TaskSegmentLayout* task = armed_ ? armed_->segment->layout() : nullptr;
+    bool handed_back = task && task->served_bubble_seq.load(std::memory_order_acquire) == current &&
+                       task->state.load(std::memory_order_acquire) !=
+                           static_cast<uint32_t>(TaskProcessState::kStepping);
+    Nanos left = open.begin_ns + predictor_.Predict(open.slot, open.hint_ns) - MonotonicNow();
+    if ((handed_back && left >= handback_wake) || stopping_ ||
+        BubbleOver(open.seq, open.begin_ns))
+      return ServeBubble(open);
+  }
+  return seen;
+}
+
+uint32_t Lane::FinishClosedBubbles(uint32_t seen, uint32_t current) {
+  // The odd sequences after `seen` below `current` are bubbles that closed.
+  uint32_t first = (seen + 1) | 1u;
+  if (static_cast<int32_t>(current - first) <= 0) {
+    if ((current & 1u) == 0) return current;
+    return current == seen ? seen : current - 1;
+  }
+  // More than a ring behind (the lane was stalled for that long): the oldest
+  // bubbles are gone and are not counted.
+  if (current - first > 2 * kClosedBubbleRing) first = current - 2 * kClosedBubbleRing + 1;
+  for (uint32_t seq = first; static_cast<int32_t>(current - seq) > 0; seq += 2) {
+    BubbleMark mark;
+    if (segment_.ClosedBubbleMark(seq, &mark)) FinishArmedBubble(mark);
+  }
+  // An open bubble is left to the caller.
+  return (current & 1u) != 0 ? current - 1 : current;
+}
+
+void Lane::FinishArmedBubble(const BubbleMark& mark) {
+  BubbleContext bubble;
+  bubble.mark = mark;
+  bubble.predicted_end = mark.begin_ns + predictor_.Predict(mark.slot, mark.hint_ns);
+  if (mark.free_memory_bytes != UINT64_MAX) last_free_memory_ = mark.free_memory_bytes;
+  std::shared_ptr<TaskRuntime> task = armed_;
+  if (task && !task->exited && tasks_->RuntimeOf(task->task_id)) {
+    // Over already, so this only waits when a step of the bubble still runs
+    // (an overrun, or a hang to kill).
+    RunIterative(bubble, *task, /*armed=*/true, bubble.predicted_end,
+                 [&] { tasks_->MarkRunning(task->task_id); });
+    tasks_->EndRun(task->task_id);
+  } else if (task) {
+    bubble.steps_lost += tasks_->DrainSteps(*task, &bubble.steps);  // its last steps, if it exited
+  }
+  // Whatever the armed task left, no other candidate's step could fit it.
+  bubble.last_verdict = candidates_.size() > 1 ? DispatchVerdict::kNoTimeFit
+                                               : DispatchVerdict::kNoCandidates;
+  // Nobody was told to run: the task took the bubble when its first step began.
+  bubble.first_grant_ns = 0;
+  for (const TaskStep& step : bubble.steps)
+    if (step.record.bubble_seq == mark.seq &&
+        (bubble.first_grant_ns == 0 || step.record.start_ns < bubble.first_grant_ns))
+      bubble.first_grant_ns = step.record.start_ns;
+  FinishBubble(bubble);
 }
 
 void Lane::PublishForecast(uint32_t slot) {
@@ -231,21 +341,21 @@ void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed, Na
            (state == TaskProcessState::kYielded || state == TaskProcessState::kFinished ||
             state == TaskProcessState::kFailed);
   };
-  while (!handed_back()) {
-    ack = segment.WaitForAck(ack, kWatchInterval);
-    if (handed_back() || task.exited || stopping_) break;
+  while (!handed_back() && !task.exited && !stopping_) {
     // The task never took the bubble (it closed before the task woke up):
     // nothing is running, so stop waiting.  A task inside a step of this
     // bubble is waited for; it cannot be interrupted and yields when the
     // step returns.  An armed task that woke late may be stepping in the
     // next bubble already: that one is not this bubble's.
-    bool stepping_here = segment.state() == TaskProcessState::kStepping &&
-                         l->taken_bubble_seq.load(std::memory_order_acquire) == bubble.mark.seq;
-    if (!BubbleOver(bubble.mark.seq, bubble.mark.begin_ns)) continue;
-    if (!stepping_here) break;
-    Nanos now = MonotonicNow();
-    if (over_since == 0) over_since = now;
-    if (hang > 0 && now - over_since >= hang) tasks_->KillHung(task.task_id, now - over_since);
+    if (BubbleOver(bubble.mark.seq, bubble.mark.begin_ns)) {
+      bool stepping_here = segment.state() == TaskProcessState::kStepping &&
+                           l->taken_bubble_seq.load(std::memory_order_acquire) == bubble.mark.seq;
+      if (!stepping_here) break;
+      Nanos now = MonotonicNow();
+      if (over_since == 0) over_since = now;
+      if (hang > 0 && now - over_since >= hang) tasks_->KillHung(task.task_id, now - over_since);
+    }
+    ack = segment.WaitForAck(ack, kWatchInterval);
   }
   if (!armed) segment.Revoke();
   bubble.steps_lost += tasks_->DrainSteps(task, &bubble.steps);
@@ -272,9 +382,27 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   // The stage records every bubble's end, so a lane that waited out a long
   // overrun (the stage marks on meanwhile) still measures it against the
   // real end, not its own late view of it.
-  Nanos end_ns = 0;
-  bool have_end = segment_.ClosedBubbleEnd(mark.seq, &end_ns) && end_ns >= mark.begin_ns;
-  if (!have_end) end_ns = MonotonicNow();
+  BubbleMark closed;
+  bool have_end = segment_.ClosedBubbleMark(mark.seq, &closed) && closed.end_ns >= mark.begin_ns;
+  Nanos end_ns = have_end ? closed.end_ns : MonotonicNow();
+  // An armed task can be a bubble ahead of the lane: steps drained early
+  // wait for their own bubble, and those kept from earlier drains join this.
+  std::vector<TaskStep> ahead;
+  for (TaskStep& step : bubble.steps) {
+    if (static_cast<int32_t>(step.record.bubble_seq - mark.seq) > 0) ahead.push_back(step);
+  }
+  if (!ahead.empty())
+    std::erase_if(bubble.steps, [&](const TaskStep& step) {
+      return static_cast<int32_t>(step.record.bubble_seq - mark.seq) > 0;
+    });
+  if (!steps_ahead_.empty()) {
+    std::erase_if(steps_ahead_, [&](const TaskStep& step) {
+      if (static_cast<int32_t>(step.record.bubble_seq - mark.seq) > 0) return false;
+      bubble.steps.push_back(step);
+      return true;
+    });
+  }
+  steps_ahead_.insert(steps_ahead_.end(), ahead.begin(), ahead.end());
   const char* ended_by = have_end ? "mark" : (StageAlive() ? "stale" : "stage_gone");
   Nanos length = end_ns - mark.begin_ns;
   if (have_end) {
@@ -295,8 +423,9 @@ void Lane::FinishBubble(BubbleContext& bubble) {
         JsonNumber(r.units), overrun, r.bubble_seq != mark.seq ? R"(,"late":true)" : "", unix_now));
   };
   for (const TaskStep& step : bubble.steps) {
-    // A step of another bubble, drained late (an armed task can be a bubble
-    // ahead of the lane): logged under its own bubble, not counted in this.
+    // A step of an earlier bubble, drained late (its bubble was finished
+    // before the step was recorded): logged under its own bubble, not
+    // counted in this.
     if (step.record.bubble_seq != mark.seq) {
       emit_step(step, 0);
       continue;
@@ -340,16 +469,29 @@ void Lane::FillStats(v1::LaneStats* stats) const {
   stats->set_segment_path(segment_path_);
   stats->set_stage_pid(l->stage_pid.load());
   stats->set_stage_alive(StageAlive());
-  stats->set_in_bubble(in_bubble_.load());
+  bool in_bubble = in_bubble_.load();
+  int64_t running_task = running_task_.load();
+  Nanos predicted = current_predicted_ns_.load();
+  if (quiet_.load() && (l->bubble_seq.load(std::memory_order_acquire) & 1u) != 0) {
+    BubbleMark open = segment_.Read();
+    in_bubble = true;
+    predicted = PublishedForecast(*l, open);
+    int64_t armed = l->armed_task_id.load(std::memory_order_acquire);
+    std::shared_ptr<TaskRuntime> task = armed != 0 ? tasks_->RuntimeOf(armed) : nullptr;
+    if (task && task->segment->state() == TaskProcessState::kStepping &&
+        task->segment->layout()->taken_bubble_seq.load(std::memory_order_acquire) == open.seq)
+      running_task = armed;
+  }
+  stats->set_in_bubble(in_bubble);
   stats->set_current_slot(l->slot.load());
-  stats->set_current_bubble_predicted_ns(current_predicted_ns_.load());
+  stats->set_current_bubble_predicted_ns(predicted);
   stats->set_bubbles(bubbles_.load());
   stats->set_bubble_ns(bubble_ns_.load());
   stats->set_harvested_ns(harvested_ns_.load());
   stats->set_overrun_ns(overrun_ns_.load());
   stats->set_free_memory_bytes(l->free_memory_bytes.load());
   stats->set_capacity_bytes(config_.capacity_bytes);
-  stats->set_running_task(running_task_.load());
+  stats->set_running_task(running_task);
   uint32_t resident = 0, queued = 0;
   tasks_->LaneCounts(config_.index, &resident, &queued);
   stats->set_resident_tasks(resident);

@@ -64,6 +64,22 @@ class Lane {
   void RunImperative(BubbleContext& bubble, TaskRuntime& task,
                      const std::function<void()>& started);
   void FinishBubble(BubbleContext& bubble);
+  // The least of a bubble's forecast that another candidate could use after
+  // the armed task hands it back (DispatchPolicy::LeftoverNeeded).
+  Nanos HandBackWakeThreshold() const;
+  // The lane's loop while a task is armed: sleeps until an end mark, a
+  // hand-back worth serving, or a timeout; accounts for each bubble closed
+  // since `seen`, the bubble_seq already dealt with, and serves the open one
+  // when the armed task left enough of it.  Returns the new `seen`.
+  uint32_t ServeQuietly(uint32_t seen);
+  // Accounts for every bubble that closed after `seen` (a bubble_seq value
+  // already dealt with) and before `current`.  Returns the new `seen`: an open
+  // bubble at `current` is left unserved.
+  uint32_t FinishClosedBubbles(uint32_t seen, uint32_t current);
+  // Accounts for one closed bubble that the lane did not serve while it was
+  // open: the armed task, if any, had it to itself.  Waits only if a step of
+  // it still runs.
+  void FinishArmedBubble(const BubbleMark& mark);
   bool StageAlive() const;
   // StageAlive's last answer, reused for a few milliseconds.
   mutable std::atomic<int64_t> checked_pid_{0};
@@ -85,6 +101,9 @@ class Lane {
   DispatchPolicy policy_;
   std::vector<DispatchCandidate> candidates_;  // reused, to avoid allocation per bubble
   std::shared_ptr<TaskRuntime> armed_;
+  // Steps drained before their bubble was finished (an armed task a bubble
+  // ahead of the lane), kept for that bubble.
+  std::vector<TaskStep> steps_ahead_;
   uint64_t last_free_memory_ = UINT64_MAX;
 
   std::atomic<bool> stopping_{false};
@@ -97,6 +116,9 @@ class Lane {
   std::atomic<int64_t> overrun_ns_{0};
   std::atomic<int64_t> running_task_{0};
   std::atomic<bool> in_bubble_{false};
+  // In ServeQuietly, where the lane does not see bubbles begin: FillStats
+  // reads the open bubble and the armed task's state from shared memory.
+  std::atomic<bool> quiet_{false};
   std::atomic<int64_t> current_predicted_ns_{0};
   std::atomic<int> last_verdict_{static_cast<int>(DispatchVerdict::kNoCandidates)};
 };

@@ -176,16 +176,19 @@ bool TaskManager::TransitionLocked(Record& record, TaskState to, const std::stri
   record.info.set_updated_unix_ns(unix_now);
   if (!reason.empty()) record.info.set_message(reason);
   // PAUSED <-> RUNNING happens twice a bubble, hundreds of times a second; a
-  // restart treats both alike (relaunch from the checkpoint), so they are
-  // journaled at most once a second per task, keeping its progress fresh.
+  // restart treats both alike (relaunch from the checkpoint), and the bubble
+  // and step events say when the task ran, so these flips are journaled and
+  // logged at most once a second per task, keeping its progress fresh.
   bool bubble_flip = (from == TaskState::kPaused && to == TaskState::kRunning) ||
                      (from == TaskState::kRunning && to == TaskState::kPaused);
-  Nanos now = MonotonicNow();
-  if (!bubble_flip || now - record.last_journaled_ns >= kSecond) {
-    TransitionRecord transition{record.info.id(), StateName(from), StateName(to), unix_now, reason};
-    journal_->Record(record.info, &transition);
-    record.last_journaled_ns = now;
+  if (bubble_flip) {
+    Nanos now = MonotonicNow();
+    if (record.last_flip_recorded_ns != 0 && now - record.last_flip_recorded_ns < kSecond)
+      return true;
+    record.last_flip_recorded_ns = now;
   }
+  TransitionRecord transition{record.info.id(), StateName(from), StateName(to), unix_now, reason};
+  journal_->Record(record.info, &transition);
   events_->EmitLine(TransitionEvent(record.info, StateName(from), reason));
   return true;
 }
@@ -291,11 +294,25 @@ Status TaskManager::Get(int64_t id, const std::string& name, v1::TaskInfo* out) 
   if (!record)
     return {ErrorCode::kNotFound,
             id > 0 ? fmt::format("no task with id {}", id) : fmt::format("no task named '{}'", name)};
-  *out = record->info;
-  if (record->runtime) {
-    out->set_step_estimate_ns(record->runtime->segment->layout()->step_estimate_ns.load());
-  }
+  *out = LiveInfoLocked(*record);
   return Status::Ok();
+}
+
+v1::TaskInfo TaskManager::LiveInfoLocked(const Record& record) const {
+  v1::TaskInfo info = record.info;
+  if (!record.runtime) return info;
+  const TaskSegment& segment = *record.runtime->segment;
+  info.set_step_estimate_ns(segment.layout()->step_estimate_ns.load());
+  // The segment's counters are exact and current; the record's are as of the
+  // lane's last look, which can be a bubble old.
+  CopyCounters(*record.runtime, &info);
+  // A lane whose armed task has it to itself does not wake when a bubble
+  // begins, so it marks the task RUNNING only when the bubble is over; the
+  // task's own state says whether it is inside a step right now.
+  if (StateOf(info) == TaskState::kPaused && !record.runtime->exited &&
+      segment.state() == TaskProcessState::kStepping)
+    info.set_state(StateName(TaskState::kRunning));
+  return info;
 }
 
 std::vector<v1::TaskInfo> TaskManager::List(bool include_ended) const {
@@ -303,9 +320,7 @@ std::vector<v1::TaskInfo> TaskManager::List(bool include_ended) const {
   std::vector<v1::TaskInfo> out;
   for (const auto& [id, record] : tasks_) {
     if (!include_ended && IsTerminal(StateOf(record.info))) continue;
-    out.push_back(record.info);
-    if (record.runtime)
-      out.back().set_step_estimate_ns(record.runtime->segment->layout()->step_estimate_ns.load());
+    out.push_back(LiveInfoLocked(record));
   }
   return out;
 }
@@ -378,17 +393,24 @@ uint64_t TaskManager::DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* ou
     if (PlausibleStep(record)) out->push_back({runtime.task_id, record});
     else ++lost;
   }
+  RefreshProgressLocked(runtime);
+  return lost;
+}
+
+void TaskManager::RefreshProgressLocked(TaskRuntime& runtime) {
   auto it = tasks_.find(runtime.task_id);
-  if (it == tasks_.end()) return lost;
-  v1::TaskInfo& info = it->second.info;
+  if (it != tasks_.end()) CopyCounters(runtime, &it->second.info);
+}
+
+void TaskManager::CopyCounters(const TaskRuntime& runtime, v1::TaskInfo* info) {
+  const TaskSegmentLayout* l = runtime.segment->layout();
   double progress = runtime.segment->progress();
-  if (std::isfinite(progress)) info.set_progress(runtime.base_progress + progress);
-  info.set_steps(runtime.base_steps + l->steps_done.load(std::memory_order_relaxed));
-  if (info.progress_unit().empty() && l->progress_unit[0]) {
-    info.set_progress_unit(
+  if (std::isfinite(progress)) info->set_progress(runtime.base_progress + progress);
+  info->set_steps(runtime.base_steps + l->steps_done.load(std::memory_order_relaxed));
+  if (info->progress_unit().empty() && l->progress_unit[0]) {
+    info->set_progress_unit(
         std::string(l->progress_unit, strnlen(l->progress_unit, sizeof(l->progress_unit))));
   }
-  return lost;
 }
 
 void TaskManager::AddHarvest(int64_t id, Nanos harvested) {
@@ -655,7 +677,12 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
   }
   if (!runtime) return;
   runtime->exited = true;
-  DrainSteps(*runtime, nullptr);
+  // The step records stay for the lane, which logs them with their bubble
+  // (an armed task may exit before the lane sees its last bubble end).
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RefreshProgressLocked(*runtime);
+  }
   runtime->segment->Acknowledge();  // wakes a lane waiting on this task
   std::string stderr_tail = ReadFileTail(task_dir(exit.task_id) + "/stderr.log", kStderrTailBytes);
   {

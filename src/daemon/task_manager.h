@@ -115,9 +115,17 @@ class TaskManager {
     Nanos retry_at = 0;
     std::unique_ptr<OverrunBudget> overrun;  // made at the first bubble it steps in
     std::string policy_kill;  // why the daemon killed it; it then ends FAILED
-    Nanos last_journaled_ns = 0;
+    Nanos last_flip_recorded_ns = 0;  // the last PAUSED <-> RUNNING flip journaled and logged
   };
 
+  // The record's info as clients see it: with the task's step estimate, and
+  // RUNNING while its process is inside a step.  mu_ held.
+  v1::TaskInfo LiveInfoLocked(const Record& record) const;
+  // Copies the task's progress and step count from its segment into its
+  // record.  mu_ held.
+  void RefreshProgressLocked(TaskRuntime& runtime);
+  // Copies the task's progress, step count and unit from its segment.
+  static void CopyCounters(const TaskRuntime& runtime, v1::TaskInfo* info);
   // An `overrun_budget` event (docs/event-log.md).  mu_ held.
   void EmitBudgetEventLocked(const Record& record, OverrunVerdict verdict, Nanos overrun,
                              const std::string& reason);

@@ -22,10 +22,23 @@ bool DispatchPolicy::StepFits(Nanos now, Nanos predicted_end, Nanos step_estimat
 
 bool DispatchPolicy::TimeFits(const DispatchCandidate& c, const BubbleView& bubble) const {
   if (c.imperative) return bubble.predicted_end - bubble.now >= config_.min_imperative_slice;
-  // A demoted task must fit twice its estimate (StepFits maps 0 to the
-  // unknown-step default first).
+  return StepFits(bubble.now, bubble.predicted_end, StepToFit(c));
+}
+
+Nanos DispatchPolicy::StepToFit(const DispatchCandidate& c) const {
+  // A demoted task must fit twice its estimate.
   Nanos estimate = c.step_estimate > 0 ? c.step_estimate : config_.unknown_step_estimate;
-  return StepFits(bubble.now, bubble.predicted_end, c.demoted ? 2 * estimate : estimate);
+  return c.demoted ? 2 * estimate : estimate;
+}
+
+Nanos DispatchPolicy::LeftoverNeeded(const DispatchCandidate& first,
+                                     const DispatchCandidate& other) const {
+  if (other.imperative) return config_.min_imperative_slice;
+  bool could_fit_where_first_did_not = first.imperative || StepToFit(other) < StepToFit(first) ||
+                                       other.memory_bytes < first.memory_bytes;
+  if (!could_fit_where_first_did_not) return kNeverUsable;
+  // Rounded up, so that anything shorter fails StepFits for `other`.
+  return static_cast<Nanos>(std::ceil(config_.step_margin * static_cast<double>(StepToFit(other))));
 }
 
 namespace {

@@ -58,6 +58,14 @@ class DispatchPolicy {
   DispatchDecision Choose(std::span<const DispatchCandidate> candidates,
                           const BubbleView& bubble) const;
 
+  // The least of a bubble that `other` could run in after `first` declined
+  // the bubble or handed it back; kNeverUsable when it never could.  `first`
+  // stops only when its own next step no longer fits, or when it needs more
+  // memory than is free, so a stepping task with no shorter step and no
+  // smaller memory never fits what is left.
+  Nanos LeftoverNeeded(const DispatchCandidate& first, const DispatchCandidate& other) const;
+  static constexpr Nanos kNeverUsable = INT64_MAX;
+
   // True when a step of the estimated length, started now, ends before the
   // predicted end of the bubble (with the safety margin).
   bool StepFits(Nanos now, Nanos predicted_end, Nanos step_estimate) const;
@@ -66,6 +74,9 @@ class DispatchPolicy {
 
  private:
   bool TimeFits(const DispatchCandidate& c, const BubbleView& bubble) const;
+  // The step time `c` must fit: its estimate (or the unknown-step default),
+  // doubled when demoted.
+  Nanos StepToFit(const DispatchCandidate& c) const;
   DispatchConfig config_;
 };
 

@@ -93,9 +93,11 @@ TaskChannel::Wake TaskChannel::WaitForGrant(Nanos timeout) {
         return Wake::kGranted;
       }
       // Sleeps on the stage's own futex word: the begin mark wakes this
-      // process directly.  Bounded, so commands and disarming are seen.
+      // process directly, and end marks (nothing to take) do not.  Bounded,
+      // so commands and disarming are seen.
       Nanos bounded = wait < 0 ? 100 * kMillisecond : std::min(wait, 100 * kMillisecond);
-      FutexWait(const_cast<std::atomic<uint32_t>*>(&lane->bubble_seq), seq, bounded);
+      FutexWait(const_cast<std::atomic<uint32_t>*>(&lane->bubble_seq), seq, bounded,
+                kWakeOnBegin);
       continue;
     }
     if (l->grant_active.load(std::memory_order_acquire) != 0) {
@@ -141,12 +143,25 @@ void TaskChannel::Yield() {
   task_.layout()->served_bubble_seq.store(granted_seq_, std::memory_order_relaxed);
   task_.set_state(TaskProcessState::kYielded);
   task_.Acknowledge();
+  WakeLaneIfWorthIt();
 }
 
 void TaskChannel::Finished(bool ok) {
   task_.layout()->served_bubble_seq.store(granted_seq_, std::memory_order_relaxed);
   task_.set_state(ok ? TaskProcessState::kFinished : TaskProcessState::kFailed);
   task_.Acknowledge();
+  WakeLaneIfWorthIt();
+}
+
+void TaskChannel::WakeLaneIfWorthIt() {
+  // A granted task's lane waits for the acknowledgement; an armed task's
+  // lane sleeps until the bubble ends unless the rest is worth offering.
+  if (!armed_grant_) return;
+  auto* lane = lane_.layout();
+  if (granted_seq_ != lane->bubble_seq.load(std::memory_order_acquire)) return;
+  Nanos left = deadline_ - MonotonicNow();
+  if (left >= lane->handback_wake_ns.load(std::memory_order_relaxed))
+    FutexWakeAll(const_cast<std::atomic<uint32_t>*>(&lane->bubble_seq), kWakeOnHandBack);
 }
 
 }  // namespace freeride

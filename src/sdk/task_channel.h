@@ -55,6 +55,9 @@ class TaskChannel {
   // call in which this task ran no step (see StepEstimator::PassedOver).
   void AgeStepEstimate();
   void PublishStepEstimate();
+  // After handing back a bubble it took while armed: wakes the lane when what
+  // is left of the bubble's forecast is worth offering to another task.
+  void WakeLaneIfWorthIt();
 
   uint32_t seen_grant_ = 0;
   uint32_t aged_through_seq_ = 0;  // the lane's bubble_seq at the last AgeStepEstimate

@@ -115,7 +115,7 @@ TEST_F(StageAndDaemon, WaiterWakesOnBeginWithoutPolling) {
     daemon.WaitForChange(seen, 10 * kSecond);
     woke = MonotonicNow();
   });
-  while (daemon.layout()->sleepers.load() == 0) usleep(100);
+  while (daemon.layout()->begin_waiters.load() == 0) usleep(100);
   Nanos begin = MonotonicNow();
   stage.WriteBegin(0, begin, 0, 0);
   waiter.join();
@@ -133,7 +133,8 @@ TEST_F(StageAndDaemon, AnEndWaiterSleepsThroughTheBeginMark) {
     woke_at_seq = daemon.WaitForChange(seen, 10 * kSecond, kWakeOnEnd);
     woke = true;
   });
-  while (daemon.layout()->sleepers.load() == 0) usleep(100);
+  while (daemon.layout()->end_waiters.load() == 0) usleep(100);
+  EXPECT_EQ(daemon.layout()->begin_waiters.load(), 0u) << "the begin mark need not call the kernel";
   stage.WriteBegin(0, MonotonicNow(), 0, 0);
   usleep(200 * 1000);
   EXPECT_FALSE(woke.load()) << "the begin mark woke a waiter for ends";

@@ -31,7 +31,8 @@ bool LaneSegment::CreateOrOpen(const std::string& path, int lane, std::string* e
     layout->magic = kLaneSegmentMagic;
   }
   // Nobody sleeps on a segment whose daemon is gone (its tasks died with it).
-  layout->sleepers.store(0);
+  layout->begin_waiters.store(0);
+  layout->end_waiters.store(0);
   layout->armed_task_id.store(0);
   layout->handback_wake_ns.store(INT64_MAX);
   layout->daemon_pid.store(getpid());
@@ -66,10 +67,11 @@ void LaneSegment::WriteBegin(uint32_t slot, Nanos now, Nanos hint, uint64_t free
   // end_ns keeps the previous bubble's end, so a reader that missed that
   // end mark can still learn when the previous bubble closed.
   l->stage_heartbeat_ns.store(now, std::memory_order_relaxed);
-  // seq_cst pairs with the sleeper's increment of `sleepers` (Dekker-style)
+  // seq_cst pairs with the sleeper's increment of its counter (Dekker-style)
   // so a wake-up is never missed.
   l->bubble_seq.fetch_add(1, std::memory_order_seq_cst);
-  if (l->sleepers.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->bubble_seq, kWakeOnBegin);
+  if (l->begin_waiters.load(std::memory_order_seq_cst) != 0)
+    FutexWakeAll(&l->bubble_seq, kWakeOnBegin);
 }
 
 void LaneSegment::WriteEnd(Nanos now) {
@@ -89,7 +91,7 @@ void LaneSegment::WriteEnd(Nanos now) {
   l->end_ns.store(now, std::memory_order_relaxed);
   l->stage_heartbeat_ns.store(now, std::memory_order_relaxed);
   l->bubble_seq.fetch_add(1, std::memory_order_seq_cst);
-  if (l->sleepers.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->bubble_seq, kWakeOnEnd);
+  if (l->end_waiters.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->bubble_seq, kWakeOnEnd);
 }
 
 BubbleMark LaneSegment::Read() const {
@@ -129,10 +131,13 @@ uint32_t LaneSegment::WaitForChange(uint32_t seen, Nanos timeout, uint32_t wake_
   auto* l = layout_;
   uint32_t now = l->bubble_seq.load(std::memory_order_seq_cst);
   if (now != seen) return now;
-  l->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  const bool on_begin = (wake_on & kWakeOnBegin) != 0, on_end = (wake_on & kWakeOnEnd) != 0;
+  if (on_begin) l->begin_waiters.fetch_add(1, std::memory_order_seq_cst);
+  if (on_end) l->end_waiters.fetch_add(1, std::memory_order_seq_cst);
   now = l->bubble_seq.load(std::memory_order_seq_cst);
   if (now == seen) FutexWait(&l->bubble_seq, seen, timeout, wake_on);
-  l->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  if (on_begin) l->begin_waiters.fetch_sub(1, std::memory_order_seq_cst);
+  if (on_end) l->end_waiters.fetch_sub(1, std::memory_order_seq_cst);
   return l->bubble_seq.load(std::memory_order_acquire);
 }
 

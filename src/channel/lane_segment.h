@@ -7,10 +7,11 @@
 //
 // bubble_seq is both a seqlock and a futex word: odd while a bubble is open,
 // even otherwise.  The stage stores the mark fields, then bumps bubble_seq,
-// then wakes sleepers if any are registered, so the hot path is a few
-// stores and, only when someone sleeps, one non-blocking FUTEX_WAKE.  Begin
-// and end marks wake with different bits: an armed task sleeps through end
-// marks, and a lane that only accounts for bubbles sleeps through begins.
+// then wakes sleepers if any wait for that kind of mark, so the hot path is
+// a few stores and, only when someone waits for it, one non-blocking
+// FUTEX_WAKE.  Begin and end marks wake with different bits: an armed task
+// sleeps through end marks, and a lane that accounts for bubbles in batches
+// sleeps through both.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -32,8 +33,9 @@ constexpr uint32_t kWakeOnHandBack = 4u;
 
 // Closed bubbles remembered, so that a reader that fell several marks behind
 // (a lane waiting for a step that overran, or one that sleeps through begin
-// marks) still learns each bubble's whole mark.
-constexpr uint32_t kClosedBubbleRing = 64;
+// marks, or accounts for them in batches) still learns each bubble's whole
+// mark.
+constexpr uint32_t kClosedBubbleRing = 256;
 
 struct ClosedBubble {
   std::atomic<uint32_t> seq;  // the bubble's (odd) begin sequence; 0 while being written
@@ -56,7 +58,10 @@ struct LaneSegmentLayout {
 
   // --- written by the training stage ---
   alignas(64) std::atomic<uint32_t> bubble_seq;
-  std::atomic<uint32_t> sleepers;
+  // Sleepers on bubble_seq that a begin (an end) mark must wake; the only
+  // counters the stage reads (the sleepers write them).
+  std::atomic<uint32_t> begin_waiters;
+  std::atomic<uint32_t> end_waiters;
   std::atomic<uint32_t> slot;
   std::atomic<int64_t> begin_ns;
   std::atomic<int64_t> hint_ns;  // stage's own length estimate, 0 if none
@@ -140,12 +145,13 @@ class LaneSegment {
   // kClosedBubbleRing; false otherwise.
   bool ClosedBubbleMark(uint32_t seq, BubbleMark* mark) const;
 
-  // Sleeps until bubble_seq differs from `seen` or the timeout passes, and
-  // counts itself in `sleepers` meanwhile.  With `wake_on` = kWakeOnEnd it
-  // sleeps on through begin marks (the sequence moves on without it).  Needs
-  // a writable mapping; an armed task (read-only mapping) sleeps on
-  // bubble_seq directly and the dispatcher counts it in `sleepers` on its
-  // behalf.  Returns the new bubble_seq.
+  // Sleeps until bubble_seq differs from `seen` (or the timeout passes, or a
+  // wake-up in `wake_on` comes), counting itself meanwhile among the waiters
+  // of the marks in `wake_on`.  It sleeps on through marks not in `wake_on`:
+  // the sequence moves on without it.  Needs a writable mapping; an armed
+  // task (read-only mapping) sleeps on bubble_seq directly and the
+  // dispatcher counts it in `begin_waiters` on its behalf.  Returns the new
+  // bubble_seq.
   uint32_t WaitForChange(uint32_t seen, Nanos timeout,
                          uint32_t wake_on = kWakeOnBegin | kWakeOnEnd) const;
 

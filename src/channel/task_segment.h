@@ -16,8 +16,10 @@
 namespace freeride {
 
 constexpr uint64_t kTaskSegmentMagic = 0x46525441534b3031ULL;  // "FRTASK01"
-constexpr uint32_t kTaskSegmentVersion = 3;
-constexpr uint32_t kStepRingSize = 512;
+constexpr uint32_t kTaskSegmentVersion = 4;
+// Step records kept for the lane, which reads them in batches (up to every
+// 100 ms while a task has its lane to itself): room for steps of 25 us.
+constexpr uint32_t kStepRingSize = 4096;
 
 enum class TaskProcessState : uint32_t {
   kStarting = 0,  // launched, init() not finished

@@ -2,9 +2,12 @@
 // docs/event-log.md).  Appends are queued and written by a writer thread so
 // that emitting an event never waits on the disk.
 #pragma once
+#include <fmt/format.h>
+
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -14,6 +17,8 @@ namespace freeride {
 
 // A double as JSON: null when it is not finite (JSON has no NaN).
 std::string JsonNumber(double value);
+// The same, appended to `out`.
+void AppendJsonNumber(fmt::memory_buffer& out, double value);
 // A string as a quoted, escaped JSON string (invalid UTF-8 replaced).
 std::string JsonString(std::string_view text);
 
@@ -30,9 +35,9 @@ class EventLog {
 
   // Queues one event; adds "unix_ns" if absent.  No-op when closed.
   void Emit(nlohmann::json event);
-  // Queues one line the caller formatted as a JSON object, "unix_ns"
-  // included: for the events of every bubble and step, where building a
-  // json object would be most of the daemon's CPU time.
+  // Queues lines the caller formatted, each a JSON object with "unix_ns",
+  // separated by newlines: for the events of every bubble and step, where
+  // building a json object would be most of the daemon's CPU time.
   void EmitLine(std::string line);
   // Blocks until every queued event is written and flushed.
   void Flush();
@@ -40,7 +45,9 @@ class EventLog {
  private:
   void WriterLoop();
 
+  static constexpr size_t kWriteBufferBytes = 1 << 20;
   std::FILE* file_ = nullptr;
+  std::unique_ptr<char[]> write_buffer_;  // file_'s stdio buffer; outlives it
   std::string path_;
   std::mutex mu_;
   std::condition_variable cv_;

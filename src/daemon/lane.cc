@@ -1,5 +1,6 @@
 #include "daemon/lane.h"
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 #include <pthread.h>
 #include <sched.h>
@@ -18,6 +19,9 @@ namespace {
 
 constexpr Nanos kIdleWakeInterval = 200 * kMillisecond;
 constexpr Nanos kWatchInterval = 50 * kMillisecond;
+// While bubbles come and go and the armed task serves itself, the lane
+// accounts for them this often (the stage's ring keeps the last 256).
+constexpr Nanos kQuietBatchInterval = 100 * kMillisecond;
 constexpr Nanos kStageCheckInterval = 10 * kMillisecond;
 
 }  // namespace
@@ -146,7 +150,7 @@ void Lane::Arm() {
   std::shared_ptr<TaskRuntime> runtime = tasks_->RuntimeOf(target);
   if (!runtime) return;
   LaneSegmentLayout* l = segment_.layout();
-  l->sleepers.fetch_add(1, std::memory_order_seq_cst);  // on the armed task's behalf
+  l->begin_waiters.fetch_add(1, std::memory_order_seq_cst);  // on the armed task's behalf
   l->armed_task_id.store(target, std::memory_order_release);
   runtime->segment->SetArmed(true);
   armed_ = std::move(runtime);
@@ -157,7 +161,7 @@ void Lane::Disarm() {
   LaneSegmentLayout* l = segment_.layout();
   armed_->segment->SetArmed(false);
   l->armed_task_id.store(0, std::memory_order_release);
-  l->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  l->begin_waiters.fetch_sub(1, std::memory_order_seq_cst);
   FutexWakeAll(&l->bubble_seq);  // the task sleeps there; let it notice
   // Steps it took by itself in bubbles not finished yet (it may have exited
   // in one) are kept for them.
@@ -180,19 +184,26 @@ uint32_t Lane::ServeQuietly(uint32_t seen) {
   const Nanos handback_wake = HandBackWakeThreshold();
   l->handback_wake_ns.store(handback_wake, std::memory_order_relaxed);
   uint32_t current = l->bubble_seq.load(std::memory_order_acquire);
-  if (static_cast<int32_t>(current - seen) <= 1) {  // nothing closed since `seen`
-    bool open = (current & 1u) != 0;
-    // The armed task takes each bubble by itself, so the lane wakes only at
-    // the bubble's end, or when the task hands back enough of it for another
-    // task: not at every mark and hand-back.  A bubble open for a while is
-    // checked on, in case its stage died; after a dead stage's bubble
-    // (served already) any mark is news.
-    bool served_dead = open && current == seen;
-    segment_.WaitForChange(current, open && !served_dead ? kWatchInterval : kIdleWakeInterval,
-                           served_dead ? kWakeOnBegin | kWakeOnEnd : kWakeOnEnd | kWakeOnHandBack);
-    current = l->bubble_seq.load(std::memory_order_acquire);
+  // The armed task takes each bubble by itself, so the lane need not wake at
+  // every mark: while bubbles flow it sleeps through them and accounts for a
+  // batch at a time, waking early only when the task hands back enough of a
+  // bubble for another task.  When bubbles stop it waits for the next end.
+  // After a dead stage's bubble (served already) any mark is news.
+  bool open = (current & 1u) != 0;
+  bool served_dead = open && current == seen;
+  if (served_dead) {
+    segment_.WaitForChange(current, kIdleWakeInterval, kWakeOnBegin | kWakeOnEnd);
+  } else if (bubbles_flowing_) {
+    segment_.WaitForChange(current, kQuietBatchInterval, kWakeOnHandBack);
+  } else if (static_cast<int32_t>(current - seen) <= 1) {  // nothing closed since `seen`
+    // A bubble open for a while is checked on, in case its stage died.
+    segment_.WaitForChange(current, open ? kWatchInterval : kIdleWakeInterval,
+                           kWakeOnEnd | kWakeOnHandBack);
   }
+  current = l->bubble_seq.load(std::memory_order_acquire);
+  uint32_t before = seen;
   seen = FinishClosedBubbles(seen, current);
+  bubbles_flowing_ = seen != before;
   if ((current & 1u) != 0 && current != seen) {
     BubbleMark open = segment_.Read();
     if (open.seq != current) return seen;  // moved on meanwhile: look again
@@ -204,9 +215,12 @@ uint32_t Lane::ServeQuietly(uint32_t seen) {
     bool handed_back = task && task->served_bubble_seq.load(std::memory_order_acquire) == current &&
                        task->state.load(std::memory_order_acquire) !=
                            static_cast<uint32_t>(TaskProcessState::kStepping);
-    Nanos left = open.begin_ns + predictor_.Predict(open.slot, open.hint_ns) - MonotonicNow();
+    Nanos now = MonotonicNow();
+    Nanos left = open.begin_ns + predictor_.Predict(open.slot, open.hint_ns) - now;
+    // Only a bubble open for a while could be a dead stage's.
+    bool long_open = now - open.begin_ns > kWatchInterval;
     if ((handed_back && left >= handback_wake) || stopping_ ||
-        BubbleOver(open.seq, open.begin_ns))
+        (long_open && BubbleOver(open.seq, open.begin_ns)))
       return ServeBubble(open);
   }
   return seen;
@@ -411,16 +425,29 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   }
 
   Nanos harvested_total = 0, overrun_total = 0;
-  // Per task that stepped in this bubble: how far its last step ran past the end.
-  std::vector<std::pair<int64_t, Nanos>> overrun_by_task;
+  // Per task that stepped in this bubble: its time inside the bubble, and
+  // how far its last step ran past the end.
+  struct TaskShare {
+    int64_t task_id;
+    Nanos inside;
+    Nanos overrun;
+  };
+  std::vector<TaskShare> shares;
   const Nanos unix_now = WallNow();
+  // The bubble's events go to the log as one batch, formatted in one buffer:
+  // at hundreds of bubbles a second, a string per event was a good part of
+  // the daemon's CPU.
+  fmt::memory_buffer lines;
+  auto out = std::back_inserter(lines);
   auto emit_step = [&](const TaskStep& step, Nanos overrun) {
     const StepRecord& r = step.record;
-    events_->EmitLine(fmt::format(
-        R"({{"type":"step","ts_ns":{},"lane":{},"task_id":{},"bubble_seq":{},"start_ns":{},)"
-        R"("end_ns":{},"units":{},"overrun_ns":{}{},"unix_ns":{}}})",
-        r.end_ns, config_.index, step.task_id, r.bubble_seq, r.start_ns, r.end_ns,
-        JsonNumber(r.units), overrun, r.bubble_seq != mark.seq ? R"(,"late":true)" : "", unix_now));
+    fmt::format_to(out,
+                   FMT_COMPILE(R"({{"type":"step","ts_ns":{},"lane":{},"task_id":{},"bubble_seq":{},)"
+                               R"("start_ns":{},"end_ns":{},"units":)"),
+                   r.end_ns, config_.index, step.task_id, r.bubble_seq, r.start_ns, r.end_ns);
+    AppendJsonNumber(lines, r.units);
+    fmt::format_to(out, FMT_COMPILE(R"(,"overrun_ns":{}{},"unix_ns":{}}})" "\n"), overrun,
+                   r.bubble_seq != mark.seq ? R"(,"late":true)" : "", unix_now);
   };
   for (const TaskStep& step : bubble.steps) {
     // A step of an earlier bubble, drained late (its bubble was finished
@@ -431,35 +458,45 @@ void Lane::FinishBubble(BubbleContext& bubble) {
       continue;
     }
     StepShare share = ShareOfStep(step.record, mark.begin_ns, end_ns);
-    Nanos inside = share.inside, overrun = share.overrun;
-    harvested_total += inside;
-    overrun_total += overrun;
-    auto mine = std::find_if(overrun_by_task.begin(), overrun_by_task.end(),
-                             [&](const auto& entry) { return entry.first == step.task_id; });
-    if (mine == overrun_by_task.end()) overrun_by_task.push_back({step.task_id, overrun});
-    else mine->second = std::max(mine->second, overrun);
-    tasks_->AddHarvest(step.task_id, inside);
-    emit_step(step, overrun);
+    harvested_total += share.inside;
+    overrun_total += share.overrun;
+    auto mine = std::find_if(shares.begin(), shares.end(),
+                             [&](const TaskShare& entry) { return entry.task_id == step.task_id; });
+    if (mine == shares.end()) {
+      shares.push_back({step.task_id, share.inside, share.overrun});
+    } else {
+      mine->inside += share.inside;
+      mine->overrun = std::max(mine->overrun, share.overrun);
+    }
+    emit_step(step, share.overrun);
   }
-  // Only bubbles that really ended are judged: a stale or vanished stage's
-  // bubble has no end that a task could have respected.
-  if (have_end)
-    for (const auto& [task_id, overrun] : overrun_by_task)
-      tasks_->RecordOverrun(task_id, overrun, std::max<Nanos>(length, 0));
+  for (const TaskShare& share : shares) {
+    tasks_->AddHarvest(share.task_id, share.inside);
+    // Only bubbles that really ended are judged: a stale or vanished stage's
+    // bubble has no end that a task could have respected.
+    if (have_end) tasks_->RecordOverrun(share.task_id, share.overrun, std::max<Nanos>(length, 0));
+  }
   bubbles_.fetch_add(1, std::memory_order_relaxed);
   bubble_ns_.fetch_add(std::max<Nanos>(length, 0), std::memory_order_relaxed);
   harvested_ns_.fetch_add(harvested_total, std::memory_order_relaxed);
   overrun_ns_.fetch_add(overrun_total, std::memory_order_relaxed);
   last_verdict_ = static_cast<int>(bubble.last_verdict);
-  events_->EmitLine(fmt::format(
-      R"({{"type":"bubble","ts_ns":{},"lane":{},"slot":{},"seq":{},"begin_ns":{},"end_ns":{},)"
-      R"("predicted_end_ns":{},"first_grant_ns":{},"hint_ns":{},"free_memory_bytes":{},)"
-      R"("ended_by":"{}","verdict":"{}","steps":{},"step_records_lost":{},"harvested_ns":{},)"
-      R"("overrun_ns":{},"unix_ns":{}}})",
+  fmt::format_to(
+      out,
+      FMT_COMPILE(R"({{"type":"bubble","ts_ns":{},"lane":{},"slot":{},"seq":{},"begin_ns":{},)"
+                  R"("end_ns":{},"predicted_end_ns":{},"first_grant_ns":{},"hint_ns":{},)"
+                  R"("free_memory_bytes":)"),
       end_ns, config_.index, mark.slot, mark.seq, mark.begin_ns, end_ns, bubble.predicted_end,
-      bubble.first_grant_ns, mark.hint_ns, mark.free_memory_bytes == UINT64_MAX ? std::string("null") : std::to_string(mark.free_memory_bytes), ended_by,
-      VerdictName(bubble.last_verdict), bubble.steps.size() + bubble.steps_lost, bubble.steps_lost,
-      harvested_total, overrun_total, unix_now));
+      bubble.first_grant_ns, mark.hint_ns);
+  if (mark.free_memory_bytes == UINT64_MAX) fmt::format_to(out, "null");
+  else fmt::format_to(out, FMT_COMPILE("{}"), mark.free_memory_bytes);
+  fmt::format_to(
+      out,
+      FMT_COMPILE(R"(,"ended_by":"{}","verdict":"{}","steps":{},"step_records_lost":{},)"
+                  R"("harvested_ns":{},"overrun_ns":{},"unix_ns":{}}})"),
+      ended_by, VerdictName(bubble.last_verdict), bubble.steps.size() + bubble.steps_lost,
+      bubble.steps_lost, harvested_total, overrun_total, unix_now);
+  events_->EmitLine(fmt::to_string(lines));
 }
 
 void Lane::FillStats(v1::LaneStats* stats) const {

@@ -119,6 +119,7 @@ class Lane {
   // In ServeQuietly, where the lane does not see bubbles begin: FillStats
   // reads the open bubble and the armed task's state from shared memory.
   std::atomic<bool> quiet_{false};
+  bool bubbles_flowing_ = false;  // ServeQuietly's last round found closed bubbles
   std::atomic<int64_t> current_predicted_ns_{0};
   std::atomic<int> last_verdict_{static_cast<int>(DispatchVerdict::kNoCandidates)};
 };

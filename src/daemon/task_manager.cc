@@ -24,6 +24,8 @@ namespace {
 
 constexpr Nanos kHousekeepingInterval = 100 * kMillisecond;
 constexpr size_t kStderrTailBytes = 4096;
+// How often a task's PAUSED <-> RUNNING flips reach the journal.
+constexpr Nanos kFlipJournalInterval = 10 * kSecond;
 
 // Variables that describe one launch's channel; stale copies (e.g. from a
 // shell inside another task, or a daemon started there) must not leak through.
@@ -68,7 +70,7 @@ std::vector<std::string> TaskManager::Recover() {
     TaskState state = StateOf(info);
     info.set_pid(0);
     record.info = info;
-    auto& inserted = tasks_.emplace(info.id(), std::move(record)).first->second;
+    Record& inserted = InsertLocked(std::move(record));
     if (IsTerminal(state)) {
       ++ended;
       continue;
@@ -133,10 +135,7 @@ void TaskManager::Shutdown(Nanos grace) {
 }
 
 TaskManager::Record* TaskManager::FindLocked(int64_t id, const std::string& name) {
-  if (id > 0) {
-    auto it = tasks_.find(id);
-    return it == tasks_.end() ? nullptr : &it->second;
-  }
+  if (id > 0) return ByIdLocked(id);
   // By name: the task that has not ended (names are unique among those),
   // else the newest ended one.  tasks_ is ordered by id, oldest first.
   Record* newest = nullptr;
@@ -175,21 +174,27 @@ bool TaskManager::TransitionLocked(Record& record, TaskState to, const std::stri
   record.info.set_state(StateName(to));
   record.info.set_updated_unix_ns(unix_now);
   if (!reason.empty()) record.info.set_message(reason);
-  // PAUSED <-> RUNNING happens twice a bubble, hundreds of times a second; a
-  // restart treats both alike (relaunch from the checkpoint), and the bubble
-  // and step events say when the task ran, so these flips are journaled and
-  // logged at most once a second per task, keeping its progress fresh.
+  // PAUSED <-> RUNNING happens twice a bubble, hundreds of times a second.
+  // The bubble and step events say when the task ran, so these flips are
+  // logged at most once a second per task, keeping the log's progress fresh.
+  // A restart treats both alike (relaunch from the checkpoint), and each
+  // journal commit is a disk sync, so they are journaled more rarely still.
   bool bubble_flip = (from == TaskState::kPaused && to == TaskState::kRunning) ||
                      (from == TaskState::kRunning && to == TaskState::kPaused);
+  bool journal = true, log = true;
   if (bubble_flip) {
     Nanos now = MonotonicNow();
-    if (record.last_flip_recorded_ns != 0 && now - record.last_flip_recorded_ns < kSecond)
-      return true;
-    record.last_flip_recorded_ns = now;
+    log = record.last_flip_logged_ns == 0 || now - record.last_flip_logged_ns >= kSecond;
+    journal = record.last_flip_journaled_ns == 0 ||
+              now - record.last_flip_journaled_ns >= kFlipJournalInterval;
+    if (log) record.last_flip_logged_ns = now;
+    if (journal) record.last_flip_journaled_ns = now;
   }
-  TransitionRecord transition{record.info.id(), StateName(from), StateName(to), unix_now, reason};
-  journal_->Record(record.info, &transition);
-  events_->EmitLine(TransitionEvent(record.info, StateName(from), reason));
+  if (journal) {
+    TransitionRecord transition{record.info.id(), StateName(from), StateName(to), unix_now, reason};
+    journal_->Record(record.info, &transition);
+  }
+  if (log) events_->EmitLine(TransitionEvent(record.info, StateName(from), reason));
   return true;
 }
 
@@ -245,7 +250,7 @@ Status TaskManager::Submit(const v1::TaskSpec& spec_in, v1::TaskInfo* out) {
     journal_->Record(info, &transition);
     events_->EmitLine(TransitionEvent(info, "", "submitted"));
     *out = info;
-    tasks_.emplace(info.id(), std::move(record));
+    InsertLocked(std::move(record));
   }
   journal_->Flush();  // acknowledged means durable
   cv_.notify_all();
@@ -326,11 +331,27 @@ std::vector<v1::TaskInfo> TaskManager::List(bool include_ended) const {
 }
 
 void TaskManager::SetRuntimeLocked(Record& record, std::shared_ptr<TaskRuntime> runtime) {
-  std::vector<int64_t>& ids = resident_[record.info.lane()];
-  int64_t id = record.info.id();
-  ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
-  if (runtime) ids.push_back(id);
+  std::vector<Record*>& residents = resident_[record.info.lane()];
+  residents.erase(std::remove(residents.begin(), residents.end(), &record), residents.end());
+  if (runtime) residents.push_back(&record);
   record.runtime = std::move(runtime);
+}
+
+TaskManager::Record& TaskManager::InsertLocked(Record record) {
+  int64_t id = record.info.id();
+  Record& inserted = tasks_.emplace(id, std::move(record)).first->second;
+  by_id_[id] = &inserted;
+  return inserted;
+}
+
+TaskManager::Record* TaskManager::ByIdLocked(int64_t id) {
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : it->second;
+}
+
+const TaskManager::Record* TaskManager::ByIdLocked(int64_t id) const {
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : it->second;
 }
 
 void TaskManager::Candidates(int lane, const std::vector<int64_t>& excluded,
@@ -339,10 +360,9 @@ void TaskManager::Candidates(int lane, const std::vector<int64_t>& excluded,
   std::lock_guard<std::mutex> lock(mu_);
   auto resident = resident_.find(lane);
   if (resident == resident_.end()) return;
-  for (int64_t id : resident->second) {
-    auto it = tasks_.find(id);
-    if (it == tasks_.end()) continue;
-    const Record& record = it->second;
+  for (const Record* resident_record : resident->second) {
+    const Record& record = *resident_record;
+    int64_t id = record.info.id();
     if (record.info.lane() != lane || !record.runtime || record.cancel_requested) continue;
     if (StateOf(record.info) != TaskState::kPaused) continue;
     if (std::find(excluded.begin(), excluded.end(), id) != excluded.end()) continue;
@@ -362,31 +382,32 @@ void TaskManager::Candidates(int lane, const std::vector<int64_t>& excluded,
 
 std::shared_ptr<TaskRuntime> TaskManager::RuntimeOf(int64_t id) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = tasks_.find(id);
-  if (it == tasks_.end() || !it->second.runtime || it->second.runtime->exited) return nullptr;
-  if (StateOf(it->second.info) != TaskState::kPaused) return nullptr;
-  return it->second.runtime;
+  const Record* record = ByIdLocked(id);
+  if (!record || !record->runtime || record->runtime->exited) return nullptr;
+  if (StateOf(record->info) != TaskState::kPaused) return nullptr;
+  return record->runtime;
 }
 
 void TaskManager::MarkRunning(int64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = tasks_.find(id);
-  if (it != tasks_.end()) TransitionLocked(it->second, TaskState::kRunning, "bubble");
+  if (Record* record = ByIdLocked(id)) TransitionLocked(*record, TaskState::kRunning, "bubble");
 }
 
 void TaskManager::EndRun(int64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = tasks_.find(id);
-  if (it == tasks_.end() || !it->second.runtime || it->second.runtime->exited) return;
-  if (StateOf(it->second.info) == TaskState::kRunning)
-    TransitionLocked(it->second, TaskState::kPaused, "bubble over");
+  Record* record = ByIdLocked(id);
+  if (!record || !record->runtime || record->runtime->exited) return;
+  if (StateOf(record->info) == TaskState::kRunning)
+    TransitionLocked(*record, TaskState::kPaused, "bubble over");
 }
 
 uint64_t TaskManager::DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* out) {
   TaskSegmentLayout* l = runtime.segment->layout();
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t head = l->ring_head.load(std::memory_order_acquire);
-  std::vector<StepRecord> records;
+  // Kept between calls: a lane drains at every bubble.
+  thread_local std::vector<StepRecord> records;
+  records.clear();
   uint64_t lost = CollectSteps(l->ring, kStepRingSize, head, &runtime.ring_tail, out ? &records : nullptr);
   // The segment is the task's to write: records that make no sense are dropped.
   for (const StepRecord& record : records) {
@@ -398,8 +419,7 @@ uint64_t TaskManager::DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* ou
 }
 
 void TaskManager::RefreshProgressLocked(TaskRuntime& runtime) {
-  auto it = tasks_.find(runtime.task_id);
-  if (it != tasks_.end()) CopyCounters(runtime, &it->second.info);
+  if (Record* record = ByIdLocked(runtime.task_id)) CopyCounters(runtime, &record->info);
 }
 
 void TaskManager::CopyCounters(const TaskRuntime& runtime, v1::TaskInfo* info) {
@@ -415,15 +435,15 @@ void TaskManager::CopyCounters(const TaskRuntime& runtime, v1::TaskInfo* info) {
 
 void TaskManager::AddHarvest(int64_t id, Nanos harvested) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = tasks_.find(id);
-  if (it != tasks_.end()) it->second.info.set_harvested_ns(it->second.info.harvested_ns() + harvested);
+  if (Record* record = ByIdLocked(id))
+    record->info.set_harvested_ns(record->info.harvested_ns() + harvested);
 }
 
 void TaskManager::RecordOverrun(int64_t id, Nanos overrun, Nanos bubble) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = tasks_.find(id);
-  if (it == tasks_.end() || !it->second.runtime) return;
-  Record& record = it->second;
+  Record* found = ByIdLocked(id);
+  if (!found || !found->runtime) return;
+  Record& record = *found;
   const OverrunBudgetConfig& budget = options_.BudgetForLane(record.info.lane());
   if (!record.overrun) record.overrun = std::make_unique<OverrunBudget>(budget);
   OverrunJudgement judged = record.overrun->Record(overrun, bubble);
@@ -445,10 +465,10 @@ void TaskManager::RecordOverrun(int64_t id, Nanos overrun, Nanos bubble) {
 
 void TaskManager::KillHung(int64_t id, Nanos overrun) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = tasks_.find(id);
-  if (it == tasks_.end() || !it->second.runtime || !it->second.policy_kill.empty()) return;
-  EmitBudgetEventLocked(it->second, OverrunVerdict::kKill, overrun, "hung in a step");
-  KillForPolicyLocked(it->second, fmt::format("killed: hung in a step {} past its bubble's end",
+  Record* record = ByIdLocked(id);
+  if (!record || !record->runtime || !record->policy_kill.empty()) return;
+  EmitBudgetEventLocked(*record, OverrunVerdict::kKill, overrun, "hung in a step");
+  KillForPolicyLocked(*record, fmt::format("killed: hung in a step {} past its bubble's end",
                                               FormatDuration(overrun)));
 }
 
@@ -501,9 +521,9 @@ void TaskManager::AdmitAndLaunch() {
       int resident = 0;
       uint64_t memory = 0;
       if (auto r = resident_.find(lane.index); r != resident_.end()) {
-        for (int64_t id : r->second) {
+        for (const Record* record : r->second) {
           ++resident;
-          memory += tasks_.at(id).info.spec().memory_bytes();
+          memory += record->info.spec().memory_bytes();
         }
       }
       // A full lane takes nobody: no need to look through the queue.
@@ -541,9 +561,9 @@ bool TaskManager::Launch(int64_t id) {
   std::string error;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = tasks_.find(id);
-    if (it == tasks_.end() || it->second.runtime || stopping_) return false;
-    Record& record = it->second;
+    Record* found = ByIdLocked(id);
+    if (!found || found->runtime || stopping_) return false;
+    Record& record = *found;
     const v1::TaskSpec& spec = record.info.spec();
     if (!MakeDirs(checkpoint_dir, 0700, &error)) {
       TransitionLocked(record, TaskState::kFailed, error);
@@ -605,9 +625,9 @@ bool TaskManager::Launch(int64_t id) {
   }
   LaunchResult result = supervisor_->Launch(request);
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = tasks_.find(id);
-  if (it == tasks_.end()) return false;
-  Record& record = it->second;
+  Record* found = ByIdLocked(id);
+  if (!found) return false;
+  Record& record = *found;
   if (result.pid < 0) {
     SetRuntimeLocked(record, nullptr);
     unlink(TaskSegmentPath(options_.socket_path, id).c_str());
@@ -635,8 +655,8 @@ bool TaskManager::Launch(int64_t id) {
 void TaskManager::PromoteReadyTasks() {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [lane, ids] : resident_)
-  for (int64_t id : ids) {
-    Record& record = tasks_.at(id);
+  for (Record* resident : ids) {
+    Record& record = *resident;
     if (!record.runtime || record.runtime->pid <= 0 || record.runtime->exited) continue;
     if (StateOf(record.info) != TaskState::kSubmitted) continue;
     auto state = record.runtime->segment->state();
@@ -655,8 +675,8 @@ void TaskManager::EscalateCancels() {
     std::lock_guard<std::mutex> lock(mu_);
     Nanos now = MonotonicNow();
     for (const auto& [lane, ids] : resident_)
-    for (int64_t id : ids) {
-      Record& record = tasks_.at(id);
+    for (Record* resident : ids) {
+      Record& record = *resident;
       if (record.cancel_requested && record.runtime && record.runtime->pid > 0 &&
           record.cancel_kill_at != 0 && now >= record.cancel_kill_at) {
         kill_list.push_back(record.runtime->pid);
@@ -671,9 +691,9 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
   std::shared_ptr<TaskRuntime> runtime;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = tasks_.find(exit.task_id);
-    if (it == tasks_.end()) return;
-    runtime = it->second.runtime;
+    Record* record = ByIdLocked(exit.task_id);
+    if (!record) return;
+    runtime = record->runtime;
   }
   if (!runtime) return;
   runtime->exited = true;
@@ -687,9 +707,9 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
   std::string stderr_tail = ReadFileTail(task_dir(exit.task_id) + "/stderr.log", kStderrTailBytes);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = tasks_.find(exit.task_id);
-    if (it == tasks_.end()) return;
-    Record& record = it->second;
+    Record* found = ByIdLocked(exit.task_id);
+    if (!found) return;
+    Record& record = *found;
     SetRuntimeLocked(record, nullptr);
     unlink(TaskSegmentPath(options_.socket_path, exit.task_id).c_str());
     record.info.set_pid(0);

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "channel/task_segment.h"
@@ -115,7 +116,8 @@ class TaskManager {
     Nanos retry_at = 0;
     std::unique_ptr<OverrunBudget> overrun;  // made at the first bubble it steps in
     std::string policy_kill;  // why the daemon killed it; it then ends FAILED
-    Nanos last_flip_recorded_ns = 0;  // the last PAUSED <-> RUNNING flip journaled and logged
+    Nanos last_flip_logged_ns = 0;     // the last PAUSED <-> RUNNING flip in the event log
+    Nanos last_flip_journaled_ns = 0;  // and in the journal
   };
 
   // The record's info as clients see it: with the task's step estimate, and
@@ -131,6 +133,11 @@ class TaskManager {
                              const std::string& reason);
   // Kills the record's process for a policy reason.  mu_ held.
   void KillForPolicyLocked(Record& record, const std::string& reason);
+  // Adds a record to tasks_ and by_id_.  mu_ held.
+  Record& InsertLocked(Record record);
+  // The record with `id`, or nullptr.  mu_ held.
+  Record* ByIdLocked(int64_t id);
+  const Record* ByIdLocked(int64_t id) const;
   // Sets or clears a record's runtime and keeps resident_ in step.  mu_ held.
   void SetRuntimeLocked(Record& record, std::shared_ptr<TaskRuntime> runtime);
 
@@ -156,10 +163,13 @@ class TaskManager {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<int64_t, Record> tasks_;
-  // Ids of the tasks with a process, by lane: the lanes ask for candidates
+  std::map<int64_t, Record> tasks_;  // by id, oldest first; never erased, so pointers stay valid
+  // The same records by id, hashed: the lanes look tasks up at every bubble,
+  // and a walk down a tree of 10,000 cold nodes was a good part of that.
+  std::unordered_map<int64_t, Record*> by_id_;
+  // The tasks with a process, by lane: the lanes ask for candidates
   // at every bubble, and must not scan thousands of queued tasks to find them.
-  std::map<int, std::vector<int64_t>> resident_;
+  std::map<int, std::vector<Record*>> resident_;
   int64_t next_id_ = 1;
   uint64_t next_submit_order_ = 1;
   bool stopping_ = false;

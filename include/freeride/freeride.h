@@ -86,7 +86,8 @@ void freeride_task_ready(freeride_task* task);
 int freeride_task_wait_grant(freeride_task* task, int64_t timeout_ns);
 
 /* 1 when the current grant holds, its bubble is still open, and a step of the
- * learned length fits before the predicted end. */
+ * learned length fits before the predicted end.  Read the step's start time
+ * before this call, so that the recorded start lies inside the bubble. */
 int freeride_task_next_step_fits(freeride_task* task);
 
 /* Records one step that ran from start_ns to end_ns and did `units` of work;

@@ -95,8 +95,11 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
     }
     if (wake != TaskChannel::Wake::kGranted) continue;
     task.Resume();
-    while (channel.NextStepFits()) {
+    for (;;) {
+      // Timed before the check: a step that passed it started while its
+      // bubble was open, even if the bubble ends before Step() is entered.
       Nanos start = MonotonicNow();
+      if (!channel.NextStepFits()) break;
       StepResult r = task.Step();
       channel.RecordStep(start, MonotonicNow(), r.units);
       if (r.done) {

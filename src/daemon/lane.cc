@@ -191,8 +191,12 @@ uint32_t Lane::ServeQuietly(uint32_t seen) {
   // After a dead stage's bubble (served already) any mark is news.
   bool open = (current & 1u) != 0;
   bool served_dead = open && current == seen;
+  // A hand-back that came while the lane was busy finds it awake.
+  bool serve_now = open && !served_dead && LeftoverWorthServing(segment_.Read(), handback_wake);
   if (served_dead) {
     segment_.WaitForChange(current, kIdleWakeInterval, kWakeOnBegin | kWakeOnEnd);
+  } else if (serve_now) {
+    // no wait
   } else if (bubbles_flowing_) {
     segment_.WaitForChange(current, kQuietBatchInterval, kWakeOnHandBack);
   } else if (static_cast<int32_t>(current - seen) <= 1) {  // nothing closed since `seen`
@@ -210,20 +214,25 @@ uint32_t Lane::ServeQuietly(uint32_t seen) {
     // The full dispatcher takes over the open bubble when the armed task
     // handed back enough for another task, when the lane stops (it logs what
     // the task did so far), and when the stage died or went silent (it ends
-    // the bubble, as it does for any lane).
-    const TaskSegmentLayout* task = armed_ ? armed_->segment->layout() : nullptr;
-    bool handed_back = task && task->served_bubble_seq.load(std::memory_order_acquire) == current &&
-                       task->state.load(std::memory_order_acquire) !=
-                           static_cast<uint32_t>(TaskProcessState::kStepping);
-    Nanos now = MonotonicNow();
-    Nanos left = open.begin_ns + predictor_.Predict(open.slot, open.hint_ns) - now;
-    // Only a bubble open for a while could be a dead stage's.
-    bool long_open = now - open.begin_ns > kWatchInterval;
-    if ((handed_back && left >= handback_wake) || stopping_ ||
+    // the bubble, as it does for any lane).  Only a bubble open for a while
+    // could be a dead stage's.
+    bool long_open = MonotonicNow() - open.begin_ns > kWatchInterval;
+    if (LeftoverWorthServing(open, handback_wake) || stopping_ ||
         (long_open && BubbleOver(open.seq, open.begin_ns)))
       return ServeBubble(open);
   }
   return seen;
+}
+
+bool Lane::LeftoverWorthServing(const BubbleMark& open, Nanos threshold) const {
+  if (!open.open() || !armed_) return false;
+  const TaskSegmentLayout* task = armed_->segment->layout();
+  bool handed_back = task->served_bubble_seq.load(std::memory_order_acquire) == open.seq &&
+                     task->state.load(std::memory_order_acquire) !=
+                         static_cast<uint32_t>(TaskProcessState::kStepping);
+  if (!handed_back) return false;
+  Nanos left = open.begin_ns + predictor_.Predict(open.slot, open.hint_ns) - MonotonicNow();
+  return left >= threshold;
 }
 
 uint32_t Lane::FinishClosedBubbles(uint32_t seen, uint32_t current) {

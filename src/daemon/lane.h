@@ -72,6 +72,9 @@ class Lane {
   // since `seen`, the bubble_seq already dealt with, and serves the open one
   // when the armed task left enough of it.  Returns the new `seen`.
   uint32_t ServeQuietly(uint32_t seen);
+  // Whether the armed task has handed back the open bubble with at least
+  // `threshold` of its forecast left.
+  bool LeftoverWorthServing(const BubbleMark& open, Nanos threshold) const;
   // Accounts for every bubble that closed after `seen` (a bubble_seq value
   // already dealt with) and before `current`.  Returns the new `seen`: an open
   // bubble at `current` is left unserved.

@@ -262,9 +262,8 @@ void Lane::FinishArmedBubble(const BubbleMark& mark) {
   if (task && !task->exited && tasks_->RuntimeOf(task->task_id)) {
     // Over already, so this only waits when a step of the bubble still runs
     // (an overrun, or a hang to kill).
-    RunIterative(bubble, *task, /*armed=*/true, bubble.predicted_end,
-                 [&] { tasks_->MarkRunning(task->task_id); });
-    tasks_->EndRun(task->task_id);
+    RunIterative(bubble, *task, /*armed=*/true, bubble.predicted_end, [] {});
+    tasks_->NoteArmedRun(task->task_id);
   } else if (task) {
     bubble.steps_lost += tasks_->DrainSteps(*task, &bubble.steps);  // its last steps, if it exited
   }

@@ -401,6 +401,20 @@ void TaskManager::EndRun(int64_t id) {
     TransitionLocked(*record, TaskState::kPaused, "bubble over");
 }
 
+void TaskManager::NoteArmedRun(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Record* record = ByIdLocked(id);
+  if (!record || !record->runtime || record->runtime->exited) return;
+  if (StateOf(record->info) != TaskState::kPaused) return;
+  // Flips that would be neither logged nor journaled change nothing anyone
+  // sees: the task is PAUSED again, and Get/List show it RUNNING while it
+  // steps.
+  if (record->last_flip_logged_ns != 0 && MonotonicNow() - record->last_flip_logged_ns < kSecond)
+    return;
+  TransitionLocked(*record, TaskState::kRunning, "bubble");
+  TransitionLocked(*record, TaskState::kPaused, "bubble over");
+}
+
 uint64_t TaskManager::DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* out) {
   TaskSegmentLayout* l = runtime.segment->layout();
   std::lock_guard<std::mutex> lock(mu_);

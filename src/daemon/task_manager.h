@@ -85,6 +85,10 @@ class TaskManager {
   void MarkRunning(int64_t id);
   // RUNNING -> PAUSED (if the process still lives).
   void EndRun(int64_t id);
+  // For a bubble the armed task had to itself, accounted for after it
+  // closed: the PAUSED -> RUNNING -> PAUSED flips it made, recorded only
+  // when the log is due one (TransitionLocked keeps them to one a second).
+  void NoteArmedRun(int64_t id);
   // Brings the task's progress and step count up to date from its counters
   // and, when out is given, appends the step records written since the last
   // drain.  Returns how many records the ring overwrote before they were read.

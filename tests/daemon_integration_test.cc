@@ -203,6 +203,44 @@ TEST_F(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
   EXPECT_EQ(transitions.back(), "FINISHED");
 }
 
+// A lane whose armed task serves itself does not see bubbles begin; its
+// statistics still say what runs now, read from shared memory.
+TEST_F(DaemonIntegration, LaneStatsShowTheArmedTaskRunningInTheOpenBubble) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  v1::TaskInfo info;
+  ASSERT_TRUE(tasks()
+                  ->Submit(MakeSpec("counter", {COUNT_TASK_BIN, "--total", "100000000", "--step-us",
+                                                "1000", "--step-kind", "sleep"}),
+                           &info)
+                  .ok());
+  ASSERT_EQ(WaitForState(tasks(), info.id(), "PAUSED", 20 * kSecond).state(), "PAUSED");
+  std::string error;
+  auto stub = ConnectToDaemon(options_.socket_path, &error);
+  ASSERT_TRUE(stub) << error;
+  auto lane_stats = [&] {
+    grpc::ClientContext context;
+    SetDeadline(&context, std::chrono::seconds(5));
+    v1::StatsReply reply;
+    EXPECT_TRUE(stub->GetStats(&context, v1::StatsRequest(), &reply).ok());
+    return reply.lanes_size() > 0 ? reply.lanes(0) : v1::LaneStats();
+  };
+  bool seen_running = false;
+  {
+    // 300 ms bubbles: the lane sleeps through most of each one.
+    ScriptedStage stage(options_.socket_path, {300 * kMillisecond}, 5 * kMillisecond);
+    for (Nanos deadline = MonotonicNow() + 20 * kSecond; MonotonicNow() < deadline && !seen_running;) {
+      v1::LaneStats lane = lane_stats();
+      seen_running = lane.in_bubble() && lane.running_task() == info.id() &&
+                     lane.current_bubble_predicted_ns() > 100 * kMillisecond;
+      usleep(20 * 1000);
+    }
+  }
+  EXPECT_TRUE(seen_running) << "never saw the armed task running in an open bubble";
+  v1::LaneStats after = lane_stats();
+  EXPECT_FALSE(after.in_bubble()) << "the stage stopped between bubbles";
+  EXPECT_EQ(after.running_task(), 0);
+}
+
 // Tests that measure how side tasks share a bubble: side tasks run at idle
 // CPU priority, so ctest runs these alone (RUN_SERIAL in CMakeLists.txt).
 class DaemonTiming : public DaemonIntegration {};

@@ -109,12 +109,9 @@ void Lane::Loop() {
   while (!stopping_) {
     Arm();
     if (armed_ && !armed_->exited) {
-      quiet_ = true;
       seen = ServeQuietly(seen);
       continue;
     }
-    quiet_ = false;
-    l->handback_wake_ns.store(INT64_MAX, std::memory_order_relaxed);
     uint32_t seq = segment_.WaitForChange(seen, kIdleWakeInterval);
     if (stopping_) break;
     if (seq == seen) continue;
@@ -161,6 +158,7 @@ void Lane::Disarm() {
   LaneSegmentLayout* l = segment_.layout();
   armed_->segment->SetArmed(false);
   l->armed_task_id.store(0, std::memory_order_release);
+  l->handback_wake_ns.store(INT64_MAX, std::memory_order_relaxed);  // only an armed task reads it
   l->begin_waiters.fetch_sub(1, std::memory_order_seq_cst);
   FutexWakeAll(&l->bubble_seq);  // the task sleeps there; let it notice
   // Steps it took by itself in bubbles not finished yet (it may have exited
@@ -289,10 +287,7 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
   LaneSegmentLayout* l = segment_.layout();
   BubbleContext bubble;
   bubble.mark = mark;
-  Nanos predicted = predictor_.Predict(mark.slot, mark.hint_ns);
-  bubble.predicted_end = mark.begin_ns + predicted;
-  in_bubble_ = true;
-  current_predicted_ns_ = predicted;
+  bubble.predicted_end = mark.begin_ns + predictor_.Predict(mark.slot, mark.hint_ns);
   if (mark.free_memory_bytes != UINT64_MAX) last_free_memory_ = mark.free_memory_bytes;
 
   if (armed_ && !armed_->exited && tasks_->RuntimeOf(armed_->task_id)) {
@@ -340,7 +335,6 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
     segment_.WaitForChange(mark.seq, kWatchInterval);
   bool ended_by_mark = l->bubble_seq.load(std::memory_order_acquire) != mark.seq;
   FinishBubble(bubble);
-  in_bubble_ = false;
   // After an end mark, look for the next change from the closed state; after
   // a dead or stale stage, wait for the sequence to move at all.
   return ended_by_mark ? mark.seq + 1 : mark.seq;
@@ -514,13 +508,12 @@ void Lane::FillStats(v1::LaneStats* stats) const {
   stats->set_segment_path(segment_path_);
   stats->set_stage_pid(l->stage_pid.load());
   stats->set_stage_alive(StageAlive());
-  bool in_bubble = in_bubble_.load();
+  // The open bubble, and who runs in it, are read from shared memory: a lane
+  // whose armed task serves itself does not see bubbles begin.
+  BubbleMark open = segment_.Read();
+  bool in_bubble = open.open() && !BubbleOver(open.seq, open.begin_ns);
   int64_t running_task = running_task_.load();
-  Nanos predicted = current_predicted_ns_.load();
-  if (quiet_.load() && (l->bubble_seq.load(std::memory_order_acquire) & 1u) != 0) {
-    BubbleMark open = segment_.Read();
-    in_bubble = true;
-    predicted = PublishedForecast(*l, open);
+  if (in_bubble && running_task == 0) {
     int64_t armed = l->armed_task_id.load(std::memory_order_acquire);
     std::shared_ptr<TaskRuntime> task = armed != 0 ? tasks_->RuntimeOf(armed) : nullptr;
     if (task && task->segment->state() == TaskProcessState::kStepping &&
@@ -529,7 +522,7 @@ void Lane::FillStats(v1::LaneStats* stats) const {
   }
   stats->set_in_bubble(in_bubble);
   stats->set_current_slot(l->slot.load());
-  stats->set_current_bubble_predicted_ns(predicted);
+  stats->set_current_bubble_predicted_ns(in_bubble ? PublishedForecast(*l, open) : 0);
   stats->set_bubbles(bubbles_.load());
   stats->set_bubble_ns(bubble_ns_.load());
   stats->set_harvested_ns(harvested_ns_.load());

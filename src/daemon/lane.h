@@ -117,13 +117,8 @@ class Lane {
   std::atomic<int64_t> bubble_ns_{0};
   std::atomic<int64_t> harvested_ns_{0};
   std::atomic<int64_t> overrun_ns_{0};
-  std::atomic<int64_t> running_task_{0};
-  std::atomic<bool> in_bubble_{false};
-  // In ServeQuietly, where the lane does not see bubbles begin: FillStats
-  // reads the open bubble and the armed task's state from shared memory.
-  std::atomic<bool> quiet_{false};
+  std::atomic<int64_t> running_task_{0};  // a task the lane granted the open bubble
   bool bubbles_flowing_ = false;  // ServeQuietly's last round found closed bubbles
-  std::atomic<int64_t> current_predicted_ns_{0};
   std::atomic<int> last_verdict_{static_cast<int>(DispatchVerdict::kNoCandidates)};
 };
 

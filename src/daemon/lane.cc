@@ -403,22 +403,17 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   Nanos end_ns = have_end ? closed.end_ns : MonotonicNow();
   // An armed task can be a bubble ahead of the lane: steps drained early
   // wait for their own bubble, and those kept from earlier drains join this.
-  std::vector<TaskStep> ahead;
-  for (TaskStep& step : bubble.steps) {
-    if (static_cast<int32_t>(step.record.bubble_seq - mark.seq) > 0) ahead.push_back(step);
-  }
-  if (!ahead.empty())
-    std::erase_if(bubble.steps, [&](const TaskStep& step) {
-      return static_cast<int32_t>(step.record.bubble_seq - mark.seq) > 0;
-    });
-  if (!steps_ahead_.empty()) {
-    std::erase_if(steps_ahead_, [&](const TaskStep& step) {
-      if (static_cast<int32_t>(step.record.bubble_seq - mark.seq) > 0) return false;
-      bubble.steps.push_back(step);
-      return true;
-    });
-  }
-  steps_ahead_.insert(steps_ahead_.end(), ahead.begin(), ahead.end());
+  auto later = [&](const TaskStep& step) {
+    return static_cast<int32_t>(step.record.bubble_seq - mark.seq) > 0;
+  };
+  auto kept_due = std::stable_partition(steps_ahead_.begin(), steps_ahead_.end(), later);
+  auto drained_ahead = std::stable_partition(bubble.steps.begin(), bubble.steps.end(),
+                                             [&](const TaskStep& step) { return !later(step); });
+  std::vector<TaskStep> due(kept_due, steps_ahead_.end());
+  steps_ahead_.erase(kept_due, steps_ahead_.end());
+  steps_ahead_.insert(steps_ahead_.end(), drained_ahead, bubble.steps.end());
+  bubble.steps.erase(drained_ahead, bubble.steps.end());
+  bubble.steps.insert(bubble.steps.end(), due.begin(), due.end());
   const char* ended_by = have_end ? "mark" : (StageAlive() ? "stale" : "stage_gone");
   Nanos length = end_ns - mark.begin_ns;
   if (have_end) {

@@ -42,7 +42,9 @@ void EventLog::Close() {
 }
 
 std::string JsonNumber(double value) {
-  return std::isfinite(value) ? fmt::format("{}", value) : "null";
+  fmt::memory_buffer out;
+  AppendJsonNumber(out, value);
+  return fmt::to_string(out);
 }
 
 void AppendJsonNumber(fmt::memory_buffer& out, double value) {

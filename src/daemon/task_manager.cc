@@ -26,6 +26,11 @@ constexpr Nanos kHousekeepingInterval = 100 * kMillisecond;
 constexpr size_t kStderrTailBytes = 4096;
 // How often a task's PAUSED <-> RUNNING flips reach the journal.
 constexpr Nanos kFlipJournalInterval = 10 * kSecond;
+// How often a task's PAUSED <-> RUNNING flips reach the event log.
+constexpr Nanos kFlipLogInterval = kSecond;
+
+// Whether a flip is due to be recorded, `last` being when one last was (0: never).
+bool FlipDue(Nanos last, Nanos now, Nanos interval) { return last == 0 || now - last >= interval; }
 
 // Variables that describe one launch's channel; stale copies (e.g. from a
 // shell inside another task, or a daemon started there) must not leak through.
@@ -184,9 +189,8 @@ bool TaskManager::TransitionLocked(Record& record, TaskState to, const std::stri
   bool journal = true, log = true;
   if (bubble_flip) {
     Nanos now = MonotonicNow();
-    log = record.last_flip_logged_ns == 0 || now - record.last_flip_logged_ns >= kSecond;
-    journal = record.last_flip_journaled_ns == 0 ||
-              now - record.last_flip_journaled_ns >= kFlipJournalInterval;
+    log = FlipDue(record.last_flip_logged_ns, now, kFlipLogInterval);
+    journal = FlipDue(record.last_flip_journaled_ns, now, kFlipJournalInterval);
     if (log) record.last_flip_logged_ns = now;
     if (journal) record.last_flip_journaled_ns = now;
   }
@@ -409,8 +413,7 @@ void TaskManager::NoteArmedRun(int64_t id) {
   // Flips that would be neither logged nor journaled change nothing anyone
   // sees: the task is PAUSED again, and Get/List show it RUNNING while it
   // steps.
-  if (record->last_flip_logged_ns != 0 && MonotonicNow() - record->last_flip_logged_ns < kSecond)
-    return;
+  if (!FlipDue(record->last_flip_logged_ns, MonotonicNow(), kFlipLogInterval)) return;
   TransitionLocked(*record, TaskState::kRunning, "bubble");
   TransitionLocked(*record, TaskState::kPaused, "bubble over");
 }

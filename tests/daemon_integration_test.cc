@@ -108,6 +108,7 @@ struct Bubble {
   Nanos begin, end, predicted_end;
   uint32_t slot;
   std::string ended_by;  // "mark": end_ns is the stage's own end mark
+  uint64_t seq;
 };
 
 struct EventsByType {
@@ -121,7 +122,7 @@ EventsByType ReadEvents(const std::string& state_dir, int64_t task_id) {
   for (const auto& e : ReadJsonLines(state_dir + "/events.jsonl")) {
     if (e["type"] == "bubble")
       out.bubbles.push_back({e["begin_ns"], e["end_ns"], e["predicted_end_ns"], e["slot"],
-                             e.value("ended_by", "")});
+                             e.value("ended_by", ""), e["seq"]});
     if (e["type"] == "step") out.steps.push_back(e);
     if (e["type"] == "transition" && e["task_id"] == task_id) out.transitions_to.push_back(e["to"]);
   }
@@ -276,14 +277,12 @@ TEST_F(DaemonTiming, WhatTheArmedTaskLeavesGoesToATaskWithShorterSteps) {
     ASSERT_GE(now.steps(), 30u) << "the small task got no share of what the big one left";
   }
   daemon_->Shutdown();
+  EventsByType events = ReadEvents(options_.state_dir, small_info.id());
   std::map<uint64_t, Bubble> bubbles;
-  for (const auto& e : ReadJsonLines(options_.state_dir + "/events.jsonl"))
-    if (e["type"] == "bubble")
-      bubbles[e["seq"].get<uint64_t>()] = {e["begin_ns"], e["end_ns"], e["predicted_end_ns"],
-                                           e["slot"], e.value("ended_by", "")};
+  for (const Bubble& b : events.bubbles) bubbles[b.seq] = b;
   std::map<uint64_t, std::set<int64_t>> tasks_by_bubble;
   int small_steps = 0, small_outside = 0;
-  for (const auto& s : ReadEvents(options_.state_dir, small_info.id()).steps) {
+  for (const auto& s : events.steps) {
     uint64_t seq = s["bubble_seq"].get<uint64_t>();
     tasks_by_bubble[seq].insert(s["task_id"].get<int64_t>());
     if (s["task_id"] != small_info.id()) continue;

@@ -193,14 +193,14 @@ uint32_t Lane::ServeQuietly(uint32_t seen) {
   bool serve_now = open && !served_dead && LeftoverWorthServing(segment_.Read(), handback_wake);
   if (served_dead) {
     segment_.WaitForChange(current, kIdleWakeInterval, kWakeOnBegin | kWakeOnEnd);
-  } else if (serve_now) {
-    // no wait
-  } else if (bubbles_flowing_) {
-    segment_.WaitForChange(current, kQuietBatchInterval, kWakeOnHandBack);
-  } else if (static_cast<int32_t>(current - seen) <= 1) {  // nothing closed since `seen`
-    // A bubble open for a while is checked on, in case its stage died.
-    segment_.WaitForChange(current, open ? kWatchInterval : kIdleWakeInterval,
-                           kWakeOnEnd | kWakeOnHandBack);
+  } else if (!serve_now) {
+    if (bubbles_flowing_) {
+      segment_.WaitForChange(current, kQuietBatchInterval, kWakeOnHandBack);
+    } else if (static_cast<int32_t>(current - seen) <= 1) {  // nothing closed since `seen`
+      // A bubble open for a while is checked on, in case its stage died.
+      segment_.WaitForChange(current, open ? kWatchInterval : kIdleWakeInterval,
+                             kWakeOnEnd | kWakeOnHandBack);
+    }
   }
   current = l->bubble_seq.load(std::memory_order_acquire);
   uint32_t before = seen;
@@ -245,13 +245,13 @@ uint32_t Lane::FinishClosedBubbles(uint32_t seen, uint32_t current) {
   if (current - first > 2 * kClosedBubbleRing) first = current - 2 * kClosedBubbleRing + 1;
   for (uint32_t seq = first; static_cast<int32_t>(current - seq) > 0; seq += 2) {
     BubbleMark mark;
-    if (segment_.ClosedBubbleMark(seq, &mark)) FinishArmedBubble(mark);
+    if (segment_.ClosedBubbleMark(seq, &mark)) FinishUnservedBubble(mark);
   }
   // An open bubble is left to the caller.
   return (current & 1u) != 0 ? current - 1 : current;
 }
 
-void Lane::FinishArmedBubble(const BubbleMark& mark) {
+void Lane::FinishUnservedBubble(const BubbleMark& mark) {
   BubbleContext bubble;
   bubble.mark = mark;
   bubble.predicted_end = mark.begin_ns + predictor_.Predict(mark.slot, mark.hint_ns);

@@ -82,7 +82,7 @@ class Lane {
   // Accounts for one closed bubble that the lane did not serve while it was
   // open: the armed task, if any, had it to itself.  Waits only if a step of
   // it still runs.
-  void FinishArmedBubble(const BubbleMark& mark);
+  void FinishUnservedBubble(const BubbleMark& mark);
   bool StageAlive() const;
   // StageAlive's last answer, reused for a few milliseconds.
   mutable std::atomic<int64_t> checked_pid_{0};

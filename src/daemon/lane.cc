@@ -265,9 +265,10 @@ void Lane::FinishUnservedBubble(const BubbleMark& mark) {
   } else if (task) {
     bubble.steps_lost += tasks_->DrainSteps(*task, &bubble.steps);  // its last steps, if it exited
   }
-  // Whatever the armed task left, no other candidate's step could fit it.
-  bubble.last_verdict = candidates_.size() > 1 ? DispatchVerdict::kNoTimeFit
-                                               : DispatchVerdict::kNoCandidates;
+  // Whatever an armed task left, no other candidate's step could fit it (or
+  // it would have woken the lane).  With none armed, nobody could run.
+  bubble.last_verdict = task && candidates_.size() > 1 ? DispatchVerdict::kNoTimeFit
+                                                       : DispatchVerdict::kNoCandidates;
   // Nobody was told to run: the task took the bubble when its first step began.
   bubble.first_grant_ns = 0;
   for (const TaskStep& step : bubble.steps)

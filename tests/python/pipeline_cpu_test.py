@@ -119,10 +119,11 @@ def main() -> None:
         check(len(bubbles) > 50, f"only {len(bubbles)} bubbles were logged")
         harvested_by_lane = {lane: 0.0 for lane in range(4)}
         overrun = 0
-        # An armed task can take a bubble the lane thread has not caught up
-        # with yet (on a 2-core machine running 9 busy processes the lane
-        # thread is often descheduled); if the lane never serves that bubble,
-        # its steps are logged "late" under a bubble with no event of its own.
+        # A step is logged with its bubble's event, except when the lane
+        # never accounted for that bubble: it fell more than the stage's ring
+        # (256 bubbles) behind, which a lane thread starved on a 2-core machine
+        # running 9 busy processes can.  Such steps are logged "late" under a
+        # later bubble.
         unlogged = [s for s in steps if (s["lane"], s["bubble_seq"]) not in bubbles]
         check(all(s.get("late") for s in unlogged), f"a step of an unknown bubble: {unlogged[:1]}")
         check(len(unlogged) <= len(steps) // 2,

@@ -407,14 +407,17 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   auto later = [&](const TaskStep& step) {
     return static_cast<int32_t>(step.record.bubble_seq - mark.seq) > 0;
   };
-  auto kept_due = std::stable_partition(steps_ahead_.begin(), steps_ahead_.end(), later);
-  auto drained_ahead = std::stable_partition(bubble.steps.begin(), bubble.steps.end(),
-                                             [&](const TaskStep& step) { return !later(step); });
-  std::vector<TaskStep> due(kept_due, steps_ahead_.end());
-  steps_ahead_.erase(kept_due, steps_ahead_.end());
-  steps_ahead_.insert(steps_ahead_.end(), drained_ahead, bubble.steps.end());
-  bubble.steps.erase(drained_ahead, bubble.steps.end());
-  bubble.steps.insert(bubble.steps.end(), due.begin(), due.end());
+  // (Usually there is nothing to move, and stable_partition would allocate.)
+  if (!steps_ahead_.empty() || std::any_of(bubble.steps.begin(), bubble.steps.end(), later)) {
+    auto kept_due = std::stable_partition(steps_ahead_.begin(), steps_ahead_.end(), later);
+    auto drained_ahead = std::stable_partition(bubble.steps.begin(), bubble.steps.end(),
+                                               [&](const TaskStep& step) { return !later(step); });
+    std::vector<TaskStep> due(kept_due, steps_ahead_.end());
+    steps_ahead_.erase(kept_due, steps_ahead_.end());
+    steps_ahead_.insert(steps_ahead_.end(), drained_ahead, bubble.steps.end());
+    bubble.steps.erase(drained_ahead, bubble.steps.end());
+    bubble.steps.insert(bubble.steps.end(), due.begin(), due.end());
+  }
   const char* ended_by = have_end ? "mark" : (StageAlive() ? "stale" : "stage_gone");
   Nanos length = end_ns - mark.begin_ns;
   if (have_end) {

@@ -50,6 +50,39 @@ TEST(BubblePredictor, SlotsBeyondTheLimitShareOneHistory) {
   EXPECT_EQ(p.Predict(999, 0), 7 * kMillisecond);
 }
 
+TEST(BubblePredictor, ASlotOfShortAndLongBubblesGetsASecondLook) {
+  BubblePredictor p;  // window 16, p10
+  // 6 of 16 bubbles end after 45-60 us (the neighbour's data was there),
+  // the other 10 last 41-54 ms.
+  for (int i = 0; i < 16; ++i)
+    p.Observe(0, i % 3 == 0 ? (45 + i) * kMicrosecond : (40 + i) * kMillisecond);
+  EXPECT_LT(p.Predict(0, 0), 100 * kMicrosecond) << "the first look sees the short kind";
+  SecondLook look = p.SecondLookFor(0);
+  ASSERT_TRUE(look.exists());
+  // Past the longest short one (60 us) with room, far before the long ones.
+  EXPECT_GE(look.after, 120 * kMicrosecond);
+  EXPECT_LE(look.after, 1 * kMillisecond);
+  // The shortest of the 10 long ones.
+  EXPECT_EQ(look.length, 41 * kMillisecond);
+  EXPECT_EQ(p.PredictOpenFor(0, 0, 10 * kMicrosecond), p.Predict(0, 0));
+  EXPECT_EQ(p.PredictOpenFor(0, 0, look.after), 41 * kMillisecond);
+}
+
+TEST(BubblePredictor, NoSecondLookForOneKindOfBubbleOrTooFewLongOnes) {
+  BubblePredictor spread;
+  for (int i = 0; i < 16; ++i) spread.Observe(0, (10 + i) * kMillisecond);
+  EXPECT_FALSE(spread.SecondLookFor(0).exists()) << "10-25 ms: the p10 serves them all";
+  BubblePredictor rare;
+  for (int i = 0; i < 16; ++i) rare.Observe(0, i < 14 ? 50 * kMicrosecond : 40 * kMillisecond);
+  EXPECT_FALSE(rare.SecondLookFor(0).exists()) << "2 long ones are too few to forecast from";
+  rare.Observe(0, 40 * kMillisecond);  // in place of the oldest short one
+  EXPECT_TRUE(rare.SecondLookFor(0).exists()) << "3 are enough";
+  BubblePredictor young;
+  for (int i = 0; i < 3; ++i) young.Observe(0, 40 * kMillisecond);
+  EXPECT_FALSE(young.SecondLookFor(0).exists());
+  EXPECT_FALSE(young.SecondLookFor(7).exists()) << "no history";
+}
+
 TEST(StepEstimator, PriorThenP90OfRecentSteps) {
   StepEstimator e(2 * kMillisecond);
   EXPECT_EQ(e.Estimate(), 2 * kMillisecond);

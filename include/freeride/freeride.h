@@ -90,6 +90,14 @@ int freeride_task_wait_grant(freeride_task* task, int64_t timeout_ns);
  * before this call, so that the recorded start lies inside the bubble. */
 int freeride_task_next_step_fits(freeride_task* task);
 
+/* After next_step_fits returned 0, once per bubble: 1 when the bubble turned
+ * out to be of its slot's long kind and a step fits the longer forecast.
+ * The daemon publishes, for a slot of short and long bubbles, the point just
+ * past the short ones; this call sleeps until then (a begin mark cuts it
+ * short) and checks that the bubble is still open.  On 1, read a new start
+ * time and call next_step_fits again; on 0, yield. */
+int freeride_task_second_look(freeride_task* task);
+
 /* Records one step that ran from start_ns to end_ns and did `units` of work;
  * feeds the step-time estimate. */
 void freeride_task_record_step(freeride_task* task, int64_t start_ns, int64_t end_ns,

@@ -13,6 +13,7 @@
 // sleeps through end marks, and a lane that accounts for bubbles in batches
 // sleeps through both.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <optional>
@@ -24,7 +25,7 @@
 namespace freeride {
 
 constexpr uint64_t kLaneSegmentMagic = 0x4652454552494445ULL;  // "FREERIDE"
-constexpr uint32_t kLaneSegmentVersion = 5;
+constexpr uint32_t kLaneSegmentVersion = 6;
 // The wake-up bits of the two marks (see FutexWait), and of an armed task
 // that hands back a bubble with enough left for another task.
 constexpr uint32_t kWakeOnBegin = 1u;
@@ -85,6 +86,10 @@ struct LaneSegmentLayout {
   // The dispatcher's forecast of each slot's bubble length (0: no history,
   // use the stage's hint), so an armed task computes the same deadline.
   std::atomic<int64_t> predicted_len_ns[kPublishedSlots];
+  // Each slot's second look (policy/bubble_predictor.h) in microseconds,
+  // `after` in the high half and `length` in the low one, so that one load
+  // gives a consistent pair; 0: none.
+  std::atomic<uint64_t> second_look_us[kPublishedSlots];
 };
 
 // Whether a bubble that began at `begin_ns` has gone silent at `now`: no
@@ -115,6 +120,27 @@ inline Nanos PublishedForecast(const LaneSegmentLayout& layout, const BubbleMark
   uint32_t index = mark.slot < kPublishedSlots ? mark.slot : kPublishedSlots - 1;
   Nanos learned = layout.predicted_len_ns[index].load(std::memory_order_relaxed);
   return learned > 0 ? learned : (mark.hint_ns > 0 ? mark.hint_ns : 0);
+}
+
+// The published second look of `slot`: when a bubble still open `*after_ns`
+// after its begin is forecast to last `*length_ns`; false when there is none.
+inline bool PublishedSecondLook(const LaneSegmentLayout& layout, uint32_t slot, Nanos* after_ns,
+                                Nanos* length_ns) {
+  uint32_t index = slot < kPublishedSlots ? slot : kPublishedSlots - 1;
+  uint64_t packed = layout.second_look_us[index].load(std::memory_order_relaxed);
+  if (packed == 0) return false;
+  *after_ns = static_cast<Nanos>(packed >> 32) * kMicrosecond;
+  *length_ns = static_cast<Nanos>(packed & 0xffffffffu) * kMicrosecond;
+  return *length_ns > 0;
+}
+
+// The packed form of a second look for LaneSegmentLayout::second_look_us
+// (lengths beyond 32 bits of microseconds, over an hour, saturate).
+inline uint64_t PackSecondLook(Nanos after_ns, Nanos length_ns) {
+  auto us = [](Nanos ns) {
+    return static_cast<uint64_t>(std::clamp<Nanos>(ns / kMicrosecond, 0, 0xffffffffLL));
+  };
+  return us(after_ns) << 32 | us(length_ns);
 }
 
 class LaneSegment {

@@ -229,7 +229,9 @@ bool Lane::LeftoverWorthServing(const BubbleMark& open, Nanos threshold) const {
                      task->state.load(std::memory_order_acquire) !=
                          static_cast<uint32_t>(TaskProcessState::kStepping);
   if (!handed_back) return false;
-  Nanos left = open.begin_ns + predictor_.Predict(open.slot, open.hint_ns) - MonotonicNow();
+  Nanos now = MonotonicNow();
+  Nanos left =
+      open.begin_ns + predictor_.PredictOpenFor(open.slot, open.hint_ns, now - open.begin_ns) - now;
   return left >= threshold;
 }
 
@@ -254,7 +256,10 @@ uint32_t Lane::FinishClosedBubbles(uint32_t seen, uint32_t current) {
 void Lane::FinishUnservedBubble(const BubbleMark& mark) {
   BubbleContext bubble;
   bubble.mark = mark;
-  bubble.predicted_end = mark.begin_ns + predictor_.Predict(mark.slot, mark.hint_ns);
+  // The forecast the armed task had at the end: the second look's, when the
+  // bubble lasted past its point.
+  bubble.predicted_end =
+      mark.begin_ns + predictor_.PredictOpenFor(mark.slot, mark.hint_ns, mark.end_ns - mark.begin_ns);
   if (mark.free_memory_bytes != UINT64_MAX) last_free_memory_ = mark.free_memory_bytes;
   std::shared_ptr<TaskRuntime> task = armed_;
   if (task && !task->exited && tasks_->RuntimeOf(task->task_id)) {
@@ -280,8 +285,11 @@ void Lane::FinishUnservedBubble(const BubbleMark& mark) {
 
 void Lane::PublishForecast(uint32_t slot) {
   uint32_t index = slot < kPublishedSlots ? slot : kPublishedSlots - 1;
-  segment_.layout()->predicted_len_ns[index].store(predictor_.Predict(slot, 0),
-                                                   std::memory_order_relaxed);
+  LaneSegmentLayout* l = segment_.layout();
+  l->predicted_len_ns[index].store(predictor_.Predict(slot, 0), std::memory_order_relaxed);
+  SecondLook look = predictor_.SecondLookFor(slot);
+  l->second_look_us[index].store(look.exists() ? PackSecondLook(look.after, look.length) : 0,
+                                 std::memory_order_relaxed);
 }
 
 uint32_t Lane::ServeBubble(const BubbleMark& mark) {
@@ -305,11 +313,19 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
     bubble.excluded.push_back(armed_->task_id);  // it waits on the lane, not on grants
   }
 
+  bool second_look_taken = false;
   while (!stopping_ && !BubbleOver(mark.seq, mark.begin_ns)) {
     tasks_->Candidates(config_.index, bubble.excluded, &candidates_);
     BubbleView view{MonotonicNow(), bubble.predicted_end, mark.free_memory_bytes};
     DispatchDecision decision = policy_.Choose(candidates_, view);
     bubble.last_verdict = decision.verdict;
+    if (decision.verdict == DispatchVerdict::kNoTimeFit && !second_look_taken) {
+      // Nothing fits the first forecast, but a bubble of this slot that is
+      // still open a little later may be of the long kind: wait for that
+      // point, then offer the longer forecast to the tasks not run yet.
+      second_look_taken = true;
+      if (TakeSecondLook(mark, &bubble.predicted_end)) continue;
+    }
     if (decision.verdict != DispatchVerdict::kRun) break;
     int64_t id = candidates_[decision.index].task_id;
     // The policy judged a demoted task by twice its estimate; the task checks
@@ -339,6 +355,19 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
   // After an end mark, look for the next change from the closed state; after
   // a dead or stale stage, wait for the sequence to move at all.
   return ended_by_mark ? mark.seq + 1 : mark.seq;
+}
+
+bool Lane::TakeSecondLook(const BubbleMark& mark, Nanos* predicted_end) {
+  SecondLook look = predictor_.SecondLookFor(mark.slot);
+  if (!look.exists() || mark.begin_ns + look.length <= *predicted_end) return false;
+  const Nanos at = mark.begin_ns + look.after;
+  for (Nanos now = MonotonicNow(); now < at; now = MonotonicNow()) {
+    if (stopping_ || BubbleOver(mark.seq, mark.begin_ns)) return false;
+    segment_.WaitForChange(mark.seq, at - now);
+  }
+  if (stopping_ || BubbleOver(mark.seq, mark.begin_ns)) return false;
+  *predicted_end = mark.begin_ns + look.length;
+  return true;
 }
 
 void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed, Nanos deadline,

@@ -53,6 +53,11 @@ class Lane {
   // Returns true when the bubble with `seq` is over (end mark, dead stage or
   // stale stage).
   bool BubbleOver(uint32_t seq, Nanos begin_ns) const;
+  // When the predictor has a second look for the bubble's slot that
+  // forecasts longer than `*predicted_end`: waits for its point and, if the
+  // bubble is still open then, moves `*predicted_end` to the longer forecast
+  // and returns true.
+  bool TakeSecondLook(const BubbleMark& mark, Nanos* predicted_end);
   // Both call `started` right after the task was told to run.
   // With `armed`, the task has taken the bubble by itself; it is not granted.
   // Grants the bubble to an iterative task until `deadline` (the predicted

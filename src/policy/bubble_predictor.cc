@@ -25,6 +25,47 @@ Nanos BubblePredictor::Predict(uint32_t slot, Nanos hint) const {
   return QuantileOf(&samples_[index * config_.window], h.count, config_.quantile);
 }
 
+SecondLook BubblePredictor::SecondLookFor(uint32_t slot) const {
+  size_t index = Index(slot);
+  const int n = histories_[index].count;
+  const int min_long = std::max(config_.second_look_min_samples, 1);
+  if (n <= min_long) return {};
+  std::array<Nanos, kMaxQuantileWindow> sorted;
+  std::copy_n(&samples_[index * config_.window], n, sorted.begin());
+  std::sort(sorted.begin(), sorted.begin() + n);
+  const Nanos first = sorted[NearestRankIndex(static_cast<size_t>(n), config_.quantile)];
+  // Usable time per bubble, on average over the window: the first forecast
+  // serves every bubble (nearly) from its begin; a second look at `after`
+  // serves only the longer ones, and from `after` on.
+  SecondLook best;
+  double best_value = config_.second_look_min_gain * static_cast<double>(first);
+  for (int shorter = 1; n - shorter >= min_long; ++shorter) {
+    const Nanos short_end = sorted[shorter - 1], long_start = sorted[shorter];
+    if (long_start <= short_end) continue;
+    // Late enough that a short bubble a little longer than any seen is over,
+    // early enough to be well before the long ones end.
+    const Nanos after = std::min(std::max(2 * short_end, short_end + 100 * kMicrosecond),
+                                 short_end + (long_start - short_end) / 2);
+    // The shortest of the longer ones, not a quantile: a short bubble taken
+    // for a long one costs a whole step of overrun, not a little of one.
+    const int longer = n - shorter;
+    const Nanos length = long_start;
+    const double value =
+        static_cast<double>(longer) / n * static_cast<double>(length - after);
+    if (value > best_value) {
+      best_value = value;
+      best = {after, length};
+    }
+  }
+  return best;
+}
+
+Nanos BubblePredictor::PredictOpenFor(uint32_t slot, Nanos hint, Nanos elapsed) const {
+  SecondLook look = SecondLookFor(slot);
+  if (look.exists() && elapsed >= look.after) return look.length;
+  return Predict(slot, hint);
+}
+
 void BubblePredictor::Observe(uint32_t slot, Nanos length) {
   if (length < 0) return;
   size_t index = Index(slot);

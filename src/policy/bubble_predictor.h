@@ -4,6 +4,13 @@
 // forward 2").  Bubbles in the same slot repeat every iteration with similar
 // lengths, so a low quantile of the slot's recent lengths is a safe forecast:
 // the dispatcher would rather waste a little of a bubble than overrun it.
+//
+// Some slots are of two kinds: most times the neighbour's data is already
+// there and the bubble lasts microseconds, other times it lasts tens of
+// milliseconds.  A low quantile then forecasts the short kind every time, and
+// the long bubbles go unused.  The second look fixes that: a bubble still
+// open a little after the short kind would have ended is one of the long
+// kind, and is forecast from those alone.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -16,6 +23,21 @@ struct BubblePredictorConfig {
   int window = 16;          // recent observations kept per slot
   double quantile = 0.10;   // forecast = this quantile of the window
   int max_slots = 1024;     // slots at or above this share one history
+  // A second look forecasts the shortest of the window's longer bubbles; it
+  // needs at least this many of them...
+  int second_look_min_samples = 3;
+  // ...and must promise this many times the usable time of the first
+  // forecast, counting the bubbles that end before the second look as lost.
+  double second_look_min_gain = 1.5;
+};
+
+// If a bubble of the slot is still open `after` its begin, its length is
+// forecast as `length`.  Both 0: no second look (the slot's bubbles are of
+// one kind, or too few are long).
+struct SecondLook {
+  Nanos after = 0;
+  Nanos length = 0;
+  bool exists() const { return length > 0; }
 };
 
 class BubblePredictor {
@@ -26,6 +48,14 @@ class BubblePredictor {
   // slot, returns `hint` (the stage's own estimate; 0 means "unknown", and
   // then nothing is dispatched into the bubble).  Never allocates.
   Nanos Predict(uint32_t slot, Nanos hint) const;
+
+  // The second look for `slot` (see SecondLook), from the same window as
+  // Predict.  Never allocates.
+  SecondLook SecondLookFor(uint32_t slot) const;
+
+  // The forecast for a bubble in `slot` that has been open for `elapsed`:
+  // the second look's length once `elapsed` reaches its point, else Predict.
+  Nanos PredictOpenFor(uint32_t slot, Nanos hint, Nanos elapsed) const;
 
   // Records the measured length of a bubble in `slot`.  Never allocates.
   void Observe(uint32_t slot, Nanos length);

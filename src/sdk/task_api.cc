@@ -95,6 +95,10 @@ int freeride_task_next_step_fits(freeride_task* task) {
   return task && task->channel->NextStepFits() ? 1 : 0;
 }
 
+int freeride_task_second_look(freeride_task* task) {
+  return task && task->channel->TakeSecondLook() ? 1 : 0;
+}
+
 void freeride_task_record_step(freeride_task* task, int64_t start_ns, int64_t end_ns,
                                double units) {
   if (task) task->channel->RecordStep(start_ns, end_ns, units);

@@ -49,6 +49,35 @@ bool TaskChannel::TakeArmedBubble() {
   deadline_ = mark.begin_ns + PublishedForecast(*lane, mark);
   granted_free_memory_ = mark.free_memory_bytes;
   armed_grant_ = true;
+  armed_slot_ = mark.slot;
+  armed_begin_ns_ = mark.begin_ns;
+  second_look_taken_ = false;
+  return true;
+}
+
+bool TaskChannel::TakeSecondLook() {
+  if (!armed_grant_ || second_look_taken_) return false;
+  second_look_taken_ = true;
+  const LaneSegmentLayout* lane = lane_.layout();
+  Nanos after = 0, length = 0;
+  if (!PublishedSecondLook(*lane, armed_slot_, &after, &length)) return false;
+  const Nanos at = armed_begin_ns_ + after, longer_deadline = armed_begin_ns_ + length;
+  Nanos now = MonotonicNow();
+  if (longer_deadline <= deadline_ ||
+      !policy_.StepFits(std::max(now, at), longer_deadline, estimator_.Estimate()))
+    return false;
+  auto still_open = [&] {
+    return lane->bubble_seq.load(std::memory_order_acquire) == granted_seq_ &&
+           task_.layout()->command.load(std::memory_order_relaxed) !=
+               static_cast<uint32_t>(TaskCommand::kStop);
+  };
+  // An end mark does not wake this sleep (the task waits on begin marks
+  // only); the point is at most a few short bubbles' length away.
+  while (still_open() && (now = MonotonicNow()) < at)
+    FutexWait(const_cast<std::atomic<uint32_t>*>(&lane->bubble_seq), granted_seq_, at - now,
+              kWakeOnBegin);
+  if (!still_open()) return false;
+  deadline_ = longer_deadline;
   return true;
 }
 

@@ -36,6 +36,13 @@ class TaskChannel {
   // True while the grant holds, its bubble is open and a step of the learned
   // length fits before the deadline.
   bool NextStepFits() const;
+  // Once per bubble taken while armed, after NextStepFits said no: when the
+  // lane publishes a second look for the bubble's slot (a bubble of it still
+  // open a little later is one of the long kind) under which a step would
+  // fit, sleeps until that point (waking early at a begin mark) and, if the
+  // bubble is still open, extends the deadline to the longer forecast and
+  // returns true.  Ask NextStepFits again then, with a new start time.
+  bool TakeSecondLook();
   void RecordStep(Nanos start, Nanos end, double units);
   void AddProgress(double units);
   void Yield();
@@ -68,6 +75,9 @@ class TaskChannel {
   uint32_t granted_seq_ = 0;
   Nanos deadline_ = 0;
   bool armed_grant_ = false;
+  uint32_t armed_slot_ = 0;       // of the bubble taken while armed
+  Nanos armed_begin_ns_ = 0;
+  bool second_look_taken_ = false;
   uint64_t granted_free_memory_ = UINT64_MAX;
   uint32_t last_served_seq_ = 0;
 };

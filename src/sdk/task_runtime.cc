@@ -99,7 +99,13 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
       // Timed before the check: a step that passed it started while its
       // bubble was open, even if the bubble ends before Step() is entered.
       Nanos start = MonotonicNow();
-      if (!channel.NextStepFits()) break;
+      if (!channel.NextStepFits()) {
+        // The first forecast may be the short kind of a slot that has long
+        // bubbles too; a second look may find this one long.
+        if (!channel.TakeSecondLook()) break;
+        start = MonotonicNow();
+        if (!channel.NextStepFits()) break;
+      }
       StepResult r = task.Step();
       channel.RecordStep(start, MonotonicNow(), r.units);
       if (r.done) {

@@ -218,13 +218,15 @@ class ClusterRun {
     stage.bubble_ns += Ns(end - begin);
     ++stage.bubbles;
     const Nanos predicted = lane.predictor.Predict(slot, 0);
+    const SecondLook second_look = lane.predictor.SecondLookFor(slot);
     lane.predictor.Observe(slot, static_cast<Nanos>(end - begin));
     uint64_t stepped = 0;
     double now = begin + c_.dispatch_latency_ms * kNsPerMs;
     double last_step_end = begin;  // only a step, not the dispatch latency, can delay the trainer
     double resume = end;
-    if (predicted > 0) {
-      const double predicted_end = begin + static_cast<double>(predicted);
+    if (predicted > 0 || second_look.exists()) {
+      double predicted_end = begin + static_cast<double>(predicted);
+      bool second_look_taken = false;
       uint64_t excluded = 0;
       while (now < end) {
         candidates.clear();
@@ -237,6 +239,18 @@ class ClusterRun {
         BubbleView view{static_cast<Nanos>(now), static_cast<Nanos>(predicted_end),
                         c_.free_memory_bytes};
         DispatchDecision decision = policy_.Choose(candidates, view);
+        if (decision.verdict == DispatchVerdict::kNoTimeFit && !second_look_taken &&
+            begin + static_cast<double>(second_look.length) > predicted_end) {
+          // As a lane and its armed task do: a bubble still open at the
+          // second look's point gets the longer forecast, for every task.
+          second_look_taken = true;
+          const double at = begin + static_cast<double>(second_look.after);
+          if (at >= end) break;
+          now = std::max(now, at);
+          predicted_end = begin + static_cast<double>(second_look.length);
+          excluded = 0;
+          continue;
+        }
         if (decision.verdict != DispatchVerdict::kRun) break;
         const size_t chosen = static_cast<size_t>(candidates[decision.index].task_id);
         excluded |= uint64_t{1} << chosen;

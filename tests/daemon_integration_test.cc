@@ -321,32 +321,21 @@ TEST_F(DaemonTiming, WhatTheArmedTaskLeavesGoesToATaskWithShorterSteps) {
   EXPECT_EQ(small_outside, 0) << "of " << small_steps << " small steps";
 }
 
-// A slot whose bubbles are sometimes over in microseconds and sometimes
-// long (the neighbour's data was there already, or not): the first forecast
-// is the short kind, and the task still steps in the long ones, never in the
-// short ones.
-TEST_F(DaemonTiming, TheLongBubblesOfASlotWithShortOnesTooAreUsed) {
-  ASSERT_NO_FATAL_FAILURE(StartDaemon());
-  const int64_t id = SubmitSleepingCounter(1000);
-  ASSERT_NE(id, 0);
-  {
-    // Slot 0 is short in 2 of every 5 bubbles: the p10 of its window is short.
-    ScriptedStage stage(options_.socket_path,
-                        {20 * kMillisecond, 50 * kMicrosecond, 20 * kMillisecond,
-                         20 * kMillisecond, 50 * kMicrosecond},
-                        2 * kMillisecond, {0, 0, 0, 0, 0});
-    // 100 bubbles (60 long) after the window has filled; on a busy machine the
-    // task may step in fewer, so wait for the bubbles, not for a time.
-    while (stage.bubbles() < 16 + 100) usleep(50 * 1000);
-  }
-  daemon_->Shutdown();
-  EventsByType events = ReadEvents(options_.state_dir, id);
-  std::map<uint64_t, int> steps_in;
-  for (const auto& s : events.steps) ++steps_in[s["bubble_seq"].get<uint64_t>()];
+// One slot, short in 2 of every 5 bubbles: the p10 of its window is short.
+const std::vector<Nanos> kShortAndLongBubbles = {20 * kMillisecond, 50 * kMicrosecond,
+                                                 20 * kMillisecond, 20 * kMillisecond,
+                                                 50 * kMicrosecond};
+
+// Of the bubbles after the first 16 (the predictor's window fills first),
+// at least 3 in 4 of the long ones and at most 1 in 10 of the short ones had
+// a step (or an imperative slice) in them.
+void ExpectLongBubblesUsedAndShortOnesNot(const EventsByType& events) {
+  std::set<uint64_t> used_bubbles;
+  for (const auto& s : events.steps) used_bubbles.insert(s["bubble_seq"].get<uint64_t>());
   int seen = 0, long_ones = 0, long_used = 0, short_ones = 0, short_used = 0;
   for (const Bubble& b : events.bubbles) {
-    if (b.ended_by != "mark" || ++seen <= 16) continue;  // the window fills first
-    bool used = steps_in.count(b.seq) > 0;
+    if (b.ended_by != "mark" || ++seen <= 16) continue;
+    bool used = used_bubbles.count(b.seq) > 0;
     if (b.end - b.begin > 10 * kMillisecond) {
       ++long_ones;
       long_used += used;
@@ -358,9 +347,46 @@ TEST_F(DaemonTiming, TheLongBubblesOfASlotWithShortOnesTooAreUsed) {
   ASSERT_GE(long_ones, 40);
   ASSERT_GE(short_ones, 25);
   EXPECT_GE(long_used, long_ones * 3 / 4)
-      << "the task stepped in " << long_used << " of " << long_ones << " long bubbles";
+      << "the task ran in " << long_used << " of " << long_ones << " long bubbles";
   EXPECT_LE(short_used, short_ones / 10)
-      << "the task stepped in " << short_used << " of " << short_ones << " short bubbles";
+      << "the task ran in " << short_used << " of " << short_ones << " short bubbles";
+}
+
+// A slot whose bubbles are sometimes over in microseconds and sometimes
+// long (the neighbour's data was there already, or not): the first forecast
+// is the short kind, and the task still steps in the long ones, never in the
+// short ones.
+TEST_F(DaemonTiming, TheLongBubblesOfASlotWithShortOnesTooAreUsed) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  const int64_t id = SubmitSleepingCounter(1000);
+  ASSERT_NE(id, 0);
+  {
+    ScriptedStage stage(options_.socket_path, kShortAndLongBubbles, 2 * kMillisecond,
+                        {0, 0, 0, 0, 0});
+    // 100 bubbles (60 long) after the window has filled; on a busy machine the
+    // task may step in fewer, so wait for the bubbles, not for a time.
+    while (stage.bubbles() < 16 + 100) usleep(50 * 1000);
+  }
+  daemon_->Shutdown();
+  ExpectLongBubblesUsedAndShortOnesNot(ReadEvents(options_.state_dir, id));
+}
+
+// The same for a task the lane grants bubbles itself (an imperative task is
+// never armed): the lane takes the second look.
+TEST_F(DaemonTiming, TheLaneTakesTheSecondLookForTasksItGrants) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  v1::TaskSpec spec = MakeSpec("loop", {IMPERATIVE_TASK_BIN, "--seconds-of-work", "1000"});
+  spec.set_kind(v1::TASK_KIND_IMPERATIVE);
+  v1::TaskInfo info;
+  ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
+  ASSERT_EQ(WaitForState(tasks(), info.id(), "PAUSED", 20 * kSecond).state(), "PAUSED");
+  {
+    ScriptedStage stage(options_.socket_path, kShortAndLongBubbles, 2 * kMillisecond,
+                        {0, 0, 0, 0, 0});
+    while (stage.bubbles() < 16 + 100) usleep(50 * 1000);
+  }
+  daemon_->Shutdown();
+  ExpectLongBubblesUsedAndShortOnesNot(ReadEvents(options_.state_dir, info.id()));
 }
 
 TEST_F(DaemonIntegration, ABadMetricsAddressStopsTheStartWithNothingListening) {

@@ -1,7 +1,8 @@
 // What the daemon reads from shared memory that others write: a stage's
 // lane segment and a side task's segment, filled with arbitrary bytes (a
 // corrupted or hostile segment).  The daemon-side readers must give
-// bounded, sane figures: marks with a clamped forecast index, at most a
+// bounded, sane figures: marks with a clamped forecast index, second looks
+// inside their bubble, at most a
 // ring's worth of step records, shares of steps that are never negative
 // and never exceed the bubble.
 #include <cstdlib>
@@ -38,6 +39,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mark.hint_ns = lane->hint_ns.load();
   mark.end_ns = lane->end_ns.load();
   Check(PublishedForecast(*lane, mark) >= 0);
+  // A second look, if any, is a point inside a bubble of positive length.
+  Nanos after = -1, length = -1;
+  if (PublishedSecondLook(*lane, mark.slot, &after, &length))
+    Check(after >= 0 && after < length);
   // A stage's garbage heartbeat must end a bubble, never overflow the check.
   const Nanos now = 1000 * kSecond;
   const Nanos heartbeat = lane->stage_heartbeat_ns.load();

@@ -90,6 +90,23 @@ TEST(LaneSegment, ABubbleGoesSilentWithoutHeartbeatsOrWithGarbageOnes) {
       << "clocks a little apart are not garbage";
 }
 
+TEST(LaneSegment, SecondLooksArePublishedInOneWordPerSlot) {
+  auto layout = std::make_unique<LaneSegmentLayout>();
+  Nanos after = 0, length = 0;
+  EXPECT_FALSE(PublishedSecondLook(*layout, 3, &after, &length)) << "none published";
+  layout->second_look_us[3].store(PackSecondLook(150 * kMicrosecond, 41 * kMillisecond));
+  ASSERT_TRUE(PublishedSecondLook(*layout, 3, &after, &length));
+  EXPECT_EQ(after, 150 * kMicrosecond);
+  EXPECT_EQ(length, 41 * kMillisecond);
+  // Slots past the published ones share the last, as forecasts do.
+  layout->second_look_us[kPublishedSlots - 1].store(PackSecondLook(1, 2 * kMillisecond));
+  EXPECT_TRUE(PublishedSecondLook(*layout, 5000, &after, &length));
+  EXPECT_EQ(length, 2 * kMillisecond);
+  // A point at or past the forecast end is no second look (a corrupt word).
+  layout->second_look_us[4].store(PackSecondLook(5 * kMillisecond, 5 * kMillisecond));
+  EXPECT_FALSE(PublishedSecondLook(*layout, 4, &after, &length));
+}
+
 TEST(LaneSegment, RestartedDaemonKeepsWhatTheStageWrote) {
   TempDir dir;
   std::string path = dir.path() + "/lane0";

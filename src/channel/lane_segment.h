@@ -131,7 +131,7 @@ inline bool PublishedSecondLook(const LaneSegmentLayout& layout, uint32_t slot, 
   if (packed == 0) return false;
   *after_ns = static_cast<Nanos>(packed >> 32) * kMicrosecond;
   *length_ns = static_cast<Nanos>(packed & 0xffffffffu) * kMicrosecond;
-  return *length_ns > 0;
+  return *after_ns < *length_ns;  // else the point is past the bubble's end
 }
 
 // The packed form of a second look for LaneSegmentLayout::second_look_us

@@ -72,10 +72,11 @@ bool TaskChannel::TakeSecondLook() {
                static_cast<uint32_t>(TaskCommand::kStop);
   };
   // An end mark does not wake this sleep (the task waits on begin marks
-  // only); the point is at most a few short bubbles' length away.
+  // only); the point is usually a few short bubbles' length away.  Bounded,
+  // so a stop command is seen even if the segment says something absurd.
   while (still_open() && (now = MonotonicNow()) < at)
-    FutexWait(const_cast<std::atomic<uint32_t>*>(&lane->bubble_seq), granted_seq_, at - now,
-              kWakeOnBegin);
+    FutexWait(const_cast<std::atomic<uint32_t>*>(&lane->bubble_seq), granted_seq_,
+              std::min(at - now, 100 * kMillisecond), kWakeOnBegin);
   if (!still_open()) return false;
   deadline_ = longer_deadline;
   return true;

@@ -2,9 +2,11 @@
 // figures are computed by hand in the comments.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 
+#include "daemon/event_log.h"
 #include "report/event_log_reader.h"
 #include "report/run_report.h"
 #include "report/timeline.h"
@@ -80,6 +82,45 @@ TEST(EventLogReader, ReadsTheEventsItNeedsAndCountsBadLines) {
   EXPECT_DOUBLE_EQ(log.tasks[1].progress, 90);
   EXPECT_DOUBLE_EQ(log.tasks[1].alone_rate_per_s, 1000);
   EXPECT_EQ(log.steps[8].overrun_ns, 2 * kMs);
+}
+
+// The daemon's log rotates by size; what is kept is whole lines, the newest
+// ones, and the reader reads the files in the order they were written.
+TEST(EventLogReader, ReadsARotatedLogOldestFileFirst) {
+  TempDir dir;
+  const std::string path = dir.path() + "/events.jsonl";
+  EventLog log;
+  std::string error;
+  ASSERT_TRUE(log.Open(path, &error, {.max_bytes = 4096, .keep = 2})) << error;
+  const std::string one = Bubble(0, 0, 0, 1, 0, 0, 0);
+  for (int i = 0; i < 200; ++i) {
+    std::string line = Bubble(0, 0, i, i + 1, 0, 0, 0);
+    line.pop_back();  // EmitLine ends the line itself
+    log.EmitLine(std::move(line));
+    if (i % 10 == 9) log.Flush();  // batches of 10 lines, as the writer gathers them
+  }
+  log.Close();
+  namespace fs = std::filesystem;
+  ASSERT_TRUE(fs::exists(path + ".1"));
+  ASSERT_TRUE(fs::exists(path + ".2"));
+  EXPECT_FALSE(fs::exists(path + ".3")) << "only 2 older files are kept";
+  for (const std::string& rotated : {path + ".1", path + ".2"}) {
+    EXPECT_GE(fs::file_size(rotated), 4096u);
+    EXPECT_LT(fs::file_size(rotated), 4096u + 10 * one.size()) << "rotated after the batch";
+  }
+  auto read = ReadEventLog(path, &error);
+  ASSERT_TRUE(read) << error;
+  EXPECT_EQ(read->skipped_lines, 0u) << "a line was split: " << read->first_skip_reason;
+  ASSERT_GT(read->bubbles.size(), 20u);
+  EXPECT_LT(read->bubbles.size(), 200u) << "the oldest file was deleted";
+  for (size_t i = 1; i < read->bubbles.size(); ++i)
+    ASSERT_EQ(read->bubbles[i].begin_ns, read->bubbles[i - 1].begin_ns + kMs) << "at " << i;
+  EXPECT_EQ(read->bubbles.back().begin_ns, 199 * kMs);
+  // A rotated file named by itself is read alone.
+  auto older = ReadEventLog(path + ".1", &error);
+  ASSERT_TRUE(older) << error;
+  EXPECT_LT(older->bubbles.size(), read->bubbles.size());
+  EXPECT_GT(older->bubbles.front().begin_ns, read->bubbles.front().begin_ns);
 }
 
 TEST(RunReport, FiguresMatchTheHandComputedOnes) {

@@ -1,8 +1,10 @@
 #include "base/files.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -43,6 +45,20 @@ std::optional<std::string> ReadWholeFile(const std::string& path) {
   std::stringstream content;
   content << in.rdbuf();
   return content.str();
+}
+
+std::string RotatedFilePath(const std::string& path, int index) {
+  return path + "." + std::to_string(index);
+}
+
+std::vector<std::string> RotatedFilesOldestFirst(const std::string& path) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (int i = 1; std::filesystem::exists(RotatedFilePath(path, i), ec); ++i)
+    files.push_back(RotatedFilePath(path, i));
+  std::reverse(files.begin(), files.end());
+  if (std::filesystem::exists(path, ec)) files.push_back(path);
+  return files;
 }
 
 }  // namespace freeride

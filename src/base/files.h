@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace freeride {
 
@@ -18,6 +19,12 @@ bool ReplaceFileAtomically(const std::string& path,
 // The same for a file's whole content.
 bool WriteFileAtomically(const std::string& path, std::string_view content,
                          std::string* error = nullptr);
+
+// The `index`-th older file of a log rotated by size: PATH.1 is the newest.
+std::string RotatedFilePath(const std::string& path, int index);
+
+// A rotated log's files that exist, oldest first: PATH.N ... PATH.1, PATH.
+std::vector<std::string> RotatedFilesOldestFirst(const std::string& path);
 
 // The whole content of a file; nullopt when it cannot be opened.
 std::optional<std::string> ReadWholeFile(const std::string& path);

@@ -27,6 +27,8 @@ struct DaemonArgs {
   std::string mps = "auto";
   int cpu_lanes = 0;
   std::string lane_memory;
+  std::string event_log_max_size = "256MiB";
+  int event_log_keep = 4;
   int max_resident = 4;
   std::string stage_timeout = "10s";
   std::string metrics;
@@ -164,6 +166,13 @@ int RunDaemon(const DaemonArgs& args) {
     fmt::print(stderr, "freeride daemon: --token-file, --tls-cert and --tls-key go with --listen\n");
     return 2;
   }
+  auto log_size = ParseBytes(args.event_log_max_size, &error);
+  if (!log_size) {
+    fmt::print(stderr, "freeride daemon: --event-log-max-size: {}\n", error);
+    return 2;
+  }
+  options.event_log_max_bytes = *log_size;
+  options.event_log_keep = args.event_log_keep;
   auto timeout = ParseDuration(args.stage_timeout, &error);
   if (!timeout) {
     fmt::print(stderr, "freeride daemon: --stage-timeout: {}\n", error);
@@ -291,6 +300,14 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--hang-timeout", args->hang_timeout,
                   "A step running this long past its bubble's end is killed (0: never)")
       ->capture_default_str();
+  cmd->add_option("--event-log-max-size", args->event_log_max_size,
+                  "Start a new events.jsonl when it reaches this size, keeping the older ones as "
+                  "events.jsonl.1, .2, ... (0: never)")
+      ->capture_default_str();
+  cmd->add_option("--event-log-keep", args->event_log_keep,
+                  "Older event-log files kept after rotation")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
   cmd->add_flag("--allow-root", args->allow_root,
                "Run as root (side tasks then run as root too); refused without this");
   cmd->add_option("--listen", args->listen,

@@ -93,7 +93,9 @@ bool Daemon::Start(std::string* error) {
   }
   if (!PrepareSocket(error)) return false;
   if (!journal_.Open(options_.state_dir + "/journal.db", error)) return false;
-  if (!events_.Open(options_.state_dir + "/events.jsonl", error)) return false;
+  if (!events_.Open(options_.state_dir + "/events.jsonl", error,
+                    {options_.event_log_max_bytes, options_.event_log_keep}))
+    return false;
 
   tasks_ = std::make_unique<TaskManager>(options_, &journal_, &events_);
   recovery_notes_ = tasks_->Recover();

@@ -33,6 +33,10 @@ struct DaemonOptions {
   std::string token;
   std::string tls_cert_file, tls_key_file;  // both set: TCP with TLS
   bool realtime_dispatch = true;   // SCHED_FIFO for lane threads when permitted
+  // events.jsonl rotates at this size, keeping this many older files
+  // (daemon/event_log.h: EventLogRotation).
+  uint64_t event_log_max_bytes = 256ULL << 20;
+  int event_log_keep = 4;
   DispatchConfig dispatch;
   BubblePredictorConfig predictor;
   // GPU lanes' overrun budget.  CPU lanes have their own, off by default:

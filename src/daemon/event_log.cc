@@ -4,36 +4,73 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "base/clock.h"
+#include "base/files.h"
 
 namespace freeride {
 
 EventLog::~EventLog() { Close(); }
 
-bool EventLog::Open(const std::string& path, std::string* error) {
+bool EventLog::Open(const std::string& path, std::string* error, EventLogRotation rotation) {
   Close();
-  file_ = std::fopen(path.c_str(), "ae");
+  path_ = path;
+  rotation_ = rotation;
+  if (!write_buffer_) write_buffer_ = std::make_unique<char[]>(kWriteBufferBytes);
+  if (!OpenFile(error)) return false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = false;
+    open_ = true;
+  }
+  writer_ = std::thread([this] { WriterLoop(); });
+  return true;
+}
+
+bool EventLog::OpenFile(std::string* error) {
+  file_ = std::fopen(path_.c_str(), "ae");
   if (!file_) {
-    *error = fmt::format("cannot open event log {}: {}", path, std::strerror(errno));
+    *error = fmt::format("cannot open event log {}: {}", path_, std::strerror(errno));
     return false;
   }
   // A batch is flushed whole (WriterLoop); a large buffer makes that one
   // write instead of one per 4 KiB.  (glibc sizes its own buffer by the
   // file's block size whatever it is asked, so the buffer is ours.)
-  write_buffer_ = std::make_unique<char[]>(kWriteBufferBytes);
   std::setvbuf(file_, write_buffer_.get(), _IOFBF, kWriteBufferBytes);
-  path_ = path;
-  stopping_ = false;
-  writer_ = std::thread([this] { WriterLoop(); });
+  std::error_code ec;
+  uintmax_t size = std::filesystem::file_size(path_, ec);
+  file_bytes_ = ec ? 0 : size;
   return true;
+}
+
+void EventLog::Rotate() {
+  std::fclose(file_);
+  file_ = nullptr;
+  std::error_code ec;
+  if (rotation_.keep <= 0) {
+    std::filesystem::remove(path_, ec);
+  } else {
+    std::filesystem::remove(RotatedFilePath(path_, rotation_.keep), ec);
+    for (int i = rotation_.keep - 1; i >= 1; --i) {
+      std::string from = RotatedFilePath(path_, i);
+      if (std::filesystem::exists(from, ec))
+        std::filesystem::rename(from, RotatedFilePath(path_, i + 1), ec);
+    }
+    std::filesystem::rename(path_, RotatedFilePath(path_, 1), ec);
+  }
+  std::string error;
+  // Without a file, later events are dropped: the log is a record, the
+  // journal holds the state, and the daemon must go on.
+  if (!OpenFile(&error)) fmt::print(stderr, "freeride daemon: {}; events are dropped\n", error);
 }
 
 void EventLog::Close() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
+    open_ = false;
   }
   cv_.notify_all();
   if (writer_.joinable()) writer_.join();
@@ -65,7 +102,7 @@ void EventLog::EmitLine(std::string line) {
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!file_ || stopping_) return;
+    if (!open_ || stopping_) return;
     first = queue_.empty();
     queue_.push_back(std::move(line));
     ++enqueued_;
@@ -101,11 +138,15 @@ void EventLog::WriterLoop() {
         queue_.pop_front();
       }
     }
-    for (const std::string& line : batch) {
-      std::fwrite(line.data(), 1, line.size(), file_);
-      std::fputc('\n', file_);
+    if (file_) {
+      for (const std::string& line : batch) {
+        std::fwrite(line.data(), 1, line.size(), file_);
+        std::fputc('\n', file_);
+        file_bytes_ += line.size() + 1;
+      }
+      std::fflush(file_);
+      if (rotation_.max_bytes > 0 && file_bytes_ >= rotation_.max_bytes) Rotate();
     }
-    std::fflush(file_);
     {
       std::lock_guard<std::mutex> lock(mu_);
       written_ += batch.size();

@@ -22,6 +22,15 @@ void AppendJsonNumber(fmt::memory_buffer& out, double value);
 // A string as a quoted, escaped JSON string (invalid UTF-8 replaced).
 std::string JsonString(std::string_view text);
 
+// Bounds the log's disk use: when the file reaches `max_bytes` it becomes
+// PATH.1 (older ones shift to .2 ... .keep, the oldest is deleted) and a new
+// PATH is started, so the log takes at most about (keep + 1) x max_bytes.
+// At a million bubbles an hour the log grows ~1.6 GB an hour.
+struct EventLogRotation {
+  uint64_t max_bytes = 256ULL << 20;  // 0: never rotate
+  int keep = 4;                       // rotated files kept; 0: none
+};
+
 class EventLog {
  public:
   EventLog() = default;
@@ -30,7 +39,7 @@ class EventLog {
   EventLog& operator=(const EventLog&) = delete;
 
   // Opens path for appending (never truncates) and starts the writer.
-  bool Open(const std::string& path, std::string* error);
+  bool Open(const std::string& path, std::string* error, EventLogRotation rotation = {});
   void Close();
 
   // Queues one event; adds "unix_ns" if absent.  No-op when closed.
@@ -44,17 +53,26 @@ class EventLog {
 
  private:
   void WriterLoop();
+  // Opens path_ for appending with our buffer; false (and a message on
+  // stderr) when it cannot.
+  bool OpenFile(std::string* error);
+  // Moves the full file aside (see EventLogRotation) and starts a new one.
+  // Runs on the writer thread, between batches, so no line is split.
+  void Rotate();
 
   static constexpr size_t kWriteBufferBytes = 1 << 20;
   std::FILE* file_ = nullptr;
   std::unique_ptr<char[]> write_buffer_;  // file_'s stdio buffer; outlives it
   std::string path_;
+  EventLogRotation rotation_;
+  uint64_t file_bytes_ = 0;  // the current file's size; the writer's own
   std::mutex mu_;
   std::condition_variable cv_;
   std::condition_variable flushed_cv_;
   std::deque<std::string> queue_;
   uint64_t enqueued_ = 0;
   uint64_t written_ = 0;
+  bool open_ = false;  // under mu_; file_ itself is the writer's (it rotates)
   bool stopping_ = false;
   bool flush_requested_ = false;
   std::thread writer_;

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "base/files.h"
+
 namespace freeride::report {
 namespace {
 
@@ -127,21 +129,25 @@ EventLogData ParseEventLog(std::string_view text, const std::string& path) {
 }
 
 std::optional<EventLogData> ReadEventLog(const std::string& path, std::string* error) {
-  // Line by line: a day's log can be gigabytes, and only the parsed records
-  // are kept.
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = fmt::format("cannot read event log {}: {}", path, std::strerror(errno));
-    return std::nullopt;
-  }
+  std::vector<std::string> files = RotatedFilesOldestFirst(path);
+  if (files.empty() || files.back() != path) files.push_back(path);  // its error is the one to give
   EventLogData out;
   out.path = path;
   dom::parser parser;
   std::string line;
-  while (std::getline(in, line)) AddLine(line, parser, &out);
-  if (in.bad()) {
-    *error = fmt::format("error while reading event log {}", path);
-    return std::nullopt;
+  for (const std::string& file : files) {
+    // Line by line: a day's log can be gigabytes, and only the parsed
+    // records are kept.
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      *error = fmt::format("cannot read event log {}: {}", file, std::strerror(errno));
+      return std::nullopt;
+    }
+    while (std::getline(in, line)) AddLine(line, parser, &out);
+    if (in.bad()) {
+      *error = fmt::format("error while reading event log {}", file);
+      return std::nullopt;
+    }
   }
   return out;
 }

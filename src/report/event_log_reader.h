@@ -59,8 +59,9 @@ struct EventLogData {
 // Parses the JSON-lines text of an event log.  `path` only labels messages.
 EventLogData ParseEventLog(std::string_view text, const std::string& path);
 
-// Reads and parses the file at path.  Returns nullopt and sets *error (which
-// names the file) when it cannot be read.
+// Reads and parses the log at path, after its older rotated files (PATH.N
+// ... PATH.1) when there are any.  Returns nullopt and sets *error (which
+// names the file) when one cannot be read.
 std::optional<EventLogData> ReadEventLog(const std::string& path, std::string* error);
 
 }  // namespace freeride::report

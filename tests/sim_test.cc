@@ -108,6 +108,23 @@ TEST(Simulate, OverrunsAreMeasuredAndCostTheTraining) {
   EXPECT_EQ(Simulate(c).overhead_pct, 0);
 }
 
+// Timing noise makes some gaps of one slot near zero and others a few
+// milliseconds: slots of two kinds, whose p10 is the short kind.  The
+// simulator takes the runtime's second look (docs/architecture.md), so with
+// it on, more work is done than with it off.
+TEST(Simulate, TheSecondLookAddsWorkWhereNoiseMakesSlotsOfTwoKinds) {
+  SimConfig c = EqualStages(ScheduleKind::k1F1B, 4, 4);
+  c.stage_times = {StageTimes{5.0, 10.0, 0, -1}};
+  c.jitter_cv = 0.3;
+  c.iterations = 200;
+  c.tasks = {SimTask{"fixed", "steps", 1000, 1.3, 1.3, 1.3, 1.3, 0, 0}};
+  SimResult with = Simulate(c);
+  c.predictor.second_look_min_samples = c.predictor.window;  // never enough long bubbles
+  SimResult without = Simulate(c);
+  EXPECT_GT(with.work_gpu_s, without.work_gpu_s * 1.003)
+      << with.work_gpu_s << " GPU-s with the second look, " << without.work_gpu_s << " without";
+}
+
 TEST(Simulate, StragglersSlowEveryReplicaThroughTheAllReduce) {
   SimConfig c = EqualStages(ScheduleKind::k1F1B, 4, 4);
   c.data_parallel = 16;

@@ -239,10 +239,15 @@ class ClusterRun {
         BubbleView view{static_cast<Nanos>(now), static_cast<Nanos>(predicted_end),
                         c_.free_memory_bytes};
         DispatchDecision decision = policy_.Choose(candidates, view);
-        if (decision.verdict == DispatchVerdict::kNoTimeFit && !second_look_taken &&
+        // Nothing (more) fits the first forecast, whether the tasks were
+        // too long for it or have run until their steps no longer fit.
+        const bool out_of_time = decision.verdict == DispatchVerdict::kNoTimeFit ||
+                                 (decision.verdict == DispatchVerdict::kNoCandidates && excluded);
+        if (out_of_time && !second_look_taken &&
             begin + static_cast<double>(second_look.length) > predicted_end) {
-          // As a lane and its armed task do: a bubble still open at the
-          // second look's point gets the longer forecast, for every task.
+          // As an armed task does after its own steps: a bubble still open
+          // at the second look's point gets the longer forecast, for every
+          // task.
           second_look_taken = true;
           const double at = begin + static_cast<double>(second_look.after);
           if (at >= end) break;

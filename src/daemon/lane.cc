@@ -296,7 +296,10 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
   LaneSegmentLayout* l = segment_.layout();
   BubbleContext bubble;
   bubble.mark = mark;
-  bubble.predicted_end = mark.begin_ns + predictor_.Predict(mark.slot, mark.hint_ns);
+  // A bubble served late (handed back by the armed task, or found open
+  // after a busy spell) may be past its second look's point already.
+  bubble.predicted_end = mark.begin_ns + predictor_.PredictOpenFor(mark.slot, mark.hint_ns,
+                                                                   MonotonicNow() - mark.begin_ns);
   if (mark.free_memory_bytes != UINT64_MAX) last_free_memory_ = mark.free_memory_bytes;
 
   if (armed_ && !armed_->exited && tasks_->RuntimeOf(armed_->task_id)) {

@@ -88,9 +88,30 @@ def stage_indices(rank: int, world: int, virtual: int, schedule: str) -> list[in
     return [rank + v * world for v in range(virtual)]  # interleaved: round robin
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--schedule", choices=SCHEDULES, default="1f1b")
+def build_stages(args, preset: str, rank: int, world: int, virtual: int, device, dtype):
+    """This rank's stage modules as [(stage index, module)], seeded by index so every run gets the same weights."""
+    layers, dim, heads, vocab, seq, _ = PRESETS[preset]
+    n_stages = world * virtual
+    per_stage = [layers // n_stages + (1 if i < layers % n_stages else 0) for i in range(n_stages)]
+    modules = []
+    for index in stage_indices(rank, world, virtual, args.schedule):
+        torch.manual_seed(args.seed * 1000 + index)
+        modules.append((index, StageModule(index == 0, index == n_stages - 1, per_stage[index], dim, heads, vocab,
+                                           seq).to(device=device, dtype=dtype)))
+    return modules
+
+
+def announce(params, device, preset: str, text: str) -> int:
+    """Counts the pipeline's parameters over all ranks; rank 0 prints them with `text`."""
+    count = torch.tensor([sum(p.numel() for p in params)], dtype=torch.int64, device=device)
+    dist.all_reduce(count)
+    if dist.get_rank() == 0:
+        print(f"model: {preset}, {count.item() / 1e9:.2f}B parameters, {text}", flush=True)
+    return int(count.item())
+
+
+def add_common_arguments(p: argparse.ArgumentParser) -> None:
+    """The options every example trainer shares (bench/e2e_gpu.py drives them alike)."""
     p.add_argument("--microbatches", type=int, default=4)
     p.add_argument("--freeride", choices=["on", "off"], default="off")
     p.add_argument("--freeride-alternate", type=int, default=0, metavar="K",
@@ -104,48 +125,109 @@ def main() -> None:
     p.add_argument("--out", default=None, help="JSON results (written by rank 0)")
     p.add_argument("--pin-cores", action="store_true",
                    help="CPU: pin rank r to core r+1, the core `freeride daemon --cpu-lanes` gives lane r's tasks")
-    args = p.parse_args()
 
-    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+
+def setup_device(args):
+    """(rank, world size, cuda?, device) of this torchrun rank; on CPU one thread, deterministic,
+    pinned if asked."""
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", rank))
+    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     if cuda:
         torch.cuda.set_device(local)
-        device = torch.device("cuda", local)
-    else:
-        device = torch.device("cpu")
-        if args.pin_cores and (os.cpu_count() or 1) > world:
-            os.sched_setaffinity(0, {local + 1})
-        torch.set_num_threads(1)
-        torch.use_deterministic_algorithms(True)
+        return rank, world, True, torch.device("cuda", local)
+    if args.pin_cores and (os.cpu_count() or 1) > world:
+        os.sched_setaffinity(0, {local + 1})
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    return rank, world, False, torch.device("cpu")
+
+
+def make_batch(args, generator, vocab: int, seq: int, mbs: int, device):
+    """One iteration's synthetic tokens: (inputs, targets), --microbatches x mbs rows."""
+    tokens = torch.randint(0, vocab, (args.microbatches * mbs, seq + 1), generator=generator)
+    return tokens[:, :-1].contiguous().to(device), tokens[:, 1:].contiguous().to(device)
+
+
+def train_loop(args, harvest, next_batch, one_step, device, cuda: bool):
+    """Runs args.steps timed iterations of one_step(next_batch()) -> [losses], switching
+    FreeRide on and off every --freeride-alternate iterations; (times ms, FreeRide on?, losses)."""
+    times, losses, modes = [], [], []
+    for step in range(args.steps):
+        if args.freeride_alternate and args.freeride == "on":
+            on = (step // args.freeride_alternate) % 2 == 0
+            (harvest.resume if on else harvest.pause)()
+        batch = next_batch()
+        start = time.perf_counter()
+        step_losses = one_step(batch)
+        if cuda:
+            torch.cuda.synchronize(device)
+        times.append((time.perf_counter() - start) * 1e3)
+        modes.append(args.freeride == "on" and getattr(harvest, "enabled", False))
+        if step_losses:
+            losses.append(float(torch.stack([l.detach().float().reshape(()) for l in step_losses]).mean()))
+    return times, modes, losses
+
+
+def write_results(args, result: dict, params, times, modes, losses, marks: int) -> None:
+    """Gathers every rank's times, losses, parameter checksum and marks; rank 0 prints and writes --out."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    checksum = float(sum(p.detach().double().sum() for p in params))
+    gathered = [None] * world
+    dist.all_gather_object(gathered, {"times": times, "losses": losses, "checksum": checksum, "marks": marks})
+    if rank != 0:
+        return
+    iter_ms = [max(g["times"][i] for g in gathered) for i in range(args.steps)]
+    all_losses = next((g["losses"] for g in gathered if g["losses"]), [])
+    timed = [(t, m) for t, m in zip(iter_ms[args.warmup:], modes[args.warmup:])]
+    mean = sum(t for t, _ in timed) / max(1, len(timed))
+    print(f"iteration {mean:.1f} ms (mean of {len(timed)} after {args.warmup} warm-up), "
+          f"final loss {all_losses[-1] if all_losses else float('nan'):.4f}, FreeRide marks per rank "
+          f"{[g['marks'] for g in gathered]}", flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(dict(result, microbatches=args.microbatches, ranks=world, freeride=args.freeride,
+                           warmup=args.warmup, iter_ms=iter_ms, freeride_on=modes, losses=all_losses,
+                           checksums=[g["checksum"] for g in gathered],
+                           marks=[g["marks"] for g in gathered]), f, indent=1)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--schedule", choices=SCHEDULES, default="1f1b")
+    p.add_argument("--torchtitan-schedule", default=None, metavar="NAME",
+                   help="build the schedule as torchtitan does: torch's get_schedule_class(NAME) "
+                        "(torchtitan's pipeline_parallel_schedule, e.g. 1F1B, Interleaved1F1B, ZBVZeroBubble), "
+                        "scale_grads=False; overrides --schedule")
+    add_common_arguments(p)
+    args = p.parse_args()
+
+    rank, world, cuda, device = setup_device(args)
     dist.init_process_group("nccl" if cuda else "gloo")
     preset = args.preset or ("1.3b" if cuda else "tiny")
     layers, dim, heads, vocab, seq, mbs = PRESETS[preset]
     dtype = torch.bfloat16 if cuda else torch.float32
-    schedule_class, virtual = SCHEDULES[args.schedule]
+    if args.torchtitan_schedule:
+        schedule_class = schedules.get_schedule_class(args.torchtitan_schedule)
+        virtual = 2 if issubclass(schedule_class, schedules.PipelineScheduleMulti) else 1
+        v_shaped = getattr(schedules, "ScheduleZBVZeroBubble", None), getattr(schedules, "ScheduleDualPipeV", None)
+        args.schedule = "zbv" if schedule_class in v_shaped else "interleaved" if virtual == 2 else "1f1b"
+    else:
+        schedule_class, virtual = SCHEDULES[args.schedule]
     if schedule_class is None:
         raise SystemExit(f"this PyTorch ({torch.__version__}) has no {args.schedule} schedule")
 
     n_stages = world * virtual
-    per_stage = [layers // n_stages + (1 if i < layers % n_stages else 0) for i in range(n_stages)]
-    stages, params = [], []
-    for index in stage_indices(rank, world, virtual, args.schedule):
-        torch.manual_seed(args.seed * 1000 + index)  # the same weights in every run
-        module = StageModule(index == 0, index == n_stages - 1, per_stage[index], dim, heads, vocab,
-                             seq).to(device=device, dtype=dtype)
-        params += list(module.parameters())
-        stages.append(PipelineStage(module, index, n_stages, device))
-    if virtual == 1:
-        schedule = schedule_class(stages[0], n_microbatches=args.microbatches, loss_fn=loss_fn)
-    else:
-        schedule = schedule_class(stages, n_microbatches=args.microbatches, loss_fn=loss_fn)
+    modules = build_stages(args, preset, rank, world, virtual, device, dtype)
+    stages = [PipelineStage(module, index, n_stages, device) for index, module in modules]
+    params = [p for _, module in modules for p in module.parameters()]
+    # torchtitan (distributed/pipeline_parallel.py) passes scale_grads=False.
+    extra = {"scale_grads": False} if args.torchtitan_schedule else {}
+    schedule = schedule_class(stages[0] if virtual == 1 else stages, n_microbatches=args.microbatches,
+                              loss_fn=loss_fn, **extra)
     optimizer = torch.optim.AdamW(params, lr=1e-4)
-    count = torch.tensor([sum(p.numel() for p in params)], dtype=torch.int64, device=device)
-    dist.all_reduce(count)
-    if rank == 0:
-        print(f"model: {preset}, {count.item() / 1e9:.2f}B parameters, {n_stages} stages on {world} "
-              f"ranks ({'cuda' if cuda else 'cpu'}), {args.schedule} with {args.microbatches} "
-              f"micro-batches, FreeRide {args.freeride}", flush=True)
+    count = announce(params, device, preset, f"{n_stages} stages on {world} ranks ({'cuda' if cuda else 'cpu'}), "
+                                     f"{args.schedule} with {args.microbatches} micro-batches, FreeRide {args.freeride}")
 
     # FreeRide: these two lines are all a training script needs.
     import freeride.torch
@@ -154,14 +236,9 @@ def main() -> None:
     generator = torch.Generator().manual_seed(args.seed)
     has_first = any(s.is_first for s in stages)
     has_last = any(s.is_last for s in stages)
-    times, losses, modes = [], [], []
-    for step in range(args.steps):
-        if args.freeride_alternate and args.freeride == "on":
-            on = (step // args.freeride_alternate) % 2 == 0
-            (harvest.resume if on else harvest.pause)()
-        tokens = torch.randint(0, vocab, (args.microbatches * mbs, seq + 1), generator=generator)
-        inputs, target = tokens[:, :-1].contiguous().to(device), tokens[:, 1:].contiguous().to(device)
-        start = time.perf_counter()
+
+    def one_step(batch):
+        inputs, target = batch
         optimizer.zero_grad(set_to_none=True)
         step_losses: list = []
         if has_first and has_last:  # V schedules: rank 0 holds the first and the last stage
@@ -173,34 +250,15 @@ def main() -> None:
         else:
             schedule.step()
         optimizer.step()
-        if cuda:
-            torch.cuda.synchronize(device)
-        times.append((time.perf_counter() - start) * 1e3)
-        modes.append(args.freeride == "on" and getattr(harvest, "enabled", False))
-        if step_losses:
-            losses.append(float(torch.stack([l.detach().float() for l in step_losses]).mean()))
-    harvest.close()
+        return step_losses
 
-    checksum = float(sum(p.detach().double().sum() for p in params))
-    gathered = [None] * world
-    dist.all_gather_object(gathered, {"times": times, "losses": losses, "checksum": checksum,
-                                      "marks": harvest.marks})
-    if rank == 0:
-        iter_ms = [max(g["times"][i] for g in gathered) for i in range(args.steps)]
-        all_losses = next(g["losses"] for g in gathered if g["losses"])
-        timed = [(t, m) for t, m in zip(iter_ms[args.warmup:], modes[args.warmup:])]
-        mean = sum(t for t, _ in timed) / max(1, len(timed))
-        print(f"iteration {mean:.1f} ms (mean of {len(timed)} after {args.warmup} warm-up), "
-              f"final loss {all_losses[-1]:.4f}, FreeRide marks per rank "
-              f"{[g['marks'] for g in gathered]}", flush=True)
-        if args.out:
-            with open(args.out, "w") as f:
-                json.dump({"preset": preset, "parameters": count.item(), "schedule": args.schedule,
-                           "microbatches": args.microbatches, "ranks": world,
-                           "device": "cuda" if cuda else "cpu", "freeride": args.freeride,
-                           "warmup": args.warmup, "iter_ms": iter_ms, "freeride_on": modes,
-                           "losses": all_losses, "checksums": [g["checksum"] for g in gathered],
-                           "marks": [g["marks"] for g in gathered]}, f, indent=1)
+    times, modes, losses = train_loop(args, harvest, lambda: make_batch(args, generator, vocab, seq, mbs, device),
+                                      one_step, device, cuda)
+    harvest.close()
+    write_results(args, {"framework": "torch", "preset": preset, "parameters": count,
+                         "schedule": args.torchtitan_schedule or args.schedule,
+                         "device": "cuda" if cuda else "cpu"},
+                  params, times, modes, losses, harvest.marks)
     dist.destroy_process_group()
 
 

@@ -1,0 +1,105 @@
+"""Bubble marks of one pipeline rank, shared by every framework integration.
+
+A framework integration finds where its stage waits on a neighbour and calls
+``BubbleMarks.around(wait, ...)`` there, and ``start_iteration()`` /
+``end_iteration()`` around one training iteration.  This class does the rest
+the same way for all of them:
+
+- slots are numbered by their order within one iteration, so the daemon
+  learns each slot's length separately;
+- on CUDA the marks are stream-ordered: each is a host function on a side
+  stream that first waits on an event of the stage's compute stream, so it is
+  written when the GPU gets there (the CPU runs ahead under NCCL) and the
+  compute stream itself never waits for a host callback;
+- on CPU (gloo) the wait blocks the CPU, so the marks are written at once;
+- the free memory offered to side tasks comes from the allocator: the device's
+  total less the trainer's peak reserved so far, less a margin;
+- marks go through shared memory and never block; without a daemon they do
+  nothing.
+
+Every method is called from the training thread only.
+"""
+from __future__ import annotations
+
+import torch
+
+from freeride.stage import Stage
+
+DEFAULT_MEMORY_MARGIN = 2 << 30
+
+
+class BubbleMarks:
+    """The marks of one rank on its lane.  Raises FreeRideUnavailable without libfreeride."""
+
+    def __init__(self, lane: int, socket: str | None, device, memory_margin: int = DEFAULT_MEMORY_MARGIN):
+        self.lane = lane
+        self.stage = Stage(lane, socket)
+        self.slot = 0
+        self.marks = 0
+        self.iterations = 0
+        self.enabled = True
+        self._memory_margin = memory_margin
+        self._free_bytes = None
+        self._device = torch.device(device) if device is not None else None
+        self._cuda = self._device is not None and self._device.type == "cuda"
+        if self._cuda and self._device.index is None:
+            self._device = torch.device("cuda", torch.cuda.current_device())
+        self._total_bytes = torch.cuda.get_device_properties(self._device).total_memory if self._cuda else None
+        if self._cuda:
+            self._mark_stream = torch.cuda.Stream(self._device)
+            self._events = [torch.cuda.Event() for _ in range(64)]
+            self._next_event = 0
+
+    @property
+    def attached(self) -> bool:
+        """True when a daemon's lane is mapped."""
+        return self.stage.attached
+
+    def start_iteration(self) -> None:
+        """Called as an iteration starts: slots count from 0 again."""
+        self.slot = 0
+        if self._cuda:
+            # Read once per iteration: the allocator statistics are too slow for every mark.
+            peak = torch.cuda.max_memory_reserved(self._device)
+            self._free_bytes = max(0, self._total_bytes - peak - self._memory_margin)
+
+    def end_iteration(self) -> None:
+        self.iterations += 1
+
+    def pause(self) -> None:
+        """Stops marking bubbles (side tasks get none) until resume()."""
+        self.enabled = False
+
+    def resume(self) -> None:
+        self.enabled = True
+
+    def around(self, wait, *args, **kwargs):
+        """Runs wait(*args, **kwargs), the stage's wait on a neighbour, as the next slot's bubble."""
+        if not self.enabled:
+            return wait(*args, **kwargs)
+        slot = self.slot
+        self.slot += 1
+        self.marks += 1
+        if self._cuda and self.stage.begin_on_stream(self._mark_point(), slot, 0, self._free_bytes):
+            result = wait(*args, **kwargs)
+            self.stage.end_on_stream(self._mark_point())
+            return result
+        self.stage.begin(slot, 0, self._free_bytes)
+        try:
+            return wait(*args, **kwargs)
+        finally:
+            self.stage.end()
+
+    def _mark_point(self) -> int:
+        """The side stream, made to wait until the compute stream reaches this point."""
+        event = self._events[self._next_event % len(self._events)]
+        self._next_event += 1
+        event.record(torch.cuda.current_stream(self._device))
+        self._mark_stream.wait_event(event)  # re-recording the event later does not affect this wait
+        return self._mark_stream.cuda_stream
+
+    def close(self) -> None:
+        """Ends an open bubble and releases the lane handle."""
+        if self._cuda:
+            torch.cuda.synchronize(self._device)  # pending stream marks refer to the handle
+        self.stage.close()

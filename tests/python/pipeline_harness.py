@@ -1,0 +1,139 @@
+"""What the CPU pipeline tests share: the real daemon with CPU lanes, side
+tasks, training launched under torch.distributed.run, and the check that
+side-task steps started only inside the bubbles the stages marked.
+
+Used by pipeline_cpu_test.py (torch.distributed.pipelining),
+deepspeed_cpu_test.py and megatron_cpu_test.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        print("FAIL:", message, flush=True)
+        sys.exit(1)
+
+
+def require(*modules: str) -> None:
+    """Exits 77 (skip) naming what is missing; scripts/python-env.sh installs them all."""
+    for name in modules:
+        try:
+            __import__(name)
+        except ImportError as e:
+            print(f"skipped: {e}; run scripts/python-env.sh, which installs the pinned versions into .venv")
+            sys.exit(77)
+
+
+def same_training(a: dict, b: dict, what: str) -> None:
+    check(a["losses"] == b["losses"], f"{what}: losses differ: {a['losses']} vs {b['losses']}")
+    check(a["checksums"] == b["checksums"], f"{what}: trained parameters differ")
+
+
+class Harness:
+    """A daemon with `lanes` CPU lanes in a fresh temporary folder, and training runs against it."""
+
+    def __init__(self, source: str, build: str, lanes: int):
+        self.source, self.build, self.lanes = source, build, lanes
+        self.tmp = tempfile.mkdtemp(prefix="frpy-")
+        self.socket = os.path.join(self.tmp, "d.sock")
+        self.state = os.path.join(self.tmp, "state")
+        self.env = dict(os.environ, PYTHONPATH=os.path.join(source, "python"), FREERIDE_SOCKET=self.socket,
+                        FREERIDE_LIB=os.path.join(build, "libfreeride.so"), PYTHONWARNINGS="default")
+        self.daemon = None
+
+    def cli(self, command: str, *args: str) -> str:
+        return subprocess.run([os.path.join(self.build, "freeride"), command, "--socket", self.socket, *args],
+                              env=self.env, check=True, capture_output=True, text=True, timeout=60).stdout
+
+    def start_daemon(self) -> None:
+        self.daemon = subprocess.Popen(
+            [os.path.join(self.build, "freeride"), "daemon", "--socket", self.socket, "--state-dir", self.state,
+             "--cpu-lanes", str(self.lanes), *(["--allow-root"] if os.geteuid() == 0 else [])],
+            env=self.env, stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.tmp, "daemon.log"), "w"))
+        for _ in range(100):
+            if os.path.exists(self.socket):
+                break
+            time.sleep(0.05)
+        check(os.path.exists(self.socket), "the daemon did not start")
+
+    def stop_daemon(self) -> None:
+        if self.daemon is not None:
+            self.daemon.terminate()
+            self.daemon.wait(timeout=30)
+
+    def sgd_task(self) -> list[str]:
+        """The C++ SGD side task on CPU, with 1 ms steps: small enough for CPU bubbles."""
+        return [os.path.join(self.build, "tasks", "freeride-sgd"), "--generate-ratings", "200000",
+                "--device", "cpu", "--epochs", "100000", "--step-ms", "1"]
+
+    def submit(self, lane: int, name: str, command: list[str]) -> None:
+        self.cli("submit", "--lane", str(lane), "--name", name, "--", *command)
+
+    def train(self, script: str, name: str, args: list[str], nproc: int, env=None, background=False):
+        """Runs examples/`script` with `args` and --out; (result, stderr), or (process, out) in the background."""
+        out = os.path.join(self.tmp, name + ".json")
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+                   os.path.join(self.source, "examples", script), "--device", "cpu", *args, "--out", out]
+        process = subprocess.Popen(command, env=env or self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)
+        if background:
+            return process, out
+        return self.finish(process, out, name)
+
+    @staticmethod
+    def finish(process, out: str, name: str):
+        try:
+            stdout, stderr = process.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            check(False, f"{name}: training did not finish in 300 s")
+        check(process.returncode == 0, f"{name}: training failed:\n{stdout[-2000:]}\n{stderr[-3000:]}")
+        with open(out) as f:
+            result = json.load(f)
+        print(f"{name}: {stdout.strip().splitlines()[-1]}", flush=True)
+        return result, stderr
+
+    def steps_in_bubbles(self, min_bubbles: int) -> tuple[dict, list, list]:
+        """Checks each logged side-task step started inside its bubble; (bubbles, steps, unlogged steps)."""
+        time.sleep(0.5)  # the event log is written in batches
+        bubbles, steps = {}, []
+        with open(os.path.join(self.state, "events.jsonl")) as f:
+            for line in f:
+                e = json.loads(line)
+                if e["type"] == "bubble":
+                    bubbles[(e["lane"], e["seq"])] = e
+                elif e["type"] == "step":
+                    steps.append(e)
+        check(len(bubbles) >= min_bubbles, f"only {len(bubbles)} bubbles were logged")
+        # A step is logged with its bubble's event, except when the lane
+        # never accounted for that bubble: it fell more than the stage's ring
+        # (256 bubbles) behind, which a lane thread starved on a 2-core machine
+        # running many busy processes can.  Such steps are logged "late" under a
+        # later bubble.
+        unlogged = [s for s in steps if (s["lane"], s["bubble_seq"]) not in bubbles]
+        check(all(s.get("late") for s in unlogged), f"a step of an unknown bubble: {unlogged[:1]}")
+        check(len(unlogged) <= len(steps) // 2,
+              f"{len(unlogged)} of {len(steps)} steps ran in bubbles the lanes never logged")
+        for s in steps:
+            b = bubbles.get((s["lane"], s["bubble_seq"]))
+            if b is not None:
+                check(b["begin_ns"] <= s["start_ns"] <= b["end_ns"],
+                      f"step started outside its bubble: step {s}, bubble {b}")
+        return bubbles, steps, unlogged
+
+    def harvested_by_lane(self, bubbles: dict, steps: list) -> dict[int, float]:
+        work = {lane: 0.0 for lane in range(self.lanes)}
+        for s in steps:
+            if (s["lane"], s["bubble_seq"]) in bubbles:
+                work[s["lane"]] += s["units"]
+        return work
+
+    def task_states(self) -> dict[str, str]:
+        return {t["spec"]["name"]: t["state"] for t in json.loads(self.cli("status", "--json", "--all"))["tasks"]["tasks"]}

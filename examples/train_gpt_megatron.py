@@ -20,7 +20,6 @@ real schedules and p2p code run over gloo; nothing else is changed.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from functools import partial
 

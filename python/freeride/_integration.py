@@ -60,6 +60,7 @@ class Handle:
 
     def __init__(self, marks: BubbleMarks):
         self._marks = marks
+        self._closed = False
         self.lane = marks.lane
         self.stage = marks.stage
 
@@ -92,7 +93,10 @@ class Handle:
         raise NotImplementedError
 
     def close(self) -> None:
-        """Stops marking; restores what instrument() wrapped; ends an open bubble."""
+        """Stops marking; restores what instrument() wrapped; ends an open bubble.  Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         self._restore()
         self._marks.close()
 

@@ -28,6 +28,7 @@ and training runs on without FreeRide.
 """
 from __future__ import annotations
 
+import enum
 import threading
 
 import torch
@@ -59,6 +60,13 @@ def find_functions() -> tuple[object, object, str | None]:
     return schedules, communicator, None
 
 
+class Phase(enum.Enum):
+    """Where the training thread is with respect to the schedules instrument() wraps."""
+    OUTSIDE = 0     # no wrapped schedule running: a p2p wait here escaped the wrapping
+    TRAINING = 1    # a training iteration: its waits are marked
+    EVALUATING = 2  # a forward-only call: its waits are not marked
+
+
 class MarkedWork:
     """A p2p request of the overlapped schedule; its wait() is a bubble."""
 
@@ -80,7 +88,7 @@ class Instrumentation(Handle):
         super().__init__(marks)
         self._schedules = schedules
         self._communicator = communicator
-        self._in_iteration = False
+        self._phase = Phase.OUTSIDE
         self._original_schedules = {name: getattr(schedules, name) for name in SCHEDULES}
         self._original_communicate = getattr(communicator, "_communicate")
         for name, function in self._original_schedules.items():
@@ -89,23 +97,28 @@ class Instrumentation(Handle):
 
     def _marked_schedule(self, schedule):
         def marked(*args, **kwargs):
-            if kwargs.get("forward_only", False) or self._in_iteration:
+            if self._phase is not Phase.OUTSIDE:  # called from inside another wrapped schedule
                 return schedule(*args, **kwargs)
-            self._marks.start_iteration()
-            self._in_iteration = True
+            training = not kwargs.get("forward_only", False)
+            if training:
+                self._marks.start_iteration()
+            self._phase = Phase.TRAINING if training else Phase.EVALUATING
             try:
                 return schedule(*args, **kwargs)
             finally:
-                self._in_iteration = False
-                self._marks.end_iteration()
+                self._phase = Phase.OUTSIDE
+                if training:
+                    self._marks.end_iteration()
         marked.__name__ = schedule.__name__
         marked.__doc__ = schedule.__doc__
         marked.__wrapped__ = schedule
         return marked
 
     def around(self, wait, *args, **kwargs):
-        """wait(...) as the next slot's bubble, inside a marked iteration; else just wait."""
-        if not self._in_iteration:
+        """wait(...) as the next slot's bubble, inside a training iteration; else just wait."""
+        if self._phase is Phase.EVALUATING:
+            return wait(*args, **kwargs)
+        if self._phase is Phase.OUTSIDE:
             warn_once(("megatron", "outside"),
                       "freeride.megatron: a pipeline p2p wait outside a schedule FreeRide marks (was the "
                       "schedule taken before instrument()? call get_forward_backward_func() after it); "
@@ -133,11 +146,12 @@ class Instrumentation(Handle):
     def _restore(self) -> None:
         global _active
         with _lock:
+            if _active is not self:
+                return
             for name, function in self._original_schedules.items():
                 setattr(self._schedules, name, function)
             self._communicator._communicate = self._original_communicate
-            if _active is self:
-                _active = None
+            _active = None
 
 
 def instrument(*, enabled: bool = True, lane: int | None = None, socket: str | None = None,

@@ -12,7 +12,6 @@ Usage: deepspeed_cpu_test.py SOURCE_DIR BUILD_DIR.  Exit 77 (skip) without torch
 """
 from __future__ import annotations
 
-import os
 import sys
 
 from pipeline_harness import Harness, check, require, same_training
@@ -52,11 +51,7 @@ def main() -> None:
         print(f"{len(steps)} side-task steps in {len(bubbles)} bubbles, all started inside their bubble "
               f"({len(unlogged)} in bubbles the lane did not log); work per lane {work}", flush=True)
 
-        alone_env = dict(H.env, FREERIDE_SOCKET=os.path.join(H.tmp, "no-daemon.sock"))
-        alone, stderr = train("on", "deepspeed-no-daemon", env=alone_env)
-        same_training(base, alone, "no daemon")
-        warnings = stderr.count("freeride: no daemon at")
-        check(warnings == 2, f"expected one warning per rank, got {warnings}:\n{stderr[-2000:]}")
+        H.check_no_daemon(lambda env: train("on", "deepspeed-no-daemon", env=env), base, ranks=2)
         print("PASS", flush=True)
     finally:
         H.stop_daemon()

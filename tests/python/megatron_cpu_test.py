@@ -16,7 +16,6 @@ Usage: megatron_cpu_test.py SOURCE_DIR BUILD_DIR.  Exit 77 (skip) without torch 
 """
 from __future__ import annotations
 
-import os
 import sys
 
 from pipeline_harness import Harness, check, require, same_training
@@ -61,11 +60,8 @@ def main() -> None:
               f"all started inside their bubble ({len(unlogged)} in bubbles the lane did not log); "
               f"work per lane {work}", flush=True)
 
-        alone_env = dict(H.env, FREERIDE_SOCKET=os.path.join(H.tmp, "no-daemon.sock"))
-        alone, stderr = train("interleaved", "on", "megatron-no-daemon", env=alone_env)
-        same_training(results["interleaved"], alone, "no daemon")
-        warnings = stderr.count("freeride: no daemon at")
-        check(warnings == 2, f"expected one warning per rank, got {warnings}:\n{stderr[-2000:]}")
+        H.check_no_daemon(lambda env: train("interleaved", "on", "megatron-no-daemon", env=env),
+                          results["interleaved"], ranks=2)
         print("PASS", flush=True)
     finally:
         H.stop_daemon()

@@ -82,11 +82,7 @@ def main() -> None:
         killed, _ = H.finish(process, out, "1f1b-task-killed")
         same_training(results["1f1b"], killed, "side task killed")
         # ...and no daemon at all: one warning per rank.
-        alone_env = dict(H.env, FREERIDE_SOCKET=os.path.join(H.tmp, "no-daemon.sock"))
-        alone, stderr = train("1f1b", "on", "1f1b-no-daemon", env=alone_env)
-        same_training(results["1f1b"], alone, "no daemon")
-        warnings = stderr.count("freeride: no daemon at")
-        check(warnings == 4, f"expected one warning per rank, got {warnings}:\n{stderr[-2000:]}")
+        H.check_no_daemon(lambda env: train("1f1b", "on", "1f1b-no-daemon", env=env), results["1f1b"], ranks=4)
         print("PASS", flush=True)
     finally:
         H.daemon.send_signal(signal.SIGCONT)

@@ -100,6 +100,13 @@ class Harness:
         print(f"{name}: {stdout.strip().splitlines()[-1]}", flush=True)
         return result, stderr
 
+    def check_no_daemon(self, train, base: dict, ranks: int) -> None:
+        """train(env) with no daemon at FREERIDE_SOCKET trains as `base` did, each rank warning once."""
+        alone, stderr = train(dict(self.env, FREERIDE_SOCKET=os.path.join(self.tmp, "no-daemon.sock")))
+        same_training(base, alone, "no daemon")
+        warnings = stderr.count("freeride: no daemon at")
+        check(warnings == ranks, f"expected one warning per rank, got {warnings}:\n{stderr[-2000:]}")
+
     def steps_in_bubbles(self, min_bubbles: int) -> tuple[dict, list, list]:
         """Checks each logged side-task step started inside its bubble; (bubbles, steps, unlogged steps)."""
         time.sleep(0.5)  # the event log is written in batches

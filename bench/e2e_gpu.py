@@ -50,9 +50,14 @@ def log(*args) -> None:
 
 
 class Bench:
-    def __init__(self, a):
+    """One daemon and the training runs against it.  `tasks` maps task names to commands
+    (default TASKS); `results` is the JSON file the rows go to, in a.out."""
+
+    def __init__(self, a, tasks: dict | None = None, results: str = "e2e_gpu.json"):
         self.a = a
         self.out = a.out
+        self.tasks = tasks or TASKS
+        self.results = results
         self.state = os.path.join(a.work, "state")
         self.socket = os.path.join(a.work, "d.sock")
         bundle = os.path.abspath(a.bundle)
@@ -69,9 +74,8 @@ class Bench:
         os.makedirs(self.a.work, exist_ok=True)
         self.daemon_log = open(os.path.join(self.out, "daemon.log"), "a")
         self.daemon = subprocess.Popen(
-            ["freeride", "daemon", "--socket", self.socket, "--state-dir", self.state, "--gpus",
-             ",".join(map(str, range(self.gpus))), "--mps", self.a.mps, "--allow-root",
-             *(extra_args or [])], env=self.env,
+            ["freeride", "daemon", "--socket", self.socket, "--state-dir", self.state, *self.lane_args(),
+             "--allow-root", *(extra_args or [])], env=self.env,
             stdout=self.daemon_log, stderr=subprocess.STDOUT)
         for _ in range(200):
             if os.path.exists(self.socket):
@@ -83,6 +87,12 @@ class Bench:
         pipe = os.path.join(self.state, "mps", "pipe")
         if os.path.exists(os.path.join(pipe, "control")):
             self.env["CUDA_MPS_PIPE_DIRECTORY"] = pipe  # trainers join at priority 0
+
+    def lane_args(self) -> list[str]:
+        """One lane per GPU (--cpu-lanes for a CPU dry run: a.device == "cpu")."""
+        if getattr(self.a, "device", "cuda") == "cpu":
+            return ["--cpu-lanes", str(self.gpus)]
+        return ["--gpus", ",".join(map(str, range(self.gpus))), "--mps", self.a.mps]
 
     def cli(self, *args: str) -> str:
         return subprocess.run(["freeride", args[0], "--socket", self.socket, *args[1:]], env=self.env,
@@ -103,7 +113,7 @@ class Bench:
                 path = os.path.join(self.out, f"profile-{name}.json")
                 procs.append((name, path, subprocess.Popen(
                     ["freeride", "task-profile", "--seconds", str(self.a.alone_seconds), "-o", path,
-                     "--", *TASKS[name]], env=env, stdout=subprocess.DEVNULL,
+                     "--", *self.tasks[name]], env=env, stdout=subprocess.DEVNULL,
                     stderr=open(os.path.join(self.out, f"profile-{name}.log"), "w"))))
             for name, path, p in procs:
                 if p.wait(timeout=300) != 0:
@@ -113,12 +123,14 @@ class Bench:
                     f"step p99 {self.alone[name]['step_ms']['p99']:.2f} ms")
 
     # -- training -------------------------------------------------------------
-    def train(self, schedule: str, microbatches: int, freeride: str, name: str) -> dict:
+    def train(self, schedule: str, microbatches: int, freeride: str, name: str,
+              script: str = "train_gpt_pipeline.py", extra: tuple = ()) -> dict:
+        """One launch of examples/`script` (its options are train_gpt_pipeline.py's, plus `extra`)."""
         out = os.path.join(self.out, f"train-{name}.json")
         cmd = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(self.gpus),
-               os.path.join(ROOT, "examples", "train_gpt_pipeline.py"), "--schedule", schedule,
+               os.path.join(ROOT, "examples", script), "--schedule", schedule,
                "--microbatches", str(microbatches), "--freeride", freeride, "--steps", str(self.a.steps),
-               "--warmup", "4", "--preset", self.a.preset, "--out", out]
+               "--warmup", "4", "--preset", self.a.preset, "--out", out, *extra]
         if freeride == "on":
             cmd += ["--freeride-alternate", str(self.a.alternate)]
         started = time.monotonic()
@@ -168,7 +180,9 @@ class Bench:
                 "progress": {k: float(v.get("progress", 0)) for k, v in tasks.items()}}
 
     # -- one configuration ----------------------------------------------------
-    def run(self, schedule: str, microbatches: int, task: str) -> None:
+    def run(self, schedule: str, microbatches: int, task: str, framework: str = "torch",
+            script: str = "train_gpt_pipeline.py", extra: tuple = (), naive: bool = True) -> None:
+        """FreeRide alternating with baseline in one launch, then (if `naive`) naive co-location."""
         names = MIX if task == "mix" else [task] * self.gpus
         names = names[:self.gpus]
         self.profile_alone(sorted(set(names)))
@@ -177,23 +191,26 @@ class Bench:
         ids = self.submit(names)
         events_from = os.path.getsize(os.path.join(self.state, "events.jsonl"))
         before = self.snapshot(ids)
-        fr = self.train(schedule, microbatches, "on", tag + "-freeride")
+        fr = self.train(schedule, microbatches, "on", f"{tag}-{framework}-freeride", script, extra)
         after = self.snapshot(ids)
         self.cancel(ids)
         latency = self.signal_latency(events_from)
+        if not naive:
+            self.report(schedule, microbatches, task, names, fr, before, after, None, latency, framework)
+            return
         # Naive co-location: the same tasks alone on their GPUs, under MPS at
         # priority 1, all through the training; stopped when it ends.
         naive_procs = []
         for gpu, name in enumerate(names):
             env = dict(self.env, CUDA_VISIBLE_DEVICES=str(gpu), CUDA_MPS_CLIENT_PRIORITY="1")
-            naive_procs.append(subprocess.Popen(TASKS[name] + ["--standalone"], env=env,
+            naive_procs.append(subprocess.Popen(self.tasks[name] + ["--standalone"], env=env,
                                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        time.sleep(20 if any(TASKS[n][0] == PY for n in names) else 8)
-        naive = self.train(schedule, microbatches, "off", tag + "-naive")
+        time.sleep(20 if any(self.tasks[n][0] == PY for n in names) else 8)
+        naive = self.train(schedule, microbatches, "off", f"{tag}-{framework}-naive", script, extra)
         for p in naive_procs:
             p.kill()
             p.wait()
-        self.report(schedule, microbatches, task, names, fr, before, after, naive, latency)
+        self.report(schedule, microbatches, task, names, fr, before, after, naive, latency, framework)
 
     def signal_latency(self, offset: int) -> dict:
         first_step = {}
@@ -216,7 +233,7 @@ class Bench:
         return {"p50_us": q(0.5), "p99_us": q(0.99), "bubbles": len(bubbles),
                 "bubbles_used": len(waits), "overrun_ms": sum(overrun) / 1e6}
 
-    def report(self, schedule, m, task, names, fr, before, after, naive, latency) -> None:
+    def report(self, schedule, m, task, names, fr, before, after, naive, latency, framework="torch") -> None:
         w = fr["warmup"]
         on = [t for t, f in zip(fr["iter_ms"][w:], fr["freeride_on"][w:]) if f]
         off = [t for t, f in zip(fr["iter_ms"][w:], fr["freeride_on"][w:]) if not f]
@@ -233,15 +250,15 @@ class Bench:
         per_iter = gpu_seconds / max(1, iterations_on)
         saving = (per_iter - n * (t_with - t_base) / 1e3) / (n * t_base / 1e3)
         harvest = gpu_seconds / bubble_s if bubble_s > 0 else 0.0
-        t_naive = statistics.mean(naive["iter_ms"][naive["warmup"]:])
         # Naive co-location's work is not measured; its saving is at most
         # (all of the GPUs' time) minus its slowdown, an upper bound.
-        common = {"gpus": n, "schedule": schedule, "microbatches": m, "task": task}
+        t_naive = statistics.mean(naive["iter_ms"][naive["warmup"]:]) if naive else None
+        common = {"gpus": n, "framework": framework, "schedule": schedule, "microbatches": m, "task": task}
         rows = [
             dict(common, mode="baseline", iter_ms=t_base, overhead_pct=0.0, harvest_ratio=0.0,
                  cost_saving_pct=0.0),
-            dict(common, mode="naive", iter_ms=t_naive, overhead_pct=100 * (t_naive / t_base - 1),
-                 harvest_ratio=None, cost_saving_pct=None),
+            *([dict(common, mode="naive", iter_ms=t_naive, overhead_pct=100 * (t_naive / t_base - 1),
+                    harvest_ratio=None, cost_saving_pct=None)] if naive else []),
             dict(common, mode="freeride", iter_ms=t_with, overhead_pct=100 * (t_with / t_base - 1),
                  harvest_ratio=harvest, cost_saving_pct=100 * saving, work_gpu_s_per_iter=per_iter,
                  bubble_s=bubble_s, signal_latency_p50_us=latency["p50_us"],
@@ -249,10 +266,11 @@ class Bench:
                  iterations=[len(off), len(on)]),
         ]
         self.rows += rows
-        with open(os.path.join(self.out, "e2e_gpu.json"), "w") as f:
+        with open(os.path.join(self.out, self.results), "w") as f:
             json.dump(self.rows, f, indent=1)
-        log(f"ROW {schedule} m{m} {task}: base {t_base:.1f} ms, freeride {t_with:.1f} ms "
-            f"({rows[2]['overhead_pct']:+.2f}%), naive {t_naive:.1f} ms ({rows[1]['overhead_pct']:+.1f}%), "
+        naive_text = f"naive {t_naive:.1f} ms ({rows[1]['overhead_pct']:+.1f}%), " if naive else ""
+        log(f"ROW {framework} {schedule} m{m} {task}: base {t_base:.1f} ms, freeride {t_with:.1f} ms "
+            f"({rows[-1]['overhead_pct']:+.2f}%), {naive_text}"
             f"harvest {harvest:.2f}, saving {100 * saving:.1f}%, "
             f"latency p50 {latency['p50_us']} us p99 {latency['p99_us']} us")
 
@@ -264,19 +282,24 @@ class Bench:
             self.daemon.kill()
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_bench_arguments(p: argparse.ArgumentParser, work: str, gpus: int, preset: str | None) -> None:
+    """The options Bench reads (shared with bench/e2e_frameworks_gpu.py)."""
     p.add_argument("--bundle", default="bundle")
     p.add_argument("--out", required=True)
-    p.add_argument("--work", default="/tmp/freeride-e2e")
-    p.add_argument("--tasks", default="pagerank,sgd,image,llm-inference,resnet18,resnet50,vgg19,mix")
-    p.add_argument("--configs", default="1f1b:4", help="schedule:microbatches,...")
+    p.add_argument("--work", default=work)
     p.add_argument("--steps", type=int, default=44)
     p.add_argument("--alternate", type=int, default=5)
     p.add_argument("--alone-seconds", type=float, default=5)
-    p.add_argument("--preset", default="1.3b")
-    p.add_argument("--gpus", type=int, default=4)
+    p.add_argument("--preset", default=preset)
+    p.add_argument("--gpus", type=int, default=gpus)
     p.add_argument("--mps", default="auto")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_bench_arguments(p, work="/tmp/freeride-e2e", gpus=4, preset="1.3b")
+    p.add_argument("--tasks", default="pagerank,sgd,image,llm-inference,resnet18,resnet50,vgg19,mix")
+    p.add_argument("--configs", default="1f1b:4", help="schedule:microbatches,...")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     bench = Bench(a)

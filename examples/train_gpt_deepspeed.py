@@ -49,6 +49,7 @@ class Cast(nn.Module):
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--schedule", choices=["1f1b"], default="1f1b", help="DeepSpeed's TrainSchedule is 1F1B")
     add_common_arguments(p)
     args = p.parse_args()
     rank, world, cuda, device = setup_device(args)

@@ -23,5 +23,6 @@ done
 mkdir -p "$out/share/freeride/examples"
 cp -r python "$out/share/freeride/python"
 find "$out/share/freeride/python" -name __pycache__ -prune -exec rm -rf {} +
-cp -r examples/train_gpt_pipeline.py examples/data "$out/share/freeride/examples/"
+cp -r examples/train_gpt_pipeline.py examples/train_gpt_deepspeed.py examples/train_gpt_megatron.py examples/data \
+  "$out/share/freeride/examples/"
 echo "bundle: $out ($(du -sh "$out" | cut -f1)); run $out/bin/freeride --help"

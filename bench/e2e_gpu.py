@@ -62,7 +62,9 @@ class Bench:
         self.socket = os.path.join(a.work, "d.sock")
         bundle = os.path.abspath(a.bundle)
         self.env = dict(os.environ, PATH=f"{bundle}/bin:{os.environ['PATH']}", FREERIDE_HOME=bundle,
-                        PYTHONPATH=os.path.join(ROOT, "python"), FREERIDE_SOCKET=self.socket)
+                        PYTHONPATH=os.pathsep.join(filter(None, [os.path.join(ROOT, "python"),
+                                                                  os.environ.get("PYTHONPATH")])),
+                        FREERIDE_SOCKET=self.socket)
         self.rows: list[dict] = []
         self.alone: dict[str, dict] = {}
         self.gpus = a.gpus

@@ -19,7 +19,7 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from train_gpt_pipeline import (PRESETS, Block, StageModule, add_common_arguments, announce, loss_fn,
-                                make_batch, setup_device, train_loop, write_results)
+                                make_batch, setup_device, train_dtype, train_loop, write_results)
 
 
 class Embedding(StageModule):
@@ -61,7 +61,7 @@ def main() -> None:
     deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo")
     preset = args.preset or ("1.3b" if cuda else "tiny")
     layers, dim, heads, vocab, seq, mbs = PRESETS[preset]
-    dtype = torch.bfloat16 if cuda else torch.float32
+    dtype = train_dtype(args, cuda)
     specs = ([LayerSpec(Cast, Embedding, dtype, dim, heads, vocab, seq)]
              + [LayerSpec(Cast, Block, dtype, dim, heads) for _ in range(layers)]
              + [LayerSpec(Cast, Head, dtype, dim, heads, vocab, seq)])

@@ -29,7 +29,7 @@ import torch.nn as nn
 from torch.overrides import TorchFunctionMode
 
 from train_gpt_pipeline import (PRESETS, StageModule, add_common_arguments, announce, build_stages, loss_fn,
-                                make_batch, setup_device, train_loop, write_results)
+                                make_batch, setup_device, train_dtype, train_loop, write_results)
 
 
 class CudaOnCpu(TorchFunctionMode):
@@ -106,7 +106,7 @@ def main() -> None:
                                              virtual_pipeline_model_parallel_size=virtual if virtual > 1 else None)
     preset = args.preset or ("1.3b" if cuda else "tiny")
     layers, dim, heads, vocab, seq, mbs = PRESETS[preset]
-    dtype = torch.bfloat16 if cuda else torch.float32
+    dtype = train_dtype(args, cuda)
     # The schedules read the transformer's config (sizes, offloading, MoE); its layers here are our own.
     config = TransformerConfig(num_layers=layers, hidden_size=dim, num_attention_heads=heads,
                                pipeline_model_parallel_size=world,

@@ -122,6 +122,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=3, help="iterations left out of the timing")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", choices=["auto", "bf16", "fp32"], default="auto", help="auto: bf16 on GPUs, fp32 on CPU")
     p.add_argument("--out", default=None, help="JSON results (written by rank 0)")
     p.add_argument("--pin-cores", action="store_true",
                    help="CPU: pin rank r to core r+1, the core `freeride daemon --cpu-lanes` gives lane r's tasks")
@@ -141,6 +142,12 @@ def setup_device(args):
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     return rank, world, False, torch.device("cpu")
+
+
+def train_dtype(args, cuda: bool) -> torch.dtype:
+    if args.dtype == "auto":
+        return torch.bfloat16 if cuda else torch.float32
+    return {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype]
 
 
 def make_batch(args, generator, vocab: int, seq: int, mbs: int, device):
@@ -206,7 +213,7 @@ def main() -> None:
     dist.init_process_group("nccl" if cuda else "gloo")
     preset = args.preset or ("1.3b" if cuda else "tiny")
     layers, dim, heads, vocab, seq, mbs = PRESETS[preset]
-    dtype = torch.bfloat16 if cuda else torch.float32
+    dtype = train_dtype(args, cuda)
     if args.torchtitan_schedule:
         schedule_class = schedules.get_schedule_class(args.torchtitan_schedule)
         virtual = 2 if issubclass(schedule_class, schedules.PipelineScheduleMulti) else 1

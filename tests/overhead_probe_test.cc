@@ -54,6 +54,13 @@ TEST(ProbeSchedule, WindowsLieInsideTheirCycleAndHoldTheWithheldIterations) {
   EXPECT_GT(offsets.size(), 40u) << "the window moves within the cycle from cycle to cycle";
 }
 
+TEST(ProbeSchedule, ShortIterationsGetLongerCyclesWithTheSameShareWithheld) {
+  ProbeSchedule schedule = ProbeSchedule::ForIteration(2 * kMillisecond, ProbeConfig{});
+  ASSERT_TRUE(schedule.enabled());
+  EXPECT_EQ(schedule.period(), ProbeConfig{}.min_period);
+  EXPECT_EQ(schedule.window_length() * 100, schedule.period() * 6);
+}
+
 TEST(ProbeSchedule, ADegenerateConfigurationWithholdsNothing) {
   EXPECT_FALSE(ProbeSchedule::ForIteration(0, ProbeConfig{}).enabled());
   ProbeConfig too_dense;

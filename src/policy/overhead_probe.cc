@@ -32,8 +32,10 @@ ProbeSchedule ProbeSchedule::ForIteration(Nanos iteration, const ProbeConfig& co
       4 * (config.withheld_iterations + 1) > config.period_iterations) {
     return schedule;
   }
-  schedule.period_ = iteration * config.period_iterations;
-  schedule.window_ = iteration * (config.withheld_iterations + 1);
+  const double scale = std::max(
+      1.0, static_cast<double>(config.min_period) / (static_cast<double>(iteration) * config.period_iterations));
+  schedule.period_ = static_cast<Nanos>(scale * iteration * config.period_iterations);
+  schedule.window_ = static_cast<Nanos>(scale * iteration * (config.withheld_iterations + 1));
   return schedule;
 }
 

@@ -26,6 +26,10 @@ struct ProbeConfig {
   int withheld_iterations = 5;
   // Iterations seen before the typical length, and so the schedule, is set.
   int warmup_iterations = 20;
+  // Short iterations get longer cycles and windows (the same share
+  // withheld), so that a window is published to the tasks well before it
+  // starts by a lane that accounts for bubbles in batches.
+  Nanos min_period = 4 * kSecond;
 };
 
 // A span of CLOCK_MONOTONIC time, [start, end).

@@ -9,8 +9,11 @@
  *
  *   example_stage_replay --iteration-ms 123.2 --slots-ms 6.4:5.7,40.1:12.0
  *
- * The busy time spins the CPU, like a CPU training stage; --busy sleep lets
- * the CPU idle instead, as a GPU stage's host thread mostly does.
+ * The busy time spins the CPU until the time is up, like a CPU training
+ * stage; --busy sleep lets the CPU idle instead, as a GPU stage's host thread
+ * mostly does; --busy work does a fixed amount of arithmetic calibrated to
+ * the busy time at start, so that a process stealing the stage's core makes
+ * the iterations longer, as it would a real stage's.
  */
 #include <freeride/freeride.h>
 #include <stdio.h>
@@ -29,6 +32,28 @@ static void sleep_for_ns(int64_t ns) {
   nanosleep(&ts, NULL);
 }
 
+static double work_rounds_per_ns = 0;
+
+static void work_rounds(int64_t rounds) {
+  volatile double sink = 1.0;
+  for (int64_t r = 0; r < rounds; ++r) sink = sink * 1.0000001 + 1e-9;
+}
+
+/* The rounds of work_rounds that take one nanosecond on an idle core: the
+ * fastest of a few tries, so that a busy moment at start does not shrink
+ * every busy time. */
+static void calibrate_work(void) {
+  const int64_t rounds = 2000000;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    int64_t start = freeride_now_ns();
+    work_rounds(rounds);
+    double rate = (double)rounds / (double)(freeride_now_ns() - start);
+    if (rate > work_rounds_per_ns) work_rounds_per_ns = rate;
+  }
+}
+
+static void work_for_ns(int64_t ns) { work_rounds((int64_t)(ns * work_rounds_per_ns)); }
+
 int main(int argc, char** argv) {
   int lane = 0, iterations = 100;
   double busy_ms = 20;
@@ -36,7 +61,7 @@ int main(int argc, char** argv) {
   const char* socket = NULL;
   const char* slots = NULL;
   double iteration_ms = 0;
-  int busy_sleeps = 0;
+  void (*busy)(int64_t) = spin_for_ns;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--lane")) lane = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--iterations")) iterations = atoi(argv[i + 1]);
@@ -45,10 +70,12 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--socket")) socket = argv[i + 1];
     else if (!strcmp(argv[i], "--slots-ms")) slots = argv[i + 1];
     else if (!strcmp(argv[i], "--iteration-ms")) iteration_ms = atof(argv[i + 1]);
-    else if (!strcmp(argv[i], "--busy")) busy_sleeps = !strcmp(argv[i + 1], "sleep");
+    else if (!strcmp(argv[i], "--busy") && !strcmp(argv[i + 1], "spin")) busy = spin_for_ns;
+    else if (!strcmp(argv[i], "--busy") && !strcmp(argv[i + 1], "sleep")) busy = sleep_for_ns;
+    else if (!strcmp(argv[i], "--busy") && !strcmp(argv[i + 1], "work")) busy = work_for_ns;
     else {
       fprintf(stderr, "usage: %s [--lane K] [--iterations N] [--busy-ms B] [--bubbles-ms a,b,c] "
-                      "[--iteration-ms T --slots-ms start:len,...] [--busy spin|sleep] "
+                      "[--iteration-ms T --slots-ms start:len,...] [--busy spin|sleep|work] "
                       "[--socket PATH]\n", argv[0]);
       return 2;
     }
@@ -82,17 +109,18 @@ int main(int argc, char** argv) {
     fprintf(stderr, "need at least one bubble, one iteration, and slots inside --iteration-ms\n");
     return 2;
   }
+  if (busy == work_for_ns) calibrate_work();
   freeride_stage* stage = freeride_stage_open(lane, socket);
   printf("stage on lane %d: %s\n", lane,
          freeride_stage_attached(stage) ? "attached to a daemon" : "no daemon (marks are no-ops)");
   for (int it = 0; it < iterations; ++it) {
     for (int s = 0; s < count; ++s) {
-      (busy_sleeps ? sleep_for_ns : spin_for_ns)((int64_t)(busy_before[s] * 1e6));
+      busy((int64_t)(busy_before[s] * 1e6));
       freeride_bubble_begin(stage, (uint32_t)s, 0, UINT64_MAX);
       sleep_for_ns((int64_t)(lengths[s] * 1e6));
       freeride_bubble_end(stage);
     }
-    if (tail_ms > 0) (busy_sleeps ? sleep_for_ns : spin_for_ns)((int64_t)(tail_ms * 1e6));
+    if (tail_ms > 0) busy((int64_t)(tail_ms * 1e6));
   }
   freeride_stage_close(stage);
   return 0;

@@ -21,6 +21,7 @@
 #include "report/event_log_reader.h"
 #include "report/run_report.h"
 #include "freeride/freeride.h"
+#include "policy/overhead_guard.h"
 #include "test_util.h"
 
 extern char** environ;
@@ -609,6 +610,98 @@ TEST_F(DaemonIntegration, ATaskThatKeepsOverrunningIsDemotedThenKilled) {
   ASSERT_EQ(verdicts.size(), 2u);
   EXPECT_EQ(verdicts[0], "demote");
   EXPECT_EQ(verdicts[1], "kill");
+}
+
+// A side task that steals the stage's core after its steps return (as a GPU
+// kernel outlives the step that launched it) slows the training in a way no
+// step record shows.  The live estimate sees it in the iterations; the guard
+// backs side work off until the training is within budget again, and gives
+// it back once the stealing stops.  The marks never wait for any of this.
+TEST_F(DaemonIntegration, TheGuardBacksOffATaskThatSlowsTheTrainingAndRecoversAfterIt) {
+  options_.probe = {.period_iterations = 16, .withheld_iterations = 3, .warmup_iterations = 10,
+                    .min_period = 1 * kSecond};
+  // CPU timing on a shared machine is noisy; the theft below costs far more.
+  options_.guard.budget = 0.10;
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  // Stage and task share one core; the stage's busy time is a fixed amount of
+  // work, so a thief on its core lengthens the iterations.
+  const Nanos steal_for = 20 * kSecond;
+  v1::TaskSpec spec = MakeSpec("thief", {"taskset", "-c", "0", BAD_TASK_BIN, "--step-us", "300",
+                                         "--steal-us", "8000", "--steal-for-ms",
+                                         std::to_string(steal_for / kMillisecond)});
+  v1::TaskInfo info;
+  ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
+  ASSERT_EQ(WaitForState(tasks(), info.id(), "PAUSED", 20 * kSecond).state(), "PAUSED");
+  const Nanos started = MonotonicNow();
+  pid_t stage = fork();
+  ASSERT_GE(stage, 0);
+  if (stage == 0) {
+    execlp("taskset", "taskset", "-c", "0", STAGE_REPLAY_BIN, "--socket",
+           options_.socket_path.c_str(), "--iterations", "100000000", "--busy", "work",
+           "--busy-ms", "12", "--bubbles-ms", "8,8,8", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  auto overhead_events = [&] {
+    std::vector<nlohmann::json> out;
+    for (const auto& e : ReadJsonLines(options_.state_dir + "/events.jsonl"))
+      if (e["type"] == "overhead") out.push_back(e);
+    return out;
+  };
+  // The guard backed off at least once and later came back to normal.
+  auto recovered = [](const std::vector<nlohmann::json>& events) {
+    bool backed_off = false;
+    for (const auto& e : events) {
+      if (e["guard"] != "normal") backed_off = true;
+      if (backed_off && e.contains("guard_from") && e["guard"] == "normal") return true;
+    }
+    return false;
+  };
+  std::vector<nlohmann::json> events;
+  for (Nanos deadline = started + steal_for + 150 * kSecond; MonotonicNow() < deadline;) {
+    events = overhead_events();
+    if (recovered(events)) break;
+    usleep(250000);
+  }
+  v1::StatsReply stats;
+  daemon_->FillStats(&stats);
+  kill(stage, SIGKILL);
+  waitpid(stage, nullptr, 0);
+  daemon_->Shutdown();
+  ASSERT_FALSE(events.empty()) << "no probe cycle closed";
+
+  // The first change: the theft's estimate, wholly above the budget, made the
+  // guard back off by one level.
+  std::vector<const nlohmann::json*> changes;
+  for (const auto& e : events)
+    if (e.contains("guard_from")) changes.push_back(&e);
+  ASSERT_FALSE(changes.empty()) << "the guard never acted; last estimate " << events.back().dump();
+  EXPECT_EQ((*changes[0])["guard_from"], "normal");
+  EXPECT_EQ((*changes[0])["guard"], "wider-margins");
+  EXPECT_GT((*changes[0])["slowdown_low"].get<double>(), 0.10) << changes[0]->dump();
+  const Nanos first_change_ns = (*changes[0])["ts_ns"].get<Nanos>();
+  EXPECT_LT(first_change_ns, started + steal_for) << "it acted while the theft went on";
+  // Levels move one at a time.
+  for (const nlohmann::json* change : changes) {
+    auto level = [](const nlohmann::json& name) {
+      for (int i = 0; i < kGuardLevels; ++i)
+        if (name == GuardLevelName(static_cast<GuardLevel>(i))) return i;
+      return -1;
+    };
+    EXPECT_EQ(std::abs(level((*change)["guard"]) - level((*change)["guard_from"])), 1)
+        << change->dump();
+  }
+  // It gave side work back once the theft stopped, on an estimate wholly
+  // below the budget.
+  ASSERT_TRUE(recovered(events)) << "still " << events.back().dump();
+  EXPECT_EQ((*changes.back())["guard"], "normal");
+  EXPECT_LT((*changes.back())["slowdown_high"].get<double>(), 0.10) << changes.back()->dump();
+  EXPECT_GT((*changes.back())["ts_ns"].get<Nanos>(), started + steal_for);
+  // Status carries the live estimate.
+  ASSERT_EQ(stats.lanes_size(), 1);
+  const v1::OverheadEstimate& overhead = stats.lanes(0).overhead();
+  EXPECT_TRUE(overhead.probing());
+  EXPECT_EQ(overhead.guard_level(), "normal");
+  EXPECT_DOUBLE_EQ(overhead.budget(), 0.10);
 }
 
 // A step that never returns is killed once it has run the hang timeout past

@@ -184,6 +184,39 @@ TEST(RunReport, WithoutBaselineOrRatesItSaysWhatIsMissing) {
   EXPECT_NEAR(r.work_gpu_s, 90.0 / 500, 1e-12);
 }
 
+TEST(RunReport, ShowsEachLanesNewestLiveEstimateAndNeverOneItDoesNotHave) {
+  auto overhead = [](int lane, int cycles, const char* guard, bool changed, double slowdown) {
+    nlohmann::json e = {{"type", "overhead"}, {"lane", lane}, {"cycles", cycles},
+                        {"min_cycles", 3}, {"withheld_iterations", 4 * cycles}, {"guard", guard}};
+    if (cycles >= 3) {
+      e["slowdown"] = slowdown;
+      e["slowdown_low"] = slowdown - 0.001;
+      e["slowdown_high"] = slowdown + 0.001;
+    }
+    if (changed) e["guard_from"] = "normal";
+    return e.dump() + "\n";
+  };
+  std::string log = Bubble(0, 0, 0, 40, 0, 0, 0) + overhead(0, 3, "normal", false, 0.02) +
+                    overhead(0, 4, "wider-margins", true, 0.02) +
+                    overhead(0, 5, "wider-margins", false, 0.003) + overhead(1, 1, "normal", false, 0);
+  RunReport r = ComputeRunReport(ParseEventLog(log, "run"), nullptr, {});
+  ASSERT_EQ(r.live_overhead.size(), 2u);
+  EXPECT_EQ(r.live_overhead[0].cycles, 5);
+  ASSERT_TRUE(r.live_overhead[0].slowdown);
+  EXPECT_DOUBLE_EQ(*r.live_overhead[0].slowdown, 0.003);
+  EXPECT_EQ(r.live_overhead[0].guard_changes, 1u);
+  EXPECT_FALSE(r.live_overhead[1].slowdown) << "one cycle is no estimate";
+  std::string text = FormatRunReport(r);
+  EXPECT_NE(text.find("live estimate, lane 0:   +0.30% [+0.20%, +0.40%] over 5 probe cycles "
+                      "(guard wider-margins, 1 change(s))"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("live estimate, lane 1:   none yet, 1 of 3 probe cycles"), std::string::npos)
+      << text;
+  nlohmann::json j = nlohmann::json::parse(RunReportToJson(r));
+  EXPECT_TRUE(j["live_overhead"][1]["slowdown"].is_null());
+  EXPECT_DOUBLE_EQ(j["live_overhead"][0]["slowdown_high"].get<double>(), 0.004);
+}
+
 TEST(RunReport, IterationTimeLeavesOutPausesBetweenRuns) {
   std::string log;
   for (int64_t begin : {0, 100, 200, 1200, 1300}) log += Bubble(0, 0, begin, begin + 10, 0, 0, 0);

@@ -25,7 +25,7 @@
 namespace freeride {
 
 constexpr uint64_t kLaneSegmentMagic = 0x4652454552494445ULL;  // "FREERIDE"
-constexpr uint32_t kLaneSegmentVersion = 6;
+constexpr uint32_t kLaneSegmentVersion = 7;
 // The wake-up bits of the two marks (see FutexWait), and of an armed task
 // that hands back a bubble with enough left for another task.
 constexpr uint32_t kWakeOnBegin = 1u;
@@ -90,6 +90,18 @@ struct LaneSegmentLayout {
   // `after` in the high half and `length` in the low one, so that one load
   // gives a consistent pair; 0: none.
   std::atomic<uint64_t> second_look_us[kPublishedSlots];
+  // The overhead probe's next withheld window (policy/overhead_probe.h):
+  // no side work in [withhold_start_ns, withhold_end_ns).  The end is
+  // stored before the start, so a reader that sees a new start sees its end.
+  std::atomic<int64_t> withhold_start_ns;
+  std::atomic<int64_t> withhold_end_ns;
+  // The overhead guard's restrictions (policy/overhead_guard.h): a step's
+  // estimate times guard_fit_permille / 1000 must fit (0 reads as 1000);
+  // only bubbles whose seq / 2 is a multiple of guard_serve_every are
+  // served; no side work at all while guard_paused.
+  std::atomic<uint32_t> guard_fit_permille;
+  std::atomic<uint32_t> guard_serve_every;
+  std::atomic<uint32_t> guard_paused;
 };
 
 // Whether a bubble that began at `begin_ns` has gone silent at `now`: no
@@ -120,6 +132,39 @@ inline Nanos PublishedForecast(const LaneSegmentLayout& layout, const BubbleMark
   uint32_t index = mark.slot < kPublishedSlots ? mark.slot : kPublishedSlots - 1;
   Nanos learned = layout.predicted_len_ns[index].load(std::memory_order_relaxed);
   return learned > 0 ? learned : (mark.hint_ns > 0 ? mark.hint_ns : 0);
+}
+
+// What side work may do in a bubble, from the lane's published probe window
+// and guard restrictions.  Every task and the lane itself judge by this, so
+// that a withheld window or a guard level holds for all of them alike.
+struct Admission {
+  bool serve = true;       // false: no side work now
+  Nanos deadline = 0;      // the forecast end, cut at a withheld window's start
+  double fit_factor = 1.0; // step estimates are multiplied by this
+};
+
+// The admission at `now` for `mark`, whose forecast end is `predicted_end`.
+// Wait-free; any thread or process with the segment mapped.
+inline Admission AdmissionFor(const LaneSegmentLayout& layout, const BubbleMark& mark, Nanos now,
+                              Nanos predicted_end) {
+  Admission admission;
+  admission.deadline = predicted_end;
+  uint32_t permille = layout.guard_fit_permille.load(std::memory_order_relaxed);
+  if (permille > 0) admission.fit_factor = permille / 1000.0;
+  uint32_t every = layout.guard_serve_every.load(std::memory_order_relaxed);
+  if (layout.guard_paused.load(std::memory_order_relaxed) != 0 ||
+      (every > 1 && (mark.seq / 2) % every != 0)) {
+    admission.serve = false;
+    return admission;
+  }
+  Nanos start = layout.withhold_start_ns.load(std::memory_order_acquire);
+  Nanos end = layout.withhold_end_ns.load(std::memory_order_relaxed);
+  if (start <= now && now < end) {
+    admission.serve = false;
+  } else if (now < start && start < predicted_end) {
+    admission.deadline = start;
+  }
+  return admission;
 }
 
 // The published second look of `slot`: when a bubble still open `*after_ns`

@@ -223,6 +223,22 @@ int FetchStatus(const StatusArgs& args, v1::StatsReply* stats, v1::ListTasksRepl
   });
 }
 
+// The lane's live overhead estimate in one line; never a number the daemon
+// does not have.
+std::string OverheadLine(const v1::LaneStats& l) {
+  const v1::OverheadEstimate& o = l.overhead();
+  std::string guard = o.budget() > 0 ? fmt::format("guard {}, budget {:.2f}%", o.guard_level(),
+                                                   100 * o.budget())
+                                     : "no guard";
+  if (!o.probing()) return fmt::format("no estimate yet: waiting for the stage's iterations ({})", guard);
+  if (!o.known())
+    return fmt::format("no estimate yet: {} of {} probe cycles ({})", o.cycles(), o.min_cycles(),
+                       guard);
+  return fmt::format("{:+.2f}% [{:+.2f}%, {:+.2f}%] over {} probe cycles, {} withheld iterations ({})",
+                     100 * o.slowdown(), 100 * o.slowdown_low(), 100 * o.slowdown_high(), o.cycles(),
+                     o.withheld_iterations(), guard);
+}
+
 // `previous` (the last refresh of --watch, or null) adds each lane's share
 // of bubble time harvested since then.
 void PrintStatus(const StatusArgs& args, const v1::StatsReply& stats,
@@ -254,6 +270,8 @@ void PrintStatus(const StatusArgs& args, const v1::StatsReply& stats,
                l.bubbles(), FormatDuration(l.bubble_ns()), FormatDuration(l.harvested_ns()), share,
                recent, l.resident_tasks(), l.queued_tasks(), now);
   }
+  fmt::print("\ntraining slowdown from side work (live estimate, 95% interval):\n");
+  for (const auto& l : stats.lanes()) fmt::print("{:>4}  {}\n", l.lane(), OverheadLine(l));
   fmt::print("\n{:>5}  {:<20} {:>4}  {:<10} {:>6} {:>10} {:>18}  {}\n", "id", "name", "lane",
              "state", "steps", "harvested", "progress", "command");
   if (tasks.tasks().empty()) fmt::print("  (no tasks{})\n", args.all ? "" : " in flight; --all shows ended ones");

@@ -34,6 +34,9 @@ struct DaemonArgs {
   std::string metrics;
   std::string overrun_budget = "5%";
   std::string cpu_overrun_budget = "0";
+  std::string overhead_budget = "0.5%";
+  int probe_every = 100;
+  int probe_withhold = 5;
   int overrun_window = 32;
   std::string hang_timeout = "10s";
   bool allow_root = false;
@@ -199,6 +202,26 @@ int RunDaemon(const DaemonArgs& args) {
     b->window = args.overrun_window;
     b->hang = *hang;
   }
+  std::optional<double> overhead_budget = ParsePercent(args.overhead_budget);
+  if (!overhead_budget) {
+    fmt::print(stderr,
+               "freeride daemon: --overhead-budget '{}': give the training slowdown allowed, "
+               "such as 0.5% (0 turns the guard off)\n",
+               args.overhead_budget);
+    return 2;
+  }
+  if (args.probe_every < 0 || args.probe_withhold < 1 ||
+      (args.probe_every > 0 && 4 * (args.probe_withhold + 1) > args.probe_every)) {
+    fmt::print(stderr,
+               "freeride daemon: --probe-every {} --probe-withhold {}: the period must be at "
+               "least 4 x (withheld + 1) iterations, e.g. 100 and 5 (--probe-every 0 turns the "
+               "probe and the guard off)\n",
+               args.probe_every, args.probe_withhold);
+    return 2;
+  }
+  options.guard.budget = *overhead_budget;
+  options.probe.period_iterations = args.probe_every;
+  options.probe.withheld_iterations = args.probe_withhold;
   if (!BuildLanes(args, &options, &error)) {
     fmt::print(stderr, "freeride daemon: {}\n", error);
     return 2;
@@ -294,6 +317,17 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--cpu-overrun-budget", args->cpu_overrun_budget,
                   "The same for CPU lanes, where scheduling noise makes most overruns (0: never)")
+      ->capture_default_str();
+  cmd->add_option("--overhead-budget", args->overhead_budget,
+                  "Training slowdown the guard keeps to, from the live estimate; above it side "
+                  "work is cut back in steps (0: no guard)")
+      ->capture_default_str();
+  cmd->add_option("--probe-every", args->probe_every,
+                  "Training iterations per probe cycle: side work is withheld for "
+                  "--probe-withhold of them to estimate its cost (0: no probe, no guard)")
+      ->capture_default_str();
+  cmd->add_option("--probe-withhold", args->probe_withhold,
+                  "Iterations per cycle with side work withheld")
       ->capture_default_str();
   cmd->add_option("--overrun-window", args->overrun_window,
                   "Bubbles a task steps in over which that share is taken")->capture_default_str();

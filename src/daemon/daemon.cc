@@ -99,8 +99,10 @@ bool Daemon::Start(std::string* error) {
 
   tasks_ = std::make_unique<TaskManager>(options_, &journal_, &events_);
   recovery_notes_ = tasks_->Recover();
+  probe_schedule_ = std::make_unique<SharedProbeSchedule>(options_.probe);
   for (const LaneConfig& config : options_.lanes) {
-    auto lane = std::make_unique<Lane>(config, options_, tasks_.get(), &events_);
+    auto lane =
+        std::make_unique<Lane>(config, options_, tasks_.get(), &events_, probe_schedule_.get());
     if (!lane->Open(error)) return false;
     lanes_.push_back(std::move(lane));
   }

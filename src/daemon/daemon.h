@@ -12,6 +12,7 @@
 #include "daemon/event_log.h"
 #include "daemon/journal.h"
 #include "daemon/lane.h"
+#include "daemon/shared_probe_schedule.h"
 #include "daemon/metrics.h"
 #include "daemon/task_manager.h"
 
@@ -30,6 +31,8 @@ class Daemon {
   void Shutdown();
 
   TaskManager* tasks() { return tasks_.get(); }
+  // What `freeride status` shows of the lanes; after Start.  Any thread.
+  void FillStats(v1::StatsReply* reply) const { service_->FillStats(reply); }
   const std::vector<std::string>& recovery_notes() const { return recovery_notes_; }
   const DaemonOptions& options() const { return options_; }
   // The /metrics port (0: metrics are off).
@@ -45,6 +48,7 @@ class Daemon {
   Journal journal_;
   EventLog events_;
   std::unique_ptr<TaskManager> tasks_;
+  std::unique_ptr<SharedProbeSchedule> probe_schedule_;  // shared by the lanes
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::unique_ptr<ControlService> service_;
   // TLS when a certificate and key are given, plain TCP otherwise.

@@ -6,6 +6,8 @@
 #include "base/clock.h"
 #include "policy/bubble_predictor.h"
 #include "policy/dispatch_policy.h"
+#include "policy/overhead_guard.h"
+#include "policy/overhead_probe.h"
 #include "policy/overrun_budget.h"
 
 namespace freeride {
@@ -38,6 +40,10 @@ struct DaemonOptions {
   uint64_t event_log_max_bytes = 256ULL << 20;
   int event_log_keep = 4;
   DispatchConfig dispatch;
+  // The live overhead probe (a period of 0 iterations turns it, and the
+  // guard, off) and the guard that keeps the estimate within its budget.
+  ProbeConfig probe;
+  OverheadGuardConfig guard;
   BubblePredictorConfig predictor;
   // GPU lanes' overrun budget.  CPU lanes have their own, off by default:
   // there the operating system's scheduling, not the task, makes most

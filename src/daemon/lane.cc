@@ -27,19 +27,28 @@ constexpr Nanos kStageCheckInterval = 10 * kMillisecond;
 }  // namespace
 
 Lane::Lane(const LaneConfig& config, const DaemonOptions& options, TaskManager* tasks,
-           EventLog* events)
+           EventLog* events, SharedProbeSchedule* probe)
     : config_(config),
       options_(options),
       tasks_(tasks),
       events_(events),
       segment_path_(LaneSegmentPath(options.socket_path, config.index)),
       predictor_(options.predictor),
-      policy_(options.dispatch) {}
+      policy_(options.dispatch),
+      probe_(probe),
+      guard_(options.guard) {}
 
 Lane::~Lane() { Stop(); }
 
 bool Lane::Open(std::string* error) {
-  return segment_.CreateOrOpen(segment_path_, config_.index, error);
+  if (!segment_.CreateOrOpen(segment_path_, config_.index, error)) return false;
+  // A restarted daemon starts its estimate afresh: nothing is withheld or
+  // restricted until it has one.
+  LaneSegmentLayout* l = segment_.layout();
+  l->withhold_start_ns.store(0);
+  l->withhold_end_ns.store(0);
+  PublishGuardRestrictions();
+  return true;
 }
 
 void Lane::Start() {
@@ -318,8 +327,13 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
 
   bool second_look_taken = false;
   while (!stopping_ && !BubbleOver(mark.seq, mark.begin_ns)) {
+    // The probe's withheld window and the guard hold for the lane's grants
+    // as for the armed task's own.
+    const Nanos now = MonotonicNow();
+    Admission admission = AdmissionFor(*l, mark, now, bubble.predicted_end);
+    if (!admission.serve) break;
     tasks_->Candidates(config_.index, bubble.excluded, &candidates_);
-    BubbleView view{MonotonicNow(), bubble.predicted_end, mark.free_memory_bytes};
+    BubbleView view{now, admission.deadline, mark.free_memory_bytes, admission.fit_factor};
     DispatchDecision decision = policy_.Choose(candidates_, view);
     bubble.last_verdict = decision.verdict;
     if (decision.verdict == DispatchVerdict::kNoTimeFit && !second_look_taken) {
@@ -333,7 +347,7 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
     int64_t id = candidates_[decision.index].task_id;
     // The policy judged a demoted task by twice its estimate; the task checks
     // its own, so its grant ends one step early.
-    Nanos deadline = bubble.predicted_end;
+    Nanos deadline = admission.deadline;
     if (candidates_[decision.index].demoted)
       deadline -= std::max(candidates_[decision.index].step_estimate,
                            policy_.config().unknown_step_estimate);
@@ -344,7 +358,8 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
     // Grant first, book-keep after: the journal and event log are not on the
     // path from the begin mark to the first step.
     if (task->imperative) {
-      RunImperative(bubble, *task, [&] { tasks_->MarkRunning(id); });
+      RunImperative(bubble, *task, admission.deadline < bubble.predicted_end ? admission.deadline : 0,
+                    [&] { tasks_->MarkRunning(id); });
     } else {
       RunIterative(bubble, *task, /*armed=*/false, deadline, [&] { tasks_->MarkRunning(id); });
     }
@@ -410,15 +425,18 @@ void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed, Na
   bubble.steps_lost += tasks_->DrainSteps(task, &bubble.steps);
 }
 
-void Lane::RunImperative(BubbleContext& bubble, TaskRuntime& task,
+void Lane::RunImperative(BubbleContext& bubble, TaskRuntime& task, Nanos stop_at,
                          const std::function<void()>& continued) {
   double progress_before = task.segment->progress();
   Nanos start = MonotonicNow();
   ProcessSupervisor::Signal(task.pid, SIGCONT);
   if (bubble.first_grant_ns == 0) bubble.first_grant_ns = start;
   continued();
-  while (!stopping_ && !task.exited && !BubbleOver(bubble.mark.seq, bubble.mark.begin_ns))
-    segment_.WaitForChange(bubble.mark.seq, kWatchInterval);
+  Nanos now = start;
+  while (!stopping_ && !task.exited && !BubbleOver(bubble.mark.seq, bubble.mark.begin_ns) &&
+         (stop_at == 0 || (now = MonotonicNow()) < stop_at))
+    segment_.WaitForChange(bubble.mark.seq,
+                           stop_at == 0 ? kWatchInterval : std::min(kWatchInterval, stop_at - now));
   if (!task.exited) ProcessSupervisor::Signal(task.pid, SIGSTOP);
   Nanos end = MonotonicNow();
   double units = task.segment->progress() - progress_before;
@@ -455,7 +473,9 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   if (have_end) {
     predictor_.Observe(mark.slot, length);
     PublishForecast(mark.slot);
+    if (mark.slot == 0) ObserveIterationBegin(mark.begin_ns);
   }
+  PublishWithholdWindow(MonotonicNow());
 
   Nanos harvested_total = 0, overrun_total = 0;
   // Per task that stepped in this bubble: its time inside the bubble, and
@@ -532,6 +552,78 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   events_->EmitLine(fmt::to_string(lines));
 }
 
+void Lane::ObserveIterationBegin(Nanos begin_ns) {
+  const Nanos previous = last_iteration_begin_;
+  last_iteration_begin_ = begin_ns;
+  if (previous <= 0 || begin_ns <= previous || options_.probe.period_iterations <= 0) return;
+  if (!schedule_.enabled()) {
+    schedule_ = probe_->Get();
+    if (!schedule_.enabled()) {
+      warmup_iterations_.push_back(begin_ns - previous);
+      if (static_cast<int>(warmup_iterations_.size()) < options_.probe.warmup_iterations) return;
+      std::nth_element(warmup_iterations_.begin(),
+                       warmup_iterations_.begin() + warmup_iterations_.size() / 2,
+                       warmup_iterations_.end());
+      schedule_ = probe_->Propose(warmup_iterations_[warmup_iterations_.size() / 2]);
+      warmup_iterations_.clear();
+      if (!schedule_.enabled()) return;
+      events_->Emit({{"type", "probe_schedule"},
+                     {"ts_ns", MonotonicNow()},
+                     {"lane", config_.index},
+                     {"period_ns", schedule_.period()},
+                     {"window_ns", schedule_.window_length()}});
+    }
+    schedule_probing_ = true;
+    return;  // the first iteration under the schedule starts at this mark
+  }
+  if (!estimator_.ObserveIteration(previous, begin_ns, schedule_)) return;
+  OverheadEstimate estimate = estimator_.Estimate();
+  const GuardLevel before = guard_.level();
+  const bool changed = guard_.Judge(estimate);
+  if (changed) {
+    estimator_.Reset();
+    PublishGuardRestrictions();
+  }
+  {
+    std::lock_guard<std::mutex> lock(overhead_mu_);
+    overhead_ = changed ? estimator_.Estimate() : estimate;
+    guard_level_ = guard_.level();
+  }
+  nlohmann::json event = {{"type", "overhead"},
+                          {"ts_ns", MonotonicNow()},
+                          {"unix_ns", WallNow()},
+                          {"lane", config_.index},
+                          {"cycles", estimate.cycles},
+                          {"min_cycles", estimate.min_cycles},
+                          {"withheld_iterations", estimate.withheld_iterations},
+                          {"served_iterations", estimate.served_iterations},
+                          {"guard", GuardLevelName(guard_.level())}};
+  if (estimate.known()) {
+    event["slowdown"] = estimate.mean;
+    event["slowdown_low"] = estimate.low;
+    event["slowdown_high"] = estimate.high;
+  }
+  if (changed) event["guard_from"] = GuardLevelName(before);
+  events_->Emit(std::move(event));
+}
+
+void Lane::PublishWithholdWindow(Nanos now) {
+  if (!schedule_.enabled() || now < published_window_end_) return;
+  TimeWindow window = schedule_.NextWindow(now);
+  LaneSegmentLayout* l = segment_.layout();
+  l->withhold_end_ns.store(window.end, std::memory_order_relaxed);
+  l->withhold_start_ns.store(window.start, std::memory_order_release);
+  published_window_end_ = window.end;
+}
+
+void Lane::PublishGuardRestrictions() {
+  GuardRestrictions r = RestrictionsFor(guard_.level());
+  LaneSegmentLayout* l = segment_.layout();
+  l->guard_fit_permille.store(static_cast<uint32_t>(r.fit_factor * 1000 + 0.5));
+  l->guard_serve_every.store(r.serve_every);
+  l->guard_paused.store(r.paused ? 1 : 0);
+}
+
 void Lane::FillStats(v1::LaneStats* stats) const {
   const LaneSegmentLayout* l = segment_.layout();
   stats->set_lane(config_.index);
@@ -566,6 +658,21 @@ void Lane::FillStats(v1::LaneStats* stats) const {
   stats->set_resident_tasks(resident);
   stats->set_queued_tasks(queued);
   stats->set_last_verdict(VerdictName(static_cast<DispatchVerdict>(last_verdict_.load())));
+  std::lock_guard<std::mutex> lock(overhead_mu_);
+  v1::OverheadEstimate* overhead = stats->mutable_overhead();
+  overhead->set_probing(schedule_probing_.load());
+  overhead->set_cycles(overhead_.cycles);
+  overhead->set_min_cycles(overhead_.min_cycles);
+  overhead->set_known(overhead_.known());
+  if (overhead_.known()) {
+    overhead->set_slowdown(overhead_.mean);
+    overhead->set_slowdown_low(overhead_.low);
+    overhead->set_slowdown_high(overhead_.high);
+  }
+  overhead->set_withheld_iterations(overhead_.withheld_iterations);
+  overhead->set_served_iterations(overhead_.served_iterations);
+  overhead->set_guard_level(GuardLevelName(guard_level_));
+  overhead->set_budget(options_.guard.budget);
 }
 
 }  // namespace freeride

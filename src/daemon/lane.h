@@ -6,6 +6,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,17 +14,22 @@
 #include "channel/lane_segment.h"
 #include "daemon/daemon_options.h"
 #include "daemon/event_log.h"
+#include "daemon/shared_probe_schedule.h"
 #include "daemon/task_manager.h"
 #include "freeride.pb.h"
 #include "policy/bubble_predictor.h"
 #include "policy/dispatch_policy.h"
+#include "policy/overhead_guard.h"
+#include "policy/overhead_probe.h"
 
 namespace freeride {
 
 class Lane {
  public:
+  // `probe` is the daemon's schedule of withheld windows, shared by its
+  // lanes; it outlives the lane.
   Lane(const LaneConfig& config, const DaemonOptions& options, TaskManager* tasks,
-       EventLog* events);
+       EventLog* events, SharedProbeSchedule* probe);
   ~Lane();
 
   // Maps (or re-maps, after a restart) the lane's segment.
@@ -66,7 +72,9 @@ class Lane {
   // killed.
   void RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed, Nanos deadline,
                     const std::function<void()>& started);
-  void RunImperative(BubbleContext& bubble, TaskRuntime& task,
+  // Continues an imperative task until the bubble ends, or until `stop_at`
+  // (a withheld window's start) when non-zero.
+  void RunImperative(BubbleContext& bubble, TaskRuntime& task, Nanos stop_at,
                      const std::function<void()>& started);
   void FinishBubble(BubbleContext& bubble);
   // The least of a bubble's forecast that another candidate could use after
@@ -98,6 +106,13 @@ class Lane {
   void Arm();
   void Disarm();
   void PublishForecast(uint32_t slot);
+  // The overhead probe and guard, on the lane's thread.  A closed bubble of
+  // the stage's first slot ends one training iteration and begins the next:
+  // feeds the estimator, and the guard once a probe cycle closes.
+  void ObserveIterationBegin(Nanos begin_ns);
+  // Publishes the next withheld window once the published one has passed.
+  void PublishWithholdWindow(Nanos now);
+  void PublishGuardRestrictions();
 
   const LaneConfig config_;
   const DaemonOptions& options_;
@@ -113,6 +128,19 @@ class Lane {
   // ahead of the lane), kept for that bubble.
   std::vector<TaskStep> steps_ahead_;
   uint64_t last_free_memory_ = UINT64_MAX;
+
+  SharedProbeSchedule* probe_;
+  ProbeSchedule schedule_;  // the probe's, once one is in force
+  OverheadEstimator estimator_;
+  OverheadGuard guard_;
+  Nanos last_iteration_begin_ = 0;
+  std::vector<Nanos> warmup_iterations_;
+  Nanos published_window_end_ = 0;
+  // The newest estimate and guard level, for FillStats on other threads.
+  mutable std::mutex overhead_mu_;
+  OverheadEstimate overhead_;
+  GuardLevel guard_level_ = GuardLevel::kNormal;
+  std::atomic<bool> schedule_probing_{false};
 
   std::atomic<bool> stopping_{false};
   std::thread thread_;

@@ -1,5 +1,7 @@
 #include "daemon/metrics.h"
 
+#include "policy/overhead_guard.h"
+
 #include <fmt/format.h>
 #include <httplib.h>
 
@@ -77,6 +79,31 @@ std::string RenderPrometheusMetrics(const v1::StatsReply& stats,
   for (const LaneMetric& m : lane_metrics) {
     e.Family(m.name, m.type, m.help);
     for (const auto& l : stats.lanes()) e.Sample(m.name, lane_labels(l), m.value(l));
+  }
+  // The live overhead estimate: samples only for lanes that have one, so a
+  // dashboard never plots a number the daemon does not have.
+  const LaneMetric overhead_metrics[] = {
+      {"freeride_lane_training_slowdown_ratio", "gauge",
+       "Live estimate of the training's slowdown from side work (0.004 = +0.4%).",
+       [](const v1::LaneStats& l) { return l.overhead().slowdown(); }},
+      {"freeride_lane_training_slowdown_low_ratio", "gauge", "Its 95% interval's low end.",
+       [](const v1::LaneStats& l) { return l.overhead().slowdown_low(); }},
+      {"freeride_lane_training_slowdown_high_ratio", "gauge", "Its 95% interval's high end.",
+       [](const v1::LaneStats& l) { return l.overhead().slowdown_high(); }},
+  };
+  for (const LaneMetric& m : overhead_metrics) {
+    e.Family(m.name, m.type, m.help);
+    for (const auto& l : stats.lanes())
+      if (l.overhead().known()) e.Sample(m.name, lane_labels(l), m.value(l));
+  }
+  e.Family("freeride_lane_guard_level", "gauge",
+           "The overhead guard's level: 0 normal, 1 wider margins, 2 fewer grants, 3 demoted, "
+           "4 paused.");
+  for (const auto& l : stats.lanes()) {
+    double level = 0;
+    for (int i = 0; i < kGuardLevels; ++i)
+      if (l.overhead().guard_level() == GuardLevelName(static_cast<GuardLevel>(i))) level = i;
+    e.Sample("freeride_lane_guard_level", lane_labels(l), level);
   }
   std::map<std::string, int> by_state;
   for (const char* state :

@@ -22,7 +22,8 @@ bool DispatchPolicy::StepFits(Nanos now, Nanos predicted_end, Nanos step_estimat
 
 bool DispatchPolicy::TimeFits(const DispatchCandidate& c, const BubbleView& bubble) const {
   if (c.imperative) return bubble.predicted_end - bubble.now >= config_.min_imperative_slice;
-  return StepFits(bubble.now, bubble.predicted_end, StepToFit(c));
+  return StepFits(bubble.now, bubble.predicted_end,
+                  static_cast<Nanos>(static_cast<double>(StepToFit(c)) * bubble.fit_factor));
 }
 
 Nanos DispatchPolicy::StepToFit(const DispatchCandidate& c) const {

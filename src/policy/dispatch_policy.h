@@ -37,6 +37,7 @@ struct BubbleView {
   Nanos now = 0;
   Nanos predicted_end = 0;
   uint64_t free_memory_bytes = UINT64_MAX;  // UINT64_MAX: unknown, no limit
+  double fit_factor = 1.0;  // the overhead guard's: step estimates are multiplied by it
 };
 
 enum class DispatchVerdict { kRun, kNoCandidates, kNoMemoryFit, kNoTimeFit };

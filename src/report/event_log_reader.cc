@@ -76,6 +76,25 @@ void ReadStep(dom::object o, EventLogData* out) {
   out->steps.push_back(s);
 }
 
+void ReadOverhead(dom::object o, EventLogData* out) {
+  const int lane = static_cast<int>(Int(o, "lane"));
+  OverheadRecord& r = out->last_overhead[lane];
+  const uint64_t changes = r.guard_changes;
+  r = {};
+  r.lane = lane;
+  r.cycles = static_cast<int>(Int(o, "cycles"));
+  r.min_cycles = static_cast<int>(IntOr(o, "min_cycles", 0));
+  dom::element v;
+  if (o["slowdown"].get(v) == simdjson::SUCCESS && v.is_number()) {
+    r.slowdown = DoubleOr(o, "slowdown", 0);
+    r.slowdown_low = DoubleOr(o, "slowdown_low", 0);
+    r.slowdown_high = DoubleOr(o, "slowdown_high", 0);
+  }
+  r.withheld_iterations = IntOr(o, "withheld_iterations", 0);
+  r.guard = StringOr(o, "guard");
+  r.guard_changes = changes + (o["guard_from"].get(v) == simdjson::SUCCESS ? 1 : 0);
+}
+
 void ReadTransition(dom::object o, EventLogData* out) {
   int64_t id = Int(o, "task_id");
   TaskMeta& t = out->tasks[id];
@@ -104,6 +123,7 @@ void AddLine(std::string_view line, simdjson::dom::parser& parser, EventLogData*
     if (type == "bubble") ReadBubble(o, out);
     else if (type == "step") ReadStep(o, out);
     else if (type == "transition") ReadTransition(o, out);
+    else if (type == "overhead") ReadOverhead(o, out);
     // Other event types (launch, daemon, lane_start, ...) carry nothing
     // the report needs.
   } catch (const simdjson::simdjson_error& e) {

@@ -45,11 +45,22 @@ struct TaskMeta {
   double alone_rate_per_s = 0;   // from the submission (`submit --profile`); 0: unknown
 };
 
+// A lane's live overhead estimate, as of one closed probe cycle.
+struct OverheadRecord {
+  int lane = 0;
+  int cycles = 0, min_cycles = 0;
+  std::optional<double> slowdown, slowdown_low, slowdown_high;  // unset: too few cycles
+  int64_t withheld_iterations = 0;
+  std::string guard;  // the guard's level after this cycle
+  uint64_t guard_changes = 0;  // on this lane, up to and including this cycle
+};
+
 struct EventLogData {
   std::string path;
   std::vector<BubbleRecord> bubbles;  // in file order
   std::vector<StepRecord> steps;
   std::map<int64_t, TaskMeta> tasks;
+  std::map<int, OverheadRecord> last_overhead;  // by lane: the newest
   uint64_t lines = 0;
   uint64_t skipped_lines = 0;  // not JSON, or not a known event's shape
   uint64_t first_skipped_line = 0;

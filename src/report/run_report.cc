@@ -82,6 +82,7 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
   RunReport r;
   r.path = run.path;
   r.gpu_hour_price = options.gpu_hour_price;
+  for (const auto& [lane, overhead] : run.last_overhead) r.live_overhead.push_back(overhead);
   if (run.skipped_lines > 0)
     r.notes.push_back(fmt::format("{}: skipped {} malformed line(s), the first at line {} ({})",
                                   run.path, run.skipped_lines, run.first_skipped_line,
@@ -269,6 +270,18 @@ std::string FormatRunReport(const RunReport& r) {
     out += fmt::format("  money:                    {:.4f} saved in this run, {:.2f} per hour of "
                        "training (at {:.2f} per GPU-hour)\n",
                        *r.money_saved, *r.money_saved_per_hour, r.gpu_hour_price);
+  for (const OverheadRecord& o : r.live_overhead) {
+    std::string guard = fmt::format("guard {}, {} change(s)", o.guard.empty() ? "-" : o.guard,
+                                    o.guard_changes);
+    if (o.slowdown)
+      out += fmt::format("  live estimate, lane {}:   {:+.2f}% [{:+.2f}%, {:+.2f}%] over {} probe "
+                         "cycles ({})\n",
+                         o.lane, 100 * *o.slowdown, 100 * *o.slowdown_low, 100 * *o.slowdown_high,
+                         o.cycles, guard);
+    else
+      out += fmt::format("  live estimate, lane {}:   none yet, {} of {} probe cycles ({})\n", o.lane,
+                         o.cycles, o.min_cycles, guard);
+  }
   for (const std::string& note : r.notes) out += fmt::format("  note: {}\n", note);
   return out;
 }
@@ -323,6 +336,17 @@ std::string RunReportToJson(const RunReport& r) {
   j["gpu_hour_price"] = r.gpu_hour_price;
   j["money_saved"] = Optional(r.money_saved);
   j["money_saved_per_hour"] = Optional(r.money_saved_per_hour);
+  j["live_overhead"] = nlohmann::json::array();
+  for (const OverheadRecord& o : r.live_overhead)
+    j["live_overhead"].push_back({{"lane", o.lane},
+                                  {"cycles", o.cycles},
+                                  {"min_cycles", o.min_cycles},
+                                  {"slowdown", Optional(o.slowdown)},
+                                  {"slowdown_low", Optional(o.slowdown_low)},
+                                  {"slowdown_high", Optional(o.slowdown_high)},
+                                  {"withheld_iterations", o.withheld_iterations},
+                                  {"guard", o.guard},
+                                  {"guard_changes", o.guard_changes}});
   j["notes"] = r.notes;
   return j.dump(2) + "\n";
 }

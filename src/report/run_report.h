@@ -63,6 +63,9 @@ struct RunReport {
   std::optional<double> money_saved;           // over the logged run
   std::optional<double> money_saved_per_hour;  // per hour of training
   double gpu_hour_price = 0;
+  // The daemon's own live estimate per lane (the newest in the log), from
+  // iterations with side work withheld; it needs no baseline run.
+  std::vector<OverheadRecord> live_overhead;
   std::vector<std::string> notes;  // what could not be computed, and why
 };
 

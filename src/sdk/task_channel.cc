@@ -44,9 +44,15 @@ bool TaskChannel::TakeArmedBubble() {
   const LaneSegmentLayout* lane = lane_.layout();
   BubbleMark mark = lane_.Read();
   if (!mark.open() || mark.seq == last_served_seq_) return false;
+  // A withheld window or the overhead guard may keep side work out of this
+  // bubble; the task then sleeps to the next begin mark, as after a yield.
+  Admission admission =
+      AdmissionFor(*lane, mark, MonotonicNow(), mark.begin_ns + PublishedForecast(*lane, mark));
+  if (!admission.serve) return false;
   granted_seq_ = mark.seq;
   task_.layout()->taken_bubble_seq.store(mark.seq, std::memory_order_release);
-  deadline_ = mark.begin_ns + PublishedForecast(*lane, mark);
+  deadline_ = admission.deadline;
+  fit_factor_ = admission.fit_factor;
   granted_free_memory_ = mark.free_memory_bytes;
   armed_grant_ = true;
   armed_slot_ = mark.slot;
@@ -61,10 +67,14 @@ bool TaskChannel::TakeSecondLook() {
   const LaneSegmentLayout* lane = lane_.layout();
   Nanos after = 0, length = 0;
   if (!PublishedSecondLook(*lane, armed_slot_, &after, &length)) return false;
-  const Nanos at = armed_begin_ns_ + after, longer_deadline = armed_begin_ns_ + length;
+  const Nanos at = armed_begin_ns_ + after;
   Nanos now = MonotonicNow();
-  if (longer_deadline <= deadline_ ||
-      !policy_.StepFits(std::max(now, at), longer_deadline, estimator_.Estimate()))
+  BubbleMark mark;
+  mark.seq = granted_seq_;
+  Admission admission = AdmissionFor(*lane, mark, std::max(now, at), armed_begin_ns_ + length);
+  const Nanos longer_deadline = admission.deadline;
+  if (!admission.serve || longer_deadline <= deadline_ ||
+      !policy_.StepFits(std::max(now, at), longer_deadline, EstimateToFit()))
     return false;
   auto still_open = [&] {
     return lane->bubble_seq.load(std::memory_order_acquire) == granted_seq_ &&
@@ -137,6 +147,7 @@ TaskChannel::Wake TaskChannel::WaitForGrant(Nanos timeout) {
         granted_seq_ = granted;
         l->taken_bubble_seq.store(granted, std::memory_order_release);
         deadline_ = l->grant_deadline_ns.load(std::memory_order_relaxed);
+        fit_factor_ = AdmissionFor(*lane, lane_.Read(), MonotonicNow(), deadline_).fit_factor;
         armed_grant_ = false;
         task_.set_state(TaskProcessState::kStepping);
         return Wake::kGranted;
@@ -156,7 +167,13 @@ bool TaskChannel::NextStepFits() const {
   } else if (l->grant_active.load(std::memory_order_acquire) == 0) {
     return false;
   }
-  return policy_.StepFits(MonotonicNow(), deadline_, estimator_.Estimate());
+  return policy_.StepFits(MonotonicNow(), deadline_, EstimateToFit());
+}
+
+Nanos TaskChannel::EstimateToFit() const {
+  Nanos estimate = estimator_.Estimate();
+  if (estimate <= 0) estimate = policy_.config().unknown_step_estimate;
+  return static_cast<Nanos>(static_cast<double>(estimate) * fit_factor_);
 }
 
 void TaskChannel::RecordStep(Nanos start, Nanos end, double units) {

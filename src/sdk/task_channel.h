@@ -52,6 +52,8 @@ class TaskChannel {
   TaskSegment& segment() { return task_; }
 
  private:
+  // The step estimate times the overhead guard's fit factor.
+  Nanos EstimateToFit() const;
   TaskSegment task_;
   LaneSegment lane_;
   StepEstimator estimator_;
@@ -74,6 +76,7 @@ class TaskChannel {
   // The grant being served: from the dispatcher, or taken while armed.
   uint32_t granted_seq_ = 0;
   Nanos deadline_ = 0;
+  double fit_factor_ = 1.0;  // the overhead guard's, read when the bubble was taken
   bool armed_grant_ = false;
   uint32_t armed_slot_ = 0;       // of the bubble taken while armed
   Nanos armed_begin_ns_ = 0;

@@ -77,7 +77,7 @@ class Bench:
         self.daemon_log = open(os.path.join(self.out, "daemon.log"), "a")
         self.daemon = subprocess.Popen(
             ["freeride", "daemon", "--socket", self.socket, "--state-dir", self.state, *self.lane_args(),
-             "--allow-root", *(extra_args or [])], env=self.env,
+             "--allow-root", *getattr(self.a, "daemon_args", "").split(), *(extra_args or [])], env=self.env,
             stdout=self.daemon_log, stderr=subprocess.STDOUT)
         for _ in range(200):
             if os.path.exists(self.socket):
@@ -126,15 +126,17 @@ class Bench:
 
     # -- training -------------------------------------------------------------
     def train(self, schedule: str, microbatches: int, freeride: str, name: str,
-              script: str = "train_gpt_pipeline.py", extra: tuple = ()) -> dict:
+              script: str = "train_gpt_pipeline.py", extra: tuple = (), steps: int | None = None,
+              alternate: int | None = None) -> dict:
         """One launch of examples/`script` (its options are train_gpt_pipeline.py's, plus `extra`)."""
         out = os.path.join(self.out, f"train-{name}.json")
         cmd = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(self.gpus),
                os.path.join(ROOT, "examples", script), "--schedule", schedule,
-               "--microbatches", str(microbatches), "--freeride", freeride, "--steps", str(self.a.steps),
-               "--warmup", "4", "--preset", self.a.preset, "--out", out, *extra]
+               "--microbatches", str(microbatches), "--freeride", freeride,
+               "--steps", str(steps or self.a.steps), "--warmup", "4", "--preset", self.a.preset,
+               "--out", out, *extra]
         if freeride == "on":
-            cmd += ["--freeride-alternate", str(self.a.alternate)]
+            cmd += ["--freeride-alternate", str(self.a.alternate if alternate is None else alternate)]
         started = time.monotonic()
         p = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=400)
         with open(os.path.join(self.out, f"train-{name}.log"), "w") as f:
@@ -189,12 +191,26 @@ class Bench:
         names = names[:self.gpus]
         self.profile_alone(sorted(set(names)))
         tag = f"{schedule}-m{microbatches}-{task}"
+        live = None
+        if getattr(self.a, "live_steps", 0):
+            # The daemon's own estimate, from a launch with FreeRide always on
+            # and a daemon that has seen no other training (its probe schedule
+            # fits this configuration's iterations).
+            self.close()
+            self.start_daemon()
+            ids = self.submit(names)
+            self.train(schedule, microbatches, "on", f"{tag}-{framework}-live", script, extra,
+                       steps=self.a.live_steps, alternate=0)
+            live = self.live_overhead()
+            log(f"live estimate: {live}")
+            self.cancel(ids)
         # FreeRide, alternating with baseline.
         ids = self.submit(names)
         events_from = os.path.getsize(os.path.join(self.state, "events.jsonl"))
         before = self.snapshot(ids)
         fr = self.train(schedule, microbatches, "on", f"{tag}-{framework}-freeride", script, extra)
         after = self.snapshot(ids)
+        fr["live_overhead"] = live
         self.cancel(ids)
         latency = self.signal_latency(events_from)
         if not naive:
@@ -213,6 +229,20 @@ class Bench:
             p.kill()
             p.wait()
         self.report(schedule, microbatches, task, names, fr, before, after, naive, latency, framework)
+
+    def live_overhead(self) -> list[dict]:
+        """The daemon's own running estimate of the slowdown, per lane (docs/overhead.md)."""
+        out = []
+        for lane in self.status()["stats"].get("lanes", []):
+            o = lane.get("overhead", {})
+            row = {"lane": int(lane.get("lane", 0)), "cycles": int(o.get("cycles", 0)),
+                   "guard": o.get("guardLevel", o.get("guard_level", ""))}
+            if o.get("known"):
+                row.update(slowdown_pct=100 * o.get("slowdown", 0.0),
+                           low_pct=100 * o.get("slowdownLow", o.get("slowdown_low", 0.0)),
+                           high_pct=100 * o.get("slowdownHigh", o.get("slowdown_high", 0.0)))
+            out.append(row)
+        return out
 
     def signal_latency(self, offset: int) -> dict:
         first_step = {}
@@ -240,6 +270,7 @@ class Bench:
         on = [t for t, f in zip(fr["iter_ms"][w:], fr["freeride_on"][w:]) if f]
         off = [t for t, f in zip(fr["iter_ms"][w:], fr["freeride_on"][w:]) if not f]
         t_base, t_with = statistics.mean(off), statistics.mean(on)
+        spread = block_spread(fr["iter_ms"][w:], fr["freeride_on"][w:])
         n = self.gpus
         # Work in "GPU-seconds of alone work", and bubble time, while FreeRide was on.
         gpu_seconds = 0.0
@@ -265,7 +296,8 @@ class Bench:
                  harvest_ratio=harvest, cost_saving_pct=100 * saving, work_gpu_s_per_iter=per_iter,
                  bubble_s=bubble_s, signal_latency_p50_us=latency["p50_us"],
                  signal_latency_p99_us=latency["p99_us"], overrun_ms=latency["overrun_ms"],
-                 iterations=[len(off), len(on)]),
+                 iterations=[len(off), len(on)], overhead_ci95_pct=spread["ci95_pct"],
+                 overhead_blocks=spread["pairs"], live_overhead=fr.get("live_overhead")),
         ]
         self.rows += rows
         with open(os.path.join(self.out, self.results), "w") as f:
@@ -284,6 +316,27 @@ class Bench:
             self.daemon.kill()
 
 
+def block_spread(iter_ms: list[float], on: list[bool]) -> dict:
+    """The overhead per pair of neighbouring on/off blocks (each on block against the off block
+    before it), and a 95% t-interval over the pairs, in percent."""
+    blocks: list[tuple[bool, list[float]]] = []
+    for t, f in zip(iter_ms, on):
+        if blocks and blocks[-1][0] == bool(f):
+            blocks[-1][1].append(t)
+        else:
+            blocks.append((bool(f), [t]))
+    ratios = [100 * (statistics.mean(b[1]) / statistics.mean(a[1]) - 1)
+              for a, b in zip(blocks, blocks[1:]) if not a[0] and b[0]]
+    if len(ratios) < 2:
+        return {"pairs": len(ratios), "ci95_pct": None}
+    t95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+           2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086]
+    k = len(ratios) - 1
+    half = (t95[k - 1] if k <= len(t95) else 1.96) * statistics.stdev(ratios) / len(ratios) ** 0.5
+    m = statistics.mean(ratios)
+    return {"pairs": len(ratios), "ci95_pct": [m - half, m + half]}
+
+
 def add_bench_arguments(p: argparse.ArgumentParser, work: str, gpus: int, preset: str | None) -> None:
     """The options Bench reads (shared with bench/e2e_frameworks_gpu.py)."""
     p.add_argument("--bundle", default="bundle")
@@ -295,6 +348,8 @@ def add_bench_arguments(p: argparse.ArgumentParser, work: str, gpus: int, preset
     p.add_argument("--preset", default=preset)
     p.add_argument("--gpus", type=int, default=gpus)
     p.add_argument("--mps", default="auto")
+    p.add_argument("--daemon-args", default="", help="more options for `freeride daemon`, e.g. "
+                   "'--probe-every 40 --probe-withhold 3'")
 
 
 def main() -> None:
@@ -302,6 +357,10 @@ def main() -> None:
     add_bench_arguments(p, work="/tmp/freeride-e2e", gpus=4, preset="1.3b")
     p.add_argument("--tasks", default="pagerank,sgd,image,llm-inference,resnet18,resnet50,vgg19,mix")
     p.add_argument("--configs", default="1f1b:4", help="schedule:microbatches,...")
+    p.add_argument("--no-naive", action="store_true", help="skip the naive co-location launch")
+    p.add_argument("--live-steps", type=int, default=0,
+                   help="first a launch of this many steps with FreeRide always on, for the daemon's "
+                        "live overhead estimate (docs/overhead.md), to set beside the alternating one")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     bench = Bench(a)
@@ -311,7 +370,7 @@ def main() -> None:
             schedule, m = config.split(":")
             for task in a.tasks.split(","):
                 log(f"== {schedule} m{m} {task}")
-                bench.run(schedule, int(m), task)
+                bench.run(schedule, int(m), task, naive=not a.no_naive)
     finally:
         bench.close()
 

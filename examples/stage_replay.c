@@ -13,9 +13,15 @@
  * stage; --busy sleep lets the CPU idle instead, as a GPU stage's host thread
  * mostly does; --busy work does a fixed amount of arithmetic calibrated to
  * the busy time at start, so that a process stealing the stage's core makes
- * the iterations longer, as it would a real stage's.
+ * the iterations longer, as it would a real stage's.  --device-lock PATH
+ * holds an exclusive lock on PATH through each busy time, standing for the
+ * device the stage's kernels run on: a side task that holds it past its
+ * bubble delays the stage as a side kernel still running on the GPU would.
  */
+#include <fcntl.h>
 #include <freeride/freeride.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +68,7 @@ int main(int argc, char** argv) {
   const char* slots = NULL;
   double iteration_ms = 0;
   void (*busy)(int64_t) = spin_for_ns;
+  const char* device_lock = NULL;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--lane")) lane = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--iterations")) iterations = atoi(argv[i + 1]);
@@ -73,9 +80,10 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--busy") && !strcmp(argv[i + 1], "spin")) busy = spin_for_ns;
     else if (!strcmp(argv[i], "--busy") && !strcmp(argv[i + 1], "sleep")) busy = sleep_for_ns;
     else if (!strcmp(argv[i], "--busy") && !strcmp(argv[i + 1], "work")) busy = work_for_ns;
+    else if (!strcmp(argv[i], "--device-lock")) device_lock = argv[i + 1];
     else {
       fprintf(stderr, "usage: %s [--lane K] [--iterations N] [--busy-ms B] [--bubbles-ms a,b,c] "
-                      "[--iteration-ms T --slots-ms start:len,...] [--busy spin|sleep|work] "
+                      "[--iteration-ms T --slots-ms start:len,...] [--busy spin|sleep|work] [--device-lock PATH] "
                       "[--socket PATH]\n", argv[0]);
       return 2;
     }
@@ -110,12 +118,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (busy == work_for_ns) calibrate_work();
+  int lock_fd = -1;
+  if (device_lock && (lock_fd = open(device_lock, O_RDWR | O_CREAT, 0600)) < 0) {
+    perror(device_lock);
+    return 2;
+  }
   freeride_stage* stage = freeride_stage_open(lane, socket);
   printf("stage on lane %d: %s\n", lane,
          freeride_stage_attached(stage) ? "attached to a daemon" : "no daemon (marks are no-ops)");
   for (int it = 0; it < iterations; ++it) {
     for (int s = 0; s < count; ++s) {
+      if (lock_fd >= 0) flock(lock_fd, LOCK_EX);
       busy((int64_t)(busy_before[s] * 1e6));
+      if (lock_fd >= 0) flock(lock_fd, LOCK_UN);
       freeride_bubble_begin(stage, (uint32_t)s, 0, UINT64_MAX);
       sleep_for_ns((int64_t)(lengths[s] * 1e6));
       freeride_bubble_end(stage);

@@ -1,6 +1,7 @@
 // End-to-end tests on CPU lanes: the real daemon, the real shared-memory data
 // plane, real side-task processes and a scripted training stage.
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 #include <httplib.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -612,23 +613,24 @@ TEST_F(DaemonIntegration, ATaskThatKeepsOverrunningIsDemotedThenKilled) {
   EXPECT_EQ(verdicts[1], "kill");
 }
 
-// A side task that steals the stage's core after its steps return (as a GPU
-// kernel outlives the step that launched it) slows the training in a way no
+// A side task that keeps the stage's device after handing its bubbles back
+// (as a GPU kernel outlives the step that launched it; here the device is a
+// lock the stage holds through its busy time) slows the training in a way no
 // step record shows.  The live estimate sees it in the iterations; the guard
 // backs side work off until the training is within budget again, and gives
 // it back once the stealing stops.  The marks never wait for any of this.
 TEST_F(DaemonIntegration, TheGuardBacksOffATaskThatSlowsTheTrainingAndRecoversAfterIt) {
   options_.probe = {.period_iterations = 16, .withheld_iterations = 3, .warmup_iterations = 10,
                     .min_period = 1 * kSecond};
-  // CPU timing on a shared machine is noisy; the theft below costs far more.
-  options_.guard.budget = 0.10;
+  // CPU lanes have no guard by default.  CPU timing on a shared machine is
+  // noisy; the theft below costs far more than this budget.
+  options_.cpu_guard.budget = 0.10;
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
-  // Stage and task share one core; the stage's busy time is a fixed amount of
-  // work, so a thief on its core lengthens the iterations.
   const Nanos steal_for = 20 * kSecond;
-  v1::TaskSpec spec = MakeSpec("thief", {"taskset", "-c", "0", BAD_TASK_BIN, "--step-us", "300",
-                                         "--steal-us", "8000", "--steal-for-ms",
-                                         std::to_string(steal_for / kMillisecond)});
+  const std::string device = dir_.path() + "/device.lock";
+  v1::TaskSpec spec = MakeSpec("thief", {BAD_TASK_BIN, "--step-us", "300", "--steal-us", "5000",
+                                         "--steal-for-ms", std::to_string(steal_for / kMillisecond),
+                                         "--device-lock", device});
   v1::TaskInfo info;
   ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
   ASSERT_EQ(WaitForState(tasks(), info.id(), "PAUSED", 20 * kSecond).state(), "PAUSED");
@@ -636,9 +638,9 @@ TEST_F(DaemonIntegration, TheGuardBacksOffATaskThatSlowsTheTrainingAndRecoversAf
   pid_t stage = fork();
   ASSERT_GE(stage, 0);
   if (stage == 0) {
-    execlp("taskset", "taskset", "-c", "0", STAGE_REPLAY_BIN, "--socket",
-           options_.socket_path.c_str(), "--iterations", "100000000", "--busy", "work",
-           "--busy-ms", "12", "--bubbles-ms", "8,8,8", static_cast<char*>(nullptr));
+    execl(STAGE_REPLAY_BIN, STAGE_REPLAY_BIN, "--socket", options_.socket_path.c_str(),
+          "--iterations", "100000000", "--busy", "sleep", "--busy-ms", "12", "--bubbles-ms",
+          "8,8,8", "--device-lock", device.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   auto overhead_events = [&] {
@@ -668,6 +670,16 @@ TEST_F(DaemonIntegration, TheGuardBacksOffATaskThatSlowsTheTrainingAndRecoversAf
   waitpid(stage, nullptr, 0);
   daemon_->Shutdown();
   ASSERT_FALSE(events.empty()) << "no probe cycle closed";
+  // What the side task did, for a failure's message.
+  std::map<std::string, int> verdicts;
+  int steps = 0;
+  for (const auto& e : ReadJsonLines(options_.state_dir + "/events.jsonl")) {
+    if (e["type"] == "bubble") ++verdicts[e["verdict"].get<std::string>()];
+    if (e["type"] == "step") ++steps;
+  }
+  std::string activity = fmt::format("{} steps; bubble verdicts:", steps);
+  for (const auto& [verdict, count] : verdicts) activity += fmt::format(" {} x{}", verdict, count);
+  SCOPED_TRACE(activity);
 
   // The first change: the theft's estimate, wholly above the budget, made the
   // guard back off by one level.

@@ -35,6 +35,7 @@ struct DaemonArgs {
   std::string overrun_budget = "5%";
   std::string cpu_overrun_budget = "0";
   std::string overhead_budget = "0.5%";
+  std::string cpu_overhead_budget = "0";
   int probe_every = 100;
   int probe_withhold = 5;
   int overrun_window = 32;
@@ -203,11 +204,12 @@ int RunDaemon(const DaemonArgs& args) {
     b->hang = *hang;
   }
   std::optional<double> overhead_budget = ParsePercent(args.overhead_budget);
-  if (!overhead_budget) {
+  std::optional<double> cpu_overhead_budget = ParsePercent(args.cpu_overhead_budget);
+  if (!overhead_budget || !cpu_overhead_budget) {
     fmt::print(stderr,
-               "freeride daemon: --overhead-budget '{}': give the training slowdown allowed, "
-               "such as 0.5% (0 turns the guard off)\n",
-               args.overhead_budget);
+               "freeride daemon: --overhead-budget/--cpu-overhead-budget '{}': give the training "
+               "slowdown allowed, such as 0.5% (0 turns the guard off)\n",
+               !overhead_budget ? args.overhead_budget : args.cpu_overhead_budget);
     return 2;
   }
   if (args.probe_every < 0 || args.probe_withhold < 1 ||
@@ -220,6 +222,7 @@ int RunDaemon(const DaemonArgs& args) {
     return 2;
   }
   options.guard.budget = *overhead_budget;
+  options.cpu_guard.budget = *cpu_overhead_budget;
   options.probe.period_iterations = args.probe_every;
   options.probe.withheld_iterations = args.probe_withhold;
   if (!BuildLanes(args, &options, &error)) {
@@ -321,6 +324,10 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--overhead-budget", args->overhead_budget,
                   "Training slowdown the guard keeps to, from the live estimate; above it side "
                   "work is cut back in steps (0: no guard)")
+      ->capture_default_str();
+  cmd->add_option("--cpu-overhead-budget", args->cpu_overhead_budget,
+                  "The same for CPU lanes, where the machine's own noise moves iterations (0: no "
+                  "guard; the estimate is still shown)")
       ->capture_default_str();
   cmd->add_option("--probe-every", args->probe_every,
                   "Training iterations per probe cycle: side work is withheld for "

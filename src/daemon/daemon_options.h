@@ -42,8 +42,12 @@ struct DaemonOptions {
   DispatchConfig dispatch;
   // The live overhead probe (a period of 0 iterations turns it, and the
   // guard, off) and the guard that keeps the estimate within its budget.
+  // CPU lanes estimate too, but their guard is off by default, for the
+  // reason their overrun budget is: a CPU stage shares cores with its tasks
+  // and the machine's noise, and CPU lanes serve demos and tests.
   ProbeConfig probe;
   OverheadGuardConfig guard;
+  OverheadGuardConfig cpu_guard{.budget = 0};
   BubblePredictorConfig predictor;
   // GPU lanes' overrun budget.  CPU lanes have their own, off by default:
   // there the operating system's scheduling, not the task, makes most
@@ -53,9 +57,15 @@ struct DaemonOptions {
   OverrunBudgetConfig cpu_overrun_budget{.max_fraction = 0};
 
   const OverrunBudgetConfig& BudgetForLane(int lane) const {
+    return IsCpuLane(lane) ? cpu_overrun_budget : overrun_budget;
+  }
+  const OverheadGuardConfig& GuardForLane(int lane) const {
+    return IsCpuLane(lane) ? cpu_guard : guard;
+  }
+  bool IsCpuLane(int lane) const {
     for (const LaneConfig& l : lanes)
-      if (l.index == lane) return l.device.rfind("cpu:", 0) == 0 ? cpu_overrun_budget : overrun_budget;
-    return overrun_budget;
+      if (l.index == lane) return l.device.rfind("cpu:", 0) == 0;
+    return false;
   }
 };
 

@@ -36,7 +36,7 @@ Lane::Lane(const LaneConfig& config, const DaemonOptions& options, TaskManager* 
       predictor_(options.predictor),
       policy_(options.dispatch),
       probe_(probe),
-      guard_(options.guard) {}
+      guard_(options.GuardForLane(config.index)) {}
 
 Lane::~Lane() { Stop(); }
 
@@ -672,7 +672,7 @@ void Lane::FillStats(v1::LaneStats* stats) const {
   overhead->set_withheld_iterations(overhead_.withheld_iterations);
   overhead->set_served_iterations(overhead_.served_iterations);
   overhead->set_guard_level(GuardLevelName(guard_level_));
-  overhead->set_budget(options_.guard.budget);
+  overhead->set_budget(guard_.config().budget);
 }
 
 }  // namespace freeride

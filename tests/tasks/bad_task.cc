@@ -5,13 +5,16 @@
 //   --hang-after N        step N never returns
 //   --crash-after N       step N dereferences null (SIGSEGV)
 //   --total N             steps before it finishes
-//   --steal-us US --steal-for-ms MS   for its first MS ms, each bubble it
-//                         hands back leaves US of CPU work running on a
-//                         thread (as a GPU kernel outlives the step that
-//                         launched it): the stage's core is stolen, which no
-//                         step record shows, but the training's iterations do
+//   --steal-us US --steal-for-ms MS --device-lock PATH   for its first MS
+//                         ms, each bubble it hands back leaves a thread
+//                         holding the stage's device (an exclusive lock on
+//                         PATH, as example_stage_replay --device-lock takes
+//                         it) for US, as a GPU kernel outlives the step that
+//                         launched it: no step record shows it, but the
+//                         training's iterations do
 #include <freeride/task.h>
-#include <time.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -34,14 +37,16 @@ struct Settings {
   long step_us = 300, slow_every = 0, slow_us = 0, hang_after = 0, crash_after = 0;
   long total = 1000000;
   long steal_us = 0, steal_for_ms = 0;
+  const char* device_lock = nullptr;
 };
 
-// Burns `us` of its own thread's CPU time for each request, after the step
-// that asked has returned: CPU time, not wall time, so that the theft is the
-// same however loaded the machine is.
-class CoreThief {
+// Holds the device lock for `us` on its own thread for each request, after
+// the bubble that asked has been handed back.
+class DeviceThief {
  public:
-  explicit CoreThief(long us) : us_(us), thread_([this] { Loop(); }) { thread_.detach(); }
+  DeviceThief(long us, int lock_fd) : us_(us), lock_fd_(lock_fd), thread_([this] { Loop(); }) {
+    thread_.detach();
+  }
   void Steal() {
     std::lock_guard<std::mutex> lock(mu_);
     ++pending_;
@@ -56,21 +61,13 @@ class CoreThief {
         cv_.wait(lock, [this] { return pending_ > 0; });
         pending_ = 0;
       }
-      BurnCpuTime(us_);
+      flock(lock_fd_, LOCK_EX);
+      usleep(static_cast<useconds_t>(us_));
+      flock(lock_fd_, LOCK_UN);
     }
   }
-  static void BurnCpuTime(long us) {
-    auto cpu_ns = [] {
-      timespec ts{};
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-      return ts.tv_sec * 1000000000L + ts.tv_nsec;
-    };
-    const long until = cpu_ns() + us * 1000L;
-    volatile double sink = 0;
-    while (cpu_ns() < until)
-      for (int i = 0; i < 1000; ++i) sink = sink + 1.0;
-  }
   long us_;
+  int lock_fd_;
   std::mutex mu_;
   std::condition_variable cv_;
   long pending_ = 0;
@@ -81,7 +78,9 @@ class BadTask : public freeride::IterativeTask {
  public:
   explicit BadTask(Settings s)
       : s_(s), started_(std::chrono::steady_clock::now()),
-        thief_(s.steal_us > 0 ? new CoreThief(s.steal_us) : nullptr) {}
+        thief_(s.steal_us > 0 && s.device_lock
+                   ? new DeviceThief(s.steal_us, open(s.device_lock, O_RDWR | O_CREAT, 0600))
+                   : nullptr) {}
   std::string unit() const override { return "steps"; }
   void Pause() override {
     if (thief_ && std::chrono::steady_clock::now() - started_ <
@@ -104,7 +103,7 @@ class BadTask : public freeride::IterativeTask {
   Settings s_;
   long steps_ = 0;
   std::chrono::steady_clock::time_point started_;
-  CoreThief* thief_;  // lives as long as the process: its thread may still burn
+  DeviceThief* thief_;  // lives as long as the process: its thread may still burn
 };
 
 }  // namespace
@@ -122,6 +121,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--total")) s.total = v;
     else if (!std::strcmp(argv[i], "--steal-us")) s.steal_us = v;
     else if (!std::strcmp(argv[i], "--steal-for-ms")) s.steal_for_ms = v;
+    else if (!std::strcmp(argv[i], "--device-lock")) s.device_lock = argv[i + 1];
     else {
       std::fprintf(stderr, "bad_task: unknown option %s\n", argv[i]);
       return 2;

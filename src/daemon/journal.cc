@@ -117,7 +117,11 @@ Status Journal::CheckIntegrity() {
     std::string line = text ? text : "";
     if (line != "ok") problems.push_back(line);
   }
-  if (rc != SQLITE_DONE) return Error(rc, "its integrity check failed");
+  if (rc != SQLITE_DONE) {
+    Status status = Error(rc, "it is damaged (its integrity check failed)");
+    status.code = ErrorCode::kDataLoss;
+    return status;
+  }
   if (problems.empty()) return Status::Ok();
   return {ErrorCode::kDataLoss,
           fmt::format("journal {} is damaged: {}", path_, fmt::join(problems, "; "))};

@@ -1,7 +1,9 @@
 #include "daemon/task_dirs.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -22,6 +24,25 @@ std::string Trimmed(std::string text) {
   return text;
 }
 
+
+// Writes a small file whole (through a temporary name), saying why not.
+Status WriteSmallFile(const std::string& path, const std::string& content) {
+  std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  bool written = fd >= 0 && write(fd, content.data(), content.size()) ==
+                                static_cast<ssize_t>(content.size());
+  int saved_errno = errno;
+  if (fd >= 0 && close(fd) != 0 && written) {
+    written = false;
+    saved_errno = errno;
+  }
+  if (written && rename(tmp.c_str(), path.c_str()) == 0) return Status::Ok();
+  if (written) saved_errno = errno;
+  unlink(tmp.c_str());
+  return {saved_errno == ENOSPC ? ErrorCode::kResourceExhausted : ErrorCode::kUnavailable,
+          fmt::format("cannot write {}: {}", path, std::strerror(saved_errno))};
+}
+
 }  // namespace
 
 std::string TaskDirJournal(const std::string& dir) {
@@ -34,10 +55,7 @@ bool TaskDirOrphaned(const std::string& dir) {
 }
 
 Status TieTaskDir(const std::string& dir, const std::string& journal_uuid) {
-  std::string error;
-  if (!WriteFileAtomically(dir + kJournalFile, journal_uuid + "\n", &error))
-    return {ErrorCode::kUnavailable, fmt::format("cannot tie {} to the journal: {}", dir, error)};
-  return Status::Ok();
+  return WriteSmallFile(dir + kJournalFile, journal_uuid + "\n");
 }
 
 Status EnsureTaskDir(const std::string& dir, const std::string& journal_uuid) {
@@ -65,10 +83,7 @@ Status EnsureTaskDir(const std::string& dir, const std::string& journal_uuid) {
 }
 
 Status MarkTaskDirOrphaned(const std::string& dir, const std::string& why) {
-  std::string error;
-  if (!WriteFileAtomically(dir + kOrphanedFile, why + "\n", &error))
-    return {ErrorCode::kUnavailable, fmt::format("cannot mark {} orphaned: {}", dir, error)};
-  return Status::Ok();
+  return WriteSmallFile(dir + kOrphanedFile, why + "\n");
 }
 
 std::vector<int64_t> ListTaskDirIds(const std::string& tasks_dir) {

@@ -374,8 +374,8 @@ Status Journal::HighestTaskId(int64_t* id) {
   return Status::Ok();
 }
 
-uint64_t Journal::Enqueue(const v1::TaskInfo& task, const TransitionRecord* transition,
-                          std::shared_ptr<Outcome> outcome) {
+void Journal::Enqueue(const v1::TaskInfo& task, const TransitionRecord* transition,
+                      std::shared_ptr<Outcome> outcome) {
   Pending pending;
   pending.task = task;
   if (transition) {
@@ -383,17 +383,16 @@ uint64_t Journal::Enqueue(const v1::TaskInfo& task, const TransitionRecord* tran
     pending.transition = *transition;
   }
   pending.outcome = std::move(outcome);
-  bool first = false;
-  uint64_t seq;
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    seq = pending.seq = ++enqueued_;
-    first = queue_.empty();
+    pending.seq = ++enqueued_;
     if (pending.outcome) flush_requested_ = true;
+    // Later records join the batch being gathered, unless one waits.
+    wake = queue_.empty() || flush_requested_;
     queue_.push_back(std::move(pending));
   }
-  if (first || flush_requested_) cv_.notify_one();  // later records join the batch being gathered
-  return seq;
+  if (wake) cv_.notify_one();
 }
 
 void Journal::Record(const v1::TaskInfo& task, const TransitionRecord* transition) {

@@ -104,8 +104,8 @@ class Journal {
     TransitionRecord transition;
     std::shared_ptr<Outcome> outcome;  // set for Write(): dropped if its commit fails
   };
-  uint64_t Enqueue(const v1::TaskInfo& task, const TransitionRecord* transition,
-                   std::shared_ptr<Outcome> outcome);
+  void Enqueue(const v1::TaskInfo& task, const TransitionRecord* transition,
+               std::shared_ptr<Outcome> outcome);
   void WriterLoop();
   // One attempt to commit the batch; rolled back on failure.  db_mu_ held.
   Status CommitLocked(const std::vector<Pending>& batch);

@@ -25,7 +25,9 @@ struct Harness {
     options.state_dir = dir;
     options.lanes.push_back({0, "cpu:0", 8ull << 30, -1});
     std::string error;
-    if (!journal.Open(dir + "/journal.db", &error) || !events.Open(dir + "/events.jsonl", &error))
+    std::vector<std::string> notes;
+    if (!journal.Open(dir + "/journal.db", {}, &notes).ok() ||
+        !events.Open(dir + "/events.jsonl", &error))
       std::abort();
     tasks = std::make_unique<freeride::TaskManager>(options, &journal, &events);
     service = std::make_unique<freeride::ControlService>(tasks.get(), &lanes, dir);

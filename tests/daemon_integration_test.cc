@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 #include <httplib.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +20,7 @@
 
 #include "base/clock.h"
 #include "base/files.h"
+#include "base/paths.h"
 #include "client/client.h"
 #include "daemon/daemon.h"
 #include "report/event_log_reader.h"
@@ -1138,12 +1142,20 @@ TEST(TokenFile, OnlyPrivateFilesWithLongTokensAreAccepted) {
 // ---------------------------------------------------------------------------
 // Crash test: the daemon runs as its own process and is SIGKILLed mid-run.
 
-pid_t StartDaemonProcess(const DaemonOptions& options, int max_resident) {
+// With `file_size_limit` > 0, the daemon's files can grow no larger (a disk
+// that fills up, where no small file system can be mounted).
+pid_t StartDaemonProcess(const DaemonOptions& options, int max_resident,
+                         uint64_t file_size_limit = 0) {
   pid_t pid = fork();
   if (pid == 0) {
     std::string log = options.state_dir + ".log";
     freopen(log.c_str(), "a", stdout);
     freopen(log.c_str(), "a", stderr);
+    if (file_size_limit > 0) {
+      rlimit limit{file_size_limit, file_size_limit};
+      setrlimit(RLIMIT_FSIZE, &limit);
+      signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails (EFBIG) instead of killing
+    }
     execl(FREERIDE_BIN, FREERIDE_BIN, "daemon", "--socket", options.socket_path.c_str(),
           "--state-dir", options.state_dir.c_str(), "--cpu-lanes", "1", "--max-resident",
           std::to_string(max_resident).c_str(), "--allow-root", nullptr);
@@ -1173,6 +1185,28 @@ v1::TaskInfo GetTask(v1::FreeRide::Stub& stub, int64_t id) {
   return info;
 }
 
+// Submits over the socket; the call's status, the task in *reply.
+grpc::Status SubmitOver(v1::FreeRide::Stub& stub, const v1::TaskSpec& spec, v1::SubmitReply* reply) {
+  grpc::ClientContext context;
+  SetDeadline(&context, std::chrono::seconds(20));
+  v1::SubmitRequest request;
+  *request.mutable_spec() = spec;
+  return stub.Submit(&context, request, reply);
+}
+
+// Waits (up to 10 s) until task `id` has made `progress` and saved a
+// checkpoint; the task as it was then.
+v1::TaskInfo WaitForCheckpoint(v1::FreeRide::Stub& stub, int64_t id, const std::string& checkpoint,
+                               double progress) {
+  v1::TaskInfo info;
+  for (int i = 0; i < 500; ++i) {
+    info = GetTask(stub, id);
+    if (info.progress() >= progress && std::filesystem::exists(checkpoint)) break;
+    usleep(20000);
+  }
+  return info;
+}
+
 TEST(DaemonCrash, SigkilledDaemonRecoversItsQueueAndResumesFromCheckpoints) {
   TempDir dir;
   DaemonOptions options = CpuOptions(dir);
@@ -1195,12 +1229,7 @@ TEST(DaemonCrash, SigkilledDaemonRecoversItsQueueAndResumesFromCheckpoints) {
 
   // Let it make progress and checkpoint at least once.
   std::string checkpoint = options.state_dir + "/tasks/" + std::to_string(counter) + "/checkpoint/checkpoint";
-  v1::TaskInfo before;
-  for (int i = 0; i < 300; ++i) {
-    before = GetTask(*stub, counter);
-    if (before.progress() >= 100 && std::filesystem::exists(checkpoint)) break;
-    usleep(20000);
-  }
+  v1::TaskInfo before = WaitForCheckpoint(*stub, counter, checkpoint, 100);
   ASSERT_TRUE(std::filesystem::exists(checkpoint)) << "state " << before.state();
   ASSERT_EQ(GetTask(*stub, queued).state(), "SUBMITTED") << "one resident task per lane";
   int task_pid = static_cast<int>(before.pid());
@@ -1250,6 +1279,354 @@ TEST(DaemonCrash, SigkilledDaemonRecoversItsQueueAndResumesFromCheckpoints) {
   waitpid(daemon, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "clean shutdown on SIGTERM";
   unsetenv("FREERIDE_CHECKPOINT_INTERVAL_MS");
+}
+
+
+// ---------------------------------------------------------------------------
+// The journal under hostile conditions (issue 23, items 2, 3, 4 and 10): a
+// full or read-only disk, a damaged journal, a lost one.
+
+// A small file system mounted over `dir` (a tmpfs), when this process may
+// mount; unmounted on destruction.
+class SmallFilesystem {
+ public:
+  SmallFilesystem(std::string dir, const std::string& options) : dir_(std::move(dir)) {
+    std::filesystem::create_directories(dir_);
+    mounted_ = mount("tmpfs", dir_.c_str(), "tmpfs", 0, options.c_str()) == 0;
+  }
+  ~SmallFilesystem() {
+    if (mounted_) umount2(dir_.c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+
+ private:
+  std::string dir_;
+  bool mounted_ = false;
+};
+
+// Fills the file system of `dir` with a file, leaving about `leave` bytes.
+void FillFilesystem(const std::string& dir, uint64_t leave) {
+  struct statvfs fs;
+  ASSERT_EQ(statvfs(dir.c_str(), &fs), 0);
+  uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  ASSERT_GT(free_bytes, leave);
+  std::ofstream filler(dir + "/filler", std::ios::binary);
+  std::string block(4096, 'f');
+  for (uint64_t written = 0; written + leave < free_bytes; written += block.size())
+    filler.write(block.data(), static_cast<std::streamsize>(block.size()));
+}
+
+v1::TaskSpec QueuedCounterSpec(const std::string& name, size_t padding = 0) {
+  v1::TaskSpec spec = MakeSpec(name, {COUNT_TASK_BIN, "--total", "100000000"});
+  if (padding) (*spec.mutable_env())["PAD"] = std::string(padding, 'x');
+  return spec;
+}
+
+// Item 2: an error of the journal's database fails the submission, with the
+// reason; the task is not acknowledged and does not come back later.
+TEST_F(DaemonIntegration, ASubmissionTheJournalCannotStoreIsNotAcknowledged) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  v1::TaskInfo kept, refused;
+  ASSERT_TRUE(tasks()->Submit(QueuedCounterSpec("kept"), &kept).ok());
+  std::string journal = options_.state_dir + "/journal.db";
+  ExecSql(journal,
+          "CREATE TRIGGER refuse BEFORE INSERT ON tasks WHEN NEW.name = 'refused' "
+          "BEGIN SELECT RAISE(ABORT, 'injected failure'); END;");
+  Status status = tasks()->Submit(QueuedCounterSpec("refused"), &refused);
+  EXPECT_FALSE(status.ok()) << "acknowledged, yet not stored";
+  EXPECT_NE(status.message.find("injected failure"), std::string::npos) << status.message;
+  EXPECT_NE(status.message.find("not submitted"), std::string::npos) << status.message;
+  v1::TaskInfo found;
+  EXPECT_EQ(tasks()->Get(0, "refused", &found).code, ErrorCode::kNotFound);
+  ExecSql(journal, "DROP TRIGGER refuse;");
+  daemon_->Shutdown();
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  EXPECT_TRUE(tasks()->Get(kept.id(), "", &found).ok());
+  EXPECT_EQ(tasks()->Get(0, "refused", &found).code, ErrorCode::kNotFound);
+  v1::TaskInfo next;
+  ASSERT_TRUE(tasks()->Submit(QueuedCounterSpec("next"), &next).ok());
+  EXPECT_GT(next.id(), kept.id());
+}
+
+// Item 2: the state directory on a small file system that fills up (a 2 MiB
+// tmpfs where mounting is allowed, else a file size limit on the daemon).
+// Submissions are refused with the reason once the journal cannot grow, and
+// after a SIGKILL every acknowledged one is there.
+TEST(DaemonJournal, AFullDiskRefusesSubmissionsAndEveryAcknowledgedOneSurvivesASigkill) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir);
+  SmallFilesystem small(options.state_dir, "size=2m,mode=0700");
+  pid_t daemon = StartDaemonProcess(options, 1, small.mounted() ? 0 : 1 << 20);
+  if (small.mounted()) ASSERT_NO_FATAL_FAILURE(FillFilesystem(options.state_dir, 192 << 10));
+  std::string error;
+  auto stub = ConnectToDaemon(options.socket_path, &error);
+  ASSERT_NE(stub, nullptr) << error;
+  std::vector<int64_t> acknowledged;
+  std::string refusal;
+  for (int i = 0; i < 2000 && refusal.empty(); ++i) {
+    v1::SubmitReply reply;
+    grpc::Status status = SubmitOver(*stub, QueuedCounterSpec("t" + std::to_string(i), 2048), &reply);
+    if (status.ok()) acknowledged.push_back(reply.task().id());
+    else refusal = status.error_message();
+  }
+  ASSERT_FALSE(refusal.empty()) << acknowledged.size() << " submissions acknowledged on a full disk";
+  EXPECT_NE(refusal.find("not submitted"), std::string::npos) << refusal;
+  if (small.mounted())
+    EXPECT_TRUE(refusal.find("full") != std::string::npos ||
+                refusal.find("No space left") != std::string::npos)
+        << refusal;
+  kill(daemon, SIGKILL);
+  waitpid(daemon, nullptr, 0);
+  std::filesystem::remove(options.state_dir + "/filler");
+
+  daemon = StartDaemonProcess(options, 1);
+  ASSERT_TRUE(ProcessAlive(daemon)) << FileText(options.state_dir + ".log");
+  stub = ConnectToDaemon(options.socket_path, &error);
+  ASSERT_NE(stub, nullptr) << error;
+  for (int64_t id : acknowledged) EXPECT_EQ(GetTask(*stub, id).id(), id) << "task " << id << " lost";
+  grpc::ClientContext context;
+  SetDeadline(&context, std::chrono::seconds(20));
+  v1::ListTasksRequest list;
+  list.set_include_ended(true);
+  v1::ListTasksReply listed;
+  ASSERT_TRUE(stub->ListTasks(&context, list, &listed).ok());
+  EXPECT_EQ(static_cast<size_t>(listed.tasks_size()), acknowledged.size())
+      << "only the acknowledged tasks exist";
+  kill(daemon, SIGTERM);
+  waitpid(daemon, nullptr, 0);
+}
+
+// Items 2 and 10: a read-only state directory is named as such, not taken
+// for one held by another daemon.  A read-only bind mount where mounting is
+// allowed (root ignores permission bits), else mode 0500.
+TEST(DaemonJournal, AReadOnlyStateDirectoryIsReportedAsSuch) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir);
+  {
+    Daemon daemon(options);
+    std::string error;
+    ASSERT_TRUE(daemon.Start(&error)) << error;
+    v1::TaskInfo info;
+    ASSERT_TRUE(daemon.tasks()->Submit(QueuedCounterSpec("before"), &info).ok());
+    daemon.Shutdown();
+  }
+  bool mounted = mount(options.state_dir.c_str(), options.state_dir.c_str(), nullptr, MS_BIND,
+                       nullptr) == 0;
+  if (mounted) {
+    ASSERT_EQ(mount(nullptr, options.state_dir.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY,
+                    nullptr), 0) << std::strerror(errno);
+  } else {
+    ASSERT_NE(geteuid(), 0u) << "root that cannot mount cannot make a directory read-only";
+    chmod(options.state_dir.c_str(), 0500);
+  }
+  Daemon daemon(options);
+  std::string error;
+  EXPECT_FALSE(daemon.Start(&error));
+  EXPECT_EQ(error.find("another daemon"), std::string::npos) << error;
+  EXPECT_NE(error.find(mounted ? "Read-only file system" : "Permission denied"), std::string::npos)
+      << error;
+  if (mounted) umount2(options.state_dir.c_str(), MNT_DETACH);
+  else chmod(options.state_dir.c_str(), 0700);
+}
+
+// Item 3: bytes overwritten in the middle of journal.db stop the start with
+// the damage named; told to go on, the daemon keeps what it can read and
+// gives no id, and no directory, a second time.
+TEST_F(DaemonIntegration, AJournalDamagedMidFileStopsTheStartAndNoIdIsReused) {
+  options_.max_resident_per_lane = 1;
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 6; ++i) {
+    v1::TaskInfo info;
+    ASSERT_TRUE(tasks()->Submit(QueuedCounterSpec("t" + std::to_string(i), 6000), &info).ok());
+    ids.push_back(info.id());
+  }
+  ASSERT_EQ(WaitForState(tasks(), ids[0], "PAUSED", 20 * kSecond).state(), "PAUSED");
+  daemon_->Shutdown();
+  daemon_.reset();
+  std::string journal = options_.state_dir + "/journal.db";
+  uint64_t size = std::filesystem::file_size(journal);
+  ASSERT_NO_FATAL_FAILURE(OverwriteBytes(journal, size / 2 / 4096 * 4096, 4096));
+
+  Daemon refused(options_);
+  std::string error;
+  EXPECT_FALSE(refused.Start(&error)) << "started over a damaged journal";
+  EXPECT_NE(error.find("damaged"), std::string::npos) << error;
+  EXPECT_NE(error.find("--accept-journal-loss"), std::string::npos) << error;
+  refused.Shutdown();
+
+  options_.accept_journal_loss = true;
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  v1::TaskInfo fresh, found;
+  ASSERT_TRUE(tasks()->Submit(QueuedCounterSpec("fresh"), &fresh).ok());
+  EXPECT_GT(fresh.id(), ids.back()) << "an id given before the damage is given again";
+  ASSERT_TRUE(tasks()->Get(fresh.id(), "", &found).ok());
+  EXPECT_EQ(found.spec().name(), "fresh");
+  for (int64_t id : ids) {
+    if (tasks()->Get(id, "", &found).ok()) continue;
+    EXPECT_TRUE(std::filesystem::exists(tasks()->task_dir(id) + "/orphaned"))
+        << "the directory of lost task " << id << " is marked";
+  }
+}
+
+// Item 4: a journal deleted or emptied while the task directories stay is
+// not started over silently; told to go on, the daemon gives new tasks new
+// ids, and no new task resumes an old task's checkpoint.
+TEST_F(DaemonIntegration, ALostJournalIsNotStartedOverAndNoCheckpointIsReused) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  int64_t old_id = SubmitSleepingCounter(300);
+  ASSERT_GT(old_id, 0);
+  daemon_->Shutdown();  // the task checkpoints as it stops
+  daemon_.reset();
+  std::string checkpoint = options_.state_dir + "/tasks/" + std::to_string(old_id) + "/checkpoint/checkpoint";
+  ASSERT_TRUE(std::filesystem::exists(checkpoint));
+  std::string journal = options_.state_dir + "/journal.db";
+  for (bool emptied : {false, true}) {
+    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(journal + suffix);
+    if (emptied) std::ofstream(journal).close();
+    Daemon refused(options_);
+    std::string error;
+    EXPECT_FALSE(refused.Start(&error)) << "started over a lost journal (emptied: " << emptied << ")";
+    EXPECT_NE(error.find("--accept-journal-loss"), std::string::npos) << error;
+    refused.Shutdown();
+  }
+  options_.accept_journal_loss = true;
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  int64_t new_id = SubmitSleepingCounter(300);
+  EXPECT_GT(new_id, old_id);
+  EXPECT_EQ(FileText(tasks()->task_dir(new_id) + "/stderr.log").find("resumed from checkpoint"),
+            std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(checkpoint)) << "the old task's files are kept";
+  EXPECT_TRUE(std::filesystem::exists(tasks()->task_dir(old_id) + "/orphaned"));
+}
+
+// Item 4: after a SIGKILL, the last commits are in journal.db-wal; a deleted
+// or damaged write-ahead log loses them, and the next start says so.
+TEST(DaemonJournal, ALostOrDamagedWriteAheadLogStopsTheStart) {
+  for (bool deleted : {true, false}) {
+    TempDir dir;
+    DaemonOptions options = CpuOptions(dir);
+    pid_t daemon = StartDaemonProcess(options, 1);
+    std::string error;
+    auto stub = ConnectToDaemon(options.socket_path, &error);
+    ASSERT_NE(stub, nullptr) << error;
+    for (int i = 0; i < 5; ++i) {
+      v1::SubmitReply reply;
+      ASSERT_TRUE(SubmitOver(*stub, QueuedCounterSpec("t" + std::to_string(i)), &reply).ok());
+    }
+    kill(daemon, SIGKILL);
+    waitpid(daemon, nullptr, 0);
+    std::string wal = options.state_dir + "/journal.db-wal";
+    uint64_t size = std::filesystem::file_size(wal);
+    ASSERT_GT(size, 8192u);
+    if (deleted) std::filesystem::remove(wal);
+    else ASSERT_NO_FATAL_FAILURE(OverwriteBytes(wal, size / 2, 64));
+    Daemon refused(options);
+    EXPECT_FALSE(refused.Start(&error)) << "started over a " << (deleted ? "deleted" : "damaged")
+                                        << " write-ahead log";
+    EXPECT_NE(error.find("--accept-journal-loss"), std::string::npos) << error;
+    refused.Shutdown();
+  }
+}
+
+
+// Item 10: a lane whose /dev/shm segment is deleted (systemd's RemoveIPC)
+// makes it again; the stage and the task map it anew and work goes on.
+TEST_F(DaemonIntegration, ADeletedLaneSegmentIsMadeAgainAndTheLaneGoesOn) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  int64_t id = SubmitSleepingCounter(200);
+  ASSERT_GT(id, 0);
+  ScriptedStage stage(options_.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
+  v1::TaskInfo info;
+  auto progress = [&] {
+    tasks()->Get(id, "", &info);
+    return info.progress();
+  };
+  for (int i = 0; i < 500 && progress() < 5; ++i) usleep(20000);
+  ASSERT_GE(progress(), 5) << "the task runs before the deletion";
+  std::string segment = LaneSegmentPath(options_.socket_path, 0);
+  ASSERT_EQ(unlink(segment.c_str()), 0);
+  usleep(3500000);  // the lane, the stage and the task each look once a second
+  double before = progress();
+  usleep(2000000);
+  EXPECT_GT(progress(), before) << "the lane went silent after its segment was deleted";
+  EXPECT_TRUE(std::filesystem::exists(segment));
+  stage.Stop();
+  bool logged = false;
+  for (const auto& e : ReadJsonLines(options_.state_dir + "/events.jsonl"))
+    logged |= e["type"] == "lane_segment" && e["event"] == "remade";
+  EXPECT_TRUE(logged) << "the deletion is logged";
+}
+
+// Item 10: a clean shutdown removes the segments of tasks it had to kill.
+TEST_F(DaemonIntegration, ACleanShutdownLeavesNoTaskSegmentBehind) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  v1::TaskInfo info;
+  // Never reads its segment, so it ignores the stop command and is killed.
+  ASSERT_TRUE(tasks()->Submit(MakeSpec("deaf", {"/bin/sleep", "1000"}), &info).ok());
+  std::string segment = TaskSegmentPath(options_.socket_path, info.id());
+  for (int i = 0; i < 500 && (info.pid() == 0 || !std::filesystem::exists(segment)); ++i) {
+    usleep(20000);
+    tasks()->Get(info.id(), "", &info);
+  }
+  ASSERT_GT(info.pid(), 0);
+  ASSERT_TRUE(std::filesystem::exists(segment));
+  daemon_->Shutdown();
+  EXPECT_FALSE(std::filesystem::exists(segment)) << segment << " left behind";
+}
+
+// Item 9: after a SIGKILL, a task resumed from its checkpoint restarts from
+// the checkpoint's progress; the steps it redoes count once, so its status,
+// its final count and the report agree with the work there is.
+TEST(DaemonCrash, ProgressRestartsFromTheCheckpointAndRedoneWorkCountsOnce) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir);
+  setenv("FREERIDE_CHECKPOINT_INTERVAL_MS", "50", 1);
+  pid_t daemon = StartDaemonProcess(options, 1);
+  std::string error;
+  auto stub = ConnectToDaemon(options.socket_path, &error);
+  ASSERT_NE(stub, nullptr) << error;
+  v1::SubmitReply reply;
+  ASSERT_TRUE(SubmitOver(*stub, MakeSpec("counter", {COUNT_TASK_BIN, "--total", "600", "--step-us", "300"}),
+                         &reply).ok());
+  int64_t id = reply.task().id();
+  ScriptedStage stage(options.socket_path, {8 * kMillisecond}, 2 * kMillisecond);
+  std::string checkpoint = options.state_dir + "/tasks/" + std::to_string(id) + "/checkpoint/checkpoint";
+  WaitForCheckpoint(*stub, id, checkpoint, 200);
+  ASSERT_TRUE(std::filesystem::exists(checkpoint));
+  kill(daemon, SIGKILL);
+  waitpid(daemon, nullptr, 0);
+  double at_checkpoint = std::stod(FileText(checkpoint));
+
+  daemon = StartDaemonProcess(options, 1);
+  stub = ConnectToDaemon(options.socket_path, &error);
+  ASSERT_NE(stub, nullptr) << error;
+  EXPECT_GE(GetTask(*stub, id).progress(), at_checkpoint)
+      << "after the restart, the task shows at least the work its checkpoint holds";
+  v1::TaskInfo finished;
+  for (int i = 0; i < 1500; ++i) {
+    finished = GetTask(*stub, id);
+    if (finished.state() == "FINISHED") break;
+    usleep(20000);
+  }
+  stage.Stop();
+  kill(daemon, SIGTERM);
+  waitpid(daemon, nullptr, 0);
+  unsetenv("FREERIDE_CHECKPOINT_INTERVAL_MS");
+  ASSERT_EQ(finished.state(), "FINISHED") << finished.message();
+  EXPECT_DOUBLE_EQ(finished.progress(), 600) << "the final count is the task's 600";
+  EXPECT_EQ(finished.steps(), 600u);
+  ShellResult report = RunShell(std::string(FREERIDE_BIN) + " report --json " + options.state_dir,
+                                dir.path());
+  ASSERT_EQ(report.status, 0) << report.err;
+  auto json = nlohmann::json::parse(report.out);
+  bool found = false;
+  for (const auto& task : json["tasks"]) {
+    if (task["id"] != id) continue;
+    found = true;
+    EXPECT_DOUBLE_EQ(task["units"].get<double>(), 600) << "the report counts redone work once";
+  }
+  EXPECT_TRUE(found) << report.out;
 }
 
 }  // namespace

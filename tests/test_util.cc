@@ -1,6 +1,7 @@
 #include "test_util.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -57,6 +58,26 @@ ShellResult RunShell(const std::string& command, const std::string& dir) {
   int status = std::system((command + " > " + dir + "/shell.out 2> " + dir + "/shell.err").c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
           FileText(dir + "/shell.out"), FileText(dir + "/shell.err")};
+}
+
+void ExecSql(const std::string& db_path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  char* message = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message), SQLITE_OK)
+      << (message ? message : "");
+  sqlite3_free(message);
+  sqlite3_close(db);
+}
+
+void OverwriteBytes(const std::string& path, uint64_t offset, size_t length) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(file) << path;
+  file.seekp(static_cast<std::streamoff>(offset));
+  std::string garbage(length, '\x5a');
+  file.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  ASSERT_TRUE(file) << path;
 }
 
 }  // namespace freeride

@@ -1,5 +1,6 @@
 // Helpers shared by the tests.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -35,5 +36,12 @@ struct ShellResult {
 
 // Runs a shell command, its output captured through files in `dir`.
 ShellResult RunShell(const std::string& command, const std::string& dir);
+
+// Runs SQL on an SQLite database through a connection of its own, as
+// another process could (a failure fails the test).
+void ExecSql(const std::string& db_path, const std::string& sql);
+
+// Overwrites `length` bytes of a file at `offset` with garbage.
+void OverwriteBytes(const std::string& path, uint64_t offset, size_t length);
 
 }  // namespace freeride

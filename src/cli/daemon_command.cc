@@ -41,6 +41,7 @@ struct DaemonArgs {
   int overrun_window = 32;
   std::string hang_timeout = "10s";
   bool allow_root = false;
+  bool accept_journal_loss = false;
   std::string listen;
   std::string token_file;
   std::string tls_cert, tls_key;
@@ -148,6 +149,7 @@ int RunDaemon(const DaemonArgs& args) {
   options.socket_path = args.socket_path;
   options.state_dir = args.state_dir.empty() ? DefaultStateDir() : args.state_dir;
   options.max_resident_per_lane = args.max_resident;
+  options.accept_journal_loss = args.accept_journal_loss;
   options.metrics_address = args.metrics;
   std::string error;
   if (!args.listen.empty()) {
@@ -351,6 +353,10 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(0, 1000));
   cmd->add_flag("--allow-root", args->allow_root,
                "Run as root (side tasks then run as root too); refused without this");
+  cmd->add_flag("--accept-journal-loss", args->accept_journal_loss,
+                "Start even though the journal is damaged, was replaced or emptied, or lost its "
+                "last commits: keep what can be read, mark the lost tasks' directories orphaned "
+                "(never reused); refused without this");
   cmd->add_option("--listen", args->listen,
                   "Also serve the control API on TCP HOST:PORT (needs --token-file; port 0 picks one)");
   cmd->add_option("--token-file", args->token_file,

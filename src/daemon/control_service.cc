@@ -20,6 +20,7 @@ grpc::Status ToGrpc(const Status& status) {
     case ErrorCode::kResourceExhausted: code = StatusCode::RESOURCE_EXHAUSTED; break;
     case ErrorCode::kFailedPrecondition: code = StatusCode::FAILED_PRECONDITION; break;
     case ErrorCode::kUnavailable: code = StatusCode::UNAVAILABLE; break;
+    case ErrorCode::kDataLoss: code = StatusCode::DATA_LOSS; break;
   }
   return grpc::Status(code, status.message);
 }

@@ -85,20 +85,37 @@ bool Daemon::Start(std::string* error) {
   if (!MakeDirs(options_.state_dir + "/tasks", 0700, error)) return false;
   std::string lock_path = options_.state_dir + "/daemon.lock";
   lock_fd_ = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd_ < 0 || flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    *error = fmt::format("state directory {} is in use by another daemon", options_.state_dir);
-    if (lock_fd_ >= 0) close(lock_fd_);
+  if (lock_fd_ < 0) {
+    *error = fmt::format("cannot use the state directory {}: cannot open {}: {}",
+                         options_.state_dir, lock_path, std::strerror(errno));
+    return false;
+  }
+  if (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    *error = errno == EWOULDBLOCK
+                 ? fmt::format("state directory {} is in use by another daemon", options_.state_dir)
+                 : fmt::format("cannot lock {}: {}", lock_path, std::strerror(errno));
+    close(lock_fd_);
     lock_fd_ = -1;
     return false;
   }
   if (!PrepareSocket(error)) return false;
-  if (!journal_.Open(options_.state_dir + "/journal.db", error)) return false;
+  JournalOptions journal_options;
+  journal_options.accept_loss = options_.accept_journal_loss;
+  if (Status opened = journal_.Open(options_.state_dir + "/journal.db", journal_options,
+                                    &recovery_notes_);
+      !opened.ok()) {
+    *error = opened.message;
+    return false;
+  }
   if (!events_.Open(options_.state_dir + "/events.jsonl", error,
                     {options_.event_log_max_bytes, options_.event_log_keep}))
     return false;
 
   tasks_ = std::make_unique<TaskManager>(options_, &journal_, &events_);
-  recovery_notes_ = tasks_->Recover();
+  if (Status recovered = tasks_->Recover(&recovery_notes_); !recovered.ok()) {
+    *error = recovered.message;
+    return false;
+  }
   probe_schedule_ = std::make_unique<SharedProbeSchedule>(options_.probe);
   for (const LaneConfig& config : options_.lanes) {
     auto lane =
@@ -169,7 +186,8 @@ void Daemon::Shutdown() {
   tasks_->Shutdown(5 * kSecond);
   events_.Emit({{"type", "daemon"}, {"event", "stop"}, {"ts_ns", MonotonicNow()}});
   events_.Close();
-  journal_.Close();
+  if (Status closed = journal_.Close(); !closed.ok())
+    fmt::print(stderr, "freeride daemon: {}\n", closed.message);
   for (auto& lane : lanes_) unlink(lane->segment_path().c_str());
   unlink(options_.socket_path.c_str());
   if (lock_fd_ >= 0) close(lock_fd_);

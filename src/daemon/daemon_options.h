@@ -35,6 +35,9 @@ struct DaemonOptions {
   std::string token;
   std::string tls_cert_file, tls_key_file;  // both set: TCP with TLS
   bool realtime_dispatch = true;   // SCHED_FIFO for lane threads when permitted
+  // Start over a damaged, stale or lost journal (docs/reliability.md):
+  // off, the daemon refuses and says why.
+  bool accept_journal_loss = false;
   // events.jsonl rotates at this size, keeping this many older files
   // (daemon/event_log.h: EventLogRotation).
   uint64_t event_log_max_bytes = 256ULL << 20;

@@ -51,6 +51,37 @@ bool Lane::Open(std::string* error) {
   return true;
 }
 
+bool Lane::RemakeDeletedSegment() {
+  Nanos now = MonotonicNow();
+  if (now < next_segment_check_ns_) return false;
+  next_segment_check_ns_ = now + kSecond;
+  if (!segment_.mapping().Unlinked()) return false;
+  Disarm();
+  LaneSegment fresh;
+  std::string error;
+  bool remade = fresh.CreateOrOpen(segment_path_, config_.index, &error);
+  std::string what = remade ? fmt::format("lane {}: its segment {} was deleted (by systemd's "
+                                          "RemoveIPC?); made it again, and the stage and tasks "
+                                          "map it anew",
+                                          config_.index, segment_path_)
+                            : fmt::format("lane {}: its segment {} was deleted and cannot be made "
+                                          "again ({}); the lane serves no bubbles",
+                                          config_.index, segment_path_, error);
+  fmt::print(stderr, "freeride daemon: {}\n", what);
+  events_->Emit({{"type", "lane_segment"},
+                 {"ts_ns", now},
+                 {"lane", config_.index},
+                 {"event", remade ? "remade" : "lost"},
+                 {"reason", what}});
+  if (!remade) return false;
+  retired_segments_.push_back(std::move(segment_));
+  segment_ = std::move(fresh);
+  // The new segment knows no window or guard level yet.
+  published_window_end_ = 0;
+  PublishGuardRestrictions();
+  return true;
+}
+
 void Lane::Start() {
   stopping_ = false;
   thread_ = std::thread([this] { Loop(); });
@@ -116,6 +147,7 @@ void Lane::Loop() {
   // A bubble may already be open when a restarted daemon maps the segment.
   if (seen & 1u) seen = ServeBubble(segment_.Read());
   while (!stopping_) {
+    if (RemakeDeletedSegment()) seen = segment_.layout()->bubble_seq.load(std::memory_order_acquire);
     Arm();
     if (armed_ && !armed_->exited) {
       seen = ServeQuietly(seen);
@@ -133,7 +165,7 @@ void Lane::Loop() {
   // A lane that stops accounts for the bubbles up to now, the open one too,
   // so that every step its tasks recorded is logged.
   Disarm();
-  uint32_t current = l->bubble_seq.load(std::memory_order_acquire);
+  uint32_t current = segment_.layout()->bubble_seq.load(std::memory_order_acquire);
   seen = FinishClosedBubbles(seen, current);
   if ((current & 1u) != 0 && current != seen) ServeBubble(segment_.Read());
 }

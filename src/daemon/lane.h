@@ -97,6 +97,14 @@ class Lane {
   // it still runs.
   void FinishUnservedBubble(const BubbleMark& mark);
   bool StageAlive() const;
+  // When the segment's file was deleted (systemd's RemoveIPC does this to
+  // /dev/shm), makes it again, says so loudly and returns true: the stage and
+  // the tasks re-map it by path.  At most once a second.
+  bool RemakeDeletedSegment();
+  Nanos next_segment_check_ns_ = 0;
+  // Segments replaced by RemakeDeletedSegment, kept mapped: other threads
+  // may still hold pointers into them.
+  std::vector<LaneSegment> retired_segments_;
   // StageAlive's last answer, reused for a few milliseconds.
   mutable std::atomic<int64_t> checked_pid_{0};
   mutable std::atomic<Nanos> checked_at_{0};

@@ -14,6 +14,8 @@
 #include "base/paths.h"
 #include "base/units.h"
 #include "channel/step_accounting.h"
+#include "daemon/task_dirs.h"
+#include "sdk/checkpoint_progress.h"
 #include "daemon/task_spec.h"
 #include "sdk/task_channel.h"
 
@@ -62,11 +64,60 @@ std::vector<LaneLimits> TaskManager::Limits() const {
   return limits;
 }
 
-std::vector<std::string> TaskManager::Recover() {
-  std::vector<std::string> notes;
-  std::vector<v1::TaskInfo> stored = journal_->LoadTasks(&notes);
+Status TaskManager::Recover(std::vector<std::string>* notes) {
+  const bool accept = options_.accept_journal_loss;
+  std::vector<v1::TaskInfo> stored;
+  std::vector<int64_t> unreadable;
+  Status loaded = journal_->LoadTasks(&stored, &unreadable);
+  if (!loaded.ok()) {
+    if (!accept)
+      return {loaded.code, loaded.message + "; the daemon will not start without these tasks. "
+                                            "Keep a copy of the state directory; to start with "
+                                            "the tasks that can be read, pass "
+                                            "--accept-journal-loss"};
+    notes->push_back(loaded.message + "; accepted (--accept-journal-loss)");
+  }
+  int64_t highest = 0;
+  if (Status s = journal_->HighestTaskId(&highest); !s.ok()) return s;
+  // Every task directory must belong to a task of this journal.
+  std::set<int64_t> known;
+  for (const v1::TaskInfo& info : stored) known.insert(info.id());
+  const std::string& uuid = journal_->uuid();
+  std::vector<std::string> lost;
+  std::vector<int64_t> lost_ids;
+  for (int64_t id : ListTaskDirIds(options_.state_dir + "/tasks")) {
+    highest = std::max(highest, id);
+    std::string dir = task_dir(id);
+    if (TaskDirOrphaned(dir)) continue;
+    std::string owner = TaskDirJournal(dir);
+    if (known.count(id) && (owner == uuid || owner.empty() || accept)) {
+      if (owner != uuid)
+        if (Status s = TieTaskDir(dir, uuid); !s.ok()) return s;
+      continue;
+    }
+    lost_ids.push_back(id);
+    lost.push_back(known.count(id) ? fmt::format("{} (tied to journal {})", id, owner)
+                                   : std::to_string(id));
+  }
+  if (!lost.empty()) {
+    std::string why = fmt::format(
+        "the journal ({}, {}) does not know the tasks of {} directories in {}/tasks: {}. The "
+        "journal was emptied, replaced, or lost its last commits",
+        uuid, journal_->created() ? "new" : fmt::format("{} tasks", stored.size()), lost.size(),
+        options_.state_dir, fmt::join(lost, ", "));
+    if (!accept)
+      return {ErrorCode::kDataLoss,
+              why + "; the daemon will not start over them. Keep a copy of the state directory "
+                    "(the journal.db.damaged-* files too, if any); to start anyway, pass "
+                    "--accept-journal-loss: these directories are then kept, marked orphaned, and "
+                    "never reused"};
+    for (int64_t id : lost_ids)
+      if (Status s = MarkTaskDirOrphaned(task_dir(id), why); !s.ok()) return s;
+    notes->push_back(why + "; accepted (--accept-journal-loss): marked orphaned, never reused");
+  }
+
   std::lock_guard<std::mutex> lock(mu_);
-  next_id_ = std::max<int64_t>(journal_->MaxTaskId() + 1, 1);
+  next_id_ = highest + 1;
   size_t relaunch = 0, queued = 0, ended = 0;
   const std::vector<LaneLimits> lanes = Limits();
   for (v1::TaskInfo& info : stored) {
@@ -90,6 +141,11 @@ std::vector<std::string> TaskManager::Recover() {
       TransitionLocked(inserted, TaskState::kFailed, "cannot relaunch after restart: " + error);
       continue;
     }
+    // It resumes from its checkpoint, with the work the checkpoint holds.
+    if (auto resumed = ReadCheckpointProgress(task_dir(info.id()) + "/checkpoint/checkpoint")) {
+      inserted.info.set_progress(resumed->progress);
+      inserted.info.set_steps(resumed->steps);
+    }
     if (state == TaskState::kSubmitted) {
       ++queued;
     } else {
@@ -98,11 +154,11 @@ std::vector<std::string> TaskManager::Recover() {
     }
   }
   if (!stored.empty()) {
-    notes.push_back(fmt::format("recovered {} tasks from the journal: {} to relaunch, {} queued, "
-                                "{} ended",
-                                stored.size(), relaunch, queued, ended));
+    notes->push_back(fmt::format("recovered {} tasks from the journal: {} to relaunch, {} queued, "
+                                 "{} ended",
+                                 stored.size(), relaunch, queued, ended));
   }
-  return notes;
+  return Status::Ok();
 }
 
 void TaskManager::Start() {
@@ -136,7 +192,17 @@ void TaskManager::Shutdown(Nanos grace) {
   while (supervisor_ && supervisor_->running() > 0 && MonotonicNow() < deadline)
     usleep(10000);
   if (supervisor_) supervisor_->Shutdown();
-  journal_->Flush();
+  // Tasks killed above, or still starting, exit without an exit callback:
+  // their segments go here, as OnProcessExit's would.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, record] : tasks_) {
+      if (!record.runtime) continue;
+      unlink(TaskSegmentPath(options_.socket_path, id).c_str());
+      SetRuntimeLocked(record, nullptr);
+    }
+  }
+  if (Status stored = journal_->Flush(); !stored.ok()) ComplainAboutJournal(stored);
 }
 
 TaskManager::Record* TaskManager::FindLocked(int64_t id, const std::string& name) {
@@ -167,9 +233,9 @@ static std::string TransitionEvent(const v1::TaskInfo& info, const std::string& 
     extra += R"(,"alone_rate_per_s":)" + JsonNumber(info.spec().alone_rate_per_s());
   return fmt::format(
       R"({{"type":"transition","ts_ns":{},"unix_ns":{},"task_id":{},"name":{},"lane":{},)"
-      R"("from":"{}","to":"{}","reason":{},"progress":{}{}}})",
+      R"("from":"{}","to":"{}","reason":{},"progress":{},"steps":{}{}}})",
       MonotonicNow(), info.updated_unix_ns(), info.id(), JsonString(info.spec().name()), info.lane(),
-      from, info.state(), JsonString(reason), JsonNumber(info.progress()), extra);
+      from, info.state(), JsonString(reason), JsonNumber(info.progress()), info.steps(), extra);
 }
 
 bool TaskManager::TransitionLocked(Record& record, TaskState to, const std::string& reason) {
@@ -223,6 +289,7 @@ Status TaskManager::Submit(const v1::TaskSpec& spec_in, v1::TaskInfo* out) {
   std::string executable;
   std::string error = ValidateSpec(spec, Limits(), &executable);
   if (!error.empty()) return {ErrorCode::kInvalidArgument, error};
+  Record record;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return {ErrorCode::kUnavailable, "the daemon is shutting down"};
@@ -238,25 +305,46 @@ Status TaskManager::Submit(const v1::TaskSpec& spec_in, v1::TaskInfo* out) {
     if (lane < 0)
       return {ErrorCode::kResourceExhausted,
               fmt::format("no lane has {} for this task", FormatBytes(spec.memory_bytes()))};
-    Record record;
+    if (submitting_names_.count(spec.name()))
+      return {ErrorCode::kAlreadyExists,
+              fmt::format("a task named '{}' is being submitted; pick another --name",
+                          spec.name())};
+    submitting_names_.insert(spec.name());
     record.submit_order = next_submit_order_++;
     record.executable = executable;
     v1::TaskInfo& info = record.info;
-    info.set_id(next_id_++);
+    info.set_id(next_id_++);  // never given again, even if this submission fails
     *info.mutable_spec() = spec;
     info.set_lane(lane);
     info.set_state(StateName(TaskState::kSubmitted));
     info.set_submitted_unix_ns(WallNow());
     info.set_updated_unix_ns(info.submitted_unix_ns());
     info.set_message("queued");
+  }
+  // Acknowledged means durable: the task's directory, tied to the journal,
+  // and its row.  A directory then exists for every acknowledged task, so a
+  // journal that loses one is noticed at the next start.
+  const v1::TaskInfo& info = record.info;
+  std::string dir = task_dir(info.id());
+  Status stored = EnsureTaskDir(dir, journal_->uuid());
+  if (stored.ok()) {
     TransitionRecord transition{info.id(), "", StateName(TaskState::kSubmitted),
                                 info.submitted_unix_ns(), "submitted"};
-    journal_->Record(info, &transition);
-    events_->EmitLine(TransitionEvent(info, "", "submitted"));
-    *out = info;
-    InsertLocked(std::move(record));
+    stored = journal_->Write(info, &transition);
+    if (!stored.ok()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
   }
-  journal_->Flush();  // acknowledged means durable
+  std::lock_guard<std::mutex> lock(mu_);
+  submitting_names_.erase(spec.name());
+  if (!stored.ok())
+    return {stored.code, fmt::format("task not submitted: the daemon could not store it durably "
+                                     "({}); nothing of it was kept",
+                                     stored.message)};
+  events_->EmitLine(TransitionEvent(info, "", "submitted"));
+  *out = info;
+  InsertLocked(std::move(record));
   cv_.notify_all();
   return Status::Ok();
 }
@@ -293,7 +381,11 @@ Status TaskManager::Cancel(int64_t id, const std::string& name, v1::TaskInfo* ou
       runtime->segment->SendCommand(TaskCommand::kStop);
     }
   }
-  journal_->Flush();
+  if (Status stored = journal_->Flush(); !stored.ok())
+    return {stored.code, fmt::format("task {} is being cancelled, but the journal cannot record "
+                                     "it yet ({}); it keeps trying, and until it succeeds a "
+                                     "daemon restart would run the task again",
+                                     out->id(), stored.message)};
   return Status::Ok();
 }
 
@@ -441,9 +533,16 @@ void TaskManager::RefreshProgressLocked(TaskRuntime& runtime) {
 
 void TaskManager::CopyCounters(const TaskRuntime& runtime, v1::TaskInfo* info) {
   const TaskSegmentLayout* l = runtime.segment->layout();
+  // Until an iterative task is ready, its counters do not yet say what it
+  // resumed from.
+  if (!runtime.imperative && runtime.segment->state() == TaskProcessState::kStarting) return;
+  // A task whose counters are its totals (the SDK's, resumed from its
+  // checkpoint) has redone the steps lost since then: they count once.
+  bool totals = l->counters_are_totals.load(std::memory_order_acquire) == 1;
   double progress = runtime.segment->progress();
-  if (std::isfinite(progress)) info->set_progress(runtime.base_progress + progress);
-  info->set_steps(runtime.base_steps + l->steps_done.load(std::memory_order_relaxed));
+  if (std::isfinite(progress) && progress >= 0)
+    info->set_progress((totals ? 0 : runtime.base_progress) + progress);
+  info->set_steps((totals ? 0 : runtime.base_steps) + l->steps_done.load(std::memory_order_relaxed));
   if (info->progress_unit().empty() && l->progress_unit[0]) {
     info->set_progress_unit(
         std::string(l->progress_unit, strnlen(l->progress_unit, sizeof(l->progress_unit))));
@@ -582,6 +681,10 @@ bool TaskManager::Launch(int64_t id) {
     if (!found || found->runtime || stopping_) return false;
     Record& record = *found;
     const v1::TaskSpec& spec = record.info.spec();
+    if (Status tied = EnsureTaskDir(dir, journal_->uuid()); !tied.ok()) {
+      TransitionLocked(record, TaskState::kFailed, tied.message);
+      return false;
+    }
     if (!MakeDirs(checkpoint_dir, 0700, &error)) {
       TransitionLocked(record, TaskState::kFailed, error);
       return false;
@@ -649,7 +752,6 @@ bool TaskManager::Launch(int64_t id) {
     SetRuntimeLocked(record, nullptr);
     unlink(TaskSegmentPath(options_.socket_path, id).c_str());
     TransitionLocked(record, TaskState::kFailed, result.error);
-    journal_->Flush();
     return false;
   }
   runtime->pid = result.pid;
@@ -680,6 +782,8 @@ void TaskManager::PromoteReadyTasks() {
     // An imperative task is created stopped; its init is its own loop.
     bool ready = record.runtime->imperative || state == TaskProcessState::kReady;
     if (!ready) continue;
+    // The CREATED transition carries what the task starts from (docs/event-log.md).
+    RefreshProgressLocked(*record.runtime);
     TransitionLocked(record, TaskState::kCreated,
                      record.runtime->imperative ? "launched, stopped until a bubble" : "init done");
     TransitionLocked(record, TaskState::kPaused, "waiting for a bubble");
@@ -761,8 +865,19 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
       TransitionLocked(record, TaskState::kFailed, how);
     }
   }
-  journal_->Flush();
+  if (Status stored = journal_->Flush(); !stored.ok()) ComplainAboutJournal(stored);
   cv_.notify_all();
+}
+
+void TaskManager::ComplainAboutJournal(const Status& status) {
+  Nanos now = MonotonicNow();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (last_journal_complaint_ != 0 && now - last_journal_complaint_ < 10 * kSecond) return;
+    last_journal_complaint_ = now;
+  }
+  fmt::print(stderr, "freeride daemon: {}; task states are kept in memory and retried\n",
+             status.message);
 }
 
 }  // namespace freeride

@@ -7,11 +7,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "base/status.h"
 #include "channel/task_segment.h"
 #include "daemon/daemon_options.h"
 #include "daemon/event_log.h"
@@ -24,16 +26,6 @@
 #include "policy/overrun_budget.h"
 
 namespace freeride {
-
-enum class ErrorCode { kOk, kInvalidArgument, kNotFound, kAlreadyExists, kResourceExhausted,
-                       kFailedPrecondition, kUnavailable };
-
-struct Status {
-  ErrorCode code = ErrorCode::kOk;
-  std::string message;
-  bool ok() const { return code == ErrorCode::kOk; }
-  static Status Ok() { return {}; }
-};
 
 // What a lane needs to drive one launched task.
 struct TaskRuntime {
@@ -61,8 +53,13 @@ class TaskManager {
 
   // Loads the journal: ended tasks stay as they were; tasks that were
   // launched go back to SUBMITTED to be relaunched (from their checkpoints).
-  // Returns human-readable notes about what was recovered.
-  std::vector<std::string> Recover();
+  // Checks the task directories against it: a directory the journal does not
+  // know, or one tied to another journal, means the journal lost tasks
+  // (kDataLoss, unless options.accept_journal_loss: such directories are then
+  // marked orphaned and never reused).  Task ids continue above every id the
+  // journal or a directory ever had.  Adds human-readable notes about what
+  // was recovered.  Call once, before Start().
+  Status Recover(std::vector<std::string>* notes);
   void Start();
   // Stops housekeeping; asks iterative tasks to checkpoint and exit, waits up
   // to `grace`, then kills the rest.  Task states stay as journaled so the
@@ -70,6 +67,8 @@ class TaskManager {
   void Shutdown(Nanos grace);
 
   // --- control API ---
+  // Acknowledged (OK) only once the task is durable in the journal; when
+  // the journal cannot store it, nothing of it is kept.
   Status Submit(const v1::TaskSpec& spec, v1::TaskInfo* out);
   Status Cancel(int64_t id, const std::string& name, v1::TaskInfo* out);
   Status Get(int64_t id, const std::string& name, v1::TaskInfo* out) const;
@@ -154,6 +153,8 @@ class TaskManager {
   void PromoteReadyTasks();
   void EscalateCancels();
   bool Launch(int64_t id);
+  // Says on stderr (at most every few seconds) that the journal failed.
+  void ComplainAboutJournal(const Status& status);
   void OnProcessExit(const ProcessExit& exit);
   Record* FindLocked(int64_t id, const std::string& name);
   const Record* FindLocked(int64_t id, const std::string& name) const;
@@ -175,6 +176,10 @@ class TaskManager {
   // at every bubble, and must not scan thousands of queued tasks to find them.
   std::map<int, std::vector<Record*>> resident_;
   int64_t next_id_ = 1;
+  // Names of submissions waiting for the journal, so that two of one name
+  // cannot both be accepted.
+  std::set<std::string> submitting_names_;
+  Nanos last_journal_complaint_ = 0;
   uint64_t next_submit_order_ = 1;
   bool stopping_ = false;
   bool shutting_down_ = false;  // exits are not task failures

@@ -103,6 +103,12 @@ void ReadTransition(dom::object o, EventLogData* out) {
   t.lane = static_cast<int>(IntOr(o, "lane", t.lane));
   if (std::string unit = StringOr(o, "unit"); !unit.empty()) t.unit = unit;
   t.last_state = StringOr(o, "to");
+  if (t.last_state == "CREATED") {
+    t.started = true;
+    t.start_progress = DoubleOr(o, "progress", 0);
+    t.start_steps = static_cast<uint64_t>(IntOr(o, "steps", 0));
+    t.steps_before_start = out->steps.size();
+  }
   t.last_reason = StringOr(o, "reason");
   t.progress = DoubleOr(o, "progress", t.progress);
   t.alone_rate_per_s = DoubleOr(o, "alone_rate_per_s", t.alone_rate_per_s);

@@ -43,6 +43,14 @@ struct TaskMeta {
   std::string last_reason;
   double progress = 0;           // the daemon's own progress figure, when logged
   double alone_rate_per_s = 0;   // from the submission (`submit --profile`); 0: unknown
+  // Its latest start (the transition to CREATED): the work it started from
+  // (its checkpoint's), and how many of the log's step records came before.
+  // Steps before it are superseded: what they did is in the figures, or was
+  // lost with the process and done again.
+  bool started = false;
+  double start_progress = 0;
+  uint64_t start_steps = 0;
+  size_t steps_before_start = 0;
 };
 
 // A lane's live overhead estimate, as of one closed probe cycle.

@@ -155,15 +155,23 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
     t.unit = meta.unit;
     t.state = meta.last_state;
     t.alone_rate_per_s = meta.alone_rate_per_s;
+    if (meta.started) {
+      t.units = meta.start_progress;
+      t.steps = meta.start_steps;
+    }
   }
-  for (const StepRecord& s : run.steps) {
+  for (size_t i = 0; i < run.steps.size(); ++i) {
+    const StepRecord& s = run.steps[i];
     TaskReport& t = tasks[s.task_id];
     t.id = s.task_id;
     if (t.lane < 0) t.lane = s.lane;
-    ++t.steps;
-    t.units += s.units;
     t.step_ns += s.end_ns - s.start_ns;
     t.overrun_ns += s.overrun_ns;
+    auto meta = run.tasks.find(s.task_id);
+    if (meta != run.tasks.end() && meta->second.started && i < meta->second.steps_before_start)
+      continue;  // superseded by the start's figures
+    ++t.steps;
+    t.units += s.units;
   }
   std::vector<std::string> unvalued;
   for (auto& [id, t] : tasks) {

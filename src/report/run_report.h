@@ -40,7 +40,9 @@ struct TaskReport {
   std::string unit;
   std::string state;
   uint64_t steps = 0;
-  double units = 0;              // from the step events of this log
+  // From the step events of this log, counted from the task's latest start
+  // (its checkpoint's figures): work redone after a restart counts once.
+  double units = 0;
   int64_t step_ns = 0;           // total step time
   int64_t overrun_ns = 0;
   double alone_rate_per_s = 0;   // 0: unknown, so its work is not valued

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 
@@ -19,6 +20,7 @@ std::unique_ptr<TaskChannel> TaskChannel::AttachFromEnvironment(std::string* err
   auto channel = std::make_unique<TaskChannel>();
   if (!channel->task_.Open(task_path, error)) return nullptr;
   if (!channel->lane_.Open(lane_path, /*writable=*/false, error)) return nullptr;
+  channel->lane_path_ = lane_path;
   if (const char* dir = std::getenv(kEnvCheckpointDir)) channel->checkpoint_dir_ = dir;
   if (const char* hint = std::getenv(kEnvStepHint)) channel->estimator_.set_prior(std::atoll(hint));
   if (const char* memory = std::getenv(kEnvMemory))
@@ -109,12 +111,26 @@ void TaskChannel::PublishStepEstimate() {
   task_.layout()->step_estimate_ns.store(estimator_.Estimate(), std::memory_order_relaxed);
 }
 
+void TaskChannel::MaybeReattachLane() {
+  Nanos now = MonotonicNow();
+  if (now < next_lane_check_ns_) return;
+  next_lane_check_ns_ = now + kSecond;
+  if (!lane_.mapping().Unlinked()) return;
+  LaneSegment fresh;
+  std::string error;
+  if (!fresh.Open(lane_path_, /*writable=*/false, &error)) return;  // not made again yet
+  lane_ = std::move(fresh);
+  aged_through_seq_ = lane_.layout()->bubble_seq.load();
+  last_served_seq_ = 0;
+}
+
 TaskChannel::Wake TaskChannel::WaitForGrant(Nanos timeout) {
   AgeStepEstimate();
   auto* l = task_.layout();
-  auto* lane = lane_.layout();
   Nanos deadline = timeout >= 0 ? MonotonicNow() + timeout : -1;
   for (;;) {
+    MaybeReattachLane();
+    auto* lane = lane_.layout();
     auto command = static_cast<TaskCommand>(l->command.load(std::memory_order_acquire));
     if (command == TaskCommand::kStop) return Wake::kStop;
     if (command == TaskCommand::kCheckpoint) {
@@ -184,6 +200,13 @@ void TaskChannel::RecordStep(Nanos start, Nanos end, double units) {
 }
 
 void TaskChannel::AddProgress(double units) { task_.AddProgress(units); }
+
+void TaskChannel::ResumeCounters(double progress, uint64_t steps) {
+  TaskSegmentLayout* l = task_.layout();
+  l->progress_bits.store(std::bit_cast<uint64_t>(progress), std::memory_order_relaxed);
+  l->steps_done.store(steps, std::memory_order_relaxed);
+  l->counters_are_totals.store(1, std::memory_order_release);
+}
 
 void TaskChannel::Yield() {
   last_served_seq_ = granted_seq_;

@@ -45,6 +45,10 @@ class TaskChannel {
   bool TakeSecondLook();
   void RecordStep(Nanos start, Nanos end, double units);
   void AddProgress(double units);
+  // Before Ready(): the work the task starts from (its checkpoint's, or 0
+  // for a fresh start), so that its counters are its totals and work redone
+  // after a restart counts once.
+  void ResumeCounters(double progress, uint64_t steps);
   void Yield();
   void Finished(bool ok);
   Nanos StepEstimate() const { return estimator_.Estimate(); }
@@ -64,6 +68,10 @@ class TaskChannel {
   // call in which this task ran no step (see StepEstimator::PassedOver).
   void AgeStepEstimate();
   void PublishStepEstimate();
+  // Re-maps the lane segment when its file was deleted and made again (the
+  // daemon remakes it: systemd's RemoveIPC deletes /dev/shm files).  At most
+  // once a second; the task's own thread only.
+  void MaybeReattachLane();
   // After handing back a bubble it took while armed: wakes the lane when what
   // is left of the bubble's forecast is worth offering to another task.
   void WakeLaneIfWorthIt();
@@ -72,6 +80,8 @@ class TaskChannel {
   uint32_t aged_through_seq_ = 0;  // the lane's bubble_seq at the last AgeStepEstimate
   bool stepped_since_aging_ = false;
   std::string checkpoint_dir_;
+  std::string lane_path_;
+  Nanos next_lane_check_ns_ = 0;
   uint64_t memory_bytes_ = 0;  // declared; an armed task checks it itself
   // The grant being served: from the dispatcher, or taken while armed.
   uint32_t granted_seq_ = 0;

@@ -7,12 +7,14 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "base/clock.h"
 #include "base/files.h"
 #include "freeride/task.h"
 #include "policy/quantile.h"
+#include "sdk/checkpoint_progress.h"
 #include "sdk/task_channel.h"
 
 namespace freeride {
@@ -28,10 +30,15 @@ Nanos CheckpointInterval() {
 
 std::string CheckpointPath(const std::string& dir) { return dir + "/checkpoint"; }
 
-bool SaveCheckpoint(IterativeTask& task, const std::string& dir) {
+// Saves with the work done so far (the channel's counters are the task's
+// totals), so that a resumed task restarts from the checkpoint's figures.
+bool SaveCheckpoint(IterativeTask& task, TaskChannel& channel) {
+  const std::string& dir = channel.checkpoint_dir();
   if (dir.empty()) return false;
-  return ReplaceFileAtomically(CheckpointPath(dir),
-                               [&](const std::string& tmp) { return task.Save(tmp); });
+  CheckpointProgress done{channel.segment().progress(),
+                          channel.segment().layout()->steps_done.load(std::memory_order_relaxed)};
+  return SaveCheckpointWithProgress(CheckpointPath(dir),
+                                    [&](const std::string& tmp) { return task.Save(tmp); }, done);
 }
 
 int RunAlone(IterativeTask& task, const RunOptions& options) {
@@ -74,11 +81,20 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
   channel.SetUnit(task.unit());
   task.Init();
   const std::string& dir = channel.checkpoint_dir();
+  // The counters start from the work the task resumes from: the
+  // checkpoint's, or none.  A checkpoint without recorded figures (saved by
+  // an older SDK) leaves them to the daemon, which adds earlier attempts'.
+  std::optional<CheckpointProgress> resumed = CheckpointProgress{};
   if (!dir.empty() && std::filesystem::exists(CheckpointPath(dir))) {
     if (task.Restore(CheckpointPath(dir))) {
-      std::fprintf(stderr, "freeride: resumed from checkpoint %s\n", CheckpointPath(dir).c_str());
+      resumed = ReadCheckpointProgress(CheckpointPath(dir));
+      std::fprintf(stderr, "freeride: resumed from checkpoint %s (%s)\n",
+                   CheckpointPath(dir).c_str(),
+                   resumed ? fmt::format("{:g} {} done", resumed->progress, task.unit()).c_str()
+                           : "its progress was not recorded");
     }
   }
+  if (resumed) channel.ResumeCounters(resumed->progress, resumed->steps);
   channel.Ready();
   const Nanos interval = CheckpointInterval();
   Nanos last_save = MonotonicNow();
@@ -86,11 +102,11 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
   while (!done) {
     TaskChannel::Wake wake = channel.WaitForGrant(kSecond);
     if (wake == TaskChannel::Wake::kStop) {
-      SaveCheckpoint(task, dir);
+      SaveCheckpoint(task, channel);
       return 0;
     }
     if (wake == TaskChannel::Wake::kCheckpoint) {
-      SaveCheckpoint(task, dir);
+      SaveCheckpoint(task, channel);
       continue;
     }
     if (wake != TaskChannel::Wake::kGranted) continue;
@@ -117,12 +133,15 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
     if (done) break;
     channel.Yield();
     // Saved after handing the bubble back, never inside it.
-    if (MonotonicNow() - last_save >= interval && SaveCheckpoint(task, dir)) {
+    if (MonotonicNow() - last_save >= interval && SaveCheckpoint(task, channel)) {
       last_save = MonotonicNow();
     }
   }
   task.Finish();
-  if (!dir.empty()) std::remove(CheckpointPath(dir).c_str());
+  if (!dir.empty()) {
+    std::remove(CheckpointPath(dir).c_str());
+    std::remove((CheckpointPath(dir) + ".progress").c_str());
+  }
   channel.Finished(true);
   return 0;
 }

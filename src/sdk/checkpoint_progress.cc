@@ -1,0 +1,73 @@
+#include "sdk/checkpoint_progress.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "base/files.h"
+
+namespace freeride {
+namespace {
+
+std::string SidecarPath(const std::string& path) { return path + ".progress"; }
+
+// One sidecar line: "INODE SIZE PROGRESS STEPS".
+std::string Line(const struct stat& st, const CheckpointProgress& done) {
+  return fmt::format("{} {} {:.17g} {}\n", static_cast<uint64_t>(st.st_ino),
+                     static_cast<uint64_t>(st.st_size), done.progress, done.steps);
+}
+
+// The entry of the sidecar that describes the file `st`, if any.
+std::optional<CheckpointProgress> Find(const std::string& sidecar, const struct stat& st) {
+  std::istringstream in(sidecar);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    uint64_t inode = 0, size = 0;
+    CheckpointProgress done;
+    if (!(fields >> inode >> size >> done.progress >> done.steps)) continue;
+    if (inode != static_cast<uint64_t>(st.st_ino) || size != static_cast<uint64_t>(st.st_size))
+      continue;
+    if (!std::isfinite(done.progress) || done.progress < 0) return std::nullopt;
+    return done;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool SaveCheckpointWithProgress(const std::string& path,
+                                const std::function<bool(const std::string& tmp_path)>& save,
+                                const CheckpointProgress& done) {
+  std::string tmp = path + ".tmp";
+  struct stat saved;
+  if (!save(tmp) || stat(tmp.c_str(), &saved) != 0) {
+    std::remove(tmp.c_str());
+    return false;
+  }
+  // The new entry first, then the one describing the checkpoint still in place.
+  std::string sidecar = Line(saved, done);
+  struct stat current;
+  std::string old = ReadWholeFile(SidecarPath(path)).value_or("");
+  if (stat(path.c_str(), &current) == 0)
+    if (auto previous = Find(old, current)) sidecar += Line(current, *previous);
+  if (!WriteFileAtomically(SidecarPath(path), sidecar) ||
+      std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+std::optional<CheckpointProgress> ReadCheckpointProgress(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return std::nullopt;
+  std::optional<std::string> sidecar = ReadWholeFile(SidecarPath(path));
+  if (!sidecar || sidecar->size() > 4096) return std::nullopt;
+  return Find(*sidecar, st);
+}
+
+}  // namespace freeride

@@ -343,7 +343,7 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
     running_task_ = id;
     // Grant first, book-keep after: the journal and event log are not on the
     // path from the begin mark to the first step.
-    if (task->imperative) {
+    if (task->RunsOnlyInBubbles()) {
       RunImperative(bubble, *task, [&] { tasks_->MarkRunning(id); });
     } else {
       RunIterative(bubble, *task, /*armed=*/false, deadline, [&] { tasks_->MarkRunning(id); });
@@ -414,13 +414,18 @@ void Lane::RunImperative(BubbleContext& bubble, TaskRuntime& task,
                          const std::function<void()>& continued) {
   double progress_before = task.segment->progress();
   Nanos start = MonotonicNow();
-  ProcessSupervisor::Signal(task.pid, SIGCONT);
+  const bool held = task.held;
+  task.Continue();
   if (bubble.first_grant_ns == 0) bubble.first_grant_ns = start;
   continued();
   while (!stopping_ && !task.exited && !BubbleOver(bubble.mark.seq, bubble.mark.begin_ns))
     segment_.WaitForChange(bubble.mark.seq, kWatchInterval);
-  if (!task.exited) ProcessSupervisor::Signal(task.pid, SIGSTOP);
+  // An iterative task that attached to the SDK in this bubble is let go to
+  // run its init; it then waits for grants.
+  if (held && task.Attached()) task.held = false;
+  else if (!task.exited) task.Stop();
   Nanos end = MonotonicNow();
+  if (held) task.held_run_ns += end - start;
   double units = task.segment->progress() - progress_before;
   tasks_->DrainSteps(task, nullptr);
   bubble.steps.push_back({task.task_id, StepRecord{start, end, units, bubble.mark.seq, 0}});

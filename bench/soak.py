@@ -71,9 +71,9 @@ class Soak:
         self.lock = threading.Lock()
         self.stop = threading.Event()
 
-    def run_cli(self, *argv, timeout=15):
-        return subprocess.run([self.cli, *argv, "--socket", self.socket], capture_output=True,
-                              text=True, timeout=timeout)
+    def run_cli(self, command, *argv, timeout=15):
+        return subprocess.run([self.cli, command, "--socket", self.socket, *argv],
+                              capture_output=True, text=True, timeout=timeout)
 
     def start_daemon(self):
         log = open(self.state + ".log", "a")
@@ -201,6 +201,8 @@ class Soak:
         self.daemon.wait(timeout=60)
         time.sleep(1)
         left = task_processes(self.socket)
+        if not self.acknowledged:
+            problems.append("no submission was acknowledged")
         self.report(rss, fds, lanes, problems, listed, left, time.monotonic() - start)
         return 1 if problems or left else 0
 

@@ -87,7 +87,7 @@ grpc::Status ControlService::ListTasks(grpc::ServerContext* context, const v1::L
     bytes += info.ByteSizeLong();
     bool full = i == static_cast<size_t>(page) || (i > 0 && bytes > kListPageBytes);
     if (full) {
-      reply->set_next_after_id(tasks[i - 1].id());
+      reply->set_next_after_id(reply->tasks(reply->tasks_size() - 1).id());
       break;
     }
     *reply->add_tasks() = std::move(info);

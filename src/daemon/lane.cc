@@ -425,10 +425,11 @@ void Lane::RunImperative(BubbleContext& bubble, TaskRuntime& task,
   if (held && task.Attached()) task.held = false;
   else if (!task.exited) task.Stop();
   Nanos end = MonotonicNow();
-  if (held) task.held_run_ns += end - start;
   double units = task.segment->progress() - progress_before;
   tasks_->DrainSteps(task, nullptr);
-  bubble.steps.push_back({task.task_id, StepRecord{start, end, units, bubble.mark.seq, 0}});
+  // A held task's run is its start-up, not work: it is not a step.
+  if (held) task.held_run_ns += end - start;
+  else bubble.steps.push_back({task.task_id, StepRecord{start, end, units, bubble.mark.seq, 0}});
 }
 
 void Lane::FinishBubble(BubbleContext& bubble) {

@@ -76,24 +76,14 @@ std::vector<std::string> HidingTree(const std::string& dir) {
   return {"/bin/sh", "-c", script};
 }
 
-class Hostile : public ::testing::Test {
+class Hostile : public DaemonTest {
  protected:
-  void StartDaemon() {
-    daemon_ = std::make_unique<Daemon>(options_);
-    std::string error;
-    ASSERT_TRUE(daemon_->Start(&error)) << error;
-  }
-  TaskManager* tasks() { return daemon_->tasks(); }
   v1::TaskInfo Submit(v1::TaskSpec spec) {
     v1::TaskInfo info;
     Status status = tasks()->Submit(spec, &info);
     EXPECT_TRUE(status.ok()) << status.message;
     return info;
   }
-
-  TempDir dir_;
-  DaemonOptions options_ = CpuOptions(dir_);
-  std::unique_ptr<Daemon> daemon_;
 };
 
 // ---------------------------------------------------------------- item 5 --

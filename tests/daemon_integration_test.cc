@@ -57,16 +57,8 @@ EventsByType ReadEvents(const std::string& state_dir, int64_t task_id) {
 // The slot of the bubbles that let tasks start (WaitUntilResident).
 constexpr uint32_t kWarmUpSlot = 1023;
 
-// Each test gets a private directory, CPU-lane options it may adjust before
-// StartDaemon(), and an in-process daemon.
-class DaemonIntegration : public ::testing::Test {
+class DaemonIntegration : public DaemonTest {
  protected:
-  void StartDaemon() {
-    daemon_ = std::make_unique<Daemon>(options_);
-    std::string error;
-    ASSERT_TRUE(daemon_->Start(&error)) << error;
-  }
-  TaskManager* tasks() { return daemon_->tasks(); }
   // Submits a count task of endless steps that sleep `step_us` and waits
   // until it is resident; its id, or 0 (with a test failure).
   int64_t SubmitSleepingCounter(int step_us) {
@@ -92,10 +84,6 @@ class DaemonIntegration : public ::testing::Test {
                           {kWarmUpSlot});
     return WaitForState(tasks(), id, "PAUSED", 20 * kSecond);
   }
-
-  TempDir dir_;
-  DaemonOptions options_ = CpuOptions(dir_);
-  std::unique_ptr<Daemon> daemon_;
 };
 
 TEST_F(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {

@@ -4,13 +4,17 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "base/clock.h"
 #include "client/client.h"
+#include "daemon/daemon.h"
 #include "daemon/daemon_options.h"
 #include "daemon/task_manager.h"
 #include "freeride.grpc.pb.h"
@@ -79,6 +83,22 @@ v1::TaskInfo WaitForState(TaskManager* tasks, int64_t id, const std::string& sta
 // answers.  With `descriptor_limit`, its RLIMIT_NOFILE (soft and hard) is that.
 pid_t StartDaemonProcess(const DaemonOptions& options, const std::vector<std::string>& extra_args,
                          rlim_t descriptor_limit = 0);
+
+// A test with a private directory, CPU-lane options it may adjust before
+// StartDaemon(), and an in-process daemon.
+class DaemonTest : public ::testing::Test {
+ protected:
+  void StartDaemon() {
+    daemon_ = std::make_unique<Daemon>(options_);
+    std::string error;
+    ASSERT_TRUE(daemon_->Start(&error)) << error;
+  }
+  TaskManager* tasks() { return daemon_->tasks(); }
+
+  TempDir dir_;
+  DaemonOptions options_ = CpuOptions(dir_);
+  std::unique_ptr<Daemon> daemon_;
+};
 
 // The status of a GetStats call to the daemon at `endpoint`.
 grpc::StatusCode StatsCode(const DaemonEndpoint& endpoint);

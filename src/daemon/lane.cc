@@ -413,18 +413,19 @@ void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed, Na
 void Lane::RunImperative(BubbleContext& bubble, TaskRuntime& task,
                          const std::function<void()>& continued) {
   double progress_before = task.segment->progress();
-  Nanos start = MonotonicNow();
   const bool held = task.held;
-  task.Continue();
+  Nanos start = task.Continue([&] { return !BubbleOver(bubble.mark.seq, bubble.mark.begin_ns); });
+  if (start == 0) return;  // the bubble ended while the cgroup thawed
   if (bubble.first_grant_ns == 0) bubble.first_grant_ns = start;
   continued();
   while (!stopping_ && !task.exited && !BubbleOver(bubble.mark.seq, bubble.mark.begin_ns))
     segment_.WaitForChange(bubble.mark.seq, kWatchInterval);
   // An iterative task that attached to the SDK in this bubble is let go to
   // run its init; it then waits for grants.
+  Nanos end = 0;
   if (held && task.Attached()) task.held = false;
-  else if (!task.exited) task.Stop();
-  Nanos end = MonotonicNow();
+  else if (!task.exited) end = task.Stop();
+  if (end == 0) end = MonotonicNow();
   double units = task.segment->progress() - progress_before;
   tasks_->DrainSteps(task, nullptr);
   // A held task's run is its start-up, not work: it is not a step.

@@ -173,8 +173,8 @@ LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
                             std::strerror(failure.error))};
   }
   if (request.stop_after_exec) {
+    Signal(pid, SIGSTOP);
     if (request.cgroup) request.cgroup->Freeze(true);
-    else Signal(pid, SIGSTOP);
   }
   int pidfd = PidfdOpen(pid);
   {

@@ -49,14 +49,25 @@ TaskState StateOf(const v1::TaskInfo& info) {
 
 bool TaskRuntime::Attached() const { return segment->state() != TaskProcessState::kStarting; }
 
-void TaskRuntime::Stop() {
+// The signal first: it stops the process group at once, while a write to
+// cgroup.freeze can wait on the kernel's cgroup lock (held by any cgroup
+// being made or removed) for milliseconds.  The freeze then catches the
+// processes that left the group.
+Nanos TaskRuntime::Stop() {
+  ProcessSupervisor::Signal(pid, SIGSTOP);
+  Nanos stopped = MonotonicNow();
   if (cgroup) cgroup->Freeze(true);
-  else ProcessSupervisor::Signal(pid, SIGSTOP);
+  return stopped;
 }
 
-void TaskRuntime::Continue() {
+Nanos TaskRuntime::Continue(const std::function<bool()>& still_wanted) {
   if (cgroup) cgroup->Freeze(false);
-  else ProcessSupervisor::Signal(pid, SIGCONT);
+  if (still_wanted && !still_wanted()) {
+    if (cgroup) cgroup->Freeze(true);
+    return 0;
+  }
+  ProcessSupervisor::Signal(pid, SIGCONT);
+  return MonotonicNow();
 }
 
 void TaskRuntime::Kill() {

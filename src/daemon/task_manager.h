@@ -4,6 +4,7 @@
 #pragma once
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,8 +60,13 @@ struct TaskRuntime {
   // Whether the SDK in the task has opened its segment.
   bool Attached() const;
   // Stop, continue or SIGKILL every process of the task.  Any thread.
-  void Stop();
-  void Continue();
+  // Stop returns when the task's process group was stopped (its cgroup,
+  // which holds the processes that left the group, may freeze later).
+  Nanos Stop();
+  // Thaws the cgroup (which can wait on the same lock) and, if
+  // `still_wanted` (when given) says so then, continues the process group;
+  // returns when, or 0 when it was not wanted any more and stays stopped.
+  Nanos Continue(const std::function<bool()>& still_wanted = nullptr);
   void Kill();
   // Asks a task that runs only inside bubbles to end: SIGTERM to its process
   // group, continued so that it can act on it.

@@ -155,11 +155,16 @@ class Bench:
                                         f"{name}-{lane}-{int(time.time() * 1000) % 100000}",
                                         "--profile", os.path.join(self.out, f"profile-{name}.json")))
             ids.append(int(reply["id"]))
-        # Wait until every task has finished its init (PAUSED: ready for bubbles).
+        # Wait until every task is launched.  An iterative task runs only
+        # inside bubbles until the SDK attaches, so its init happens in the
+        # training's first bubbles.
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
-            states = {int(t["id"]): t["state"] for t in self.status()["tasks"].get("tasks", [])}
-            if all(states.get(i) == "PAUSED" for i in ids):
+            tasks = self.status()["tasks"].get("tasks", [])
+            states = {int(t["id"]): t["state"] for t in tasks}
+            launched = {int(t["id"]) for t in tasks if int(t.get("pid", 0)) > 0 or
+                        t["state"] in ("PAUSED", "RUNNING")}
+            if all(i in launched for i in ids):
                 return ids
             if any(states.get(i) in ("FAILED", "CANCELLED", "FINISHED") for i in ids):
                 raise SystemExit(f"a side task ended early: {states}; see {self.state}/tasks/*/stderr.log")

@@ -26,6 +26,7 @@
 #include "report/event_log_reader.h"
 #include "report/run_report.h"
 #include "freeride/freeride.h"
+#include "daemon_test_util.h"
 #include "policy/overhead_guard.h"
 #include "test_util.h"
 
@@ -33,86 +34,6 @@ extern char** environ;
 
 namespace freeride {
 namespace {
-
-// A stand-in training stage: busy gaps, then bubbles of fixed lengths, in
-// slots 0, 1, ... (or the given slots), through the C ABI, until stopped.
-class ScriptedStage {
- public:
-  ScriptedStage(std::string socket, std::vector<Nanos> bubbles, Nanos busy,
-                std::vector<uint32_t> slots = {})
-      : socket_(std::move(socket)), bubbles_(std::move(bubbles)), busy_(busy),
-        slots_(std::move(slots)) {
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~ScriptedStage() { Stop(); }
-  void Stop() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  uint64_t bubbles() const { return emitted_; }
-
- private:
-  static void SleepFor(Nanos ns) {
-    timespec ts{static_cast<time_t>(ns / kSecond), static_cast<long>(ns % kSecond)};
-    nanosleep(&ts, nullptr);
-  }
-  void Run() {
-    freeride_stage* stage = freeride_stage_open(0, socket_.c_str());
-    while (!stop_) {
-      for (size_t slot = 0; slot < bubbles_.size() && !stop_; ++slot) {
-        SleepFor(busy_);
-        freeride_bubble_begin(stage, slots_.empty() ? static_cast<uint32_t>(slot) : slots_[slot],
-                              0, 1ULL << 30);
-        SleepFor(bubbles_[slot]);
-        freeride_bubble_end(stage);
-        ++emitted_;
-      }
-    }
-    freeride_stage_close(stage);
-  }
-  std::string socket_;
-  std::vector<Nanos> bubbles_;
-  Nanos busy_;
-  std::vector<uint32_t> slots_;
-  std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> emitted_{0};
-  std::thread thread_;
-};
-
-v1::TaskSpec MakeSpec(const std::string& name, std::vector<std::string> command) {
-  v1::TaskSpec spec;
-  spec.set_name(name);
-  for (auto& c : command) spec.add_command(c);
-  spec.set_working_dir(std::filesystem::current_path().string());
-  spec.set_lane(-1);
-  for (char** e = environ; *e; ++e) {
-    std::string entry(*e);
-    size_t eq = entry.find('=');
-    if (eq != std::string::npos) (*spec.mutable_env())[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
-  return spec;
-}
-
-DaemonOptions CpuOptions(const TempDir& dir, int lanes = 1) {
-  DaemonOptions options;
-  options.socket_path = dir.path() + "/d.sock";
-  options.state_dir = dir.path() + "/state";
-  for (int i = 0; i < lanes; ++i)
-    options.lanes.push_back({i, "cpu:" + std::to_string(i), 8ULL << 30, -1});
-  return options;
-}
-
-v1::TaskInfo WaitForState(TaskManager* tasks, int64_t id, const std::string& state,
-                          Nanos timeout) {
-  v1::TaskInfo info;
-  Nanos deadline = MonotonicNow() + timeout;
-  while (MonotonicNow() < deadline) {
-    tasks->Get(id, "", &info);
-    if (info.state() == state) return info;
-    usleep(20000);
-  }
-  return info;
-}
 
 struct Bubble {
   Nanos begin, end, predicted_end;
@@ -139,16 +60,11 @@ EventsByType ReadEvents(const std::string& state_dir, int64_t task_id) {
   return out;
 }
 
-// Each test gets a private directory, CPU-lane options it may adjust before
-// StartDaemon(), and an in-process daemon.
-class DaemonIntegration : public ::testing::Test {
+// The slot of the bubbles that let tasks start (WaitUntilResident).
+constexpr uint32_t kWarmUpSlot = 1023;
+
+class DaemonIntegration : public DaemonTest {
  protected:
-  void StartDaemon() {
-    daemon_ = std::make_unique<Daemon>(options_);
-    std::string error;
-    ASSERT_TRUE(daemon_->Start(&error)) << error;
-  }
-  TaskManager* tasks() { return daemon_->tasks(); }
   // Submits a count task of endless steps that sleep `step_us` and waits
   // until it is resident; its id, or 0 (with a test failure).
   int64_t SubmitSleepingCounter(int step_us) {
@@ -159,17 +75,21 @@ class DaemonIntegration : public ::testing::Test {
       ADD_FAILURE() << "submit failed";
       return 0;
     }
-    v1::TaskInfo resident = WaitForState(tasks(), info.id(), "PAUSED", 20 * kSecond);
+    v1::TaskInfo resident = WaitUntilResident(info.id());
     if (resident.state() != "PAUSED") {
       ADD_FAILURE() << "not resident: " << resident.state() << " " << resident.message();
       return 0;
     }
     return info.id();
   }
-
-  TempDir dir_;
-  DaemonOptions options_ = CpuOptions(dir_);
-  std::unique_ptr<Daemon> daemon_;
+  // Waits until the task is PAUSED, with bubbles in a slot of their own
+  // (kWarmUpSlot) meanwhile: an iterative task runs only inside bubbles until it
+  // attaches to the SDK.  Its last info.
+  v1::TaskInfo WaitUntilResident(int64_t id) {
+    ScriptedStage warm_up(options_.socket_path, {20 * kMillisecond}, 5 * kMillisecond,
+                          {kWarmUpSlot});
+    return WaitForState(tasks(), id, "PAUSED", 20 * kSecond);
+  }
 };
 
 TEST_F(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
@@ -281,8 +201,8 @@ TEST_F(DaemonTiming, WhatTheArmedTaskLeavesGoesToATaskWithShorterSteps) {
   v1::TaskInfo big_info, small_info;
   ASSERT_TRUE(tasks()->Submit(big, &big_info).ok());
   ASSERT_TRUE(tasks()->Submit(small, &small_info).ok());
-  ASSERT_EQ(WaitForState(tasks(), big_info.id(), "PAUSED", 20 * kSecond).state(), "PAUSED");
-  ASSERT_EQ(WaitForState(tasks(), small_info.id(), "PAUSED", 20 * kSecond).state(), "PAUSED");
+  ASSERT_EQ(WaitUntilResident(big_info.id()).state(), "PAUSED");
+  ASSERT_EQ(WaitUntilResident(small_info.id()).state(), "PAUSED");
   {
     // 8 ms bubbles: the big task, armed for its priority, fits two steps of
     // 3 ms (3.3 with the margin) and hands back about 1.7 ms, where the small
@@ -306,6 +226,8 @@ TEST_F(DaemonTiming, WhatTheArmedTaskLeavesGoesToATaskWithShorterSteps) {
   int small_steps = 0, small_outside = 0;
   for (const auto& s : events.steps) {
     uint64_t seq = s["bubble_seq"].get<uint64_t>();
+    auto warm_up = bubbles.find(seq);
+    if (warm_up != bubbles.end() && warm_up->second.slot == kWarmUpSlot) continue;
     tasks_by_bubble[seq].insert(s["task_id"].get<int64_t>());
     if (s["task_id"] != small_info.id()) continue;
     ++small_steps;
@@ -637,7 +559,7 @@ TEST_F(DaemonIntegration, TheGuardBacksOffATaskThatSlowsTheTrainingAndRecoversAf
                                          "--device-lock", device});
   v1::TaskInfo info;
   ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
-  ASSERT_EQ(WaitForState(tasks(), info.id(), "PAUSED", 20 * kSecond).state(), "PAUSED");
+  ASSERT_EQ(WaitUntilResident(info.id()).state(), "PAUSED");
   const Nanos started = MonotonicNow();
   pid_t stage = fork();
   ASSERT_GE(stage, 0);
@@ -788,6 +710,7 @@ TEST_F(DaemonIntegration, InheritedChannelVariablesDoNotReachTasks) {
   spec.clear_env();
   v1::TaskInfo info;
   ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
+  ScriptedStage stage(options_.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
   v1::TaskInfo failed = WaitForState(tasks(), info.id(), "FAILED", 30 * kSecond);
   unsetenv("FREERIDE_STEP_HINT_NS");
   unsetenv("FREERIDE_TASK_ID");
@@ -1000,18 +923,6 @@ TEST_F(DaemonIntegration, SocketIsPrivateAndASecondDaemonIsRefused) {
 // ---------------------------------------------------------------------------
 // TCP: only with a token, which every TCP request must carry.
 
-// The status of a GetStats call to the daemon at `endpoint`.
-grpc::StatusCode StatsCode(const DaemonEndpoint& endpoint) {
-  std::string why;
-  auto stub = ConnectToDaemon(endpoint, &why);
-  EXPECT_NE(stub, nullptr) << why;
-  if (!stub) return grpc::StatusCode::UNAVAILABLE;
-  grpc::ClientContext context;
-  PrepareContext(&context, endpoint, std::chrono::seconds(5));
-  v1::StatsReply reply;
-  return stub->GetStats(&context, v1::StatsRequest(), &reply).error_code();
-}
-
 TEST(DaemonTcp, RequestsWithoutTheTokenAreRefusedAndTheSocketNeedsNone) {
   TempDir dir;
   DaemonOptions options = CpuOptions(dir);
@@ -1142,49 +1053,6 @@ TEST(TokenFile, OnlyPrivateFilesWithLongTokensAreAccepted) {
 // ---------------------------------------------------------------------------
 // Crash test: the daemon runs as its own process and is SIGKILLed mid-run.
 
-// With `file_size_limit` > 0, the daemon's files can grow no larger (a disk
-// that fills up, where no small file system can be mounted).
-pid_t StartDaemonProcess(const DaemonOptions& options, int max_resident,
-                         uint64_t file_size_limit = 0) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::string log = options.state_dir + ".log";
-    freopen(log.c_str(), "a", stdout);
-    freopen(log.c_str(), "a", stderr);
-    if (file_size_limit > 0) {
-      rlimit limit{file_size_limit, file_size_limit};
-      setrlimit(RLIMIT_FSIZE, &limit);
-      signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails (EFBIG) instead of killing
-    }
-    execl(FREERIDE_BIN, FREERIDE_BIN, "daemon", "--socket", options.socket_path.c_str(),
-          "--state-dir", options.state_dir.c_str(), "--cpu-lanes", "1", "--max-resident",
-          std::to_string(max_resident).c_str(), "--allow-root", nullptr);
-    _exit(127);
-  }
-  for (int i = 0; i < 200; ++i) {
-    std::string error;
-    auto stub = ConnectToDaemon(options.socket_path, &error);
-    if (stub) {
-      grpc::ClientContext context;
-      SetDeadline(&context, std::chrono::milliseconds(500));
-      v1::StatsReply stats;
-      if (stub->GetStats(&context, v1::StatsRequest(), &stats).ok()) return pid;
-    }
-    usleep(50000);
-  }
-  return pid;
-}
-
-v1::TaskInfo GetTask(v1::FreeRide::Stub& stub, int64_t id) {
-  grpc::ClientContext context;
-  SetDeadline(&context, std::chrono::seconds(5));
-  v1::GetTaskRequest request;
-  request.set_id(id);
-  v1::TaskInfo info;
-  stub.GetTask(&context, request, &info);
-  return info;
-}
-
 // Submits over the socket; the call's status, the task in *reply.
 grpc::Status SubmitOver(v1::FreeRide::Stub& stub, const v1::TaskSpec& spec, v1::SubmitReply* reply) {
   grpc::ClientContext context;
@@ -1211,7 +1079,7 @@ TEST(DaemonCrash, SigkilledDaemonRecoversItsQueueAndResumesFromCheckpoints) {
   TempDir dir;
   DaemonOptions options = CpuOptions(dir);
   setenv("FREERIDE_CHECKPOINT_INTERVAL_MS", "50", 1);
-  pid_t daemon = StartDaemonProcess(options, /*max_resident=*/1);
+  pid_t daemon = StartDaemonProcess(options, {"--max-resident", "1"});
   std::string error;
   auto stub = ConnectToDaemon(options.socket_path, &error);
   ASSERT_NE(stub, nullptr) << error;
@@ -1242,7 +1110,7 @@ TEST(DaemonCrash, SigkilledDaemonRecoversItsQueueAndResumesFromCheckpoints) {
   for (int i = 0; i < 100 && ProcessAlive(task_pid); ++i) usleep(20000);
   EXPECT_FALSE(ProcessAlive(task_pid));
 
-  daemon = StartDaemonProcess(options, 1);
+  daemon = StartDaemonProcess(options, {"--max-resident", "1"});
   stub = ConnectToDaemon(options.socket_path, &error);
   ASSERT_NE(stub, nullptr) << error;
   v1::TaskInfo recovered = GetTask(*stub, counter);
@@ -1356,7 +1224,7 @@ TEST(DaemonJournal, AFullDiskRefusesSubmissionsAndEveryAcknowledgedOneSurvivesAS
   TempDir dir;
   DaemonOptions options = CpuOptions(dir);
   SmallFilesystem small(options.state_dir, "size=2m,mode=0700");
-  pid_t daemon = StartDaemonProcess(options, 1, small.mounted() ? 0 : 1 << 20);
+  pid_t daemon = StartDaemonProcess(options, {"--max-resident", "1"}, 0, small.mounted() ? 0 : 1 << 20);
   if (small.mounted()) ASSERT_NO_FATAL_FAILURE(FillFilesystem(options.state_dir, 192 << 10));
   std::string error;
   auto stub = ConnectToDaemon(options.socket_path, &error);
@@ -1379,7 +1247,7 @@ TEST(DaemonJournal, AFullDiskRefusesSubmissionsAndEveryAcknowledgedOneSurvivesAS
   waitpid(daemon, nullptr, 0);
   std::filesystem::remove(options.state_dir + "/filler");
 
-  daemon = StartDaemonProcess(options, 1);
+  daemon = StartDaemonProcess(options, {"--max-resident", "1"});
   ASSERT_TRUE(ProcessAlive(daemon)) << FileText(options.state_dir + ".log");
   stub = ConnectToDaemon(options.socket_path, &error);
   ASSERT_NE(stub, nullptr) << error;
@@ -1506,7 +1374,7 @@ TEST(DaemonJournal, ALostOrDamagedWriteAheadLogStopsTheStart) {
   for (bool deleted : {true, false}) {
     TempDir dir;
     DaemonOptions options = CpuOptions(dir);
-    pid_t daemon = StartDaemonProcess(options, 1);
+    pid_t daemon = StartDaemonProcess(options, {"--max-resident", "1"});
     std::string error;
     auto stub = ConnectToDaemon(options.socket_path, &error);
     ASSERT_NE(stub, nullptr) << error;
@@ -1582,7 +1450,7 @@ TEST(DaemonCrash, ProgressRestartsFromTheCheckpointAndRedoneWorkCountsOnce) {
   TempDir dir;
   DaemonOptions options = CpuOptions(dir);
   setenv("FREERIDE_CHECKPOINT_INTERVAL_MS", "50", 1);
-  pid_t daemon = StartDaemonProcess(options, 1);
+  pid_t daemon = StartDaemonProcess(options, {"--max-resident", "1"});
   std::string error;
   auto stub = ConnectToDaemon(options.socket_path, &error);
   ASSERT_NE(stub, nullptr) << error;
@@ -1598,7 +1466,7 @@ TEST(DaemonCrash, ProgressRestartsFromTheCheckpointAndRedoneWorkCountsOnce) {
   waitpid(daemon, nullptr, 0);
   double at_checkpoint = std::stod(FileText(checkpoint));
 
-  daemon = StartDaemonProcess(options, 1);
+  daemon = StartDaemonProcess(options, {"--max-resident", "1"});
   stub = ConnectToDaemon(options.socket_path, &error);
   ASSERT_NE(stub, nullptr) << error;
   EXPECT_GE(GetTask(*stub, id).progress(), at_checkpoint)

@@ -219,8 +219,9 @@ class Demo:
         return cmds
 
     def wait_for_tasks(self, socket, timeout=120):
-        """Waits until every side task has started and initialised (state PAUSED or
-        RUNNING), so that training time is not spent on their set-up."""
+        """Waits until every side task is launched.  An iterative task runs only
+        inside bubbles until the SDK attaches, so it initialises in the
+        training's first bubbles, never at the training's expense."""
         deadline = time.time() + timeout
         while True:
             r = self.freeride("status", "--socket", socket, "--json", "--all", capture=True)
@@ -234,7 +235,8 @@ class Demo:
                 t = failed[0]
                 raise DemoError(f"side task {t['spec']['name']} failed: {t.get('message', '')}\n"
                                 f"{t.get('stderr_tail', '')}")
-            if tasks and all(t.get("state") in ("PAUSED", "RUNNING") for t in tasks):
+            if tasks and all(t.get("state") in ("PAUSED", "RUNNING") or int(t.get("pid", 0)) > 0
+                             for t in tasks):
                 return
             if time.time() > deadline:
                 states = ", ".join(f"{t['spec']['name']} {t.get('state')}" for t in tasks)

@@ -28,6 +28,7 @@ enum class TaskProcessState : uint32_t {
   kYielded = 3,   // grant handed back
   kFinished = 4,  // finish() done, exiting with success
   kFailed = 5,    // the task reported an error
+  kAttached = 6,  // the SDK opened the segment; init() runs (before kReady)
 };
 
 enum class TaskCommand : uint32_t { kNone = 0, kStop = 1, kCheckpoint = 2 };

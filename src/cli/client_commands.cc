@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "client/client.h"
 #include "client/task_profile.h"
+#include "daemon/task_spec.h"
 
 extern char** environ;
 
@@ -172,6 +173,11 @@ int RunSubmit(const SubmitArgs& args) {
     name = fmt::format("{}-{:04x}", std::filesystem::path(command[0]).filename().string(),
                        random() & 0xffff);
   }
+  // Checked here too: a name that is not UTF-8 cannot even be sent.
+  if (std::string problem = NameProblem(name); !problem.empty()) {
+    fmt::print(stderr, "freeride submit: --name: {}\n", problem);
+    return 2;
+  }
   spec->set_name(name);
   spec->set_priority(args.priority);
   spec->set_max_retries(args.retries);
@@ -215,11 +221,7 @@ int FetchStatus(const StatusArgs& args, v1::StatsReply* stats, v1::ListTasksRepl
     PrepareContext(&c1, endpoint, kRpcTimeout);
     grpc::Status s = stub.GetStats(&c1, v1::StatsRequest(), stats);
     if (!s.ok()) return s;
-    grpc::ClientContext c2;
-    PrepareContext(&c2, endpoint, kRpcTimeout);
-    v1::ListTasksRequest request;
-    request.set_include_ended(args.all);
-    return stub.ListTasks(&c2, request, tasks);
+    return ListAllTasks(stub, endpoint, args.all, kRpcTimeout, tasks);
   });
 }
 

@@ -40,11 +40,14 @@ struct DaemonArgs {
   int probe_withhold = 5;
   int overrun_window = 32;
   std::string hang_timeout = "10s";
+  std::string attach_timeout = "30s";
   bool allow_root = false;
   bool accept_journal_loss = false;
   std::string listen;
   std::string token_file;
   std::string tls_cert, tls_key;
+  int max_connections = 256;
+  int max_connections_per_peer = 32;
 };
 
 std::string DefaultStateDir() {
@@ -61,6 +64,12 @@ std::map<int, uint64_t> QueryGpuMemory() {
   for (auto [index, mib] : NvidiaSmiIntegerPairs("gpu=index,memory.total"))
     if (index >= 0) gpus[static_cast<int>(index)] = mib << 20;
   return gpus;
+}
+
+// The machine's RAM: what CPU lanes' tasks share unless --lane-memory says less.
+uint64_t PhysicalMemoryBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
 }
 
 bool BuildLanes(const DaemonArgs& args, DaemonOptions* options, std::string* error) {
@@ -113,7 +122,7 @@ bool BuildLanes(const DaemonArgs& args, DaemonOptions* options, std::string* err
     LaneConfig lane;
     lane.index = i;
     lane.device = fmt::format("cpu:{}", i);
-    lane.capacity_bytes = lane_memory;
+    lane.capacity_bytes = lane_memory ? lane_memory : PhysicalMemoryBytes();
     lane.cpu_core = cores > count ? i + 1 : -1;
     options->lanes.push_back(lane);
   }
@@ -168,6 +177,8 @@ int RunDaemon(const DaemonArgs& args) {
     options.token = *token;
     options.tls_cert_file = args.tls_cert;
     options.tls_key_file = args.tls_key;
+    options.max_tcp_connections = args.max_connections;
+    options.max_tcp_connections_per_peer = args.max_connections_per_peer;
   } else if (!args.token_file.empty() || !args.tls_cert.empty() || !args.tls_key.empty()) {
     fmt::print(stderr, "freeride daemon: --token-file, --tls-cert and --tls-key go with --listen\n");
     return 2;
@@ -185,6 +196,13 @@ int RunDaemon(const DaemonArgs& args) {
     return 2;
   }
   options.stage_timeout = *timeout;
+  auto attach = ParseDuration(args.attach_timeout, &error);
+  if (!attach || *attach <= 0) {
+    fmt::print(stderr, "freeride daemon: --attach-timeout: {}\n",
+               attach ? "give a positive duration" : error);
+    return 2;
+  }
+  options.attach_timeout = *attach;
   std::optional<double> budget = ParsePercent(args.overrun_budget);
   std::optional<double> cpu_budget = ParsePercent(args.cpu_overrun_budget);
   auto hang = ParseDuration(args.hang_timeout, &error);
@@ -302,7 +320,8 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--cpu-lanes", args->cpu_lanes,
                   "CPU lanes, for machines without GPUs (default 1 when --gpus is not given)");
   cmd->add_option("--lane-memory", args->lane_memory,
-                  "Memory side tasks may hold per lane, e.g. 8GiB (default: the GPU's total)");
+                  "Memory side tasks may hold per lane, e.g. 8GiB (default: the GPU's total; on "
+                  "CPU lanes the machine's RAM)");
   cmd->add_option("--max-resident", args->max_resident, "Launched tasks kept per lane")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
@@ -343,6 +362,10 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--hang-timeout", args->hang_timeout,
                   "A step running this long past its bubble's end is killed (0: never)")
       ->capture_default_str();
+  cmd->add_option("--attach-timeout", args->attach_timeout,
+                  "An iterative task runs only inside bubbles until it attaches to the SDK; it "
+                  "fails after this much bubble time without (use --kind imperative for others)")
+      ->capture_default_str();
   cmd->add_option("--event-log-max-size", args->event_log_max_size,
                   "Start a new events.jsonl when it reaches this size, keeping the older ones as "
                   "events.jsonl.1, .2, ... (0: never)")
@@ -363,6 +386,15 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
                   "File holding the token TCP clients must send (mode 0600, 16+ characters)");
   cmd->add_option("--tls-cert", args->tls_cert, "TLS certificate chain for --listen (PEM)");
   cmd->add_option("--tls-key", args->tls_key, "TLS private key for --listen (PEM)");
+  cmd->add_option("--max-connections", args->max_connections,
+                  "TCP connections served at once; more are refused (lowered to fit the "
+                  "descriptor limit)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--max-connections-per-peer", args->max_connections_per_peer,
+                  "TCP connections served at once from one address")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   cmd->callback([args, exit_code] { *exit_code = RunDaemon(*args); });
 }
 

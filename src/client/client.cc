@@ -86,6 +86,25 @@ void PrepareContext(grpc::ClientContext* context, const DaemonEndpoint& endpoint
     context->AddMetadata(kAuthorizationKey, "Bearer " + endpoint.token);
 }
 
+grpc::Status ListAllTasks(v1::FreeRide::Stub& stub, const DaemonEndpoint& endpoint,
+                          bool include_ended, std::chrono::milliseconds timeout,
+                          v1::ListTasksReply* out) {
+  v1::ListTasksRequest request;
+  request.set_include_ended(include_ended);
+  do {
+    grpc::ClientContext context;
+    PrepareContext(&context, endpoint, timeout);
+    v1::ListTasksReply page;
+    grpc::Status status = stub.ListTasks(&context, request, &page);
+    if (!status.ok()) return status;
+    for (v1::TaskInfo& task : *page.mutable_tasks()) *out->add_tasks() = std::move(task);
+    if (page.next_after_id() != 0 && page.next_after_id() <= request.after_id())
+      return grpc::Status(grpc::StatusCode::INTERNAL, "the daemon's task pages do not advance");
+    request.set_after_id(page.next_after_id());
+  } while (request.after_id() != 0);
+  return grpc::Status::OK;
+}
+
 std::string DescribeRpcError(const grpc::Status& status, const DaemonEndpoint& endpoint) {
   std::string where = endpoint.Describe();
   switch (status.error_code()) {

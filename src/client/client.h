@@ -42,6 +42,12 @@ void SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds timeout
 void PrepareContext(grpc::ClientContext* context, const DaemonEndpoint& endpoint,
                     std::chrono::milliseconds timeout);
 
+// Every task (ended ones too with include_ended), fetched page by page into
+// out->tasks, each page's call with its own `timeout`.
+grpc::Status ListAllTasks(v1::FreeRide::Stub& stub, const DaemonEndpoint& endpoint,
+                          bool include_ended, std::chrono::milliseconds timeout,
+                          v1::ListTasksReply* out);
+
 // A message for a failed RPC that tells the user what to do.
 std::string DescribeRpcError(const grpc::Status& status, const DaemonEndpoint& endpoint);
 std::string DescribeRpcError(const grpc::Status& status, const std::string& socket_path);

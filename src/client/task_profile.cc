@@ -1,5 +1,7 @@
 #include "client/task_profile.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -9,6 +11,9 @@ namespace {
 using nlohmann::json;
 
 constexpr int kProfileVersion = 1;
+// More memory than any machine holds: a figure above it is a damaged
+// profile, and adding the margin to it could wrap around to nothing.
+constexpr uint64_t kMostMemoryBytes = 1ULL << 60;
 
 template <typename T>
 bool Read(const json& j, const char* key, T* out, std::string* error) {
@@ -63,12 +68,25 @@ std::string TaskProfileToJson(const TaskProfile& p) {
 }
 
 std::optional<TaskProfile> ReadTaskProfile(const std::string& path, std::string* error) {
+  struct stat st;
+  bool found = stat(path.c_str(), &st) == 0;
+  if (!found || !S_ISREG(st.st_mode)) {
+    *error = path + (found && S_ISDIR(st.st_mode) ? ": is a directory, not a profile file"
+                                                  : ": does not exist or is not a file");
+    return std::nullopt;
+  }
   std::ifstream in(path);
   if (!in) {
     *error = path + ": cannot open";
     return std::nullopt;
   }
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  json j;
+  try {
+    j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  } catch (const std::exception& e) {  // a read error of the stream
+    *error = path + ": cannot read: " + e.what();
+    return std::nullopt;
+  }
   if (!j.is_object() || !j.contains("freeride_task_profile")) {
     *error = path + ": not a FreeRide task profile (write one with `freeride task-profile -- CMD`)";
     return std::nullopt;
@@ -106,13 +124,18 @@ std::optional<TaskProfile> ReadTaskProfile(const std::string& path, std::string*
     *error = path + ": an optional field has the wrong type (" + e.what() + ")";
     return std::nullopt;
   }
+  if (p.peak_memory_bytes > kMostMemoryBytes || p.process_gpu_bytes > kMostMemoryBytes) {
+    *error = path + ": peak_memory_bytes or process_gpu_bytes is larger than 1 EiB";
+    return std::nullopt;
+  }
   return p;
 }
 
 uint64_t ProfiledMemoryBytes(const TaskProfile& p) {
   uint64_t peak = std::max(p.peak_memory_bytes, p.process_gpu_bytes);
   if (peak == 0) return 0;
-  return peak + std::max<uint64_t>(64ULL << 20, peak / 10);
+  uint64_t margin = std::max<uint64_t>(64ULL << 20, peak / 10);
+  return peak > UINT64_MAX - margin ? UINT64_MAX : peak + margin;
 }
 
 void ApplyTaskProfile(const TaskProfile& p, v1::TaskSpec* spec) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string_view>
 
 #include "client/client.h"
@@ -26,11 +27,12 @@ grpc::Status ToGrpc(const Status& status) {
 }
 
 ControlService::ControlService(TaskManager* tasks, const std::vector<std::unique_ptr<Lane>>* lanes,
-                               std::string state_dir, std::string token)
+                               std::string state_dir, std::string token, bool remote_only)
     : tasks_(tasks),
       lanes_(lanes),
       state_dir_(std::move(state_dir)),
       token_(std::move(token)),
+      remote_only_(remote_only),
       started_ns_(MonotonicNow()) {}
 
 namespace {
@@ -45,8 +47,12 @@ bool SameSecret(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+bool ControlService::IsRemote(const grpc::ServerContext* context) const {
+  return remote_only_ || context->peer().rfind("unix:", 0) != 0;
+}
+
 grpc::Status ControlService::Authorize(const grpc::ServerContext* context) const {
-  if (token_.empty() || context->peer().rfind("unix:", 0) == 0) return grpc::Status::OK;
+  if (token_.empty() || !IsRemote(context)) return grpc::Status::OK;
   const auto& metadata = context->client_metadata();
   auto it = metadata.find(kAuthorizationKey);
   if (it == metadata.end())
@@ -61,14 +67,32 @@ grpc::Status ControlService::Authorize(const grpc::ServerContext* context) const
 grpc::Status ControlService::Submit(grpc::ServerContext* context, const v1::SubmitRequest* request,
                                     v1::SubmitReply* reply) {
   if (grpc::Status denied = Authorize(context); !denied.ok()) return denied;
-  return ToGrpc(tasks_->Submit(request->spec(), reply->mutable_task()));
+  grpc::Status status = ToGrpc(tasks_->Submit(request->spec(), reply->mutable_task()));
+  reply->mutable_task()->mutable_spec()->clear_env();  // the submitter has it
+  return status;
 }
 
 grpc::Status ControlService::ListTasks(grpc::ServerContext* context, const v1::ListTasksRequest* request,
                                        v1::ListTasksReply* reply) {
   if (grpc::Status denied = Authorize(context); !denied.ok()) return denied;
-  for (v1::TaskInfo& info : tasks_->List(request->include_ended()))
+  int page = request->page_size() > 0 ? std::min(request->page_size(), kListPageTasks)
+                                      : kListPageTasks;
+  // One more than the page, to know whether another page follows.
+  std::vector<v1::TaskInfo> tasks =
+      tasks_->List(request->include_ended(), request->after_id(), static_cast<size_t>(page) + 1);
+  size_t bytes = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    v1::TaskInfo& info = tasks[i];
+    info.mutable_spec()->clear_env();
+    info.clear_stderr_tail();
+    bytes += info.ByteSizeLong();
+    bool full = i == static_cast<size_t>(page) || (i > 0 && bytes > kListPageBytes);
+    if (full) {
+      reply->set_next_after_id(reply->tasks(reply->tasks_size() - 1).id());
+      break;
+    }
     *reply->add_tasks() = std::move(info);
+  }
   return grpc::Status::OK;
 }
 
@@ -77,7 +101,10 @@ grpc::Status ControlService::GetTask(grpc::ServerContext* context, const v1::Get
   if (grpc::Status denied = Authorize(context); !denied.ok()) return denied;
   if (request->id() <= 0 && request->name().empty())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "give a task id or a name");
-  return ToGrpc(tasks_->Get(request->id(), request->name(), reply));
+  grpc::Status status = ToGrpc(tasks_->Get(request->id(), request->name(), reply));
+  // A token holder is not the submitter: environments hold secrets.
+  if (IsRemote(context)) reply->mutable_spec()->clear_env();
+  return status;
 }
 
 grpc::Status ControlService::Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
@@ -85,7 +112,9 @@ grpc::Status ControlService::Cancel(grpc::ServerContext* context, const v1::Canc
   if (grpc::Status denied = Authorize(context); !denied.ok()) return denied;
   if (request->id() <= 0 && request->name().empty())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "give a task id or a name");
-  return ToGrpc(tasks_->Cancel(request->id(), request->name(), reply->mutable_task()));
+  grpc::Status status = ToGrpc(tasks_->Cancel(request->id(), request->name(), reply->mutable_task()));
+  reply->mutable_task()->mutable_spec()->clear_env();
+  return status;
 }
 
 grpc::Status ControlService::AttachStage(grpc::ServerContext* context,

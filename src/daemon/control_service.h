@@ -16,8 +16,10 @@ class ControlService final : public v1::FreeRide::Service {
   // With a non-empty `token`, requests from TCP peers must carry it (see
   // Authorize); requests over the Unix socket (mode 0600, the daemon's own
   // user) need none.
+  // With `remote_only`, every peer counts as a TCP peer (the service behind
+  // the TCP gate, whose peers all come through a local relay).
   ControlService(TaskManager* tasks, const std::vector<std::unique_ptr<Lane>>* lanes,
-                 std::string state_dir, std::string token = "");
+                 std::string state_dir, std::string token = "", bool remote_only = false);
 
   grpc::Status Submit(grpc::ServerContext*, const v1::SubmitRequest*, v1::SubmitReply*) override;
   grpc::Status ListTasks(grpc::ServerContext*, const v1::ListTasksRequest*,
@@ -35,14 +37,22 @@ class ControlService final : public v1::FreeRide::Service {
   // OK for Unix-socket peers and for TCP peers whose "authorization"
   // metadata is "Bearer <token>"; UNAUTHENTICATED otherwise.
   grpc::Status Authorize(const grpc::ServerContext* context) const;
+  // Whether the peer came over TCP (or anything but the Unix socket).
+  bool IsRemote(const grpc::ServerContext* context) const;
 
   TaskManager* tasks_;
   const std::vector<std::unique_ptr<Lane>>* lanes_;
   std::string state_dir_;
   std::string token_;
+  bool remote_only_;
   Nanos started_ns_;
 };
 
 grpc::Status ToGrpc(const Status& status);
+
+// Tasks in one ListTasks page: at most this many, and about this many bytes
+// (a page holds at least one task), well under gRPC's 4 MiB message limit.
+inline constexpr int kListPageTasks = 1000;
+inline constexpr size_t kListPageBytes = 1 << 20;
 
 }  // namespace freeride

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -11,11 +12,25 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <random>
 
 #include "base/files.h"
 #include "base/paths.h"
 
 namespace freeride {
+
+namespace {
+
+// Up to the hard limit: descriptors are what a flood of connections takes,
+// and the soft limit (often 1024) is far below what the machine allows.
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+}
+
+}  // namespace
 
 Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {}
 
@@ -52,6 +67,23 @@ bool Daemon::PrepareSocket(std::string* error) {
   return true;
 }
 
+bool Daemon::PrepareCgroups(std::vector<std::string>* notes, std::string* error) {
+  int leftovers = 0;
+  std::string why;
+  std::string instance = std::filesystem::absolute(options_.state_dir).lexically_normal().string();
+  if (!cgroups_.Open(instance, &leftovers, &why)) {
+    notes->push_back(fmt::format(
+        "warning: tasks do not get cgroups ({}): a task's processes that leave its process "
+        "group are neither stopped between bubbles nor killed with it or with the daemon",
+        why));
+    return true;
+  }
+  if (leftovers > 0)
+    notes->push_back(fmt::format("killed the processes that {} tasks of a killed daemon left",
+                                 leftovers));
+  return cgroups_.StartDeathGuard(error);
+}
+
 bool Daemon::TcpCredentials(std::shared_ptr<grpc::ServerCredentials>* credentials,
                             std::string* error) const {
   if (options_.tls_cert_file.empty() != options_.tls_key_file.empty()) {
@@ -76,7 +108,31 @@ bool Daemon::TcpCredentials(std::shared_ptr<grpc::ServerCredentials>* credential
   return true;
 }
 
+bool Daemon::StartTcp(std::string* error) {
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  if (!TcpCredentials(&credentials, error)) return false;
+  remote_service_ = std::make_unique<ControlService>(tasks_.get(), &lanes_, options_.state_dir,
+                                                     options_.token, /*remote_only=*/true);
+  std::random_device random;
+  std::string backend = fmt::format("freeride-{}-{:08x}", getpid(), random());
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix-abstract:" + backend, credentials);
+  builder.RegisterService(remote_service_.get());
+  tcp_server_ = builder.BuildAndStart();
+  if (!tcp_server_) {
+    *error = fmt::format("cannot start the TCP control server for {}", options_.listen_address);
+    return false;
+  }
+  TcpGateLimits limits;
+  limits.max_connections = options_.max_tcp_connections;
+  limits.max_per_peer = options_.max_tcp_connections_per_peer;
+  if (!gate_.Start(options_.listen_address, backend, limits, error)) return false;
+  tcp_port_ = gate_.port();
+  return true;
+}
+
 bool Daemon::Start(std::string* error) {
+  RaiseDescriptorLimit();
   if (options_.lanes.empty()) {
     *error = "no lanes: give --gpus or --cpu-lanes";
     return false;
@@ -111,11 +167,14 @@ bool Daemon::Start(std::string* error) {
                     {options_.event_log_max_bytes, options_.event_log_keep}))
     return false;
 
-  tasks_ = std::make_unique<TaskManager>(options_, &journal_, &events_);
+  std::vector<std::string> cgroup_notes;
+  if (!PrepareCgroups(&cgroup_notes, error)) return false;
+  tasks_ = std::make_unique<TaskManager>(options_, &journal_, &events_, &cgroups_);
   if (Status recovered = tasks_->Recover(&recovery_notes_); !recovered.ok()) {
     *error = recovered.message;
     return false;
   }
+  recovery_notes_.insert(recovery_notes_.end(), cgroup_notes.begin(), cgroup_notes.end());
   probe_schedule_ = std::make_unique<SharedProbeSchedule>(options_.probe);
   for (const LaneConfig& config : options_.lanes) {
     auto lane =
@@ -142,22 +201,13 @@ bool Daemon::Start(std::string* error) {
   }
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + options_.socket_path, grpc::InsecureServerCredentials());
-  if (!options_.listen_address.empty()) {
-    std::shared_ptr<grpc::ServerCredentials> credentials;
-    if (!TcpCredentials(&credentials, error)) return false;
-    builder.AddListeningPort(options_.listen_address, credentials, &tcp_port_);
-  }
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
-  if (!server_ || (!options_.listen_address.empty() && tcp_port_ == 0)) {
-    *error = options_.listen_address.empty()
-                 ? fmt::format("cannot listen on {}", options_.socket_path)
-                 : fmt::format("cannot listen on {} or {}", options_.socket_path,
-                               options_.listen_address);
-    if (server_) server_->Shutdown();
-    server_.reset();
+  if (!server_) {
+    *error = fmt::format("cannot listen on {}", options_.socket_path);
     return false;
   }
+  if (!options_.listen_address.empty() && !StartTcp(error)) return false;
   chmod(options_.socket_path.c_str(), 0600);
   tasks_->Start();
   for (auto& lane : lanes_) lane->Start();
@@ -175,15 +225,25 @@ bool Daemon::Start(std::string* error) {
 
 void Daemon::Shutdown() {
   if (!started_) {
+    gate_.Stop();
+    if (tcp_server_) tcp_server_->Shutdown();
+    if (server_) server_->Shutdown();
+    tcp_server_.reset();
+    server_.reset();
+    cgroups_.Close();
     if (lock_fd_ >= 0) close(lock_fd_);
     lock_fd_ = -1;
     return;
   }
   started_ = false;
   if (metrics_) metrics_->Stop();
-  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  gate_.Stop();
+  auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
+  if (tcp_server_) tcp_server_->Shutdown(deadline);
+  if (server_) server_->Shutdown(deadline);
   for (auto& lane : lanes_) lane->Stop();
   tasks_->Shutdown(5 * kSecond);
+  cgroups_.Close();
   events_.Emit({{"type", "daemon"}, {"event", "stop"}, {"ts_ns", MonotonicNow()}});
   events_.Close();
   if (Status closed = journal_.Close(); !closed.ok())

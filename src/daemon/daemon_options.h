@@ -27,6 +27,10 @@ struct DaemonOptions {
   Nanos stage_timeout = 10 * kSecond;  // a bubble with no marks for this long is over
   Nanos cancel_grace = 3 * kSecond;  // SIGTERM, then SIGKILL after this
   Nanos retry_backoff = 1 * kSecond; // doubled per attempt
+  // An iterative task runs only inside bubbles until it attaches to the
+  // SDK; after this much bubble time without attaching it is failed (a
+  // program without the SDK must be submitted as imperative).
+  Nanos attach_timeout = 30 * kSecond;
   std::string mps_pipe_dir;  // GPU lanes' tasks join this MPS server; empty: no MPS
   std::string metrics_address;  // HOST:PORT for Prometheus /metrics; empty: off
   // The control API on TCP as well as the Unix socket: off unless set, and
@@ -34,6 +38,10 @@ struct DaemonOptions {
   std::string listen_address;  // HOST:PORT
   std::string token;
   std::string tls_cert_file, tls_key_file;  // both set: TCP with TLS
+  // TCP connections served at once, in all and from one address (the
+  // daemon/tcp_gate.h limits; the total is lowered to fit RLIMIT_NOFILE).
+  int max_tcp_connections = 256;
+  int max_tcp_connections_per_peer = 32;
   bool realtime_dispatch = true;   // SCHED_FIFO for lane threads when permitted
   // Start over a damaged, stale or lost journal (docs/reliability.md):
   // off, the daemon refuses and says why.

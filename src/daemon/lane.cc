@@ -389,7 +389,7 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
     running_task_ = id;
     // Grant first, book-keep after: the journal and event log are not on the
     // path from the begin mark to the first step.
-    if (task->imperative) {
+    if (task->RunsOnlyInBubbles()) {
       RunImperative(bubble, *task, admission.deadline < bubble.predicted_end ? admission.deadline : 0,
                     [&] { tasks_->MarkRunning(id); });
     } else {
@@ -460,8 +460,9 @@ void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed, Na
 void Lane::RunImperative(BubbleContext& bubble, TaskRuntime& task, Nanos stop_at,
                          const std::function<void()>& continued) {
   double progress_before = task.segment->progress();
-  Nanos start = MonotonicNow();
-  ProcessSupervisor::Signal(task.pid, SIGCONT);
+  const bool held = task.held;
+  Nanos start = task.Continue([&] { return !BubbleOver(bubble.mark.seq, bubble.mark.begin_ns); });
+  if (start == 0) return;  // the bubble ended while the cgroup thawed
   if (bubble.first_grant_ns == 0) bubble.first_grant_ns = start;
   continued();
   Nanos now = start;
@@ -469,11 +470,17 @@ void Lane::RunImperative(BubbleContext& bubble, TaskRuntime& task, Nanos stop_at
          (stop_at == 0 || (now = MonotonicNow()) < stop_at))
     segment_.WaitForChange(bubble.mark.seq,
                            stop_at == 0 ? kWatchInterval : std::min(kWatchInterval, stop_at - now));
-  if (!task.exited) ProcessSupervisor::Signal(task.pid, SIGSTOP);
-  Nanos end = MonotonicNow();
+  // An iterative task that attached to the SDK in this bubble is let go to
+  // run its init; it then waits for grants.
+  Nanos end = 0;
+  if (held && task.Attached()) task.held = false;
+  else if (!task.exited) end = task.Stop();
+  if (end == 0) end = MonotonicNow();
   double units = task.segment->progress() - progress_before;
   tasks_->DrainSteps(task, nullptr);
-  bubble.steps.push_back({task.task_id, StepRecord{start, end, units, bubble.mark.seq, 0}});
+  // A held task's run is its start-up, not work: it is not a step.
+  if (held) task.held_run_ns += end - start;
+  else bubble.steps.push_back({task.task_id, StepRecord{start, end, units, bubble.mark.seq, 0}});
 }
 
 void Lane::FinishBubble(BubbleContext& bubble) {

@@ -21,7 +21,7 @@ int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 
 
 // What the child reports through the exec pipe when it cannot start.
 struct ChildFailure {
-  int stage;  // 1: stdout/stderr, 2: chdir, 3: exec
+  int stage;  // 1: stdout/stderr, 2: chdir, 3: exec, 4: joining its cgroup
   int error;
 };
 
@@ -29,6 +29,7 @@ const char* FailureStage(int stage) {
   switch (stage) {
     case 1: return "opening its log files";
     case 2: return "changing to its working directory";
+    case 4: return "joining its cgroup";
     default: return "executing the command";
   }
 }
@@ -119,6 +120,7 @@ LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
   CPU_ZERO(&cores);
   if (request.cpu_core >= 0) CPU_SET(request.cpu_core, &cores);
   pid_t parent = getpid();
+  const int cgroup_fd = request.cgroup ? request.cgroup->procs_fd() : -1;
   pid_t pid = fork();
   if (pid == 0) {
     ChildFailure failure{0, 0};
@@ -134,7 +136,11 @@ LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
       sched_param param{};
       sched_setscheduler(0, SCHED_IDLE, &param);  // best effort: the task runs either way
     }
-    if (dup2(null_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
+    // Joined before exec, so that every process the task starts is born
+    // inside its cgroup.
+    if (cgroup_fd >= 0 && write(cgroup_fd, "0", 1) != 1) {
+      failure = {4, errno};
+    } else if (dup2(null_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
       failure = {1, errno};
     } else if (chdir(request.working_dir.c_str()) != 0) {
       failure = {2, errno};
@@ -150,6 +156,7 @@ LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
   for (int fd : {out_fd, err_fd, null_fd}) close(fd);
   if (pid < 0) {
     close(pipe_fds[0]);
+    if (request.cgroup) request.cgroup->Remove();
     return {-1, fmt::format("fork failed: {}", std::strerror(fork_errno))};
   }
   ChildFailure failure{0, 0};
@@ -161,14 +168,18 @@ LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
   if (n == static_cast<ssize_t>(sizeof(failure))) {
     int status;
     waitpid(pid, &status, 0);
+    if (request.cgroup) request.cgroup->Remove();
     return {-1, fmt::format("the task could not start: {} failed: {}", FailureStage(failure.stage),
                             std::strerror(failure.error))};
   }
-  if (request.stop_after_exec) Signal(pid, SIGSTOP);
+  if (request.stop_after_exec) {
+    Signal(pid, SIGSTOP);
+    if (request.cgroup) request.cgroup->Freeze(true);
+  }
   int pidfd = PidfdOpen(pid);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    children_[pidfd] = Child{request.task_id, pid};
+    children_[pidfd] = Child{request.task_id, pid, request.cgroup};
   }
   return {pid, ""};
 }
@@ -209,6 +220,8 @@ void ProcessSupervisor::Loop() {
       int status = 0;
       while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {}
       close(fds[i].fd);
+      // The task is over: so are the processes it left behind.
+      if (child.cgroup) child.cgroup->Remove();
       ProcessExit exit{child.task_id, child.pid, 0, 0};
       if (WIFEXITED(status)) exit.exit_code = WEXITSTATUS(status);
       if (WIFSIGNALED(status)) {
@@ -227,10 +240,12 @@ void ProcessSupervisor::Loop() {
     pending_.clear();
   }
   for (auto& [fd, child] : left) {
+    if (child.cgroup) child.cgroup->Kill();
     Signal(child.pid, SIGKILL);
     int status;
     while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {}
     close(fd);
+    if (child.cgroup) child.cgroup->Remove();
   }
 }
 

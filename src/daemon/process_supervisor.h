@@ -11,10 +11,13 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "daemon/task_cgroup.h"
 
 namespace freeride {
 
@@ -26,7 +29,13 @@ struct LaunchRequest {
   std::string working_dir;
   std::string stdout_path;
   std::string stderr_path;
-  bool stop_after_exec = false;    // imperative tasks start stopped
+  // Tasks that run only inside bubbles start stopped (frozen with a cgroup,
+  // SIGSTOP without), as soon as exec has succeeded.
+  bool stop_after_exec = false;
+  // The task's cgroup, which the child joins before exec; null: none, the
+  // task is then signalled through its process group.  When the task's
+  // process ends, whatever it left in the cgroup is killed.
+  std::shared_ptr<TaskCgroup> cgroup;
   int cpu_core = -1;               // pin to this core; -1: no pinning
   // SCHED_IDLE: the task gets a core only when nothing else wants it.  CPU
   // lanes use it so that a side task never takes a core from a training
@@ -60,7 +69,8 @@ class ProcessSupervisor {
   LaunchResult Launch(const LaunchRequest& request);
   // Sends a signal to the task's whole process group.
   static bool Signal(pid_t pid, int signal);
-  // Stops the thread; kills every still-running child with SIGKILL first.
+  // Stops the thread; kills every still-running child (and its cgroup) with
+  // SIGKILL first.
   void Shutdown();
 
   size_t running() const;
@@ -73,6 +83,7 @@ class ProcessSupervisor {
   struct Child {
     int64_t task_id;
     pid_t pid;
+    std::shared_ptr<TaskCgroup> cgroup;
   };
   void Loop();
   LaunchResult DoLaunch(const LaunchRequest& request);

@@ -49,8 +49,43 @@ TaskState StateOf(const v1::TaskInfo& info) {
 
 }  // namespace
 
-TaskManager::TaskManager(const DaemonOptions& options, Journal* journal, EventLog* events)
-    : options_(options), journal_(journal), events_(events) {}
+bool TaskRuntime::Attached() const { return segment->state() != TaskProcessState::kStarting; }
+
+// The signal first: it stops the process group at once, while a write to
+// cgroup.freeze can wait on the kernel's cgroup lock (held by any cgroup
+// being made or removed) for milliseconds.  The freeze then catches the
+// processes that left the group.
+Nanos TaskRuntime::Stop() {
+  ProcessSupervisor::Signal(pid, SIGSTOP);
+  Nanos stopped = MonotonicNow();
+  if (cgroup) cgroup->Freeze(true);
+  return stopped;
+}
+
+Nanos TaskRuntime::Continue(const std::function<bool()>& still_wanted) {
+  if (cgroup) cgroup->Freeze(false);
+  if (still_wanted && !still_wanted()) {
+    if (cgroup) cgroup->Freeze(true);
+    return 0;
+  }
+  ProcessSupervisor::Signal(pid, SIGCONT);
+  return MonotonicNow();
+}
+
+void TaskRuntime::Kill() {
+  if (cgroup) cgroup->Kill();
+  ProcessSupervisor::Signal(pid, SIGKILL);
+}
+
+void TaskRuntime::Terminate() {
+  ProcessSupervisor::Signal(pid, SIGTERM);
+  Continue();
+}
+
+TaskManager::TaskManager(const DaemonOptions& options, Journal* journal, EventLog* events,
+                         const TaskCgroups* cgroups)
+    : options_(options), journal_(journal), events_(events),
+      cgroups_(cgroups && cgroups->available() ? cgroups : nullptr) {}
 
 TaskManager::~TaskManager() { Shutdown(0); }
 
@@ -181,12 +216,8 @@ void TaskManager::Shutdown(Nanos grace) {
   if (housekeeping_.joinable()) housekeeping_.join();
   // Iterative tasks save a checkpoint on kStop; imperative ones are stopped.
   for (auto& runtime : running) {
-    if (runtime->imperative) {
-      ProcessSupervisor::Signal(runtime->pid, SIGTERM);
-      ProcessSupervisor::Signal(runtime->pid, SIGCONT);
-    } else {
-      runtime->segment->SendCommand(TaskCommand::kStop);
-    }
+    if (runtime->RunsOnlyInBubbles()) runtime->Terminate();
+    else runtime->segment->SendCommand(TaskCommand::kStop);
   }
   Nanos deadline = MonotonicNow() + grace;
   while (supervisor_ && supervisor_->running() > 0 && MonotonicNow() < deadline)
@@ -374,12 +405,8 @@ Status TaskManager::Cancel(int64_t id, const std::string& name, v1::TaskInfo* ou
     *out = record->info;
   }
   if (runtime) {
-    if (runtime->imperative) {
-      ProcessSupervisor::Signal(runtime->pid, SIGTERM);
-      ProcessSupervisor::Signal(runtime->pid, SIGCONT);
-    } else {
-      runtime->segment->SendCommand(TaskCommand::kStop);
-    }
+    if (runtime->RunsOnlyInBubbles()) runtime->Terminate();
+    else runtime->segment->SendCommand(TaskCommand::kStop);
   }
   if (Status stored = journal_->Flush(); !stored.ok())
     return {stored.code, fmt::format("task {} is being cancelled, but the journal cannot record "
@@ -416,14 +443,23 @@ v1::TaskInfo TaskManager::LiveInfoLocked(const Record& record) const {
   return info;
 }
 
-std::vector<v1::TaskInfo> TaskManager::List(bool include_ended) const {
+std::vector<v1::TaskInfo> TaskManager::List(bool include_ended, int64_t after_id,
+                                            size_t limit) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<v1::TaskInfo> out;
-  for (const auto& [id, record] : tasks_) {
-    if (!include_ended && IsTerminal(StateOf(record.info))) continue;
-    out.push_back(LiveInfoLocked(record));
+  for (auto it = tasks_.upper_bound(after_id); it != tasks_.end() && out.size() < limit; ++it) {
+    if (!include_ended && IsTerminal(StateOf(it->second.info))) continue;
+    out.push_back(LiveInfoLocked(it->second));
   }
   return out;
+}
+
+bool TaskManager::WaitsForABubbleLocked(const Record& record) const {
+  TaskState state = StateOf(record.info);
+  if (state == TaskState::kPaused) return true;
+  // Held before it attaches: not yet PAUSED, but it runs in bubbles.
+  return state == TaskState::kSubmitted && record.runtime && record.runtime->pid > 0 &&
+         record.runtime->held.load(std::memory_order_acquire);
 }
 
 void TaskManager::SetRuntimeLocked(Record& record, std::shared_ptr<TaskRuntime> runtime) {
@@ -460,14 +496,14 @@ void TaskManager::Candidates(int lane, const std::vector<int64_t>& excluded,
     const Record& record = *resident_record;
     int64_t id = record.info.id();
     if (record.info.lane() != lane || !record.runtime || record.cancel_requested) continue;
-    if (StateOf(record.info) != TaskState::kPaused) continue;
+    if (!WaitsForABubbleLocked(record)) continue;
     if (std::find(excluded.begin(), excluded.end(), id) != excluded.end()) continue;
     DispatchCandidate c;
     c.task_id = id;
     c.priority = record.info.spec().priority();
     c.submit_order = record.submit_order;
     c.memory_bytes = record.info.spec().memory_bytes();
-    c.imperative = record.runtime->imperative;
+    c.imperative = record.runtime->RunsOnlyInBubbles();
     c.step_estimate = record.runtime->segment->layout()->step_estimate_ns.load(
         std::memory_order_relaxed);
     if (c.step_estimate == 0) c.step_estimate = record.info.spec().step_time_hint_ns();
@@ -480,7 +516,7 @@ std::shared_ptr<TaskRuntime> TaskManager::RuntimeOf(int64_t id) const {
   std::lock_guard<std::mutex> lock(mu_);
   const Record* record = ByIdLocked(id);
   if (!record || !record->runtime || record->runtime->exited) return nullptr;
-  if (StateOf(record->info) != TaskState::kPaused) return nullptr;
+  if (!WaitsForABubbleLocked(*record)) return nullptr;
   return record->runtime;
 }
 
@@ -602,7 +638,7 @@ void TaskManager::EmitBudgetEventLocked(const Record& record, OverrunVerdict ver
 void TaskManager::KillForPolicyLocked(Record& record, const std::string& reason) {
   if (!record.runtime || !record.policy_kill.empty()) return;
   record.policy_kill = reason;
-  ProcessSupervisor::Signal(record.runtime->pid, SIGKILL);
+  record.runtime->Kill();
 }
 
 void TaskManager::LaneCounts(int lane, uint32_t* resident, uint32_t* queued) const {
@@ -623,6 +659,7 @@ void TaskManager::HousekeepingLoop() {
     AdmitAndLaunch();
     PromoteReadyTasks();
     EscalateCancels();
+    FailUnattachedTasks();
     lock.lock();
     cv_.wait_for(lock, std::chrono::nanoseconds(kHousekeepingInterval));
   }
@@ -691,6 +728,13 @@ bool TaskManager::Launch(int64_t id) {
     }
     runtime->task_id = id;
     runtime->imperative = spec.kind() == v1::TASK_KIND_IMPERATIVE;
+    runtime->held = !runtime->imperative;
+    if (cgroups_) {
+      runtime->cgroup = cgroups_->Create(id, &error);
+      if (!runtime->cgroup)
+        events_->Emit({{"type", "warning"}, {"ts_ns", MonotonicNow()}, {"task_id", id},
+                       {"message", error + "; the task runs without one"}});
+    }
     runtime->base_progress = record.info.progress();
     runtime->base_steps = record.info.steps();
     runtime->segment = std::make_shared<TaskSegment>();
@@ -705,7 +749,8 @@ bool TaskManager::Launch(int64_t id) {
     request.working_dir = spec.working_dir();
     request.stdout_path = dir + "/stdout.log";
     request.stderr_path = dir + "/stderr.log";
-    request.stop_after_exec = runtime->imperative;
+    request.stop_after_exec = true;  // until a bubble; an iterative task until it attaches
+    request.cgroup = runtime->cgroup;
     int gpu = -1;
     for (const LaneConfig& lane : options_.lanes)
       if (lane.index == record.info.lane()) {
@@ -759,8 +804,9 @@ bool TaskManager::Launch(int64_t id) {
   // recorded; that outcome must not be overwritten with "launched".
   if (record.runtime != runtime) return true;
   record.info.set_pid(result.pid);
-  record.info.set_message(fmt::format("launched as pid {} (attempt {})", result.pid,
-                                      record.info.attempts()));
+  record.info.set_message(fmt::format(
+      "launched as pid {} (attempt {}){}", result.pid, record.info.attempts(),
+      runtime->imperative ? "" : "; runs only inside bubbles until it attaches to FreeRide"));
   journal_->Record(record.info, nullptr);
   events_->Emit({{"type", "launch"},
                  {"ts_ns", MonotonicNow()},
@@ -791,7 +837,7 @@ void TaskManager::PromoteReadyTasks() {
 }
 
 void TaskManager::EscalateCancels() {
-  std::vector<pid_t> kill_list;
+  std::vector<std::shared_ptr<TaskRuntime>> kill_list;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Nanos now = MonotonicNow();
@@ -800,12 +846,28 @@ void TaskManager::EscalateCancels() {
       Record& record = *resident;
       if (record.cancel_requested && record.runtime && record.runtime->pid > 0 &&
           record.cancel_kill_at != 0 && now >= record.cancel_kill_at) {
-        kill_list.push_back(record.runtime->pid);
+        kill_list.push_back(record.runtime);
         record.cancel_kill_at = 0;
       }
     }
   }
-  for (pid_t pid : kill_list) ProcessSupervisor::Signal(pid, SIGKILL);
+  for (auto& runtime : kill_list) runtime->Kill();
+}
+
+void TaskManager::FailUnattachedTasks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [lane, ids] : resident_)
+    for (Record* record : ids) {
+      TaskRuntime* runtime = record->runtime.get();
+      if (!runtime || !runtime->held || runtime->exited || runtime->Attached() ||
+          runtime->held_run_ns.load() < options_.attach_timeout)
+        continue;
+      KillForPolicyLocked(
+          *record, fmt::format("ran {} in bubbles without attaching to FreeRide, so it does not "
+                               "use the FreeRide SDK: submit a program that does not use it with "
+                               "--kind imperative",
+                               FormatDuration(runtime->held_run_ns.load())));
+    }
 }
 
 void TaskManager::OnProcessExit(const ProcessExit& exit) {
@@ -847,13 +909,25 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
     std::string policy_kill = std::move(record.policy_kill);
     record.policy_kill.clear();
     record.overrun.reset();
+    const bool success = exit.term_signal == 0 && exit.exit_code == 0;
+    const bool without_sdk = !runtime->imperative && !runtime->Attached();
+    bool moved = true;
     if (record.cancel_requested) {
-      TransitionLocked(record, TaskState::kCancelled, "cancelled; " + how);
+      moved = TransitionLocked(record, TaskState::kCancelled, "cancelled; " + how);
     } else if (!policy_kill.empty()) {
       // Retrying would hurt the training again: a policy kill is final.
-      TransitionLocked(record, TaskState::kFailed, policy_kill);
-    } else if (exit.term_signal == 0 && exit.exit_code == 0) {
-      TransitionLocked(record, TaskState::kFinished, how);
+      moved = TransitionLocked(record, TaskState::kFailed, policy_kill);
+    } else if (success && without_sdk) {
+      // Relaunching would only do the same again.
+      moved = TransitionLocked(
+          record, TaskState::kFailed,
+          how + " without attaching to FreeRide, so it does not use the FreeRide SDK: submit a "
+                "program that does not use it with --kind imperative");
+    } else if (success) {
+      // A task may end before it was seen ready (an imperative one at once).
+      if (StateOf(record.info) == TaskState::kSubmitted)
+        TransitionLocked(record, TaskState::kCreated, "launched");
+      moved = TransitionLocked(record, TaskState::kFinished, how);
     } else if (record.info.attempts() <= record.info.spec().max_retries()) {
       Nanos backoff = options_.retry_backoff << std::min(record.info.attempts() - 1, 10);
       record.retry_at = MonotonicNow() + backoff;
@@ -862,8 +936,11 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
                                    FormatDuration(backoff), record.info.attempts() + 1,
                                    record.info.spec().max_retries() + 1));
     } else {
-      TransitionLocked(record, TaskState::kFailed, how);
+      moved = TransitionLocked(record, TaskState::kFailed, how);
     }
+    // A process that is gone never leaves its task waiting to be relaunched
+    // unless a retry said so.
+    if (!moved) TransitionLocked(record, TaskState::kFailed, how);
   }
   if (Status stored = journal_->Flush(); !stored.ok()) ComplainAboutJournal(stored);
   cv_.notify_all();

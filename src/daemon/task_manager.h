@@ -4,6 +4,7 @@
 #pragma once
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include "daemon/event_log.h"
 #include "daemon/journal.h"
 #include "daemon/process_supervisor.h"
+#include "daemon/task_cgroup.h"
 #include "daemon/task_spec.h"
 #include "daemon/task_state.h"
 #include "freeride.pb.h"
@@ -33,7 +35,34 @@ struct TaskRuntime {
   pid_t pid = -1;
   bool imperative = false;
   std::shared_ptr<TaskSegment> segment;
+  // The task's whole process tree; null where cgroups cannot be used, and
+  // then only its process group is reached.
+  std::shared_ptr<TaskCgroup> cgroup;
   std::atomic<bool> exited{false};
+  // An iterative task that has not attached to the SDK yet.  It was launched
+  // stopped and runs only inside bubbles, as an imperative task does, so
+  // that a program that never uses the SDK never runs unthrottled.  The lane
+  // lets it go at the end of the bubble in which it attached; its init then
+  // runs before its first grant, as the SDK expects.
+  std::atomic<bool> held{false};
+  std::atomic<Nanos> held_run_ns{0};  // bubble time it has run while held
+
+  // Whether the lane continues it when a bubble begins and stops it at the end.
+  bool RunsOnlyInBubbles() const { return imperative || held.load(std::memory_order_acquire); }
+  // Whether the SDK in the task has opened its segment.
+  bool Attached() const;
+  // Stop, continue or SIGKILL every process of the task.  Any thread.
+  // Stop returns when the task's process group was stopped (its cgroup,
+  // which holds the processes that left the group, may freeze later).
+  Nanos Stop();
+  // Thaws the cgroup (which can wait on the same lock) and, if
+  // `still_wanted` (when given) says so then, continues the process group;
+  // returns when, or 0 when it was not wanted any more and stays stopped.
+  Nanos Continue(const std::function<bool()>& still_wanted = nullptr);
+  void Kill();
+  // Asks a task that runs only inside bubbles to end: SIGTERM to its process
+  // group, continued so that it can act on it.
+  void Terminate();
   // Work done by earlier attempts; this process's counters add to it.
   double base_progress = 0;
   uint64_t base_steps = 0;
@@ -48,7 +77,9 @@ struct TaskStep {
 
 class TaskManager {
  public:
-  TaskManager(const DaemonOptions& options, Journal* journal, EventLog* events);
+  // With `cgroups` (available), every task runs in a cgroup of its own.
+  TaskManager(const DaemonOptions& options, Journal* journal, EventLog* events,
+              const TaskCgroups* cgroups = nullptr);
   ~TaskManager();
 
   // Loads the journal: ended tasks stay as they were; tasks that were
@@ -72,7 +103,10 @@ class TaskManager {
   Status Submit(const v1::TaskSpec& spec, v1::TaskInfo* out);
   Status Cancel(int64_t id, const std::string& name, v1::TaskInfo* out);
   Status Get(int64_t id, const std::string& name, v1::TaskInfo* out) const;
-  std::vector<v1::TaskInfo> List(bool include_ended) const;
+  // Tasks by id, oldest first: those with ids above `after_id`, at most
+  // `limit` of them.
+  std::vector<v1::TaskInfo> List(bool include_ended, int64_t after_id = 0,
+                                 size_t limit = SIZE_MAX) const;
 
   // --- lane side ---
   // Resident, idle (PAUSED) tasks of `lane`, minus those in `excluded`.
@@ -141,6 +175,9 @@ class TaskManager {
   // The record with `id`, or nullptr.  mu_ held.
   Record* ByIdLocked(int64_t id);
   const Record* ByIdLocked(int64_t id) const;
+  // Whether the lane may run the record's task in a bubble: PAUSED, or
+  // held until it attaches.  mu_ held.
+  bool WaitsForABubbleLocked(const Record& record) const;
   // Sets or clears a record's runtime and keeps resident_ in step.  mu_ held.
   void SetRuntimeLocked(Record& record, std::shared_ptr<TaskRuntime> runtime);
 
@@ -152,6 +189,9 @@ class TaskManager {
   void AdmitAndLaunch();
   void PromoteReadyTasks();
   void EscalateCancels();
+  // Fails the held tasks that ran the attach timeout in bubbles without
+  // attaching to the SDK.
+  void FailUnattachedTasks();
   bool Launch(int64_t id);
   // Says on stderr (at most every few seconds) that the journal failed.
   void ComplainAboutJournal(const Status& status);
@@ -164,6 +204,7 @@ class TaskManager {
   const DaemonOptions options_;
   Journal* journal_;
   EventLog* events_;
+  const TaskCgroups* cgroups_;
   std::unique_ptr<ProcessSupervisor> supervisor_;
 
   mutable std::mutex mu_;

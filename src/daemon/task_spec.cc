@@ -16,6 +16,38 @@ bool IsExecutableFile(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
 }
 
+// The code point starting at text[*at], advancing *at past it; -1 for bytes
+// that are not UTF-8 (stray continuation bytes, overlong forms, surrogates,
+// code points past U+10FFFF, truncated sequences).
+int32_t NextCodePoint(std::string_view text, size_t* at) {
+  auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  unsigned char lead = byte(*at);
+  int length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 0;
+  if (length == 0 || *at + length > text.size()) return -1;
+  int32_t code = length == 1 ? lead : lead & (0x7F >> length);
+  for (int i = 1; i < length; ++i) {
+    if ((byte(*at + i) & 0xC0) != 0x80) return -1;
+    code = (code << 6) | (byte(*at + i) & 0x3F);
+  }
+  static constexpr int32_t kLeast[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (code < kLeast[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return -1;
+  *at += length;
+  return code;
+}
+
+// Characters that print as nothing, move the cursor or reorder the text
+// around them (C0 and C1 controls, zero-width and bidirectional marks,
+// embeddings, overrides and isolates, line separators, the BOM).
+bool IsHiddenOrReordering(int32_t c) {
+  return c < 0x20 || (c >= 0x7F && c <= 0x9F) || c == 0x061C || (c >= 0x200B && c <= 0x200F) ||
+         (c >= 0x2028 && c <= 0x202E) || (c >= 0x2060 && c <= 0x2069) || c == 0xFEFF;
+}
+
+bool IsSpace(int32_t c) {
+  return c == ' ' || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
+}
+
 std::string Join(const std::string& dir, const std::string& name) {
   if (dir.empty()) return name;
   return dir.back() == '/' ? dir + name : dir + "/" + name;
@@ -55,14 +87,26 @@ std::string ResolveExecutable(const std::string& command, const std::string& pat
   return "";
 }
 
+std::string NameProblem(std::string_view name) {
+  if (name.empty()) return "the task has no name";
+  if (name.size() > 128) return "the task name is longer than 128 bytes";
+  bool blank = true, digits = true;
+  for (size_t at = 0; at < name.size();) {
+    int32_t c = NextCodePoint(name, &at);
+    if (c < 0) return "the task name is not valid UTF-8";
+    if (IsHiddenOrReordering(c))
+      return fmt::format("the task name contains a control or formatting character (U+{:04X})", c);
+    blank = blank && IsSpace(c);
+    digits = digits && c >= '0' && c <= '9';
+  }
+  if (blank) return "the task name is blank";
+  if (digits) return "the task name is all digits, which `show` and `cancel` read as a task id";
+  return "";
+}
+
 std::string ValidateSpec(const v1::TaskSpec& spec, const std::vector<LaneLimits>& lanes,
                          std::string* resolved) {
-  if (spec.name().empty()) return "the task has no name";
-  if (spec.name().size() > 128) return "the task name is longer than 128 characters";
-  for (char c : spec.name()) {
-    if (static_cast<unsigned char>(c) < 0x20)
-      return "the task name contains control characters";
-  }
+  if (std::string problem = NameProblem(spec.name()); !problem.empty()) return problem;
   if (spec.command_size() == 0) return "no command given: use `freeride submit -- CMD ARGS...`";
   if (spec.priority() < -1000 || spec.priority() > 1000)
     return fmt::format("priority {} is outside -1000..1000", spec.priority());

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "freeride.pb.h"
@@ -18,6 +19,12 @@ struct LaneLimits {
   int lane = 0;
   uint64_t capacity_bytes = 0;  // 0: unknown, no limit
 };
+
+// Why `name` cannot name a task, or "" when it can.  A name must be valid
+// UTF-8 of 1..128 bytes, not blank, not digits only (`show 123` reads an
+// id), and free of control, zero-width and bidirectional formatting
+// characters, which make a name print as something it is not.  Any thread.
+std::string NameProblem(std::string_view name);
 
 // Checks a spec against the daemon's lanes: a name, a resolvable command, a
 // known lane, memory no larger than any lane, sane numbers.  Returns "" when

@@ -21,6 +21,8 @@ std::unique_ptr<TaskChannel> TaskChannel::AttachFromEnvironment(std::string* err
   if (!channel->task_.Open(task_path, error)) return nullptr;
   if (!channel->lane_.Open(lane_path, /*writable=*/false, error)) return nullptr;
   channel->lane_path_ = lane_path;
+  // Tells the daemon this program uses the SDK: it stops holding it to bubbles.
+  channel->task_.set_state(TaskProcessState::kAttached);
   if (const char* dir = std::getenv(kEnvCheckpointDir)) channel->checkpoint_dir_ = dir;
   if (const char* hint = std::getenv(kEnvStepHint)) channel->estimator_.set_prior(std::atoll(hint));
   if (const char* memory = std::getenv(kEnvMemory))

@@ -1,0 +1,66 @@
+// The control API's TCP front door.
+//
+// gRPC 1.51 stops accepting on a listener for good once accept4 fails with
+// EMFILE, so a flood of idle connections could leave the daemon deaf until
+// restarted.  TCP connections therefore never reach a gRPC listener
+// directly: the gate accepts them within limits (per peer address, in all,
+// and within the file descriptors the process may open) and relays each
+// one's bytes to a gRPC server listening on a private abstract Unix socket.
+// TLS, when configured, runs end to end through the relay.  Whatever the
+// flood, the gate keeps accepting (and refusing) and the daemon's own
+// descriptors stay within the limits.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <thread>
+
+#include "base/clock.h"
+
+namespace freeride {
+
+struct TcpGateLimits {
+  int max_connections = 256;  // relayed at once, from all peers
+  int max_per_peer = 32;      // relayed at once from one address
+  // A connection that sends nothing for this long after it was accepted is
+  // closed: gRPC clients speak first.
+  Nanos silent_timeout = 10 * kSecond;
+};
+
+class TcpGate {
+ public:
+  TcpGate() = default;
+  ~TcpGate();
+  TcpGate(const TcpGate&) = delete;
+  TcpGate& operator=(const TcpGate&) = delete;
+
+  // Listens on HOST:PORT (PORT 0: a free one) and relays to the abstract
+  // Unix socket `backend` (its name, without the leading NUL).  The limit
+  // in all is lowered to what RLIMIT_NOFILE leaves room for (three
+  // descriptors a connection: the gate's two and gRPC's one).  Returns
+  // false with *error when it cannot listen.
+  bool Start(const std::string& address, const std::string& backend, TcpGateLimits limits,
+             std::string* error);
+  // Closes the listener and every connection.  Idempotent.
+  void Stop();
+
+  int port() const { return port_; }
+  int max_connections() const { return limits_.max_connections; }
+  int open_connections() const { return open_.load(); }
+  uint64_t refused() const { return refused_.load(); }
+
+ private:
+  void Loop();
+
+  TcpGateLimits limits_;
+  std::string backend_;
+  int listen_fd_ = -1;
+  int wake_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> open_{0};
+  std::atomic<uint64_t> refused_{0};
+  std::thread thread_;
+};
+
+}  // namespace freeride

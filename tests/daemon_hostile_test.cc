@@ -1,0 +1,405 @@
+// The daemon tried as a hostile or careless user would (issue 23): floods of
+// connections, programs that do not use the SDK, process trees that hide
+// from their task, thousands of tasks, and names and profiles built to
+// mislead.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "client/client.h"
+#include "client/task_profile.h"
+#include "daemon/daemon.h"
+#include "daemon_test_util.h"
+#include "test_util.h"
+
+namespace freeride {
+namespace {
+
+// A process's user and system CPU time, in clock ticks (-1: no such process).
+long CpuTicks(int pid) {
+  std::string stat = FileText("/proc/" + std::to_string(pid) + "/stat");
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 2));
+  std::string field;
+  long utime = 0, stime = 0;
+  // Fields 3..13 come before utime (14) and stime (15).
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::stol(field);
+    if (i == 15) stime = std::stol(field);
+  }
+  return utime + stime;
+}
+
+// The number in a file a task wrote, once it is there (0 after `timeout`).
+int WaitForPidFile(const std::string& path, Nanos timeout) {
+  for (Nanos end = MonotonicNow() + timeout; MonotonicNow() < end; usleep(20000)) {
+    std::string text = FileText(path);
+    if (!text.empty() && text.back() == '\n') return std::atoi(text.c_str());
+  }
+  return 0;
+}
+
+bool GoneWithin(int pid, Nanos timeout) {
+  for (Nanos end = MonotonicNow() + timeout; MonotonicNow() < end; usleep(20000))
+    if (!ProcessAlive(pid)) return true;
+  return !ProcessAlive(pid);
+}
+
+size_t LineCount(const std::string& path) {
+  std::string text = FileText(path);
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// A shell command for an imperative task whose tree hides from its process
+// group: a child that ignores SIGTERM and a child in a session of its own
+// (SCHED_OTHER, so that it would run on a busy machine), each writing its
+// pid to dir/<name>.pid and, every 50 ms, a line to dir/<name>.ticks.
+std::vector<std::string> HidingTree(const std::string& dir) {
+  std::string ticker = "while :; do echo x >> " + dir + "/$0.ticks; sleep 0.05; done";
+  std::string script =
+      "sh -c 'trap \"\" TERM; echo $$ > " + dir + "/ignorer.pid; " + ticker + "' ignorer & " +
+      "setsid chrt -o 0 sh -c 'echo $$ > " + dir + "/escaper.pid; " + ticker + "' escaper & " +
+      "wait";
+  return {"/bin/sh", "-c", script};
+}
+
+class Hostile : public DaemonTest {
+ protected:
+  v1::TaskInfo Submit(v1::TaskSpec spec) {
+    v1::TaskInfo info;
+    Status status = tasks()->Submit(spec, &info);
+    EXPECT_TRUE(status.ok()) << status.message;
+    return info;
+  }
+};
+
+// ---------------------------------------------------------------- item 5 --
+
+TEST_F(Hostile, AnIterativeProgramWithoutTheSdkThatExitsIsFailedNotRelaunched) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ScriptedStage stage(options_.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
+  v1::TaskSpec once = MakeSpec("true", {"/bin/true"});
+  v1::TaskSpec retried = MakeSpec("true-retried", {"/bin/true"});
+  retried.set_max_retries(3);
+  for (const v1::TaskSpec& spec : {once, retried}) {
+    v1::TaskInfo info = Submit(spec);
+    v1::TaskInfo failed = WaitForState(tasks(), info.id(), "FAILED", 20 * kSecond);
+    ASSERT_EQ(failed.state(), "FAILED") << failed.message() << " after " << failed.attempts();
+    EXPECT_NE(failed.message().find("--kind imperative"), std::string::npos) << failed.message();
+    usleep(500 * 1000);
+    tasks()->Get(info.id(), "", &failed);
+    EXPECT_EQ(failed.attempts(), 1) << "relaunching would only do the same again";
+  }
+  v1::TaskSpec imperative = MakeSpec("true-imperative", {"/bin/true"});
+  imperative.set_kind(v1::TASK_KIND_IMPERATIVE);
+  v1::TaskInfo info = Submit(imperative);
+  v1::TaskInfo done = WaitForState(tasks(), info.id(), "FINISHED", 20 * kSecond);
+  EXPECT_EQ(done.state(), "FINISHED") << done.message();
+  EXPECT_EQ(done.attempts(), 1);
+}
+
+// ---------------------------------------------------------------- item 6 --
+
+TEST_F(Hostile, AnIterativeProgramWithoutTheSdkRunsOnlyInBubblesThenFails) {
+  options_.attach_timeout = 300 * kMillisecond;
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  v1::TaskInfo info = Submit(MakeSpec("spin", {"/bin/sh", "-c", "while :; do :; done"}));
+  v1::TaskInfo launched;
+  for (int i = 0; i < 250 && launched.pid() == 0; ++i, usleep(20000))
+    tasks()->Get(info.id(), "", &launched);
+  ASSERT_GT(launched.pid(), 0) << launched.message();
+  // No stage, no bubbles: it must not run at all.
+  usleep(200 * 1000);
+  long before = CpuTicks(static_cast<int>(launched.pid()));
+  usleep(600 * 1000);
+  long after = CpuTicks(static_cast<int>(launched.pid()));
+  ASSERT_GE(before, 0);
+  EXPECT_LE(after - before, 1) << "a program that never attached ran outside bubbles";
+  EXPECT_EQ(launched.state(), "SUBMITTED");
+  ScriptedStage stage(options_.socket_path, {10 * kMillisecond}, 2 * kMillisecond);
+  v1::TaskInfo failed = WaitForState(tasks(), info.id(), "FAILED", 30 * kSecond);
+  ASSERT_EQ(failed.state(), "FAILED") << failed.message();
+  EXPECT_NE(failed.message().find("--kind imperative"), std::string::npos) << failed.message();
+  EXPECT_EQ(failed.attempts(), 1);
+  // An SDK task is held the same way only until it attaches, then finishes.
+  info = Submit(MakeSpec("counter", {COUNT_TASK_BIN, "--total", "50", "--step-us", "200"}));
+  EXPECT_EQ(WaitForState(tasks(), info.id(), "FINISHED", 30 * kSecond).state(), "FINISHED");
+}
+
+// ---------------------------------------------------------------- item 7 --
+
+TEST_F(Hostile, CancelEndsEveryProcessOfTheTask) {
+  options_.cancel_grace = 300 * kMillisecond;
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  if (!daemon_->tasks_in_cgroups()) GTEST_SKIP() << daemon_->recovery_notes().back();
+  v1::TaskSpec spec = MakeSpec("tree", HidingTree(dir_.path()));
+  spec.set_kind(v1::TASK_KIND_IMPERATIVE);
+  v1::TaskInfo info = Submit(spec);
+  ScriptedStage stage(options_.socket_path, {20 * kMillisecond}, 2 * kMillisecond);
+  int ignorer = WaitForPidFile(dir_.path() + "/ignorer.pid", 30 * kSecond);
+  int escaper = WaitForPidFile(dir_.path() + "/escaper.pid", 30 * kSecond);
+  ASSERT_GT(ignorer, 0);
+  ASSERT_GT(escaper, 0);
+  v1::TaskInfo out;
+  ASSERT_TRUE(tasks()->Cancel(info.id(), "", &out).ok());
+  EXPECT_EQ(WaitForState(tasks(), info.id(), "CANCELLED", 20 * kSecond).state(), "CANCELLED");
+  EXPECT_TRUE(GoneWithin(ignorer, 5 * kSecond)) << "a child that ignores SIGTERM survived";
+  EXPECT_TRUE(GoneWithin(escaper, 5 * kSecond)) << "a child in its own session survived";
+}
+
+TEST_F(Hostile, AnEscapedChildOfAnImperativeTaskIsStoppedBetweenBubbles) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  if (!daemon_->tasks_in_cgroups()) GTEST_SKIP() << daemon_->recovery_notes().back();
+  v1::TaskSpec spec = MakeSpec("tree", HidingTree(dir_.path()));
+  spec.set_kind(v1::TASK_KIND_IMPERATIVE);
+  Submit(spec);
+  {
+    ScriptedStage stage(options_.socket_path, {20 * kMillisecond}, 2 * kMillisecond);
+    ASSERT_GT(WaitForPidFile(dir_.path() + "/escaper.pid", 30 * kSecond), 0);
+    for (int i = 0; i < 250 && LineCount(dir_.path() + "/escaper.ticks") == 0; ++i) usleep(20000);
+  }
+  // The stage is gone, so is every bubble: nothing of the task may run.
+  usleep(300 * 1000);
+  size_t before = LineCount(dir_.path() + "/escaper.ticks");
+  ASSERT_GT(before, 0u);
+  usleep(1000 * 1000);
+  EXPECT_LE(LineCount(dir_.path() + "/escaper.ticks"), before + 1)
+      << "the child in its own session ran outside bubbles";
+}
+
+TEST(HostileCrash, ASigkilledDaemonLeavesNoProcessOfItsTasks) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir);
+  pid_t daemon = StartDaemonProcess(options, {});
+  if (FileText(options.state_dir + ".log").find("tasks do not get cgroups") != std::string::npos) {
+    kill(daemon, SIGKILL);
+    waitpid(daemon, nullptr, 0);
+    GTEST_SKIP() << FileText(options.state_dir + ".log");
+  }
+  std::string error;
+  auto stub = ConnectToDaemon(options.socket_path, &error);
+  ASSERT_NE(stub, nullptr) << error;
+  v1::SubmitRequest request;
+  *request.mutable_spec() = MakeSpec("tree", HidingTree(dir.path()));
+  request.mutable_spec()->set_kind(v1::TASK_KIND_IMPERATIVE);
+  v1::SubmitReply reply;
+  grpc::ClientContext context;
+  ASSERT_TRUE(stub->Submit(&context, request, &reply).ok());
+  ScriptedStage stage(options.socket_path, {20 * kMillisecond}, 2 * kMillisecond);
+  int ignorer = WaitForPidFile(dir.path() + "/ignorer.pid", 30 * kSecond);
+  int escaper = WaitForPidFile(dir.path() + "/escaper.pid", 30 * kSecond);
+  ASSERT_GT(ignorer, 0);
+  ASSERT_GT(escaper, 0);
+  for (const char* name : {"/ignorer.pid", "/escaper.pid"}) unlink((dir.path() + name).c_str());
+
+  kill(daemon, SIGKILL);
+  waitpid(daemon, nullptr, 0);
+  EXPECT_TRUE(GoneWithin(ignorer, 5 * kSecond)) << "orphaned by the daemon's death";
+  EXPECT_TRUE(GoneWithin(escaper, 5 * kSecond)) << "orphaned by the daemon's death";
+
+  // The relaunch runs one tree, not a second one beside the first.
+  daemon = StartDaemonProcess(options, {});
+  int relaunched = WaitForPidFile(dir.path() + "/escaper.pid", 30 * kSecond);
+  EXPECT_GT(relaunched, 0) << FileText(options.state_dir + ".log");
+  EXPECT_FALSE(ProcessAlive(escaper));
+  stage.Stop();
+  kill(daemon, SIGTERM);
+  int status = 0;
+  waitpid(daemon, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (relaunched > 0) EXPECT_TRUE(GoneWithin(relaunched, 5 * kSecond)) << "left by a clean stop";
+}
+
+// ---------------------------------------------------------------- item 8 --
+
+TEST_F(Hostile, StatusOfThousandsOfTasksComesInPagesWithoutEnvironments) {
+  options_.max_resident_per_lane = 1;
+  options_.listen_address = "127.0.0.1:0";
+  options_.token = "0123456789abcdef0123456789abcdef";
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  constexpr int kTasks = 5000, kThreads = 8;
+  // About 2 KiB of environment each: 10 MB in all, over gRPC's 4 MiB.
+  v1::TaskSpec spec = MakeSpec("", {"/bin/sleep", "1000"});
+  spec.set_kind(v1::TASK_KIND_IMPERATIVE);
+  (*spec.mutable_env())["SECRET"] = std::string(2048, 's');
+  std::vector<std::thread> submitters;
+  std::atomic<int> refused{0};
+  for (int t = 0; t < kThreads; ++t)
+    submitters.emplace_back([&, t] {
+      v1::TaskSpec mine = spec;
+      for (int i = t; i < kTasks; i += kThreads) {
+        mine.set_name("t" + std::to_string(i));
+        v1::TaskInfo info;
+        if (!tasks()->Submit(mine, &info).ok()) ++refused;
+      }
+    });
+  for (auto& s : submitters) s.join();
+  ASSERT_EQ(refused.load(), 0);
+
+  DaemonEndpoint local;
+  local.socket_path = options_.socket_path;
+  DaemonEndpoint remote;
+  remote.server = "127.0.0.1:" + std::to_string(daemon_->tcp_port());
+  remote.token = options_.token;
+  for (const DaemonEndpoint& endpoint : {local, remote}) {
+    std::string error;
+    auto stub = ConnectToDaemon(endpoint, &error);
+    ASSERT_NE(stub, nullptr) << error;
+    v1::ListTasksReply all;
+    grpc::Status status = ListAllTasks(*stub, endpoint, true, std::chrono::seconds(30), &all);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_EQ(all.tasks_size(), kTasks);
+    std::set<int64_t> ids;
+    for (const v1::TaskInfo& task : all.tasks()) {
+      ids.insert(task.id());
+      ASSERT_TRUE(task.spec().env().empty()) << "status carries no environments";
+    }
+    EXPECT_EQ(ids.size(), static_cast<size_t>(kTasks)) << "each task once";
+    grpc::ClientContext context;
+    PrepareContext(&context, endpoint, std::chrono::seconds(5));
+    v1::GetTaskRequest get;
+    get.set_id(1);
+    v1::TaskInfo one;
+    ASSERT_TRUE(stub->GetTask(&context, get, &one).ok());
+    EXPECT_EQ(one.spec().env().count("SECRET"), endpoint.server.empty() ? 1u : 0u)
+        << "environments are shown over the owner's socket only";
+  }
+}
+
+// --------------------------------------------------------------- item 10 --
+
+TEST_F(Hostile, NamesThatMisleadAreRefusedClearly) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  struct Case {
+    std::string name, why;
+  } cases[] = {
+      {"123", "all digits"},
+      {"   ", "blank"},
+      {"\xc2\xa0\xe3\x80\x80", "blank"},
+      {"invoice\xe2\x80\xaetxt.exe", "U+202E"},
+      {"a\xe2\x80\x8b" "b", "U+200B"},
+      {"tab\tname", "U+0009"},
+      {"bad\xff\xfe", "not valid UTF-8"},
+      {"overlong\xc0\xaf", "not valid UTF-8"},
+      {"cut\xe2\x80", "not valid UTF-8"},
+      {std::string(129, 'x'), "longer than 128"},
+  };
+  for (const Case& c : cases) {
+    v1::TaskInfo info;
+    Status status = tasks()->Submit(MakeSpec(c.name, {"/bin/true"}), &info);
+    EXPECT_EQ(status.code, ErrorCode::kInvalidArgument) << c.why;
+    EXPECT_NE(status.message.find(c.why), std::string::npos) << status.message;
+  }
+  v1::TaskInfo info;
+  EXPECT_TRUE(tasks()->Submit(MakeSpec("naïve résumé 2", {"/bin/true"}), &info).ok());
+  // The client refuses what it could not even send.
+  ShellResult r = RunShell(std::string(FREERIDE_BIN) + " submit --socket " +
+                               options_.socket_path + " --name \"$(printf 'x\\377')\" -- /bin/true",
+                           dir_.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("not valid UTF-8"), std::string::npos) << r.err;
+}
+
+TEST(HostileProfile, ADirectoryOrAnOverflowingMemoryFigureIsAClearError) {
+  TempDir dir;
+  ShellResult r = RunShell(std::string(FREERIDE_BIN) + " submit --socket " + dir.path() +
+                               "/none.sock --profile " + dir.path(),
+                           dir.path());
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("is a directory"), std::string::npos) << r.err;
+
+  std::string path = dir.path() + "/p.json";
+  std::ofstream(path) << R"({"freeride_task_profile":1,"command":["/bin/true"],"unit":"x",)"
+                      << R"("rate_per_s":1,"step_ms":{"p50":1,"p90":1,"p99":1,"max":1},)"
+                      << R"("peak_memory_bytes":18446744073709551000})";
+  std::string error;
+  EXPECT_FALSE(ReadTaskProfile(path, &error)) << "the margin would wrap it round to nearly 0";
+  EXPECT_NE(error.find("larger than"), std::string::npos) << error;
+  TaskProfile huge;
+  huge.peak_memory_bytes = UINT64_MAX - 5;
+  EXPECT_EQ(ProfiledMemoryBytes(huge), UINT64_MAX) << "saturates, never wraps";
+}
+
+TEST(HostileMemory, CpuLanesRefuseMoreMemoryThanTheMachineHas) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir);
+  pid_t daemon = StartDaemonProcess(options, {});
+  ShellResult r = RunShell(std::string(FREERIDE_BIN) + " submit --socket " + options.socket_path +
+                               " --memory 9223372036854775807 -- /bin/true",
+                           dir.path());
+  kill(daemon, SIGTERM);
+  waitpid(daemon, nullptr, 0);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.err.find("has only"), std::string::npos) << r.err;
+}
+
+// ---------------------------------------------------------------- item 1 --
+
+// Opens up to `count` TCP connections to 127.0.0.1:port within `timeout`,
+// without blocking; their descriptors.
+std::vector<int> OpenIdleConnections(int port, int count, Nanos timeout) {
+  std::vector<int> fds;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (Nanos end = MonotonicNow() + timeout; static_cast<int>(fds.size()) < count &&
+                                             MonotonicNow() < end;) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
+TEST(HostileTcp, AFloodOfIdleConnectionsLeavesBothSocketsAnswering) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir);
+  std::string token_file = dir.path() + "/token";
+  std::ofstream(token_file) << "0123456789abcdef0123456789abcdef\n";
+  chmod(token_file.c_str(), 0600);
+  // 256 descriptors, so that a flood of a couple of thousand exhausts them.
+  pid_t daemon = StartDaemonProcess(
+      options, {"--listen", "127.0.0.1:0", "--token-file", token_file}, /*descriptor_limit=*/256);
+  std::smatch port;
+  std::string log = FileText(options.state_dir + ".log");
+  ASSERT_TRUE(std::regex_search(log, port, std::regex("tcp: 127\\.0\\.0\\.1:(\\d+)"))) << log;
+  DaemonEndpoint local, remote;
+  local.socket_path = options.socket_path;
+  remote.server = "127.0.0.1:" + port[1].str();
+  remote.token = "0123456789abcdef0123456789abcdef";
+  ASSERT_EQ(StatsCode(remote), grpc::StatusCode::OK);
+
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  int count = static_cast<int>(std::min<rlim_t>(2000, limit.rlim_max - 100));
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+  std::vector<int> flood = OpenIdleConnections(std::stoi(port[1].str()), count, 10 * kSecond);
+  EXPECT_GT(flood.size(), 1000u);
+  usleep(1500 * 1000);  // held idle
+  EXPECT_EQ(StatsCode(local), grpc::StatusCode::OK) << "the Unix socket answers during a flood";
+  for (int fd : flood) close(fd);
+  usleep(500 * 1000);
+  EXPECT_EQ(StatsCode(local), grpc::StatusCode::OK) << "the Unix socket answers after it";
+  EXPECT_EQ(StatsCode(remote), grpc::StatusCode::OK) << "TCP answers after it";
+  kill(daemon, SIGTERM);
+  waitpid(daemon, nullptr, 0);
+}
+
+}  // namespace
+}  // namespace freeride

@@ -220,7 +220,9 @@ TEST(HostileCrash, ASigkilledDaemonLeavesNoProcessOfItsTasks) {
   int status = 0;
   waitpid(daemon, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  if (relaunched > 0) EXPECT_TRUE(GoneWithin(relaunched, 5 * kSecond)) << "left by a clean stop";
+  if (relaunched > 0) {
+    EXPECT_TRUE(GoneWithin(relaunched, 5 * kSecond)) << "left by a clean stop";
+  }
 }
 
 // ---------------------------------------------------------------- item 8 --

@@ -11,8 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 namespace freeride {
 namespace {
@@ -124,6 +126,19 @@ LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
   pid_t pid = fork();
   if (pid == 0) {
     ChildFailure failure{0, 0};
+    // Nothing of the daemon's but what the launch needs, from the start: the
+    // state directory's lock above all.  The cgroup write below can wait on a
+    // kernel lock, and a child that held the daemon's lock while its daemon
+    // died would keep a restarted daemon out.
+    int keep[] = {null_fd, out_fd, err_fd, pipe_fds[1], cgroup_fd};
+    std::sort(std::begin(keep), std::end(keep));
+    unsigned next = 3;
+    for (int fd : keep) {
+      if (fd < static_cast<int>(next)) continue;
+      if (fd > static_cast<int>(next)) syscall(SYS_close_range, next, static_cast<unsigned>(fd - 1), 0u);
+      next = static_cast<unsigned>(fd) + 1;
+    }
+    syscall(SYS_close_range, next, ~0u, 0u);
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // the daemon died during fork

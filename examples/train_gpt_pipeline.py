@@ -104,6 +104,9 @@ def main() -> None:
     p.add_argument("--out", default=None, help="JSON results (written by rank 0)")
     p.add_argument("--pin-cores", action="store_true",
                    help="CPU: pin rank r to core r+1, the core `freeride daemon --cpu-lanes` gives lane r's tasks")
+    p.add_argument("--cores", default=None, metavar="LIST",
+                   help="CPU: pin rank r to the r-th core of LIST (e.g. 0,1), as `freeride daemon "
+                        "--lane-cores LIST` pins lane r's tasks")
     args = p.parse_args()
 
     cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
@@ -114,7 +117,10 @@ def main() -> None:
         device = torch.device("cuda", local)
     else:
         device = torch.device("cpu")
-        if args.pin_cores and (os.cpu_count() or 1) > world:
+        if args.cores:
+            cores = [int(c) for c in args.cores.split(",")]
+            os.sched_setaffinity(0, {cores[local % len(cores)]})
+        elif args.pin_cores and (os.cpu_count() or 1) > world:
             os.sched_setaffinity(0, {local + 1})
         torch.set_num_threads(1)
         torch.use_deterministic_algorithms(True)

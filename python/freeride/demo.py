@@ -9,8 +9,10 @@ paths of ``freeride timeline`` pictures:
           the CUDA side tasks (PageRank, SGD, image) in its bubbles.
   cpu     no GPU: the same pipeline code on CPU (gloo, torch.distributed.pipelining,
           a tiny GPT) instrumented by freeride.torch, with the CPU versions of
-          the side tasks.  Stage k and lane k's tasks share core k+1 when there
-          are enough cores.
+          the side tasks.  The pipeline is fitted to the cores: as many stages
+          as cores (2 to 4), stage k and lane k's side task pinned to the same
+          core, the side task in SCHED_IDLE (it gets the core only while its
+          stage waits), the daemon's own threads below the stages' priority.
   replay  no PyTorch: stand-in stages replay the bubble timings of the profiled
           4xH200 run (examples/data/h200_1f1b_bubbles.json) through the same
           shared-memory data plane.
@@ -101,12 +103,16 @@ class Demo:
         return subprocess.run(cmd, env=self.env, timeout=120)
 
     def start_daemon(self, phase, lanes_args):
+        """Starts the daemon.  In CPU mode its threads other than the lanes'
+        (real-time) dispatchers run at nice 10, below the stages they share
+        cores with."""
         socket = os.path.join(self.out, f"{phase}.sock")
         state = os.path.join(self.out, phase)
         # In a container the demo is often root; the daemon refuses root
         # unless told, since its side tasks then run as root too.
         as_root = ["--allow-root"] if os.geteuid() == 0 else []
-        self.daemon = self.spawn(["freeride", "daemon", "--socket", socket, "--state-dir", state,
+        nice = ["nice", "-n", "10"] if self.mode == "cpu" else []
+        self.daemon = self.spawn([*nice, "freeride", "daemon", "--socket", socket, "--state-dir", state,
                                   *as_root, *lanes_args], f"{phase}-daemon.log")
         for _ in range(200):
             if os.path.exists(socket) or self.daemon.poll() is not None:
@@ -131,11 +137,13 @@ class Demo:
         self.daemon = None
 
     def watch(self, socket, label, stop: threading.Event):
-        """Prints a progress line every second from the daemon's own counters."""
+        """Prints a progress line from the daemon's own counters: every second
+        on GPUs, every 5 s on CPU, where each `freeride status` takes a core
+        from a stage."""
         start = time.time()
         terminal = sys.stdout.isatty()
         last_print = 0.0
-        while not stop.wait(1.0):
+        while not stop.wait(1.0 if self.mode == "gpu" else 5.0):
             r = self.freeride("status", "--socket", socket, "--json", capture=True)
             try:
                 lanes = json.loads(r.stdout)["stats"].get("lanes", [])
@@ -197,12 +205,11 @@ class Demo:
 
     def train_command(self):
         script = os.path.join(self.share, "examples", "train_gpt_pipeline.py")
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-               str(self.lanes), script, "--freeride", "on", "--steps", str(self.args.steps)]
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--monitor-interval", "1",
+               "--nproc-per-node", str(self.lanes), script, "--freeride", "on", "--steps",
+               str(self.args.steps)]
         if self.mode == "cpu":
-            cmd += ["--device", "cpu", "--preset", "tiny"]
-            if (os.cpu_count() or 1) > self.lanes:
-                cmd += ["--pin-cores"]
+            cmd += ["--device", "cpu", "--preset", "tiny", "--cores", ",".join(map(str, self.cores))]
         else:
             cmd += ["--device", "cuda", "--preset", self.args.preset]
         return cmd
@@ -263,20 +270,41 @@ class Demo:
         self.mode, why = self.choose_mode()
         if a.steps is None:
             a.steps = 100 if self.mode == "gpu" else 150
-        self.lanes = LANES if self.mode != "gpu" else min(LANES, self.gpus)
+        self.lanes = {"gpu": min(LANES, self.gpus), "cpu": cpu_stages(), "replay": LANES}[self.mode]
+        # CPU: stage k and lane k's side task share core k of the cores this
+        # process may use (the stage runs; its task only while it waits).
+        allowed = sorted(os.sched_getaffinity(0))
+        self.cores = [allowed[k % len(allowed)] for k in range(self.lanes)]
         tasks = GPU_TASKS if self.mode == "gpu" else CPU_TASKS
         say("== FreeRide demo: " + {
             "gpu": f"GPU mode: {self.lanes} GPUs, a GPT ({a.preset}) pipeline with CUDA side tasks",
-            "cpu": "CPU mode (no GPU here): real PyTorch pipeline training on CPU (gloo), the real "
-                   "daemon with CPU lanes, real CPU side tasks",
+            "cpu": f"CPU mode (no GPU here): real PyTorch pipeline training on CPU (gloo), {self.lanes} "
+                   f"stages on {len(allowed)} cores, the real daemon with CPU lanes, real CPU side tasks",
             "replay": "replay mode (no PyTorch here): stand-in stages replay the bubbles of a "
                       "profiled 4xH200 run through the real daemon and data plane",
+        }[self.mode])
+        say("   measures: " + {
+            "gpu": "the training's iteration time with CUDA side tasks in its bubbles against a run "
+                   "without them, the bubble time the tasks used, and the saving (their work at "
+                   "their alone rate, less the slowdown)",
+            "cpu": f"the training's iteration time with side tasks in its bubbles against a run without "
+                   f"them, with stage k and lane k's task pinned together to core k "
+                   f"({', '.join(f'stage {k}: core {c}' for k, c in enumerate(self.cores))}), the task "
+                   "in SCHED_IDLE so it gets the core only while the stage waits; the bubble time the "
+                   "tasks used; the saving (their work at their alone rate, less the slowdown)"
+                   + ("" if len(allowed) >= self.lanes else
+                      f"; with fewer cores than stages, stages also wait for cores, which counts as "
+                      "bubble time here"),
+            "replay": "how much of the profiled 4xH200 bubble time the daemon hands to real side "
+                      "tasks, and their overrun; the stand-in stages sleep through their busy time, "
+                      "so the slowdown shows FreeRide's marks and dispatch, not GPU interference",
         }[self.mode])
         if why:
             say(f"   ({why})")
         say(f"   outputs in {self.out}")
-        lanes_args = (["--gpus", ",".join(map(str, range(self.lanes))), "--mps", "auto"]
-                      if self.mode == "gpu" else ["--cpu-lanes", str(self.lanes)])
+        lanes_args = {"gpu": ["--gpus", ",".join(map(str, range(self.lanes))), "--mps", "auto"],
+                      "cpu": ["--cpu-lanes", str(self.lanes), "--lane-cores", ",".join(map(str, self.cores))],
+                      "replay": ["--cpu-lanes", str(self.lanes)]}[self.mode]
 
         say(f"[1/4] measuring each side task alone ({a.profile_seconds:g} s each): its alone rate values the harvested work")
         profiles = self.profile_tasks(tasks, self.mode == "gpu")
@@ -320,11 +348,9 @@ class Demo:
             say(f"   (mode {self.mode}: lanes stand for GPUs; the money figure assumes "
                 f"{a.gpu_hour_price:g} per GPU-hour, set with --gpu-hour-price)")
         if self.mode == "cpu":
-            cores = os.cpu_count() or 1
-            say(f"   (CPU mode: {self.lanes} stages, their side tasks and the daemon share {cores} "
-                f"core(s) and their caches{'' if cores > self.lanes else ', so stages wait for cores too'}; "
-                "the slowdown here measures that, not a GPU pipeline, where side tasks get the GPU "
-                "only in bubbles: see bench/results/e2e_gpu.md)")
+            say(f"   (CPU mode: each stage shares its core and caches with its lane's side task, and "
+                "the cores with the daemon and anything else running on this machine: the slowdown "
+                "includes that; on GPUs see bench/results/e2e_gpu.md)")
         say(f"   report:    {os.path.join(self.out, 'report.txt')} (and report.json)")
         say(f"   timeline:  {svg} (open in a browser)")
         say(f"   trace:     {trace} (open in https://ui.perfetto.dev)")
@@ -354,6 +380,12 @@ class Demo:
         return "gpu", ""
 
 
+def cpu_stages() -> int:
+    """CPU mode's pipeline depth: one stage per core this process may use,
+    2 at least (a pipeline) and LANES at most."""
+    return max(2, min(LANES, len(os.sched_getaffinity(0))))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="freeride demo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -364,7 +396,13 @@ def main(argv=None) -> int:
     p.add_argument("--preset", default="1.3b", help="GPU mode: model size (tiny, small, 1.3b)")
     p.add_argument("--profile-seconds", type=float, default=2.0, help="alone-rate measurement per task")
     p.add_argument("--gpu-hour-price", type=float, default=3.0, help="for the money figures")
+    p.add_argument("--quick", action="store_true",
+                   help="a short run to see that it works (30 steps, 0.5 s per alone rate); "
+                        "its figures are rough")
     args = p.parse_args(argv)
+    if args.quick:
+        args.steps = args.steps or 30
+        args.profile_seconds = 0.5
     if args.out:
         if os.path.exists(args.out) and os.listdir(args.out):
             print(f"freeride demo: --out {args.out} is not empty; give a new or empty folder",

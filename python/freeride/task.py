@@ -32,7 +32,7 @@ class StepResult:
 class IterativeTask:
     """Override step(); the other hooks are optional."""
 
-    unit = "steps"
+    unit: str = "steps"
 
     def init(self) -> None:
         """Allocates and loads; runs once before the first bubble."""
@@ -63,7 +63,7 @@ class IterativeTask:
         return 0
 
 
-def _as_result(value) -> StepResult:
+def _as_result(value: StepResult | float | int | None) -> StepResult:
     if isinstance(value, StepResult):
         return value
     return StepResult(units=float(value or 0))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
+from typing import Any, Protocol
 
 import torch
 import torch.distributed.pipelining.schedules as _schedules
@@ -35,10 +36,28 @@ _lock = threading.RLock()
 DEFAULT_MEMORY_MARGIN = 2 << 30
 
 
+class Harvest(Protocol):
+    """What instrument() returns: pause, resume and close the marks."""
+
+    marks: int
+    enabled: bool
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Harvest: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
 class Instrumentation:
     """Bubble marks for one pipeline rank.  Use ``close()`` (or ``with``) to stop."""
 
-    def __init__(self, schedule, lane: int, socket: str | None, memory_margin: int):
+    def __init__(self, schedule: _schedules._PipelineSchedule, lane: int, socket: str | None,
+                 memory_margin: int) -> None:
         self.schedule = schedule
         self.lane = lane
         self.stage = Stage(lane, socket)
@@ -127,10 +146,10 @@ class Instrumentation:
             torch.cuda.synchronize(self._device)  # pending stream marks refer to the handle
         self.stage.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Instrumentation:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -149,10 +168,10 @@ class _Disabled:
     def close(self) -> None:
         pass
 
-    def __enter__(self):
+    def __enter__(self) -> _Disabled:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         pass
 
 
@@ -165,8 +184,8 @@ def _default_lane() -> int:
     return 0
 
 
-def instrument(schedule, *, enabled: bool = True, lane: int | None = None,
-               socket: str | None = None, memory_margin: int = DEFAULT_MEMORY_MARGIN):
+def instrument(schedule: _schedules._PipelineSchedule, *, enabled: bool = True, lane: int | None = None,
+               socket: str | None = None, memory_margin: int = DEFAULT_MEMORY_MARGIN) -> Harvest:
     """Marks `schedule`'s idle periods as bubbles for the node's FreeRide daemon.
 
     lane: the daemon lane of this rank's GPU (default: FREERIDE_LANE, else

@@ -92,6 +92,7 @@ TEST(CudaDriver, AMissingLibraryIsReportedNotFatal) {
   EXPECT_FALSE(AnyBlocker(found));
   Finding mps = CheckMps(info, "/tmp");
   EXPECT_EQ(mps.severity, Severity::kNote) << mps.what;
+  EXPECT_NE(ExpectedIsolation(info, mps).what.find("SCHED_IDLE"), std::string::npos);
 }
 
 CudaDriverInfo TwoH200s() {
@@ -111,6 +112,10 @@ TEST(DoctorGpus, HealthyGpusAreOkWithTheirStreamMemoryOperations) {
   EXPECT_TRUE(Has(found, "gpu 1", Severity::kOk, "NVIDIA H200")) << Dump(found);
   EXPECT_TRUE(Has(found, "gpu 0", Severity::kOk, "32-bit yes, 64-bit yes, wait NOR yes")) << Dump(found);
   EXPECT_FALSE(AnyBlocker(found));
+  Finding no_mps{"mps", Severity::kWarning, "nvidia-cuda-mps-control is not installed", ""};
+  EXPECT_NE(ExpectedIsolation(TwoH200s(), no_mps).what.find("time-slicing"), std::string::npos);
+  Finding mps{"mps", Severity::kOk, "an MPS control daemon starts", ""};
+  EXPECT_NE(ExpectedIsolation(TwoH200s(), mps).what.find("MPS"), std::string::npos);
 }
 
 TEST(DoctorGpus, ADriverThatDoesNotStartBlocks) {
@@ -295,6 +300,8 @@ TEST(DoctorCommand, ExitsNonZeroOnlyWhenSomethingBlocks) {
   EXPECT_NE(good.out.find("nothing blocks FreeRide"), std::string::npos) << good.out;
   EXPECT_NE(good.out.find("ok    daemon          running"), std::string::npos) << good.out;
   EXPECT_NE(good.out.find("pytorch"), std::string::npos) << good.out;
+  EXPECT_NE(good.out.find("ok    isolation       CPU lanes: side tasks in SCHED_IDLE"), std::string::npos)
+      << good.out;
   daemon.Shutdown();
 }
 

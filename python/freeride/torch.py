@@ -82,14 +82,14 @@ class Instrumentation:
                           "and marks are dropped until a daemon appears", stacklevel=3)
 
     @staticmethod
-    def _find_device(schedule):
+    def _find_device(schedule: Any) -> torch.device | None:
         stages = getattr(schedule, "_stages", None) or [getattr(schedule, "_stage", None)]
         for stage in stages:
             if stage is not None and getattr(stage, "device", None) is not None:
                 return torch.device(stage.device)
         return None
 
-    def _step(self, *args, **kwargs):
+    def _step(self, *args: Any, **kwargs: Any) -> Any:
         self.slot = 0
         if self._cuda:
             # The memory side tasks may use: what the trainer has not needed at
@@ -108,7 +108,7 @@ class Instrumentation:
     def resume(self) -> None:
         self.enabled = True
 
-    def wait(self, work) -> None:
+    def wait(self, work: Any) -> None:
         """Stands in for the schedules' wait on p2p work: begin, wait, end."""
         if not work or not self.enabled:
             return _original_wait(work)

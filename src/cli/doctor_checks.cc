@@ -180,8 +180,7 @@ std::vector<Finding> CheckGpus(const CudaDriverInfo& driver, bool nvidia_smi) {
   std::vector<Finding> found;
   if (!driver.library_loaded) {
     found.push_back(Make("driver", Severity::kNote,
-                         fmt::format("no NVIDIA driver (libcuda.so.1: {}): CPU lanes only",
-                                     driver.library_error),
+                         fmt::format("no NVIDIA driver ({}): CPU lanes only", driver.library_error),
                          ""));
     return found;
   }
@@ -486,6 +485,15 @@ std::vector<Finding> CheckPython(const std::string& python, const std::string& p
     return {Make("python", Severity::kWarning, fmt::format("cannot run {}: {}", python, run.error),
                  "install Python 3.10 or later, or set FREERIDE_PYTHON")};
   return InterpretPythonProbe(python, run.exit_status, run.output);
+}
+
+Finding ExpectedIsolation(const CudaDriverInfo& driver, const Finding& mps) {
+  bool gpus = driver.library_loaded && driver.init_result == 0 && !driver.gpus.empty();
+  v1::Isolation isolation = !gpus                         ? v1::ISOLATION_CPU_SCHED_IDLE
+                            : mps.severity == Severity::kOk ? v1::ISOLATION_GPU_MPS
+                                                            : v1::ISOLATION_GPU_TIME_SLICED;
+  return Make("isolation", Severity::kNote,
+              fmt::format("no daemon to ask; one started now would use {}", IsolationWords(isolation)));
 }
 
 bool AnyBlocker(const std::vector<Finding>& findings) {

@@ -70,6 +70,10 @@ std::vector<Finding> InterpretPythonProbe(const std::string& python, int exit_st
 // The probe run by CheckPython: prints one JSON object.
 extern const char kPythonProbe[];
 
+// The isolation a daemon started now would use, from the driver and
+// CheckMps's finding: for a node with no daemon running.  Pure.
+Finding ExpectedIsolation(const CudaDriverInfo& driver, const Finding& mps);
+
 // True when a finding blocks FreeRide.  Pure.
 bool AnyBlocker(const std::vector<Finding>& findings);
 

@@ -39,11 +39,16 @@ int RunDoctor(const DoctorArgs& args) {
                         "(cmake --install, scripts/bundle.sh) or a build tree"});
   CudaDriverInfo driver = ProbeCudaDriver(args.cuda_library);
   for (Finding& f : CheckGpus(driver, CommandExists("nvidia-smi"))) findings.push_back(std::move(f));
-  findings.push_back(CheckMps(driver, std::filesystem::temp_directory_path().string()));
+  Finding mps = CheckMps(driver, std::filesystem::temp_directory_path().string());
+  findings.push_back(mps);
   for (Finding& f : CheckSharedMemory(args.shm_dir)) findings.push_back(std::move(f));
   findings.push_back(CheckStateDir(args.state_dir));
   findings.push_back(CheckSocketPath(args.socket_path));
-  for (Finding& f : CheckDaemon(args.socket_path)) findings.push_back(std::move(f));
+  std::vector<Finding> daemon = CheckDaemon(args.socket_path);
+  bool told = false;
+  for (const Finding& f : daemon) told |= f.area == "isolation";
+  if (!told) daemon.push_back(ExpectedIsolation(driver, mps));
+  for (Finding& f : daemon) findings.push_back(std::move(f));
   std::string python = !args.python.empty() ? args.python : layout ? ChoosePython(*layout) : "python3";
   std::string python_path = layout ? (layout->share / "python").string() : "";
   for (Finding& f : CheckPython(python, python_path, exe_dir.string())) findings.push_back(std::move(f));

@@ -334,7 +334,7 @@ Finding CheckStateDir(const std::string& dir) {
     return Make("state dir", Severity::kBlocker, why, fmt::format("chmod u+rwx {}", dir));
   std::string journal = dir + "/journal.db";
   std::string what = fmt::format("{}: mode {:o}, {}", dir, st.st_mode & 0777,
-                                 fs::exists(journal, ec) ? "a journal from an earlier daemon is there (its queue is resumed)"
+                                 fs::exists(journal, ec) ? "a journal is there (a daemon started on it resumes its queue)"
                                                          : "no journal yet");
   if (st.st_mode & 0022)
     return Make("state dir", Severity::kWarning, what + "; others may write to it",

@@ -1023,6 +1023,39 @@ TEST(DaemonRoot, ARootDaemonNeedsToBeToldSoItsTasksNeverRunAsRootByAccident) {
   EXPECT_EQ(started.err.find("would run as root"), std::string::npos) << started.err;
 }
 
+// --lane-cores pins each CPU lane's tasks to the core named for it, and
+// refuses a list that does not name one core of this machine per lane.
+TEST(DaemonLaneCores, EachLaneGetsTheCoreNamedForItAndBadListsAreRefused) {
+  TempDir dir;
+  std::string cli = std::string(FREERIDE_BIN) + " daemon --allow-root --cpu-lanes 2 --socket " +
+                    dir.path() + "/d.sock --state-dir " + dir.path() + "/state";
+  ShellResult short_list = RunShell(cli + " --lane-cores 0", dir.path());
+  EXPECT_EQ(short_list.status, 2);
+  EXPECT_NE(short_list.err.find("--lane-cores lists 1 core(s) for 2 CPU lane(s)"), std::string::npos)
+      << short_list.err;
+  ShellResult no_such = RunShell(cli + " --lane-cores 0,100000", dir.path());
+  EXPECT_EQ(no_such.status, 2);
+  EXPECT_NE(no_such.err.find("'100000' is not a core of this machine"), std::string::npos) << no_such.err;
+  ShellResult with_gpus = RunShell(std::string(FREERIDE_BIN) + " daemon --allow-root --gpus 0 "
+                                   "--lane-cores 0 --socket " + dir.path() + "/g.sock", dir.path());
+  EXPECT_EQ(with_gpus.status, 2);
+
+  // Both lanes on core 0, as the status the daemon reports says.
+  ShellResult started = RunShell(
+      cli + " --lane-cores 0,0 & pid=$!; for i in $(seq 100); do [ -S " + dir.path() +
+          "/d.sock ] && break; sleep 0.05; done; " + FREERIDE_BIN + " status --json --socket " +
+          dir.path() + "/d.sock; kill $pid; wait $pid",
+      dir.path());
+  nlohmann::json status = nlohmann::json::parse(started.out, nullptr, false);
+  ASSERT_TRUE(status.is_object()) << started.out << started.err;
+  auto lanes = status["stats"]["lanes"];
+  ASSERT_EQ(lanes.size(), 2u) << status.dump();
+  for (const auto& lane : lanes) {
+    EXPECT_EQ(lane.value("cpu_core", -1), 0) << lane.dump();
+    EXPECT_EQ(lane.value("isolation", ""), "ISOLATION_CPU_SCHED_IDLE") << lane.dump();
+  }
+}
+
 TEST(TokenFile, OnlyPrivateFilesWithLongTokensAreAccepted) {
   TempDir dir;
   std::string path = dir.path() + "/token";

@@ -1042,12 +1042,12 @@ TEST(DaemonLaneCores, EachLaneGetsTheCoreNamedForItAndBadListsAreRefused) {
 
   // Both lanes on core 0, as the status the daemon reports says.
   ShellResult started = RunShell(
-      cli + " --lane-cores 0,0 & pid=$!; for i in $(seq 100); do [ -S " + dir.path() +
+      cli + " --lane-cores 0,0 >/dev/null & pid=$!; for i in $(seq 100); do [ -S " + dir.path() +
           "/d.sock ] && break; sleep 0.05; done; " + FREERIDE_BIN + " status --json --socket " +
-          dir.path() + "/d.sock; kill $pid; wait $pid",
+          dir.path() + "/d.sock > " + dir.path() + "/status.json; kill $pid; wait $pid",
       dir.path());
-  nlohmann::json status = nlohmann::json::parse(started.out, nullptr, false);
-  ASSERT_TRUE(status.is_object()) << started.out << started.err;
+  nlohmann::json status = nlohmann::json::parse(FileText(dir.path() + "/status.json"), nullptr, false);
+  ASSERT_TRUE(status.is_object()) << FileText(dir.path() + "/status.json") << started.err;
   auto lanes = status["stats"]["lanes"];
   ASSERT_EQ(lanes.size(), 2u) << status.dump();
   for (const auto& lane : lanes) {

@@ -126,6 +126,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="JSON results (written by rank 0)")
     p.add_argument("--pin-cores", action="store_true",
                    help="CPU: pin rank r to core r+1, the core `freeride daemon --cpu-lanes` gives lane r's tasks")
+    p.add_argument("--cores", default=None, metavar="LIST",
+                   help="CPU: pin rank r to the r-th core of LIST (e.g. 0,1), as `freeride daemon "
+                        "--lane-cores LIST` pins lane r's tasks")
 
 
 def setup_device(args):
@@ -137,7 +140,10 @@ def setup_device(args):
     if cuda:
         torch.cuda.set_device(local)
         return rank, world, True, torch.device("cuda", local)
-    if args.pin_cores and (os.cpu_count() or 1) > world:
+    if args.cores:
+        cores = [int(c) for c in args.cores.split(",")]
+        os.sched_setaffinity(0, {cores[local % len(cores)]})
+    elif args.pin_cores and (os.cpu_count() or 1) > world:
         os.sched_setaffinity(0, {local + 1})
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Makes a relocatable bundle for GPU nodes: bundle/bin (the CLI, the daemon,
-# built-in tasks, examples) and bundle/lib (libfreeride plus every shared
-# library they need that a bare node may lack), with RPATH $ORIGIN/../lib.
+# built-in tasks, examples), bundle/lib (libfreeride plus every shared
+# library they need that a bare node may lack), with RPATH $ORIGIN/../lib,
+# and bundle/share/freeride (the Python package and the examples).  On the
+# node: bundle/bin/freeride doctor, then bundle/bin/freeride demo.
 # Usage: scripts/bundle.sh [OUT_DIR]   (default: bundle/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,11 +20,6 @@ for f in "$out"/bin/*; do
     [ -e "$out/lib/$name" ] || cp -L "$path" "$out/lib/$name"
   done
 done
-# `freeride demo` and the PyTorch integration: the Python package and the
-# examples, where the CLI looks for them (share/freeride).
-mkdir -p "$out/share/freeride/examples"
-cp -r python "$out/share/freeride/python"
-find "$out/share/freeride/python" -name __pycache__ -prune -exec rm -rf {} +
-cp -r examples/train_gpt_pipeline.py examples/train_gpt_deepspeed.py examples/train_gpt_megatron.py examples/data \
-  "$out/share/freeride/examples/"
+# The install put the Python package and the examples in share/freeride,
+# where `freeride demo` and `freeride doctor` look for them.
 echo "bundle: $out ($(du -sh "$out" | cut -f1)); run $out/bin/freeride --help"

@@ -8,8 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
-./scripts/build.sh
 # PyTorch (CPU) for CPU mode; without it the demo falls back to replaying
-# profiled bubble timings, and says how to install it.
+# profiled bubble timings, and says how to install it.  Before the build, as
+# in scripts/test.sh, so that either command may run first.
 ./scripts/python-env.sh || echo "demo: continuing without PyTorch"
+./scripts/build.sh
 exec ./build/freeride demo "$@"

@@ -123,6 +123,17 @@ TEST(EventLogReader, ReadsARotatedLogOldestFileFirst) {
   EXPECT_GT(older->bubbles.front().begin_ns, read->bubbles.front().begin_ns);
 }
 
+// One daemon's log of two trainings: the pause between them is nobody's GPU time.
+TEST(RunReport, TheSpanOfSeveralRunsLeavesOutThePausesBetweenThem) {
+  std::vector<std::pair<int64_t, int64_t>> bubbles;
+  for (int64_t run_start : {int64_t{0}, 60'000 * kMs})
+    for (int i = 0; i < 3; ++i)
+      bubbles.emplace_back(run_start + i * 100 * kMs, run_start + i * 100 * kMs + 40 * kMs);
+  EXPECT_EQ(ActiveSpanNs(bubbles, 100 * kMs), 2 * 240 * kMs);
+  EXPECT_EQ(ActiveSpanNs(bubbles, 0), 60'000 * kMs + 240 * kMs) << "no period known: first to last";
+  EXPECT_EQ(ActiveSpanNs({}, 100 * kMs), 0);
+}
+
 TEST(RunReport, FiguresMatchTheHandComputedOnes) {
   EventLogData run = ParseEventLog(RunLog(), "run");
   EventLogData base = ParseEventLog(BaselineLog(), "base");

@@ -16,26 +16,34 @@ class FreeRideUnavailable(RuntimeError):
 
 
 def _candidates() -> list[Path]:
+    """Where libfreeride.so may be, in the order tried."""
+    here = Path(__file__).resolve().parent
     paths: list[Path] = []
     if os.environ.get("FREERIDE_LIB"):
         paths.append(Path(os.environ["FREERIDE_LIB"]))
+    # A wheel built by the `python_wheel` target carries the library.
+    paths.append(here / "_lib" / _LIB_NAME)
     if os.environ.get("FREERIDE_HOME"):
         paths.append(Path(os.environ["FREERIDE_HOME"]) / "lib" / _LIB_NAME)
+    # An install or a bundle: PREFIX/share/freeride/python/freeride -> PREFIX/lib.
+    if len(here.parents) > 3:
+        paths.append(here.parents[3] / "lib" / _LIB_NAME)
+    # The freeride on PATH: an install's or bundle's bin/ (library in ../lib),
+    # or a build tree (library beside it).
     exe = shutil.which("freeride")
     if exe:
         real = Path(exe).resolve()
         paths += [real.parent.parent / "lib" / _LIB_NAME, real.parent / _LIB_NAME]
-    # Running from the source tree: python/freeride/_native.py -> build/.
-    paths.append(Path(__file__).resolve().parents[2] / "build" / _LIB_NAME)
     return paths
 
 
-_lib = None
+_lib: ctypes.CDLL | None = None
+_lib_path: str | None = None
 
 
 def load_library() -> ctypes.CDLL:
     """Returns the loaded library; raises FreeRideUnavailable saying where it looked."""
-    global _lib
+    global _lib, _lib_path
     if _lib is not None:
         return _lib
     tried = []
@@ -43,20 +51,28 @@ def load_library() -> ctypes.CDLL:
         tried.append(str(path))
         if path.is_file():
             lib = ctypes.CDLL(str(path))
+            found = str(path)
             break
     else:
-        found = ctypes.util.find_library("freeride")
-        if not found:
+        system = ctypes.util.find_library("freeride")
+        if not system:
             raise FreeRideUnavailable(
                 "libfreeride.so not found (looked at: " + ", ".join(tried) + ", and the system "
-                "library path); set FREERIDE_LIB to the file or FREERIDE_HOME to a bundle")
-        lib = ctypes.CDLL(found)
+                "library path); put the freeride binary on PATH, or set FREERIDE_LIB to the file "
+                "or FREERIDE_HOME to an install or bundle")
+        lib = ctypes.CDLL(system)
+        found = system
     _declare(lib)
     if lib.freeride_abi_version() != ABI_VERSION:
         raise FreeRideUnavailable(
-            f"libfreeride ABI {lib.freeride_abi_version()}, this package needs {ABI_VERSION}")
-    _lib = lib
+            f"libfreeride ABI {lib.freeride_abi_version()} at {found}, this package needs {ABI_VERSION}")
+    _lib, _lib_path = lib, found
     return lib
+
+
+def loaded_path() -> str | None:
+    """The file load_library() loaded; None before it has."""
+    return _lib_path
 
 
 def _declare(lib: ctypes.CDLL) -> None:

@@ -9,8 +9,10 @@ paths of ``freeride timeline`` pictures:
           the CUDA side tasks (PageRank, SGD, image) in its bubbles.
   cpu     no GPU: the same pipeline code on CPU (gloo, torch.distributed.pipelining,
           a tiny GPT) instrumented by freeride.torch, with the CPU versions of
-          the side tasks.  Stage k and lane k's tasks share core k+1 when there
-          are enough cores.
+          the side tasks.  The pipeline is fitted to the cores: as many stages
+          as cores (2 to 4), stage k and lane k's side task pinned to the same
+          core, the side task in SCHED_IDLE (it gets the core only while its
+          stage waits), the daemon's own threads below the stages' priority.
   replay  no PyTorch: stand-in stages replay the bubble timings of the profiled
           4xH200 run (examples/data/h200_1f1b_bubbles.json) through the same
           shared-memory data plane.
@@ -67,7 +69,7 @@ class Demo:
         self.env["PYTHONPATH"] = os.pathsep.join(
             p for p in [os.path.join(self.share, "python"), os.environ.get("PYTHONPATH", "")] if p)
         self.env.pop("FREERIDE_SOCKET", None)
-        self.daemon = None
+        self.daemons: list[subprocess.Popen] = []
 
     # -- helpers --------------------------------------------------------------
     def run(self, cmd, log_name, timeout=600, env=None):
@@ -81,11 +83,13 @@ class Demo:
             raise DemoError(f"{' '.join(cmd[:3])}... failed (exit {code}); last lines of "
                             f"{log_name}:\n{self.tail(log_name)}")
 
-    def spawn(self, cmd, log_name, env=None):
-        """Starts cmd with its output in log_name (the child keeps its own copy of the file)."""
+    def spawn(self, cmd, log_name, env=None, core=None):
+        """Starts cmd with its output in log_name (the child keeps its own copy of
+        the file), pinned to `core` when given."""
+        pin = (lambda: os.sched_setaffinity(0, {core})) if core is not None else None
         with open(os.path.join(self.out, log_name), "w") as log:
             return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env or self.env,
-                                    cwd=self.out)
+                                    cwd=self.out, preexec_fn=pin)
 
     def tail(self, log_name, lines=15):
         try:
@@ -101,15 +105,20 @@ class Demo:
         return subprocess.run(cmd, env=self.env, timeout=120)
 
     def start_daemon(self, phase, lanes_args):
+        """Starts the daemon.  In CPU mode its threads other than the lanes'
+        (real-time) dispatchers run at nice 10, below the stages they share
+        cores with."""
         socket = os.path.join(self.out, f"{phase}.sock")
         state = os.path.join(self.out, phase)
         # In a container the demo is often root; the daemon refuses root
         # unless told, since its side tasks then run as root too.
         as_root = ["--allow-root"] if os.geteuid() == 0 else []
-        self.daemon = self.spawn(["freeride", "daemon", "--socket", socket, "--state-dir", state,
-                                  *as_root, *lanes_args], f"{phase}-daemon.log")
+        nice = ["nice", "-n", "10"] if self.mode != "gpu" else []
+        daemon = self.spawn([*nice, "freeride", "daemon", "--socket", socket, "--state-dir", state,
+                             *as_root, *lanes_args], f"{phase}-daemon.log")
+        self.daemons.append(daemon)
         for _ in range(200):
-            if os.path.exists(socket) or self.daemon.poll() is not None:
+            if os.path.exists(socket) or daemon.poll() is not None:
                 break
             time.sleep(0.05)
         if not os.path.exists(socket):
@@ -120,22 +129,25 @@ class Demo:
                 say(f"    daemon: {line.strip()}")
         return socket, state
 
-    def stop_daemon(self):
-        if self.daemon and self.daemon.poll() is None:
-            self.daemon.send_signal(signal.SIGTERM)
-            try:
-                self.daemon.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.daemon.kill()
-                self.daemon.wait()
-        self.daemon = None
+    def stop_daemons(self):
+        for daemon in self.daemons:
+            if daemon.poll() is None:
+                daemon.send_signal(signal.SIGTERM)
+                try:
+                    daemon.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    daemon.kill()
+                    daemon.wait()
+        self.daemons = []
 
     def watch(self, socket, label, stop: threading.Event):
-        """Prints a progress line every second from the daemon's own counters."""
+        """Prints a progress line from the daemon's own counters: every second
+        on GPUs, every 5 s on CPU, where each `freeride status` takes a core
+        from a stage."""
         start = time.time()
         terminal = sys.stdout.isatty()
         last_print = 0.0
-        while not stop.wait(1.0):
+        while not stop.wait(1.0 if self.mode == "gpu" else 5.0):
             r = self.freeride("status", "--socket", socket, "--json", capture=True)
             try:
                 lanes = json.loads(r.stdout)["stats"].get("lanes", [])
@@ -197,12 +209,11 @@ class Demo:
 
     def train_command(self):
         script = os.path.join(self.share, "examples", "train_gpt_pipeline.py")
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-               str(self.lanes), script, "--freeride", "on", "--steps", str(self.args.steps)]
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--monitor-interval", "1",
+               "--nproc-per-node", str(self.lanes), script, "--freeride", "on", "--steps",
+               str(self.args.steps)]
         if self.mode == "cpu":
-            cmd += ["--device", "cpu", "--preset", "tiny"]
-            if (os.cpu_count() or 1) > self.lanes:
-                cmd += ["--pin-cores"]
+            cmd += ["--device", "cpu", "--preset", "tiny", "--cores", ",".join(map(str, self.cores))]
         else:
             cmd += ["--device", "cuda", "--preset", self.args.preset]
         return cmd
@@ -243,53 +254,36 @@ class Demo:
                 raise DemoError(f"side tasks not ready after {timeout} s: {states}")
             time.sleep(0.5)
 
-    def train(self, socket, phase):
+    def train(self, socket, phase, run=None):
+        """One training against the daemon of `phase`; its logs are named
+        after `run` (default: the phase)."""
+        run = run or phase
         env = dict(self.env, FREERIDE_SOCKET=socket)
         pipe = os.path.join(self.out, phase, "mps", "pipe")
         if os.path.exists(os.path.join(pipe, "control")):
             env["CUDA_MPS_PIPE_DIRECTORY"] = pipe  # the trainer joins MPS at priority 0
         if self.mode == "replay":
-            procs = [self.spawn(cmd + ["--socket", socket], f"{phase}-stage{i}.log", env=env)
+            procs = [self.spawn(cmd + ["--socket", socket], f"{run}-stage{i}.log", env=env,
+                                core=self.cores[i])
                      for i, cmd in enumerate(self.replay_commands())]
             for i, p in enumerate(procs):
                 if p.wait(timeout=600) != 0:
-                    raise DemoError(f"stage {i} failed:\n{self.tail(f'{phase}-stage{i}.log')}")
+                    raise DemoError(f"stage {i} failed:\n{self.tail(f'{run}-stage{i}.log')}")
         else:
-            self.run(self.train_command(), f"{phase}-training.log", env=env)
-            for line in open(os.path.join(self.out, f"{phase}-training.log")):
+            self.run(self.train_command(), f"{run}-training.log", env=env)
+            for line in open(os.path.join(self.out, f"{run}-training.log")):
                 if line.startswith("iteration "):
-                    say(f"    training: {line.strip()}")
+                    say(f"    training ({run}): {line.strip()}")
 
-    def main(self):
-        a = self.args
-        self.mode, why = self.choose_mode()
-        if a.steps is None:
-            a.steps = 100 if self.mode == "gpu" else 150
-        self.lanes = LANES if self.mode != "gpu" else min(LANES, self.gpus)
-        tasks = GPU_TASKS if self.mode == "gpu" else CPU_TASKS
-        say("== FreeRide demo: " + {
-            "gpu": f"GPU mode: {self.lanes} GPUs, a GPT ({a.preset}) pipeline with CUDA side tasks",
-            "cpu": "CPU mode (no GPU here): real PyTorch pipeline training on CPU (gloo), the real "
-                   "daemon with CPU lanes, real CPU side tasks",
-            "replay": "replay mode (no PyTorch here): stand-in stages replay the bubbles of a "
-                      "profiled 4xH200 run through the real daemon and data plane",
-        }[self.mode])
-        if why:
-            say(f"   ({why})")
-        say(f"   outputs in {self.out}")
-        lanes_args = (["--gpus", ",".join(map(str, range(self.lanes))), "--mps", "auto"]
-                      if self.mode == "gpu" else ["--cpu-lanes", str(self.lanes)])
-
-        say(f"[1/4] measuring each side task alone ({a.profile_seconds:g} s each): its alone rate values the harvested work")
-        profiles = self.profile_tasks(tasks, self.mode == "gpu")
-
+    def baseline_then_freeride(self, lanes_args, tasks, profiles):
+        """GPU mode: the baseline under one daemon, then the training with side
+        tasks under another; returns their state directories."""
         say(f"[2/4] baseline: training with FreeRide's marks but no side tasks")
         socket, baseline_state = self.start_daemon("baseline", lanes_args)
         try:
             self.with_progress(socket, "baseline", lambda: self.train(socket, "baseline"))
         finally:
-            self.stop_daemon()
-
+            self.stop_daemons()
         say(f"[3/4] FreeRide: the same training with a side task on every lane, in the bubbles only")
         socket, state = self.start_daemon("freeride", lanes_args)
         try:
@@ -297,10 +291,97 @@ class Demo:
             say("    waiting for the side tasks to start and load their data")
             self.wait_for_tasks(socket)
             self.with_progress(socket, "with side tasks", lambda: self.train(socket, "freeride"))
-            status = self.freeride("status", "--socket", socket, "--all", capture=True).stdout
-            open(os.path.join(self.out, "status.txt"), "w").write(status)
+            self.save_status(socket)
         finally:
-            self.stop_daemon()
+            self.stop_daemons()
+        return state, baseline_state
+
+    def alternating(self, lanes_args, tasks, profiles):
+        """CPU and replay modes: two daemons at once, one without side tasks (the
+        baseline) and one with a task on every lane, and trainings against them
+        in turn (B F F B ...), so that whatever else loads this machine falls on
+        both alike; returns their state directories.  Each daemon's log holds
+        several trainings; the report leaves out the pauses between them."""
+        rounds = self.args.rounds
+        say(f"[2/4] two daemons: one with no side tasks (the baseline), one with a side task on every lane")
+        base_socket, baseline_state = self.start_daemon("baseline", lanes_args)
+        socket, state = self.start_daemon("freeride", lanes_args)
+        try:
+            self.submit_tasks(socket, tasks, profiles)
+            say("    waiting for the side tasks to start and load their data")
+            self.wait_for_tasks(socket)
+            order = []
+            for r in range(rounds):
+                pair = [("baseline", base_socket), ("freeride", socket)]
+                order += pair if r % 2 == 0 else pair[::-1]
+            say(f"[3/4] {len(order)} trainings of {self.args.steps} steps, in the order "
+                f"{' '.join('B' if phase == 'baseline' else 'F' for phase, _ in order)} "
+                "(B: baseline, F: side tasks in the bubbles)")
+            for i, (phase, sock) in enumerate(order):
+                run = f"{phase}-{i + 1}"
+                label = "baseline" if phase == "baseline" else "with side tasks"
+                self.with_progress(sock, label, lambda: self.train(sock, phase, run))
+            self.save_status(socket)
+        finally:
+            self.stop_daemons()
+        return state, baseline_state
+
+    def save_status(self, socket):
+        status = self.freeride("status", "--socket", socket, "--all", capture=True).stdout
+        open(os.path.join(self.out, "status.txt"), "w").write(status)
+
+    def main(self):
+        a = self.args
+        self.mode, why = self.choose_mode()
+        if a.steps is None:
+            a.steps = 100 if self.mode == "gpu" else 80
+        self.lanes = {"gpu": min(LANES, self.gpus), "cpu": cpu_stages(), "replay": cpu_stages()}[self.mode]
+        # CPU: stage k and lane k's side task share core k of the cores this
+        # process may use (the stage runs; its task only while it waits).
+        allowed = sorted(os.sched_getaffinity(0))
+        self.cores = [allowed[k % len(allowed)] for k in range(self.lanes)]
+        tasks = GPU_TASKS if self.mode == "gpu" else CPU_TASKS
+        say("== FreeRide demo: " + {
+            "gpu": f"GPU mode: {self.lanes} GPUs, a GPT ({a.preset}) pipeline with CUDA side tasks",
+            "cpu": f"CPU mode (no GPU here): real PyTorch pipeline training on CPU (gloo), {self.lanes} "
+                   f"stages on {len(allowed)} cores, the real daemon with CPU lanes, real CPU side tasks",
+            "replay": f"replay mode: {self.lanes} stand-in stages replay the bubbles of ranks 0-{self.lanes - 1} "
+                      "of a profiled 4xH200 run through the real daemon, data plane and CPU side tasks",
+        }[self.mode])
+        say("   measures: " + {
+            "gpu": "the training's iteration time with CUDA side tasks in its bubbles against a run "
+                   "without them, the bubble time the tasks used, and the saving (their work at "
+                   "their alone rate, less the slowdown)",
+            "cpu": f"the training's iteration time with side tasks in its bubbles against a run without "
+                   f"them, with stage k and lane k's task pinned together to core k "
+                   f"({', '.join(f'stage {k}: core {c}' for k, c in enumerate(self.cores))}), the task "
+                   "in SCHED_IDLE so it gets the core only while the stage waits; the bubble time the "
+                   "tasks used; the saving (their work at their alone rate, less the slowdown)"
+                   + ("" if len(allowed) > LANES else
+                      f"; with {len(allowed)} cores there is none to spare for the daemon and the rest, "
+                      "and a task on a stage's core slows its compute even though it yields at once, "
+                      "so the slowdown here is mostly that (the replay mode, the default here, avoids it)"),
+            "replay": "how much of the profiled 4xH200 bubble time the daemon hands to real side "
+                      "tasks and their overrun, with stage k and lane k's task pinned together to core "
+                      f"{', '.join(map(str, self.cores))} respectively (the task in SCHED_IDLE); the stand-in "
+                      "stages sleep through their busy time (the GPU's compute), so the slowdown "
+                      "shows what the marks, the dispatch and the tasks cost a stage's timeline, not "
+                      "a GPU kernel's interference",
+        }[self.mode])
+        if why:
+            say(f"   ({why})")
+        say(f"   outputs in {self.out}")
+        lanes_args = {"gpu": ["--gpus", ",".join(map(str, range(self.lanes))), "--mps", "auto"],
+                      "cpu": ["--cpu-lanes", str(self.lanes), "--lane-cores", ",".join(map(str, self.cores))],
+                      "replay": ["--cpu-lanes", str(self.lanes), "--lane-cores", ",".join(map(str, self.cores))]}[self.mode]
+
+        say(f"[1/4] measuring each side task alone ({a.profile_seconds:g} s each): its alone rate values the harvested work")
+        profiles = self.profile_tasks(tasks, self.mode == "gpu")
+
+        if self.mode == "gpu":
+            state, baseline_state = self.baseline_then_freeride(lanes_args, tasks, profiles)
+        else:
+            state, baseline_state = self.alternating(lanes_args, tasks, profiles)
 
         say("[4/4] report and timeline")
         report_args = [state, "--baseline", baseline_state, "--gpu-hour-price", str(a.gpu_hour_price)]
@@ -322,11 +403,9 @@ class Demo:
             say(f"   (mode {self.mode}: lanes stand for GPUs; the money figure assumes "
                 f"{a.gpu_hour_price:g} per GPU-hour, set with --gpu-hour-price)")
         if self.mode == "cpu":
-            cores = os.cpu_count() or 1
-            say(f"   (CPU mode: {self.lanes} stages, their side tasks and the daemon share {cores} "
-                f"core(s) and their caches{'' if cores > self.lanes else ', so stages wait for cores too'}; "
-                "the slowdown here measures that, not a GPU pipeline, where side tasks get the GPU "
-                "only in bubbles: see bench/results/e2e_gpu.md)")
+            say(f"   (CPU mode: each stage shares its core and caches with its lane's side task, and "
+                "the cores with the daemon and anything else running on this machine: the slowdown "
+                "includes that; on GPUs see bench/results/e2e_gpu.md)")
         say(f"   report:    {os.path.join(self.out, 'report.txt')} (and report.json)")
         say(f"   timeline:  {svg} (open in a browser)")
         say(f"   trace:     {trace} (open in https://ui.perfetto.dev)")
@@ -350,10 +429,23 @@ class Demo:
         self.gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if self.args.mode == "gpu" and self.gpus < 2:
             raise DemoError(f"--mode gpu needs at least 2 CUDA GPUs; PyTorch sees {self.gpus}")
-        if self.args.mode == "cpu" or self.gpus < 2:
-            return "cpu", ("" if self.args.mode == "cpu" else
-                           f"{self.gpus} CUDA GPU(s) visible to PyTorch; GPU mode needs 2 or more")
-        return "gpu", ""
+        if self.args.mode == "cpu":
+            return "cpu", ""
+        if self.gpus >= 2:
+            return "gpu", ""
+        cores = len(os.sched_getaffinity(0))
+        if cores > LANES:
+            return "cpu", f"{self.gpus} CUDA GPU(s) visible to PyTorch; GPU mode needs 2 or more"
+        return "replay", (f"{self.gpus} CUDA GPU(s) visible to PyTorch, and {cores} cores: a CPU "
+                          "pipeline here would share every core with its side tasks, and on a small VM "
+                          "that slows its compute by tens of percent however the tasks yield "
+                          "(bench/results/demo_cpu_2core.txt); --mode cpu runs it anyway")
+
+
+def cpu_stages() -> int:
+    """CPU mode's pipeline depth: one stage per core this process may use,
+    2 at least (a pipeline) and LANES at most."""
+    return max(2, min(LANES, len(os.sched_getaffinity(0))))
 
 
 def main(argv=None) -> int:
@@ -362,11 +454,21 @@ def main(argv=None) -> int:
     p.add_argument("--mode", choices=["auto", "gpu", "cpu", "replay"], default="auto")
     p.add_argument("--out", help="a new or empty folder for the outputs (default: a fresh one under $TMPDIR)")
     p.add_argument("--steps", type=int, default=None,
-                   help="training iterations per phase (default: 100 on GPUs, 150 on CPU)")
+                   help="training iterations per training run (default: 100 on GPUs, 80 on CPU)")
     p.add_argument("--preset", default="1.3b", help="GPU mode: model size (tiny, small, 1.3b)")
     p.add_argument("--profile-seconds", type=float, default=2.0, help="alone-rate measurement per task")
     p.add_argument("--gpu-hour-price", type=float, default=3.0, help="for the money figures")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="CPU and replay modes: baseline and side-task trainings run in turn, B F F B "
+                        "for 2 rounds, each of --steps steps")
+    p.add_argument("--quick", action="store_true",
+                   help="a short run to see that it works (30 steps, 0.5 s per alone rate); "
+                        "its figures are rough")
     args = p.parse_args(argv)
+    if args.quick:
+        args.steps = args.steps or 30
+        args.profile_seconds = 0.5
+        args.rounds = 1
     if args.out:
         if os.path.exists(args.out) and os.listdir(args.out):
             print(f"freeride demo: --out {args.out} is not empty; give a new or empty folder",
@@ -391,7 +493,7 @@ def main(argv=None) -> int:
         print("\nfreeride demo: interrupted", file=sys.stderr)
         return 130
     finally:
-        demo.stop_daemon()
+        demo.stop_daemons()
     return 0
 
 

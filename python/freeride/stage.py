@@ -15,7 +15,7 @@ class Stage:
     a daemon's lane appears (looked for at most once a second).
     """
 
-    def __init__(self, lane: int, socket: str | None = None):
+    def __init__(self, lane: int, socket: str | None = None) -> None:
         self._lib = load_library()
         self._handle = self._lib.freeride_stage_open(lane, socket.encode() if socket else None)
         if not self._handle:
@@ -56,5 +56,5 @@ class Stage:
     def __enter__(self) -> "Stage":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

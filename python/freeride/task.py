@@ -19,6 +19,7 @@ import ctypes
 import sys
 import traceback
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from freeride._native import load_library
 
@@ -32,7 +33,7 @@ class StepResult:
 class IterativeTask:
     """Override step(); the other hooks are optional."""
 
-    unit = "steps"
+    unit: str = "steps"
 
     def init(self) -> None:
         """Allocates and loads; runs once before the first bubble."""
@@ -63,7 +64,7 @@ class IterativeTask:
         return 0
 
 
-def _as_result(value) -> StepResult:
+def _as_result(value: StepResult | float | int | None) -> StepResult:
     if isinstance(value, StepResult):
         return value
     return StepResult(units=float(value or 0))
@@ -117,8 +118,8 @@ def _bind(task: IterativeTask) -> tuple[_Hooks, list]:
             error_text.value = f"{type(e).__name__}: {e}".encode()[:1023]
         return 1
 
-    def guarded(method):
-        def hook(_user):
+    def guarded(method: Callable[[], None]) -> Any:
+        def hook(_user: Any) -> int:
             try:
                 method()
                 return 0
@@ -126,7 +127,7 @@ def _bind(task: IterativeTask) -> tuple[_Hooks, list]:
                 return failed(e)
         return _HOOK(hook)
 
-    def step(_user, units, done):
+    def step(_user: Any, units: Any, done: Any) -> int:
         try:
             r = _as_result(task.step())
         except BaseException as e:  # noqa: BLE001
@@ -134,8 +135,8 @@ def _bind(task: IterativeTask) -> tuple[_Hooks, list]:
         units[0], done[0] = r.units, int(r.done)
         return 0
 
-    def checkpoint(method):
-        def hook(_user, path):
+    def checkpoint(method: Callable[[str], bool]) -> Any:
+        def hook(_user: Any, path: bytes) -> int:
             try:
                 return 1 if method(path.decode()) else 0
             except Exception as e:  # noqa: BLE001 - a failed checkpoint is not a failed task

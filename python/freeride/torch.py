@@ -23,6 +23,8 @@ returns here (docs/integrations.md).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import threading
 
 import torch
@@ -74,8 +76,8 @@ class Instrumentation(Handle):
         self.schedule.step = self._original_step
 
 
-def instrument(schedule, *, enabled: bool = True, lane: int | None = None,
-               socket: str | None = None, memory_margin: int = DEFAULT_MEMORY_MARGIN):
+def instrument(schedule: Any, *, enabled: bool = True, lane: int | None = None,
+               socket: str | None = None, memory_margin: int = DEFAULT_MEMORY_MARGIN) -> Handle | Disabled:
     """Marks `schedule`'s idle periods as bubbles for the node's FreeRide daemon.
 
     lane: the daemon lane of this rank's GPU (default: FREERIDE_LANE, else

@@ -34,6 +34,14 @@ std::string DefaultSocketPath() {
   return fmt::format("/tmp/freeride-{}/freeride.sock", getuid());
 }
 
+std::string DefaultStateDir() {
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/freeride";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.local/state/freeride";
+  return fmt::format("/tmp/freeride-{}/state", getuid());
+}
+
 std::string LaneSegmentPath(const std::string& socket_path, int lane) {
   return fmt::format("{}-lane{}", SegmentPrefix(socket_path), lane);
 }

@@ -10,6 +10,10 @@ namespace freeride {
 // $XDG_RUNTIME_DIR/freeride.sock, else /tmp/freeride-<uid>/freeride.sock.
 std::string DefaultSocketPath();
 
+// The daemon's state directory when none is given: $XDG_STATE_HOME/freeride,
+// else $HOME/.local/state/freeride, else /tmp/freeride-<uid>/state.
+std::string DefaultStateDir();
+
 // The file backing lane `lane`'s bubble segment for the daemon at
 // socket_path: /dev/shm/freeride-<uid>-<hash of socket path>-lane<lane>.
 std::string LaneSegmentPath(const std::string& socket_path, int lane);

@@ -13,5 +13,6 @@ void AddTaskProfileCommand(CLI::App& app, int* exit_code);
 void AddReportCommands(CLI::App& app, int* exit_code);
 void AddDemoCommand(CLI::App& app, int* exit_code);
 void AddSimulateCommand(CLI::App& app, int* exit_code);
+void AddDoctorCommand(CLI::App& app, int* exit_code);
 
 }  // namespace freeride::cli

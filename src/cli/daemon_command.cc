@@ -26,6 +26,7 @@ struct DaemonArgs {
   std::string gpus;
   std::string mps = "auto";
   int cpu_lanes = 0;
+  std::string lane_cores;
   std::string lane_memory;
   std::string event_log_max_size = "256MiB";
   int event_log_keep = 4;
@@ -49,14 +50,6 @@ struct DaemonArgs {
   int max_connections = 256;
   int max_connections_per_peer = 32;
 };
-
-std::string DefaultStateDir() {
-  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg)
-    return std::string(xdg) + "/freeride";
-  if (const char* home = std::getenv("HOME"); home && *home)
-    return std::string(home) + "/.local/state/freeride";
-  return fmt::format("/tmp/freeride-{}/state", getuid());
-}
 
 // Total memory of each GPU, by index, from nvidia-smi; empty without GPUs.
 std::map<int, uint64_t> QueryGpuMemory() {
@@ -82,6 +75,10 @@ bool BuildLanes(const DaemonArgs& args, DaemonOptions* options, std::string* err
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (!args.gpus.empty() && args.cpu_lanes > 0) {
     *error = "give either --gpus or --cpu-lanes, not both";
+    return false;
+  }
+  if (!args.gpus.empty() && !args.lane_cores.empty()) {
+    *error = "--lane-cores goes with --cpu-lanes";
     return false;
   }
   if (!args.gpus.empty()) {
@@ -118,12 +115,31 @@ bool BuildLanes(const DaemonArgs& args, DaemonOptions* options, std::string* err
     *error = fmt::format("--cpu-lanes {} is more than 256", count);
     return false;
   }
+  std::vector<int> pinned;
+  if (!args.lane_cores.empty()) {
+    std::stringstream list(args.lane_cores);
+    std::string item;
+    while (std::getline(list, item, ',')) {
+      char* end = nullptr;
+      long core = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || core < 0 || core >= cores) {
+        *error = fmt::format("--lane-cores: '{}' is not a core of this machine (0 to {})", item,
+                             cores - 1);
+        return false;
+      }
+      pinned.push_back(static_cast<int>(core));
+    }
+    if (static_cast<int>(pinned.size()) != count) {
+      *error = fmt::format("--lane-cores lists {} core(s) for {} CPU lane(s)", pinned.size(), count);
+      return false;
+    }
+  }
   for (int i = 0; i < count; ++i) {
     LaneConfig lane;
     lane.index = i;
     lane.device = fmt::format("cpu:{}", i);
     lane.capacity_bytes = lane_memory ? lane_memory : PhysicalMemoryBytes();
-    lane.cpu_core = cores > count ? i + 1 : -1;
+    lane.cpu_core = !pinned.empty() ? pinned[i] : cores > count ? i + 1 : -1;
     options->lanes.push_back(lane);
   }
   return true;
@@ -319,6 +335,10 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--gpus", args->gpus, "GPU lanes, e.g. 0,1,2,3");
   cmd->add_option("--cpu-lanes", args->cpu_lanes,
                   "CPU lanes, for machines without GPUs (default 1 when --gpus is not given)");
+  cmd->add_option("--lane-cores", args->lane_cores,
+                  "CPU lanes: the core each lane's side tasks are pinned to, e.g. 0,1 (default: "
+                  "core i+1 for lane i when there are more cores than lanes, else none); pin "
+                  "stage i to the same core and its tasks use it only while it waits");
   cmd->add_option("--lane-memory", args->lane_memory,
                   "Memory side tasks may hold per lane, e.g. 8GiB (default: the GPU's total; on "
                   "CPU lanes the machine's RAM)");

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   freeride::cli::AddReportCommands(app, &exit_code);
   freeride::cli::AddSimulateCommand(app, &exit_code);
   freeride::cli::AddDemoCommand(app, &exit_code);
+  freeride::cli::AddDoctorCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -668,6 +668,10 @@ void Lane::FillStats(v1::LaneStats* stats) const {
   stats->set_lane(config_.index);
   stats->set_device(config_.device);
   stats->set_segment_path(segment_path_);
+  stats->set_isolation(config_.device.rfind("cpu:", 0) == 0 ? v1::ISOLATION_CPU_SCHED_IDLE
+                       : options_.mps_pipe_dir.empty()      ? v1::ISOLATION_GPU_TIME_SLICED
+                                                            : v1::ISOLATION_GPU_MPS);
+  stats->set_cpu_core(config_.cpu_core);
   stats->set_stage_pid(l->stage_pid.load());
   stats->set_stage_alive(StageAlive());
   // The open bubble, and who runs in it, are read from shared memory: a lane

@@ -29,6 +29,14 @@ double LaneIterationMs(const std::vector<int64_t>& starts, uint64_t* periods_use
   return *periods_used ? sum / static_cast<double>(*periods_used) / 1e6 : 0;
 }
 
+// The median period between a lane's iteration starts; 0 without two.
+int64_t MedianPeriod(const std::vector<int64_t>& starts) {
+  std::vector<int64_t> periods;
+  for (size_t i = 1; i < starts.size(); ++i)
+    if (starts[i] > starts[i - 1]) periods.push_back(starts[i] - starts[i - 1]);
+  return periods.empty() ? 0 : QuantileOf(periods, 0.5);
+}
+
 std::string Ms(int64_t ns) { return fmt::format("{:.1f} ms", static_cast<double>(ns) / 1e6); }
 
 std::string Seconds(int64_t ns) {
@@ -41,6 +49,20 @@ std::string Pct(int64_t part, int64_t whole) {
 }
 
 }  // namespace
+
+int64_t ActiveSpanNs(std::vector<std::pair<int64_t, int64_t>> bubbles, int64_t median_period_ns) {
+  if (bubbles.empty()) return 0;
+  std::sort(bubbles.begin(), bubbles.end());
+  int64_t span = 0, start = bubbles[0].first, end = bubbles[0].second;
+  for (size_t i = 1; i < bubbles.size(); ++i) {
+    if (median_period_ns > 0 && bubbles[i].first - end > 3 * median_period_ns) {
+      span += end - start;  // a pause between runs: not the training's time
+      start = bubbles[i].first;
+    }
+    end = std::max(end, bubbles[i].second);
+  }
+  return span + end - start;
+}
 
 std::map<int, std::vector<int64_t>> IterationStartsByLane(const EventLogData& log) {
   std::map<int, std::map<uint32_t, size_t>> counts;
@@ -91,7 +113,7 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
   // Lanes: bubbles, harvest and overrun as the daemon accounted them.
   std::map<int, LaneReport> lanes;
   std::map<int, std::vector<int64_t>> overruns;
-  std::map<int, std::pair<int64_t, int64_t>> spans;
+  std::map<int, std::vector<std::pair<int64_t, int64_t>>> lane_bubbles;
   for (const BubbleRecord& b : run.bubbles) {
     LaneReport& l = lanes[b.lane];
     l.lane = b.lane;
@@ -100,11 +122,7 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
     l.harvested_ns += b.harvested_ns;
     l.overrun_ns += b.overrun_ns;
     overruns[b.lane].push_back(b.overrun_ns);
-    auto [it, inserted] = spans.try_emplace(b.lane, b.begin_ns, b.end_ns);
-    if (!inserted) {
-      it->second.first = std::min(it->second.first, b.begin_ns);
-      it->second.second = std::max(it->second.second, b.end_ns);
-    }
+    lane_bubbles[b.lane].emplace_back(b.begin_ns, b.end_ns);
   }
   for (const StepRecord& s : run.steps) {
     LaneReport& l = lanes[s.lane];
@@ -119,7 +137,7 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
     l.overrun_p99_ns = QuantileOf(overruns[index], 0.99);
     for (int64_t o : overruns[index]) l.overrun_max_ns = std::max(l.overrun_max_ns, o);
     all_overruns.insert(all_overruns.end(), overruns[index].begin(), overruns[index].end());
-    if (spans.count(index)) l.span_ns = spans[index].second - spans[index].first;
+    l.span_ns = ActiveSpanNs(lane_bubbles[index], MedianPeriod(iteration_starts[index]));
     l.iteration_ms = LaneIterationMs(iteration_starts[index], &l.iterations);
     if (l.iterations > 0) {
       iteration_ms_sum += l.iteration_ms;

@@ -89,6 +89,12 @@ std::map<int, std::vector<int64_t>> IterationStartsByLane(const EventLogData& lo
 
 double IterationMs(const EventLogData& log, uint64_t* periods = nullptr);
 
+// The time a lane's training ran, from its bubbles (begin, end): first begin
+// to last end, less the pauses between runs (a gap between bubbles over 3x
+// the lane's median iteration period), so that one daemon's log of several
+// trainings counts only their time.  median_period_ns 0: no pause is known.
+int64_t ActiveSpanNs(std::vector<std::pair<int64_t, int64_t>> bubbles, int64_t median_period_ns);
+
 std::string FormatRunReport(const RunReport& report);
 std::string RunReportToJson(const RunReport& report);
 

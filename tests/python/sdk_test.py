@@ -1,8 +1,5 @@
 """The Python side-task SDK (no torch needed): freeride.run_task through
-libfreeride's runner, alone and under the real daemon.
-
-Usage: sdk_test.py SOURCE_DIR BUILD_DIR
-"""
+libfreeride's runner, alone and under the real daemon."""
 from __future__ import annotations
 
 import json
@@ -10,14 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
+from pathlib import Path
 
-SOURCE, BUILD = sys.argv[1], sys.argv[2]
-TMP = tempfile.mkdtemp(prefix="frsdk-")
-ENV = dict(os.environ, PYTHONPATH=os.path.join(SOURCE, "python"),
-           FREERIDE_LIB=os.path.join(BUILD, "libfreeride.so"))
+import pytest
+
+from conftest import Daemon
 
 # Counts to --total, one unit per step; 'boom' makes step 3 raise.  Its
 # checkpoint is the count, so a resumed run ends on the same total.
@@ -46,90 +42,73 @@ TASK = textwrap.dedent("""
 """)
 
 
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        print("FAIL:", message, flush=True)
-        sys.exit(1)
 
 
-def main() -> None:
-    script = os.path.join(TMP, "count.py")
-    with open(script, "w") as f:
-        f.write(TASK)
+@pytest.fixture(scope="module")
+def count_script(tmp_path_factory) -> str:
+    script = tmp_path_factory.mktemp("sdk") / "count.py"
+    script.write_text(TASK)
+    return str(script)
 
-    # Alone: the runner's standalone line, after finish().
-    p = subprocess.run([sys.executable, script, "--total", "40", "--standalone"], env=ENV,
+
+def test_standalone_prints_the_alone_rate_after_finish(count_script, freeride_env):
+    p = subprocess.run([sys.executable, count_script, "--total", "40", "--standalone"], env=freeride_env,
                        capture_output=True, text=True, timeout=60)
-    check(p.returncode == 0, f"standalone run failed: {p.stderr}")
+    assert p.returncode == 0, f"standalone run failed: {p.stderr}"
     lines = p.stdout.strip().splitlines()
-    check(lines[0] == "counted to 40", f"finish() output: {lines}")
+    assert lines[0] == "counted to 40", f"finish() output: {lines}"
     result = json.loads(lines[-1])
-    check(result["mode"] == "standalone" and result["unit"] == "counts", f"line: {result}")
-    check(result["units"] == 40 and result["steps"] == 40 and result["finished"], f"line: {result}")
-    check(result["step_ms_p50"] >= 0.4, f"steps sleep 0.5 ms: {result}")
+    assert result["mode"] == "standalone" and result["unit"] == "counts", result
+    assert result["units"] == 40 and result["steps"] == 40 and result["finished"], result
+    assert result["step_ms_p50"] >= 0.4, f"steps sleep 0.5 ms: {result}"
 
-    # A failing step: exit status 1, the reason and the traceback on stderr.
-    p = subprocess.run([sys.executable, script, "--total", "40", "--standalone", "boom"], env=ENV,
-                       capture_output=True, text=True, timeout=60)
-    check(p.returncode == 1, f"a failing step must exit 1, got {p.returncode}")
-    check("freeride: task failed: step failed: ValueError: boom at 3" in p.stderr, p.stderr)
-    check("Traceback" in p.stderr, "the traceback is shown")
 
-    # Under the daemon: killed after a checkpoint, resumed from it.
-    socket, state = os.path.join(TMP, "d.sock"), os.path.join(TMP, "state")
-    cli = os.path.join(BUILD, "freeride")
-    daemon = subprocess.Popen([cli, "daemon", "--socket", socket, "--state-dir", state,
-                               *(["--allow-root"] if os.geteuid() == 0 else [])],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+def test_a_failing_step_exits_1_with_the_reason_and_traceback(count_script, freeride_env):
+    p = subprocess.run([sys.executable, count_script, "--total", "40", "--standalone", "boom"],
+                       env=freeride_env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1, f"a failing step must exit 1, got {p.returncode}"
+    assert "freeride: task failed: step failed: ValueError: boom at 3" in p.stderr, p.stderr
+    assert "Traceback" in p.stderr, "the traceback is shown"
+
+
+def test_killed_under_the_daemon_it_resumes_from_its_checkpoint(count_script, freeride_env, build_dir):
+    daemon = Daemon(build_dir, freeride_env)
     stage = None
     try:
-        for _ in range(200):
-            if os.path.exists(socket):
-                break
-            time.sleep(0.05)
-        env = dict(ENV, FREERIDE_CHECKPOINT_INTERVAL_MS="50")
-        subprocess.run([cli, "submit", "--socket", socket, "--name", "count", "--retries", "1", "--",
-                        sys.executable, script, "--total", "3000"], env=env, check=True,
-                       capture_output=True, timeout=30)
-        stage = subprocess.Popen([os.path.join(BUILD, "example_stage_replay"), "--socket", socket,
+        env = dict(daemon.env, FREERIDE_CHECKPOINT_INTERVAL_MS="50")
+        daemon.cli_run("submit", "--name", "count", "--retries", "1", "--", sys.executable, count_script,
+                       "--total", "3000", env=env)
+        stage = subprocess.Popen([str(build_dir / "example_stage_replay"), "--socket", daemon.socket,
                                   "--iterations", "100000", "--busy-ms", "2", "--bubbles-ms", "8"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def show():
-            out = subprocess.run([cli, "show", "--socket", socket, "count", "--json"], env=ENV,
-                                 capture_output=True, text=True, timeout=30).stdout
-            return json.loads(out)
+            return json.loads(daemon.cli_run("show", "count", "--json"))
 
-        checkpoint = os.path.join(state, "tasks", "1", "checkpoint", "checkpoint")
+        checkpoint = os.path.join(daemon.state, "tasks", "1", "checkpoint", "checkpoint")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (os.path.exists(checkpoint) and
                                                    float(show()["progress"]) > 100):
             time.sleep(0.05)
         info = show()
-        check(info["state"] in ("RUNNING", "PAUSED"), f"the task must be live when killed: {info}")
+        assert info["state"] in ("RUNNING", "PAUSED"), f"the task must be live when killed: {info}"
         steps_before = int(info["steps"])
         os.kill(int(info["pid"]), signal.SIGKILL)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and show()["state"] != "FINISHED":
             time.sleep(0.1)
         info = show()
-        check(info["state"] == "FINISHED", f"not finished: {info}")
-        check(int(info["attempts"]) == 2, f"relaunched once: {info}")
-        task_dir = os.path.join(state, "tasks", "1")
-        check("resumed from checkpoint" in open(os.path.join(task_dir, "stderr.log")).read(),
-              "the relaunch restored the Python task's checkpoint")
-        check("counted to 3000" in open(os.path.join(task_dir, "stdout.log")).read(),
-              "the resumed count ends on the total")
+        assert info["state"] == "FINISHED", f"not finished: {info}"
+        assert int(info["attempts"]) == 2, f"relaunched once: {info}"
+        task_dir = Path(daemon.state, "tasks", "1")
+        assert "resumed from checkpoint" in (task_dir / "stderr.log").read_text(), \
+            "the relaunch restored the Python task's checkpoint"
+        assert "counted to 3000" in (task_dir / "stdout.log").read_text(), \
+            "the resumed count ends on the total"
         # Started over, the relaunch would have needed all 3000 steps again.
-        check(int(info["steps"]) < steps_before + 3000,
-              f"steps {info['steps']} after {steps_before} before the kill: the count was not resumed")
-        print("PASS", flush=True)
+        assert int(info["steps"]) < steps_before + 3000, \
+            f"steps {info['steps']} after {steps_before} before the kill: the count was not resumed"
     finally:
         if stage:
             stage.kill()
-        daemon.terminate()
-        daemon.wait(timeout=30)
-
-
-if __name__ == "__main__":
-    main()
+        daemon.stop()

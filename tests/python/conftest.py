@@ -1,0 +1,88 @@
+"""Shared fixtures of the Python tests (run by ctest through pytest, or by hand:
+FREERIDE_BUILD_DIR=build .venv/bin/python -m pytest tests/python).
+
+A test that needs torch fails without it, unless FREERIDE_SKIP_TORCH=1 asked
+for the skip."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+SOURCE_DIR = Path(os.environ.get("FREERIDE_SOURCE_DIR") or Path(__file__).resolve().parents[2])
+BUILD_DIR = Path(os.environ.get("FREERIDE_BUILD_DIR") or SOURCE_DIR / "build")
+
+
+def require_torch() -> None:
+    """Fails the calling test without torch and numpy; skips it when the user
+    set FREERIDE_SKIP_TORCH=1."""
+    try:
+        import numpy  # noqa: F401  (torch.distributed's object p2p needs it)
+        import torch  # noqa: F401
+        import torch.distributed.pipelining  # noqa: F401
+    except ImportError as e:
+        if os.environ.get("FREERIDE_SKIP_TORCH") == "1":
+            pytest.skip(f"FREERIDE_SKIP_TORCH=1 and {e}")
+        pytest.fail(f"{e} for {sys.executable}: run scripts/python-env.sh (torch==2.13.0 into .venv), "
+                    "or set FREERIDE_SKIP_TORCH=1 to skip the tests that need torch", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def build_dir() -> Path:
+    cli = BUILD_DIR / "freeride"
+    if not cli.is_file():
+        pytest.fail(f"no freeride binary at {cli}: build first, or set FREERIDE_BUILD_DIR", pytrace=False)
+    return BUILD_DIR
+
+
+@pytest.fixture(scope="session")
+def source_dir() -> Path:
+    return SOURCE_DIR
+
+
+@pytest.fixture(scope="session")
+def freeride_env(build_dir: Path) -> dict[str, str]:
+    """The environment of the package from the source tree with this build's library."""
+    return dict(os.environ, PYTHONPATH=str(SOURCE_DIR / "python"),
+                FREERIDE_LIB=str(build_dir / "libfreeride.so"))
+
+
+class Daemon:
+    """A freeride daemon on a private socket and state directory."""
+
+    def __init__(self, build: Path, env: dict[str, str], *args: str) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="frpy-"))
+        self.socket = str(self.dir / "d.sock")
+        self.state = str(self.dir / "state")
+        self.cli = str(build / "freeride")
+        self.env = dict(env, FREERIDE_SOCKET=self.socket)
+        as_root = ["--allow-root"] if os.geteuid() == 0 else []
+        self.log = open(self.dir / "daemon.log", "w")
+        self.process = subprocess.Popen([self.cli, "daemon", "--socket", self.socket, "--state-dir",
+                                         self.state, *as_root, *args], env=self.env,
+                                        stdout=subprocess.DEVNULL, stderr=self.log)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not os.path.exists(self.socket):
+            time.sleep(0.05)
+        assert os.path.exists(self.socket), f"the daemon did not start: {self.tail()}"
+
+    def tail(self) -> str:
+        return (self.dir / "daemon.log").read_text()[-2000:]
+
+    def cli_run(self, command: str, *args: str, env: dict[str, str] | None = None) -> str:
+        return subprocess.run([self.cli, command, "--socket", self.socket, *args], env=env or self.env,
+                              check=True, capture_output=True, text=True, timeout=60).stdout
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()

@@ -1,0 +1,83 @@
+"""`cmake --install` to a fresh prefix: the installed `freeride demo` finds its
+files there, and the installed Python package loads the installed
+libfreeride, with nothing from the build or source tree on its paths."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def prefix(build_dir, tmp_path_factory) -> Path:
+    prefix = tmp_path_factory.mktemp("install") / "prefix"
+    p = subprocess.run([shutil.which("cmake") or "cmake", "--install", str(build_dir), "--prefix", str(prefix)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return prefix
+
+
+def clean_env(prefix: Path) -> dict[str, str]:
+    """The environment of a user of the install: its bin/ on PATH, nothing of the build."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("FREERIDE_") and k not in ("PYTHONPATH", "LD_LIBRARY_PATH")}
+    env["PATH"] = f"{prefix / 'bin'}:/usr/bin:/bin"
+    return env
+
+
+def test_the_install_has_binaries_library_headers_and_python_package(prefix):
+    for f in ["bin/freeride", "bin/freeride-pagerank", "bin/freeride-sgd", "bin/freeride-image",
+              "bin/example_stage_replay", "lib/libfreeride.so", "include/freeride/freeride.h",
+              "include/freeride/task.h", "share/freeride/python/freeride/__init__.py",
+              "share/freeride/python/freeride/py.typed", "share/freeride/examples/train_gpt_pipeline.py",
+              "share/freeride/examples/data/h200_1f1b_bubbles.json"]:
+        assert (prefix / f).exists(), f"{f} is not installed"
+
+
+def test_the_installed_demo_runs_from_the_prefix(prefix, tmp_path):
+    out = tmp_path / "demo"
+    env = dict(clean_env(prefix), FREERIDE_PYTHON=sys.executable)
+    p = subprocess.run([str(prefix / "bin" / "freeride"), "demo", "--quick", "--mode", "replay", "--out",
+                        str(out)], capture_output=True, text=True, env=env, cwd="/", timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "replay mode" in p.stdout.splitlines()[0]
+    report = json.loads((out / "report.json").read_text())
+    assert report["total"]["harvested_ns"] > 0, "side tasks harvested nothing"
+
+
+def test_the_installed_python_package_loads_the_installed_library(prefix):
+    env = dict(clean_env(prefix), PYTHONPATH=str(prefix / "share" / "freeride" / "python"))
+    code = ("import freeride, freeride._native as n; lib = freeride.load_library(); "
+            "print(freeride.__file__); print(n.loaded_path())")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd="/",
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    package, library = p.stdout.split()
+    assert Path(package).resolve().is_relative_to(prefix.resolve()), package
+    assert Path(library).resolve() == (prefix / "lib" / "libfreeride.so").resolve(), library
+
+
+def test_the_wheel_carries_the_library_and_its_type_marker(build_dir, tmp_path):
+    p = subprocess.run(["cmake", "--build", str(build_dir), "--target", "python_wheel"], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    wheels = sorted((build_dir / "dist").glob("freeride-*.whl"))
+    assert wheels, "no wheel in build/dist"
+    wheel = wheels[-1]
+    assert wheel.name.endswith("-py3-none-linux_x86_64.whl") or "-py3-none-" in wheel.name, wheel.name
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        assert {"freeride/_lib/libfreeride.so", "freeride/py.typed", "freeride/__init__.py"} <= names, names
+        z.extractall(tmp_path / "site")
+    env = clean_env(tmp_path / "nowhere")
+    env["PYTHONPATH"] = str(tmp_path / "site")
+    p = subprocess.run([sys.executable, "-c", "import freeride, freeride._native as n; freeride.load_library(); "
+                        "print(n.loaded_path())"], capture_output=True, text=True, env=env, cwd="/", timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert Path(p.stdout.strip()) == tmp_path / "site" / "freeride" / "_lib" / "libfreeride.so", p.stdout

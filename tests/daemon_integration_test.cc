@@ -1355,7 +1355,7 @@ TEST_F(DaemonIntegration, AJournalDamagedMidFileStopsTheStartAndNoIdIsReused) {
     ASSERT_TRUE(tasks()->Submit(QueuedCounterSpec("t" + std::to_string(i), 6000), &info).ok());
     ids.push_back(info.id());
   }
-  ASSERT_EQ(WaitForState(tasks(), ids[0], "PAUSED", 20 * kSecond).state(), "PAUSED");
+  ASSERT_EQ(WaitUntilResident(ids[0]).state(), "PAUSED");
   daemon_->Shutdown();
   daemon_.reset();
   std::string journal = options_.state_dir + "/journal.db";

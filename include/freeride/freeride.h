@@ -68,6 +68,14 @@ void freeride_stage_close(freeride_stage* stage);
  * ------------------------------------------------------------------------ */
 typedef struct freeride_task freeride_task;
 
+/* Tells the daemon that launched this process that it uses the SDK, so that
+ * the daemon stops holding it to bubbles and lets it initialise (a program
+ * that never says so runs only inside bubbles, then fails).  Call it first
+ * thing, before slow imports; freeride_task_attach says it too.  Returns 1
+ * when a daemon's segment was found, 0 otherwise (not launched by a daemon).
+ * Any thread. */
+int freeride_task_announce(void);
+
 /* Attaches to the control segment the daemon gave this process (through the
  * FREERIDE_TASK_SEGMENT environment variable).  Returns NULL when the process
  * was not launched by a daemon; then, if error is not NULL, a reason is

@@ -9,3 +9,19 @@ from freeride.task import IterativeTask, StepResult, run_task
 
 __all__ = ["FreeRideUnavailable", "IterativeTask", "Stage", "StepResult", "load_library", "run_task"]
 __version__ = "0.1.0"
+
+
+def _announce_to_daemon() -> None:
+    """A side task launched by a daemon says at once that it uses the SDK: the daemon holds a
+    program that has not said so to bubbles, and a Python task's imports (torch) come before
+    run_task."""
+    import os
+    if not os.environ.get("FREERIDE_TASK_SEGMENT"):
+        return
+    try:
+        load_library().freeride_task_announce()
+    except (FreeRideUnavailable, OSError, AttributeError):
+        pass  # run_task reports what is wrong
+
+
+_announce_to_daemon()

@@ -77,6 +77,8 @@ def loaded_path() -> str | None:
 
 def _declare(lib: ctypes.CDLL) -> None:
     c = ctypes
+    lib.freeride_task_announce.argtypes = []
+    lib.freeride_task_announce.restype = c.c_int
     stage = c.c_void_p
     signatures = {
         "freeride_abi_version": (c.c_int, []),

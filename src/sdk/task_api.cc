@@ -1,4 +1,5 @@
 // The side-task half of the C ABI, a thin shell over TaskChannel.
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -56,6 +57,16 @@ struct freeride_task {
 };
 
 extern "C" {
+
+int freeride_task_announce(void) {
+  const char* path = std::getenv(freeride::kEnvTaskSegment);
+  if (!path || !*path) return 0;
+  freeride::TaskSegment segment;
+  std::string error;
+  if (!segment.Open(path, &error)) return 0;
+  segment.set_state(freeride::TaskProcessState::kAttached);
+  return 1;
+}
 
 freeride_task* freeride_task_attach(char* error, size_t error_len) {
   std::string reason;

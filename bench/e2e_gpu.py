@@ -155,21 +155,30 @@ class Bench:
                                         f"{name}-{lane}-{int(time.time() * 1000) % 100000}",
                                         "--profile", os.path.join(self.out, f"profile-{name}.json")))
             ids.append(int(reply["id"]))
-        # Wait until every task is launched.  An iterative task runs only
-        # inside bubbles until the SDK attaches, so its init happens in the
-        # training's first bubbles.
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            tasks = self.status()["tasks"].get("tasks", [])
-            states = {int(t["id"]): t["state"] for t in tasks}
-            launched = {int(t["id"]) for t in tasks if int(t.get("pid", 0)) > 0 or
-                        t["state"] in ("PAUSED", "RUNNING")}
-            if all(i in launched for i in ids):
-                return ids
-            if any(states.get(i) in ("FAILED", "CANCELLED", "FINISHED") for i in ids):
-                raise SystemExit(f"a side task ended early: {states}; see {self.state}/tasks/*/stderr.log")
-            time.sleep(0.5)
-        raise SystemExit(f"side tasks not ready after 180 s: {states}")
+        # Wait until every task has finished its init (PAUSED), so that the
+        # measured training sees side work from its first iteration.  A task
+        # runs only inside bubbles until it tells the daemon it uses the SDK,
+        # so a stand-in stage marks bubbles meanwhile, in a slot of its own
+        # (1000 + lane) that the daemon's overhead probe never counts.
+        warm_up = [subprocess.Popen(
+            ["example_stage_replay", "--socket", self.socket, "--lane", str(lane), "--iterations",
+             "100000000", "--busy", "sleep", "--busy-ms", "5", "--bubbles-ms", "20",
+             "--slot-base", str(1000 + lane)], env=self.env, stdout=subprocess.DEVNULL)
+            for lane in range(len(names))]
+        try:
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline:
+                states = {int(t["id"]): t["state"] for t in self.status()["tasks"].get("tasks", [])}
+                if all(states.get(i) in ("PAUSED", "RUNNING") for i in ids):
+                    return ids
+                if any(states.get(i) in ("FAILED", "CANCELLED", "FINISHED") for i in ids):
+                    raise SystemExit(f"a side task ended early: {states}; see {self.state}/tasks/*/stderr.log")
+                time.sleep(0.5)
+            raise SystemExit(f"side tasks not ready after 180 s: {states}")
+        finally:
+            for p in warm_up:
+                p.kill()
+                p.wait()
 
     def cancel(self, ids: list[int]) -> None:
         for i in ids:

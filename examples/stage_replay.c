@@ -17,6 +17,7 @@
  * holds an exclusive lock on PATH through each busy time, standing for the
  * device the stage's kernels run on: a side task that holds it past its
  * bubble delays the stage as a side kernel still running on the GPU would.
+ * --slot-base N numbers the slots from N (a stand-in beside a real stage's).
  */
 #include <fcntl.h>
 #include <freeride/freeride.h>
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
   double iteration_ms = 0;
   void (*busy)(int64_t) = spin_for_ns;
   const char* device_lock = NULL;
+  int slot_base = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--lane")) lane = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--iterations")) iterations = atoi(argv[i + 1]);
@@ -81,9 +83,10 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--busy") && !strcmp(argv[i + 1], "sleep")) busy = sleep_for_ns;
     else if (!strcmp(argv[i], "--busy") && !strcmp(argv[i + 1], "work")) busy = work_for_ns;
     else if (!strcmp(argv[i], "--device-lock")) device_lock = argv[i + 1];
+    else if (!strcmp(argv[i], "--slot-base")) slot_base = atoi(argv[i + 1]);
     else {
       fprintf(stderr, "usage: %s [--lane K] [--iterations N] [--busy-ms B] [--bubbles-ms a,b,c] "
-                      "[--iteration-ms T --slots-ms start:len,...] [--busy spin|sleep|work] [--device-lock PATH] "
+                      "[--iteration-ms T --slots-ms start:len,...] [--busy spin|sleep|work] [--device-lock PATH] [--slot-base N] "
                       "[--socket PATH]\n", argv[0]);
       return 2;
     }
@@ -131,7 +134,7 @@ int main(int argc, char** argv) {
       if (lock_fd >= 0) flock(lock_fd, LOCK_EX);
       busy((int64_t)(busy_before[s] * 1e6));
       if (lock_fd >= 0) flock(lock_fd, LOCK_UN);
-      freeride_bubble_begin(stage, (uint32_t)s, 0, UINT64_MAX);
+      freeride_bubble_begin(stage, (uint32_t)(slot_base + s), 0, UINT64_MAX);
       sleep_for_ns((int64_t)(lengths[s] * 1e6));
       freeride_bubble_end(stage);
     }

@@ -52,6 +52,7 @@ class Harness:
         self.env = dict(os.environ, PYTHONPATH=os.path.join(source, "python"), FREERIDE_SOCKET=self.socket,
                         FREERIDE_LIB=os.path.join(build, "libfreeride.so"), PYTHONWARNINGS="default")
         self.daemon = None
+        self.pending: list[str] = []  # submitted tasks not yet seen through their init
 
     def cli(self, command: str, *args: str) -> str:
         return subprocess.run([os.path.join(self.build, "freeride"), command, "--socket", self.socket, *args],
@@ -80,9 +81,37 @@ class Harness:
 
     def submit(self, lane: int, name: str, command: list[str]) -> None:
         self.cli("submit", "--lane", str(lane), "--name", name, "--", *command)
+        self.pending.append(name)
+
+    def wait_until_live(self, timeout: float = 180) -> None:
+        """Waits until every submitted task has finished its init (PAUSED or RUNNING).  A task runs
+        only inside bubbles until it tells the daemon it uses the SDK, so a stand-in stage on each
+        lane marks bubbles meanwhile, in slots (1000 + lane) that no test counts."""
+        if not self.pending:
+            return
+        replay = os.path.join(self.build, "example_stage_replay")
+        stages = [subprocess.Popen([replay, "--socket", self.socket, "--lane", str(lane), "--iterations",
+                                    "100000000", "--busy", "sleep", "--busy-ms", "5", "--bubbles-ms", "20",
+                                    "--slot-base", str(1000 + lane)], env=self.env, stdout=subprocess.DEVNULL)
+                  for lane in range(self.lanes)]
+        try:
+            deadline = time.monotonic() + timeout
+            states = {}
+            while time.monotonic() < deadline:
+                states = self.task_states()
+                if all(states.get(name) in ("PAUSED", "RUNNING") for name in self.pending):
+                    self.pending = []
+                    return
+                time.sleep(0.2)
+            check(False, f"side tasks did not finish their init in {timeout:.0f} s: {states}")
+        finally:
+            for stage in stages:
+                stage.kill()
+                stage.wait()
 
     def train(self, script: str, name: str, args: list[str], nproc: int, env=None, background=False):
         """Runs examples/`script` with `args` and --out; (result, stderr), or (process, out) in the background."""
+        self.wait_until_live()
         out = os.path.join(self.tmp, name + ".json")
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
                    os.path.join(self.source, "examples", script), "--device", "cpu", *args, "--out", out]
@@ -123,6 +152,10 @@ class Harness:
                     bubbles[(e["lane"], e["seq"])] = e
                 elif e["type"] == "step":
                     steps.append(e)
+        # The stand-in stage's bubbles (wait_until_live), and steps in them, are not the training's.
+        warm_up = {key for key, b in bubbles.items() if b["slot"] >= 1000}
+        bubbles = {key: b for key, b in bubbles.items() if key not in warm_up}
+        steps = [s for s in steps if (s["lane"], s["bubble_seq"]) not in warm_up]
         check(len(bubbles) >= min_bubbles, f"only {len(bubbles)} bubbles were logged")
         # A step is logged with its bubble's event, except when the lane
         # never accounted for that bubble: it fell more than the stage's ring

@@ -247,14 +247,13 @@ class Bench:
     def live_overhead(self) -> list[dict]:
         """The daemon's own running estimate of the slowdown, per lane (docs/overhead.md)."""
         out = []
+        # `status --json` keeps the proto's field names and prints every primitive field.
         for lane in self.status()["stats"].get("lanes", []):
-            o = lane.get("overhead", {})
-            row = {"lane": int(lane.get("lane", 0)), "cycles": int(o.get("cycles", 0)),
-                   "guard": o.get("guardLevel", o.get("guard_level", ""))}
-            if o.get("known"):
-                row.update(slowdown_pct=100 * o.get("slowdown", 0.0),
-                           low_pct=100 * o.get("slowdownLow", o.get("slowdown_low", 0.0)),
-                           high_pct=100 * o.get("slowdownHigh", o.get("slowdown_high", 0.0)))
+            o = lane["overhead"]
+            row = {"lane": int(lane["lane"]), "cycles": int(o["cycles"]), "guard": o["guard_level"]}
+            if o["known"]:
+                row.update(slowdown_pct=100 * o["slowdown"], low_pct=100 * o["slowdown_low"],
+                           high_pct=100 * o["slowdown_high"])
             out.append(row)
         return out
 

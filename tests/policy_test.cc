@@ -105,11 +105,24 @@ TEST(StepEstimator, BubblesPassedOverForgetTheSlowestSamplesWithBackoff) {
   EXPECT_EQ(e.count(), 31);
   e.PassedOver(1);
   EXPECT_EQ(e.count(), 30);
-  // A step resets the count of bubbles passed over, not the backing off.
+  // A step resets the count of bubbles passed over.  A slow one (longer than
+  // the estimate it ran on) keeps the backing off...
   e.PassedOver(4 * StepEstimator::kPassesBeforeForgetting - 1);
-  e.Observe(1 * kMillisecond);
+  e.Observe(25 * kMillisecond);
   e.PassedOver(1);
   EXPECT_EQ(e.count(), 31);
+  e.PassedOver(4 * StepEstimator::kPassesBeforeForgetting - 2);
+  EXPECT_EQ(e.count(), 31) << "still four times the first wait";
+  e.PassedOver(1);
+  EXPECT_EQ(e.count(), 30);
+  // ...and one that ends within its estimate restores the first wait, so a
+  // task whose estimate a burst of load lengthened again and again is not
+  // passed over for ever longer (1024 bubbles per sample at the end).
+  e.Observe(1 * kMillisecond);
+  e.PassedOver(StepEstimator::kPassesBeforeForgetting - 1);
+  EXPECT_EQ(e.count(), 31);
+  e.PassedOver(1);
+  EXPECT_EQ(e.count(), 30);
   // A single slow first step (lazy initialisation) is forgotten too; then the
   // prior stands until the next step.
   StepEstimator first(3 * kMillisecond);

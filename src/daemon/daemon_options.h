@@ -28,8 +28,9 @@ struct DaemonOptions {
   Nanos cancel_grace = 3 * kSecond;  // SIGTERM, then SIGKILL after this
   Nanos retry_backoff = 1 * kSecond; // doubled per attempt
   // An iterative task runs only inside bubbles until it attaches to the
-  // SDK; after this much bubble time without attaching it is failed (a
-  // program without the SDK must be submitted as imperative).
+  // SDK; after this much bubble time without attaching, in which it also
+  // used a tenth of it on a CPU (or after ten times it regardless), it is
+  // failed: a program without the SDK must be submitted as imperative.
   Nanos attach_timeout = 30 * kSecond;
   std::string mps_pipe_dir;  // GPU lanes' tasks join this MPS server; empty: no MPS
   std::string metrics_address;  // HOST:PORT for Prometheus /metrics; empty: off

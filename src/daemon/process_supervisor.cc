@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,6 +49,13 @@ std::string ReadFileTail(const std::string& path, size_t max_bytes) {
   close(fd);
   out.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return out;
+}
+
+Nanos ProcessCpuTime(pid_t pid) {
+  clockid_t clock;
+  timespec used{};
+  if (clock_getcpuclockid(pid, &clock) != 0 || clock_gettime(clock, &used) != 0) return -1;
+  return static_cast<Nanos>(used.tv_sec) * kSecond + used.tv_nsec;
 }
 
 ProcessSupervisor::ProcessSupervisor(ExitCallback on_exit) : on_exit_(std::move(on_exit)) {

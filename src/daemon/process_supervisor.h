@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.h"
 #include "daemon/task_cgroup.h"
 
 namespace freeride {
@@ -100,5 +101,9 @@ class ProcessSupervisor {
 
 // The last `max_bytes` of a file (for stderr tails).
 std::string ReadFileTail(const std::string& path, size_t max_bytes);
+
+// CPU time (user and system) that process `pid` has used so far, or -1 when
+// it cannot be read (the process is gone).  Any thread.
+Nanos ProcessCpuTime(pid_t pid);
 
 }  // namespace freeride

@@ -859,14 +859,22 @@ void TaskManager::FailUnattachedTasks() {
   for (const auto& [lane, ids] : resident_)
     for (Record* record : ids) {
       TaskRuntime* runtime = record->runtime.get();
-      if (!runtime || !runtime->held || runtime->exited || runtime->Attached() ||
-          runtime->held_run_ns.load() < options_.attach_timeout)
+      if (!runtime || !runtime->held || runtime->exited || runtime->Attached()) continue;
+      const Nanos held = runtime->held_run_ns.load();
+      if (held < options_.attach_timeout) continue;
+      // Bubble time is not a fair chance on an overloaded machine, where the
+      // process may have had little CPU in it: a program is judged once it
+      // has also used a tenth of the timeout on a CPU (its start-up before
+      // `import freeride`), or in any case after ten times the bubble time,
+      // so a program that only sleeps is failed too.
+      const Nanos cpu = ProcessCpuTime(runtime->pid);
+      if (cpu >= 0 && cpu < options_.attach_timeout / 10 && held < 10 * options_.attach_timeout)
         continue;
       KillForPolicyLocked(
-          *record, fmt::format("ran {} in bubbles without attaching to FreeRide, so it does not "
-                               "use the FreeRide SDK: submit a program that does not use it with "
-                               "--kind imperative",
-                               FormatDuration(runtime->held_run_ns.load())));
+          *record, fmt::format("ran {} in bubbles ({} of CPU) without attaching to FreeRide, so it "
+                               "does not use the FreeRide SDK: submit a program that does not use "
+                               "it with --kind imperative",
+                               FormatDuration(held), FormatDuration(std::max<Nanos>(cpu, 0))));
     }
 }
 

@@ -7,6 +7,7 @@ namespace freeride {
 void StepEstimator::Observe(Nanos duration) {
   if (duration < 0) return;
   passed_over_ = 0;
+  if (duration <= Estimate()) passes_before_forgetting_ = kPassesBeforeForgetting;
   if (count_ == kWindow) {
     RemoveSorted(samples_[0]);
     std::move(samples_.begin() + 1, samples_.end(), samples_.begin());

@@ -34,7 +34,8 @@ class StepEstimator {
   // keep the task out of every bubble for good.  After enough bubbles
   // without a step the slowest sample is dropped; the backing off makes a
   // task whose steps really are too long for the bubbles retry ever more
-  // rarely.
+  // rarely.  A step that ends within the estimate it was granted on shows
+  // the estimate was too long, not the step, and resets the backing off.
   void PassedOver(int bubbles);
   int count() const { return count_; }
   void set_prior(Nanos prior) { prior_ = prior; }

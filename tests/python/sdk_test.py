@@ -77,16 +77,16 @@ def test_killed_under_the_daemon_it_resumes_from_its_checkpoint(count_script, fr
     try:
         env = dict(daemon.env, FREERIDE_CHECKPOINT_INTERVAL_MS="50")
         daemon.cli_run("submit", "--name", "count", "--retries", "1", "--", sys.executable, count_script,
-                       "--total", "3000", env=env)
+                       "--total", "800", env=env)
         stage = subprocess.Popen([str(build_dir / "example_stage_replay"), "--socket", daemon.socket,
-                                  "--iterations", "100000", "--busy-ms", "2", "--bubbles-ms", "8"],
+                                  "--iterations", "100000", "--busy-ms", "2", "--bubbles-ms", "40"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def show():
             return json.loads(daemon.cli_run("show", "count", "--json"))
 
         checkpoint = os.path.join(daemon.state, "tasks", "1", "checkpoint", "checkpoint")
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not (os.path.exists(checkpoint) and
                                                    float(show()["progress"]) > 100):
             time.sleep(0.05)
@@ -94,7 +94,9 @@ def test_killed_under_the_daemon_it_resumes_from_its_checkpoint(count_script, fr
         assert info["state"] in ("RUNNING", "PAUSED"), f"the task must be live when killed: {info}"
         steps_before = int(info["steps"])
         os.kill(int(info["pid"]), signal.SIGKILL)
-        deadline = time.monotonic() + 120
+        # Side tasks on CPU lanes run in SCHED_IDLE: on a machine busy with
+        # other work (parallel tests) they get a core only now and then.
+        deadline = time.monotonic() + 240
         while time.monotonic() < deadline and show()["state"] != "FINISHED":
             time.sleep(0.1)
         info = show()
@@ -103,10 +105,10 @@ def test_killed_under_the_daemon_it_resumes_from_its_checkpoint(count_script, fr
         task_dir = Path(daemon.state, "tasks", "1")
         assert "resumed from checkpoint" in (task_dir / "stderr.log").read_text(), \
             "the relaunch restored the Python task's checkpoint"
-        assert "counted to 3000" in (task_dir / "stdout.log").read_text(), \
+        assert "counted to 800" in (task_dir / "stdout.log").read_text(), \
             "the resumed count ends on the total"
-        # Started over, the relaunch would have needed all 3000 steps again.
-        assert int(info["steps"]) < steps_before + 3000, \
+        # Started over, the relaunch would have needed all 800 steps again.
+        assert int(info["steps"]) < steps_before + 800, \
             f"steps {info['steps']} after {steps_before} before the kill: the count was not resumed"
     finally:
         if stage:

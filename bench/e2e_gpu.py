@@ -38,6 +38,9 @@ TASKS = {
     "resnet18": [PY, "-m", "freeride.tasks.vision", "--model", "resnet18", "--batch", "32", "--device", "cuda"],
     "resnet50": [PY, "-m", "freeride.tasks.vision", "--model", "resnet50", "--batch", "16", "--device", "cuda"],
     "vgg19": [PY, "-m", "freeride.tasks.vision", "--model", "vgg19", "--batch", "8", "--device", "cuda"],
+    # A user's unmodified training script (no FreeRide in it), run by the pacer.
+    "unmodified-resnet18": [PY, "-m", "freeride.pace", os.path.join(ROOT, "examples", "train_resnet.py"),
+                            "--model", "resnet18", "--batch", "64", "--iterations", "100000000"],
     # Misbehaving on purpose (bench/reliability_gpu.py): 1 ms steps with a 40 ms step every 20th.
     "misbehave": [PY, "-m", "freeride.tasks.misbehave", "--device", "cuda", "--step-ms", "1",
                   "--slow-every", "20", "--slow-ms", "40"],

@@ -1,13 +1,17 @@
 """FreeRide: run side tasks in the idle time of pipeline-parallel training.
 
 Training side: ``freeride.torch.instrument(schedule)``.
-Side-task side: subclass ``freeride.IterativeTask`` and call ``freeride.run_task``.
+Side-task side: subclass ``freeride.IterativeTask`` and call ``freeride.run_task``
+(or ``freeride.run_paced`` for PyTorch steps longer than a bubble); run an
+unmodified PyTorch script with ``python -m freeride.pace script.py``.
 """
 from freeride._native import FreeRideUnavailable, load_library
 from freeride.stage import Stage
+from freeride.pace import run_paced
 from freeride.task import IterativeTask, StepResult, run_task
 
-__all__ = ["FreeRideUnavailable", "IterativeTask", "Stage", "StepResult", "load_library", "run_task"]
+__all__ = ["FreeRideUnavailable", "IterativeTask", "Stage", "StepResult", "load_library", "run_paced",
+           "run_task"]
 __version__ = "0.1.0"
 
 

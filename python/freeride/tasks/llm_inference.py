@@ -132,7 +132,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     add_device_options(p)
     args, run_argv = parse_task_arguments(p, argv)
-    return freeride.run_task(LlmInference(args), run_argv)
+    return freeride.run_paced(LlmInference(args), run_argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,546 @@
+"""Pieces: long PyTorch steps, or a whole unmodified training script, run
+inside bubbles that are shorter than a step.
+
+A training iteration of ResNet-50 or a prefill of a language model takes
+longer than most pipeline bubbles, so a task whose step must fit one bubble
+seldom runs.  The pacer cuts the work into pieces at points where PyTorch
+hands control back to Python anyway: before each leaf module's forward,
+before its backward (a hook on its output's gradient), and before each
+optimizer step.  A piece ends at such a point once the GPU time planned for
+it reaches a target; the pacer then synchronises the device, so the piece
+has really ended, and hands the bubble back.  The work's state (activations,
+gradients, the optimizer's) stays where it is until the next bubble.
+
+Each piece is one step of libfreeride's runner, the same runner every SDK
+task uses: it waits for grants, runs a piece only when the learned piece
+length fits what is left of the bubble, records it, takes second looks,
+yields and checkpoints.  The user's code runs on the main thread; the runner
+runs on its own thread and asks the main thread for each piece.
+
+    python -m freeride.pace train.py --epochs 3     # an unmodified script
+    freeride submit --name r18 -- python -m freeride.pace train.py
+
+A script's progress is counted in optimizer steps ("iterations"), credited
+when the piece holding the step has ended.  Under --standalone (what
+`freeride task-profile` passes) the script runs alone, unpaced, and the last
+line it prints is the standalone JSON with its alone rate, timed from its
+first optimizer step, so that start-up is not counted.
+
+Limits, stated rather than hidden: GPU work launched outside any module or
+optimizer (raw tensor code) joins the next piece, so a script made only of
+such code has one long piece per iteration, which the daemon's overrun
+budget demotes and then stops; and a script is not checkpointed (a relaunch
+starts it again).
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import runpy
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Callable
+
+from freeride._native import load_library
+from freeride.task import _HOOK, _PATH, _PEAK, _ERROR, _STEP, _Hooks, IterativeTask, _as_result, parse_run_options
+
+DEFAULT_PIECE_MS = 2.0
+# A piece's first pass over work it has not timed yet assumes each segment
+# (the work between two points) takes this share of the target, so that
+# even the first iteration is cut into several pieces.
+_UNTIMED_SHARE = 0.25
+# A timed segment shorter than this share of the target gets no mark.
+_TINY_SHARE = 1 / 32
+
+
+def piece_target_ns() -> int:
+    """The GPU time a piece plans for: FREERIDE_PIECE_MS, default 2 ms."""
+    text = os.environ.get("FREERIDE_PIECE_MS", "")
+    try:
+        ms = float(text) if text else DEFAULT_PIECE_MS
+    except ValueError:
+        raise SystemExit(f"FREERIDE_PIECE_MS={text!r}: give a number of milliseconds") from None
+    if not 0.05 <= ms <= 1000:
+        raise SystemExit(f"FREERIDE_PIECE_MS={text!r}: give 0.05 to 1000 ms")
+    return int(ms * 1e6)
+
+
+class _Stopped(BaseException):
+    """Raised in the user's code when the runner has ended (cancel, or a failure)."""
+
+
+class _Baton:
+    """Passes control between the runner thread and the main thread.
+
+    The runner sends a request and waits for its reply; the main thread,
+    parked at a point between pieces, serves requests until one lets it
+    run.  Exactly one of the two threads runs task code at a time."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._request: tuple | None = None
+        self._reply: Any = None
+        self._replied = False
+        self.runner_status: int | None = None  # set when the runner thread has ended
+
+    # Runner thread.
+    def ask(self, *request: Any) -> Any:
+        with self._cv:
+            self._request, self._replied = request, False
+            self._cv.notify_all()
+            self._cv.wait_for(lambda: self._replied)
+            return self._reply
+
+    def runner_ended(self, status: int) -> None:
+        with self._cv:
+            self.runner_status = status
+            self._cv.notify_all()
+
+    # Main thread.
+    def next_request(self) -> tuple:
+        """The next request; ('exit', status) once the runner has ended."""
+        with self._cv:
+            self._cv.wait_for(lambda: self._request is not None or self.runner_status is not None)
+            if self._request is None:
+                return ("exit", self.runner_status)
+            request, self._request = self._request, None
+            return request
+
+    def answer(self, reply: Any) -> None:
+        with self._cv:
+            self._reply, self._replied = reply, True
+            self._cv.notify_all()
+
+
+class _Clock:
+    """Times the segments of a piece: CUDA events on a GPU, the wall clock on a CPU."""
+
+    def __init__(self, torch_module: Any, device_type: str) -> None:
+        self.torch = torch_module
+        self.cuda = device_type == "cuda"
+        self._events: list[Any] = []  # reused from piece to piece: creating one costs more than recording it
+        self._used = 0
+
+    def mark(self) -> Any:
+        if self.cuda:
+            if self._used == len(self._events):
+                self._events.append(self.torch.cuda.Event(enable_timing=True))
+            event = self._events[self._used]
+            self._used += 1
+            event.record()
+            return event
+        return time.monotonic_ns()
+
+    def drain(self) -> None:
+        """Waits for the device; the piece's marks stay readable until the next mark."""
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def reuse(self) -> None:
+        """The marks taken so far are read: they may be recorded again."""
+        self._used = 0
+
+    def between_ns(self, a: Any, b: Any) -> int:
+        if self.cuda:
+            return int(a.elapsed_time(b) * 1e6)
+        return b - a
+
+
+class Pacer:
+    """Cuts the work done on the main thread into pieces at PyTorch's hook points.
+
+    `on_piece_end(units)` is called on the main thread when a piece has
+    ended and the device is drained; it returns when the next piece may
+    start (or raises to unwind the user's code)."""
+
+    def __init__(self, torch_module: Any, device_type: str, target_ns: int,
+                 on_piece_end: Callable[[], None],
+                 on_first_point: Callable[[], None] | None = None) -> None:
+        self.torch = torch_module
+        self.on_first_point = on_first_point
+        self.clock = _Clock(torch_module, device_type)
+        self.target_ns = target_ns
+        self.on_piece_end = on_piece_end
+        self.estimates: dict[Any, int] = {}  # segment key -> its GPU time, smoothed
+        self._marks: list[tuple[Any, Any]] = []  # (key, mark) of this piece's segments
+        self._planned = 0
+        self._leaf: dict[int, bool] = {}
+        self._handles: list[Any] = []
+        self._busy = False  # re-entry guard: a point reached inside the pacer's own work
+        self.iterations = 0  # optimizer steps seen
+        self.pieces = 0
+
+    def install(self) -> None:
+        import torch.nn.modules.module as module_hooks
+        import torch.optim.optimizer as optimizer_hooks
+        self._handles = [
+            module_hooks.register_module_forward_pre_hook(self._before_forward),
+            module_hooks.register_module_forward_hook(self._after_forward),
+            optimizer_hooks.register_optimizer_step_pre_hook(self._before_optimizer_step),
+            optimizer_hooks.register_optimizer_step_post_hook(self._after_optimizer_step),
+        ]
+
+    def uninstall(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def _is_leaf(self, module: Any) -> bool:
+        leaf = self._leaf.get(id(module))
+        if leaf is None:
+            leaf = next(module.children(), None) is None
+            self._leaf[id(module)] = leaf
+        return leaf
+
+    def _before_forward(self, module: Any, _args: Any) -> None:
+        if self._is_leaf(module):
+            self.point(("forward", id(module)))
+
+    def _after_forward(self, module: Any, _args: Any, output: Any) -> None:
+        if not self._is_leaf(module) or not self.torch.is_grad_enabled():
+            return
+        tensor = output if isinstance(output, self.torch.Tensor) else next(
+            (o for o in output if isinstance(o, self.torch.Tensor)), None) if isinstance(
+            output, (tuple, list)) else None
+        if tensor is not None and tensor.requires_grad:
+            key = ("backward", id(module))
+            tensor.register_hook(lambda _grad: self.point(key))
+
+    def _before_optimizer_step(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        self.point(("optimizer", id(optimizer)))
+
+    def _after_optimizer_step(self, _optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        self.iterations += 1
+
+    def point(self, key: Any) -> None:
+        """A place where the work may be cut: ends the piece here when the
+        next segment would take it past the target."""
+        if self._busy:
+            return
+        self._busy = True
+        try:
+            if self.on_first_point is not None:
+                first, self.on_first_point = self.on_first_point, None
+                self.clock.drain()
+                first()
+            upcoming = self.estimates.get(key, int(self.target_ns * _UNTIMED_SHARE))
+            if self._marks:
+                if upcoming < self.target_ns * _TINY_SHARE:
+                    # Not worth a mark of its own (a decode step has ~100
+                    # such points): its time joins the segment before it,
+                    # which is then planned a little long.
+                    self._planned += upcoming
+                    return
+                previous = self._marks[-1][0]
+                self._planned += self.estimates.get(previous, int(self.target_ns * _UNTIMED_SHARE))
+                if self._planned + upcoming > self.target_ns:
+                    self.end_piece()
+            self._marks.append((key, self.clock.mark()))
+        finally:
+            self._busy = False
+
+    def end_piece(self) -> None:
+        """Drains the device, learns the segments' times and hands over."""
+        end = self.clock.mark()
+        self.clock.drain()
+        marks = self._marks
+        for (key, a), (_next, b) in zip(marks, marks[1:] + [(None, end)]):
+            took = self.clock.between_ns(a, b)
+            old = self.estimates.get(key)
+            # Leans to the slower of old and new, so that a piece seldom runs
+            # past the length the runner learned for it.
+            self.estimates[key] = took if old is None else max(took, (3 * old + took) // 4)
+        self.clock.reuse()
+        self._marks, self._planned = [], 0
+        self.pieces += 1
+        self.on_piece_end()
+
+
+class _PacedRun:
+    """The main thread's side of a paced run: serves the runner's requests."""
+
+    def __init__(self, task: IterativeTask | None, script: list[str] | None) -> None:
+        self.task, self.script = task, script
+        self.baton = _Baton()
+        self.units_pending = 0.0
+        self.error_text = ctypes.create_string_buffer(1024)
+        self.pacer: Pacer | None = None
+
+    # ---- runner thread: the hooks libfreeride calls --------------------
+    def _hooks(self) -> tuple[_Hooks, list]:
+        def hook(name: str) -> Any:
+            def call(_user: Any) -> int:
+                return self.baton.ask(name)
+            return _HOOK(call)
+
+        def step(_user: Any, units: Any, done: Any) -> int:
+            status, got, finished = self.baton.ask("piece")
+            units[0], done[0] = got, int(finished)
+            return status
+
+        def path_hook(name: str) -> Any:
+            def call(_user: Any, path: bytes) -> int:
+                return self.baton.ask(name, path.decode())
+            return _PATH(call)
+
+        unit = (self.task.unit if self.task else "iterations").encode()[:31]
+        callbacks = [hook("init"), _STEP(step), hook("pause"), hook("resume"), hook("finish"),
+                     path_hook("save"), path_hook("restore"),
+                     _PEAK(lambda _user: self.baton.ask("peak")),
+                     _ERROR(lambda _user: ctypes.addressof(self.error_text))]
+        return _Hooks(None, unit, *callbacks), callbacks
+
+    # ---- main thread ---------------------------------------------------
+    def _fail(self, e: BaseException) -> int:
+        if isinstance(e, SystemExit):
+            self.error_text.value = str(e).encode()[:1023]
+        else:
+            traceback.print_exc()
+            self.error_text.value = f"{type(e).__name__}: {e}".encode()[:1023]
+        return 1
+
+    def _serve(self, until_piece: bool) -> None:
+        """Serves requests until a piece may run (returns) or the run ends (raises _Stopped)."""
+        while True:
+            request = self.baton.next_request()
+            kind = request[0]
+            if kind == "exit":
+                raise _Stopped()
+            if kind == "piece" and until_piece:
+                return
+            if kind == "piece":  # the work has ended: nothing more to run
+                self.baton.answer((0, self.units_pending, True))
+                self.units_pending = 0.0
+                continue
+            self.baton.answer(self._call(kind, request[1:]))
+
+    def _call(self, kind: str, args: tuple) -> Any:
+        task = self.task
+        try:
+            if kind == "peak":
+                import torch
+                return int(task.peak_memory_bytes()) if task else (
+                    torch.cuda.max_memory_allocated() if torch.cuda.is_available() else 0)
+            if kind in ("save", "restore"):
+                return 1 if task and getattr(task, kind)(args[0]) else 0
+            if task:
+                getattr(task, kind)()
+            return 0
+        except Exception as e:  # noqa: BLE001 - the runner takes a status
+            if kind in ("save", "restore"):
+                print(f"freeride: checkpoint {args[0]}: {type(e).__name__}: {e}", file=sys.stderr)
+                return 0
+            return self._fail(e)
+
+    def _piece_ended(self) -> None:
+        """Called by the pacer, the device drained: reports the piece, waits for the next."""
+        self.baton.answer((0, self.units_pending, False))
+        self.units_pending = 0.0
+        self._serve(until_piece=True)
+
+    def run(self) -> int:
+        import torch
+        lib = load_library()
+        hooks, keep = self._hooks()
+        status_box: list[int] = []
+
+        def runner() -> None:
+            status = 1
+            try:
+                status = lib.freeride_run_iterative_task(ctypes.byref(hooks), 0, 0.0)
+            finally:
+                status_box.append(status)
+                self.baton.runner_ended(status)
+
+        thread = threading.Thread(target=runner, name="freeride-runner", daemon=True)
+        thread.start()
+        try:
+            self._serve_init_then_work(torch)
+        except _Stopped:
+            pass
+        finally:
+            if self.pacer:
+                self.pacer.uninstall()
+        thread.join()
+        del keep
+        return status_box[0] if status_box else 1
+
+    def _device_type(self, torch: Any) -> str:
+        if self.task is not None and getattr(self.task, "device", None) is not None:
+            return self.task.device.type
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def _serve_init_then_work(self, torch: Any) -> None:
+        if self.task is not None:
+            # init, restore: served here; the first piece request starts the steps.
+            self._serve(until_piece=True)
+            self._start_pacer(torch)
+            while True:
+                try:
+                    result = _as_result(self.task.step())
+                except (_Stopped, KeyboardInterrupt):
+                    raise
+                except BaseException as e:  # noqa: BLE001
+                    self.baton.answer((self._fail(e), self.units_pending, False))
+                    self._serve(until_piece=False)
+                    return
+                self.units_pending += result.units
+                if result.done:
+                    break
+                self.pacer.point(("step",))
+            self._finish_work()
+            return
+        # A script: its start-up is the task's init, up to the first point.
+        request = self.baton.next_request()
+        if request[0] == "exit":
+            raise _Stopped()
+        assert request[0] == "init", request
+        self._start_pacer(torch, first_point_ends_init=True)
+        script = self.script
+        sys.argv = list(script)
+        try:
+            runpy.run_path(script[0], run_name="__main__")
+        except SystemExit as e:
+            if e.code not in (None, 0):
+                self._script_failed(e)
+                return
+        except (_Stopped, KeyboardInterrupt):
+            raise
+        except BaseException as e:  # noqa: BLE001
+            self._script_failed(e)
+            return
+        if not self._init_answered:
+            self._init_answered = True
+            self.baton.answer(0)
+            self._serve(until_piece=True)
+        self._finish_work()
+
+    _init_answered = False
+    _counted = 0
+
+    def _start_pacer(self, torch: Any, first_point_ends_init: bool = False) -> None:
+        def piece_end() -> None:
+            if self.task is None:
+                self._credit_iterations()
+            self._piece_ended()
+
+        def init_done() -> None:
+            # A script's first point: its start-up (imports, model, data)
+            # was the task's init; pieces start from here.
+            self._init_answered = True
+            self.baton.answer(0)
+            self._serve(until_piece=True)
+
+        self.pacer = Pacer(torch, self._device_type(torch), piece_target_ns(), piece_end,
+                           init_done if first_point_ends_init else None)
+        self.pacer.install()
+
+    def _credit_iterations(self) -> None:
+        self.units_pending += self.pacer.iterations - self._counted
+        self._counted = self.pacer.iterations
+
+    def _script_failed(self, e: BaseException) -> None:
+        status = self._fail(e)
+        if not self._init_answered:
+            self._init_answered = True
+            self.baton.answer(status)
+            return
+        self.baton.answer((status, self.units_pending, False))
+
+    def _finish_work(self) -> None:
+        """The work has ended: drains and answers the pending piece as done, then serves to the end."""
+        if self.pacer is not None:
+            self.pacer.clock.drain()
+            if self.task is None:
+                self._credit_iterations()
+            self.pacer.uninstall()
+        self.baton.answer((0, self.units_pending, True))
+        self.units_pending = 0.0
+        try:
+            self._serve(until_piece=False)
+        except _Stopped:
+            pass
+
+
+def run_paced(task: IterativeTask, argv: list[str] | None = None) -> int:
+    """Runs an IterativeTask whose steps may be longer than a bubble, in pieces.
+
+    Alone (no daemon, or --standalone), or with FREERIDE_PACE=0 in the
+    environment (whole steps, each of which must fit a bubble), it runs
+    exactly as run_task does."""
+    from freeride.task import run_task
+    args = sys.argv if argv is None else argv
+    standalone, _seconds, _rest = parse_run_options(args[1:])
+    if standalone or not os.environ.get("FREERIDE_TASK_SEGMENT") or os.environ.get("FREERIDE_PACE") == "0":
+        return run_task(task, args)
+    args[1:] = _rest
+    return _PacedRun(task, None).run()
+
+
+def _run_script_alone(script: list[str], seconds: float) -> int:
+    """Runs the script unpaced and prints the standalone JSON line (its alone rate)."""
+    import torch
+    import torch.optim.optimizer as optimizer_hooks
+    times: list[int] = []
+
+    class _Enough(BaseException):
+        pass
+
+    def after_step(*_: Any) -> None:
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        times.append(time.monotonic_ns())
+        if seconds > 0 and times[-1] - times[0] >= seconds * 1e9:
+            raise _Enough()
+
+    handle = optimizer_hooks.register_optimizer_step_post_hook(after_step)
+    sys.argv = list(script)
+    finished = True
+    try:
+        runpy.run_path(script[0], run_name="__main__")
+    except _Enough:
+        finished = False
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            raise
+    finally:
+        handle.remove()
+    # The rate runs from the first optimizer step to the last: start-up and
+    # the first iteration's lazy initialisation are not the task's rate.
+    steps = len(times) - 1
+    span = (times[-1] - times[0]) / 1e9 if steps > 0 else 0.0
+    gaps = sorted((b - a) / 1e6 for a, b in zip(times, times[1:])) or [0.0]
+    pick = lambda q: gaps[min(len(gaps) - 1, int(q * len(gaps)))]  # noqa: E731
+    peak = torch.cuda.max_memory_allocated() if torch.cuda.is_available() else 0
+    print(json.dumps({"mode": "standalone", "unit": "iterations", "steps": max(steps, 0),
+                      "units": max(steps, 0), "seconds": span,
+                      "rate_per_s": steps / span if span > 0 else 0.0, "finished": finished,
+                      "step_ms_p50": pick(0.5), "step_ms_p90": pick(0.9), "step_ms_p99": pick(0.99),
+                      "step_ms_max": gaps[-1], "peak_memory_bytes": peak}), flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    standalone, seconds, rest = parse_run_options(args)
+    if not rest or rest[0] in ("-h", "--help"):
+        print(__doc__.strip().split("\n\n")[0] + "\n\nusage: python -m freeride.pace SCRIPT.py [ARGS...]"
+              " [--standalone [--seconds T]]", file=sys.stderr if not rest else sys.stdout)
+        return 2 if not rest else 0
+    if not os.path.isfile(rest[0]):
+        print(f"freeride.pace: {rest[0]}: no such script", file=sys.stderr)
+        return 2
+    sys.path.insert(0, os.path.dirname(os.path.abspath(rest[0])))
+    if standalone or not os.environ.get("FREERIDE_TASK_SEGMENT"):
+        if not standalone:
+            print("freeride.pace: not launched by a FreeRide daemon; running the script alone",
+                  file=sys.stderr)
+        return _run_script_alone(rest, seconds)
+    return _PacedRun(None, rest).run()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,223 @@
+"""freeride.pace: long PyTorch steps and unmodified scripts cut into pieces
+that fit bubbles, on CPU with the real daemon and runner."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SOURCE_DIR, Daemon, require_torch
+
+SCRIPT = SOURCE_DIR / "examples" / "train_resnet.py"
+SMALL = ["--model", "small", "--image-size", "32", "--batch", "8"]
+
+
+@pytest.fixture(autouse=True)
+def _torch() -> None:
+    require_torch()
+
+
+def _events(daemon: Daemon) -> list[dict]:
+    with open(os.path.join(daemon.state, "events.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _wait_done(daemon: Daemon, name: str, seconds: float) -> dict:
+    deadline = time.monotonic() + seconds
+    while True:
+        info = json.loads(daemon.cli_run("show", name, "--json"))
+        if info["state"] in ("FINISHED", "FAILED", "CANCELLED") or time.monotonic() > deadline:
+            return info
+        time.sleep(0.2)
+
+
+def _stage(daemon: Daemon, build_dir: Path, busy_ms: str, bubble_ms: str) -> subprocess.Popen:
+    return subprocess.Popen([str(build_dir / "example_stage_replay"), "--socket", daemon.socket,
+                             "--iterations", "1000000", "--busy-ms", busy_ms, "--bubbles-ms", bubble_ms],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_the_pacer_cuts_forward_backward_and_optimizer_into_timed_segments() -> None:
+    import torch
+    import torch.nn as nn
+    from freeride.pace import Pacer
+    pieces = []
+    pacer = Pacer(torch, "cpu", target_ns=10**9, on_piece_end=lambda: pieces.append(1))
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(inplace=True), nn.Linear(64, 8))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    def iteration():
+        optimizer.zero_grad()
+        model(torch.randn(16, 64)).sum().backward()
+        optimizer.step()
+    pacer.install()
+    try:
+        # Untimed segments count as a quarter of the target each, so the
+        # first pass is cut too (a segment is timed when its piece ends);
+        # timed (microseconds), they never reach 1 s.
+        iteration()
+        iteration()
+        first_passes = len(pieces)
+        assert first_passes >= 1
+        iteration()
+        iteration()
+        assert len(pieces) == first_passes, "timed segments far below the target end no piece"
+        pacer.end_piece()
+    finally:
+        pacer.uninstall()
+    kinds = sorted({key[0] for key in pacer.estimates})
+    assert kinds == ["backward", "forward", "optimizer"], pacer.estimates
+    # Three leaf modules forward, their outputs' gradients backward (the last
+    # output's gradient hook fires too), one optimizer.
+    assert sum(1 for k in pacer.estimates if k[0] == "forward") == 3
+    assert pacer.iterations == 4
+    # With a target below one segment's time, every point past the first ends a piece.
+    tiny = Pacer(torch, "cpu", target_ns=1, on_piece_end=lambda: pieces.append(2))
+    tiny.estimates = dict(pacer.estimates)
+    tiny.install()
+    try:
+        model(torch.randn(16, 64)).sum().backward()
+    finally:
+        tiny.uninstall()
+    assert pieces.count(2) >= 5, f"a piece per segment: {pieces}"
+
+
+def test_the_pacer_hands_an_exception_in_the_model_through_unchanged() -> None:
+    import torch
+    import torch.nn as nn
+    from freeride.pace import Pacer
+
+    class Broken(nn.Module):
+        def forward(self, x):
+            raise ValueError("broken layer")
+    pacer = Pacer(torch, "cpu", target_ns=1, on_piece_end=lambda: None)
+    pacer.install()
+    try:
+        with pytest.raises(ValueError, match="broken layer"):
+            nn.Sequential(nn.Linear(4, 4), Broken())(torch.randn(2, 4))
+    finally:
+        pacer.uninstall()
+
+
+def test_alone_the_script_runs_unpaced_and_prints_its_rate(freeride_env) -> None:
+    p = subprocess.run([sys.executable, "-m", "freeride.pace", str(SCRIPT), *SMALL, "--iterations", "12",
+                        "--standalone"], env=freeride_env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "trained 12 iterations" in p.stdout
+    line = json.loads(p.stdout.strip().splitlines()[-1])
+    assert line["mode"] == "standalone" and line["unit"] == "iterations", line
+    assert line["units"] == 11 and line["finished"], "timed from the first optimizer step to the last"
+    assert line["rate_per_s"] > 0
+
+
+def test_a_missing_script_is_a_clear_error(freeride_env) -> None:
+    p = subprocess.run([sys.executable, "-m", "freeride.pace", "/nonexistent/train.py"], env=freeride_env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "no such script" in p.stderr, p.stderr
+
+
+def test_an_unmodified_script_runs_in_pieces_inside_bubbles(freeride_env, build_dir) -> None:
+    daemon = Daemon(build_dir, freeride_env)
+    stage = None
+    try:
+        daemon.cli_run("submit", "--name", "train", "--", sys.executable, "-m", "freeride.pace", str(SCRIPT),
+                       *SMALL, "--iterations", "30")
+        stage = _stage(daemon, build_dir, "10", "20")
+        info = _wait_done(daemon, "train", 300)
+        task_dir = Path(daemon.state, "tasks", "1")
+        assert info["state"] == "FINISHED", (info, (task_dir / "stderr.log").read_text()[-2000:])
+        assert "trained 30 iterations" in (task_dir / "stdout.log").read_text()
+        assert info["progress_unit"] == "iterations" and float(info["progress"]) == 30, info
+        steps = [e for e in _events(daemon) if e["type"] == "step" and e["task_id"] == 1]
+        assert len(steps) > 2 * 30, f"an iteration is cut into several pieces: {len(steps)} steps"
+        assert sum(s["units"] for s in steps) == 30, "an iteration is credited once, when its piece ended"
+        bubbles = {e["seq"]: e for e in _events(daemon) if e["type"] == "bubble"}
+        inside = [s for s in steps if s["bubble_seq"] in bubbles and
+                  bubbles[s["bubble_seq"]]["begin_ns"] <= s["start_ns"]]
+        assert len(inside) == len(steps), "every piece started inside its bubble"
+        durations = sorted(s["end_ns"] - s["start_ns"] for s in steps)
+        assert durations[len(durations) // 2] < 20e6, "a typical piece is shorter than a bubble"
+    finally:
+        if stage:
+            stage.kill()
+        daemon.stop()
+
+
+def test_a_failing_script_fails_its_task_with_the_reason(freeride_env, build_dir, tmp_path) -> None:
+    script = tmp_path / "bad.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        model = torch.nn.Linear(4, 4)
+        model(torch.randn(2, 4))
+        raise RuntimeError("the data loader broke")
+    """))
+    daemon = Daemon(build_dir, freeride_env)
+    stage = None
+    try:
+        daemon.cli_run("submit", "--name", "bad", "--", sys.executable, "-m", "freeride.pace", str(script))
+        stage = _stage(daemon, build_dir, "5", "20")
+        info = _wait_done(daemon, "bad", 240)
+        assert info["state"] == "FAILED", info
+        stderr = Path(daemon.state, "tasks", "1", "stderr.log").read_text()
+        assert "RuntimeError: the data loader broke" in stderr, stderr[-2000:]
+    finally:
+        if stage:
+            stage.kill()
+        daemon.stop()
+
+
+LONG_STEPS = textwrap.dedent("""
+    import freeride, torch, torch.nn as nn
+    from freeride.pace import run_paced
+    class Long(freeride.IterativeTask):
+        unit = "samples"
+        def init(self):
+            self.device = torch.device("cpu")
+            self.model = nn.Sequential(*[nn.Linear(256, 256) for _ in range(24)])
+            self.n = 0
+        def step(self):
+            with torch.no_grad():
+                x = torch.randn(512, 256)
+                for _ in range(4):
+                    x = self.model(x)
+            self.n += 1
+            return freeride.StepResult(512, self.n >= 20)
+        def finish(self):
+            print(f"stepped {self.n}", flush=True)
+    raise SystemExit(run_paced(Long()))
+""")
+
+
+def test_a_task_whose_steps_outlast_the_bubbles_runs_paced_and_is_cancelled_cleanly(
+        freeride_env, build_dir, tmp_path) -> None:
+    script = tmp_path / "long.py"
+    script.write_text(LONG_STEPS)
+    daemon = Daemon(build_dir, freeride_env)
+    stage = None
+    try:
+        daemon.cli_run("submit", "--name", "long", "--", sys.executable, str(script))
+        daemon.cli_run("submit", "--name", "forever", "--", sys.executable, "-m", "freeride.pace",
+                       str(SCRIPT), *SMALL, "--iterations", "1000000")
+        stage = _stage(daemon, build_dir, "5", "6")
+        info = _wait_done(daemon, "long", 300)
+        assert info["state"] == "FINISHED", (info, Path(daemon.state, "tasks", "1", "stderr.log").read_text())
+        assert float(info["progress"]) == 20 * 512, info
+        steps = [e for e in _events(daemon) if e["type"] == "step" and e["task_id"] == 1]
+        assert len(steps) > 20, f"steps longer than the 6 ms bubbles were cut into pieces: {len(steps)}"
+        # The script parked between pieces ends when cancelled.
+        deadline = time.monotonic() + 120
+        while json.loads(daemon.cli_run("show", "forever", "--json"))["state"] != "RUNNING" and \
+                json.loads(daemon.cli_run("show", "forever", "--json"))["state"] != "PAUSED":
+            assert time.monotonic() < deadline, "the script never started"
+            time.sleep(0.2)
+        daemon.cli_run("cancel", "forever")
+        assert _wait_done(daemon, "forever", 60)["state"] == "CANCELLED"
+    finally:
+        if stage:
+            stage.kill()
+        daemon.stop()

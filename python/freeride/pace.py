@@ -68,6 +68,19 @@ def piece_target_ns() -> int:
     return int(ms * 1e6)
 
 
+def warm_up_limit_ns() -> int:
+    """How long a script's work may run as its init when it has no optimizer
+    step to end the warm-up: FREERIDE_PACE_WARMUP_S, default 1 s."""
+    text = os.environ.get("FREERIDE_PACE_WARMUP_S", "")
+    try:
+        seconds = float(text) if text else 1.0
+    except ValueError:
+        raise SystemExit(f"FREERIDE_PACE_WARMUP_S={text!r}: give a number of seconds") from None
+    if not 0 <= seconds <= 600:
+        raise SystemExit(f"FREERIDE_PACE_WARMUP_S={text!r}: give 0 to 600 s")
+    return int(seconds * 1e9)
+
+
 class _Stopped(BaseException):
     """Raised in the user's code when the runner has ended (cancel, or a failure)."""
 
@@ -158,9 +171,12 @@ class Pacer:
 
     def __init__(self, torch_module: Any, device_type: str, target_ns: int,
                  on_piece_end: Callable[[], None],
-                 on_first_point: Callable[[], None] | None = None) -> None:
+                 on_warm: Callable[[], None] | None = None, warm_up_ns: int = 0) -> None:
         self.torch = torch_module
-        self.on_first_point = on_first_point
+        # Until warm, points do nothing: the work runs as the task's init.
+        self.on_warm = on_warm
+        self.warm_up_ns = warm_up_ns
+        self._warm_from = 0
         self.clock = _Clock(torch_module, device_type)
         self.target_ns = target_ns
         self.on_piece_end = on_piece_end
@@ -222,10 +238,14 @@ class Pacer:
             return
         self._busy = True
         try:
-            if self.on_first_point is not None:
-                first, self.on_first_point = self.on_first_point, None
+            if self.on_warm is not None:
+                now = time.monotonic_ns()
+                self._warm_from = self._warm_from or now
+                if self.iterations == 0 and now - self._warm_from < self.warm_up_ns:
+                    return
+                warm, self.on_warm = self.on_warm, None
                 self.clock.drain()
-                first()
+                warm()
             upcoming = self.estimates.get(key, int(self.target_ns * _UNTIMED_SHARE))
             if self._marks:
                 if upcoming < self.target_ns * _TINY_SHARE:
@@ -344,6 +364,9 @@ class _PacedRun:
     def run(self) -> int:
         import torch
         lib = load_library()
+        # The runner's first estimate, before any piece: a piece, not the
+        # whole step that a profile (`submit --profile`) measured alone.
+        os.environ["FREERIDE_STEP_HINT_NS"] = str(piece_target_ns())
         hooks, keep = self._hooks()
         status_box: list[int] = []
 
@@ -428,14 +451,17 @@ class _PacedRun:
             self._piece_ended()
 
         def init_done() -> None:
-            # A script's first point: its start-up (imports, model, data)
-            # was the task's init; pieces start from here.
+            # The script's start-up (imports, model, data) and its first
+            # iteration, which pays for lazy initialisation (cuDNN, cuBLAS,
+            # the optimizer's state), were the task's init; pieces start
+            # here.  That iteration ran outside bubbles and is not credited.
+            self._counted = self.pacer.iterations
             self._init_answered = True
             self.baton.answer(0)
             self._serve(until_piece=True)
 
         self.pacer = Pacer(torch, self._device_type(torch), piece_target_ns(), piece_end,
-                           init_done if first_point_ends_init else None)
+                           init_done if first_point_ends_init else None, warm_up_limit_ns())
         self.pacer.install()
 
     def _credit_iterations(self) -> None:

@@ -40,6 +40,9 @@ void TaskChannel::SetUnit(std::string_view unit) {
 }
 
 void TaskChannel::Ready() {
+  // Until its first step the daemon would judge the task by the spec's
+  // hint; the task's own prior may be shorter (a paced task's piece).
+  PublishStepEstimate();
   task_.set_state(TaskProcessState::kReady);
   task_.Acknowledge();
 }

@@ -30,6 +30,8 @@ class TaskChannel {
   static std::unique_ptr<TaskChannel> AttachFromEnvironment(std::string* error);
 
   void SetUnit(std::string_view unit);
+  // Init is done: publishes the step estimate (the prior, before any step)
+  // and lets the daemon grant bubbles.
   void Ready();
   // Sleeps until a grant, a command or the timeout (negative: none).
   Wake WaitForGrant(Nanos timeout);

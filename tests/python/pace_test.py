@@ -132,10 +132,12 @@ def test_an_unmodified_script_runs_in_pieces_inside_bubbles(freeride_env, build_
         task_dir = Path(daemon.state, "tasks", "1")
         assert info["state"] == "FINISHED", (info, (task_dir / "stderr.log").read_text()[-2000:])
         assert "trained 30 iterations" in (task_dir / "stdout.log").read_text()
-        assert info["progress_unit"] == "iterations" and float(info["progress"]) == 30, info
+        # The first iteration (lazy initialisation) ran as the task's init,
+        # outside bubbles: it is not credited.
+        assert info["progress_unit"] == "iterations" and float(info["progress"]) == 29, info
         steps = [e for e in _events(daemon) if e["type"] == "step" and e["task_id"] == 1]
-        assert len(steps) > 2 * 30, f"an iteration is cut into several pieces: {len(steps)} steps"
-        assert sum(s["units"] for s in steps) == 30, "an iteration is credited once, when its piece ended"
+        assert len(steps) > 2 * 29, f"an iteration is cut into several pieces: {len(steps)} steps"
+        assert sum(s["units"] for s in steps) == 29, "an iteration is credited once, when its piece ended"
         bubbles = {e["seq"]: e for e in _events(daemon) if e["type"] == "bubble"}
         inside = [s for s in steps if s["bubble_seq"] in bubbles and
                   bubbles[s["bubble_seq"]]["begin_ns"] <= s["start_ns"]]
@@ -217,6 +219,35 @@ def test_a_task_whose_steps_outlast_the_bubbles_runs_paced_and_is_cancelled_clea
             time.sleep(0.2)
         daemon.cli_run("cancel", "forever")
         assert _wait_done(daemon, "forever", 60)["state"] == "CANCELLED"
+    finally:
+        if stage:
+            stage.kill()
+        daemon.stop()
+
+
+def test_a_paced_task_is_judged_by_a_piece_not_by_its_profiled_whole_step(freeride_env, build_dir) -> None:
+    # A profile of the unpaced script gives its whole iteration (here 80 ms)
+    # as the step time; bubbles of 20 ms would never fit that.  Ready, the
+    # paced task publishes a piece-sized first estimate (FREERIDE_PIECE_MS).
+    daemon = Daemon(build_dir, freeride_env)
+    stage = None
+    try:
+        daemon.cli_run("submit", "--name", "train", "--step-time", "80ms", "--", sys.executable, "-m",
+                       "freeride.pace", str(SCRIPT), *SMALL, "--iterations", "1000000",
+                       env=dict(daemon.env, FREERIDE_PIECE_MS="3"))
+        stage = _stage(daemon, build_dir, "5", "20")
+        deadline = time.monotonic() + 240
+        while True:
+            info = json.loads(daemon.cli_run("show", "train", "--json"))
+            if info["state"] in ("PAUSED", "RUNNING") or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert info["state"] in ("PAUSED", "RUNNING"), info
+        estimate = int(info["step_estimate_ns"])
+        assert 0 < estimate < 20_000_000, f"judged by {estimate} ns, not a piece"
+        while float(json.loads(daemon.cli_run("show", "train", "--json"))["progress"]) < 3:
+            assert time.monotonic() < deadline, "no iteration done in the 20 ms bubbles"
+            time.sleep(0.2)
     finally:
         if stage:
             stage.kill()

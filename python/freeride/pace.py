@@ -70,10 +70,11 @@ def piece_target_ns() -> int:
 
 def warm_up_limit_ns() -> int:
     """How long a script's work may run as its init when it has no optimizer
-    step to end the warm-up: FREERIDE_PACE_WARMUP_S, default 1 s."""
+    step to end the warm-up: FREERIDE_PACE_WARMUP_S, default 10 s (the
+    first CUDA iteration's lazy initialisation can take seconds)."""
     text = os.environ.get("FREERIDE_PACE_WARMUP_S", "")
     try:
-        seconds = float(text) if text else 1.0
+        seconds = float(text) if text else 10.0
     except ValueError:
         raise SystemExit(f"FREERIDE_PACE_WARMUP_S={text!r}: give a number of seconds") from None
     if not 0 <= seconds <= 600:
@@ -152,6 +153,9 @@ class _Clock:
         if self.cuda:
             self.torch.cuda.synchronize()
 
+    def capturing(self) -> bool:
+        return self.cuda and self.torch.cuda.is_current_stream_capturing()
+
     def reuse(self) -> None:
         """The marks taken so far are read: they may be recorded again."""
         self._used = 0
@@ -185,12 +189,19 @@ class Pacer:
         self._planned = 0
         self._leaf: dict[int, bool] = {}
         self._handles: list[Any] = []
-        self._busy = False  # re-entry guard: a point reached inside the pacer's own work
+        self._pid = os.getpid()
+        self._owner = threading.get_ident()
+        self._lock = threading.Lock()
+        # Set once the run has ended (cancel, failure): every later point
+        # raises again, so a script that swallows the first cannot go on.
+        self.stopped = False
         self.iterations = 0  # optimizer steps seen
         self.pieces = 0
 
     def install(self) -> None:
+        """Hooks every module and optimizer of the process; call on the thread that runs the work."""
         import torch.nn.modules.module as module_hooks
+        self._pid, self._owner = os.getpid(), threading.get_ident()
         import torch.optim.optimizer as optimizer_hooks
         self._handles = [
             module_hooks.register_module_forward_pre_hook(self._before_forward),
@@ -221,7 +232,9 @@ class Pacer:
         tensor = output if isinstance(output, self.torch.Tensor) else next(
             (o for o in output if isinstance(o, self.torch.Tensor)), None) if isinstance(
             output, (tuple, list)) else None
-        if tensor is not None and tensor.requires_grad:
+        # A leaf tensor (a parameter passed through) would keep every hook
+        # registered on it for good.
+        if tensor is not None and tensor.requires_grad and tensor.grad_fn is not None:
             key = ("backward", id(module))
             tensor.register_hook(lambda _grad: self.point(key))
 
@@ -234,18 +247,24 @@ class Pacer:
     def point(self, key: Any) -> None:
         """A place where the work may be cut: ends the piece here when the
         next segment would take it past the target."""
-        if self._busy:
+        if self.stopped:
+            raise _Stopped()
+        if not self._mine() or not self._lock.acquire(blocking=False):
             return
-        self._busy = True
         try:
+            if self.clock.capturing():
+                return  # a CUDA graph being captured may not be synchronised
             if self.on_warm is not None:
                 now = time.monotonic_ns()
                 self._warm_from = self._warm_from or now
                 if self.iterations == 0 and now - self._warm_from < self.warm_up_ns:
+                    # Warming up: timed, not cut, so the first pieces are planned.
+                    self._marks.append((key, self.clock.mark()))
                     return
                 warm, self.on_warm = self.on_warm, None
-                self.clock.drain()
+                self._drain_and_learn()
                 warm()
+                return
             upcoming = self.estimates.get(key, int(self.target_ns * _UNTIMED_SHARE))
             if self._marks:
                 if upcoming < self.target_ns * _TINY_SHARE:
@@ -260,10 +279,26 @@ class Pacer:
                     self.end_piece()
             self._marks.append((key, self.clock.mark()))
         finally:
-            self._busy = False
+            self._lock.release()
+
+    def _mine(self) -> bool:
+        """Points count in the process and thread that installed the pacer,
+        and on autograd's threads (which are not Python's).  A forked
+        DataLoader worker has no runner to hand pieces to, and a Python
+        thread of the user's own runs unpaced: FreeRide gives a task one
+        device, so the work of several threads is not split."""
+        if os.getpid() != self._pid:
+            return False
+        current = threading.current_thread()
+        return threading.get_ident() == self._owner or isinstance(current, threading._DummyThread)
 
     def end_piece(self) -> None:
         """Drains the device, learns the segments' times and hands over."""
+        self._drain_and_learn()
+        self.pieces += 1
+        self.on_piece_end()
+
+    def _drain_and_learn(self) -> None:
         end = self.clock.mark()
         self.clock.drain()
         marks = self._marks
@@ -275,8 +310,6 @@ class Pacer:
             self.estimates[key] = took if old is None else max(took, (3 * old + took) // 4)
         self.clock.reuse()
         self._marks, self._planned = [], 0
-        self.pieces += 1
-        self.on_piece_end()
 
 
 class _PacedRun:
@@ -328,6 +361,8 @@ class _PacedRun:
             request = self.baton.next_request()
             kind = request[0]
             if kind == "exit":
+                if self.pacer is not None:
+                    self.pacer.stopped = True
                 raise _Stopped()
             if kind == "piece" and until_piece:
                 return
@@ -349,7 +384,9 @@ class _PacedRun:
             if task:
                 getattr(task, kind)()
             return 0
-        except Exception as e:  # noqa: BLE001 - the runner takes a status
+        except (_Stopped, KeyboardInterrupt):
+            raise
+        except BaseException as e:  # noqa: BLE001 - the runner takes a status
             if kind in ("save", "restore"):
                 print(f"freeride: checkpoint {args[0]}: {type(e).__name__}: {e}", file=sys.stderr)
                 return 0
@@ -364,9 +401,11 @@ class _PacedRun:
     def run(self) -> int:
         import torch
         lib = load_library()
+        # Bad settings stop the run here, before the runner starts.
+        self.target_ns, self.warm_up_ns = piece_target_ns(), warm_up_limit_ns()
         # The runner's first estimate, before any piece: a piece, not the
         # whole step that a profile (`submit --profile`) measured alone.
-        os.environ["FREERIDE_STEP_HINT_NS"] = str(piece_target_ns())
+        os.environ["FREERIDE_STEP_HINT_NS"] = str(self.target_ns)
         hooks, keep = self._hooks()
         status_box: list[int] = []
 
@@ -393,7 +432,7 @@ class _PacedRun:
 
     def _device_type(self, torch: Any) -> str:
         if self.task is not None and getattr(self.task, "device", None) is not None:
-            return self.task.device.type
+            return torch.device(self.task.device).type
         return "cuda" if torch.cuda.is_available() else "cpu"
 
     def _serve_init_then_work(self, torch: Any) -> None:
@@ -460,8 +499,8 @@ class _PacedRun:
             self.baton.answer(0)
             self._serve(until_piece=True)
 
-        self.pacer = Pacer(torch, self._device_type(torch), piece_target_ns(), piece_end,
-                           init_done if first_point_ends_init else None, warm_up_limit_ns())
+        self.pacer = Pacer(torch, self._device_type(torch), self.target_ns, piece_end,
+                           init_done if first_point_ends_init else None, self.warm_up_ns)
         self.pacer.install()
 
     def _credit_iterations(self) -> None:
@@ -499,10 +538,10 @@ def run_paced(task: IterativeTask, argv: list[str] | None = None) -> int:
     exactly as run_task does."""
     from freeride.task import run_task
     args = sys.argv if argv is None else argv
-    standalone, _seconds, _rest = parse_run_options(args[1:])
+    standalone, _, rest = parse_run_options(args[1:])
     if standalone or not os.environ.get("FREERIDE_TASK_SEGMENT") or os.environ.get("FREERIDE_PACE") == "0":
         return run_task(task, args)
-    args[1:] = _rest
+    args[1:] = rest
     return _PacedRun(task, None).run()
 
 
@@ -549,9 +588,38 @@ def _run_script_alone(script: list[str], seconds: float) -> int:
     return 0
 
 
+def split_run_options(args: list[str]) -> tuple[bool, float, list[str]]:
+    """(standalone, seconds, the script and its arguments): only options
+    before the script, or the `--standalone [--seconds T]` that
+    `freeride task-profile` appends, are the pacer's; the script's own
+    arguments are left alone, whatever they are called."""
+    standalone, seconds = False, 0.0
+    args = list(args)
+    while args and args[0] in ("--standalone", "--seconds"):
+        if args[0] == "--standalone":
+            standalone, args = True, args[1:]
+        else:
+            seconds, args = _seconds(args[1:2]), args[2:]
+    if len(args) >= 3 and args[-3] == "--standalone" and args[-2] == "--seconds":
+        return True, _seconds([args[-1]]), args[:-3]
+    if args and args[-1] == "--standalone":
+        return True, seconds, args[:-1]
+    return standalone, seconds, args
+
+
+def _seconds(value: list[str]) -> float:
+    try:
+        seconds = float(value[0])
+    except (IndexError, ValueError):
+        raise SystemExit(f"freeride.pace: --seconds {' '.join(value)!r}: give a number of seconds") from None
+    if not seconds > 0:
+        raise SystemExit(f"freeride.pace: --seconds {value[0]}: give a positive number")
+    return seconds
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    standalone, seconds, rest = parse_run_options(args)
+    standalone, seconds, rest = split_run_options(args)
     if not rest or rest[0] in ("-h", "--help"):
         print(__doc__.strip().split("\n\n")[0] + "\n\nusage: python -m freeride.pace SCRIPT.py [ARGS...]"
               " [--standalone [--seconds T]]", file=sys.stderr if not rest else sys.stdout)

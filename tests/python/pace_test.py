@@ -252,3 +252,50 @@ def test_a_paced_task_is_judged_by_a_piece_not_by_its_profiled_whole_step(freeri
         if stage:
             stage.kill()
         daemon.stop()
+
+
+def test_only_leading_or_trailing_run_options_are_the_pacers() -> None:
+    from freeride.pace import split_run_options
+    assert split_run_options(["train.py", "--seconds", "60", "--lr", "1"]) == (
+        False, 0.0, ["train.py", "--seconds", "60", "--lr", "1"]), "the script's own --seconds"
+    assert split_run_options(["train.py", "--seconds", "60", "--standalone", "--seconds", "5"]) == (
+        True, 5.0, ["train.py", "--seconds", "60"]), "what task-profile appends"
+    assert split_run_options(["--standalone", "train.py"]) == (True, 0.0, ["train.py"])
+    with pytest.raises(SystemExit, match="give a number of seconds"):
+        split_run_options(["train.py", "--standalone", "--seconds", "1h"])
+
+
+def test_forked_workers_and_passed_through_parameters_are_left_alone() -> None:
+    import torch
+    import torch.nn as nn
+    from freeride.pace import Pacer
+    parked = []
+    pacer = Pacer(torch, "cpu", target_ns=1, on_piece_end=lambda: parked.append(os.getpid()))
+    weight = nn.Parameter(torch.randn(4))
+    identity = nn.Identity()
+    pacer.install()
+    try:
+        for _ in range(5):
+            identity(weight)
+        assert not weight._backward_hooks, "no hook piles up on a leaf tensor"
+        pid = os.fork()
+        if pid == 0:  # a DataLoader worker: a transform module must not wait for a runner
+            code = 0
+            try:
+                for _ in range(10):
+                    nn.Linear(4, 4)(torch.randn(2, 4))
+                code = 0 if not parked or os.getpid() not in parked else 3
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 60
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                pytest.fail("a forked child blocked at a point")
+            time.sleep(0.05)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        pacer.uninstall()

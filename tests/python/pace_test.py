@@ -14,6 +14,8 @@ import pytest
 
 from conftest import SOURCE_DIR, Daemon, require_torch
 
+# The tests that run the pacer in this process import the package from the source tree.
+sys.path.insert(0, str(SOURCE_DIR / "python"))
 SCRIPT = SOURCE_DIR / "examples" / "train_resnet.py"
 SMALL = ["--model", "small", "--image-size", "32", "--batch", "8"]
 

@@ -40,8 +40,11 @@ def _wait_done(daemon: Daemon, name: str, seconds: float) -> dict:
 
 
 def _stage(daemon: Daemon, build_dir: Path, busy_ms: str, bubble_ms: str) -> subprocess.Popen:
+    """A replayed stage whose busy phases sleep, as a GPU stage's host thread does, so that
+    it leaves the cores to the tests running beside this one."""
     return subprocess.Popen([str(build_dir / "example_stage_replay"), "--socket", daemon.socket,
-                             "--iterations", "1000000", "--busy-ms", busy_ms, "--bubbles-ms", bubble_ms],
+                             "--iterations", "1000000", "--busy", "sleep", "--busy-ms", busy_ms,
+                             "--bubbles-ms", bubble_ms],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

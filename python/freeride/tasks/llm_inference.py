@@ -17,8 +17,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import freeride
-from freeride.tasks.common import (add_device_options, check_memory, choose_device, parse_task_arguments,
-                                   peak_bytes, sync)
+from freeride.tasks.common import (add_device_options, check_memory, choose_device, paced_on_gpus,
+                                   parse_task_arguments, peak_bytes, sync)
 
 PRESETS = {"tiny": (2, 64, 4, 256), "125m": (12, 768, 12, 32000), "350m": (24, 1024, 16, 32000)}
 
@@ -132,7 +132,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     add_device_options(p)
     args, run_argv = parse_task_arguments(p, argv)
-    return freeride.run_paced(LlmInference(args), run_argv)
+    return paced_on_gpus(args.device)(LlmInference(args), run_argv)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 
 import freeride
-from freeride.tasks.common import (add_device_options, check_memory, choose_device, parse_task_arguments,
-                                   peak_bytes, sync)
+from freeride.tasks.common import (add_device_options, check_memory, choose_device, paced_on_gpus,
+                                   parse_task_arguments, peak_bytes, sync)
 
 MODELS = ("resnet18", "resnet50", "vgg19")
 
@@ -109,7 +109,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     add_device_options(p)
     args, run_argv = parse_task_arguments(p, argv)
-    return freeride.run_paced(VisionTraining(args), run_argv)
+    return paced_on_gpus(args.device)(VisionTraining(args), run_argv)
 
 
 if __name__ == "__main__":

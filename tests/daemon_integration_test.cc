@@ -374,6 +374,39 @@ TEST_F(DaemonIntegration, MetricsAndTheReportAgreeWithTheDaemonsOwnCounts) {
   EXPECT_GT(r.total.iteration_ms, 8);  // 2 + 5 + 2 + 2 ms of sleeps per iteration
 }
 
+// An imperative program is let run in bubbles; that time is not work done,
+// so it is accounted as allowed, never as harvested: in the task, the lane,
+// the event log and the report.
+TEST_F(DaemonIntegration, TimeAnImperativeTaskIsLetRunIsAllowedNotHarvested) {
+  options_.metrics_address = "127.0.0.1:0";
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  v1::TaskSpec spec = MakeSpec("spin", {"/bin/sh", "-c", "while :; do :; done"});
+  spec.set_kind(v1::TASK_KIND_IMPERATIVE);
+  v1::TaskInfo info;
+  ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
+  {
+    ScriptedStage stage(options_.socket_path, {20 * kMillisecond}, 2 * kMillisecond);
+    while (stage.bubbles() < 40) usleep(20 * 1000);
+  }
+  httplib::Client client("127.0.0.1", daemon_->metrics_port());
+  auto response = client.Get("/metrics");
+  ASSERT_TRUE(response) << "no answer from /metrics";
+  EXPECT_NE(response->body.find("# TYPE freeride_lane_allowed_seconds_total counter"), std::string::npos);
+  EXPECT_NE(response->body.find("freeride_task_allowed_seconds_total{id=\"1\""), std::string::npos);
+  daemon_->Shutdown();
+  v1::TaskInfo final_info;
+  ASSERT_TRUE(tasks()->Get(info.id(), "", &final_info).ok());
+  EXPECT_EQ(final_info.harvested_ns(), 0) << "a process let run did no known work";
+  EXPECT_GT(final_info.allowed_ns(), 100 * kMillisecond) << "40 bubbles of 20 ms";
+  std::string error;
+  auto log = report::ReadEventLog(options_.state_dir + "/events.jsonl", &error);
+  ASSERT_TRUE(log) << error;
+  report::RunReport r = report::ComputeRunReport(*log, nullptr, {});
+  EXPECT_EQ(r.total.harvested_ns, 0);
+  EXPECT_EQ(r.total.allowed_ns, final_info.allowed_ns());
+  EXPECT_NE(report::FormatRunReport(r).find("let run, not counted"), std::string::npos);
+}
+
 TEST_F(DaemonIntegration, ProgressIsExactEvenWhenABubbleHoldsThousandsOfSteps) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   v1::TaskInfo info;

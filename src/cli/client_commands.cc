@@ -272,12 +272,21 @@ void PrintStatus(const StatusArgs& args, const v1::StatsReply& stats,
                l.bubbles(), FormatDuration(l.bubble_ns()), FormatDuration(l.harvested_ns()), share,
                recent, l.resident_tasks(), l.queued_tasks(), now);
   }
+  for (const auto& l : stats.lanes())
+    if (l.allowed_ns() > 0)
+      fmt::print("{:>4}  imperative tasks were let run {} in bubbles: not in harvested, which "
+                 "counts steps of known work\n",
+                 l.lane(), FormatDuration(l.allowed_ns()));
   fmt::print("\ntraining slowdown from side work (live estimate, 95% interval):\n");
   for (const auto& l : stats.lanes()) fmt::print("{:>4}  {}\n", l.lane(), OverheadLine(l));
   fmt::print("\n{:>5}  {:<20} {:>4}  {:<10} {:>6} {:>10} {:>18}  {}\n", "id", "name", "lane",
              "state", "steps", "harvested", "progress", "command");
   if (tasks.tasks().empty()) fmt::print("  (no tasks{})\n", args.all ? "" : " in flight; --all shows ended ones");
   for (const auto& t : tasks.tasks()) fmt::print("{}\n", TaskLine(t));
+  for (const auto& t : tasks.tasks())
+    if (t.allowed_ns() > 0)
+      fmt::print("{:>5}  let run {} in bubbles (imperative: only the progress it reports is work)\n",
+                 t.id(), FormatDuration(t.allowed_ns()));
 }
 
 int RunStatus(const StatusArgs& args) {
@@ -336,9 +345,12 @@ void PrintTask(const v1::TaskInfo& t) {
   fmt::print("  memory:    {}   priority {}   kind {}\n", FormatBytes(t.spec().memory_bytes()),
              t.spec().priority(),
              t.spec().kind() == v1::TASK_KIND_IMPERATIVE ? "imperative" : "iterative");
-  fmt::print("  progress:  {:.6g} {}   steps {}   step time {}   harvested {}\n", t.progress(),
+  fmt::print("  progress:  {:.6g} {}   steps {}   step time {}   harvested {}{}\n", t.progress(),
              t.progress_unit(), t.steps(), FormatDuration(t.step_estimate_ns()),
-             FormatDuration(t.harvested_ns()));
+             FormatDuration(t.harvested_ns()),
+             t.allowed_ns() > 0
+                 ? fmt::format("   let run {} (imperative: not work)", FormatDuration(t.allowed_ns()))
+                 : "");
   fmt::print("  attempts:  {}   pid {}   exit {}{}\n", t.attempts(), t.pid(), t.exit_code(),
              t.term_signal() ? fmt::format(" (signal {})", t.term_signal()) : "");
   if (!t.stderr_tail().empty()) fmt::print("  stderr (tail):\n{}\n", t.stderr_tail());

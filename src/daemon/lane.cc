@@ -480,7 +480,8 @@ void Lane::RunImperative(BubbleContext& bubble, TaskRuntime& task, Nanos stop_at
   tasks_->DrainSteps(task, nullptr);
   // A held task's run is its start-up, not work: it is not a step.
   if (held) task.held_run_ns += end - start;
-  else bubble.steps.push_back({task.task_id, StepRecord{start, end, units, bubble.mark.seq, 0}});
+  else bubble.steps.push_back({task.task_id, StepRecord{start, end, units, bubble.mark.seq, 0},
+                               /*allowed_only=*/true});
 }
 
 void Lane::FinishBubble(BubbleContext& bubble) {
@@ -516,13 +517,14 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   }
   PublishWithholdWindow(MonotonicNow());
 
-  Nanos harvested_total = 0, overrun_total = 0;
+  Nanos harvested_total = 0, allowed_total = 0, overrun_total = 0;
   // Per task that stepped in this bubble: its time inside the bubble, and
   // how far its last step ran past the end.
   struct TaskShare {
     int64_t task_id;
     Nanos inside;
     Nanos overrun;
+    bool allowed_only;
   };
   std::vector<TaskShare> shares;
   const Nanos unix_now = WallNow();
@@ -538,8 +540,9 @@ void Lane::FinishBubble(BubbleContext& bubble) {
                                R"("start_ns":{},"end_ns":{},"units":)"),
                    r.end_ns, config_.index, step.task_id, r.bubble_seq, r.start_ns, r.end_ns);
     AppendJsonNumber(lines, r.units);
-    fmt::format_to(out, FMT_COMPILE(R"(,"overrun_ns":{}{},"unix_ns":{}}})" "\n"), overrun,
-                   r.bubble_seq != mark.seq ? R"(,"late":true)" : "", unix_now);
+    fmt::format_to(out, FMT_COMPILE(R"(,"overrun_ns":{}{}{},"unix_ns":{}}})" "\n"), overrun,
+                   r.bubble_seq != mark.seq ? R"(,"late":true)" : "",
+                   step.allowed_only ? R"(,"allowed":true)" : "", unix_now);
   };
   for (const TaskStep& step : bubble.steps) {
     // A step of an earlier bubble, drained late (its bubble was finished
@@ -550,12 +553,12 @@ void Lane::FinishBubble(BubbleContext& bubble) {
       continue;
     }
     StepShare share = ShareOfStep(step.record, mark.begin_ns, end_ns);
-    harvested_total += share.inside;
+    (step.allowed_only ? allowed_total : harvested_total) += share.inside;
     overrun_total += share.overrun;
     auto mine = std::find_if(shares.begin(), shares.end(),
                              [&](const TaskShare& entry) { return entry.task_id == step.task_id; });
     if (mine == shares.end()) {
-      shares.push_back({step.task_id, share.inside, share.overrun});
+      shares.push_back({step.task_id, share.inside, share.overrun, step.allowed_only});
     } else {
       mine->inside += share.inside;
       mine->overrun = std::max(mine->overrun, share.overrun);
@@ -563,7 +566,8 @@ void Lane::FinishBubble(BubbleContext& bubble) {
     emit_step(step, share.overrun);
   }
   for (const TaskShare& share : shares) {
-    tasks_->AddHarvest(share.task_id, share.inside);
+    if (share.allowed_only) tasks_->AddAllowed(share.task_id, share.inside);
+    else tasks_->AddHarvest(share.task_id, share.inside);
     // Only bubbles that really ended are judged: a stale or vanished stage's
     // bubble has no end that a task could have respected.
     if (have_end) tasks_->RecordOverrun(share.task_id, share.overrun, std::max<Nanos>(length, 0));
@@ -571,6 +575,7 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   bubbles_.fetch_add(1, std::memory_order_relaxed);
   bubble_ns_.fetch_add(std::max<Nanos>(length, 0), std::memory_order_relaxed);
   harvested_ns_.fetch_add(harvested_total, std::memory_order_relaxed);
+  allowed_ns_.fetch_add(allowed_total, std::memory_order_relaxed);
   overrun_ns_.fetch_add(overrun_total, std::memory_order_relaxed);
   last_verdict_ = static_cast<int>(bubble.last_verdict);
   fmt::format_to(
@@ -585,9 +590,9 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   fmt::format_to(
       out,
       FMT_COMPILE(R"(,"ended_by":"{}","verdict":"{}","steps":{},"step_records_lost":{},)"
-                  R"("harvested_ns":{},"overrun_ns":{},"unix_ns":{}}})"),
+                  R"("harvested_ns":{},"allowed_ns":{},"overrun_ns":{},"unix_ns":{}}})"),
       ended_by, VerdictName(bubble.last_verdict), bubble.steps.size() + bubble.steps_lost,
-      bubble.steps_lost, harvested_total, overrun_total, unix_now);
+      bubble.steps_lost, harvested_total, allowed_total, overrun_total, unix_now);
   events_->EmitLine(fmt::to_string(lines));
 }
 
@@ -692,6 +697,7 @@ void Lane::FillStats(v1::LaneStats* stats) const {
   stats->set_bubbles(bubbles_.load());
   stats->set_bubble_ns(bubble_ns_.load());
   stats->set_harvested_ns(harvested_ns_.load());
+  stats->set_allowed_ns(allowed_ns_.load());
   stats->set_overrun_ns(overrun_ns_.load());
   stats->set_free_memory_bytes(l->free_memory_bytes.load());
   stats->set_capacity_bytes(config_.capacity_bytes);

@@ -157,6 +157,7 @@ class Lane {
   std::atomic<uint64_t> bubbles_{0};
   std::atomic<int64_t> bubble_ns_{0};
   std::atomic<int64_t> harvested_ns_{0};
+  std::atomic<int64_t> allowed_ns_{0};
   std::atomic<int64_t> overrun_ns_{0};
   std::atomic<int64_t> running_task_{0};  // a task the lane granted the open bubble
   bool bubbles_flowing_ = false;  // ServeQuietly's last round found closed bubbles

@@ -61,6 +61,9 @@ std::string RenderPrometheusMetrics(const v1::StatsReply& stats,
       {"freeride_lane_harvested_seconds_total", "counter",
        "Side-task step time inside bubbles.",
        [](const v1::LaneStats& l) { return static_cast<double>(l.harvested_ns()) / 1e9; }},
+      {"freeride_lane_allowed_seconds_total", "counter",
+       "Time imperative tasks were let run inside bubbles (not work, so not harvested).",
+       [](const v1::LaneStats& l) { return static_cast<double>(l.allowed_ns()) / 1e9; }},
       {"freeride_lane_overrun_seconds_total", "counter",
        "Side-task step time past bubble ends.",
        [](const v1::LaneStats& l) { return static_cast<double>(l.overrun_ns()) / 1e9; }},
@@ -125,6 +128,11 @@ std::string RenderPrometheusMetrics(const v1::StatsReply& stats,
   e.Family("freeride_task_steps_total", "counter", "Steps the task ran.");
   for (const auto& t : tasks)
     e.Sample("freeride_task_steps_total", task_labels(t), static_cast<double>(t.steps()));
+  e.Family("freeride_task_allowed_seconds_total", "counter",
+           "An imperative task's time let run in bubbles (not work, so not harvested).");
+  for (const auto& t : tasks)
+    e.Sample("freeride_task_allowed_seconds_total", task_labels(t),
+             static_cast<double>(t.allowed_ns()) / 1e9);
   e.Family("freeride_task_harvested_seconds_total", "counter", "The task's step time in bubbles.");
   for (const auto& t : tasks)
     e.Sample("freeride_task_harvested_seconds_total", task_labels(t),

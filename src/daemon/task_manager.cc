@@ -591,6 +591,12 @@ void TaskManager::AddHarvest(int64_t id, Nanos harvested) {
     record->info.set_harvested_ns(record->info.harvested_ns() + harvested);
 }
 
+void TaskManager::AddAllowed(int64_t id, Nanos allowed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (Record* record = ByIdLocked(id))
+    record->info.set_allowed_ns(record->info.allowed_ns() + allowed);
+}
+
 void TaskManager::RecordOverrun(int64_t id, Nanos overrun, Nanos bubble) {
   std::lock_guard<std::mutex> lock(mu_);
   Record* found = ByIdLocked(id);

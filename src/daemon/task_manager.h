@@ -73,6 +73,9 @@ struct TaskRuntime {
 struct TaskStep {
   int64_t task_id;
   StepRecord record;
+  // An imperative task's run: time it was let run, not a step of known
+  // work, so it is accounted as allowed, never as harvested.
+  bool allowed_only = false;
 };
 
 class TaskManager {
@@ -128,6 +131,8 @@ class TaskManager {
   uint64_t DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* out);
   // Accounts bubble time a task spent stepping.
   void AddHarvest(int64_t id, Nanos harvested);
+  // Accounts bubble time an imperative task was let run.
+  void AddAllowed(int64_t id, Nanos allowed);
   // The task's overrun past the end of one bubble of length `bubble` it
   // stepped in (0 if none), judged by its OverrunBudget: a task over budget is demoted (logged, and
   // from then on its candidates are marked demoted for the dispatch policy),

@@ -54,6 +54,7 @@ void ReadBubble(dom::object o, EventLogData* out) {
   if (o["free_memory_bytes"].get(memory) == simdjson::SUCCESS && memory.is_number())
     b.free_memory_bytes = static_cast<uint64_t>(Int(o, "free_memory_bytes"));
   b.harvested_ns = IntOr(o, "harvested_ns", 0);
+  b.allowed_ns = IntOr(o, "allowed_ns", 0);
   b.overrun_ns = IntOr(o, "overrun_ns", 0);
   b.steps = static_cast<uint64_t>(IntOr(o, "steps", 0));
   b.ended_by = StringOr(o, "ended_by");

@@ -19,6 +19,7 @@ struct BubbleRecord {
   int64_t predicted_end_ns = 0;      // 0: nothing was forecast
   std::optional<uint64_t> free_memory_bytes;
   int64_t harvested_ns = 0, overrun_ns = 0;
+  int64_t allowed_ns = 0;  // imperative tasks let run: not harvested (not work)
   uint64_t steps = 0;
   std::string ended_by, verdict;
 };

@@ -120,6 +120,7 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
     ++l.bubbles;
     l.bubble_ns += b.end_ns - b.begin_ns;
     l.harvested_ns += b.harvested_ns;
+    l.allowed_ns += b.allowed_ns;
     l.overrun_ns += b.overrun_ns;
     overruns[b.lane].push_back(b.overrun_ns);
     lane_bubbles[b.lane].emplace_back(b.begin_ns, b.end_ns);
@@ -147,6 +148,7 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
     r.total.span_ns += l.span_ns;
     r.total.bubble_ns += l.bubble_ns;
     r.total.harvested_ns += l.harvested_ns;
+    r.total.allowed_ns += l.allowed_ns;
     r.total.overrun_ns += l.overrun_ns;
     r.total.overrun_max_ns = std::max(r.total.overrun_max_ns, l.overrun_max_ns);
     r.total.steps += l.steps;
@@ -278,6 +280,12 @@ std::string FormatRunReport(const RunReport& r) {
                      Seconds(r.total.bubble_ns), Seconds(r.total.span_ns), 100 * r.bubble_fraction);
   out += fmt::format("  used by side tasks:       {} ({:.1f}% of the idle time)\n",
                      Seconds(r.total.harvested_ns), 100 * r.harvest_ratio_time);
+  if (r.total.allowed_ns > 0)
+    out += fmt::format("  let run, not counted:     {} ({:.1f}% of the idle time) that imperative "
+                       "tasks were let run; only the progress they report is work\n",
+                       Seconds(r.total.allowed_ns),
+                       100.0 * static_cast<double>(r.total.allowed_ns) /
+                           static_cast<double>(std::max<int64_t>(r.total.bubble_ns, 1)));
   out += fmt::format("  overrun past bubble ends: {} in total, p99 {} per bubble, max {}\n",
                      Ms(r.total.overrun_ns), Ms(r.total.overrun_p99_ns), Ms(r.total.overrun_max_ns));
   if (r.overhead_pct)
@@ -319,6 +327,7 @@ nlohmann::json LaneJson(const LaneReport& l) {
           {"span_ns", l.span_ns},
           {"bubble_ns", l.bubble_ns},
           {"harvested_ns", l.harvested_ns},
+          {"allowed_ns", l.allowed_ns},
           {"overrun_ns", l.overrun_ns},
           {"overrun_p99_ns", l.overrun_p99_ns},
           {"overrun_max_ns", l.overrun_max_ns},

@@ -25,6 +25,7 @@ struct LaneReport {
   int64_t span_ns = 0;          // first bubble begin to last bubble end
   int64_t bubble_ns = 0;
   int64_t harvested_ns = 0;     // side-task time inside bubbles
+  int64_t allowed_ns = 0;       // imperative tasks' time let run in bubbles: not harvested
   int64_t overrun_ns = 0;       // side-task time past bubble ends
   int64_t overrun_p99_ns = 0;   // over this lane's bubbles (bubbles without overrun count as 0)
   int64_t overrun_max_ns = 0;

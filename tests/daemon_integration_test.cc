@@ -401,6 +401,8 @@ TEST_F(DaemonIntegration, TimeAnImperativeTaskIsLetRunIsAllowedNotHarvested) {
   std::string error;
   auto log = report::ReadEventLog(options_.state_dir + "/events.jsonl", &error);
   ASSERT_TRUE(log) << error;
+  ASSERT_FALSE(log->steps.empty());
+  for (const report::StepRecord& s : log->steps) EXPECT_TRUE(s.allowed) << "run " << s.start_ns;
   report::RunReport r = report::ComputeRunReport(*log, nullptr, {});
   EXPECT_EQ(r.total.harvested_ns, 0);
   EXPECT_EQ(r.total.allowed_ns, final_info.allowed_ns());

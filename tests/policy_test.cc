@@ -115,14 +115,21 @@ TEST(StepEstimator, BubblesPassedOverForgetTheSlowestSamplesWithBackoff) {
   EXPECT_EQ(e.count(), 31) << "still four times the first wait";
   e.PassedOver(1);
   EXPECT_EQ(e.count(), 30);
-  // ...and one that ends within its estimate restores the first wait, so a
-  // task whose estimate a burst of load lengthened again and again is not
-  // passed over for ever longer (1024 bubbles per sample at the end).
+  // ...and so does a single step within its estimate (a task whose steps
+  // only sometimes fit would otherwise retry, and overrun, every 16
+  // bubbles)...
   e.Observe(1 * kMillisecond);
+  e.PassedOver(StepEstimator::kPassesBeforeForgetting);
+  EXPECT_EQ(e.count(), 31) << "still the long wait after one lucky step";
+  // ...but steps within their estimate, kStepsToTrustAgain in a row, restore
+  // the first wait, so a task whose estimate a burst of load lengthened again
+  // and again is not passed over for ever longer (1024 bubbles per sample).
+  for (int i = 1; i < StepEstimator::kStepsToTrustAgain; ++i) e.Observe(1 * kMillisecond);
+  const int samples = e.count();
   e.PassedOver(StepEstimator::kPassesBeforeForgetting - 1);
-  EXPECT_EQ(e.count(), 31);
+  EXPECT_EQ(e.count(), samples);
   e.PassedOver(1);
-  EXPECT_EQ(e.count(), 30);
+  EXPECT_EQ(e.count(), samples - 1);
   // A single slow first step (lazy initialisation) is forgotten too; then the
   // prior stands until the next step.
   StepEstimator first(3 * kMillisecond);

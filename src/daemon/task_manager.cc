@@ -873,8 +873,10 @@ void TaskManager::FailUnattachedTasks() {
       // has also used a tenth of the timeout on a CPU (its start-up before
       // `import freeride`), or in any case after ten times the bubble time,
       // so a program that only sleeps is failed too.
+      // An unreadable clock (the process just ended, its exit not yet
+      // handled) is no reason to fail it; the exit path judges it.
       const Nanos cpu = ProcessCpuTime(runtime->pid);
-      if (cpu >= 0 && cpu < options_.attach_timeout / 10 && held < 10 * options_.attach_timeout)
+      if ((cpu < 0 || cpu < options_.attach_timeout / 10) && held < 10 * options_.attach_timeout)
         continue;
       KillForPolicyLocked(
           *record, fmt::format("ran {} in bubbles ({} of CPU) without attaching to FreeRide, so it "

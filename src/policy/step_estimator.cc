@@ -7,7 +7,8 @@ namespace freeride {
 void StepEstimator::Observe(Nanos duration) {
   if (duration < 0) return;
   passed_over_ = 0;
-  if (duration <= Estimate()) passes_before_forgetting_ = kPassesBeforeForgetting;
+  steps_within_estimate_ = duration <= Estimate() ? steps_within_estimate_ + 1 : 0;
+  if (steps_within_estimate_ >= kStepsToTrustAgain) passes_before_forgetting_ = kPassesBeforeForgetting;
   if (count_ == kWindow) {
     RemoveSorted(samples_[0]);
     std::move(samples_.begin() + 1, samples_.end(), samples_.begin());

@@ -34,9 +34,12 @@ class StepEstimator {
   // keep the task out of every bubble for good.  After enough bubbles
   // without a step the slowest sample is dropped; the backing off makes a
   // task whose steps really are too long for the bubbles retry ever more
-  // rarely.  A step that ends within the estimate it was granted on shows
-  // the estimate was too long, not the step, and resets the backing off.
+  // rarely.  kStepsToTrustAgain steps in a row that end within the estimate
+  // they were granted on show the estimate was too long, not the steps, and
+  // reset the backing off; a single lucky step of a task whose steps only
+  // sometimes fit does not.
   void PassedOver(int bubbles);
+  static constexpr int kStepsToTrustAgain = 8;
   int count() const { return count_; }
   void set_prior(Nanos prior) { prior_ = prior; }
 
@@ -50,6 +53,7 @@ class StepEstimator {
   Nanos prior_;
   int passed_over_ = 0;
   int passes_before_forgetting_ = kPassesBeforeForgetting;
+  int steps_within_estimate_ = 0;  // in a row
 
   // Removes one sample equal to `value` from sorted_[0..count_).
   void RemoveSorted(Nanos value);

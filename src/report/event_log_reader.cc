@@ -74,6 +74,9 @@ void ReadStep(dom::object o, EventLogData* out) {
   s.overrun_ns = IntOr(o, "overrun_ns", 0);
   dom::element late;
   s.late = o["late"].get(late) == simdjson::SUCCESS && late.is_bool() && late.get_bool().value();
+  dom::element allowed;
+  s.allowed = o["allowed"].get(allowed) == simdjson::SUCCESS && allowed.is_bool() &&
+              allowed.get_bool().value();
   out->steps.push_back(s);
 }
 

@@ -32,6 +32,7 @@ struct StepRecord {
   double units = 0;
   int64_t overrun_ns = 0;
   bool late = false;  // read after its bubble closed; not in that bubble's harvest
+  bool allowed = false;  // an imperative task let run: in allowed_ns, not harvested_ns
 };
 
 // What the log says about one task across its transitions.

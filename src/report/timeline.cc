@@ -87,6 +87,7 @@ std::string RenderPerfettoTrace(const EventLogData& log) {
       const BubbleRecord& b = *bubbles[i];
       nlohmann::json args = {{"slot", b.slot}, {"seq", b.seq}, {"steps", b.steps},
                              {"harvested_ms", b.harvested_ns / 1e6},
+                             {"allowed_ms", b.allowed_ns / 1e6},
                              {"overrun_ms", b.overrun_ns / 1e6}, {"ended_by", b.ended_by},
                              {"verdict", b.verdict}};
       if (b.predicted_end_ns > 0) args["predicted_ms"] = (b.predicted_end_ns - b.begin_ns) / 1e6;
@@ -108,7 +109,9 @@ std::string RenderPerfettoTrace(const EventLogData& log) {
     nlohmann::json args = {{"task_id", s.task_id}, {"units", s.units},
                            {"bubble_seq", s.bubble_seq}, {"overrun_ms", s.overrun_ns / 1e6}};
     if (s.late) args["late"] = true;
-    events.push_back({{"ph", "X"}, {"name", TaskName(log, s.task_id)}, {"cat", "side_task"},
+    if (s.allowed) args["allowed"] = true;
+    events.push_back({{"ph", "X"}, {"name", TaskName(log, s.task_id)},
+                      {"cat", s.allowed ? "side_task_let_run" : "side_task"},
                       {"pid", s.lane}, {"tid", kSideTasks}, {"ts", us(s.start_ns)},
                       {"dur", (s.end_ns - s.start_ns) / 1e3}, {"args", args}});
   }

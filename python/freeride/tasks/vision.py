@@ -52,6 +52,7 @@ class VisionTraining(freeride.IterativeTask):
         # any bubble, so that the first piece in a bubble does not overrun it.
         self._train_once(self.images, self.labels)
         sync(self.device)
+        self.iterations = 1  # a real step, so --iterations N trains N (it is not credited as work)
         print(f"vision: {a.model} ({params / 1e6:.1f}M parameters), batch {a.batch} of "
               f"{a.image_size}x{a.image_size}, {'data ' + a.data if a.data else 'synthetic data'}, "
               f"on {self.device}", file=sys.stderr, flush=True)

@@ -228,6 +228,27 @@ TEST(DispatchPolicy, DemotedTasksGoLastAndMustFitTwiceTheirStep) {
   EXPECT_EQ(policy.Choose(std::span(c).first(1), bubble).verdict, DispatchVerdict::kRun);
 }
 
+// A task still starting (held until it attaches to the SDK) goes before the
+// started ones whatever their priority: behind an armed task of higher
+// priority that leaves each bubble under the 2 ms an imperative slice needs,
+// a new submission would otherwise never start.
+TEST(DispatchPolicy, AStartingTaskGoesBeforeStartedOnesOfHigherPriority) {
+  DispatchPolicy policy;
+  BubbleView bubble{.now = 0, .predicted_end = 20 * kMillisecond, .free_memory_bytes = 1000};
+  DispatchCandidate busy = Task(1, 5, 1, 100, 3 * kMillisecond);
+  DispatchCandidate starting = Task(2, 0, 2, 100, 0);
+  starting.imperative = true;  // held: continued and stopped like an imperative task
+  std::vector<DispatchCandidate> c = {busy, starting};
+  EXPECT_EQ(c[policy.Choose(c, bubble).index].task_id, 1) << "not starting: priority decides";
+  c[1].starting = true;
+  DispatchDecision d = policy.Choose(c, bubble);
+  ASSERT_EQ(d.verdict, DispatchVerdict::kRun);
+  EXPECT_EQ(c[d.index].task_id, 2);
+  c[0].demoted = true;
+  c[1].demoted = true;
+  EXPECT_EQ(c[policy.Choose(c, bubble).index].task_id, 2) << "among demoted ones too";
+}
+
 TEST(DispatchPolicy, OnlyShorterStepsOrSmallerMemoryCanUseWhatATaskLeaves) {
   DispatchPolicy policy;  // 1.1 margin, 1 ms for an unknown step, 2 ms imperative slices
   constexpr Nanos kNever = DispatchPolicy::kNeverUsable;

@@ -94,6 +94,15 @@ bool TaskCgroup::Remove() { return KillAndRemove(dir_); }
 
 bool TaskCgroup::Populated() const { return IsPopulated(dir_); }
 
+int64_t TaskCgroup::CpuUsageNs() const {
+  std::ifstream in(dir_ + "/cpu.stat");
+  std::string key;
+  int64_t value = 0;
+  while (in >> key >> value)
+    if (key == "usage_usec") return value * 1000;
+  return -1;
+}
+
 TaskCgroups::~TaskCgroups() { Close(); }
 
 bool TaskCgroups::Open(const std::string& instance, int* leftovers, std::string* why) {

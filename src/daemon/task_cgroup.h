@@ -37,6 +37,9 @@ class TaskCgroup {
   // Returns false when something stayed (the next daemon start removes it).
   bool Remove();
   bool Populated() const;
+  // CPU time used by every process that was ever in the cgroup (cpu.stat's
+  // usage_usec), in nanoseconds; -1 when it cannot be read.  Any thread.
+  int64_t CpuUsageNs() const;
   const std::string& dir() const { return dir_; }
 
  private:

@@ -504,6 +504,7 @@ void TaskManager::Candidates(int lane, const std::vector<int64_t>& excluded,
     c.submit_order = record.submit_order;
     c.memory_bytes = record.info.spec().memory_bytes();
     c.imperative = record.runtime->RunsOnlyInBubbles();
+    c.starting = record.runtime->held.load(std::memory_order_acquire);
     c.step_estimate = record.runtime->segment->layout()->step_estimate_ns.load(
         std::memory_order_relaxed);
     if (c.step_estimate == 0) c.step_estimate = record.info.spec().step_time_hint_ns();
@@ -874,8 +875,11 @@ void TaskManager::FailUnattachedTasks() {
       // `import freeride`), or in any case after ten times the bubble time,
       // so a program that only sleeps is failed too.
       // An unreadable clock (the process just ended, its exit not yet
-      // handled) is no reason to fail it; the exit path judges it.
-      const Nanos cpu = ProcessCpuTime(runtime->pid);
+      // handled) is no reason to fail it; the exit path judges it.  The
+      // cgroup counts the whole tree, so a wrapper (sh -c, torchrun) whose
+      // child does the start-up is judged by that child's CPU too.
+      Nanos cpu = runtime->cgroup ? runtime->cgroup->CpuUsageNs() : -1;
+      if (cpu < 0) cpu = ProcessCpuTime(runtime->pid);
       if ((cpu < 0 || cpu < options_.attach_timeout / 10) && held < 10 * options_.attach_timeout)
         continue;
       KillForPolicyLocked(

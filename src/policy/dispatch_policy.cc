@@ -44,10 +44,11 @@ Nanos DispatchPolicy::LeftoverNeeded(const DispatchCandidate& first,
 
 namespace {
 
-// True when `a` goes before `b`: not demoted first, then higher priority,
-// then earlier submission.
+// True when `a` goes before `b`: not demoted first, then starting, then
+// higher priority, then earlier submission.
 bool Ranks(const DispatchCandidate& a, const DispatchCandidate& b) {
   if (a.demoted != b.demoted) return !a.demoted;
+  if (a.starting != b.starting) return a.starting;
   if (a.priority != b.priority) return a.priority > b.priority;
   return a.submit_order < b.submit_order;
 }

@@ -31,6 +31,11 @@ struct DispatchCandidate {
   // Over its overrun budget (policy/overrun_budget.h): chosen after every
   // task that is not, and only where twice its step estimate fits.
   bool demoted = false;
+  // Held to bubbles until it attaches to the SDK: its start-up.  Chosen
+  // before the tasks that have started, whatever their priority, so that a
+  // new submission never waits for good behind a busy lane (its start-up is
+  // short, runs only inside bubbles, and ends once it attaches).
+  bool starting = false;
 };
 
 struct BubbleView {
@@ -55,7 +60,7 @@ class DispatchPolicy {
 
   // Picks among candidates by, in order: memory fit (declared memory <= the
   // stage's free memory), time fit (the task's step fits the rest of the
-  // bubble), not demoted, higher priority, earlier submission.
+  // bubble), not demoted, starting, higher priority, earlier submission.
   DispatchDecision Choose(std::span<const DispatchCandidate> candidates,
                           const BubbleView& bubble) const;
 

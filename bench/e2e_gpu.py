@@ -330,6 +330,27 @@ class Bench:
             self.daemon.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.daemon.kill()
+        self.pack_logs()
+
+    def pack_logs(self) -> None:
+        """Packs the per-launch files and the tasks' own logs into OUT/logs.tar.gz, leaving the
+        rows file and the tarball: a device run returns only a few files."""
+        import glob
+        import tarfile
+        keep = {os.path.join(self.out, self.results)}
+        loose = [f for f in glob.glob(os.path.join(self.out, "*"))
+                 if os.path.isfile(f) and f not in keep and not f.endswith(".tar.gz")]
+        task_logs = glob.glob(os.path.join(self.state, "tasks", "*", "std*.log"))
+        events = os.path.join(self.state, "events.jsonl")
+        with tarfile.open(os.path.join(self.out, "logs.tar.gz"), "w:gz") as tar:
+            for f in loose:
+                tar.add(f, arcname=os.path.basename(f))
+            for f in task_logs:
+                tar.add(f, arcname=os.path.relpath(f, self.a.work))
+            if os.path.exists(events):
+                tar.add(events, arcname="state/events.jsonl")
+        for f in loose:
+            os.remove(f)
 
 
 def block_spread(iter_ms: list[float], on: list[bool]) -> dict:

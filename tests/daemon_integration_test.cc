@@ -1156,20 +1156,27 @@ v1::TaskInfo WaitForCheckpoint(v1::FreeRide::Stub& stub, int64_t id, const std::
   return info;
 }
 
+// (Re)starts the daemon process on `options` with one resident task per
+// lane, and connects *stub to it; the caller SIGKILLs it as the test needs.
+::testing::AssertionResult StartAndConnect(const DaemonOptions& options, pid_t* daemon,
+                                           std::unique_ptr<v1::FreeRide::Stub>* stub) {
+  *daemon = StartDaemonProcess(options, {"--max-resident", "1"});
+  std::string error;
+  *stub = ConnectToDaemon(options.socket_path, &error);
+  if (!*stub) return ::testing::AssertionFailure() << "no daemon to connect to: " << error;
+  return ::testing::AssertionSuccess();
+}
+
 TEST(DaemonCrash, SigkilledDaemonRecoversItsQueueAndResumesFromCheckpoints) {
   TempDir dir;
   DaemonOptions options = CpuOptions(dir);
   setenv("FREERIDE_CHECKPOINT_INTERVAL_MS", "50", 1);
-  pid_t daemon = StartDaemonProcess(options, {"--max-resident", "1"});
-  std::string error;
-  auto stub = ConnectToDaemon(options.socket_path, &error);
-  ASSERT_NE(stub, nullptr) << error;
+  pid_t daemon;
+  std::unique_ptr<v1::FreeRide::Stub> stub;
+  ASSERT_TRUE(StartAndConnect(options, &daemon, &stub));
   auto submit = [&](const v1::TaskSpec& spec) {
-    grpc::ClientContext context;
-    v1::SubmitRequest request;
-    *request.mutable_spec() = spec;
     v1::SubmitReply reply;
-    EXPECT_TRUE(stub->Submit(&context, request, &reply).ok());
+    EXPECT_TRUE(SubmitOver(*stub, spec, &reply).ok());
     return reply.task().id();
   };
   int64_t counter = submit(MakeSpec("counter", {COUNT_TASK_BIN, "--total", "600", "--step-us", "300"}));
@@ -1191,9 +1198,7 @@ TEST(DaemonCrash, SigkilledDaemonRecoversItsQueueAndResumesFromCheckpoints) {
   for (int i = 0; i < 100 && ProcessAlive(task_pid); ++i) usleep(20000);
   EXPECT_FALSE(ProcessAlive(task_pid));
 
-  daemon = StartDaemonProcess(options, {"--max-resident", "1"});
-  stub = ConnectToDaemon(options.socket_path, &error);
-  ASSERT_NE(stub, nullptr) << error;
+  ASSERT_TRUE(StartAndConnect(options, &daemon, &stub));
   v1::TaskInfo recovered = GetTask(*stub, counter);
   EXPECT_NE(recovered.state(), "") << "the task is known after the restart";
   EXPECT_GE(recovered.attempts(), 1);
@@ -1531,10 +1536,9 @@ TEST(DaemonCrash, ProgressRestartsFromTheCheckpointAndRedoneWorkCountsOnce) {
   TempDir dir;
   DaemonOptions options = CpuOptions(dir);
   setenv("FREERIDE_CHECKPOINT_INTERVAL_MS", "50", 1);
-  pid_t daemon = StartDaemonProcess(options, {"--max-resident", "1"});
-  std::string error;
-  auto stub = ConnectToDaemon(options.socket_path, &error);
-  ASSERT_NE(stub, nullptr) << error;
+  pid_t daemon;
+  std::unique_ptr<v1::FreeRide::Stub> stub;
+  ASSERT_TRUE(StartAndConnect(options, &daemon, &stub));
   v1::SubmitReply reply;
   ASSERT_TRUE(SubmitOver(*stub, MakeSpec("counter", {COUNT_TASK_BIN, "--total", "600", "--step-us", "300"}),
                          &reply).ok());
@@ -1547,9 +1551,7 @@ TEST(DaemonCrash, ProgressRestartsFromTheCheckpointAndRedoneWorkCountsOnce) {
   waitpid(daemon, nullptr, 0);
   double at_checkpoint = std::stod(FileText(checkpoint));
 
-  daemon = StartDaemonProcess(options, {"--max-resident", "1"});
-  stub = ConnectToDaemon(options.socket_path, &error);
-  ASSERT_NE(stub, nullptr) << error;
+  ASSERT_TRUE(StartAndConnect(options, &daemon, &stub));
   EXPECT_GE(GetTask(*stub, id).progress(), at_checkpoint)
       << "after the restart, the task shows at least the work its checkpoint holds";
   v1::TaskInfo finished;

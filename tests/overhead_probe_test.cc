@@ -34,6 +34,15 @@ struct SimulatedTrainer {
   }
 };
 
+// The estimate after `iterations` of a trainer slowed by `slowdown` outside
+// the withheld windows.
+OverheadEstimate EstimateAfter(int iterations, double slowdown) {
+  OverheadEstimator estimator;
+  SimulatedTrainer trainer;
+  trainer.Run(estimator, iterations, [&] { return slowdown; }, [] {});
+  return estimator.Estimate();
+}
+
 TEST(ProbeSchedule, WindowsLieInsideTheirCycleAndHoldTheWithheldIterations) {
   ProbeSchedule schedule = ProbeSchedule::ForIteration(kIteration, ProbeConfig{});
   ASSERT_TRUE(schedule.enabled());
@@ -72,20 +81,14 @@ TEST(ProbeSchedule, ADegenerateConfigurationWithholdsNothing) {
 }
 
 TEST(OverheadEstimator, SaysItHasNoEstimateBeforeEnoughCycles) {
-  OverheadEstimator estimator;
-  SimulatedTrainer trainer;
-  trainer.Run(estimator, 150, [] { return 0.01; }, [] {});
-  OverheadEstimate estimate = estimator.Estimate();
+  OverheadEstimate estimate = EstimateAfter(150, 0.01);
   EXPECT_FALSE(estimate.known());
   EXPECT_LT(estimate.cycles, 3);
   EXPECT_EQ(estimate.min_cycles, 3);
 }
 
 TEST(OverheadEstimator, FindsAOnePercentSlowdownWithAnIntervalThatHoldsIt) {
-  OverheadEstimator estimator;
-  SimulatedTrainer trainer;
-  trainer.Run(estimator, 2500, [] { return 0.01; }, [] {});
-  OverheadEstimate estimate = estimator.Estimate();
+  OverheadEstimate estimate = EstimateAfter(2500, 0.01);
   ASSERT_TRUE(estimate.known());
   EXPECT_GE(estimate.cycles, 20);
   EXPECT_NEAR(estimate.mean, 0.01, 0.002);
@@ -96,10 +99,7 @@ TEST(OverheadEstimator, FindsAOnePercentSlowdownWithAnIntervalThatHoldsIt) {
 }
 
 TEST(OverheadEstimator, NoSlowdownGivesAnIntervalAroundZero) {
-  OverheadEstimator estimator;
-  SimulatedTrainer trainer;
-  trainer.Run(estimator, 2500, [] { return 0.0; }, [] {});
-  OverheadEstimate estimate = estimator.Estimate();
+  OverheadEstimate estimate = EstimateAfter(2500, 0.0);
   ASSERT_TRUE(estimate.known());
   EXPECT_LT(estimate.low, 0.0);
   EXPECT_GT(estimate.high, 0.0);

@@ -384,7 +384,8 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--attach-timeout", args->attach_timeout,
                   "An iterative task runs only inside bubbles until it attaches to the SDK; it "
-                  "fails after this much bubble time without (use --kind imperative for others)")
+                  "fails after this much bubble time without, once it also used a tenth of it on a "
+                  "CPU (use --kind imperative for others)")
       ->capture_default_str();
   cmd->add_option("--event-log-max-size", args->event_log_max_size,
                   "Start a new events.jsonl when it reaches this size, keeping the older ones as "

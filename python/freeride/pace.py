@@ -41,11 +41,11 @@ import runpy
 import sys
 import threading
 import time
-import traceback
 from typing import Any, Callable
 
 from freeride._native import load_library
-from freeride.task import _HOOK, _PATH, _PEAK, _ERROR, _STEP, _Hooks, IterativeTask, _as_result, parse_run_options
+from freeride.task import (_ERROR, _HOOK, _PATH, _PEAK, _STEP, IterativeTask, _as_result, _Hooks,
+                           _record_failure, parse_run_options)
 
 DEFAULT_PIECE_MS = 2.0
 # A piece's first pass over work it has not timed yet assumes each segment
@@ -196,7 +196,6 @@ class Pacer:
         # raises again, so a script that swallows the first cannot go on.
         self.stopped = False
         self.iterations = 0  # optimizer steps seen
-        self.pieces = 0
 
     def install(self) -> None:
         """Hooks every module and optimizer of the process; call on the thread that runs the work."""
@@ -295,7 +294,6 @@ class Pacer:
     def end_piece(self) -> None:
         """Drains the device, learns the segments' times and hands over."""
         self._drain_and_learn()
-        self.pieces += 1
         self.on_piece_end()
 
     def _drain_and_learn(self) -> None:
@@ -321,6 +319,8 @@ class _PacedRun:
         self.units_pending = 0.0
         self.error_text = ctypes.create_string_buffer(1024)
         self.pacer: Pacer | None = None
+        self._init_answered = False  # a script's init ends at its warm-up's end
+        self._counted = 0  # optimizer steps credited (or, the warm-up's, left out)
 
     # ---- runner thread: the hooks libfreeride calls --------------------
     def _hooks(self) -> tuple[_Hooks, list]:
@@ -348,12 +348,7 @@ class _PacedRun:
 
     # ---- main thread ---------------------------------------------------
     def _fail(self, e: BaseException) -> int:
-        if isinstance(e, SystemExit):
-            self.error_text.value = str(e).encode()[:1023]
-        else:
-            traceback.print_exc()
-            self.error_text.value = f"{type(e).__name__}: {e}".encode()[:1023]
-        return 1
+        return _record_failure(e, self.error_text)
 
     def _serve(self, until_piece: bool) -> None:
         """Serves requests until a piece may run (returns) or the run ends (raises _Stopped)."""
@@ -437,25 +432,32 @@ class _PacedRun:
 
     def _serve_init_then_work(self, torch: Any) -> None:
         if self.task is not None:
-            # init, restore: served here; the first piece request starts the steps.
-            self._serve(until_piece=True)
-            self._start_pacer(torch)
-            while True:
-                try:
-                    result = _as_result(self.task.step())
-                except (_Stopped, KeyboardInterrupt):
-                    raise
-                except BaseException as e:  # noqa: BLE001
-                    self.baton.answer((self._fail(e), self.units_pending, False))
-                    self._serve(until_piece=False)
-                    return
-                self.units_pending += result.units
-                if result.done:
-                    break
-                self.pacer.point(("step",))
-            self._finish_work()
-            return
-        # A script: its start-up is the task's init, up to the first point.
+            self._run_task_steps(torch)
+        else:
+            self._run_script(torch)
+
+    def _run_task_steps(self, torch: Any) -> None:
+        """An IterativeTask: its init and restore are served first; the first
+        piece request starts the steps."""
+        self._serve(until_piece=True)
+        self._start_pacer(torch)
+        while True:
+            try:
+                result = _as_result(self.task.step())
+            except (_Stopped, KeyboardInterrupt):
+                raise
+            except BaseException as e:  # noqa: BLE001
+                self.baton.answer((self._fail(e), self.units_pending, False))
+                self._serve(until_piece=False)
+                return
+            self.units_pending += result.units
+            if result.done:
+                break
+            self.pacer.point(("step",))
+        self._finish_work()
+
+    def _run_script(self, torch: Any) -> None:
+        """A script: its start-up and warm-up are the task's init."""
         request = self.baton.next_request()
         if request[0] == "exit":
             raise _Stopped()
@@ -479,9 +481,6 @@ class _PacedRun:
             self.baton.answer(0)
             self._serve(until_piece=True)
         self._finish_work()
-
-    _init_answered = False
-    _counted = 0
 
     def _start_pacer(self, torch: Any, first_point_ends_init: bool = False) -> None:
         def piece_end() -> None:

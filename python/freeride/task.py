@@ -102,6 +102,19 @@ class _Hooks(ctypes.Structure):
                 ("error", _ERROR)]
 
 
+def _record_failure(e: BaseException, error_text: Any) -> int:
+    """Puts why a hook failed in `error_text` (what the runner's error hook
+    returns) and returns the failure status.  SystemExit carries a message
+    meant for the user; anything else is a bug in the task, whose traceback
+    helps."""
+    if isinstance(e, SystemExit):
+        error_text.value = str(e).encode()[:1023]
+    else:
+        traceback.print_exc()
+        error_text.value = f"{type(e).__name__}: {e}".encode()[:1023]
+    return 1
+
+
 def _bind(task: IterativeTask) -> tuple[_Hooks, list]:
     """The task's methods as C hooks.  An exception is printed with its
     traceback and turned into a failure status that stops the run; the
@@ -109,14 +122,7 @@ def _bind(task: IterativeTask) -> tuple[_Hooks, list]:
     error_text = ctypes.create_string_buffer(1024)
 
     def failed(e: BaseException) -> int:
-        # SystemExit carries a message meant for the user; anything else is a
-        # bug in the task, whose traceback helps.
-        if isinstance(e, SystemExit):
-            error_text.value = str(e).encode()[:1023]
-        else:
-            traceback.print_exc()
-            error_text.value = f"{type(e).__name__}: {e}".encode()[:1023]
-        return 1
+        return _record_failure(e, error_text)
 
     def guarded(method: Callable[[], None]) -> Any:
         def hook(_user: Any) -> int:

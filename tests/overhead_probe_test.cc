@@ -98,6 +98,24 @@ TEST(OverheadEstimator, FindsAOnePercentSlowdownWithAnIntervalThatHoldsIt) {
   EXPECT_GE(estimate.withheld_iterations, 20 * 4);
 }
 
+TEST(OverheadEstimator, CountsTheCyclesThatGaveARatioPastItsWindow) {
+  OverheadEstimator estimator;
+  SimulatedTrainer trainer;
+  int closed = 0;
+  trainer.Run(estimator, 4000, [] { return 0.01; }, [&] { ++closed; });
+  OverheadEstimate estimate = estimator.Estimate();
+  EXPECT_EQ(estimate.cycles, OverheadEstimatorConfig{}.window_cycles) << "the window is full";
+  EXPECT_GT(estimator.ratios_added(), estimate.cycles) << "counted past the window";
+  EXPECT_LE(estimator.ratios_added(), closed);
+  const int64_t before = estimator.ratios_added();
+  estimator.Reset();
+  EXPECT_EQ(estimator.ratios_added(), before) << "Reset forgets the ratios, not the count";
+  // A cycle with no withheld iteration (the schedule disabled) adds nothing.
+  ProbeSchedule none = ProbeSchedule::ForIteration(0, ProbeConfig{});
+  for (int i = 0; i < 500; ++i) estimator.ObserveIteration(i * kIteration, (i + 1) * kIteration, none);
+  EXPECT_EQ(estimator.ratios_added(), before);
+}
+
 TEST(OverheadEstimator, NoSlowdownGivesAnIntervalAroundZero) {
   OverheadEstimate estimate = EstimateAfter(2500, 0.0);
   ASSERT_TRUE(estimate.known());

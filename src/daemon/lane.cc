@@ -633,6 +633,10 @@ void Lane::ObserveIterationBegin(Nanos begin_ns) {
     overhead_ = changed ? estimator_.Estimate() : estimate;
     guard_level_ = guard_.level();
   }
+  // A cycle with too few iterations on either side adds no ratio: the
+  // estimate is the one logged already.
+  if (!changed && estimator_.ratios_added() == logged_ratios_) return;
+  logged_ratios_ = estimator_.ratios_added();
   nlohmann::json event = {{"type", "overhead"},
                           {"ts_ns", MonotonicNow()},
                           {"unix_ns", WallNow()},

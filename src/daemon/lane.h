@@ -143,6 +143,7 @@ class Lane {
   OverheadGuard guard_;
   Nanos last_iteration_begin_ = 0;
   std::vector<Nanos> warmup_iterations_;
+  int64_t logged_ratios_ = 0;  // the estimator's ratios_added() at the last overhead event
   Nanos published_window_end_ = 0;
   // The newest estimate and guard level, for FillStats on other threads.
   mutable std::mutex overhead_mu_;

@@ -89,6 +89,7 @@ void OverheadEstimator::CloseCycle() {
     const int64_t served_count = static_cast<int64_t>(served_.size());
     const double ratio = Median(served_) / Median(withheld_) - 1.0;
     ratios_.push_back(ratio);
+    ++ratios_added_;
     ratio_withheld_.push_back(withheld_count);
     ratio_served_.push_back(served_count);
     if (static_cast<int>(ratios_.size()) > config_.window_cycles) {

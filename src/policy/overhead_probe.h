@@ -104,6 +104,9 @@ class OverheadEstimator {
   // Forgets every cycle: what side work may do has changed, so older cycles
   // no longer say what it costs.
   void Reset();
+  // Cycles that gave a ratio since construction, Reset included: a closed
+  // cycle that left it unchanged left the estimate unchanged too.
+  int64_t ratios_added() const { return ratios_added_; }
 
  private:
   void CloseCycle();
@@ -113,6 +116,7 @@ class OverheadEstimator {
   std::vector<Nanos> withheld_, served_;
   std::vector<double> ratios_;  // the newest window_cycles, oldest first
   std::vector<int64_t> ratio_withheld_, ratio_served_;  // iterations behind each ratio
+  int64_t ratios_added_ = 0;
 };
 
 // The two-sided 95% Student t quantile for `degrees_of_freedom` (>= 1).

@@ -185,6 +185,8 @@ TEST(DispatchPolicy, StepFitsHonoursTheMargin) {
   EXPECT_TRUE(policy.StepFits(0, 15, 10));
   EXPECT_FALSE(policy.StepFits(0, 14, 10));
   EXPECT_FALSE(policy.StepFits(20, 10, 1)) << "past the end nothing fits";
+  EXPECT_TRUE(policy.StepFits(0, 30, 10, 2.0)) << "the guard's fit factor widens the step";
+  EXPECT_FALSE(policy.StepFits(0, 29, 10, 2.0));
 }
 
 DispatchCandidate Task(int64_t id, int priority, uint64_t order, uint64_t memory, Nanos step) {
@@ -266,6 +268,14 @@ TEST(DispatchPolicy, OnlyShorterStepsOrSmallerMemoryCanUseWhatATaskLeaves) {
   DispatchCandidate imperative = Task(2, 0, 2, 100, 5 * kMillisecond);
   imperative.imperative = true;
   EXPECT_EQ(policy.LeftoverNeeded(first, imperative), 2 * kMillisecond) << "one slice";
+  // Under the guard's wider margins, the least leftover the step fits, as
+  // StepFits (and so Choose) judges it.
+  const Nanos wide = policy.LeftoverNeeded(first, Task(2, 0, 2, 100, 1 * kMillisecond), 1.5);
+  EXPECT_NEAR(wide, 1650 * kMicrosecond, 1);
+  EXPECT_TRUE(policy.StepFits(0, wide, 1 * kMillisecond, 1.5));
+  EXPECT_FALSE(policy.StepFits(0, wide - 1, 1 * kMillisecond, 1.5));
+  EXPECT_EQ(policy.LeftoverNeeded(first, imperative, 1.5), 2 * kMillisecond)
+      << "a slice is a slice";
 
   // Against Choose itself: whenever `first` cannot run in what is left of a
   // bubble and that is less than LeftoverNeeded, `other` cannot run there.

@@ -9,8 +9,6 @@
 #include <cstring>
 
 namespace freeride {
-namespace {
-
 uint64_t Fnv1a64(const std::string& text) {
   uint64_t hash = 1469598103934665603ULL;
   for (unsigned char c : text) {
@@ -19,6 +17,8 @@ uint64_t Fnv1a64(const std::string& text) {
   }
   return hash;
 }
+
+namespace {
 
 std::string SegmentPrefix(const std::string& socket_path) {
   return fmt::format("/dev/shm/freeride-{}-{:012x}", getuid(),

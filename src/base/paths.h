@@ -2,6 +2,7 @@
 // shared-memory segments.  Both sides derive the same names from the same
 // socket path, so a stage needs no RPC to find its lane.
 #pragma once
+#include <cstdint>
 #include <string>
 
 namespace freeride {
@@ -9,6 +10,9 @@ namespace freeride {
 // The socket used when none is given: $FREERIDE_SOCKET, else
 // $XDG_RUNTIME_DIR/freeride.sock, else /tmp/freeride-<uid>/freeride.sock.
 std::string DefaultSocketPath();
+
+// The 64-bit FNV-1a hash of `text`: a stable short name for a path.
+uint64_t Fnv1a64(const std::string& text);
 
 // The daemon's state directory when none is given: $XDG_STATE_HOME/freeride,
 // else $HOME/.local/state/freeride, else /tmp/freeride-<uid>/state.

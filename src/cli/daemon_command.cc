@@ -248,8 +248,10 @@ int RunDaemon(const DaemonArgs& args) {
                !overhead_budget ? args.overhead_budget : args.cpu_overhead_budget);
     return 2;
   }
-  if (args.probe_every < 0 || args.probe_withhold < 1 ||
-      (args.probe_every > 0 && 4 * (args.probe_withhold + 1) > args.probe_every)) {
+  ProbeConfig probe;
+  probe.period_iterations = args.probe_every;
+  probe.withheld_iterations = args.probe_withhold;
+  if (args.probe_every < 0 || args.probe_withhold < 1 || (args.probe_every > 0 && !probe.Valid())) {
     fmt::print(stderr,
                "freeride daemon: --probe-every {} --probe-withhold {}: the period must be at "
                "least 4 x (withheld + 1) iterations, e.g. 100 and 5 (--probe-every 0 turns the "
@@ -259,8 +261,8 @@ int RunDaemon(const DaemonArgs& args) {
   }
   options.guard.budget = *overhead_budget;
   options.cpu_guard.budget = *cpu_overhead_budget;
-  options.probe.period_iterations = args.probe_every;
-  options.probe.withheld_iterations = args.probe_withhold;
+  options.probe.period_iterations = probe.period_iterations;
+  options.probe.withheld_iterations = probe.withheld_iterations;
   if (!BuildLanes(args, &options, &error)) {
     fmt::print(stderr, "freeride daemon: {}\n", error);
     return 2;

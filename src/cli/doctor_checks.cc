@@ -38,8 +38,8 @@ Finding Make(std::string area, Severity severity, std::string what, std::string 
   return Finding{std::move(area), severity, std::move(what), std::move(fix)};
 }
 
-// A folder this user may create entries in: owned and writable, or
-// writable by all with the sticky bit (as /tmp).  Empty when it may; else why not.
+// A folder this user may create entries in (write and search permission).
+// Empty when it may; else why not.
 std::string WhyNotWritable(const std::string& dir) {
   if (access(dir.c_str(), W_OK | X_OK) != 0)
     return fmt::format("{} is not writable by this user ({})", dir, std::strerror(errno));

@@ -47,7 +47,8 @@ std::vector<Finding> CheckSharedMemory(const std::string& dir);
 Finding CheckStateDir(const std::string& dir);
 
 // The socket path: short enough for a Unix socket, in a folder that exists
-// or can be made and is private; an existing file there is a socket.
+// or can be made and that this user can write; an existing file there is a
+// socket.
 Finding CheckSocketPath(const std::string& socket_path);
 
 // Asks the daemon at socket_path for its stats; findings for the daemon,

@@ -43,7 +43,6 @@ class Daemon {
   int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
   // The TCP port of the control API (the one chosen for port 0); 0: no TCP.
   int tcp_port() const { return tcp_port_; }
-  const TcpGate& tcp_gate() const { return gate_; }
 
  private:
   bool PrepareSocket(std::string* error);

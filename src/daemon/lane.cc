@@ -12,6 +12,7 @@
 
 #include "base/futex.h"
 #include "base/paths.h"
+#include "policy/quantile.h"
 #include "channel/step_accounting.h"
 
 namespace freeride {
@@ -212,9 +213,12 @@ Nanos Lane::HandBackWakeThreshold() const {
   auto armed = std::find_if(candidates_.begin(), candidates_.end(),
                             [&](const DispatchCandidate& c) { return c.task_id == armed_->task_id; });
   if (armed == candidates_.end()) return 0;  // not a candidate now: any hand-back is news
+  // Judged as the dispatcher will judge the leftover: with the guard's margins.
+  const double fit_factor = RestrictionsFor(guard_.level()).fit_factor;
   Nanos threshold = DispatchPolicy::kNeverUsable;
   for (const DispatchCandidate& c : candidates_)
-    if (c.task_id != armed->task_id) threshold = std::min(threshold, policy_.LeftoverNeeded(*armed, c));
+    if (c.task_id != armed->task_id)
+      threshold = std::min(threshold, policy_.LeftoverNeeded(*armed, c, fit_factor));
   return threshold;
 }
 
@@ -389,14 +393,17 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
     running_task_ = id;
     // Grant first, book-keep after: the journal and event log are not on the
     // path from the begin mark to the first step.
+    // A held task is SUBMITTED until it attaches: no RUNNING/PAUSED flip
+    // (the task manager would refuse it, under its lock).
+    const bool held = task->held.load(std::memory_order_acquire);
     if (task->RunsOnlyInBubbles()) {
       RunImperative(bubble, *task, admission.deadline < bubble.predicted_end ? admission.deadline : 0,
-                    [&] { tasks_->MarkRunning(id); });
+                    [&] { if (!held) tasks_->MarkRunning(id); });
     } else {
       RunIterative(bubble, *task, /*armed=*/false, deadline, [&] { tasks_->MarkRunning(id); });
     }
     running_task_ = 0;
-    tasks_->EndRun(id);
+    if (!held) tasks_->EndRun(id);
   }
   while (!stopping_ && !BubbleOver(mark.seq, mark.begin_ns))
     segment_.WaitForChange(mark.seq, kWatchInterval);
@@ -605,10 +612,7 @@ void Lane::ObserveIterationBegin(Nanos begin_ns) {
     if (!schedule_.enabled()) {
       warmup_iterations_.push_back(begin_ns - previous);
       if (static_cast<int>(warmup_iterations_.size()) < options_.probe.warmup_iterations) return;
-      std::nth_element(warmup_iterations_.begin(),
-                       warmup_iterations_.begin() + warmup_iterations_.size() / 2,
-                       warmup_iterations_.end());
-      schedule_ = probe_->Propose(warmup_iterations_[warmup_iterations_.size() / 2]);
+      schedule_ = probe_->Propose(QuantileOf(std::move(warmup_iterations_), 0.5));
       warmup_iterations_.clear();
       if (!schedule_.enabled()) return;
       events_->Emit({{"type", "probe_schedule"},
@@ -677,7 +681,7 @@ void Lane::FillStats(v1::LaneStats* stats) const {
   stats->set_lane(config_.index);
   stats->set_device(config_.device);
   stats->set_segment_path(segment_path_);
-  stats->set_isolation(config_.device.rfind("cpu:", 0) == 0 ? v1::ISOLATION_CPU_SCHED_IDLE
+  stats->set_isolation(options_.IsCpuLane(config_.index) ? v1::ISOLATION_CPU_SCHED_IDLE
                        : options_.mps_pipe_dir.empty()      ? v1::ISOLATION_GPU_TIME_SLICED
                                                             : v1::ISOLATION_GPU_MPS);
   stats->set_cpu_core(config_.cpu_core);

@@ -72,8 +72,10 @@ class Lane {
   // killed.
   void RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed, Nanos deadline,
                     const std::function<void()>& started);
-  // Continues an imperative task until the bubble ends, or until `stop_at`
-  // (a withheld window's start) when non-zero.
+  // Continues a task that runs only inside bubbles (an imperative one, or an
+  // iterative one held until it attaches) until the bubble ends, or until
+  // `stop_at` (a withheld window's start) when non-zero.  A held task that
+  // attached meanwhile is let go to run its init.
   void RunImperative(BubbleContext& bubble, TaskRuntime& task, Nanos stop_at,
                      const std::function<void()>& started);
   void FinishBubble(BubbleContext& bubble);

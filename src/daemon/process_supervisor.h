@@ -30,8 +30,8 @@ struct LaunchRequest {
   std::string working_dir;
   std::string stdout_path;
   std::string stderr_path;
-  // Tasks that run only inside bubbles start stopped (frozen with a cgroup,
-  // SIGSTOP without), as soon as exec has succeeded.
+  // Tasks that run only inside bubbles start stopped (SIGSTOP, and frozen
+  // too with a cgroup), as soon as exec has succeeded.
   bool stop_after_exec = false;
   // The task's cgroup, which the child joins before exec; null: none, the
   // task is then signalled through its process group.  When the task's

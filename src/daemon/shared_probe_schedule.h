@@ -18,7 +18,7 @@ class SharedProbeSchedule {
     std::lock_guard<std::mutex> lock(mu_);
     return schedule_;
   }
-  // A lane that has seen `config().warmup_iterations` iterations of typical
+  // A lane that has seen the config's `warmup_iterations` iterations of typical
   // length `iteration` proposes a schedule for them.  The first proposal
   // wins: the lanes of one pipeline see the same iterations.  Returns the
   // schedule in force.  Any thread.
@@ -27,7 +27,6 @@ class SharedProbeSchedule {
     if (!schedule_.enabled()) schedule_ = ProbeSchedule::ForIteration(iteration, config_);
     return schedule_;
   }
-  const ProbeConfig& config() const { return config_; }
 
  private:
   const ProbeConfig config_;

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "base/files.h"
+#include "base/paths.h"
 
 namespace freeride {
 namespace {
@@ -70,12 +71,6 @@ std::string OwnCgroup() {
   return "";
 }
 
-uint64_t Fnv1a(const std::string& text) {
-  uint64_t hash = 1469598103934665603ULL;
-  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ULL;
-  return hash;
-}
-
 }  // namespace
 
 TaskCgroup::TaskCgroup(std::string dir, int procs_fd, int freeze_fd)
@@ -92,7 +87,6 @@ void TaskCgroup::Kill() { WriteControl(dir_ + "/cgroup.kill", "1"); }
 
 bool TaskCgroup::Remove() { return KillAndRemove(dir_); }
 
-bool TaskCgroup::Populated() const { return IsPopulated(dir_); }
 
 int64_t TaskCgroup::CpuUsageNs() const {
   std::ifstream in(dir_ + "/cpu.stat");
@@ -114,7 +108,7 @@ bool TaskCgroups::Open(const std::string& instance, int* leftovers, std::string*
     return false;
   }
   if (own.back() == '/') own.pop_back();
-  std::string parent = fmt::format("{}{}/freeride-{:016x}", mount, own, Fnv1a(instance));
+  std::string parent = fmt::format("{}{}/freeride-{:016x}", mount, own, Fnv1a64(instance));
   if (mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) {
     *why = fmt::format("cannot create the cgroup {}: {}", parent, std::strerror(errno));
     return false;

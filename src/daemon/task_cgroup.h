@@ -36,11 +36,9 @@ class TaskCgroup {
   // Kills what is left, waits briefly for it to go and removes the cgroup.
   // Returns false when something stayed (the next daemon start removes it).
   bool Remove();
-  bool Populated() const;
   // CPU time used by every process that was ever in the cgroup (cpu.stat's
   // usage_usec), in nanoseconds; -1 when it cannot be read.  Any thread.
   int64_t CpuUsageNs() const;
-  const std::string& dir() const { return dir_; }
 
  private:
   std::string dir_;
@@ -63,7 +61,6 @@ class TaskCgroups {
   // used; the daemon then works without them.  Call once, before tasks run.
   bool Open(const std::string& instance, int* leftovers, std::string* why);
   bool available() const { return !parent_.empty(); }
-  const std::string& parent() const { return parent_; }
 
   // A new cgroup for one launch of a task, or nullptr with *error.
   std::shared_ptr<TaskCgroup> Create(int64_t task_id, std::string* error) const;

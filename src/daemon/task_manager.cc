@@ -862,32 +862,48 @@ void TaskManager::EscalateCancels() {
 }
 
 void TaskManager::FailUnattachedTasks() {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [lane, ids] : resident_)
-    for (Record* record : ids) {
-      TaskRuntime* runtime = record->runtime.get();
-      if (!runtime || !runtime->held || runtime->exited || runtime->Attached()) continue;
-      const Nanos held = runtime->held_run_ns.load();
-      if (held < options_.attach_timeout) continue;
-      // Bubble time is not a fair chance on an overloaded machine, where the
-      // process may have had little CPU in it: a program is judged once it
-      // has also used a tenth of the timeout on a CPU (its start-up before
-      // `import freeride`), or in any case after ten times the bubble time,
-      // so a program that only sleeps is failed too.
-      // An unreadable clock (the process just ended, its exit not yet
-      // handled) is no reason to fail it; the exit path judges it.  The
-      // cgroup counts the whole tree, so a wrapper (sh -c, torchrun) whose
-      // child does the start-up is judged by that child's CPU too.
-      Nanos cpu = runtime->cgroup ? runtime->cgroup->CpuUsageNs() : -1;
-      if (cpu < 0) cpu = ProcessCpuTime(runtime->pid);
-      if ((cpu < 0 || cpu < options_.attach_timeout / 10) && held < 10 * options_.attach_timeout)
-        continue;
-      KillForPolicyLocked(
-          *record, fmt::format("ran {} in bubbles ({} of CPU) without attaching to FreeRide, so it "
-                               "does not use the FreeRide SDK: submit a program that does not use "
-                               "it with --kind imperative",
-                               FormatDuration(held), FormatDuration(std::max<Nanos>(cpu, 0))));
-    }
+  // Candidates under the lock; their CPU time, a file read, outside it (the
+  // lanes take the lock at every bubble).
+  struct Held {
+    int64_t id;
+    std::shared_ptr<TaskRuntime> runtime;
+    Nanos held;
+  };
+  std::vector<Held> due;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [lane, ids] : resident_)
+      for (Record* record : ids) {
+        TaskRuntime* runtime = record->runtime.get();
+        if (!runtime || !runtime->held || runtime->exited || runtime->Attached()) continue;
+        const Nanos held = runtime->held_run_ns.load();
+        if (held >= options_.attach_timeout) due.push_back({record->info.id(), record->runtime, held});
+      }
+  }
+  for (const Held& task : due) {
+    // Bubble time is not a fair chance on an overloaded machine, where the
+    // process may have had little CPU in it: a program is judged once it
+    // has also used a tenth of the timeout on a CPU (its start-up before
+    // `import freeride`), or in any case after ten times the bubble time,
+    // so a program that only sleeps is failed too.  An unreadable clock
+    // (the process just ended, its exit not yet handled) is no reason to
+    // fail it; the exit path judges it.  The cgroup counts the whole tree,
+    // so a wrapper (sh -c, torchrun) is judged by its children's CPU too.
+    Nanos cpu = task.runtime->cgroup ? task.runtime->cgroup->CpuUsageNs() : -1;
+    if (cpu < 0) cpu = ProcessCpuTime(task.runtime->pid);
+    if ((cpu < 0 || cpu < options_.attach_timeout / 10) && task.held < 10 * options_.attach_timeout)
+      continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    Record* record = ByIdLocked(task.id);
+    if (!record || record->runtime != task.runtime || task.runtime->exited ||
+        task.runtime->Attached())
+      continue;  // it ended or attached meanwhile
+    KillForPolicyLocked(
+        *record, fmt::format("ran {} in bubbles ({} of CPU) without attaching to FreeRide, so it "
+                             "does not use the FreeRide SDK: submit a program that does not use "
+                             "it with --kind imperative",
+                             FormatDuration(task.held), FormatDuration(std::max<Nanos>(cpu, 0))));
+  }
 }
 
 void TaskManager::OnProcessExit(const ProcessExit& exit) {

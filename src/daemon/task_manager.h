@@ -112,7 +112,8 @@ class TaskManager {
                                  size_t limit = SIZE_MAX) const;
 
   // --- lane side ---
-  // Resident, idle (PAUSED) tasks of `lane`, minus those in `excluded`.
+  // Resident tasks of `lane` waiting for a bubble (PAUSED, or SUBMITTED and
+  // held to bubbles until they attach), minus those in `excluded`.
   void Candidates(int lane, const std::vector<int64_t>& excluded,
                   std::vector<DispatchCandidate>* out) const;
   // The runtime of a launched, live task, or null.

@@ -186,7 +186,6 @@ void TcpGate::Loop() {
           int refused = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
           if (refused >= 0) close(refused);
           spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
-          ++refused_;
           if (refused >= 0) continue;
         }
         return;  // EAGAIN, or nothing more to do now
@@ -198,7 +197,6 @@ void TcpGate::Loop() {
           (backend = ConnectBackend(backend_)) < 0) {
         close(fd);
         if (from_peer == 0) per_peer.erase(peer);
-        ++refused_;
         continue;
       }
       ++from_peer;

@@ -45,9 +45,6 @@ class TcpGate {
   void Stop();
 
   int port() const { return port_; }
-  int max_connections() const { return limits_.max_connections; }
-  int open_connections() const { return open_.load(); }
-  uint64_t refused() const { return refused_.load(); }
 
  private:
   void Loop();
@@ -58,8 +55,7 @@ class TcpGate {
   int wake_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
-  std::atomic<int> open_{0};
-  std::atomic<uint64_t> refused_{0};
+  int open_ = 0;  // connections relayed; the loop thread only
   std::thread thread_;
 };
 

@@ -14,16 +14,16 @@ const char* VerdictName(DispatchVerdict verdict) {
   return "?";
 }
 
-bool DispatchPolicy::StepFits(Nanos now, Nanos predicted_end, Nanos step_estimate) const {
+bool DispatchPolicy::StepFits(Nanos now, Nanos predicted_end, Nanos step_estimate,
+                              double fit_factor) const {
   if (step_estimate <= 0) step_estimate = config_.unknown_step_estimate;
-  double needed = config_.step_margin * static_cast<double>(step_estimate);
+  double needed = config_.step_margin * fit_factor * static_cast<double>(step_estimate);
   return static_cast<double>(predicted_end - now) >= needed;
 }
 
 bool DispatchPolicy::TimeFits(const DispatchCandidate& c, const BubbleView& bubble) const {
   if (c.imperative) return bubble.predicted_end - bubble.now >= config_.min_imperative_slice;
-  return StepFits(bubble.now, bubble.predicted_end,
-                  static_cast<Nanos>(static_cast<double>(StepToFit(c)) * bubble.fit_factor));
+  return StepFits(bubble.now, bubble.predicted_end, StepToFit(c), bubble.fit_factor);
 }
 
 Nanos DispatchPolicy::StepToFit(const DispatchCandidate& c) const {
@@ -33,13 +33,14 @@ Nanos DispatchPolicy::StepToFit(const DispatchCandidate& c) const {
 }
 
 Nanos DispatchPolicy::LeftoverNeeded(const DispatchCandidate& first,
-                                     const DispatchCandidate& other) const {
+                                     const DispatchCandidate& other, double fit_factor) const {
   if (other.imperative) return config_.min_imperative_slice;
   bool could_fit_where_first_did_not = first.imperative || StepToFit(other) < StepToFit(first) ||
                                        other.memory_bytes < first.memory_bytes;
   if (!could_fit_where_first_did_not) return kNeverUsable;
   // Rounded up, so that anything shorter fails StepFits for `other`.
-  return static_cast<Nanos>(std::ceil(config_.step_margin * static_cast<double>(StepToFit(other))));
+  return static_cast<Nanos>(
+      std::ceil(config_.step_margin * fit_factor * static_cast<double>(StepToFit(other))));
 }
 
 namespace {

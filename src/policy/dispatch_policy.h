@@ -69,12 +69,16 @@ class DispatchPolicy {
   // stops only when its own next step no longer fits, or when it needs more
   // memory than is free, so a stepping task with no shorter step and no
   // smaller memory never fits what is left.
-  Nanos LeftoverNeeded(const DispatchCandidate& first, const DispatchCandidate& other) const;
+  // `fit_factor` is the overhead guard's, as in BubbleView.
+  Nanos LeftoverNeeded(const DispatchCandidate& first, const DispatchCandidate& other,
+                       double fit_factor = 1.0) const;
   static constexpr Nanos kNeverUsable = INT64_MAX;
 
-  // True when a step of the estimated length, started now, ends before the
-  // predicted end of the bubble (with the safety margin).
-  bool StepFits(Nanos now, Nanos predicted_end, Nanos step_estimate) const;
+  // True when a step of the estimated length (0: unknown, the configured
+  // default), times the overhead guard's `fit_factor`, started now, ends
+  // before the predicted end of the bubble (with the safety margin).
+  bool StepFits(Nanos now, Nanos predicted_end, Nanos step_estimate,
+                double fit_factor = 1.0) const;
 
   const DispatchConfig& config() const { return config_; }
 

@@ -28,10 +28,7 @@ double Median(std::vector<Nanos>& values) {
 
 ProbeSchedule ProbeSchedule::ForIteration(Nanos iteration, const ProbeConfig& config) {
   ProbeSchedule schedule;
-  if (iteration <= 0 || config.period_iterations <= 0 || config.withheld_iterations <= 0 ||
-      4 * (config.withheld_iterations + 1) > config.period_iterations) {
-    return schedule;
-  }
+  if (iteration <= 0 || !config.Valid()) return schedule;
   const double scale = std::max(
       1.0, static_cast<double>(config.min_period) / (static_cast<double>(iteration) * config.period_iterations));
   schedule.period_ = static_cast<Nanos>(scale * iteration * config.period_iterations);

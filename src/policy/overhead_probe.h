@@ -30,6 +30,13 @@ struct ProbeConfig {
   // withheld), so that a window is published to the tasks well before it
   // starts by a lane that accounts for bubbles in batches.
   Nanos min_period = 4 * kSecond;
+  // A period of at least 4 x (withheld + 1) iterations, so that each cycle's
+  // window lies inside it with served iterations on both sides.  A period of
+  // 0 (no probe) is not valid either; the caller says whether that is wanted.
+  bool Valid() const {
+    return period_iterations > 0 && withheld_iterations > 0 &&
+           4 * (withheld_iterations + 1) <= period_iterations;
+  }
 };
 
 // A span of CLOCK_MONOTONIC time, [start, end).

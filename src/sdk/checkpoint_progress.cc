@@ -42,24 +42,18 @@ std::optional<CheckpointProgress> Find(const std::string& sidecar, const struct 
 bool SaveCheckpointWithProgress(const std::string& path,
                                 const std::function<bool(const std::string& tmp_path)>& save,
                                 const CheckpointProgress& done) {
-  std::string tmp = path + ".tmp";
-  struct stat saved;
-  if (!save(tmp) || stat(tmp.c_str(), &saved) != 0) {
-    std::remove(tmp.c_str());
-    return false;
-  }
-  // The new entry first, then the one describing the checkpoint still in place.
-  std::string sidecar = Line(saved, done);
-  struct stat current;
-  std::string old = ReadWholeFile(SidecarPath(path)).value_or("");
-  if (stat(path.c_str(), &current) == 0)
-    if (auto previous = Find(old, current)) sidecar += Line(current, *previous);
-  if (!WriteFileAtomically(SidecarPath(path), sidecar) ||
-      std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
+  // The sidecar is written before the checkpoint takes its name: the new
+  // entry first, then the one describing the checkpoint still in place.
+  return ReplaceFileAtomically(path, [&](const std::string& tmp) {
+    struct stat saved;
+    if (!save(tmp) || stat(tmp.c_str(), &saved) != 0) return false;
+    std::string sidecar = Line(saved, done);
+    struct stat current;
+    std::string old = ReadWholeFile(SidecarPath(path)).value_or("");
+    if (stat(path.c_str(), &current) == 0)
+      if (auto previous = Find(old, current)) sidecar += Line(current, *previous);
+    return WriteFileAtomically(SidecarPath(path), sidecar);
+  });
 }
 
 std::optional<CheckpointProgress> ReadCheckpointProgress(const std::string& path) {

@@ -81,7 +81,7 @@ bool TaskChannel::TakeSecondLook() {
   Admission admission = AdmissionFor(*lane, mark, std::max(now, at), armed_begin_ns_ + length);
   const Nanos longer_deadline = admission.deadline;
   if (!admission.serve || longer_deadline <= deadline_ ||
-      !policy_.StepFits(std::max(now, at), longer_deadline, EstimateToFit()))
+      !policy_.StepFits(std::max(now, at), longer_deadline, estimator_.Estimate(), fit_factor_))
     return false;
   auto still_open = [&] {
     return lane->bubble_seq.load(std::memory_order_acquire) == granted_seq_ &&
@@ -188,13 +188,7 @@ bool TaskChannel::NextStepFits() const {
   } else if (l->grant_active.load(std::memory_order_acquire) == 0) {
     return false;
   }
-  return policy_.StepFits(MonotonicNow(), deadline_, EstimateToFit());
-}
-
-Nanos TaskChannel::EstimateToFit() const {
-  Nanos estimate = estimator_.Estimate();
-  if (estimate <= 0) estimate = policy_.config().unknown_step_estimate;
-  return static_cast<Nanos>(static_cast<double>(estimate) * fit_factor_);
+  return policy_.StepFits(MonotonicNow(), deadline_, estimator_.Estimate(), fit_factor_);
 }
 
 void TaskChannel::RecordStep(Nanos start, Nanos end, double units) {

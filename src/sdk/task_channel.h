@@ -58,8 +58,6 @@ class TaskChannel {
   TaskSegment& segment() { return task_; }
 
  private:
-  // The step estimate times the overhead guard's fit factor.
-  Nanos EstimateToFit() const;
   TaskSegment task_;
   LaneSegment lane_;
   StepEstimator estimator_;

@@ -302,7 +302,8 @@ class Bench:
         # Naive co-location's work is not measured; its saving is at most
         # (all of the GPUs' time) minus its slowdown, an upper bound.
         t_naive = statistics.mean(naive["iter_ms"][naive["warmup"]:]) if naive else None
-        common = {"gpus": n, "framework": framework, "schedule": schedule, "microbatches": m, "task": task}
+        common = {"gpus": n, "framework": framework, "schedule": schedule, "microbatches": m, "task": task,
+                  "isolation": "cpu" if getattr(self.a, "device", "cuda") == "cpu" else f"mps-{self.a.mps}"}
         rows = [
             dict(common, mode="baseline", iter_ms=t_base, overhead_pct=0.0, harvest_ratio=0.0,
                  cost_saving_pct=0.0),
@@ -312,7 +313,8 @@ class Bench:
                  harvest_ratio=harvest, cost_saving_pct=100 * saving, work_gpu_s_per_iter=per_iter,
                  bubble_s=bubble_s, signal_latency_p50_us=latency["p50_us"],
                  signal_latency_p99_us=latency["p99_us"], overrun_ms=latency["overrun_ms"],
-                 iterations=[len(off), len(on)], overhead_ci95_pct=spread["ci95_pct"],
+                 iterations=[len(off), len(on)], overhead_pairs_mean_pct=spread["mean_pct"],
+                 overhead_ci95_pct=spread["ci95_pct"],
                  overhead_blocks=spread["pairs"], live_overhead=fr.get("live_overhead")),
         ]
         self.rows += rows
@@ -365,13 +367,13 @@ def block_spread(iter_ms: list[float], on: list[bool]) -> dict:
     ratios = [100 * (statistics.mean(b[1]) / statistics.mean(a[1]) - 1)
               for a, b in zip(blocks, blocks[1:]) if not a[0] and b[0]]
     if len(ratios) < 2:
-        return {"pairs": len(ratios), "ci95_pct": None}
+        return {"pairs": len(ratios), "mean_pct": None, "ci95_pct": None}
     t95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
            2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086]
     k = len(ratios) - 1
     half = (t95[k - 1] if k <= len(t95) else 1.96) * statistics.stdev(ratios) / len(ratios) ** 0.5
     m = statistics.mean(ratios)
-    return {"pairs": len(ratios), "ci95_pct": [m - half, m + half]}
+    return {"pairs": len(ratios), "mean_pct": m, "ci95_pct": [m - half, m + half]}
 
 
 def add_bench_arguments(p: argparse.ArgumentParser, work: str, gpus: int, preset: str | None) -> None:

@@ -24,13 +24,14 @@ d = Daemon(build, env)
 try:
     d.cli_run("submit", "--name", "r", "--", py, "-m", "freeride.pace", *script)
     bubbles = sys.argv[1] if len(sys.argv) > 1 else "12,25"
-    stage = subprocess.Popen([str(build / "example_stage_replay"), "--socket", d.socket, "--iterations", "100000000",
-                              "--busy", "sleep", "--busy-ms", "40", "--bubbles-ms", bubbles], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while json.loads(d.cli_run("show", "r", "--json"))["state"] not in ("PAUSED", "RUNNING"): time.sleep(0.2)
-    t0 = time.time(); time.sleep(25)
-    info = json.loads(d.cli_run("show", "r", "--json"))
+    stage = d.stage("40", bubbles)
+    live = d.wait_for_state("r", ("PAUSED", "RUNNING"), 120)
+    if live["state"] not in ("PAUSED", "RUNNING"):
+        raise SystemExit(f"the task did not start: {live}")
+    time.sleep(25)
+    info = d.show("r")
     stage.kill()
-    ev = [json.loads(l) for l in open(os.path.join(d.state, "events.jsonl"))]
+    ev = d.events()
     steps = [e for e in ev if e["type"] == "step"]
     bub = [e for e in ev if e["type"] == "bubble"]
     units = sum(s["units"] for s in steps)

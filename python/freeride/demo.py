@@ -371,9 +371,8 @@ class Demo:
         if why:
             say(f"   ({why})")
         say(f"   outputs in {self.out}")
-        lanes_args = {"gpu": ["--gpus", ",".join(map(str, range(self.lanes))), "--mps", "auto"],
-                      "cpu": ["--cpu-lanes", str(self.lanes), "--lane-cores", ",".join(map(str, self.cores))],
-                      "replay": ["--cpu-lanes", str(self.lanes), "--lane-cores", ",".join(map(str, self.cores))]}[self.mode]
+        lanes_args = (["--gpus", ",".join(map(str, range(self.lanes))), "--mps", "auto"] if self.mode == "gpu"
+                      else ["--cpu-lanes", str(self.lanes), "--lane-cores", ",".join(map(str, self.cores))])
 
         say(f"[1/4] measuring each side task alone ({a.profile_seconds:g} s each): its alone rate values the harvested work")
         profiles = self.profile_tasks(tasks, self.mode == "gpu")

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 import runpy
 import sys
@@ -44,8 +45,9 @@ import time
 from typing import Any, Callable
 
 from freeride._native import load_library
-from freeride.task import (_ERROR, _HOOK, _PATH, _PEAK, _STEP, IterativeTask, _as_result, _Hooks,
-                           _record_failure, parse_run_options)
+from freeride.task import (_ERROR, _HOOK, _PATH, _PEAK, _STEP, IterativeTask, _as_result,
+                           _checkpoint_failed, _Hooks, _record_failure, parse_run_options,
+                           parse_seconds)
 
 DEFAULT_PIECE_MS = 2.0
 # A piece's first pass over work it has not timed yet assumes each segment
@@ -56,30 +58,28 @@ _UNTIMED_SHARE = 0.25
 _TINY_SHARE = 1 / 32
 
 
+def _env_ns(name: str, default: float, low: float, high: float, unit: str, ns_per_unit: float) -> int:
+    """The environment variable `name`, a number of `unit`s in [low, high], in nanoseconds."""
+    text = os.environ.get(name, "")
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        raise SystemExit(f"{name}={text!r}: give a number of {unit}") from None
+    if not low <= value <= high:
+        raise SystemExit(f"{name}={text!r}: give {low:g} to {high:g} {unit}")
+    return int(value * ns_per_unit)
+
+
 def piece_target_ns() -> int:
     """The GPU time a piece plans for: FREERIDE_PIECE_MS, default 2 ms."""
-    text = os.environ.get("FREERIDE_PIECE_MS", "")
-    try:
-        ms = float(text) if text else DEFAULT_PIECE_MS
-    except ValueError:
-        raise SystemExit(f"FREERIDE_PIECE_MS={text!r}: give a number of milliseconds") from None
-    if not 0.05 <= ms <= 1000:
-        raise SystemExit(f"FREERIDE_PIECE_MS={text!r}: give 0.05 to 1000 ms")
-    return int(ms * 1e6)
+    return _env_ns("FREERIDE_PIECE_MS", DEFAULT_PIECE_MS, 0.05, 1000, "milliseconds", 1e6)
 
 
 def warm_up_limit_ns() -> int:
     """How long a script's work may run as its init when it has no optimizer
     step to end the warm-up: FREERIDE_PACE_WARMUP_S, default 10 s (the
     first CUDA iteration's lazy initialisation can take seconds)."""
-    text = os.environ.get("FREERIDE_PACE_WARMUP_S", "")
-    try:
-        seconds = float(text) if text else 10.0
-    except ValueError:
-        raise SystemExit(f"FREERIDE_PACE_WARMUP_S={text!r}: give a number of seconds") from None
-    if not 0 <= seconds <= 600:
-        raise SystemExit(f"FREERIDE_PACE_WARMUP_S={text!r}: give 0 to 600 s")
-    return int(seconds * 1e9)
+    return _env_ns("FREERIDE_PACE_WARMUP_S", 10.0, 0, 600, "seconds", 1e9)
 
 
 class _Stopped(BaseException):
@@ -347,9 +347,6 @@ class _PacedRun:
         return _Hooks(None, unit, *callbacks), callbacks
 
     # ---- main thread ---------------------------------------------------
-    def _fail(self, e: BaseException) -> int:
-        return _record_failure(e, self.error_text)
-
     def _serve(self, until_piece: bool) -> None:
         """Serves requests until a piece may run (returns) or the run ends (raises _Stopped)."""
         while True:
@@ -383,9 +380,8 @@ class _PacedRun:
             raise
         except BaseException as e:  # noqa: BLE001 - the runner takes a status
             if kind in ("save", "restore"):
-                print(f"freeride: checkpoint {args[0]}: {type(e).__name__}: {e}", file=sys.stderr)
-                return 0
-            return self._fail(e)
+                return _checkpoint_failed(args[0], e)
+            return _record_failure(e, self.error_text)
 
     def _piece_ended(self) -> None:
         """Called by the pacer, the device drained: reports the piece, waits for the next."""
@@ -402,14 +398,12 @@ class _PacedRun:
         # whole step that a profile (`submit --profile`) measured alone.
         os.environ["FREERIDE_STEP_HINT_NS"] = str(self.target_ns)
         hooks, keep = self._hooks()
-        status_box: list[int] = []
 
         def runner() -> None:
             status = 1
             try:
                 status = lib.freeride_run_iterative_task(ctypes.byref(hooks), 0, 0.0)
             finally:
-                status_box.append(status)
                 self.baton.runner_ended(status)
 
         thread = threading.Thread(target=runner, name="freeride-runner", daemon=True)
@@ -423,7 +417,7 @@ class _PacedRun:
                 self.pacer.uninstall()
         thread.join()
         del keep
-        return status_box[0] if status_box else 1
+        return self.baton.runner_status if self.baton.runner_status is not None else 1
 
     def _device_type(self, torch: Any) -> str:
         if self.task is not None and getattr(self.task, "device", None) is not None:
@@ -447,7 +441,7 @@ class _PacedRun:
             except (_Stopped, KeyboardInterrupt):
                 raise
             except BaseException as e:  # noqa: BLE001
-                self.baton.answer((self._fail(e), self.units_pending, False))
+                self.baton.answer((_record_failure(e, self.error_text), self.units_pending, False))
                 self._serve(until_piece=False)
                 return
             self.units_pending += result.units
@@ -507,7 +501,7 @@ class _PacedRun:
         self._counted = self.pacer.iterations
 
     def _script_failed(self, e: BaseException) -> None:
-        status = self._fail(e)
+        status = _record_failure(e, self.error_text)
         if not self._init_answered:
             self._init_answered = True
             self.baton.answer(status)
@@ -577,7 +571,8 @@ def _run_script_alone(script: list[str], seconds: float) -> int:
     steps = len(times) - 1
     span = (times[-1] - times[0]) / 1e9 if steps > 0 else 0.0
     gaps = sorted((b - a) / 1e6 for a, b in zip(times, times[1:])) or [0.0]
-    pick = lambda q: gaps[min(len(gaps) - 1, int(q * len(gaps)))]  # noqa: E731
+    # Nearest rank, as the C++ runner's standalone line (policy/quantile.h).
+    pick = lambda q: gaps[max(math.ceil(q * len(gaps)), 1) - 1]  # noqa: E731
     peak = torch.cuda.max_memory_allocated() if torch.cuda.is_available() else 0
     print(json.dumps({"mode": "standalone", "unit": "iterations", "steps": max(steps, 0),
                       "units": max(steps, 0), "seconds": span,
@@ -598,22 +593,12 @@ def split_run_options(args: list[str]) -> tuple[bool, float, list[str]]:
         if args[0] == "--standalone":
             standalone, args = True, args[1:]
         else:
-            seconds, args = _seconds(args[1:2]), args[2:]
+            seconds, args = parse_seconds(args[1:2]), args[2:]
     if len(args) >= 3 and args[-3] == "--standalone" and args[-2] == "--seconds":
-        return True, _seconds([args[-1]]), args[:-3]
+        return True, parse_seconds([args[-1]]), args[:-3]
     if args and args[-1] == "--standalone":
         return True, seconds, args[:-1]
     return standalone, seconds, args
-
-
-def _seconds(value: list[str]) -> float:
-    try:
-        seconds = float(value[0])
-    except (IndexError, ValueError):
-        raise SystemExit(f"freeride.pace: --seconds {' '.join(value)!r}: give a number of seconds") from None
-    if not seconds > 0:
-        raise SystemExit(f"freeride.pace: --seconds {value[0]}: give a positive number")
-    return seconds
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -70,6 +70,18 @@ def _as_result(value: StepResult | float | int | None) -> StepResult:
     return StepResult(units=float(value or 0))
 
 
+def parse_seconds(value: list[str]) -> float:
+    """The T of `--seconds T` (given as [T], or [] when it is missing); a clear
+    exit when it is not a positive number."""
+    try:
+        seconds = float(value[0])
+    except (IndexError, ValueError):
+        raise SystemExit(f"freeride: --seconds {' '.join(value)!r}: give a number of seconds") from None
+    if not seconds > 0:
+        raise SystemExit(f"freeride: --seconds {value[0]}: give a positive number")
+    return seconds
+
+
 def parse_run_options(argv: list[str]) -> tuple[bool, float, list[str]]:
     """Removes --standalone and --seconds T from argv: (standalone, seconds, rest)."""
     standalone, seconds, rest = False, 0.0, []
@@ -78,7 +90,7 @@ def parse_run_options(argv: list[str]) -> tuple[bool, float, list[str]]:
         if argv[i] == "--standalone":
             standalone = True
         elif argv[i] == "--seconds" and i + 1 < len(argv):
-            seconds = float(argv[i + 1])
+            seconds = parse_seconds(argv[i + 1:i + 2])
             i += 1
         else:
             rest.append(argv[i])
@@ -115,6 +127,13 @@ def _record_failure(e: BaseException, error_text: Any) -> int:
     return 1
 
 
+def _checkpoint_failed(path: str, e: BaseException) -> int:
+    """Says why a checkpoint was not saved or restored; the hook's status for it (a
+    failed checkpoint is not a failed task)."""
+    print(f"freeride: checkpoint {path}: {type(e).__name__}: {e}", file=sys.stderr)
+    return 0
+
+
 def _bind(task: IterativeTask) -> tuple[_Hooks, list]:
     """The task's methods as C hooks.  An exception is printed with its
     traceback and turned into a failure status that stops the run; the
@@ -146,8 +165,7 @@ def _bind(task: IterativeTask) -> tuple[_Hooks, list]:
             try:
                 return 1 if method(path.decode()) else 0
             except Exception as e:  # noqa: BLE001 - a failed checkpoint is not a failed task
-                print(f"freeride: checkpoint {path.decode()}: {type(e).__name__}: {e}", file=sys.stderr)
-                return 0
+                return _checkpoint_failed(path.decode(), e)
         return _PATH(hook)
 
     callbacks = [guarded(task.init), _STEP(step), guarded(task.pause), guarded(task.resume),

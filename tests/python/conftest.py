@@ -5,6 +5,7 @@ A test that needs torch fails without it, unless FREERIDE_SKIP_TORCH=1 asked
 for the skip."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -59,6 +60,7 @@ class Daemon:
         self.dir = Path(tempfile.mkdtemp(prefix="frpy-"))
         self.socket = str(self.dir / "d.sock")
         self.state = str(self.dir / "state")
+        self.build = build
         self.cli = str(build / "freeride")
         self.env = dict(env, FREERIDE_SOCKET=self.socket)
         as_root = ["--allow-root"] if os.geteuid() == 0 else []
@@ -77,6 +79,30 @@ class Daemon:
     def cli_run(self, command: str, *args: str, env: dict[str, str] | None = None) -> str:
         return subprocess.run([self.cli, command, "--socket", self.socket, *args], env=env or self.env,
                               check=True, capture_output=True, text=True, timeout=60).stdout
+
+    def show(self, name: str) -> dict:
+        return json.loads(self.cli_run("show", name, "--json"))
+
+    def wait_for_state(self, name: str, states: tuple[str, ...], seconds: float) -> dict:
+        """The task once it is in one of `states`, or as it is after `seconds`."""
+        deadline = time.monotonic() + seconds
+        while True:
+            info = self.show(name)
+            if info["state"] in states or time.monotonic() > deadline:
+                return info
+            time.sleep(0.2)
+
+    def events(self) -> list[dict]:
+        with open(os.path.join(self.state, "events.jsonl")) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def stage(self, busy_ms: str, bubbles_ms: str) -> subprocess.Popen:
+        """A replayed training stage whose busy phases sleep, as a GPU stage's host thread
+        does, so that it leaves the cores to the tests running beside this one."""
+        return subprocess.Popen([str(self.build / "example_stage_replay"), "--socket", self.socket,
+                                 "--iterations", "100000000", "--busy", "sleep", "--busy-ms", busy_ms,
+                                 "--bubbles-ms", bubbles_ms],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def stop(self) -> None:
         self.process.terminate()

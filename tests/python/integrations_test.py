@@ -10,7 +10,7 @@ replaced, in one process:
     the tested range is named in a warning; close() restores everything;
   - without a daemon, one warning however often instrument() is called.
 The multi-process runs under the daemon are deepspeed_cpu_test.py and megatron_cpu_test.py.
-Usage: integrations_test.py SOURCE_DIR BUILD_DIR.  Exit 77 (skip) without torch, deepspeed or megatron-core.
+Usage: integrations_test.py SOURCE_DIR BUILD_DIR.  Without torch, deepspeed or megatron-core it fails, unless FREERIDE_SKIP_TORCH=1 asked for the skip (exit 77).
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ training processes, and checks for 1F1B (batched p2p) and interleaved 1F1B
   - 1F1B with 4 micro-batches marks 5 waits per rank per iteration;
   - side-task steps start only inside the bubbles, and the tasks harvest;
   - without a daemon training is the same and each rank warns once.
-Usage: megatron_cpu_test.py SOURCE_DIR BUILD_DIR.  Exit 77 (skip) without torch or megatron-core.
+Usage: megatron_cpu_test.py SOURCE_DIR BUILD_DIR.  Without torch or megatron-core it fails, unless FREERIDE_SKIP_TORCH=1 asked for the skip (exit 77).
 """
 from __future__ import annotations
 

@@ -78,12 +78,10 @@ def test_killed_under_the_daemon_it_resumes_from_its_checkpoint(count_script, fr
         env = dict(daemon.env, FREERIDE_CHECKPOINT_INTERVAL_MS="50")
         daemon.cli_run("submit", "--name", "count", "--retries", "1", "--", sys.executable, count_script,
                        "--total", "800", env=env)
-        stage = subprocess.Popen([str(build_dir / "example_stage_replay"), "--socket", daemon.socket,
-                                  "--iterations", "100000", "--busy-ms", "2", "--bubbles-ms", "40"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stage = daemon.stage("2", "40")
 
         def show():
-            return json.loads(daemon.cli_run("show", "count", "--json"))
+            return daemon.show("count")
 
         checkpoint = os.path.join(daemon.state, "tasks", "1", "checkpoint", "checkpoint")
         deadline = time.monotonic() + 120

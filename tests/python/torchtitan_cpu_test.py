@@ -9,7 +9,7 @@ datasets, wandb, tyro, torchdata and more); examples/train_gpt_pipeline.py
 Interleaved1F1B and ZBVZeroBubble, under the real daemon, checks that the
 results are identical with and without FreeRide, that every rank marked
 bubbles, and that the daemon logged them on both lanes.
-Usage: torchtitan_cpu_test.py SOURCE_DIR BUILD_DIR.  Exit 77 (skip) without torch.
+Usage: torchtitan_cpu_test.py SOURCE_DIR BUILD_DIR.  Without torch it fails, unless FREERIDE_SKIP_TORCH=1 asked for the skip (exit 77).
 """
 from __future__ import annotations
 

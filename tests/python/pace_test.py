@@ -208,8 +208,12 @@ def test_a_task_whose_steps_outlast_the_bubbles_runs_paced_and_is_cancelled_clea
 
 def test_a_paced_task_is_judged_by_a_piece_not_by_its_profiled_whole_step(freeride_env, build_dir) -> None:
     # A profile of the unpaced script gives its whole iteration (here 80 ms)
-    # as the step time; bubbles of 20 ms would never fit that.  Ready, the
-    # paced task publishes a piece-sized first estimate (FREERIDE_PIECE_MS).
+    # as the step time; the dispatcher grants no step that does not fit, so
+    # judged by that, the task would never run in 20 ms bubbles.  Ready, the
+    # paced task publishes a piece-sized first estimate (FREERIDE_PIECE_MS)
+    # and is granted pieces.  What it measures afterwards depends on how busy
+    # the machine is, so only the grants are asserted, not a snapshot of the
+    # estimate.
     daemon = Daemon(build_dir, freeride_env)
     stage = None
     try:
@@ -218,15 +222,11 @@ def test_a_paced_task_is_judged_by_a_piece_not_by_its_profiled_whole_step(freeri
                        env=dict(daemon.env, FREERIDE_PIECE_MS="3"))
         stage = daemon.stage("5", "20")
         deadline = time.monotonic() + 240
-        info = daemon.wait_for_state("train", ("PAUSED", "RUNNING"), 240)
-        assert info["state"] in ("PAUSED", "RUNNING"), info
-        # The 3 ms prior, or pieces measured since (longer on a busy machine),
-        # but never the profile's 80 ms step, which no 20 ms bubble fits.
-        estimate = int(info["step_estimate_ns"])
-        assert 0 < estimate < 20_000_000, f"judged by {estimate} ns, not a piece"
         while float(daemon.show("train")["progress"]) < 3:
             assert time.monotonic() < deadline, "no iteration done in the 20 ms bubbles"
             time.sleep(0.2)
+        info = daemon.show("train")
+        assert int(info["steps"]) > 0 and int(info["harvested_ns"]) > 0, info
     finally:
         if stage:
             stage.kill()

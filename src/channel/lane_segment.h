@@ -21,6 +21,7 @@
 
 #include "base/clock.h"
 #include "channel/shared_mapping.h"
+#include "policy/admission.h"
 
 namespace freeride {
 
@@ -134,37 +135,26 @@ inline Nanos PublishedForecast(const LaneSegmentLayout& layout, const BubbleMark
   return learned > 0 ? learned : (mark.hint_ns > 0 ? mark.hint_ns : 0);
 }
 
-// What side work may do in a bubble, from the lane's published probe window
-// and guard restrictions.  Every task and the lane itself judge by this, so
-// that a withheld window or a guard level holds for all of them alike.
-struct Admission {
-  bool serve = true;       // false: no side work now
-  Nanos deadline = 0;      // the forecast end, cut at a withheld window's start
-  double fit_factor = 1.0; // step estimates are multiplied by this
-};
+// The lane's published probe window and guard restrictions.  Every task
+// and the lane itself judge by these, so that a withheld window or a guard
+// level holds for all of them alike.  Wait-free; any thread or process with
+// the segment mapped.
+inline AdmissionGate PublishedGate(const LaneSegmentLayout& layout) {
+  AdmissionGate gate;
+  uint32_t permille = layout.guard_fit_permille.load(std::memory_order_relaxed);
+  if (permille > 0) gate.fit_factor = permille / 1000.0;
+  gate.serve_every = layout.guard_serve_every.load(std::memory_order_relaxed);
+  gate.paused = layout.guard_paused.load(std::memory_order_relaxed) != 0;
+  gate.withhold_start_ns = layout.withhold_start_ns.load(std::memory_order_acquire);
+  gate.withhold_end_ns = layout.withhold_end_ns.load(std::memory_order_relaxed);
+  return gate;
+}
 
-// The admission at `now` for `mark`, whose forecast end is `predicted_end`.
-// Wait-free; any thread or process with the segment mapped.
+// The admission at `now` for `mark`, whose forecast end is `predicted_end`
+// (policy/admission.h).  Wait-free; any thread or process.
 inline Admission AdmissionFor(const LaneSegmentLayout& layout, const BubbleMark& mark, Nanos now,
                               Nanos predicted_end) {
-  Admission admission;
-  admission.deadline = predicted_end;
-  uint32_t permille = layout.guard_fit_permille.load(std::memory_order_relaxed);
-  if (permille > 0) admission.fit_factor = permille / 1000.0;
-  uint32_t every = layout.guard_serve_every.load(std::memory_order_relaxed);
-  if (layout.guard_paused.load(std::memory_order_relaxed) != 0 ||
-      (every > 1 && (mark.seq / 2) % every != 0)) {
-    admission.serve = false;
-    return admission;
-  }
-  Nanos start = layout.withhold_start_ns.load(std::memory_order_acquire);
-  Nanos end = layout.withhold_end_ns.load(std::memory_order_relaxed);
-  if (start <= now && now < end) {
-    admission.serve = false;
-  } else if (now < start && start < predicted_end) {
-    admission.deadline = start;
-  }
-  return admission;
+  return AdmitAt(PublishedGate(layout), mark.seq, now, predicted_end);
 }
 
 // The published second look of `slot`: when a bubble still open `*after_ns`

@@ -173,17 +173,7 @@ void Lane::Loop() {
 
 void Lane::Arm() {
   tasks_->Candidates(config_.index, {}, &candidates_);
-  // Ahead of the bubble only memory, priority and arrival order can be
-  // judged; the armed task checks the time fit itself when the bubble
-  // begins and hands the bubble back at once if its step does not fit.
-  BubbleView ahead{0, std::numeric_limits<Nanos>::max() / 2, last_free_memory_};
-  DispatchDecision decision = policy_.Choose(candidates_, ahead);
-  int64_t target = 0;
-  // Demoted tasks are never armed: an armed task's grant is the whole
-  // forecast, and a demoted one must stop a step early.
-  if (decision.verdict == DispatchVerdict::kRun && !candidates_[decision.index].imperative &&
-      !candidates_[decision.index].demoted)
-    target = candidates_[decision.index].task_id;
+  const int64_t target = ChooseArmed(policy_, candidates_, last_free_memory_);
   if (armed_ && (armed_->task_id != target || armed_->exited)) Disarm();
   if (target == 0 || armed_) return;
   std::shared_ptr<TaskRuntime> runtime = tasks_->RuntimeOf(target);
@@ -347,47 +337,34 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
                                                                    MonotonicNow() - mark.begin_ns);
   if (mark.free_memory_bytes != UINT64_MAX) last_free_memory_ = mark.free_memory_bytes;
 
+  BubbleServing serving(policy_, {mark.seq, mark.begin_ns, bubble.predicted_end,
+                                  predictor_.SecondLookFor(mark.slot), mark.free_memory_bytes});
   if (armed_ && !armed_->exited && tasks_->RuntimeOf(armed_->task_id)) {
     // The armed task woke on the begin mark itself and is already deciding
     // whether its step fits; the dispatcher follows it.
     std::shared_ptr<TaskRuntime> task = armed_;
-    bubble.excluded.push_back(task->task_id);
+    serving.Exclude(task->task_id);
     running_task_ = task->task_id;
     RunIterative(bubble, *task, /*armed=*/true, bubble.predicted_end,
                  [&] { tasks_->MarkRunning(task->task_id); });
     running_task_ = 0;
     tasks_->EndRun(task->task_id);
   } else if (armed_) {
-    bubble.excluded.push_back(armed_->task_id);  // it waits on the lane, not on grants
+    serving.Exclude(armed_->task_id);  // it waits on the lane, not on grants
   }
 
-  bool second_look_taken = false;
   while (!stopping_ && !BubbleOver(mark.seq, mark.begin_ns)) {
-    // The probe's withheld window and the guard hold for the lane's grants
-    // as for the armed task's own.
     const Nanos now = MonotonicNow();
-    Admission admission = AdmissionFor(*l, mark, now, bubble.predicted_end);
-    if (!admission.serve) break;
-    tasks_->Candidates(config_.index, bubble.excluded, &candidates_);
-    BubbleView view{now, admission.deadline, mark.free_memory_bytes, admission.fit_factor};
-    DispatchDecision decision = policy_.Choose(candidates_, view);
-    bubble.last_verdict = decision.verdict;
-    if (decision.verdict == DispatchVerdict::kNoTimeFit && !second_look_taken) {
-      // Nothing fits the first forecast, but a bubble of this slot that is
-      // still open a little later may be of the long kind: wait for that
-      // point, then offer the longer forecast to the tasks not run yet.
-      second_look_taken = true;
-      if (TakeSecondLook(mark, &bubble.predicted_end)) continue;
+    tasks_->Candidates(config_.index, serving.excluded(), &candidates_);
+    ServingAction action = serving.Next(now, candidates_, PublishedGate(*l));
+    bubble.last_verdict = action.verdict;
+    bubble.predicted_end = serving.predicted_end();
+    if (action.kind == ServingActionKind::kWaitUntil) {
+      segment_.WaitForChange(mark.seq, action.until - now);
+      continue;
     }
-    if (decision.verdict != DispatchVerdict::kRun) break;
-    int64_t id = candidates_[decision.index].task_id;
-    // The policy judged a demoted task by twice its estimate; the task checks
-    // its own, so its grant ends one step early.
-    Nanos deadline = admission.deadline;
-    if (candidates_[decision.index].demoted)
-      deadline -= std::max(candidates_[decision.index].step_estimate,
-                           policy_.config().unknown_step_estimate);
-    bubble.excluded.push_back(id);
+    if (action.kind == ServingActionKind::kDone) break;
+    const int64_t id = action.task_id;
     std::shared_ptr<TaskRuntime> task = tasks_->RuntimeOf(id);
     if (!task) continue;
     running_task_ = id;
@@ -397,10 +374,9 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
     // (the task manager would refuse it, under its lock).
     const bool held = task->held.load(std::memory_order_acquire);
     if (task->RunsOnlyInBubbles()) {
-      RunImperative(bubble, *task, admission.deadline < bubble.predicted_end ? admission.deadline : 0,
-                    [&] { if (!held) tasks_->MarkRunning(id); });
+      RunImperative(bubble, *task, action.stop_at, [&] { if (!held) tasks_->MarkRunning(id); });
     } else {
-      RunIterative(bubble, *task, /*armed=*/false, deadline, [&] { tasks_->MarkRunning(id); });
+      RunIterative(bubble, *task, /*armed=*/false, action.until, [&] { tasks_->MarkRunning(id); });
     }
     running_task_ = 0;
     if (!held) tasks_->EndRun(id);
@@ -412,19 +388,6 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
   // After an end mark, look for the next change from the closed state; after
   // a dead or stale stage, wait for the sequence to move at all.
   return ended_by_mark ? mark.seq + 1 : mark.seq;
-}
-
-bool Lane::TakeSecondLook(const BubbleMark& mark, Nanos* predicted_end) {
-  SecondLook look = predictor_.SecondLookFor(mark.slot);
-  if (!look.exists() || mark.begin_ns + look.length <= *predicted_end) return false;
-  const Nanos at = mark.begin_ns + look.after;
-  for (Nanos now = MonotonicNow(); now < at; now = MonotonicNow()) {
-    if (stopping_ || BubbleOver(mark.seq, mark.begin_ns)) return false;
-    segment_.WaitForChange(mark.seq, at - now);
-  }
-  if (stopping_ || BubbleOver(mark.seq, mark.begin_ns)) return false;
-  *predicted_end = mark.begin_ns + look.length;
-  return true;
 }
 
 void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed, Nanos deadline,

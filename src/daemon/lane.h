@@ -1,7 +1,7 @@
 // A lane: one GPU (or one CPU core) and the dispatcher thread that serves
 // its bubbles.  The mechanism lives here (waiting on the bubble channel,
 // granting, stopping and continuing processes); the choices are made by
-// DispatchPolicy and BubblePredictor.
+// BubbleServing (policy/bubble_serving.h) and BubblePredictor.
 #pragma once
 #include <atomic>
 #include <functional>
@@ -18,6 +18,7 @@
 #include "daemon/task_manager.h"
 #include "freeride.pb.h"
 #include "policy/bubble_predictor.h"
+#include "policy/bubble_serving.h"
 #include "policy/dispatch_policy.h"
 #include "policy/overhead_guard.h"
 #include "policy/overhead_probe.h"
@@ -47,7 +48,6 @@ class Lane {
     Nanos first_grant_ns = 0;  // when the first task was told to run
     std::vector<TaskStep> steps;
     uint64_t steps_lost = 0;  // records the task's ring overwrote unread
-    std::vector<int64_t> excluded;
     DispatchVerdict last_verdict = DispatchVerdict::kNoCandidates;
   };
 
@@ -59,11 +59,6 @@ class Lane {
   // Returns true when the bubble with `seq` is over (end mark, dead stage or
   // stale stage).
   bool BubbleOver(uint32_t seq, Nanos begin_ns) const;
-  // When the predictor has a second look for the bubble's slot that
-  // forecasts longer than `*predicted_end`: waits for its point and, if the
-  // bubble is still open then, moves `*predicted_end` to the longer forecast
-  // and returns true.
-  bool TakeSecondLook(const BubbleMark& mark, Nanos* predicted_end);
   // Both call `started` right after the task was told to run.
   // With `armed`, the task has taken the bubble by itself; it is not granted.
   // Grants the bubble to an iterative task until `deadline` (the predicted

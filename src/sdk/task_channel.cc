@@ -72,17 +72,14 @@ bool TaskChannel::TakeSecondLook() {
   if (!armed_grant_ || second_look_taken_) return false;
   second_look_taken_ = true;
   const LaneSegmentLayout* lane = lane_.layout();
-  Nanos after = 0, length = 0;
-  if (!PublishedSecondLook(*lane, armed_slot_, &after, &length)) return false;
-  const Nanos at = armed_begin_ns_ + after;
+  SecondLook look;
+  if (!PublishedSecondLook(*lane, armed_slot_, &look.after, &look.length)) return false;
   Nanos now = MonotonicNow();
-  BubbleMark mark;
-  mark.seq = granted_seq_;
-  Admission admission = AdmissionFor(*lane, mark, std::max(now, at), armed_begin_ns_ + length);
-  const Nanos longer_deadline = admission.deadline;
-  if (!admission.serve || longer_deadline <= deadline_ ||
-      !policy_.StepFits(std::max(now, at), longer_deadline, estimator_.Estimate(), fit_factor_))
-    return false;
+  const Nanos longer_deadline =
+      ArmedSecondLook(policy_, PublishedGate(*lane), granted_seq_, armed_begin_ns_, look, now,
+                      deadline_, estimator_.Estimate(), fit_factor_);
+  if (longer_deadline == 0) return false;
+  const Nanos at = armed_begin_ns_ + look.after;
   auto still_open = [&] {
     return lane->bubble_seq.load(std::memory_order_acquire) == granted_seq_ &&
            task_.layout()->command.load(std::memory_order_relaxed) !=

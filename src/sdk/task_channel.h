@@ -8,6 +8,7 @@
 
 #include "channel/lane_segment.h"
 #include "channel/task_segment.h"
+#include "policy/bubble_serving.h"
 #include "policy/dispatch_policy.h"
 #include "policy/step_estimator.h"
 

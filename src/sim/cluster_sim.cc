@@ -6,6 +6,7 @@
 #include <cmath>
 #include <thread>
 
+#include "policy/bubble_serving.h"
 #include "policy/step_estimator.h"
 #include "schedule/pipeline_timer.h"
 #include "sim/random.h"
@@ -207,10 +208,12 @@ class ClusterRun {
   }
 
   // One gap [begin, end) on a rank, served as the daemon's lane serves a
-  // bubble: predict its length from the slot's history, let the dispatcher
-  // pick tasks whose next step fits the predicted rest, run steps while they
-  // fit, and learn the real length afterwards.  Returns when the rank can
-  // start its next action: the gap's end, or later when a step overran it.
+  // bubble, by the same decisions (policy/bubble_serving.h): the armed task
+  // takes it first and steps while its next step fits the slot's forecast,
+  // taking the second look itself; then the dispatcher grants the other
+  // tasks in turn.  The real length is learned afterwards.  Returns when the
+  // rank can start its next action: the gap's end, or later when a step
+  // overran it.
   double Serve(SimPipeline& p, int rank, uint32_t slot, double begin, double end, Totals& totals,
                std::vector<DispatchCandidate>& candidates) {
     SimLane& lane = p.lanes[rank];
@@ -219,67 +222,79 @@ class ClusterRun {
     ++stage.bubbles;
     const Nanos predicted = lane.predictor.Predict(slot, 0);
     const SecondLook second_look = lane.predictor.SecondLookFor(slot);
-    lane.predictor.Observe(slot, static_cast<Nanos>(end - begin));
     uint64_t stepped = 0;
     double now = begin + c_.dispatch_latency_ms * kNsPerMs;
     double last_step_end = begin;  // only a step, not the dispatch latency, can delay the trainer
     double resume = end;
+    // The simulated lane has no probe or guard: side work is always admitted.
+    const AdmissionGate open_gate;
+    // A granted task steps while its next step fits `deadline`.
+    auto run_steps = [&](size_t chosen, double deadline) {
+      TaskOnLane& task = lane.tasks[chosen];
+      TaskSums& task_total = totals.tasks[task.task];
+      while (now < end && policy_.StepFits(static_cast<Nanos>(now), static_cast<Nanos>(deadline),
+                                           task.estimator.Estimate())) {
+        double alone = samplers_[task.task].Draw(p.steps);
+        double length = alone * c_.step_slowdown;
+        task.estimator.Observe(static_cast<Nanos>(length));
+        double step_end = now + length;
+        stage.harvested_ns += Ns(std::min(step_end, end) - now);
+        if (step_end > end) stage.overrun_ns += Ns(step_end - end);
+        stage.work_ns += Ns(alone);
+        ++stage.steps;
+        task_total.work_ns += Ns(alone);
+        ++task_total.steps;
+        stepped |= uint64_t{1} << chosen;
+        now = last_step_end = step_end;
+      }
+    };
+    // Candidates are known by their index on the lane plus one: 0 is "none".
+    auto fill_candidates = [&](const std::vector<int64_t>& excluded) {
+      candidates.clear();
+      for (size_t i = 0; i < lane.tasks.size(); ++i) {
+        const int64_t id = static_cast<int64_t>(i) + 1;
+        if (std::find(excluded.begin(), excluded.end(), id) != excluded.end()) continue;
+        const SimTask& task = c_.tasks[lane.tasks[i].task];
+        // No overrun budget and no imperative tasks in the simulator: none
+        // is demoted, and every task steps.
+        candidates.push_back({id, task.priority, i, task.memory_bytes,
+                              lane.tasks[i].estimator.Estimate(), false});
+      }
+    };
     if (predicted > 0 || second_look.exists()) {
-      double predicted_end = begin + static_cast<double>(predicted);
-      bool second_look_taken = false;
-      uint64_t excluded = 0;
-      while (now < end) {
-        candidates.clear();
-        for (size_t i = 0; i < lane.tasks.size(); ++i) {
-          if (excluded >> i & 1) continue;
-          const SimTask& task = c_.tasks[lane.tasks[i].task];
-          candidates.push_back({static_cast<int64_t>(i), task.priority, i, task.memory_bytes,
-                                lane.tasks[i].estimator.Estimate(), false});
-        }
-        BubbleView view{static_cast<Nanos>(now), static_cast<Nanos>(predicted_end),
-                        c_.free_memory_bytes};
-        DispatchDecision decision = policy_.Choose(candidates, view);
-        // Nothing (more) fits the first forecast, whether the tasks were
-        // too long for it or have run until their steps no longer fit.
-        const bool out_of_time = decision.verdict == DispatchVerdict::kNoTimeFit ||
-                                 (decision.verdict == DispatchVerdict::kNoCandidates && excluded);
-        if (out_of_time && !second_look_taken &&
-            begin + static_cast<double>(second_look.length) > predicted_end) {
-          // As an armed task does after its own steps: a bubble still open
-          // at the second look's point gets the longer forecast, for every
-          // task.
-          second_look_taken = true;
-          const double at = begin + static_cast<double>(second_look.after);
-          if (at >= end) break;
+      const uint32_t seq = 1;  // any bubble: the open gate serves every one
+      BubbleServing serving(policy_, {seq, static_cast<Nanos>(begin),
+                                      static_cast<Nanos>(begin) + predicted, second_look,
+                                      c_.free_memory_bytes});
+      fill_candidates({});
+      if (const int64_t armed = ChooseArmed(policy_, candidates, c_.free_memory_bytes)) {
+        serving.Exclude(armed);
+        const size_t chosen = static_cast<size_t>(armed - 1);
+        double deadline = static_cast<double>(serving.predicted_end());
+        run_steps(chosen, deadline);
+        const Nanos longer = ArmedSecondLook(
+            policy_, open_gate, seq, static_cast<Nanos>(begin), second_look, static_cast<Nanos>(now),
+            static_cast<Nanos>(deadline), lane.tasks[chosen].estimator.Estimate(), 1.0);
+        const double at = begin + static_cast<double>(second_look.after);
+        if (longer > 0 && at < end) {
           now = std::max(now, at);
-          predicted_end = begin + static_cast<double>(second_look.length);
-          excluded = 0;
-          continue;
-        }
-        if (decision.verdict != DispatchVerdict::kRun) break;
-        const size_t chosen = static_cast<size_t>(candidates[decision.index].task_id);
-        excluded |= uint64_t{1} << chosen;
-        TaskOnLane& task = lane.tasks[chosen];
-        TaskSums& task_total = totals.tasks[task.task];
-        while (now < end && policy_.StepFits(static_cast<Nanos>(now),
-                                             static_cast<Nanos>(predicted_end),
-                                             task.estimator.Estimate())) {
-          double alone = samplers_[task.task].Draw(p.steps);
-          double length = alone * c_.step_slowdown;
-          task.estimator.Observe(static_cast<Nanos>(length));
-          double step_end = now + length;
-          stage.harvested_ns += Ns(std::min(step_end, end) - now);
-          if (step_end > end) stage.overrun_ns += Ns(step_end - end);
-          stage.work_ns += Ns(alone);
-          ++stage.steps;
-          task_total.work_ns += Ns(alone);
-          ++task_total.steps;
-          stepped |= uint64_t{1} << chosen;
-          now = last_step_end = step_end;
+          run_steps(chosen, static_cast<double>(longer));
         }
       }
-      if (last_step_end > end) resume = end + c_.overrun_cost * (last_step_end - end);
+      while (now < end) {
+        fill_candidates(serving.excluded());
+        ServingAction action = serving.Next(static_cast<Nanos>(now), candidates, open_gate);
+        if (action.kind == ServingActionKind::kWaitUntil) {
+          if (static_cast<double>(action.until) >= end) break;
+          now = std::max(now, static_cast<double>(action.until));
+          continue;
+        }
+        if (action.kind != ServingActionKind::kGrant) break;
+        run_steps(static_cast<size_t>(action.task_id - 1), static_cast<double>(action.until));
+      }
     }
+    lane.predictor.Observe(slot, static_cast<Nanos>(end - begin));
+    if (last_step_end > end) resume = end + c_.overrun_cost * (last_step_end - end);
     for (size_t i = 0; i < lane.tasks.size(); ++i)
       if (!(stepped >> i & 1)) lane.tasks[i].estimator.PassedOver(1);
     return resume;

@@ -243,7 +243,7 @@ TaskManager::Record* TaskManager::FindLocked(int64_t id, const std::string& name
   Record* newest = nullptr;
   for (auto& [task_id, record] : tasks_) {
     if (record.info.spec().name() != name) continue;
-    if (!IsTerminal(StateOf(record.info))) return &record;
+    if (!IsTerminal(record.state)) return &record;
     newest = &record;
   }
   return newest;
@@ -270,9 +270,10 @@ static std::string TransitionEvent(const v1::TaskInfo& info, const std::string& 
 }
 
 bool TaskManager::TransitionLocked(Record& record, TaskState to, const std::string& reason) {
-  TaskState from = StateOf(record.info);
+  TaskState from = record.state;
   if (!IsTransitionAllowed(from, to)) return false;
   Nanos unix_now = WallNow();
+  record.state = to;
   record.info.set_state(StateName(to));
   record.info.set_updated_unix_ns(unix_now);
   if (!reason.empty()) record.info.set_message(reason);
@@ -306,7 +307,7 @@ int TaskManager::ChooseLaneLocked(uint64_t memory) const {
     if (lane.capacity_bytes != 0 && memory > lane.capacity_bytes) continue;
     size_t load = 0;
     for (const auto& [id, record] : tasks_)
-      if (record.info.lane() == lane.index && !IsTerminal(StateOf(record.info))) ++load;
+      if (record.info.lane() == lane.index && !IsTerminal(record.state)) ++load;
     if (load < best_load) {
       best_load = load;
       best = lane.index;
@@ -325,7 +326,7 @@ Status TaskManager::Submit(const v1::TaskSpec& spec_in, v1::TaskInfo* out) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return {ErrorCode::kUnavailable, "the daemon is shutting down"};
     for (const auto& [id, record] : tasks_) {
-      if (record.info.spec().name() == spec.name() && !IsTerminal(StateOf(record.info))) {
+      if (record.info.spec().name() == spec.name() && !IsTerminal(record.state)) {
         return {ErrorCode::kAlreadyExists,
                 fmt::format("a task named '{}' is already {} (id {}); pick another --name or "
                             "cancel it first",
@@ -388,7 +389,7 @@ Status TaskManager::Cancel(int64_t id, const std::string& name, v1::TaskInfo* ou
     if (!record)
       return {ErrorCode::kNotFound,
               id > 0 ? fmt::format("no task with id {}", id) : fmt::format("no task named '{}'", name)};
-    TaskState state = StateOf(record->info);
+    TaskState state = record->state;
     if (IsTerminal(state)) {
       *out = record->info;
       return {ErrorCode::kFailedPrecondition,
@@ -437,7 +438,7 @@ v1::TaskInfo TaskManager::LiveInfoLocked(const Record& record) const {
   // A lane whose armed task has it to itself does not wake when a bubble
   // begins, so it marks the task RUNNING only when the bubble is over; the
   // task's own state says whether it is inside a step right now.
-  if (StateOf(info) == TaskState::kPaused && !record.runtime->exited &&
+  if (record.state == TaskState::kPaused && !record.runtime->exited &&
       segment.state() == TaskProcessState::kStepping)
     info.set_state(StateName(TaskState::kRunning));
   return info;
@@ -448,14 +449,14 @@ std::vector<v1::TaskInfo> TaskManager::List(bool include_ended, int64_t after_id
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<v1::TaskInfo> out;
   for (auto it = tasks_.upper_bound(after_id); it != tasks_.end() && out.size() < limit; ++it) {
-    if (!include_ended && IsTerminal(StateOf(it->second.info))) continue;
+    if (!include_ended && IsTerminal(it->second.state)) continue;
     out.push_back(LiveInfoLocked(it->second));
   }
   return out;
 }
 
 bool TaskManager::WaitsForABubbleLocked(const Record& record) const {
-  TaskState state = StateOf(record.info);
+  TaskState state = record.state;
   if (state == TaskState::kPaused) return true;
   // Held before it attaches: not yet PAUSED, but it runs in bubbles.
   return state == TaskState::kSubmitted && record.runtime && record.runtime->pid > 0 &&
@@ -471,6 +472,7 @@ void TaskManager::SetRuntimeLocked(Record& record, std::shared_ptr<TaskRuntime> 
 
 TaskManager::Record& TaskManager::InsertLocked(Record record) {
   int64_t id = record.info.id();
+  record.state = StateOf(record.info);
   Record& inserted = tasks_.emplace(id, std::move(record)).first->second;
   by_id_[id] = &inserted;
   return inserted;
@@ -530,7 +532,7 @@ void TaskManager::EndRun(int64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   Record* record = ByIdLocked(id);
   if (!record || !record->runtime || record->runtime->exited) return;
-  if (StateOf(record->info) == TaskState::kRunning)
+  if (record->state == TaskState::kRunning)
     TransitionLocked(*record, TaskState::kPaused, "bubble over");
 }
 
@@ -538,7 +540,7 @@ void TaskManager::NoteArmedRun(int64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   Record* record = ByIdLocked(id);
   if (!record || !record->runtime || record->runtime->exited) return;
-  if (StateOf(record->info) != TaskState::kPaused) return;
+  if (record->state != TaskState::kPaused) return;
   // Flips that would be neither logged nor journaled change nothing anyone
   // sees: the task is PAUSED again, and Get/List show it RUNNING while it
   // steps.
@@ -655,7 +657,7 @@ void TaskManager::LaneCounts(int lane, uint32_t* resident, uint32_t* queued) con
     *resident = static_cast<uint32_t>(r->second.size());
   for (const auto& [id, record] : tasks_)
     if (record.info.lane() == lane && !record.runtime &&
-        StateOf(record.info) == TaskState::kSubmitted)
+        record.state == TaskState::kSubmitted)
       ++*queued;
 }
 
@@ -691,7 +693,7 @@ void TaskManager::AdmitAndLaunch() {
       std::vector<const Record*> waiting;
       for (const auto& [id, record] : tasks_) {
         if (record.info.lane() != lane.index || record.runtime) continue;
-        if (StateOf(record.info) == TaskState::kSubmitted && record.retry_at <= now)
+        if (record.state == TaskState::kSubmitted && record.retry_at <= now)
           waiting.push_back(&record);
       }
       // Highest priority first, then first come.
@@ -830,7 +832,7 @@ void TaskManager::PromoteReadyTasks() {
   for (Record* resident : ids) {
     Record& record = *resident;
     if (!record.runtime || record.runtime->pid <= 0 || record.runtime->exited) continue;
-    if (StateOf(record.info) != TaskState::kSubmitted) continue;
+    if (record.state != TaskState::kSubmitted) continue;
     auto state = record.runtime->segment->state();
     // An imperative task is created stopped; its init is its own loop.
     bool ready = record.runtime->imperative || state == TaskProcessState::kReady;
@@ -961,7 +963,7 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
                 "program that does not use it with --kind imperative");
     } else if (success) {
       // A task may end before it was seen ready (an imperative one at once).
-      if (StateOf(record.info) == TaskState::kSubmitted)
+      if (record.state == TaskState::kSubmitted)
         TransitionLocked(record, TaskState::kCreated, "launched");
       moved = TransitionLocked(record, TaskState::kFinished, how);
     } else if (record.info.attempts() <= record.info.spec().max_retries()) {

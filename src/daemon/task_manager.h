@@ -151,6 +151,9 @@ class TaskManager {
  private:
   struct Record {
     v1::TaskInfo info;
+    // info.state() as a value, kept by TransitionLocked: the lanes' candidate
+    // scans read it at every bubble, and the proto's string is for clients.
+    TaskState state = TaskState::kSubmitted;
     uint64_t submit_order = 0;
     std::string executable;
     std::shared_ptr<TaskRuntime> runtime;  // set while a process exists

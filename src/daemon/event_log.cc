@@ -78,21 +78,6 @@ void EventLog::Close() {
   file_ = nullptr;
 }
 
-std::string JsonNumber(double value) {
-  fmt::memory_buffer out;
-  AppendJsonNumber(out, value);
-  return fmt::to_string(out);
-}
-
-void AppendJsonNumber(fmt::memory_buffer& out, double value) {
-  if (std::isfinite(value)) fmt::format_to(std::back_inserter(out), "{}", value);
-  else fmt::format_to(std::back_inserter(out), "null");
-}
-
-std::string JsonString(std::string_view text) {
-  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 void EventLog::Emit(nlohmann::json event) {
   if (!event.contains("unix_ns")) event["unix_ns"] = WallNow();
   EmitLine(event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));

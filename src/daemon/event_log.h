@@ -13,14 +13,9 @@
 #include <string>
 #include <thread>
 
-namespace freeride {
+#include "events/events.h"
 
-// A double as JSON: null when it is not finite (JSON has no NaN).
-std::string JsonNumber(double value);
-// The same, appended to `out`.
-void AppendJsonNumber(fmt::memory_buffer& out, double value);
-// A string as a quoted, escaped JSON string (invalid UTF-8 replaced).
-std::string JsonString(std::string_view text);
+namespace freeride {
 
 // Bounds the log's disk use: when the file reaches `max_bytes` it becomes
 // PATH.1 (older ones shift to .2 ... .keep, the oldest is deleted) and a new

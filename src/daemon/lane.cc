@@ -1,6 +1,5 @@
 #include "daemon/lane.h"
 
-#include <fmt/compile.h>
 #include <fmt/format.h>
 #include <pthread.h>
 #include <sched.h>
@@ -478,7 +477,9 @@ void Lane::FinishBubble(BubbleContext& bubble) {
     bubble.steps.erase(drained_ahead, bubble.steps.end());
     bubble.steps.insert(bubble.steps.end(), due.begin(), due.end());
   }
-  const char* ended_by = have_end ? "mark" : (StageAlive() ? "stale" : "stage_gone");
+  const events::BubbleEnd ended_by =
+      have_end ? events::BubbleEnd::kMark
+               : (StageAlive() ? events::BubbleEnd::kStale : events::BubbleEnd::kStageGone);
   Nanos length = end_ns - mark.begin_ns;
   if (have_end) {
     predictor_.Observe(mark.slot, length);
@@ -502,17 +503,22 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   // at hundreds of bubbles a second, a string per event was a good part of
   // the daemon's CPU.
   fmt::memory_buffer lines;
-  auto out = std::back_inserter(lines);
   auto emit_step = [&](const TaskStep& step, Nanos overrun) {
     const StepRecord& r = step.record;
-    fmt::format_to(out,
-                   FMT_COMPILE(R"({{"type":"step","ts_ns":{},"lane":{},"task_id":{},"bubble_seq":{},)"
-                               R"("start_ns":{},"end_ns":{},"units":)"),
-                   r.end_ns, config_.index, step.task_id, r.bubble_seq, r.start_ns, r.end_ns);
-    AppendJsonNumber(lines, r.units);
-    fmt::format_to(out, FMT_COMPILE(R"(,"overrun_ns":{}{}{},"unix_ns":{}}})" "\n"), overrun,
-                   r.bubble_seq != mark.seq ? R"(,"late":true)" : "",
-                   step.allowed_only ? R"(,"allowed":true)" : "", unix_now);
+    events::StepEvent event;
+    event.ts_ns = r.end_ns;
+    event.lane = config_.index;
+    event.task_id = step.task_id;
+    event.bubble_seq = r.bubble_seq;
+    event.start_ns = r.start_ns;
+    event.end_ns = r.end_ns;
+    event.units = r.units;
+    event.overrun_ns = overrun;
+    event.late = r.bubble_seq != mark.seq;
+    event.allowed = step.allowed_only;
+    event.unix_ns = unix_now;
+    events::AppendEvent(lines, event);
+    lines.push_back('\n');
   };
   for (const TaskStep& step : bubble.steps) {
     // A step of an earlier bubble, drained late (its bubble was finished
@@ -548,21 +554,26 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   allowed_ns_.fetch_add(allowed_total, std::memory_order_relaxed);
   overrun_ns_.fetch_add(overrun_total, std::memory_order_relaxed);
   last_verdict_ = static_cast<int>(bubble.last_verdict);
-  fmt::format_to(
-      out,
-      FMT_COMPILE(R"({{"type":"bubble","ts_ns":{},"lane":{},"slot":{},"seq":{},"begin_ns":{},)"
-                  R"("end_ns":{},"predicted_end_ns":{},"first_grant_ns":{},"hint_ns":{},)"
-                  R"("free_memory_bytes":)"),
-      end_ns, config_.index, mark.slot, mark.seq, mark.begin_ns, end_ns, bubble.predicted_end,
-      bubble.first_grant_ns, mark.hint_ns);
-  if (mark.free_memory_bytes == UINT64_MAX) fmt::format_to(out, "null");
-  else fmt::format_to(out, FMT_COMPILE("{}"), mark.free_memory_bytes);
-  fmt::format_to(
-      out,
-      FMT_COMPILE(R"(,"ended_by":"{}","verdict":"{}","steps":{},"step_records_lost":{},)"
-                  R"("harvested_ns":{},"allowed_ns":{},"overrun_ns":{},"unix_ns":{}}})"),
-      ended_by, VerdictName(bubble.last_verdict), bubble.steps.size() + bubble.steps_lost,
-      bubble.steps_lost, harvested_total, allowed_total, overrun_total, unix_now);
+  events::BubbleEvent event;
+  event.ts_ns = end_ns;
+  event.lane = config_.index;
+  event.slot = mark.slot;
+  event.seq = mark.seq;
+  event.begin_ns = mark.begin_ns;
+  event.end_ns = end_ns;
+  event.predicted_end_ns = bubble.predicted_end;
+  event.first_grant_ns = bubble.first_grant_ns;
+  event.hint_ns = mark.hint_ns;
+  if (mark.free_memory_bytes != UINT64_MAX) event.free_memory_bytes = mark.free_memory_bytes;
+  event.ended_by = ended_by;
+  event.verdict = bubble.last_verdict;
+  event.steps = bubble.steps.size() + bubble.steps_lost;
+  event.step_records_lost = bubble.steps_lost;
+  event.harvested_ns = harvested_total;
+  event.allowed_ns = allowed_total;
+  event.overrun_ns = overrun_total;
+  event.unix_ns = unix_now;
+  events::AppendEvent(lines, event);
   events_->EmitLine(fmt::to_string(lines));
 }
 

@@ -256,17 +256,24 @@ const TaskManager::Record* TaskManager::FindLocked(int64_t id, const std::string
 // A `transition` event (docs/event-log.md) for `info`, already in its new
 // state.  It carries the task's progress so far and its alone rate, so that
 // `freeride report` can value the work from the log alone.
-static std::string TransitionEvent(const v1::TaskInfo& info, const std::string& from,
-                                   const std::string& reason) {
-  std::string extra;
-  if (!info.progress_unit().empty()) extra += R"(,"unit":)" + JsonString(info.progress_unit());
-  if (info.spec().alone_rate_per_s() > 0)
-    extra += R"(,"alone_rate_per_s":)" + JsonNumber(info.spec().alone_rate_per_s());
-  return fmt::format(
-      R"({{"type":"transition","ts_ns":{},"unix_ns":{},"task_id":{},"name":{},"lane":{},)"
-      R"("from":"{}","to":"{}","reason":{},"progress":{},"steps":{}{}}})",
-      MonotonicNow(), info.updated_unix_ns(), info.id(), JsonString(info.spec().name()), info.lane(),
-      from, info.state(), JsonString(reason), JsonNumber(info.progress()), info.steps(), extra);
+static std::string TransitionLine(const v1::TaskInfo& info, std::optional<TaskState> from,
+                                  TaskState to, const std::string& reason) {
+  events::TransitionEvent event;
+  event.ts_ns = MonotonicNow();
+  event.unix_ns = info.updated_unix_ns();
+  event.task_id = info.id();
+  event.name = info.spec().name();
+  event.lane = info.lane();
+  event.from = from;
+  event.to = to;
+  event.reason = reason;
+  event.progress = info.progress();
+  event.steps = info.steps();
+  event.unit = info.progress_unit();
+  event.alone_rate_per_s = info.spec().alone_rate_per_s();
+  fmt::memory_buffer line;
+  events::AppendEvent(line, event);
+  return fmt::to_string(line);
 }
 
 bool TaskManager::TransitionLocked(Record& record, TaskState to, const std::string& reason) {
@@ -296,7 +303,7 @@ bool TaskManager::TransitionLocked(Record& record, TaskState to, const std::stri
     TransitionRecord transition{record.info.id(), StateName(from), StateName(to), unix_now, reason};
     journal_->Record(record.info, &transition);
   }
-  if (log) events_->EmitLine(TransitionEvent(record.info, StateName(from), reason));
+  if (log) events_->EmitLine(TransitionLine(record.info, from, to, reason));
   return true;
 }
 
@@ -374,7 +381,7 @@ Status TaskManager::Submit(const v1::TaskSpec& spec_in, v1::TaskInfo* out) {
     return {stored.code, fmt::format("task not submitted: the daemon could not store it durably "
                                      "({}); nothing of it was kept",
                                      stored.message)};
-  events_->EmitLine(TransitionEvent(info, "", "submitted"));
+  events_->EmitLine(TransitionLine(info, std::nullopt, TaskState::kSubmitted, "submitted"));
   *out = info;
   InsertLocked(std::move(record));
   cv_.notify_all();

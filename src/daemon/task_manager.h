@@ -22,7 +22,7 @@
 #include "daemon/process_supervisor.h"
 #include "daemon/task_cgroup.h"
 #include "daemon/task_spec.h"
-#include "daemon/task_state.h"
+#include "events/task_state.h"
 #include "freeride.pb.h"
 #include "policy/dispatch_policy.h"
 #include "policy/overrun_budget.h"

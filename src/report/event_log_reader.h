@@ -9,31 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "events/events.h"
+
 namespace freeride::report {
 
-struct BubbleRecord {
-  int lane = 0;
-  uint32_t slot = 0;
-  uint64_t seq = 0;
-  int64_t begin_ns = 0, end_ns = 0;  // CLOCK_MONOTONIC
-  int64_t predicted_end_ns = 0;      // 0: nothing was forecast
-  std::optional<uint64_t> free_memory_bytes;
-  int64_t harvested_ns = 0, overrun_ns = 0;
-  int64_t allowed_ns = 0;  // imperative tasks let run: not harvested (not work)
-  uint64_t steps = 0;
-  std::string ended_by, verdict;
-};
-
-struct StepRecord {
-  int lane = 0;
-  int64_t task_id = 0;
-  uint64_t bubble_seq = 0;
-  int64_t start_ns = 0, end_ns = 0;
-  double units = 0;
-  int64_t overrun_ns = 0;
-  bool late = false;  // read after its bubble closed; not in that bubble's harvest
-  bool allowed = false;  // an imperative task let run: in allowed_ns, not harvested_ns
-};
+using BubbleRecord = events::BubbleEvent;
+using StepRecord = events::StepEvent;
 
 // What the log says about one task across its transitions.
 struct TaskMeta {

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -65,14 +66,16 @@ int RunAlone(IterativeTask& task, const RunOptions& options) {
     if (step_ns.empty()) return 0.0;
     return static_cast<double>(step_ns[NearestRankIndex(step_ns.size(), q)]) / kMillisecond;
   };
-  std::printf(
-      "{\"mode\":\"standalone\",\"unit\":\"%s\",\"steps\":%llu,\"units\":%.6g,"
-      "\"seconds\":%.6g,\"rate_per_s\":%.6g,\"finished\":%s,\"step_ms_p50\":%.4g,"
-      "\"step_ms_p90\":%.4g,\"step_ms_p99\":%.4g,\"step_ms_max\":%.4g,"
-      "\"peak_memory_bytes\":%llu}\n",
-      task.unit().c_str(), static_cast<unsigned long long>(steps), units, seconds, rate,
-      done ? "true" : "false", quantile_ms(0.5), quantile_ms(0.9), quantile_ms(0.99),
-      quantile_ms(1.0), static_cast<unsigned long long>(task.peak_memory_bytes()));
+  // One JSON line that `freeride task-profile` reads; the unit is the
+  // task's own text, so it goes through a JSON writer.
+  nlohmann::json summary = {
+      {"mode", "standalone"},           {"unit", task.unit()},
+      {"steps", steps},                 {"units", units},
+      {"seconds", seconds},             {"rate_per_s", rate},
+      {"finished", done},               {"step_ms_p50", quantile_ms(0.5)},
+      {"step_ms_p90", quantile_ms(0.9)}, {"step_ms_p99", quantile_ms(0.99)},
+      {"step_ms_max", quantile_ms(1.0)}, {"peak_memory_bytes", task.peak_memory_bytes()}};
+  std::puts(summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   std::fflush(stdout);
   return 0;
 }

@@ -1,4 +1,4 @@
-#include "daemon/task_state.h"
+#include "events/task_state.h"
 
 namespace freeride {
 

@@ -1,0 +1,110 @@
+#include "events/event_reader.h"
+
+namespace freeride::events {
+namespace {
+
+namespace dom = simdjson::dom;
+
+[[noreturn]] void Malformed() { throw simdjson::simdjson_error(simdjson::INCORRECT_TYPE); }
+
+bool BoolFieldOr(dom::object o, std::string_view key, bool fallback) {
+  dom::element v;
+  if (o[key].get(v) != simdjson::SUCCESS || !v.is_bool()) return fallback;
+  return v.get_bool().value();
+}
+
+TaskState StateField(dom::object o, std::string_view key) {
+  std::optional<TaskState> state = ParseState(StringFieldOr(o, key));
+  if (!state) Malformed();
+  return *state;
+}
+
+}  // namespace
+
+int64_t IntField(dom::object o, std::string_view key) {
+  dom::element v = o[key].value();
+  if (v.is_int64()) return v.get_int64().value();
+  if (v.is_uint64()) return static_cast<int64_t>(v.get_uint64().value());
+  return static_cast<int64_t>(v.get_double().value());
+}
+
+int64_t IntFieldOr(dom::object o, std::string_view key, int64_t fallback) {
+  dom::element v;
+  if (o[key].get(v) != simdjson::SUCCESS || v.is_null()) return fallback;
+  return IntField(o, key);
+}
+
+double DoubleFieldOr(dom::object o, std::string_view key, double fallback) {
+  dom::element v;
+  if (o[key].get(v) != simdjson::SUCCESS || !v.is_number()) return fallback;
+  return v.get_double().value();
+}
+
+std::string StringFieldOr(dom::object o, std::string_view key) {
+  dom::element v;
+  if (o[key].get(v) != simdjson::SUCCESS || !v.is_string()) return {};
+  return std::string(v.get_string().value());
+}
+
+BubbleEvent ReadBubbleEvent(dom::object o) {
+  BubbleEvent b;
+  b.ts_ns = IntFieldOr(o, "ts_ns", 0);
+  b.lane = static_cast<int>(IntField(o, "lane"));
+  b.slot = static_cast<uint32_t>(IntField(o, "slot"));
+  b.seq = static_cast<uint64_t>(IntField(o, "seq"));
+  b.begin_ns = IntField(o, "begin_ns");
+  b.end_ns = IntField(o, "end_ns");
+  if (b.end_ns < b.begin_ns) Malformed();
+  b.predicted_end_ns = IntFieldOr(o, "predicted_end_ns", 0);
+  b.first_grant_ns = IntFieldOr(o, "first_grant_ns", 0);
+  b.hint_ns = IntFieldOr(o, "hint_ns", 0);
+  dom::element memory;
+  if (o["free_memory_bytes"].get(memory) == simdjson::SUCCESS && memory.is_number())
+    b.free_memory_bytes = static_cast<uint64_t>(IntField(o, "free_memory_bytes"));
+  // A name this reader does not know is a newer writer's: kept at the default.
+  b.ended_by = ParseBubbleEnd(StringFieldOr(o, "ended_by")).value_or(BubbleEnd::kMark);
+  b.verdict = ParseVerdict(StringFieldOr(o, "verdict")).value_or(DispatchVerdict::kNoCandidates);
+  b.steps = static_cast<uint64_t>(IntFieldOr(o, "steps", 0));
+  b.step_records_lost = static_cast<uint64_t>(IntFieldOr(o, "step_records_lost", 0));
+  b.harvested_ns = IntFieldOr(o, "harvested_ns", 0);
+  b.allowed_ns = IntFieldOr(o, "allowed_ns", 0);
+  b.overrun_ns = IntFieldOr(o, "overrun_ns", 0);
+  b.unix_ns = IntFieldOr(o, "unix_ns", 0);
+  return b;
+}
+
+StepEvent ReadStepEvent(dom::object o) {
+  StepEvent s;
+  s.ts_ns = IntFieldOr(o, "ts_ns", 0);
+  s.lane = static_cast<int>(IntField(o, "lane"));
+  s.task_id = IntField(o, "task_id");
+  s.bubble_seq = static_cast<uint64_t>(IntFieldOr(o, "bubble_seq", 0));
+  s.start_ns = IntField(o, "start_ns");
+  s.end_ns = IntField(o, "end_ns");
+  if (s.end_ns < s.start_ns) Malformed();
+  s.units = DoubleFieldOr(o, "units", 0);
+  s.overrun_ns = IntFieldOr(o, "overrun_ns", 0);
+  s.late = BoolFieldOr(o, "late", false);
+  s.allowed = BoolFieldOr(o, "allowed", false);
+  s.unix_ns = IntFieldOr(o, "unix_ns", 0);
+  return s;
+}
+
+TransitionEvent ReadTransitionEvent(dom::object o) {
+  TransitionEvent t;
+  t.ts_ns = IntFieldOr(o, "ts_ns", 0);
+  t.unix_ns = IntFieldOr(o, "unix_ns", 0);
+  t.task_id = IntField(o, "task_id");
+  t.name = StringFieldOr(o, "name");
+  t.lane = static_cast<int>(IntFieldOr(o, "lane", -1));
+  if (!StringFieldOr(o, "from").empty()) t.from = StateField(o, "from");
+  t.to = StateField(o, "to");
+  t.reason = StringFieldOr(o, "reason");
+  t.progress = DoubleFieldOr(o, "progress", 0);
+  t.steps = static_cast<uint64_t>(IntFieldOr(o, "steps", 0));
+  t.unit = StringFieldOr(o, "unit");
+  t.alone_rate_per_s = DoubleFieldOr(o, "alone_rate_per_s", 0);
+  return t;
+}
+
+}  // namespace freeride::events

@@ -1,0 +1,25 @@
+// Reads the typed events of events/events.h back from their JSON objects.
+// Each Read* throws simdjson::simdjson_error when a required key is missing
+// or of the wrong type, or the values contradict each other (an end before
+// its begin): the caller counts the line as skipped.  Keys a newer writer
+// added are ignored; keys an older one did not write take their defaults.
+#pragma once
+#include <simdjson.h>
+
+#include <string_view>
+
+#include "events/events.h"
+
+namespace freeride::events {
+
+BubbleEvent ReadBubbleEvent(simdjson::dom::object o);
+StepEvent ReadStepEvent(simdjson::dom::object o);
+TransitionEvent ReadTransitionEvent(simdjson::dom::object o);
+
+// Helpers for the other event kinds' readers, with the same rules.
+int64_t IntField(simdjson::dom::object o, std::string_view key);
+int64_t IntFieldOr(simdjson::dom::object o, std::string_view key, int64_t fallback);
+double DoubleFieldOr(simdjson::dom::object o, std::string_view key, double fallback);
+std::string StringFieldOr(simdjson::dom::object o, std::string_view key);
+
+}  // namespace freeride::events

@@ -14,7 +14,9 @@
 #include "base/paths.h"
 #include "base/units.h"
 #include "channel/step_accounting.h"
+#include "daemon/launch_plan.h"
 #include "daemon/task_dirs.h"
+#include "policy/task_admission.h"
 #include "sdk/checkpoint_progress.h"
 #include "daemon/task_spec.h"
 #include "sdk/task_channel.h"
@@ -33,15 +35,6 @@ constexpr Nanos kFlipLogInterval = kSecond;
 
 // Whether a flip is due to be recorded, `last` being when one last was (0: never).
 bool FlipDue(Nanos last, Nanos now, Nanos interval) { return last == 0 || now - last >= interval; }
-
-// Variables that describe one launch's channel; stale copies (e.g. from a
-// shell inside another task, or a daemon started there) must not leak through.
-bool IsChannelVariable(const std::string& key) {
-  for (const char* name : {kEnvTaskSegment, kEnvLaneSegment, kEnvCheckpointDir, kEnvTaskId,
-                           kEnvStepHint, kEnvMemory, "FREERIDE_LANE", "FREERIDE_SOCKET"})
-    if (key == name) return true;
-  return false;
-}
 
 TaskState StateOf(const v1::TaskInfo& info) {
   return ParseState(info.state()).value_or(TaskState::kFailed);
@@ -308,19 +301,14 @@ bool TaskManager::TransitionLocked(Record& record, TaskState to, const std::stri
 }
 
 int TaskManager::ChooseLaneLocked(uint64_t memory) const {
-  int best = -1;
-  size_t best_load = SIZE_MAX;
+  std::vector<LaneLoad> loads;
   for (const LaneConfig& lane : options_.lanes) {
-    if (lane.capacity_bytes != 0 && memory > lane.capacity_bytes) continue;
-    size_t load = 0;
+    LaneLoad load{lane.index, lane.capacity_bytes, 0};
     for (const auto& [id, record] : tasks_)
-      if (record.info.lane() == lane.index && !IsTerminal(record.state)) ++load;
-    if (load < best_load) {
-      best_load = load;
-      best = lane.index;
-    }
+      if (record.info.lane() == lane.index && !IsTerminal(record.state)) ++load.live_tasks;
+    loads.push_back(load);
   }
-  return best;
+  return ChooseLane(loads, memory);
 }
 
 Status TaskManager::Submit(const v1::TaskSpec& spec_in, v1::TaskInfo* out) {
@@ -687,36 +675,23 @@ void TaskManager::AdmitAndLaunch() {
     std::lock_guard<std::mutex> lock(mu_);
     Nanos now = MonotonicNow();
     for (const LaneConfig& lane : options_.lanes) {
-      int resident = 0;
-      uint64_t memory = 0;
+      LaneRoom room{lane.capacity_bytes, 0, 0, options_.max_resident_per_lane};
       if (auto r = resident_.find(lane.index); r != resident_.end()) {
         for (const Record* record : r->second) {
-          ++resident;
-          memory += record->info.spec().memory_bytes();
+          ++room.resident;
+          room.resident_bytes += record->info.spec().memory_bytes();
         }
       }
       // A full lane takes nobody: no need to look through the queue.
-      if (resident >= options_.max_resident_per_lane) continue;
-      std::vector<const Record*> waiting;
+      if (room.resident >= room.max_resident) continue;
+      std::vector<QueuedTask> queued;
       for (const auto& [id, record] : tasks_) {
         if (record.info.lane() != lane.index || record.runtime) continue;
         if (record.state == TaskState::kSubmitted && record.retry_at <= now)
-          waiting.push_back(&record);
+          queued.push_back({id, record.info.spec().priority(), record.submit_order,
+                            record.info.spec().memory_bytes()});
       }
-      // Highest priority first, then first come.
-      std::sort(waiting.begin(), waiting.end(), [](const Record* a, const Record* b) {
-        if (a->info.spec().priority() != b->info.spec().priority())
-          return a->info.spec().priority() > b->info.spec().priority();
-        return a->submit_order < b->submit_order;
-      });
-      for (const Record* r : waiting) {
-        if (resident >= options_.max_resident_per_lane) break;
-        uint64_t need = r->info.spec().memory_bytes();
-        if (lane.capacity_bytes != 0 && memory + need > lane.capacity_bytes) continue;
-        ++resident;
-        memory += need;
-        to_launch.push_back(r->info.id());
-      }
+      for (int64_t id : TasksToLaunch(room, std::move(queued))) to_launch.push_back(id);
     }
   }
   for (int64_t id : to_launch) Launch(id);
@@ -759,48 +734,21 @@ bool TaskManager::Launch(int64_t id) {
       TransitionLocked(record, TaskState::kFailed, error);
       return false;
     }
-    request.task_id = id;
-    request.executable = record.executable;
-    request.argv.assign(spec.command().begin(), spec.command().end());
-    request.working_dir = spec.working_dir();
-    request.stdout_path = dir + "/stdout.log";
-    request.stderr_path = dir + "/stderr.log";
-    request.stop_after_exec = true;  // until a bubble; an iterative task until it attaches
-    request.cgroup = runtime->cgroup;
-    int gpu = -1;
+    LaunchPlanInput plan;
+    plan.task_id = id;
+    plan.executable = record.executable;
+    plan.spec = &spec;
     for (const LaneConfig& lane : options_.lanes)
-      if (lane.index == record.info.lane()) {
-        request.cpu_core = lane.cpu_core;
-        if (lane.device.rfind("gpu:", 0) == 0) gpu = std::atoi(lane.device.c_str() + 4);
-        else request.idle_cpu_priority = true;
-      }
-    // Channel variables are set below, for this launch; any copy inherited
-    // from the daemon's own environment or the submitter's is dropped.
-    if (spec.env().empty()) {
-      for (char** e = environ; *e; ++e) {
-        std::string entry(*e);
-        if (!IsChannelVariable(entry.substr(0, entry.find('=')))) request.env.push_back(entry);
-      }
-    } else {
-      for (const auto& [key, value] : spec.env())
-        if (!IsChannelVariable(key)) request.env.push_back(key + "=" + value);
-    }
-    request.env.push_back(fmt::format("{}={}", kEnvTaskSegment, segment_path));
-    request.env.push_back(fmt::format("{}={}", kEnvLaneSegment,
-                                      LaneSegmentPath(options_.socket_path, record.info.lane())));
-    request.env.push_back(fmt::format("{}={}", kEnvCheckpointDir, checkpoint_dir));
-    request.env.push_back(fmt::format("{}={}", kEnvTaskId, id));
-    request.env.push_back(fmt::format("{}={}", kEnvMemory, spec.memory_bytes()));
-    request.env.push_back(fmt::format("FREERIDE_LANE={}", record.info.lane()));
-    // GPU lanes: the task sees only its GPU, and under MPS runs below the
-    // trainer's priority within its memory grant.  Set last, so they win over
-    // copies in the submitted environment.
-    if (gpu >= 0)
-      for (std::string& entry : GpuTaskEnvironment(gpu, options_.mps_pipe_dir, spec.memory_bytes()))
-        request.env.push_back(std::move(entry));
-    request.env.push_back(fmt::format("FREERIDE_SOCKET={}", options_.socket_path));
-    if (spec.step_time_hint_ns() > 0)
-      request.env.push_back(fmt::format("{}={}", kEnvStepHint, spec.step_time_hint_ns()));
+      if (lane.index == record.info.lane()) plan.lane = &lane;
+    plan.task_dir = dir;
+    plan.checkpoint_dir = checkpoint_dir;
+    plan.task_segment_path = segment_path;
+    plan.lane_segment_path = LaneSegmentPath(options_.socket_path, record.info.lane());
+    plan.socket_path = options_.socket_path;
+    plan.mps_pipe_dir = options_.mps_pipe_dir;
+    for (char** e = environ; *e; ++e) plan.daemon_environment.emplace_back(*e);
+    request = PlanLaunch(plan);
+    request.cgroup = runtime->cgroup;
     record.info.set_attempts(record.info.attempts() + 1);
     SetRuntimeLocked(record, runtime);  // reserves the slot while launching
   }

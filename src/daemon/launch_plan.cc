@@ -1,0 +1,61 @@
+#include "daemon/launch_plan.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+#include "daemon/mps_control.h"
+#include "sdk/task_channel.h"
+
+namespace freeride {
+
+bool IsChannelVariable(const std::string& key) {
+  for (const char* name : {kEnvTaskSegment, kEnvLaneSegment, kEnvCheckpointDir, kEnvTaskId,
+                           kEnvStepHint, kEnvMemory, "FREERIDE_LANE", "FREERIDE_SOCKET"})
+    if (key == name) return true;
+  return false;
+}
+
+LaunchRequest PlanLaunch(const LaunchPlanInput& in) {
+  const v1::TaskSpec& spec = *in.spec;
+  LaunchRequest request;
+  request.task_id = in.task_id;
+  request.executable = in.executable;
+  request.argv.assign(spec.command().begin(), spec.command().end());
+  request.working_dir = spec.working_dir();
+  request.stdout_path = in.task_dir + "/stdout.log";
+  request.stderr_path = in.task_dir + "/stderr.log";
+  request.stop_after_exec = true;
+  int gpu = -1;
+  if (in.lane) {
+    request.cpu_core = in.lane->cpu_core;
+    if (in.lane->device.rfind("gpu:", 0) == 0) gpu = std::atoi(in.lane->device.c_str() + 4);
+    else request.idle_cpu_priority = true;
+  }
+  if (spec.env().empty()) {
+    for (const std::string& entry : in.daemon_environment)
+      if (!IsChannelVariable(entry.substr(0, entry.find('=')))) request.env.push_back(entry);
+  } else {
+    for (const auto& [key, value] : spec.env())
+      if (!IsChannelVariable(key)) request.env.push_back(key + "=" + value);
+  }
+  const int lane_index = in.lane ? in.lane->index : -1;
+  request.env.push_back(fmt::format("{}={}", kEnvTaskSegment, in.task_segment_path));
+  request.env.push_back(fmt::format("{}={}", kEnvLaneSegment, in.lane_segment_path));
+  request.env.push_back(fmt::format("{}={}", kEnvCheckpointDir, in.checkpoint_dir));
+  request.env.push_back(fmt::format("{}={}", kEnvTaskId, in.task_id));
+  request.env.push_back(fmt::format("{}={}", kEnvMemory, spec.memory_bytes()));
+  request.env.push_back(fmt::format("FREERIDE_LANE={}", lane_index));
+  // GPU lanes: the task sees only its GPU, and under MPS runs below the
+  // trainer's priority within its memory grant.  Set after the submitted
+  // environment, so they win over copies in it.
+  if (gpu >= 0)
+    for (std::string& entry : GpuTaskEnvironment(gpu, in.mps_pipe_dir, spec.memory_bytes()))
+      request.env.push_back(std::move(entry));
+  request.env.push_back(fmt::format("FREERIDE_SOCKET={}", in.socket_path));
+  if (spec.step_time_hint_ns() > 0)
+    request.env.push_back(fmt::format("{}={}", kEnvStepHint, spec.step_time_hint_ns()));
+  return request;
+}
+
+}  // namespace freeride

@@ -1,0 +1,42 @@
+// How a task's process is started: its command, directories, core, CPU
+// priority and environment, from its spec and its lane.  Pure: the caller
+// passes the daemon's own environment in; TaskManager hands the result to
+// the ProcessSupervisor.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "daemon/daemon_options.h"
+#include "daemon/process_supervisor.h"
+#include "freeride.pb.h"
+
+namespace freeride {
+
+struct LaunchPlanInput {
+  int64_t task_id = 0;
+  std::string executable;          // resolved, absolute
+  const v1::TaskSpec* spec = nullptr;
+  const LaneConfig* lane = nullptr;
+  std::string task_dir;            // its logs go here
+  std::string checkpoint_dir;
+  std::string task_segment_path;
+  std::string lane_segment_path;
+  std::string socket_path;         // the daemon's
+  std::string mps_pipe_dir;        // empty: no MPS
+  // KEY=VALUE, the daemon's own: inherited when the spec names no
+  // environment of its own.
+  std::vector<std::string> daemon_environment;
+};
+
+// Variables that describe one launch's channel.  Stale copies (from a shell
+// inside another task, or a daemon started there) never leak through: they
+// are dropped from the inherited or submitted environment and set afresh.
+bool IsChannelVariable(const std::string& key);
+
+// The launch request, without a cgroup (the caller makes one).  The task
+// starts stopped: it runs only inside bubbles until a bubble (imperative)
+// or until it attaches to the SDK (iterative).
+LaunchRequest PlanLaunch(const LaunchPlanInput& input);
+
+}  // namespace freeride

@@ -674,6 +674,7 @@ TEST_F(DaemonIntegration, TheGuardBacksOffATaskThatSlowsTheTrainingAndRecoversAf
   const v1::OverheadEstimate& overhead = stats.lanes(0).overhead();
   EXPECT_TRUE(overhead.probing());
   EXPECT_EQ(overhead.guard_level(), "normal");
+  EXPECT_EQ(overhead.guard(), v1::GUARD_LEVEL_NORMAL);
   EXPECT_DOUBLE_EQ(overhead.budget(), 0.10);
 }
 

@@ -15,6 +15,14 @@
 #include "channel/step_accounting.h"
 
 namespace freeride {
+
+// The proto's guard levels are the policy's, by number.
+static_assert(static_cast<int>(GuardLevel::kNormal) == v1::GUARD_LEVEL_NORMAL &&
+              static_cast<int>(GuardLevel::kWiderMargins) == v1::GUARD_LEVEL_WIDER_MARGINS &&
+              static_cast<int>(GuardLevel::kFewerGrants) == v1::GUARD_LEVEL_FEWER_GRANTS &&
+              static_cast<int>(GuardLevel::kDemoted) == v1::GUARD_LEVEL_DEMOTED &&
+              static_cast<int>(GuardLevel::kPaused) == v1::GUARD_LEVEL_PAUSED &&
+              kGuardLevels == 5);
 namespace {
 
 constexpr Nanos kIdleWakeInterval = 200 * kMillisecond;
@@ -703,6 +711,7 @@ void Lane::FillStats(v1::LaneStats* stats) const {
   overhead->set_withheld_iterations(overhead_.withheld_iterations);
   overhead->set_served_iterations(overhead_.served_iterations);
   overhead->set_guard_level(GuardLevelName(guard_level_));
+  overhead->set_guard(static_cast<v1::GuardLevel>(guard_level_));
   overhead->set_budget(guard_.config().budget);
 }
 

@@ -102,12 +102,8 @@ std::string RenderPrometheusMetrics(const v1::StatsReply& stats,
   e.Family("freeride_lane_guard_level", "gauge",
            "The overhead guard's level: 0 normal, 1 wider margins, 2 fewer grants, 3 demoted, "
            "4 paused.");
-  for (const auto& l : stats.lanes()) {
-    double level = 0;
-    for (int i = 0; i < kGuardLevels; ++i)
-      if (l.overhead().guard_level() == GuardLevelName(static_cast<GuardLevel>(i))) level = i;
-    e.Sample("freeride_lane_guard_level", lane_labels(l), level);
-  }
+  for (const auto& l : stats.lanes())
+    e.Sample("freeride_lane_guard_level", lane_labels(l), static_cast<double>(l.overhead().guard()));
   std::map<std::string, int> by_state;
   for (const char* state :
        {"SUBMITTED", "CREATED", "PAUSED", "RUNNING", "FINISHED", "FAILED", "CANCELLED"})

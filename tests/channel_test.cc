@@ -7,8 +7,10 @@
 
 #include "base/paths.h"
 #include "channel/lane_segment.h"
+#include "channel/stage_handle.h"
 #include "channel/task_segment.h"
 #include "freeride/freeride.h"
+#include "fake_env.h"
 #include "test_util.h"
 
 namespace freeride {
@@ -21,9 +23,12 @@ class StageAndDaemon : public ::testing::Test {
     std::string error;
     ASSERT_TRUE(daemon.CreateOrOpen(path, 0, &error)) << error;
     ASSERT_TRUE(stage.Open(path, true, &error)) << error;
+    daemon.set_env(&env);
+    stage.set_env(&env);
   }
   TempDir dir;
   std::string path = dir.path() + "/lane0";
+  FakeEnv env;
   LaneSegment daemon, stage;
 };
 
@@ -127,38 +132,47 @@ TEST(LaneSegment, RestartedDaemonKeepsWhatTheStageWrote) {
 
 TEST_F(StageAndDaemon, WaiterWakesOnBeginWithoutPolling) {
   uint32_t seen = daemon.layout()->bubble_seq.load();
-  std::atomic<Nanos> woke{0};
+  std::atomic<uint32_t> woke_at_seq{0};
+  std::thread waiter([&] { woke_at_seq = daemon.WaitForChange(seen, 10 * kSecond); });
+  ASSERT_TRUE(env.AwaitSleepers(&daemon.layout()->bubble_seq, 1));
+  const Nanos before = env.Now();
+  stage.WriteBegin(0, env.Now(), 0, 0);
+  waiter.join();
+  EXPECT_EQ(woke_at_seq.load(), seen + 1);
+  EXPECT_EQ(env.Now(), before) << "woken by the mark: no time passed, so no timeout";
+}
+
+TEST_F(StageAndDaemon, AWaitEndsAtItsTimeoutWhenNoMarkComes) {
+  uint32_t seen = daemon.layout()->bubble_seq.load();
+  std::atomic<bool> woke{false};
   std::thread waiter([&] {
     daemon.WaitForChange(seen, 10 * kSecond);
-    woke = MonotonicNow();
+    woke = true;
   });
-  while (daemon.layout()->begin_waiters.load() == 0) usleep(100);
-  Nanos begin = MonotonicNow();
-  stage.WriteBegin(0, begin, 0, 0);
+  ASSERT_TRUE(env.AwaitSleepers(&daemon.layout()->bubble_seq, 1));
+  env.Advance(9 * kSecond);
+  EXPECT_EQ(env.Sleepers(&daemon.layout()->bubble_seq), 1) << "woke before its timeout";
+  env.Advance(1 * kSecond);
   waiter.join();
-  EXPECT_GT(woke.load(), 0);
-  EXPECT_LT(woke.load() - begin, kSecond) << "woken by the futex, not by the 10 s timeout";
+  EXPECT_TRUE(woke.load());
+  EXPECT_EQ(daemon.layout()->begin_waiters.load(), 0u) << "the waiter uncounted itself";
 }
 
 // A lane whose armed task has it to itself waits for end marks only: the
 // begin mark wakes the task, not the lane, and the end mark wakes the lane.
 TEST_F(StageAndDaemon, AnEndWaiterSleepsThroughTheBeginMark) {
-  uint32_t seen = daemon.layout()->bubble_seq.load();
+  std::atomic<uint32_t>* word = &daemon.layout()->bubble_seq;
+  uint32_t seen = word->load();
   std::atomic<uint32_t> woke_at_seq{0};
-  std::atomic<bool> woke{false};
-  std::thread waiter([&] {
-    woke_at_seq = daemon.WaitForChange(seen, 10 * kSecond, kWakeOnEnd);
-    woke = true;
-  });
-  while (daemon.layout()->end_waiters.load() == 0) usleep(100);
+  std::thread waiter([&] { woke_at_seq = daemon.WaitForChange(seen, 10 * kSecond, kWakeOnEnd); });
+  ASSERT_TRUE(env.AwaitSleepers(word, 1));
   EXPECT_EQ(daemon.layout()->begin_waiters.load(), 0u) << "the begin mark need not call the kernel";
-  stage.WriteBegin(0, MonotonicNow(), 0, 0);
-  usleep(200 * 1000);
-  EXPECT_FALSE(woke.load()) << "the begin mark woke a waiter for ends";
-  Nanos end = MonotonicNow();
-  stage.WriteEnd(end);
+  stage.WriteBegin(0, env.Now(), 0, 0);
+  EXPECT_EQ(env.wake_calls(), 0) << "the begin mark called for a wake-up nobody needs";
+  EXPECT_EQ(env.Sleepers(word), 1) << "the begin mark woke a waiter for ends";
+  stage.WriteEnd(env.Now());
   waiter.join();
-  EXPECT_LT(MonotonicNow() - end, kSecond) << "woken by the end mark, not by the 10 s timeout";
+  EXPECT_EQ(env.wake_calls(), 1);
   EXPECT_EQ(woke_at_seq.load(), seen + 2);
 }
 
@@ -182,7 +196,8 @@ TEST(LaneSegment, CorruptOrForeignSegmentsAreRejected) {
 TEST(StageApi, IsANoOpWithoutADaemonAndPicksOneUpOncePerInterval) {
   TempDir dir;
   std::string socket = dir.path() + "/d.sock";
-  freeride_stage* stage = freeride_stage_open(0, socket.c_str());
+  FakeEnv env;
+  freeride_stage* stage = OpenStage(0, socket.c_str(), &env);
   ASSERT_NE(stage, nullptr);
   EXPECT_EQ(freeride_stage_attached(stage), 0);
   freeride_bubble_begin(stage, 0, 0, UINT64_MAX);
@@ -202,7 +217,10 @@ TEST(StageApi, IsANoOpWithoutADaemonAndPicksOneUpOncePerInterval) {
   EXPECT_EQ(daemon.layout()->bubble_seq.load(), seq) << "no mark reached the new daemon yet";
 
   // After the retry interval the next mark attaches and arrives.
-  usleep(1100 * 1000);
+  env.Advance(900 * kMillisecond);
+  freeride_bubble_begin(stage, 1, 0, UINT64_MAX);
+  EXPECT_EQ(freeride_stage_attached(stage), 0) << "attached before the interval";
+  env.Advance(200 * kMillisecond);
   freeride_bubble_begin(stage, 2, 0, 42);
   EXPECT_EQ(freeride_stage_attached(stage), 1);
   BubbleMark mark = daemon.Read();

@@ -71,7 +71,7 @@ void LaneSegment::WriteBegin(uint32_t slot, Nanos now, Nanos hint, uint64_t free
   // so a wake-up is never missed.
   l->bubble_seq.fetch_add(1, std::memory_order_seq_cst);
   if (l->begin_waiters.load(std::memory_order_seq_cst) != 0)
-    FutexWakeAll(&l->bubble_seq, kWakeOnBegin);
+    env_->WakeAll(&l->bubble_seq, kWakeOnBegin);
 }
 
 void LaneSegment::WriteEnd(Nanos now) {
@@ -91,7 +91,7 @@ void LaneSegment::WriteEnd(Nanos now) {
   l->end_ns.store(now, std::memory_order_relaxed);
   l->stage_heartbeat_ns.store(now, std::memory_order_relaxed);
   l->bubble_seq.fetch_add(1, std::memory_order_seq_cst);
-  if (l->end_waiters.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->bubble_seq, kWakeOnEnd);
+  if (l->end_waiters.load(std::memory_order_seq_cst) != 0) env_->WakeAll(&l->bubble_seq, kWakeOnEnd);
 }
 
 BubbleMark LaneSegment::Read() const {
@@ -135,7 +135,7 @@ uint32_t LaneSegment::WaitForChange(uint32_t seen, Nanos timeout, uint32_t wake_
   if (on_begin) l->begin_waiters.fetch_add(1, std::memory_order_seq_cst);
   if (on_end) l->end_waiters.fetch_add(1, std::memory_order_seq_cst);
   now = l->bubble_seq.load(std::memory_order_seq_cst);
-  if (now == seen) FutexWait(&l->bubble_seq, seen, timeout, wake_on);
+  if (now == seen) env_->Wait(&l->bubble_seq, seen, timeout, wake_on);
   if (on_begin) l->begin_waiters.fetch_sub(1, std::memory_order_seq_cst);
   if (on_end) l->end_waiters.fetch_sub(1, std::memory_order_seq_cst);
   return l->bubble_seq.load(std::memory_order_acquire);

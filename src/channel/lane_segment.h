@@ -20,6 +20,7 @@
 #include <string>
 
 #include "base/clock.h"
+#include "base/env.h"
 #include "channel/shared_mapping.h"
 #include "policy/admission.h"
 
@@ -216,9 +217,16 @@ class LaneSegment {
   uint32_t WaitForChange(uint32_t seen, Nanos timeout,
                          uint32_t wake_on = kWakeOnBegin | kWakeOnEnd) const;
 
+  // The Env whose waits and wake-ups the marks and WaitForChange use
+  // (Env::Default() unless a test sets a fake).  Set before any other thread
+  // uses the segment; it must outlive the segment's use.
+  void set_env(Env* env) { env_ = env; }
+  Env* env() const { return env_; }
+
  private:
   SharedMapping mapping_;
   LaneSegmentLayout* layout_ = nullptr;
+  Env* env_ = Env::Default();
 };
 
 }  // namespace freeride

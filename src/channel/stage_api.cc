@@ -29,6 +29,7 @@ void MaybeReattach(freeride_stage* stage, Nanos now) {
   }
   std::string error;
   if (stage->segment.Open(stage->segment_path, /*writable=*/true, &error)) {
+    stage->segment.set_env(stage->env);
     stage->segment.layout()->stage_pid.store(getpid());
     stage->segment.layout()->stage_heartbeat_ns.store(now);
   }
@@ -36,15 +37,10 @@ void MaybeReattach(freeride_stage* stage, Nanos now) {
 
 }  // namespace
 
-extern "C" {
-
-int freeride_abi_version(void) { return FREERIDE_ABI_VERSION; }
-
-int64_t freeride_now_ns(void) { return MonotonicNow(); }
-
-freeride_stage* freeride_stage_open(int lane, const char* socket_path) {
+freeride_stage* freeride::OpenStage(int lane, const char* socket_path, Env* env) {
   auto* stage = new (std::nothrow) freeride_stage();
   if (!stage) return nullptr;
+  stage->env = env;
   try {
     std::string socket = socket_path && *socket_path ? socket_path : freeride::DefaultSocketPath();
     stage->segment_path = freeride::LaneSegmentPath(socket, lane);
@@ -54,8 +50,18 @@ freeride_stage* freeride_stage_open(int lane, const char* socket_path) {
   }
   const char* disable = std::getenv("FREERIDE_DISABLE");
   stage->disabled = disable && *disable && std::string(disable) != "0";
-  MaybeReattach(stage, MonotonicNow());
+  MaybeReattach(stage, env->Now());
   return stage;
+}
+
+extern "C" {
+
+int freeride_abi_version(void) { return FREERIDE_ABI_VERSION; }
+
+int64_t freeride_now_ns(void) { return MonotonicNow(); }
+
+freeride_stage* freeride_stage_open(int lane, const char* socket_path) {
+  return freeride::OpenStage(lane, socket_path, freeride::Env::Default());
 }
 
 int freeride_stage_attached(const freeride_stage* stage) {
@@ -65,7 +71,7 @@ int freeride_stage_attached(const freeride_stage* stage) {
 void freeride_bubble_begin(freeride_stage* stage, uint32_t slot, int64_t predicted_ns,
                            uint64_t free_memory_bytes) {
   if (!stage) return;
-  Nanos now = MonotonicNow();
+  Nanos now = stage->env->Now();
   MaybeReattach(stage, now);
   if (!stage->segment.is_open()) return;
   stage->segment.WriteBegin(slot, now, predicted_ns > 0 ? predicted_ns : 0, free_memory_bytes);
@@ -73,13 +79,13 @@ void freeride_bubble_begin(freeride_stage* stage, uint32_t slot, int64_t predict
 
 void freeride_bubble_end(freeride_stage* stage) {
   if (!stage || !stage->segment.is_open()) return;
-  stage->segment.WriteEnd(MonotonicNow());
+  stage->segment.WriteEnd(stage->env->Now());
 }
 
 void freeride_stage_close(freeride_stage* stage) {
   if (!stage) return;
   if (stage->segment.is_open()) {
-    stage->segment.WriteEnd(MonotonicNow());
+    stage->segment.WriteEnd(stage->env->Now());
     stage->segment.layout()->stage_pid.store(0);
   }
   delete stage;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/clock.h"
+#include "base/env.h"
 #include "channel/lane_segment.h"
 #include "freeride/freeride.h"
 
@@ -28,6 +29,8 @@ inline constexpr size_t kPendingMarks = 1024;
 }  // namespace freeride
 
 struct freeride_stage {
+  // Time and wake-ups; a test may set a fake before the first mark.
+  freeride::Env* env = freeride::Env::Default();
   std::string segment_path;
   bool disabled = false;
   freeride::LaneSegment segment;
@@ -37,3 +40,12 @@ struct freeride_stage {
   std::array<freeride::PendingMark, freeride::kPendingMarks> pending_marks{};
   uint64_t next_pending_mark = 0;
 };
+
+namespace freeride {
+
+// freeride_stage_open with the Env the stage's clock and wake-ups use (a
+// test's fake; freeride_stage_open passes Env::Default()).  `env` outlives
+// the stage.
+freeride_stage* OpenStage(int lane, const char* socket_path, Env* env);
+
+}  // namespace freeride

@@ -43,55 +43,55 @@ void TaskSegment::Grant(uint32_t bubble_seq, Nanos deadline) {
   l->grant_deadline_ns.store(deadline, std::memory_order_relaxed);
   l->grant_active.store(1, std::memory_order_relaxed);
   l->grant_seq.fetch_add(1, std::memory_order_seq_cst);
-  if (l->task_sleeping.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->grant_seq);
+  if (l->task_sleeping.load(std::memory_order_seq_cst) != 0) env_->WakeAll(&l->grant_seq);
 }
 
 void TaskSegment::Revoke() {
   auto* l = layout_;
   l->grant_active.store(0, std::memory_order_relaxed);
   l->grant_seq.fetch_add(1, std::memory_order_seq_cst);
-  if (l->task_sleeping.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->grant_seq);
+  if (l->task_sleeping.load(std::memory_order_seq_cst) != 0) env_->WakeAll(&l->grant_seq);
 }
 
 void TaskSegment::SendCommand(TaskCommand command) {
   auto* l = layout_;
   l->command.store(static_cast<uint32_t>(command), std::memory_order_relaxed);
   l->grant_seq.fetch_add(1, std::memory_order_seq_cst);
-  FutexWakeAll(&l->grant_seq);
+  env_->WakeAll(&l->grant_seq);
 }
 
 void TaskSegment::SetArmed(bool armed) {
   auto* l = layout_;
   l->armed.store(armed ? 1 : 0, std::memory_order_relaxed);
   l->grant_seq.fetch_add(1, std::memory_order_seq_cst);
-  FutexWakeAll(&l->grant_seq);
+  env_->WakeAll(&l->grant_seq);
 }
 
 namespace {
-uint32_t WaitOn(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping, uint32_t seen,
-                Nanos timeout) {
+uint32_t WaitOn(Env* env, std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping,
+                uint32_t seen, Nanos timeout) {
   uint32_t now = word->load(std::memory_order_seq_cst);
   if (now != seen) return now;
   sleeping->fetch_add(1, std::memory_order_seq_cst);
   now = word->load(std::memory_order_seq_cst);
-  if (now == seen) FutexWait(word, seen, timeout);
+  if (now == seen) env->Wait(word, seen, timeout);
   sleeping->fetch_sub(1, std::memory_order_seq_cst);
   return word->load(std::memory_order_acquire);
 }
 }  // namespace
 
 uint32_t TaskSegment::WaitForAck(uint32_t seen, Nanos timeout) const {
-  return WaitOn(&layout_->ack_seq, &layout_->daemon_sleeping, seen, timeout);
+  return WaitOn(env_, &layout_->ack_seq, &layout_->daemon_sleeping, seen, timeout);
 }
 
 uint32_t TaskSegment::WaitForGrant(uint32_t seen, Nanos timeout) const {
-  return WaitOn(&layout_->grant_seq, &layout_->task_sleeping, seen, timeout);
+  return WaitOn(env_, &layout_->grant_seq, &layout_->task_sleeping, seen, timeout);
 }
 
 void TaskSegment::Acknowledge() {
   auto* l = layout_;
   l->ack_seq.fetch_add(1, std::memory_order_seq_cst);
-  if (l->daemon_sleeping.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&l->ack_seq);
+  if (l->daemon_sleeping.load(std::memory_order_seq_cst) != 0) env_->WakeAll(&l->ack_seq);
 }
 
 void TaskSegment::RecordStep(Nanos start, Nanos end, double units, uint32_t bubble_seq) {

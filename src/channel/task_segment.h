@@ -11,6 +11,7 @@
 #include <string>
 
 #include "base/clock.h"
+#include "base/env.h"
 #include "channel/shared_mapping.h"
 
 namespace freeride {
@@ -115,9 +116,15 @@ class TaskSegment {
   }
   double progress() const;
 
+  // The Env whose waits and wake-ups this segment uses (Env::Default()
+  // unless a test sets a fake).  Set before any other thread uses the
+  // segment; it must outlive the segment's use.
+  void set_env(Env* env) { env_ = env; }
+
  private:
   SharedMapping mapping_;
   TaskSegmentLayout* layout_ = nullptr;
+  Env* env_ = Env::Default();
 };
 
 }  // namespace freeride

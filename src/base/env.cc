@@ -1,0 +1,31 @@
+#include "base/env.h"
+
+#include <signal.h>
+
+#include <cerrno>
+
+namespace freeride {
+namespace {
+
+class SystemEnv final : public Env {
+ public:
+  Nanos Now() override { return MonotonicNow(); }
+  bool Wait(std::atomic<uint32_t>* word, uint32_t expected, Nanos timeout,
+            uint32_t wake_bits) override {
+    return FutexWait(word, expected, timeout, wake_bits);
+  }
+  void WakeAll(std::atomic<uint32_t>* word, uint32_t bits) override { FutexWakeAll(word, bits); }
+  bool Signal(pid_t pid, int signal) override { return pid > 0 && kill(pid, signal) == 0; }
+  bool ProcessAlive(pid_t pid) override {
+    return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+  }
+};
+
+}  // namespace
+
+Env* Env::Default() {
+  static SystemEnv env;
+  return &env;
+}
+
+}  // namespace freeride

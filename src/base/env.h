@@ -1,0 +1,47 @@
+// Env: the seam between FreeRide's mechanism and the operating system, in
+// LevelDB's style: the monotonic clock, futex wait and wake, signals and
+// process liveness.  Production code uses Env::Default(); tests pass a fake
+// (tests/fake_env.h) whose time moves only when told to, so that waits and
+// intervals are tested without sleeping.
+#pragma once
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "base/clock.h"
+#include "base/futex.h"
+
+namespace freeride {
+
+class Env {
+ public:
+  virtual ~Env() = default;
+
+  // CLOCK_MONOTONIC nanoseconds (shared by every process on the host).
+  // Any thread; never blocks.
+  virtual Nanos Now() = 0;
+
+  // Sleeps while *word == expected, for at most `timeout` of this Env's time
+  // (negative: no limit), unless woken by WakeAll with bits that intersect
+  // `wake_bits`.  Returns false on timeout; true on a wake-up or a changed
+  // value.  Spurious returns are possible: callers re-check.  Any thread.
+  virtual bool Wait(std::atomic<uint32_t>* word, uint32_t expected, Nanos timeout,
+                    uint32_t wake_bits = kFutexAnyWake) = 0;
+
+  // Wakes every waiter on `word` whose bits intersect `bits`.  Never blocks.
+  virtual void WakeAll(std::atomic<uint32_t>* word, uint32_t bits = kFutexAnyWake) = 0;
+
+  // Sends `signal` to process `pid`; false when it does not exist (or may not
+  // be signalled).
+  virtual bool Signal(pid_t pid, int signal) = 0;
+
+  // Whether process `pid` exists (a zombie counts until it is reaped).
+  virtual bool ProcessAlive(pid_t pid) = 0;
+
+  // The real one: CLOCK_MONOTONIC, process-shared futexes, kill(2).  Lives
+  // for the whole process; thread-safe.
+  static Env* Default();
+};
+
+}  // namespace freeride

@@ -1,0 +1,80 @@
+#include "fake_env.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace freeride {
+
+Nanos FakeEnv::Now() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return now_;
+}
+
+bool FakeEnv::Wait(std::atomic<uint32_t>* word, uint32_t expected, Nanos timeout,
+                   uint32_t wake_bits) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (word->load(std::memory_order_seq_cst) != expected) return true;
+  Sleeper sleeper{word, expected, wake_bits, timeout < 0 ? -1 : now_ + timeout};
+  sleepers_.push_back(&sleeper);
+  changed_.notify_all();  // for AwaitSleepers
+  changed_.wait(lock, [&] {
+    return sleeper.woken || (sleeper.deadline >= 0 && now_ >= sleeper.deadline);
+  });
+  sleepers_.remove(&sleeper);
+  changed_.notify_all();
+  return sleeper.woken;
+}
+
+void FakeEnv::WakeAll(std::atomic<uint32_t>* word, uint32_t bits) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++wake_calls_;
+  for (Sleeper* s : sleepers_) {
+    const bool same_word = s->word == word || s->word->load(std::memory_order_seq_cst) != s->expected;
+    if (same_word && (s->bits & bits) != 0) s->woken = true;
+  }
+  changed_.notify_all();
+}
+
+bool FakeEnv::Signal(pid_t pid, int signal) {
+  std::lock_guard<std::mutex> lock(mu_);
+  last_signal_ = signal;
+  return alive_.count(pid) != 0;
+}
+
+bool FakeEnv::ProcessAlive(pid_t pid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return alive_.count(pid) != 0;
+}
+
+void FakeEnv::SetAlive(pid_t pid, bool alive) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (alive) alive_.insert(pid);
+  else alive_.erase(pid);
+}
+
+void FakeEnv::Advance(Nanos by) {
+  std::lock_guard<std::mutex> lock(mu_);
+  now_ += by;
+  changed_.notify_all();
+}
+
+bool FakeEnv::AwaitSleepers(const std::atomic<uint32_t>* word, int count) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return changed_.wait_for(lock, std::chrono::seconds(10), [&] {
+    return std::count_if(sleepers_.begin(), sleepers_.end(),
+                         [&](const Sleeper* s) { return s->word == word; }) >= count;
+  });
+}
+
+int FakeEnv::Sleepers(const std::atomic<uint32_t>* word) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(std::count_if(sleepers_.begin(), sleepers_.end(),
+                                        [&](const Sleeper* s) { return s->word == word; }));
+}
+
+int FakeEnv::wake_calls() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return wake_calls_;
+}
+
+}  // namespace freeride

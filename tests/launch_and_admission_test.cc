@@ -106,12 +106,34 @@ TEST(LaunchPlan, ASubmittedEnvironmentReplacesTheDaemonsAndAGpuLaneSetsItsDevice
   EXPECT_TRUE(Has(r.env, "FREERIDE_TASK_ID=7"));
   EXPECT_FALSE(r.idle_cpu_priority);
   EXPECT_EQ(r.cpu_core, -1);
-  // The lane's device is set after the submitted copy, so it wins.
-  auto first = std::find(r.env.begin(), r.env.end(), "CUDA_VISIBLE_DEVICES=5");
-  auto lane_device = std::find(r.env.begin(), r.env.end(), "CUDA_VISIBLE_DEVICES=1");
-  ASSERT_NE(lane_device, r.env.end());
-  EXPECT_TRUE(first == r.env.end() || first < lane_device);
+  // A process sees the first of two entries, so the submitted device must
+  // be gone, not merely followed by the lane's.
+  EXPECT_EQ(CountKey(r.env, "CUDA_VISIBLE_DEVICES"), 1);
+  EXPECT_TRUE(Has(r.env, "CUDA_VISIBLE_DEVICES=1"));
   EXPECT_EQ(CountKey(r.env, "FREERIDE_STEP_HINT_NS"), 0) << "no hint given";
+}
+
+TEST(LaunchPlan, UnderMpsTheLanesDeviceAndMpsSettingsReplaceInheritedOnes) {
+  v1::TaskSpec spec;
+  spec.add_command("infer");
+  spec.set_memory_bytes(2ull << 30);
+  LaneConfig lane{2, "gpu:2", 0, -1};
+  LaunchPlanInput in = Input(spec, lane);
+  in.mps_pipe_dir = "/state/mps";
+  // A daemon started by a scheduler that gave it all four GPUs, inside
+  // someone else's MPS setup.
+  in.daemon_environment.push_back("CUDA_VISIBLE_DEVICES=0,1,2,3");
+  in.daemon_environment.push_back("CUDA_MPS_PIPE_DIRECTORY=/tmp/other");
+  in.daemon_environment.push_back("CUDA_MPS_CLIENT_PRIORITY=0");
+  LaunchRequest r = PlanLaunch(in);
+  for (const char* key : {"CUDA_VISIBLE_DEVICES", "CUDA_MPS_PIPE_DIRECTORY",
+                          "CUDA_MPS_CLIENT_PRIORITY", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"})
+    EXPECT_EQ(CountKey(r.env, key), 1) << key;
+  EXPECT_TRUE(Has(r.env, "CUDA_VISIBLE_DEVICES=2"));
+  EXPECT_TRUE(Has(r.env, "CUDA_MPS_PIPE_DIRECTORY=/state/mps"));
+  EXPECT_TRUE(Has(r.env, "CUDA_MPS_CLIENT_PRIORITY=1"));
+  EXPECT_TRUE(Has(r.env, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=2048M"));
+  EXPECT_TRUE(Has(r.env, "PATH=/usr/bin")) << "the rest is inherited";
 }
 
 }  // namespace

@@ -32,12 +32,25 @@ LaunchRequest PlanLaunch(const LaunchPlanInput& in) {
     if (in.lane->device.rfind("gpu:", 0) == 0) gpu = std::atoi(in.lane->device.c_str() + 4);
     else request.idle_cpu_priority = true;
   }
+  // GPU lanes: the task sees only its GPU, and under MPS runs below the
+  // trainer's priority within its memory grant.  A process sees the first of
+  // two entries with one key, so the inherited or submitted copies of these
+  // keys (a scheduler's CUDA_VISIBLE_DEVICES=0,1,2,3) are dropped, not
+  // merely followed.
+  std::vector<std::string> gpu_env;
+  if (gpu >= 0) gpu_env = GpuTaskEnvironment(gpu, in.mps_pipe_dir, spec.memory_bytes());
+  auto set_by_lane = [&](const std::string& key) {
+    if (IsChannelVariable(key)) return true;
+    for (const std::string& entry : gpu_env)
+      if (entry.compare(0, entry.find('='), key) == 0) return true;
+    return false;
+  };
   if (spec.env().empty()) {
     for (const std::string& entry : in.daemon_environment)
-      if (!IsChannelVariable(entry.substr(0, entry.find('=')))) request.env.push_back(entry);
+      if (!set_by_lane(entry.substr(0, entry.find('=')))) request.env.push_back(entry);
   } else {
     for (const auto& [key, value] : spec.env())
-      if (!IsChannelVariable(key)) request.env.push_back(key + "=" + value);
+      if (!set_by_lane(key)) request.env.push_back(key + "=" + value);
   }
   const int lane_index = in.lane ? in.lane->index : -1;
   request.env.push_back(fmt::format("{}={}", kEnvTaskSegment, in.task_segment_path));
@@ -46,12 +59,7 @@ LaunchRequest PlanLaunch(const LaunchPlanInput& in) {
   request.env.push_back(fmt::format("{}={}", kEnvTaskId, in.task_id));
   request.env.push_back(fmt::format("{}={}", kEnvMemory, spec.memory_bytes()));
   request.env.push_back(fmt::format("FREERIDE_LANE={}", lane_index));
-  // GPU lanes: the task sees only its GPU, and under MPS runs below the
-  // trainer's priority within its memory grant.  Set after the submitted
-  // environment, so they win over copies in it.
-  if (gpu >= 0)
-    for (std::string& entry : GpuTaskEnvironment(gpu, in.mps_pipe_dir, spec.memory_bytes()))
-      request.env.push_back(std::move(entry));
+  for (std::string& entry : gpu_env) request.env.push_back(std::move(entry));
   request.env.push_back(fmt::format("FREERIDE_SOCKET={}", in.socket_path));
   if (spec.step_time_hint_ns() > 0)
     request.env.push_back(fmt::format("{}={}", kEnvStepHint, spec.step_time_hint_ns()));

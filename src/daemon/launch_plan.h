@@ -35,8 +35,10 @@ struct LaunchPlanInput {
 bool IsChannelVariable(const std::string& key);
 
 // The launch request, without a cgroup (the caller makes one).  The task
-// starts stopped: it runs only inside bubbles until a bubble (imperative)
-// or until it attaches to the SDK (iterative).
+// starts stopped (stop_after_exec): the lane continues it inside bubbles,
+// an iterative task only until it attaches to the SDK.  Every key the lane
+// sets (the channel's, and a GPU lane's device and MPS settings) appears
+// once, with the lane's value.
 LaunchRequest PlanLaunch(const LaunchPlanInput& input);
 
 }  // namespace freeride

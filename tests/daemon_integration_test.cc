@@ -23,6 +23,7 @@
 #include "base/paths.h"
 #include "client/client.h"
 #include "daemon/daemon.h"
+#include "daemon/metrics.h"
 #include "report/event_log_reader.h"
 #include "report/run_report.h"
 #include "freeride/freeride.h"
@@ -676,6 +677,24 @@ TEST_F(DaemonIntegration, TheGuardBacksOffATaskThatSlowsTheTrainingAndRecoversAf
   EXPECT_EQ(overhead.guard_level(), "normal");
   EXPECT_EQ(overhead.guard(), v1::GUARD_LEVEL_NORMAL);
   EXPECT_DOUBLE_EQ(overhead.budget(), 0.10);
+}
+
+// The guard gauge is each lane's level by number, as the proto carries it.
+TEST(Metrics, TheGuardGaugeIsEachLanesLevel) {
+  v1::StatsReply stats;
+  v1::LaneStats* fewer = stats.add_lanes();
+  fewer->set_lane(0);
+  fewer->set_device("gpu:0");
+  fewer->mutable_overhead()->set_guard(v1::GUARD_LEVEL_FEWER_GRANTS);
+  v1::LaneStats* paused = stats.add_lanes();
+  paused->set_lane(1);
+  paused->set_device("gpu:1");
+  paused->mutable_overhead()->set_guard(v1::GUARD_LEVEL_PAUSED);
+  const std::string text = RenderPrometheusMetrics(stats, {});
+  EXPECT_NE(text.find("freeride_lane_guard_level{lane=\"0\",device=\"gpu:0\"} 2\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("freeride_lane_guard_level{lane=\"1\",device=\"gpu:1\"} 4\n"), std::string::npos)
+      << text;
 }
 
 // A step that never returns is killed once it has run the hang timeout past

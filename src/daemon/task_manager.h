@@ -151,8 +151,9 @@ class TaskManager {
  private:
   struct Record {
     v1::TaskInfo info;
-    // info.state() as a value, kept by TransitionLocked: the lanes' candidate
-    // scans read it at every bubble, and the proto's string is for clients.
+    // info.state() as a value, set by InsertLocked and TransitionLocked (the
+    // only writers of the state): the lanes' candidate scans read it at every
+    // bubble, and the proto's string is for clients.
     TaskState state = TaskState::kSubmitted;
     uint64_t submit_order = 0;
     std::string executable;

@@ -13,11 +13,6 @@ bool BoolFieldOr(dom::object o, std::string_view key, bool fallback) {
   return v.get_bool().value();
 }
 
-TaskState StateField(dom::object o, std::string_view key) {
-  std::optional<TaskState> state = ParseState(StringFieldOr(o, key));
-  if (!state) Malformed();
-  return *state;
-}
 
 }  // namespace
 
@@ -26,6 +21,11 @@ int64_t IntField(dom::object o, std::string_view key) {
   if (v.is_int64()) return v.get_int64().value();
   if (v.is_uint64()) return static_cast<int64_t>(v.get_uint64().value());
   return static_cast<int64_t>(v.get_double().value());
+}
+
+bool HasNumberField(dom::object o, std::string_view key) {
+  dom::element v;
+  return o[key].get(v) == simdjson::SUCCESS && v.is_number();
 }
 
 int64_t IntFieldOr(dom::object o, std::string_view key, int64_t fallback) {
@@ -61,9 +61,9 @@ BubbleEvent ReadBubbleEvent(dom::object o) {
   dom::element memory;
   if (o["free_memory_bytes"].get(memory) == simdjson::SUCCESS && memory.is_number())
     b.free_memory_bytes = static_cast<uint64_t>(IntField(o, "free_memory_bytes"));
-  // A name this reader does not know is a newer writer's: kept at the default.
-  b.ended_by = ParseBubbleEnd(StringFieldOr(o, "ended_by")).value_or(BubbleEnd::kMark);
-  b.verdict = ParseVerdict(StringFieldOr(o, "verdict")).value_or(DispatchVerdict::kNoCandidates);
+  // A name this reader does not know is a newer writer's: left unset.
+  b.ended_by = ParseBubbleEnd(StringFieldOr(o, "ended_by"));
+  b.verdict = ParseVerdict(StringFieldOr(o, "verdict"));
   b.steps = static_cast<uint64_t>(IntFieldOr(o, "steps", 0));
   b.step_records_lost = static_cast<uint64_t>(IntFieldOr(o, "step_records_lost", 0));
   b.harvested_ns = IntFieldOr(o, "harvested_ns", 0);
@@ -97,8 +97,8 @@ TransitionEvent ReadTransitionEvent(dom::object o) {
   t.task_id = IntField(o, "task_id");
   t.name = StringFieldOr(o, "name");
   t.lane = static_cast<int>(IntFieldOr(o, "lane", -1));
-  if (!StringFieldOr(o, "from").empty()) t.from = StateField(o, "from");
-  t.to = StateField(o, "to");
+  t.from = ParseState(StringFieldOr(o, "from"));
+  t.to = ParseState(StringFieldOr(o, "to"));
   t.reason = StringFieldOr(o, "reason");
   t.progress = DoubleFieldOr(o, "progress", 0);
   t.steps = static_cast<uint64_t>(IntFieldOr(o, "steps", 0));

@@ -2,7 +2,9 @@
 // Each Read* throws simdjson::simdjson_error when a required key is missing
 // or of the wrong type, or the values contradict each other (an end before
 // its begin): the caller counts the line as skipped.  Keys a newer writer
-// added are ignored; keys an older one did not write take their defaults.
+// added are ignored; keys an older one did not write take their defaults;
+// a state, verdict or end this reader does not know is left unset.  Any
+// thread; no shared state.
 #pragma once
 #include <simdjson.h>
 
@@ -18,6 +20,8 @@ TransitionEvent ReadTransitionEvent(simdjson::dom::object o);
 
 // Helpers for the other event kinds' readers, with the same rules.
 int64_t IntField(simdjson::dom::object o, std::string_view key);
+// True when `key` holds a number (not null, not missing).
+bool HasNumberField(simdjson::dom::object o, std::string_view key);
 int64_t IntFieldOr(simdjson::dom::object o, std::string_view key, int64_t fallback);
 double DoubleFieldOr(simdjson::dom::object o, std::string_view key, double fallback);
 std::string StringFieldOr(simdjson::dom::object o, std::string_view key);

@@ -60,7 +60,8 @@ void AppendEvent(fmt::memory_buffer& out, const BubbleEvent& e) {
       to,
       FMT_COMPILE(R"(,"ended_by":"{}","verdict":"{}","steps":{},"step_records_lost":{},)"
                   R"("harvested_ns":{},"allowed_ns":{},"overrun_ns":{},"unix_ns":{}}})"),
-      BubbleEndName(e.ended_by), VerdictName(e.verdict), e.steps, e.step_records_lost,
+      e.ended_by ? BubbleEndName(*e.ended_by) : "unknown",
+      e.verdict ? VerdictName(*e.verdict) : "unknown", e.steps, e.step_records_lost,
       e.harvested_ns, e.allowed_ns, e.overrun_ns, e.unix_ns);
 }
 
@@ -81,7 +82,7 @@ void AppendEvent(fmt::memory_buffer& out, const TransitionEvent& e) {
                  R"({{"type":"transition","ts_ns":{},"unix_ns":{},"task_id":{},"name":{},"lane":{},)"
                  R"("from":"{}","to":"{}","reason":{},"progress":)",
                  e.ts_ns, e.unix_ns, e.task_id, JsonString(e.name), e.lane, e.from ? StateName(*e.from) : "",
-                 StateName(e.to), JsonString(e.reason));
+                 e.to ? StateName(*e.to) : "", JsonString(e.reason));
   AppendJsonNumber(out, e.progress);
   fmt::format_to(to, R"(,"steps":{})", e.steps);
   if (!e.unit.empty()) fmt::format_to(to, R"(,"unit":{})", JsonString(e.unit));

@@ -37,8 +37,10 @@ struct BubbleEvent {
   int64_t first_grant_ns = 0;    // 0: nobody was told to run
   int64_t hint_ns = 0;           // the stage's own estimate; 0: none
   std::optional<uint64_t> free_memory_bytes;  // unset: unknown
-  BubbleEnd ended_by = BubbleEnd::kMark;
-  DispatchVerdict verdict = DispatchVerdict::kNoCandidates;  // the last choice's
+  // Unset only when read from a log whose name this reader does not know
+  // (a newer daemon's); written as "unknown".
+  std::optional<BubbleEnd> ended_by = BubbleEnd::kMark;
+  std::optional<DispatchVerdict> verdict = DispatchVerdict::kNoCandidates;  // the last choice's
   uint64_t steps = 0;              // step records, those lost included
   uint64_t step_records_lost = 0;  // overwritten in a task's ring unread
   int64_t harvested_ns = 0;        // step time inside the bubble
@@ -65,8 +67,8 @@ struct TransitionEvent {
   int64_t task_id = 0;
   std::string name;
   int lane = -1;
-  std::optional<TaskState> from;  // unset: a new submission (written as "")
-  TaskState to = TaskState::kSubmitted;
+  std::optional<TaskState> from;  // unset: a new submission (written as ""), or a name unknown here
+  std::optional<TaskState> to = TaskState::kSubmitted;  // unset only for a name unknown here
   std::string reason;
   double progress = 0;
   uint64_t steps = 0;

@@ -11,6 +11,7 @@ BubblePredictor::BubblePredictor(BubblePredictorConfig config) : config_(config)
   config_.window = std::clamp(config_.window, 1, kMaxQuantileWindow);
   config_.max_slots = std::max(config_.max_slots, 1);
   histories_.resize(static_cast<size_t>(config_.max_slots));
+  second_looks_.resize(static_cast<size_t>(config_.max_slots));
   samples_.resize(static_cast<size_t>(config_.max_slots) * config_.window);
 }
 
@@ -26,7 +27,10 @@ Nanos BubblePredictor::Predict(uint32_t slot, Nanos hint) const {
 }
 
 SecondLook BubblePredictor::SecondLookFor(uint32_t slot) const {
-  size_t index = Index(slot);
+  return second_looks_[Index(slot)];
+}
+
+SecondLook BubblePredictor::ComputeSecondLook(size_t index) const {
   const int n = histories_[index].count;
   const int min_long = std::max(config_.second_look_min_samples, 1);
   if (n <= min_long) return {};
@@ -73,6 +77,7 @@ void BubblePredictor::Observe(uint32_t slot, Nanos length) {
   samples_[index * config_.window + h.next] = length;
   h.next = (h.next + 1) % config_.window;
   h.count = std::min(h.count + 1, config_.window);
+  second_looks_[index] = ComputeSecondLook(index);
 }
 
 int BubblePredictor::Count(uint32_t slot) const { return histories_[Index(slot)].count; }

@@ -50,14 +50,16 @@ class BubblePredictor {
   Nanos Predict(uint32_t slot, Nanos hint) const;
 
   // The second look for `slot` (see SecondLook), from the same window as
-  // Predict.  Never allocates.
+  // Predict.  Worked out when the slot's history changes (Observe), so that
+  // asking before every served bubble costs a lookup.  Never allocates.
   SecondLook SecondLookFor(uint32_t slot) const;
 
   // The forecast for a bubble in `slot` that has been open for `elapsed`:
   // the second look's length once `elapsed` reaches its point, else Predict.
   Nanos PredictOpenFor(uint32_t slot, Nanos hint, Nanos elapsed) const;
 
-  // Records the measured length of a bubble in `slot`.  Never allocates.
+  // Records the measured length of a bubble in `slot` and works out its
+  // second look again (a sort of the window).  Never allocates.
   void Observe(uint32_t slot, Nanos length);
 
   // Number of observations held for `slot` (at most window).
@@ -69,10 +71,12 @@ class BubblePredictor {
     int next = 0;
   };
   size_t Index(uint32_t slot) const;
+  SecondLook ComputeSecondLook(size_t index) const;
 
   BubblePredictorConfig config_;
   std::vector<History> histories_;
   std::vector<Nanos> samples_;  // max_slots x window ring buffers
+  std::vector<SecondLook> second_looks_;  // per history, as of its last Observe
 };
 
 }  // namespace freeride

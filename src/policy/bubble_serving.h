@@ -47,7 +47,7 @@ Nanos ArmedSecondLook(const DispatchPolicy& policy, const AdmissionGate& gate, u
 enum class ServingActionKind {
   kGrant,      // run task_id until `until` (or stop an imperative one at `stop_at`)
   kWaitUntil,  // nothing fits yet; call Next again at `until` if the bubble is still open
-  kDone,       // nothing more to grant in this bubble; `verdict` says why
+  kDone,       // nothing more to grant in this bubble (see `verdict`)
 };
 
 struct ServingAction {
@@ -61,7 +61,10 @@ struct ServingAction {
   // kGrant of an imperative task: where to stop it before the bubble's end
   // (a withheld window's start); 0: at the bubble's end.
   Nanos stop_at = 0;
-  DispatchVerdict verdict = DispatchVerdict::kNoCandidates;  // the last choice's
+  // The last choice's verdict.  When the admission gate refuses the bubble,
+  // no choice is made and this stays the previous one's (kNoCandidates at
+  // first).
+  DispatchVerdict verdict = DispatchVerdict::kNoCandidates;
 };
 
 class BubbleServing {
@@ -81,10 +84,10 @@ class BubbleServing {
   // served itself, or a task that cannot be run.
   void Exclude(int64_t task_id) { excluded_.push_back(task_id); }
 
-  // The next action at `now`.  `candidates` are the lane's runnable tasks
-  // without those in excluded(); `gate` is the admission in force now.
-  // A granted task is excluded from then on: each task gets one grant per
-  // bubble, and its own steps fill it.
+  // The next action at `now`.  `candidates` are the lane's runnable tasks;
+  // the caller leaves out those in excluded(), which Next does not filter.
+  // `gate` is the admission in force now.  A granted task joins excluded():
+  // each task gets one grant per bubble, and its own steps fill it.
   ServingAction Next(Nanos now, std::span<const DispatchCandidate> candidates,
                      const AdmissionGate& gate);
 

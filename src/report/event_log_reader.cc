@@ -44,9 +44,10 @@ void ReadTransition(dom::object o, EventLogData* out) {
   TaskMeta& t = out->tasks[e.task_id];
   t.id = e.task_id;
   if (!e.name.empty()) t.name = e.name;
-  if (o["lane"].error() == simdjson::SUCCESS) t.lane = e.lane;
+  if (events::HasNumberField(o, "lane")) t.lane = e.lane;
   if (!e.unit.empty()) t.unit = e.unit;
-  t.last_state = StateName(e.to);
+  // A state this reader does not know (a newer daemon's) is shown as written.
+  t.last_state = e.to ? StateName(*e.to) : StringFieldOr(o, "to");
   if (e.to == TaskState::kCreated) {
     t.started = true;
     t.start_progress = e.progress;
@@ -54,9 +55,9 @@ void ReadTransition(dom::object o, EventLogData* out) {
     t.steps_before_start = out->steps.size();
   }
   t.last_reason = e.reason;
-  // Both are carried by every transition the daemon writes; a log written
-  // before they were keeps the last known figure.
-  if (o["progress"].error() == simdjson::SUCCESS) t.progress = e.progress;
+  // Progress is written with every transition (null when not finite), the
+  // alone rate only when known: otherwise the last known figure stays.
+  if (events::HasNumberField(o, "progress")) t.progress = e.progress;
   if (e.alone_rate_per_s > 0) t.alone_rate_per_s = e.alone_rate_per_s;
 }
 

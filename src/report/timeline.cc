@@ -88,8 +88,8 @@ std::string RenderPerfettoTrace(const EventLogData& log) {
       nlohmann::json args = {{"slot", b.slot}, {"seq", b.seq}, {"steps", b.steps},
                              {"harvested_ms", b.harvested_ns / 1e6},
                              {"allowed_ms", b.allowed_ns / 1e6},
-                             {"overrun_ms", b.overrun_ns / 1e6}, {"ended_by", events::BubbleEndName(b.ended_by)},
-                             {"verdict", VerdictName(b.verdict)}};
+                             {"overrun_ms", b.overrun_ns / 1e6}, {"ended_by", b.ended_by ? events::BubbleEndName(*b.ended_by) : "unknown"},
+                             {"verdict", b.verdict ? VerdictName(*b.verdict) : "unknown"}};
       if (b.predicted_end_ns > 0) args["predicted_ms"] = (b.predicted_end_ns - b.begin_ns) / 1e6;
       if (b.free_memory_bytes) args["free_memory_bytes"] = *b.free_memory_bytes;
       events.push_back({{"ph", "X"}, {"name", fmt::format("bubble slot {}", b.slot)},

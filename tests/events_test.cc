@@ -22,26 +22,29 @@ std::string Line(const Event& event) {
   return fmt::to_string(out);
 }
 
+// One event of each kind with every field set, for the tests below.
+BubbleEvent SampleBubble() {
+  return {.ts_ns = 10, .lane = 3, .slot = 7, .seq = 41, .begin_ns = 1000, .end_ns = 9000,
+          .predicted_end_ns = 8000, .first_grant_ns = 1100, .hint_ns = 500,
+          .free_memory_bytes = 1ull << 40, .ended_by = BubbleEnd::kStageGone,
+          .verdict = DispatchVerdict::kNoTimeFit, .steps = 4, .step_records_lost = 1,
+          .harvested_ns = 6000, .allowed_ns = 200, .overrun_ns = 30,
+          .unix_ns = 1795417195343064487};
+}
+
+StepEvent SampleStep() {
+  return {.ts_ns = 5, .lane = 1, .task_id = 12, .bubble_seq = 9, .start_ns = 100, .end_ns = 250,
+          .units = 0.125, .overrun_ns = 7, .unix_ns = 99};
+}
+
+TransitionEvent SampleTransition() {
+  return {.ts_ns = 1, .unix_ns = 2, .task_id = 3, .name = "pr", .lane = 0,
+          .from = TaskState::kPaused, .to = TaskState::kFailed, .reason = "exit 1",
+          .progress = 12.5, .steps = 40, .unit = "edges", .alone_rate_per_s = 350.25};
+}
+
 TEST(Events, ABubbleReadsBackAsItWasWritten) {
-  BubbleEvent b;
-  b.ts_ns = 10;
-  b.lane = 3;
-  b.slot = 7;
-  b.seq = 41;
-  b.begin_ns = 1000;
-  b.end_ns = 9000;
-  b.predicted_end_ns = 8000;
-  b.first_grant_ns = 1100;
-  b.hint_ns = 500;
-  b.free_memory_bytes = 1ull << 40;
-  b.ended_by = BubbleEnd::kStageGone;
-  b.verdict = DispatchVerdict::kNoTimeFit;
-  b.steps = 4;
-  b.step_records_lost = 1;
-  b.harvested_ns = 6000;
-  b.allowed_ns = 200;
-  b.overrun_ns = 30;
-  b.unix_ns = 1795417195343064487;
+  BubbleEvent b = SampleBubble();
   const std::string line = Line(b);
   EXPECT_EQ(line.find('\n'), std::string::npos);
   simdjson::dom::parser parser;
@@ -72,16 +75,7 @@ TEST(Events, ABubbleReadsBackAsItWasWritten) {
 }
 
 TEST(Events, AStepReadsBackAsItWasWrittenWithItsFlags) {
-  StepEvent s;
-  s.ts_ns = 5;
-  s.lane = 1;
-  s.task_id = 12;
-  s.bubble_seq = 9;
-  s.start_ns = 100;
-  s.end_ns = 250;
-  s.units = 0.125;
-  s.overrun_ns = 7;
-  s.unix_ns = 99;
+  StepEvent s = SampleStep();
   simdjson::dom::parser parser;
   for (bool late : {false, true}) {
     for (bool allowed : {false, true}) {
@@ -105,19 +99,10 @@ TEST(Events, AStepReadsBackAsItWasWrittenWithItsFlags) {
 }
 
 TEST(Events, ATransitionKeepsTextThatNeedsEscaping) {
-  TransitionEvent t;
-  t.ts_ns = 1;
-  t.unix_ns = 2;
-  t.task_id = 3;
+  TransitionEvent t = SampleTransition();
   t.name = "resnet \"small\"\n\\ run";
-  t.lane = 0;
-  t.from = TaskState::kPaused;
-  t.to = TaskState::kFailed;
   t.reason = "exit 1: \"CUDA\" out of memory\t(line 2)";
-  t.progress = 12.5;
-  t.steps = 40;
   t.unit = "images \"224px\"";
-  t.alone_rate_per_s = 350.25;
   simdjson::dom::parser parser;
   TransitionEvent read = ReadTransitionEvent(Parse(parser, Line(t)));
   EXPECT_EQ(read.name, t.name);
@@ -141,54 +126,22 @@ TEST(Events, ATransitionKeepsTextThatNeedsEscaping) {
 // The exact text, key order included: tools outside this repository (jq
 // scripts, dashboards) read these lines.
 TEST(Events, TheLinesAreTheDocumentedSchemaByteForByte) {
-  BubbleEvent b;
-  b.ts_ns = 9;
-  b.lane = 1;
-  b.slot = 2;
-  b.seq = 3;
-  b.begin_ns = 4;
-  b.end_ns = 9;
-  b.predicted_end_ns = 8;
-  b.first_grant_ns = 5;
-  b.hint_ns = 0;
-  b.ended_by = BubbleEnd::kStale;
-  b.verdict = DispatchVerdict::kRun;
-  b.steps = 2;
-  b.harvested_ns = 3;
-  b.unix_ns = 77;
-  EXPECT_EQ(Line(b),
-            R"({"type":"bubble","ts_ns":9,"lane":1,"slot":2,"seq":3,"begin_ns":4,"end_ns":9,)"
-            R"("predicted_end_ns":8,"first_grant_ns":5,"hint_ns":0,"free_memory_bytes":null,)"
-            R"("ended_by":"stale","verdict":"run","steps":2,"step_records_lost":0,)"
-            R"("harvested_ns":3,"allowed_ns":0,"overrun_ns":0,"unix_ns":77})");
-  StepEvent s;
-  s.ts_ns = 6;
-  s.lane = 1;
-  s.task_id = 4;
-  s.bubble_seq = 3;
-  s.start_ns = 5;
-  s.end_ns = 6;
-  s.units = 1.5;
-  s.late = true;
-  s.unix_ns = 77;
-  EXPECT_EQ(Line(s), R"({"type":"step","ts_ns":6,"lane":1,"task_id":4,"bubble_seq":3,"start_ns":5,)"
-                     R"("end_ns":6,"units":1.5,"overrun_ns":0,"late":true,"unix_ns":77})");
-  TransitionEvent t;
-  t.ts_ns = 1;
-  t.unix_ns = 2;
-  t.task_id = 4;
-  t.name = "pr";
-  t.lane = 1;
-  t.from = TaskState::kCreated;
-  t.to = TaskState::kPaused;
-  t.reason = "ready";
-  t.progress = 0;
-  t.steps = 0;
-  t.unit = "edges";
-  t.alone_rate_per_s = 2.5;
-  EXPECT_EQ(Line(t), R"({"type":"transition","ts_ns":1,"unix_ns":2,"task_id":4,"name":"pr","lane":1,)"
-                     R"("from":"CREATED","to":"PAUSED","reason":"ready","progress":0,"steps":0,)"
-                     R"("unit":"edges","alone_rate_per_s":2.5})");
+  EXPECT_EQ(Line(SampleBubble()),
+            R"({"type":"bubble","ts_ns":10,"lane":3,"slot":7,"seq":41,"begin_ns":1000,)"
+            R"("end_ns":9000,"predicted_end_ns":8000,"first_grant_ns":1100,"hint_ns":500,)"
+            R"("free_memory_bytes":1099511627776,"ended_by":"stage_gone",)"
+            R"("verdict":"no task's step fits the rest of the bubble","steps":4,)"
+            R"("step_records_lost":1,"harvested_ns":6000,"allowed_ns":200,"overrun_ns":30,)"
+            R"("unix_ns":1795417195343064487})");
+  StepEvent late = SampleStep();
+  late.late = true;
+  EXPECT_EQ(Line(late),
+            R"({"type":"step","ts_ns":5,"lane":1,"task_id":12,"bubble_seq":9,"start_ns":100,)"
+            R"("end_ns":250,"units":0.125,"overrun_ns":7,"late":true,"unix_ns":99})");
+  EXPECT_EQ(Line(SampleTransition()),
+            R"({"type":"transition","ts_ns":1,"unix_ns":2,"task_id":3,"name":"pr","lane":0,)"
+            R"("from":"PAUSED","to":"FAILED","reason":"exit 1","progress":12.5,"steps":40,)"
+            R"("unit":"edges","alone_rate_per_s":350.25})");
 }
 
 TEST(Events, MalformedEventsAreRefusedAndUnknownNamesAreLeftUnset) {

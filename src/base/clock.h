@@ -16,7 +16,7 @@ class Clock {
  public:
   virtual ~Clock() = default;
   // Current time in nanoseconds.  Monotonic, comparable across processes
-  // on the same host for the system clock.
+  // on the same host for the system clock.  Any thread; never blocks.
   virtual Nanos Now() const = 0;
 };
 
@@ -25,10 +25,12 @@ class Clock {
 class SystemClock final : public Clock {
  public:
   Nanos Now() const override;
+  // The process-wide instance; lives for the whole process.  Any thread.
   static const SystemClock& Instance();
 };
 
-// A clock that moves only when told to; for tests and the simulator.
+// A clock that moves only when told to; for tests and the simulator.  Its
+// time is atomic: any thread may read, set or advance it.
 class ManualClock final : public Clock {
  public:
   explicit ManualClock(Nanos start = 0) : now_(start) {}
@@ -40,9 +42,10 @@ class ManualClock final : public Clock {
   std::atomic<Nanos> now_;
 };
 
-// Reads CLOCK_MONOTONIC directly; cheap (vDSO), never blocks.
+// Reads CLOCK_MONOTONIC directly; cheap (vDSO), never blocks.  Any thread.
 Nanos MonotonicNow();
 // Wall-clock time in nanoseconds since the epoch, for journals and logs.
+// It can jump, so intervals use MonotonicNow.  Any thread.
 Nanos WallNow();
 
 }  // namespace freeride

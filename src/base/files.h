@@ -11,12 +11,14 @@ namespace freeride {
 // Has `write` fill PATH.tmp, then renames it to `path`, so that a crash or a
 // stop never leaves a torn file under the final name.  Returns false (and
 // removes the temporary file) when `write` returns false or the rename
-// fails; *error, if given, then says why.
+// fails; *error, if given, then says why.  Any thread, but never two
+// writers of one path at once: they would share PATH.tmp.
 bool ReplaceFileAtomically(const std::string& path,
                            const std::function<bool(const std::string& tmp_path)>& write,
                            std::string* error = nullptr);
 
-// The same for a file's whole content.
+// The same for a file's whole content; false also when it cannot be
+// written in full.
 bool WriteFileAtomically(const std::string& path, std::string_view content,
                          std::string* error = nullptr);
 
@@ -24,6 +26,7 @@ bool WriteFileAtomically(const std::string& path, std::string_view content,
 std::string RotatedFilePath(const std::string& path, int index);
 
 // A rotated log's files that exist, oldest first: PATH.N ... PATH.1, PATH.
+// The numbered files are followed from PATH.1 up to the first one missing.
 std::vector<std::string> RotatedFilesOldestFirst(const std::string& path);
 
 // The whole content of a file; nullopt when it cannot be opened.

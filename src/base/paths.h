@@ -25,8 +25,9 @@ std::string LaneSegmentPath(const std::string& socket_path, int lane);
 // The file backing one task's control segment.
 std::string TaskSegmentPath(const std::string& socket_path, int64_t task_id);
 
-// Creates dir and its parents with the given mode; returns false and sets
-// *error on failure.
+// Creates dir and its parents with the given mode (existing ones are kept
+// as they are); returns false and sets *error (not null) on failure, or
+// when `dir` exists and is not a directory.  An empty `dir` succeeds.
 bool MakeDirs(const std::string& dir, unsigned mode, std::string* error);
 
 }  // namespace freeride

@@ -109,14 +109,16 @@ struct LaneSegmentLayout {
 // Whether a bubble that began at `begin_ns` has gone silent at `now`: no
 // heartbeat from its stage for `timeout`.  The segment is the stage's to
 // write, so a heartbeat from the future or before boot is garbage, not a sign
-// of life, and ends the bubble rather than holding it open.
+// of life, and ends the bubble rather than holding it open.  Pure.
 inline bool BubbleSilent(Nanos begin_ns, Nanos heartbeat_ns, Nanos now, Nanos timeout) {
   Nanos last = begin_ns > heartbeat_ns ? begin_ns : heartbeat_ns;
   if (last <= 0 || last > now + kSecond) return true;
   return now - last > timeout;
 }
 
-// The forecast an armed task uses for `mark`, identical to the dispatcher's.
+// The forecast an armed task uses for `mark`, identical to the dispatcher's:
+// the slot's published length, else the stage's hint, else 0.  Wait-free;
+// any thread or process with the segment mapped.
 inline Nanos PublishedForecast(const LaneSegmentLayout& layout, const struct BubbleMark& mark);
 
 // A consistent copy of one bubble mark.
@@ -159,7 +161,8 @@ inline Admission AdmissionFor(const LaneSegmentLayout& layout, const BubbleMark&
 }
 
 // The published second look of `slot`: when a bubble still open `*after_ns`
-// after its begin is forecast to last `*length_ns`; false when there is none.
+// after its begin is forecast to last `*length_ns`; false when there is none
+// (or it is past the forecast end).  Wait-free; any thread or process.
 inline bool PublishedSecondLook(const LaneSegmentLayout& layout, uint32_t slot, Nanos* after_ns,
                                 Nanos* length_ns) {
   uint32_t index = slot < kPublishedSlots ? slot : kPublishedSlots - 1;
@@ -179,14 +182,20 @@ inline uint64_t PackSecondLook(Nanos after_ns, Nanos length_ns) {
   return us(after_ns) << 32 | us(length_ns);
 }
 
+// One process's mapping of a lane segment.  The object itself is not
+// synchronised: Open, Close and set_env are its owner's, with no other call
+// in flight; the layout's fields are atomics, shared as described above.
 class LaneSegment {
  public:
   // Daemon side: opens the segment if it exists and is valid (keeping what
-  // a still-running stage wrote), else creates it fresh.
+  // a still-running stage wrote), else creates it fresh.  Either way it
+  // clears the waiter counts and the armed task, and records this process as
+  // the daemon.  False with *error when the file cannot be mapped.
   bool CreateOrOpen(const std::string& path, int lane, std::string* error);
   // Stage (writable) or task (read-only) side: opens an existing segment and
   // validates its header.  A missing or corrupt segment is an error.
   bool Open(const std::string& path, bool writable, std::string* error);
+  // Unmaps the segment; layout() is then null.
   void Close() { mapping_.Reset(); layout_ = nullptr; }
 
   bool is_open() const { return layout_ != nullptr; }
@@ -194,17 +203,19 @@ class LaneSegment {
   const SharedMapping& mapping() const { return mapping_; }
 
   // Stage side.  Begin opens a bubble (closing an unclosed one first);
-  // End closes it.  Both are wait-free and never allocate.
+  // End closes it (a no-op when none is open).  Both are wait-free and never
+  // allocate.  One writer at a time: the stage's marks are not atomic with
+  // each other.
   void WriteBegin(uint32_t slot, Nanos now, Nanos hint, uint64_t free_memory);
   void WriteEnd(Nanos now);
 
   // Reads a consistent snapshot of the current mark (retries while a writer
   // is mid-update; gives up after a bounded number of tries and returns the
-  // last read, which callers treat as advisory).
+  // last read, which callers treat as advisory).  Any thread or process.
   BubbleMark Read() const;
   // The whole mark of the bubble that began with sequence `seq`, its end
   // included, when it has ended and is still among the last
-  // kClosedBubbleRing; false otherwise.
+  // kClosedBubbleRing; false otherwise.  Any thread or process.
   bool ClosedBubbleMark(uint32_t seq, BubbleMark* mark) const;
 
   // Sleeps until bubble_seq differs from `seen` (or the timeout passes, or a
@@ -213,7 +224,7 @@ class LaneSegment {
   // the sequence moves on without it.  Needs a writable mapping; an armed
   // task (read-only mapping) sleeps on bubble_seq directly and the
   // dispatcher counts it in `begin_waiters` on its behalf.  Returns the new
-  // bubble_seq.
+  // bubble_seq.  Any thread.
   uint32_t WaitForChange(uint32_t seen, Nanos timeout,
                          uint32_t wake_on = kWakeOnBegin | kWakeOnEnd) const;
 

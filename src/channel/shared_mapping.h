@@ -1,4 +1,6 @@
-// A memory-mapped file, unmapped and closed on destruction.
+// A memory-mapped file, unmapped and closed on destruction.  Not
+// synchronised: one thread at a time; the mapped memory is the user's to
+// share.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -16,8 +18,11 @@ class SharedMapping {
 
   // Opens (and with create, creates with mode 0600 and sizes) the file at
   // path and maps `size` bytes of it.  A file smaller than `size` is an
-  // error unless create is set.  Returns false and sets *error on failure.
+  // error unless create is set.  Returns false and sets *error on failure
+  // (a symbolic link or anything but a regular file is refused).  Replaces
+  // any earlier mapping.
   bool Map(const std::string& path, size_t size, bool writable, bool create, std::string* error);
+  // Unmaps and closes; data() is then null.  Safe when nothing is mapped.
   void Reset();
 
   void* data() const { return data_; }

@@ -1,6 +1,8 @@
 // The stage handle behind the C ABI's freeride_stage, shared by the
 // immediate marks (stage_api.cc) and the stream-ordered ones
-// (stream_marks.cc).  Used by one training thread at a time.
+// (stream_marks.cc).  Used by one thread at a time: the training thread's
+// calls and the stream marks' host functions (on the CUDA driver's thread)
+// must not overlap.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -45,7 +47,8 @@ namespace freeride {
 
 // freeride_stage_open with the Env the stage's clock and wake-ups use (a
 // test's fake; freeride_stage_open passes Env::Default()).  `env` outlives
-// the stage.
+// the stage.  Null only when out of memory; without a daemon the handle
+// does nothing until one appears.  Any thread.
 freeride_stage* OpenStage(int lane, const char* socket_path, Env* env);
 
 }  // namespace freeride

@@ -4,6 +4,8 @@
 // A side task is other people's code and its segment is writable by it, so
 // every figure read from it is checked before it is used; a record that
 // makes no sense is dropped, never trusted, and never crashes the daemon.
+//
+// Pure functions; any thread.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -26,8 +28,9 @@ StepShare ShareOfStep(const StepRecord& step, int64_t begin, int64_t end);
 
 // Appends records [*tail, head) of a ring of `ring_size` slots to *out, the
 // newest ring_size at most (older ones were overwritten), and moves *tail to
-// head.  A head behind *tail (a task rewinding its counter) yields nothing.
-// Returns how many records were overwritten before they could be read.
+// head.  A head behind *tail (a task rewinding its counter) yields nothing
+// and leaves *tail.  `out` may be null: *tail still moves.  Returns how many
+// records were overwritten before they could be read.
 uint64_t CollectSteps(const StepRecord* ring, uint64_t ring_size, uint64_t head, uint64_t* tail,
                       std::vector<StepRecord>* out);
 

@@ -76,36 +76,50 @@ struct TaskSegmentLayout {
   StepRecord ring[kStepRingSize];
 };
 
+// One process's mapping of a task segment.  Create, Open, Close and set_env
+// are the owner's, with no other call in flight; the other members work on
+// the shared layout, from the side (daemon or task) each names.
 class TaskSegment {
  public:
-  // Daemon side: creates (or truncates) the segment for task_id.
+  // Daemon side: creates the segment for task_id, or resets an existing
+  // file's content.  False with *error when it cannot be mapped.
   bool Create(const std::string& path, int64_t task_id, std::string* error);
-  // Task side: maps an existing segment and validates its header.
+  // Task side: maps an existing segment and validates its header.  False
+  // with *error when it is missing or not a segment of this version.
   bool Open(const std::string& path, std::string* error);
+  // Unmaps the segment; layout() is then null.
   void Close() { mapping_.Reset(); layout_ = nullptr; }
   bool is_open() const { return layout_ != nullptr; }
   TaskSegmentLayout* layout() const { return layout_; }
 
-  // Daemon: grants steps inside bubble `bubble_seq` until deadline and wakes
-  // the task.  Revoke withdraws the grant (the task yields after its step).
+  // Daemon, the lane's thread: grants steps inside bubble `bubble_seq` until
+  // deadline and wakes the task.  Revoke withdraws the grant (the task
+  // yields after its step).
   void Grant(uint32_t bubble_seq, Nanos deadline);
   void Revoke();
+  // Daemon, any thread: posts `command` (replacing one not yet seen) and
+  // wakes the task.
   void SendCommand(TaskCommand command);
-  // Daemon: arms or disarms the task for direct bubble pick-up.
+  // Daemon, the lane's thread: arms or disarms the task for direct bubble
+  // pick-up, and wakes it.
   void SetArmed(bool armed);
-  // Daemon: sleeps until ack_seq differs from `seen` or the timeout passes.
+  // Daemon: sleeps until ack_seq differs from `seen` or the timeout passes;
+  // returns the new ack_seq.
   uint32_t WaitForAck(uint32_t seen, Nanos timeout) const;
   // Wakes a daemon sleeping in WaitForAck (used by the task, and by the
-  // daemon's supervisor when the task process exits).
+  // daemon's supervisor when the task process exits).  Any thread.
   void Acknowledge();
 
-  // Task: sleeps until grant_seq differs from `seen` or the timeout passes.
+  // Task: sleeps until grant_seq differs from `seen` or the timeout passes;
+  // returns the new grant_seq.
   uint32_t WaitForGrant(uint32_t seen, Nanos timeout) const;
   // Task: counts one step and its work, and appends its record to the ring
   // (wait-free).  The counters are exact; the ring keeps the last
-  // kStepRingSize records for the event log.
+  // kStepRingSize records for the event log.  One thread at a time: the
+  // counters have a single writer.
   void RecordStep(Nanos start, Nanos end, double units, uint32_t bubble_seq);
-  // Task: counts work done outside a step (imperative tasks).
+  // Task: counts work done outside a step (imperative tasks).  The same
+  // single writer as RecordStep.
   void AddProgress(double units);
 
   TaskProcessState state() const {
@@ -114,6 +128,8 @@ class TaskSegment {
   void set_state(TaskProcessState s) {
     layout_->state.store(static_cast<uint32_t>(s), std::memory_order_release);
   }
+  // The work counted so far.  The task writes it, so the daemon checks it
+  // before use.  Any thread.
   double progress() const;
 
   // The Env whose waits and wake-ups this segment uses (Env::Default()

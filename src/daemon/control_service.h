@@ -1,6 +1,7 @@
 // The gRPC control API: a thin translation between RPCs and TaskManager /
 // lanes.  Every handler validates its input and maps errors to gRPC codes;
-// none can bring the daemon down.
+// none can bring the daemon down.  Handlers run on gRPC's threads, any
+// number at once, and each checks Authorize first.
 #pragma once
 #include <memory>
 #include <vector>
@@ -17,7 +18,8 @@ class ControlService final : public v1::FreeRide::Service {
   // Authorize); requests over the Unix socket (mode 0600, the daemon's own
   // user) need none.
   // With `remote_only`, every peer counts as a TCP peer (the service behind
-  // the TCP gate, whose peers all come through a local relay).
+  // the TCP gate, whose peers all come through a local relay).  `tasks` and
+  // `lanes` outlive the service.
   ControlService(TaskManager* tasks, const std::vector<std::unique_ptr<Lane>>* lanes,
                  std::string state_dir, std::string token = "", bool remote_only = false);
 
@@ -30,7 +32,8 @@ class ControlService final : public v1::FreeRide::Service {
                            v1::AttachStageReply*) override;
   grpc::Status GetStats(grpc::ServerContext*, const v1::StatsRequest*, v1::StatsReply*) override;
 
-  // What GetStats answers, for in-process readers such as /metrics.
+  // What GetStats answers, for in-process readers such as /metrics.  Any
+  // thread.
   void FillStats(v1::StatsReply* reply) const;
 
  private:
@@ -48,6 +51,7 @@ class ControlService final : public v1::FreeRide::Service {
   Nanos started_ns_;
 };
 
+// The gRPC status with `status`'s code and message.
 grpc::Status ToGrpc(const Status& status);
 
 // Tasks in one ListTasks page: at most this many, and about this many bytes

@@ -20,21 +20,28 @@
 
 namespace freeride {
 
+// Start and Shutdown are not synchronised: one thread calls them.  The
+// accessors below may be used from any thread once Start has returned.
 class Daemon {
  public:
   explicit Daemon(DaemonOptions options);
+  // Shuts down.
   ~Daemon();
 
   // Prepares the state directory (refusing one another daemon holds),
   // recovers the journal, maps the lane segments and starts serving.
-  // Returns false with a message when it cannot.
+  // Returns false with a message when it cannot; the destructor then
+  // releases what was taken.  Call once.
   bool Start(std::string* error);
   // Stops serving, checkpoints and stops tasks, flushes the journal.
+  // Idempotent.
   void Shutdown();
 
+  // Null until Start has made it.
   TaskManager* tasks() { return tasks_.get(); }
   // What `freeride status` shows of the lanes; after Start.  Any thread.
   void FillStats(v1::StatsReply* reply) const { service_->FillStats(reply); }
+  // What Start recovered or accepted, for the start message.
   const std::vector<std::string>& recovery_notes() const { return recovery_notes_; }
   // Whether each task runs in a cgroup of its own (daemon/task_cgroup.h).
   bool tasks_in_cgroups() const { return cgroups_.available(); }

@@ -68,12 +68,16 @@ struct DaemonOptions {
   OverrunBudgetConfig overrun_budget;
   OverrunBudgetConfig cpu_overrun_budget{.max_fraction = 0};
 
+  // The overrun budget and the overhead guard of lane `lane`: the CPU
+  // lanes' own, else the GPU lanes'.
   const OverrunBudgetConfig& BudgetForLane(int lane) const {
     return IsCpuLane(lane) ? cpu_overrun_budget : overrun_budget;
   }
   const OverheadGuardConfig& GuardForLane(int lane) const {
     return IsCpuLane(lane) ? cpu_guard : guard;
   }
+  // Whether lane `lane` is configured with a "cpu:" device; false for a
+  // lane not in `lanes`.
   bool IsCpuLane(int lane) const {
     for (const LaneConfig& l : lanes)
       if (l.index == lane) return l.device.rfind("cpu:", 0) == 0;

@@ -1,6 +1,9 @@
 // The daemon's event log: one JSON object per line (schema in
 // docs/event-log.md).  Appends are queued and written by a writer thread so
 // that emitting an event never waits on the disk.
+//
+// Threads: Open and Close from one owner thread, not while Flush runs;
+// Emit, EmitLine and Flush from any thread.
 #pragma once
 #include <fmt/format.h>
 
@@ -20,7 +23,8 @@ namespace freeride {
 // Bounds the log's disk use: when the file reaches `max_bytes` it becomes
 // PATH.1 (older ones shift to .2 ... .keep, the oldest is deleted) and a new
 // PATH is started, so the log takes at most about (keep + 1) x max_bytes.
-// At a million bubbles an hour the log grows ~1.6 GB an hour.
+// When the new PATH cannot be opened, later events are dropped (said on
+// stderr): the log is a record, the journal holds the state.
 struct EventLogRotation {
   uint64_t max_bytes = 256ULL << 20;  // 0: never rotate
   int keep = 4;                       // rotated files kept; 0: none
@@ -34,16 +38,22 @@ class EventLog {
   EventLog& operator=(const EventLog&) = delete;
 
   // Opens path for appending (never truncates) and starts the writer.
+  // Closes an open log first.  False with *error when path cannot be opened.
   bool Open(const std::string& path, std::string* error, EventLogRotation rotation = {});
+  // Writes what is queued, stops the writer and closes the file.  Later
+  // events are dropped.  Idempotent; the destructor calls it.
   void Close();
 
   // Queues one event; adds "unix_ns" if absent.  No-op when closed.
   void Emit(nlohmann::json event);
   // Queues lines the caller formatted, each a JSON object with "unix_ns",
   // separated by newlines: for the events of every bubble and step, where
-  // building a json object would be most of the daemon's CPU time.
+  // building a json object would be most of the daemon's CPU time.  No-op
+  // when closed.
   void EmitLine(std::string line);
-  // Blocks until every queued event is written and flushed.
+  // Blocks until every event queued before the call is written and flushed
+  // (or dropped, when the file is lost); returns at once when the writer is
+  // not running.
   void Flush();
 
  private:

@@ -75,9 +75,10 @@ class Journal {
   // that stops early, gives kDataLoss; the rows read are still returned and
   // the undecodable rows' ids are listed in *unreadable.
   Status LoadTasks(std::vector<v1::TaskInfo>* tasks, std::vector<int64_t>* unreadable);
-  // All transitions of one task, oldest first.
+  // All transitions of one task, oldest first, appended to *out.  An error
+  // when the query fails; the rows read before it stay in *out.
   Status LoadTransitions(int64_t task_id, std::vector<TransitionRecord>* out);
-  // The highest task id ever stored (0: none).
+  // The highest task id ever stored (0: none), even if its row is gone.
   Status HighestTaskId(int64_t* id);
 
   // Queues the task's latest state, and a transition if given.  Never blocks

@@ -25,20 +25,33 @@
 
 namespace freeride {
 
+// Open, Start and Stop are the owner's, from one thread; FillStats,
+// segment_path and NoteStage may be called from any thread.
 class Lane {
  public:
   // `probe` is the daemon's schedule of withheld windows, shared by its
-  // lanes; it outlives the lane.
+  // lanes; it, `options`, `tasks` and `events` outlive the lane.
   Lane(const LaneConfig& config, const DaemonOptions& options, TaskManager* tasks,
        EventLog* events, SharedProbeSchedule* probe);
+  // Stops the lane.
   ~Lane();
 
-  // Maps (or re-maps, after a restart) the lane's segment.
+  // Maps (or re-maps, after a restart) the lane's segment; nothing is
+  // withheld or restricted until the lane has an estimate.  Before Start;
+  // false with *error when the segment cannot be mapped.
   bool Open(std::string* error);
+  // Starts the dispatcher thread.  After a successful Open.
   void Start();
+  // Stops the dispatcher thread and joins it; the thread first accounts for
+  // the bubbles up to now, so that every recorded step is logged.
+  // Idempotent.
   void Stop();
+  // The lane's statistics, read from its counters and its segment.  After
+  // Open.
   void FillStats(v1::LaneStats* stats) const;
+  // The lane segment's file, which stages and tasks map by path.
   const std::string& segment_path() const { return segment_path_; }
+  // Logs a stage's attach request (a stage_attach event).
   void NoteStage(int64_t pid, int rank, const std::string& label);
 
  private:

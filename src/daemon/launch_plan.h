@@ -38,7 +38,8 @@ bool IsChannelVariable(const std::string& key);
 // starts stopped (stop_after_exec): the lane continues it inside bubbles,
 // an iterative task only until it attaches to the SDK.  Every key the lane
 // sets (the channel's, and a GPU lane's device and MPS settings) appears
-// once, with the lane's value.
+// once, with the lane's value.  `input.spec` must be set; without
+// `input.lane` there is no core, device or idle priority.
 LaunchRequest PlanLaunch(const LaunchPlanInput& input);
 
 }  // namespace freeride

@@ -16,21 +16,26 @@ class Server;
 
 namespace freeride {
 
-// The exposition text for one snapshot of the daemon.
+// The exposition text for one snapshot of the daemon.  Pure; any thread.
 std::string RenderPrometheusMetrics(const v1::StatsReply& stats,
                                     const std::vector<v1::TaskInfo>& tasks);
 
+// Start and Stop from one thread.
 class MetricsServer {
  public:
   using Render = std::function<std::string()>;
   MetricsServer();
+  // Stops the server.
   ~MetricsServer();
 
   // Listens on "HOST:PORT" (PORT 0 picks a free one) and serves GET /metrics
   // with `render()` from a thread of its own.  Returns false and sets *error
-  // when the address is malformed or cannot be bound.
+  // when the address is malformed or cannot be bound.  `render` runs on the
+  // server's threads.
   bool Start(const std::string& address, Render render, std::string* error);
+  // Stops serving and joins the thread.  Idempotent.
   void Stop();
+  // The port bound by Start (the one chosen for port 0).
   int port() const { return port_; }
 
  private:

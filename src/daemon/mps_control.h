@@ -22,6 +22,7 @@ struct MpsSetup {
 
 // Finds or starts an MPS control daemon.  With kAuto a failure leaves MPS
 // off (the note says why); with kOn it is an error (returns false, *error).
+// Starting one blocks up to about 5 s while it makes its pipe.
 bool SetUpMps(MpsMode mode, const std::string& state_dir, MpsSetup* setup, std::string* error);
 
 // Stops the control daemon if SetUpMps started it.
@@ -29,7 +30,8 @@ void TearDownMps(const MpsSetup& setup);
 
 // Environment entries for a side task on GPU `gpu` under MPS (with
 // `pipe_dir`) or without it (empty): the device, the client priority and the
-// pinned memory limit (memory_bytes 0: none).
+// pinned memory limit (memory_bytes 0: none; else whole MiB, at least 1).
+// Pure.
 std::vector<std::string> GpuTaskEnvironment(int gpu, const std::string& pipe_dir,
                                             uint64_t memory_bytes);
 

@@ -61,19 +61,27 @@ class ProcessSupervisor {
   using ExitCallback = std::function<void(const ProcessExit&)>;
 
   // on_exit runs on the supervisor thread for every launched process.
+  // Starts that thread.
   explicit ProcessSupervisor(ExitCallback on_exit);
+  // Shuts down.
   ~ProcessSupervisor();
   ProcessSupervisor(const ProcessSupervisor&) = delete;
   ProcessSupervisor& operator=(const ProcessSupervisor&) = delete;
 
   // Launches on the supervisor thread and waits for exec to succeed or fail.
+  // A failure (or a shutdown) gives pid -1 and the error.  Any thread but
+  // the supervisor's own (not from on_exit): the launch waits for that
+  // thread.
   LaunchResult Launch(const LaunchRequest& request);
-  // Sends a signal to the task's whole process group.
+  // Sends a signal to the task's whole process group, else to `pid` alone;
+  // false when neither could be signalled or pid <= 0.  Any thread.
   static bool Signal(pid_t pid, int signal);
   // Stops the thread; kills every still-running child (and its cgroup) with
-  // SIGKILL first.
+  // SIGKILL first, and fails launches still waiting.  Idempotent; not from
+  // the supervisor thread.
   void Shutdown();
 
+  // Children launched and not yet reaped.  Any thread.
   size_t running() const;
 
  private:
@@ -99,7 +107,8 @@ class ProcessSupervisor {
   std::thread thread_;
 };
 
-// The last `max_bytes` of a file (for stderr tails).
+// The last `max_bytes` of a file (for stderr tails); "" when it cannot be
+// read.  Any thread.
 std::string ReadFileTail(const std::string& path, size_t max_bytes);
 
 // CPU time (user and system) that process `pid` has used so far, or -1 when

@@ -20,6 +20,8 @@ namespace freeride {
 // One task's cgroup.  Every method may be called from any thread.
 class TaskCgroup {
  public:
+  // Takes ownership of both descriptors; the destructor closes them but
+  // leaves the cgroup (Remove removes it).
   TaskCgroup(std::string dir, int procs_fd, int freeze_fd);
   ~TaskCgroup();
   TaskCgroup(const TaskCgroup&) = delete;
@@ -29,12 +31,14 @@ class TaskCgroup {
   // before it executes the task (an async-signal-safe write).
   int procs_fd() const { return procs_fd_; }
   // Freezes (true) or thaws every process in the cgroup.  A frozen process
-  // can still be killed.
+  // can still be killed.  It may wait on the kernel's cgroup lock; errors
+  // are ignored.
   void Freeze(bool frozen);
-  // SIGKILL to every process in the cgroup.
+  // SIGKILL to every process in the cgroup; errors are ignored.
   void Kill();
-  // Kills what is left, waits briefly for it to go and removes the cgroup.
-  // Returns false when something stayed (the next daemon start removes it).
+  // Kills what is left, waits up to a second for it to go and removes the
+  // cgroup.  Returns false when something stayed (the next daemon start
+  // removes it).
   bool Remove();
   // CPU time used by every process that was ever in the cgroup (cpu.stat's
   // usage_usec), in nanoseconds; -1 when it cannot be read.  Any thread.
@@ -46,7 +50,9 @@ class TaskCgroup {
   int freeze_fd_ = -1;
 };
 
-// The daemon's parent cgroup of its tasks' cgroups.
+// The daemon's parent cgroup of its tasks' cgroups.  Open, StartDeathGuard
+// and Close from the thread that starts and stops the daemon; available and
+// Create from any thread after Open.
 class TaskCgroups {
  public:
   TaskCgroups() = default;
@@ -71,7 +77,7 @@ class TaskCgroups {
   // guard takes the rest.  Call from the thread that starts the daemon.
   bool StartDeathGuard(std::string* error);
   // Clean shutdown, once the tasks are gone: stops the guard and removes the
-  // parent cgroup.
+  // parent cgroup (killing what is left in it).  Idempotent.
   void Close();
 
  private:

@@ -22,18 +22,21 @@ namespace freeride {
 // another journal or is orphaned; the error of the file system otherwise.
 Status EnsureTaskDir(const std::string& dir, const std::string& journal_uuid);
 
-// The UUID of the journal `dir` is tied to; "" when it has none (made before
-// directories were tied, or not a task directory).
+// The UUID of the journal `dir` is tied to; "" when it has none (an untied
+// directory, or not a task directory).
 std::string TaskDirJournal(const std::string& dir);
 
 // Ties an existing directory to `journal_uuid` (adopting an untied one).
+// kResourceExhausted when the disk is full, kUnavailable on other errors.
 Status TieTaskDir(const std::string& dir, const std::string& journal_uuid);
 
-// Marks `dir` orphaned, saying `why`.
+// Marks `dir` orphaned, saying `why`; errors as for TieTaskDir.
 Status MarkTaskDirOrphaned(const std::string& dir, const std::string& why);
+// Whether `dir` is marked orphaned.
 bool TaskDirOrphaned(const std::string& dir);
 
-// The ids of the directories under `tasks_dir` whose names are task ids.
+// The ids of the directories under `tasks_dir` whose names are task ids,
+// ascending; empty when it cannot be read.
 std::vector<int64_t> ListTaskDirIds(const std::string& tasks_dir);
 
 }  // namespace freeride

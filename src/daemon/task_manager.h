@@ -49,7 +49,7 @@ struct TaskRuntime {
 
   // Whether the lane continues it when a bubble begins and stops it at the end.
   bool RunsOnlyInBubbles() const { return imperative || held.load(std::memory_order_acquire); }
-  // Whether the SDK in the task has opened its segment.
+  // Whether the SDK in the task has opened its segment.  Any thread.
   bool Attached() const;
   // Stop, continue or SIGKILL every process of the task.  Any thread.
   // Stop returns when the task's process group was stopped (its cgroup,
@@ -61,7 +61,7 @@ struct TaskRuntime {
   Nanos Continue(const std::function<bool()>& still_wanted = nullptr);
   void Kill();
   // Asks a task that runs only inside bubbles to end: SIGTERM to its process
-  // group, continued so that it can act on it.
+  // group, continued so that it can act on it.  Any thread.
   void Terminate();
   // Work done by earlier attempts; this process's counters add to it.
   double base_progress = 0;
@@ -78,11 +78,15 @@ struct TaskStep {
   bool allowed_only = false;
 };
 
+// Threads: Recover, Start and Shutdown from the owner's thread; every
+// other member from any thread (each takes mu_).
 class TaskManager {
  public:
   // With `cgroups` (available), every task runs in a cgroup of its own.
+  // `journal`, `events` and `cgroups` outlive the manager.
   TaskManager(const DaemonOptions& options, Journal* journal, EventLog* events,
               const TaskCgroups* cgroups = nullptr);
+  // Shuts down with no grace.
   ~TaskManager();
 
   // Loads the journal: ended tasks stay as they were; tasks that were
@@ -94,17 +98,29 @@ class TaskManager {
   // journal or a directory ever had.  Adds human-readable notes about what
   // was recovered.  Call once, before Start().
   Status Recover(std::vector<std::string>* notes);
+  // Starts the process supervisor and the housekeeping thread, which
+  // launches admitted tasks.  Once, after Recover.
   void Start();
   // Stops housekeeping; asks iterative tasks to checkpoint and exit, waits up
   // to `grace`, then kills the rest.  Task states stay as journaled so the
-  // next daemon relaunches them.
+  // next daemon relaunches them.  Idempotent.
   void Shutdown(Nanos grace);
 
   // --- control API ---
   // Acknowledged (OK) only once the task is durable in the journal; when
-  // the journal cannot store it, nothing of it is kept.
+  // the journal cannot store it, nothing of it is kept.  Else
+  // kInvalidArgument (a bad spec), kAlreadyExists (a live task has the
+  // name), kResourceExhausted (no lane has room) or kUnavailable (shutting
+  // down).  Blocks on the journal's commit.
   Status Submit(const v1::TaskSpec& spec, v1::TaskInfo* out);
+  // Cancels the task Get finds: one not yet launched ends CANCELLED at
+  // once; a launched one is asked to stop and killed after
+  // options.cancel_grace.  kNotFound, or kFailedPrecondition when it has
+  // already ended; an error of the journal's means the cancel stands but is
+  // not yet durable.
   Status Cancel(int64_t id, const std::string& name, v1::TaskInfo* out);
+  // The task with `id` (when > 0), else the live one named `name`, else the
+  // newest ended one of that name, as clients see it; kNotFound otherwise.
   Status Get(int64_t id, const std::string& name, v1::TaskInfo* out) const;
   // Tasks by id, oldest first: those with ids above `after_id`, at most
   // `limit` of them.
@@ -116,9 +132,10 @@ class TaskManager {
   // held to bubbles until they attach), minus those in `excluded`.
   void Candidates(int lane, const std::vector<int64_t>& excluded,
                   std::vector<DispatchCandidate>* out) const;
-  // The runtime of a launched, live task, or null.
+  // The runtime of a launched, live task that waits for a bubble (as in
+  // Candidates), or null.
   std::shared_ptr<TaskRuntime> RuntimeOf(int64_t id) const;
-  // PAUSED -> RUNNING.
+  // PAUSED -> RUNNING; a no-op in any other state.
   void MarkRunning(int64_t id);
   // RUNNING -> PAUSED (if the process still lives).
   void EndRun(int64_t id);
@@ -144,8 +161,10 @@ class TaskManager {
   void KillHung(int64_t id, Nanos overrun);
 
 
-  // Counts for lane statistics.
+  // Counts for lane statistics: tasks with a process, and tasks waiting to
+  // be launched.
   void LaneCounts(int lane, uint32_t* resident, uint32_t* queued) const;
+  // STATE/tasks/<id>.  Any thread.
   std::string task_dir(int64_t id) const;
 
  private:
@@ -221,7 +240,7 @@ class TaskManager {
   std::condition_variable cv_;
   std::map<int64_t, Record> tasks_;  // by id, oldest first; never erased, so pointers stay valid
   // The same records by id, hashed: the lanes look tasks up at every bubble,
-  // and a walk down a tree of 10,000 cold nodes was a good part of that.
+  // where a walk down a tree of thousands of cold nodes costs too much.
   std::unordered_map<int64_t, Record*> by_id_;
   // The tasks with a process, by lane: the lanes ask for candidates
   // at every bubble, and must not scan thousands of queued tasks to find them.

@@ -10,8 +10,9 @@
 namespace freeride {
 
 // Finds `command` on PATH (from env, or the daemon's own PATH when the spec
-// carries none) relative to working_dir.  Returns the absolute path of an
-// executable file, or "" and sets *error.
+// carries none) relative to working_dir.  A command with a '/' is taken as
+// it is, relative to working_dir.  Returns the path of an executable file,
+// absolute when working_dir is, or "" and sets *error.
 std::string ResolveExecutable(const std::string& command, const std::string& path_var,
                               const std::string& working_dir, std::string* error);
 
@@ -29,6 +30,7 @@ std::string NameProblem(std::string_view name);
 // Checks a spec against the daemon's lanes: a name, a resolvable command, a
 // known lane, memory no larger than any lane, sane numbers.  Returns "" when
 // valid, else a message for the user.  Fills *resolved with the executable.
+// Reads the file system; any thread.
 std::string ValidateSpec(const v1::TaskSpec& spec, const std::vector<LaneLimits>& lanes,
                          std::string* resolved);
 

@@ -27,6 +27,7 @@ struct TcpGateLimits {
   Nanos silent_timeout = 10 * kSecond;
 };
 
+// Start and Stop from one thread; the relaying runs on the gate's own.
 class TcpGate {
  public:
   TcpGate() = default;
@@ -38,12 +39,13 @@ class TcpGate {
   // Unix socket `backend` (its name, without the leading NUL).  The limit
   // in all is lowered to what RLIMIT_NOFILE leaves room for (three
   // descriptors a connection: the gate's two and gRPC's one).  Returns
-  // false with *error when it cannot listen.
+  // false with *error when it cannot listen.  Call once.
   bool Start(const std::string& address, const std::string& backend, TcpGateLimits limits,
              std::string* error);
   // Closes the listener and every connection.  Idempotent.
   void Stop();
 
+  // The port listened on, after Start (the one chosen for port 0).
   int port() const { return port_; }
 
  private:

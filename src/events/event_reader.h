@@ -18,12 +18,18 @@ BubbleEvent ReadBubbleEvent(simdjson::dom::object o);
 StepEvent ReadStepEvent(simdjson::dom::object o);
 TransitionEvent ReadTransitionEvent(simdjson::dom::object o);
 
-// Helpers for the other event kinds' readers, with the same rules.
+// Helpers for the other event kinds' readers.
+// The number at `key` as an integer (a double is truncated); throws when the
+// key is missing or holds anything but a number.
 int64_t IntField(simdjson::dom::object o, std::string_view key);
-// True when `key` holds a number (not null, not missing).
-bool HasNumberField(simdjson::dom::object o, std::string_view key);
+// IntField, but `fallback` when the key is missing or null.
 int64_t IntFieldOr(simdjson::dom::object o, std::string_view key, int64_t fallback);
+// True when `key` holds a number (not null, not missing).  Never throws.
+bool HasNumberField(simdjson::dom::object o, std::string_view key);
+// The number at `key`; `fallback` when it is missing or not a number.  Never
+// throws.
 double DoubleFieldOr(simdjson::dom::object o, std::string_view key, double fallback);
+// The string at `key`; "" when it is missing or not a string.  Never throws.
 std::string StringFieldOr(simdjson::dom::object o, std::string_view key);
 
 }  // namespace freeride::events

@@ -10,7 +10,8 @@
 // checkpoint is renamed into place, so whichever of the two a crash leaves
 // under the name, the sidecar describes it.
 //
-// Plain functions of the file system; callable from any thread.  The sidecar
+// Plain functions of the file system; callable from any thread, but one
+// saver per path at a time (the temporary names are fixed).  The sidecar
 // is the task's to write: readers treat it as untrusted (ReadCheckpointProgress
 // refuses anything that does not parse into finite, non-negative figures).
 #pragma once

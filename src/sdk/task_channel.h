@@ -1,6 +1,7 @@
 // The side task's end of the control channel: waits for grants, decides
 // whether the next step fits, and reports steps.  Used by the C ABI and by
-// the C++ SDK runner.
+// the C++ SDK runner.  Nothing in it is synchronised: one thread of the task
+// at a time (the counters in the segment have a single writer).
 #pragma once
 #include <memory>
 #include <string>
@@ -26,15 +27,20 @@ class TaskChannel {
  public:
   enum class Wake { kGranted, kTimeout, kStop, kCheckpoint };
 
-  // Attaches using the environment the daemon set.  Returns nullptr (and a
-  // reason) when the process was not launched by a daemon.
+  // Attaches using the environment the daemon set, and tells the daemon
+  // that the task uses the SDK.  Returns nullptr (and a reason in *error)
+  // when the process was not launched by a daemon or its segments cannot be
+  // mapped.
   static std::unique_ptr<TaskChannel> AttachFromEnvironment(std::string* error);
 
+  // Declares the unit of work, cut to 31 bytes.
   void SetUnit(std::string_view unit);
   // Init is done: publishes the step estimate (the prior, before any step)
   // and lets the daemon grant bubbles.
   void Ready();
-  // Sleeps until a grant, a command or the timeout (negative: none).
+  // Sleeps until a grant, a command or the timeout (negative: none).  A
+  // checkpoint command is consumed by the call that returns it; a stop
+  // command is returned by every call from then on.
   Wake WaitForGrant(Nanos timeout);
   // True while the grant holds, its bubble is open and a step of the learned
   // length fits before the deadline.
@@ -46,15 +52,23 @@ class TaskChannel {
   // bubble is still open, extends the deadline to the longer forecast and
   // returns true.  Ask NextStepFits again then, with a new start time.
   bool TakeSecondLook();
+  // Records a step of the grant being served and feeds the step estimate.
   void RecordStep(Nanos start, Nanos end, double units);
+  // Counts work done outside a step.
   void AddProgress(double units);
   // Before Ready(): the work the task starts from (its checkpoint's, or 0
   // for a fresh start), so that its counters are its totals and work redone
   // after a restart counts once.
   void ResumeCounters(double progress, uint64_t steps);
+  // Hands the grant back (an armed task's bubble too, waking the lane when
+  // enough of it is left for another task).
   void Yield();
+  // Reports the end of the task (kFinished, or kFailed when !ok) and wakes
+  // the lane as Yield does.
   void Finished(bool ok);
+  // The learned step time; the prior before the first step.
   Nanos StepEstimate() const { return estimator_.Estimate(); }
+  // Where the task keeps its checkpoint; empty when the daemon gave none.
   const std::string& checkpoint_dir() const { return checkpoint_dir_; }
   TaskSegment& segment() { return task_; }
 

@@ -5,6 +5,9 @@
 #include <filesystem>
 #include "test_util.h"
 #include "base/files.h"
+#include "sdk/checkpoint_progress.h"
+
+#include <sys/stat.h>
 
 namespace freeride {
 namespace {
@@ -17,6 +20,13 @@ TEST(ParseBytes, AcceptsBinaryDecimalAndBareNumbers) {
   EXPECT_EQ(ParseBytes("4096", &error).value(), 4096ULL);
   EXPECT_EQ(ParseBytes(" 64 kib ", &error).value(), 65536ULL);
   EXPECT_EQ(ParseBytes("0", &error).value(), 0ULL);
+}
+
+TEST(ParseBytes, SizesAbove2To63AreExact) {
+  std::string error;
+  EXPECT_EQ(ParseBytes("10000000T", &error).value(), 10'000'000'000'000'000'000ULL) << error;
+  EXPECT_EQ(ParseBytes("16000000TiB", &error).value(), 16000000ULL << 40) << error;
+  EXPECT_FALSE(ParseBytes("17000000TiB", &error).has_value()) << "past 2^64";
 }
 
 TEST(ParseBytes, RejectsGarbageWithAMessage) {
@@ -64,6 +74,24 @@ TEST(Files, ReplacementIsAllOrNothing) {
   EXPECT_NE(error.find("cannot write"), std::string::npos) << error;
   EXPECT_FALSE(WriteFileAtomically(dir.path() + "/no/such/dir/f", "x", &error));
   EXPECT_NE(error.find("no/such/dir/f.tmp"), std::string::npos) << error;
+}
+
+// The sidecar is the task's to write: a negative step count is refused, not
+// read as 2^64 - 1.
+TEST(CheckpointProgress, ANegativeStepCountInTheSidecarIsRefused) {
+  TempDir dir;
+  const std::string path = dir.path() + "/ckpt";
+  ASSERT_TRUE(SaveCheckpointWithProgress(
+      path, [](const std::string& tmp) { return static_cast<bool>(std::ofstream(tmp) << "w"); },
+      {5.0, 7}));
+  std::optional<CheckpointProgress> read = ReadCheckpointProgress(path);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->steps, 7u);
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  std::ofstream(path + ".progress", std::ios::trunc)
+      << st.st_ino << " " << st.st_size << " 5 -1\n";
+  EXPECT_FALSE(ReadCheckpointProgress(path).has_value());
 }
 
 }  // namespace freeride

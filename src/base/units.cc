@@ -63,7 +63,8 @@ std::optional<uint64_t> ParseBytes(std::string_view text, std::string* error) {
         *error = fmt::format("size '{}' is too large", text);
         return std::nullopt;
       }
-      return static_cast<uint64_t>(std::llround(bytes));
+      // Below 2^64, so the conversion is defined (llround stops at 2^63).
+      return static_cast<uint64_t>(std::nearbyint(bytes));
     }
   }
   *error = fmt::format("unknown size unit '{}' in '{}'; use B, KiB, MiB, GiB, TiB (or K, M, G, T)",

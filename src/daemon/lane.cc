@@ -82,8 +82,13 @@ bool Lane::RemakeDeletedSegment() {
                  {"event", remade ? "remade" : "lost"},
                  {"reason", what}});
   if (!remade) return false;
-  retired_segments_.push_back(std::move(segment_));
-  segment_ = std::move(fresh);
+  {
+    // FillStats reads segment_ from other threads; the lane's own thread,
+    // the only one that replaces it, reads it without the lock.
+    std::unique_lock<std::shared_mutex> swap(segment_swap_mu_);
+    retired_segments_.push_back(std::move(segment_));
+    segment_ = std::move(fresh);
+  }
   // The new segment knows no window or guard level yet.
   published_window_end_ = 0;
   PublishGuardRestrictions();
@@ -659,6 +664,7 @@ void Lane::PublishGuardRestrictions() {
 }
 
 void Lane::FillStats(v1::LaneStats* stats) const {
+  std::shared_lock<std::shared_mutex> no_swap(segment_swap_mu_);
   const LaneSegmentLayout* l = segment_.layout();
   stats->set_lane(config_.index);
   stats->set_device(config_.device);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -115,6 +116,9 @@ class Lane {
   // Segments replaced by RemakeDeletedSegment, kept mapped: other threads
   // may still hold pointers into them.
   std::vector<LaneSegment> retired_segments_;
+  // Held exclusively while RemakeDeletedSegment replaces segment_, shared by
+  // FillStats on other threads.
+  mutable std::shared_mutex segment_swap_mu_;
   // StageAlive's last answer, reused for a few milliseconds.
   mutable std::atomic<int64_t> checked_pid_{0};
   mutable std::atomic<Nanos> checked_at_{0};

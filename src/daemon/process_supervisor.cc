@@ -43,6 +43,10 @@ std::string ReadFileTail(const std::string& path, size_t max_bytes) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";
   off_t size = lseek(fd, 0, SEEK_END);
+  if (size < 0) {
+    close(fd);
+    return "";
+  }
   off_t start = size > static_cast<off_t>(max_bytes) ? size - static_cast<off_t>(max_bytes) : 0;
   std::string out(static_cast<size_t>(size - start), '\0');
   ssize_t n = pread(fd, out.data(), out.size(), start);
@@ -200,6 +204,18 @@ LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
     if (request.cgroup) request.cgroup->Freeze(true);
   }
   int pidfd = PidfdOpen(pid);
+  if (pidfd < 0) {
+    // Without a pidfd the supervisor could not see the task end: refuse it
+    // rather than lose it.
+    const int error = errno;
+    Signal(pid, SIGKILL);
+    int status;
+    waitpid(pid, &status, 0);
+    if (request.cgroup) request.cgroup->Remove();
+    return {-1, fmt::format("cannot watch the task's process: pidfd_open failed: {} (Linux 5.3 "
+                            "or later is needed)",
+                            std::strerror(error))};
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     children_[pidfd] = Child{request.task_id, pid, request.cgroup};

@@ -20,7 +20,10 @@ int64_t IntField(dom::object o, std::string_view key) {
   dom::element v = o[key].value();
   if (v.is_int64()) return v.get_int64().value();
   if (v.is_uint64()) return static_cast<int64_t>(v.get_uint64().value());
-  return static_cast<int64_t>(v.get_double().value());
+  // A damaged log's double may not fit; converting it would be undefined.
+  const double d = v.get_double().value();
+  if (!(d >= -9.2e18 && d <= 9.2e18)) Malformed();
+  return static_cast<int64_t>(d);
 }
 
 bool HasNumberField(dom::object o, std::string_view key) {

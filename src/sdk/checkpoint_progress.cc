@@ -27,11 +27,13 @@ std::optional<CheckpointProgress> Find(const std::string& sidecar, const struct 
   while (std::getline(in, line)) {
     std::istringstream fields(line);
     uint64_t inode = 0, size = 0;
+    int64_t steps = 0;  // read signed: istream takes "-1" for an unsigned as UINT64_MAX
     CheckpointProgress done;
-    if (!(fields >> inode >> size >> done.progress >> done.steps)) continue;
+    if (!(fields >> inode >> size >> done.progress >> steps)) continue;
     if (inode != static_cast<uint64_t>(st.st_ino) || size != static_cast<uint64_t>(st.st_size))
       continue;
-    if (!std::isfinite(done.progress) || done.progress < 0) return std::nullopt;
+    if (!std::isfinite(done.progress) || done.progress < 0 || steps < 0) return std::nullopt;
+    done.steps = static_cast<uint64_t>(steps);
     return done;
   }
   return std::nullopt;

@@ -14,7 +14,7 @@ bool FakeEnv::Wait(std::atomic<uint32_t>* word, uint32_t expected, Nanos timeout
                    uint32_t wake_bits) {
   std::unique_lock<std::mutex> lock(mu_);
   if (word->load(std::memory_order_seq_cst) != expected) return true;
-  Sleeper sleeper{word, expected, wake_bits, timeout < 0 ? -1 : now_ + timeout};
+  Sleeper sleeper{word, wake_bits, timeout < 0 ? -1 : now_ + timeout};
   sleepers_.push_back(&sleeper);
   changed_.notify_all();  // for AwaitSleepers
   changed_.wait(lock, [&] {
@@ -29,27 +29,20 @@ void FakeEnv::WakeAll(std::atomic<uint32_t>* word, uint32_t bits) {
   std::lock_guard<std::mutex> lock(mu_);
   ++wake_calls_;
   for (Sleeper* s : sleepers_) {
-    const bool same_word = s->word == word || s->word->load(std::memory_order_seq_cst) != s->expected;
+    const bool same_word = s->word == word || same_words_.count({s->word, word}) != 0;
     if (same_word && (s->bits & bits) != 0) s->woken = true;
   }
   changed_.notify_all();
 }
 
-bool FakeEnv::Signal(pid_t pid, int signal) {
-  std::lock_guard<std::mutex> lock(mu_);
-  last_signal_ = signal;
-  return alive_.count(pid) != 0;
-}
+bool FakeEnv::Signal(pid_t, int) { return false; }
 
-bool FakeEnv::ProcessAlive(pid_t pid) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return alive_.count(pid) != 0;
-}
+bool FakeEnv::ProcessAlive(pid_t) { return false; }
 
-void FakeEnv::SetAlive(pid_t pid, bool alive) {
+void FakeEnv::SameWord(const std::atomic<uint32_t>* a, const std::atomic<uint32_t>* b) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (alive) alive_.insert(pid);
-  else alive_.erase(pid);
+  same_words_.insert({a, b});
+  same_words_.insert({b, a});
 }
 
 void FakeEnv::Advance(Nanos by) {

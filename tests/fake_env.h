@@ -1,15 +1,15 @@
 // An Env for tests: time moves only when the test says so, waits end on a
 // matching wake-up or when fake time passes their deadline, and processes
-// are a set the test controls.  Two mappings of one shared word have two
-// addresses, so a wake-up reaches the sleepers on its own address and those
-// whose word no longer holds the value they went to sleep on, as a futex
-// keyed by the page would.  So waits, timeouts and intervals are tested
+// are none (ProcessAlive is false, Signal fails).  Two mappings of one
+// shared word have two addresses: SameWord tells the fake they are one, as
+// the kernel's futex, keyed by the page, knows.  So waits, timeouts and intervals are tested
 // without sleeping, and "did not wake" is a count, not a pause.
 #pragma once
 #include <condition_variable>
 #include <list>
 #include <mutex>
 #include <set>
+#include <utility>
 
 #include "base/env.h"
 
@@ -36,13 +36,13 @@ class FakeEnv final : public Env {
   // WakeAll calls so far, whether or not they woke anyone.
   int wake_calls();
 
-  void SetAlive(pid_t pid, bool alive);
-  int last_signal() const { return last_signal_; }
+  // `a` and `b` are one shared word mapped twice: a wake-up on either
+  // reaches sleepers on both.
+  void SameWord(const std::atomic<uint32_t>* a, const std::atomic<uint32_t>* b);
 
  private:
   struct Sleeper {
     const std::atomic<uint32_t>* word;
-    uint32_t expected;
     uint32_t bits;
     Nanos deadline;  // -1: none
     bool woken = false;
@@ -52,8 +52,7 @@ class FakeEnv final : public Env {
   Nanos now_;
   std::list<Sleeper*> sleepers_;
   int wake_calls_ = 0;
-  std::set<pid_t> alive_;
-  int last_signal_ = 0;
+  std::set<std::pair<const void*, const void*>> same_words_;
 };
 
 }  // namespace freeride

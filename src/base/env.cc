@@ -24,8 +24,10 @@ class SystemEnv final : public Env {
 }  // namespace
 
 Env* Env::Default() {
-  static SystemEnv env;
-  return &env;
+  // Never destroyed: a CUDA callback thread may still mark a bubble while
+  // the process exits.
+  static Env* const env = new SystemEnv;
+  return env;
 }
 
 }  // namespace freeride

@@ -39,8 +39,8 @@ class Env {
   // Whether process `pid` exists (a zombie counts until it is reaped).
   virtual bool ProcessAlive(pid_t pid) = 0;
 
-  // The real one: CLOCK_MONOTONIC, process-shared futexes, kill(2).  Lives
-  // for the whole process; thread-safe.
+  // The real one: CLOCK_MONOTONIC, process-shared futexes, kill(2).  Never
+  // destroyed; thread-safe.
   static Env* Default();
 };
 

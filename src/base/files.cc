@@ -1,8 +1,5 @@
 #include "base/files.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -13,19 +10,6 @@
 
 namespace freeride {
 
-namespace {
-
-// Flushes what was written to `path` (a file or a directory) to the disk.
-bool SyncPath(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool ok = fsync(fd) == 0;
-  close(fd);
-  return ok;
-}
-
-}  // namespace
-
 bool ReplaceFileAtomically(const std::string& path,
                            const std::function<bool(const std::string& tmp_path)>& write,
                            std::string* error) {
@@ -35,22 +19,11 @@ bool ReplaceFileAtomically(const std::string& path,
     std::remove(tmp.c_str());
     return false;
   }
-  // On the disk before it takes the name: after a power loss the name holds
-  // the old content or the new, never an empty file.
-  if (!SyncPath(tmp)) {
-    if (error) *error = "cannot flush " + tmp + " to disk: " + std::strerror(errno);
-    std::remove(tmp.c_str());
-    return false;
-  }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     if (error) *error = "cannot rename " + tmp + " to " + path + ": " + std::strerror(errno);
     std::remove(tmp.c_str());
     return false;
   }
-  // The rename itself is durable once the directory is flushed; a failure
-  // here leaves the new file in place, so it is not reported as one.
-  const size_t slash = path.find_last_of('/');
-  SyncPath(slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash)));
   return true;
 }
 

@@ -8,9 +8,11 @@
 
 namespace freeride {
 
-// Has `write` fill PATH.tmp, flushes it to the disk, then renames it to
-// `path`, so that a crash, a stop or a power loss never leaves a torn file
-// under the final name.  Returns false (and
+// Has `write` fill PATH.tmp, then renames it to `path`, so that a crash or a
+// stop of the process never leaves a torn file under the final name.  There
+// is no fsync: a checkpoint saved during a cancel's grace period must not
+// wait for the disk, and after a power loss a checkpoint whose size no
+// longer matches its progress record is not trusted (checkpoint_progress.h).  Returns false (and
 // removes the temporary file) when `write` returns false or the rename
 // fails; *error, if given, then says why.  Any thread, but never two
 // writers of one path at once: they would share PATH.tmp.

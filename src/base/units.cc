@@ -64,7 +64,7 @@ std::optional<uint64_t> ParseBytes(std::string_view text, std::string* error) {
         return std::nullopt;
       }
       // Below 2^64, so the conversion is defined (llround stops at 2^63).
-      return static_cast<uint64_t>(std::nearbyint(bytes));
+      return static_cast<uint64_t>(std::round(bytes));
     }
   }
   *error = fmt::format("unknown size unit '{}' in '{}'; use B, KiB, MiB, GiB, TiB (or K, M, G, T)",

@@ -31,7 +31,7 @@ inline constexpr size_t kPendingMarks = 1024;
 }  // namespace freeride
 
 struct freeride_stage {
-  // Time and wake-ups; a test may set a fake before the first mark.
+  // Time and wake-ups: Env::Default(), or a test's fake given to OpenStage.
   freeride::Env* env = freeride::Env::Default();
   std::string segment_path;
   bool disabled = false;

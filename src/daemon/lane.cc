@@ -102,7 +102,10 @@ void Lane::Start() {
 
 void Lane::Stop() {
   stopping_ = true;
-  if (segment_.is_open()) FutexWakeAll(&segment_.layout()->bubble_seq);
+  {
+    std::shared_lock<std::shared_mutex> no_swap(segment_swap_mu_);
+    if (segment_.is_open()) FutexWakeAll(&segment_.layout()->bubble_seq);
+  }
   if (thread_.joinable()) thread_.join();
 }
 
@@ -124,7 +127,7 @@ bool Lane::StageAlive() const {
   if (pid == checked_pid_.load(std::memory_order_relaxed) &&
       now - checked_at_.load(std::memory_order_relaxed) < kStageCheckInterval)
     return checked_alive_.load(std::memory_order_relaxed);
-  bool alive = kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  bool alive = segment_.env()->ProcessAlive(static_cast<pid_t>(pid));
   checked_alive_.store(alive, std::memory_order_relaxed);
   checked_pid_.store(pid, std::memory_order_relaxed);
   checked_at_.store(now, std::memory_order_relaxed);
@@ -664,8 +667,18 @@ void Lane::PublishGuardRestrictions() {
 }
 
 void Lane::FillStats(v1::LaneStats* stats) const {
+  // The segment is read under the swap lock, and only it: the lane thread
+  // may wait for this lock while it remakes a deleted segment.  A retired
+  // segment stays mapped, so `l` stays valid after the lock is let go.
   std::shared_lock<std::shared_mutex> no_swap(segment_swap_mu_);
   const LaneSegmentLayout* l = segment_.layout();
+  stats->set_stage_pid(l->stage_pid.load());
+  stats->set_stage_alive(StageAlive());
+  // The open bubble, and who runs in it, are read from shared memory: a lane
+  // whose armed task serves itself does not see bubbles begin.
+  const BubbleMark open = segment_.Read();
+  const bool in_bubble = open.open() && !BubbleOver(open.seq, open.begin_ns);
+  no_swap.unlock();
   stats->set_lane(config_.index);
   stats->set_device(config_.device);
   stats->set_segment_path(segment_path_);
@@ -673,12 +686,6 @@ void Lane::FillStats(v1::LaneStats* stats) const {
                        : options_.mps_pipe_dir.empty()      ? v1::ISOLATION_GPU_TIME_SLICED
                                                             : v1::ISOLATION_GPU_MPS);
   stats->set_cpu_core(config_.cpu_core);
-  stats->set_stage_pid(l->stage_pid.load());
-  stats->set_stage_alive(StageAlive());
-  // The open bubble, and who runs in it, are read from shared memory: a lane
-  // whose armed task serves itself does not see bubbles begin.
-  BubbleMark open = segment_.Read();
-  bool in_bubble = open.open() && !BubbleOver(open.seq, open.begin_ns);
   int64_t running_task = running_task_.load();
   if (in_bubble && running_task == 0) {
     int64_t armed = l->armed_task_id.load(std::memory_order_acquire);

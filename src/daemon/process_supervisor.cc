@@ -210,11 +210,12 @@ LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
     const int error = errno;
     Signal(pid, SIGKILL);
     int status;
-    waitpid(pid, &status, 0);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
     if (request.cgroup) request.cgroup->Remove();
-    return {-1, fmt::format("cannot watch the task's process: pidfd_open failed: {} (Linux 5.3 "
-                            "or later is needed)",
-                            std::strerror(error))};
+    return {-1, fmt::format("cannot watch the task's process: pidfd_open failed: {}{}",
+                            std::strerror(error),
+                            error == ENOSYS ? " (Linux 5.3 or later is needed)" : "")};
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

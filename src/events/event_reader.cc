@@ -19,6 +19,7 @@ bool BoolFieldOr(dom::object o, std::string_view key, bool fallback) {
 int64_t IntField(dom::object o, std::string_view key) {
   dom::element v = o[key].value();
   if (v.is_int64()) return v.get_int64().value();
+  // Above INT64_MAX: kept bit for bit, so that an unsigned field reads back.
   if (v.is_uint64()) return static_cast<int64_t>(v.get_uint64().value());
   // A damaged log's double may not fit; converting it would be undefined.
   const double d = v.get_double().value();

@@ -35,8 +35,6 @@ void FakeEnv::WakeAll(std::atomic<uint32_t>* word, uint32_t bits) {
   changed_.notify_all();
 }
 
-bool FakeEnv::Signal(pid_t, int) { return false; }
-
 bool FakeEnv::ProcessAlive(pid_t) { return false; }
 
 void FakeEnv::SameWord(const std::atomic<uint32_t>* a, const std::atomic<uint32_t>* b) {
@@ -61,8 +59,9 @@ bool FakeEnv::AwaitSleepers(const std::atomic<uint32_t>* word, int count) {
 
 int FakeEnv::Sleepers(const std::atomic<uint32_t>* word) {
   std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int>(std::count_if(sleepers_.begin(), sleepers_.end(),
-                                        [&](const Sleeper* s) { return s->word == word; }));
+  return static_cast<int>(std::count_if(sleepers_.begin(), sleepers_.end(), [&](const Sleeper* s) {
+    return s->word == word && !s->woken && (s->deadline < 0 || now_ < s->deadline);
+  }));
 }
 
 int FakeEnv::wake_calls() {

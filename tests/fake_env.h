@@ -1,6 +1,6 @@
 // An Env for tests: time moves only when the test says so, waits end on a
 // matching wake-up or when fake time passes their deadline, and processes
-// are none (ProcessAlive is false, Signal fails).  Two mappings of one
+// are none (ProcessAlive is false).  Two mappings of one
 // shared word have two addresses: SameWord tells the fake they are one, as
 // the kernel's futex, keyed by the page, knows.  So waits, timeouts and intervals are tested
 // without sleeping, and "did not wake" is a count, not a pause.
@@ -23,7 +23,6 @@ class FakeEnv final : public Env {
   bool Wait(std::atomic<uint32_t>* word, uint32_t expected, Nanos timeout,
             uint32_t wake_bits = kFutexAnyWake) override;
   void WakeAll(std::atomic<uint32_t>* word, uint32_t bits = kFutexAnyWake) override;
-  bool Signal(pid_t pid, int signal) override;
   bool ProcessAlive(pid_t pid) override;
 
   // Moves time on by `by`, ending the waits whose deadline it passes.
@@ -31,7 +30,8 @@ class FakeEnv final : public Env {
   // Blocks until `count` threads sleep on `word`, for at most 10 s of real
   // time (a bound for a broken test, not a timing); false if they did not.
   bool AwaitSleepers(const std::atomic<uint32_t>* word, int count);
-  // Threads sleeping on `word` now.
+  // Threads sleeping on `word` now: neither woken nor past their deadline,
+  // whether or not their thread has run since (so "not woken" is exact).
   int Sleepers(const std::atomic<uint32_t>* word);
   // WakeAll calls so far, whether or not they woke anyone.
   int wake_calls();

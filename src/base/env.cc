@@ -15,7 +15,6 @@ class SystemEnv final : public Env {
     return FutexWait(word, expected, timeout, wake_bits);
   }
   void WakeAll(std::atomic<uint32_t>* word, uint32_t bits) override { FutexWakeAll(word, bits); }
-  bool Signal(pid_t pid, int signal) override { return pid > 0 && kill(pid, signal) == 0; }
   bool ProcessAlive(pid_t pid) override {
     return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
   }

@@ -1,6 +1,7 @@
 // Env: the seam between FreeRide's mechanism and the operating system, in
-// LevelDB's style: the monotonic clock, futex wait and wake, signals and
-// process liveness.  Production code uses Env::Default(); tests pass a fake
+// LevelDB's style: the monotonic clock, futex wait and wake, and process
+// liveness.  Signals to tasks go through ProcessSupervisor::Signal (process
+// group first), the one place that knows how a task is signalled.  Production code uses Env::Default(); tests pass a fake
 // (tests/fake_env.h) whose time moves only when told to, so that waits and
 // intervals are tested without sleeping.
 #pragma once
@@ -31,10 +32,6 @@ class Env {
 
   // Wakes every waiter on `word` whose bits intersect `bits`.  Never blocks.
   virtual void WakeAll(std::atomic<uint32_t>* word, uint32_t bits = kFutexAnyWake) = 0;
-
-  // Sends `signal` to process `pid`; false when it does not exist (or may not
-  // be signalled).
-  virtual bool Signal(pid_t pid, int signal) = 0;
 
   // Whether process `pid` exists (a zombie counts until it is reaped).
   virtual bool ProcessAlive(pid_t pid) = 0;

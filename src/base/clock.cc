@@ -16,11 +16,4 @@ Nanos WallNow() {
   return static_cast<Nanos>(ts.tv_sec) * kSecond + ts.tv_nsec;
 }
 
-Nanos SystemClock::Now() const { return MonotonicNow(); }
-
-const SystemClock& SystemClock::Instance() {
-  static const SystemClock clock;
-  return clock;
-}
-
 }  // namespace freeride

@@ -12,6 +12,7 @@
 // open a little after the short kind would have ended is one of the long
 // kind, and is forecast from those alone.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

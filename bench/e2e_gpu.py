@@ -46,6 +46,15 @@ TASKS = {
                   "--slow-every", "20", "--slow-ms", "40"],
 }
 MIX = ["pagerank", "sgd", "llm-inference", "resnet18"]  # lane i gets MIX[i]
+# For --device cpu, a dry run of the logic on a machine without GPUs.
+CPU_TASKS = {
+    "pagerank": ["freeride-pagerank", "--rmat-scale", "14", "--max-iterations", "100000000",
+                 "--tolerance", "0", "--device", "cpu", "--step-ms", "2"],
+    "sgd": ["freeride-sgd", "--generate-ratings", "200000", "--generate-users", "2000",
+            "--generate-items", "500", "--epochs", "100000000", "--device", "cpu", "--step-ms", "2"],
+    "llm-inference": [PY, "-m", "freeride.tasks.llm_inference", "--preset", "tiny", "--batch", "2",
+                      "--prompt", "16", "--generate", "32", "--device", "cpu"],
+}
 
 
 def log(*args) -> None:
@@ -90,14 +99,17 @@ class Bench:
         text = open(os.path.join(self.out, "daemon.log")).read()
         log("daemon:", text.strip().replace("\n", " | "))
         pipe = os.path.join(self.state, "mps", "pipe")
-        if os.path.exists(os.path.join(pipe, "control")):
+        if os.path.exists(os.path.join(pipe, "control")) and self.a.trainer_mps == "join":
             self.env["CUDA_MPS_PIPE_DIRECTORY"] = pipe  # trainers join at priority 0
+        else:
+            self.env.pop("CUDA_MPS_PIPE_DIRECTORY", None)  # trainers run outside MPS
 
     def lane_args(self) -> list[str]:
         """One lane per GPU (--cpu-lanes for a CPU dry run: a.device == "cpu")."""
         if getattr(self.a, "device", "cuda") == "cpu":
             return ["--cpu-lanes", str(self.gpus)]
-        return ["--gpus", ",".join(map(str, range(self.gpus))), "--mps", self.a.mps]
+        return ["--gpus", ",".join(map(str, range(self.gpus))), "--mps", self.a.mps,
+                "--mps-side-threads", str(self.a.side_thread_percentage)]
 
     def cli(self, *args: str) -> str:
         return subprocess.run(["freeride", args[0], "--socket", self.socket, *args[1:]], env=self.env,
@@ -204,48 +216,63 @@ class Bench:
     def run(self, schedule: str, microbatches: int, task: str, framework: str = "torch",
             script: str = "train_gpt_pipeline.py", extra: tuple = (), naive: bool = True) -> None:
         """FreeRide alternating with baseline in one launch, then (if `naive`) naive co-location."""
+        self.run_configs([(schedule, microbatches)], task, framework, script, extra, naive)
+
+    def run_configs(self, configs: list[tuple[str, int]], task: str, framework: str = "torch",
+                    script: str = "train_gpt_pipeline.py", extra: tuple = (), naive: bool = True) -> None:
+        """One row per (schedule, micro-batches) in `configs`, for side task `task`: submitted
+        once and kept (paused between launches), so that its start-up is paid once, then each
+        configuration's launch with FreeRide alternating with baseline, then (if `naive`) naive
+        co-location."""
         names = MIX if task == "mix" else [task] * self.gpus
         names = names[:self.gpus]
         self.profile_alone(sorted(set(names)))
-        tag = f"{schedule}-m{microbatches}-{task}"
-        live = None
         if getattr(self.a, "live_steps", 0):
-            # The daemon's own estimate, from a launch with FreeRide always on
-            # and a daemon that has seen no other training (its probe schedule
-            # fits this configuration's iterations).
-            self.close()
-            self.start_daemon()
-            ids = self.submit(names)
-            self.train(schedule, microbatches, "on", f"{tag}-{framework}-live", script, extra,
-                       steps=self.a.live_steps, alternate=0)
-            live = self.live_overhead()
-            log(f"live estimate: {live}")
-            self.cancel(ids)
-        # FreeRide, alternating with baseline.
+            for schedule, m in configs:
+                self.live_run(schedule, m, task, names, framework, script, extra)
         ids = self.submit(names)
-        events_from = os.path.getsize(os.path.join(self.state, "events.jsonl"))
-        before = self.snapshot(ids)
-        fr = self.train(schedule, microbatches, "on", f"{tag}-{framework}-freeride", script, extra)
-        after = self.snapshot(ids)
-        fr["live_overhead"] = live
-        self.cancel(ids)
-        latency = self.signal_latency(events_from)
+        try:
+            for schedule, m in configs:
+                tag = f"{schedule}-m{m}-{task}"
+                events_from = os.path.getsize(os.path.join(self.state, "events.jsonl"))
+                before = self.snapshot(ids)
+                fr = self.train(schedule, m, "on", f"{tag}-{framework}-freeride", script, extra)
+                after = self.snapshot(ids)
+                fr["live_overhead"] = getattr(self, "live", {}).get(tag)
+                latency = self.signal_latency(events_from)
+                self.report(schedule, m, task, names, fr, before, after, latency, framework)
+        finally:
+            self.cancel(ids)
         if not naive:
-            self.report(schedule, microbatches, task, names, fr, before, after, None, latency, framework)
             return
         # Naive co-location: the same tasks alone on their GPUs, under MPS at
         # priority 1, all through the training; stopped when it ends.
-        naive_procs = []
-        for gpu, name in enumerate(names):
-            env = dict(self.env, CUDA_VISIBLE_DEVICES=str(gpu), CUDA_MPS_CLIENT_PRIORITY="1")
-            naive_procs.append(subprocess.Popen(self.tasks[name] + ["--standalone"], env=env,
-                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        time.sleep(20 if any(self.tasks[n][0] == PY for n in names) else 8)
-        naive = self.train(schedule, microbatches, "off", f"{tag}-{framework}-naive", script, extra)
-        for p in naive_procs:
-            p.kill()
-            p.wait()
-        self.report(schedule, microbatches, task, names, fr, before, after, naive, latency, framework)
+        for schedule, m in configs:
+            naive_procs = []
+            for gpu, name in enumerate(names):
+                env = dict(self.env, CUDA_VISIBLE_DEVICES=str(gpu), CUDA_MPS_CLIENT_PRIORITY="1")
+                naive_procs.append(subprocess.Popen(self.tasks[name] + ["--standalone"], env=env,
+                                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            time.sleep(20 if any(self.tasks[n][0] == PY for n in names) else 8)
+            run = self.train(schedule, m, "off", f"{schedule}-m{m}-{task}-{framework}-naive", script, extra)
+            for p in naive_procs:
+                p.kill()
+                p.wait()
+            self.add_naive_row(schedule, m, task, run, framework)
+
+    def live_run(self, schedule, m, task, names, framework, script, extra) -> None:
+        """The daemon's own estimate, from a launch with FreeRide always on and a daemon that
+        has seen no other training (its probe schedule fits this configuration's iterations)."""
+        tag = f"{schedule}-m{m}-{task}"
+        self.close()
+        self.start_daemon()
+        ids = self.submit(names)
+        self.train(schedule, m, "on", f"{tag}-{framework}-live", script, extra,
+                   steps=self.a.live_steps, alternate=0)
+        self.live = getattr(self, "live", {})
+        self.live[tag] = self.live_overhead()
+        log(f"live estimate: {self.live[tag]}")
+        self.cancel(ids)
 
     def live_overhead(self) -> list[dict]:
         """The daemon's own running estimate of the slowdown, per lane (docs/overhead.md)."""
@@ -281,7 +308,37 @@ class Bench:
         return {"p50_us": q(0.5), "p99_us": q(0.99), "bubbles": len(bubbles),
                 "bubbles_used": len(waits), "overrun_ms": sum(overrun) / 1e6}
 
-    def report(self, schedule, m, task, names, fr, before, after, naive, latency, framework="torch") -> None:
+    def common_fields(self, schedule, m, task, framework) -> dict:
+        if getattr(self.a, "device", "cuda") == "cpu":
+            isolation = "cpu"
+        else:
+            isolation = f"mps-{self.a.mps}"
+            if self.a.mps != "off":
+                isolation += f"-trainer-{self.a.trainer_mps}"
+                if self.a.side_thread_percentage:
+                    isolation += f"-side-threads-{self.a.side_thread_percentage}"
+        return {"gpus": self.gpus, "framework": framework, "schedule": schedule, "microbatches": m,
+                "task": task, "isolation": isolation, "preset": self.a.preset}
+
+    def add_naive_row(self, schedule, m, task, naive, framework) -> None:
+        """Naive co-location's row, against the baseline of the same configuration's FreeRide launch.
+        Its work is not measured, so it has no harvest or saving."""
+        common = self.common_fields(schedule, m, task, framework)
+        base = next(r for r in reversed(self.rows) if r["mode"] == "baseline"
+                    and all(r[k] == v for k, v in common.items()))
+        t_naive = statistics.mean(naive["iter_ms"][naive["warmup"]:])
+        self.rows.append(dict(common, mode="naive", iter_ms=t_naive,
+                              overhead_pct=100 * (t_naive / base["iter_ms"] - 1),
+                              harvest_ratio=None, cost_saving_pct=None))
+        self.save_rows()
+        log(f"ROW {framework} {schedule} m{m} {task} naive: {t_naive:.1f} ms "
+            f"({self.rows[-1]['overhead_pct']:+.1f}% against {base['iter_ms']:.1f} ms)")
+
+    def save_rows(self) -> None:
+        with open(os.path.join(self.out, self.results), "w") as f:
+            json.dump(self.rows, f, indent=1)
+
+    def report(self, schedule, m, task, names, fr, before, after, latency, framework="torch") -> None:
         w = fr["warmup"]
         on = [t for t, f in zip(fr["iter_ms"][w:], fr["freeride_on"][w:]) if f]
         off = [t for t, f in zip(fr["iter_ms"][w:], fr["freeride_on"][w:]) if not f]
@@ -299,16 +356,10 @@ class Bench:
         per_iter = gpu_seconds / max(1, iterations_on)
         saving = (per_iter - n * (t_with - t_base) / 1e3) / (n * t_base / 1e3)
         harvest = gpu_seconds / bubble_s if bubble_s > 0 else 0.0
-        # Naive co-location's work is not measured; its saving is at most
-        # (all of the GPUs' time) minus its slowdown, an upper bound.
-        t_naive = statistics.mean(naive["iter_ms"][naive["warmup"]:]) if naive else None
-        common = {"gpus": n, "framework": framework, "schedule": schedule, "microbatches": m, "task": task,
-                  "isolation": "cpu" if getattr(self.a, "device", "cuda") == "cpu" else f"mps-{self.a.mps}"}
+        common = self.common_fields(schedule, m, task, framework)
         rows = [
             dict(common, mode="baseline", iter_ms=t_base, overhead_pct=0.0, harvest_ratio=0.0,
                  cost_saving_pct=0.0),
-            *([dict(common, mode="naive", iter_ms=t_naive, overhead_pct=100 * (t_naive / t_base - 1),
-                    harvest_ratio=None, cost_saving_pct=None)] if naive else []),
             dict(common, mode="freeride", iter_ms=t_with, overhead_pct=100 * (t_with / t_base - 1),
                  harvest_ratio=harvest, cost_saving_pct=100 * saving, work_gpu_s_per_iter=per_iter,
                  bubble_s=bubble_s, signal_latency_p50_us=latency["p50_us"],
@@ -318,13 +369,14 @@ class Bench:
                  overhead_blocks=spread["pairs"], live_overhead=fr.get("live_overhead")),
         ]
         self.rows += rows
-        with open(os.path.join(self.out, self.results), "w") as f:
-            json.dump(self.rows, f, indent=1)
-        naive_text = f"naive {t_naive:.1f} ms ({rows[1]['overhead_pct']:+.1f}%), " if naive else ""
+        self.save_rows()
+        ci = spread["ci95_pct"]
+        ci_text = f" [{ci[0]:+.2f} .. {ci[1]:+.2f}]" if ci else ""
         log(f"ROW {framework} {schedule} m{m} {task}: base {t_base:.1f} ms, freeride {t_with:.1f} ms "
-            f"({rows[-1]['overhead_pct']:+.2f}%), {naive_text}"
+            f"({rows[-1]['overhead_pct']:+.2f}%{ci_text}), "
             f"harvest {harvest:.2f}, saving {100 * saving:.1f}%, "
-            f"latency p50 {latency['p50_us']} us p99 {latency['p99_us']} us")
+            f"latency p50 {latency['p50_us']} us p99 {latency['p99_us']} us, "
+            f"overrun {latency['overrun_ms']:.1f} ms")
 
     def close(self) -> None:
         self.daemon.send_signal(signal.SIGTERM)
@@ -387,6 +439,11 @@ def add_bench_arguments(p: argparse.ArgumentParser, work: str, gpus: int, preset
     p.add_argument("--preset", default=preset)
     p.add_argument("--gpus", type=int, default=gpus)
     p.add_argument("--mps", default="auto")
+    p.add_argument("--trainer-mps", choices=["join", "outside"], default="outside",
+                   help="join: the trainers join the daemon's MPS server at priority 0; outside: "
+                        "they run outside MPS, time-sliced with it")
+    p.add_argument("--side-thread-percentage", type=int, default=0,
+                   help="the daemon's --mps-side-threads (0: all SMs)")
     p.add_argument("--daemon-args", default="", help="more options for `freeride daemon`, e.g. "
                    "'--probe-every 40 --probe-withhold 3'")
 
@@ -400,16 +457,31 @@ def main() -> None:
     p.add_argument("--live-steps", type=int, default=0,
                    help="first a launch of this many steps with FreeRide always on, for the daemon's "
                         "live overhead estimate (docs/overhead.md), to set beside the alternating one")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                   help="cpu: a dry run of the benchmark's logic with CPU lanes, a tiny GPT and "
+                        "small CPU tasks (pagerank, sgd, llm-inference)")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    bench = Bench(a)
+    cpu = a.device == "cpu"
+    if cpu and a.preset == "1.3b":
+        a.preset = "tiny"
+    configs = []
+    for config in a.configs.split(","):
+        schedule, _, m = config.partition(":")
+        if not m.isdigit():
+            raise SystemExit(f"--configs: {config!r} is not schedule:microbatches (e.g. 1f1b:4)")
+        configs.append((schedule, int(m)))
+    tasks = CPU_TASKS if cpu else TASKS
+    for task in a.tasks.split(","):
+        if task != "mix" and task not in tasks:
+            raise SystemExit(f"--tasks: unknown task {task!r}; known: {', '.join(sorted(tasks))}, mix")
+    bench = Bench(a, tasks=tasks)
     bench.start_daemon()
     try:
-        for config in a.configs.split(","):
-            schedule, m = config.split(":")
-            for task in a.tasks.split(","):
-                log(f"== {schedule} m{m} {task}")
-                bench.run(schedule, int(m), task, naive=not a.no_naive)
+        for task in a.tasks.split(","):
+            log(f"== {task}: {', '.join(f'{s} m{m}' for s, m in configs)}")
+            bench.run_configs(configs, task, extra=("--device", "cpu") if cpu else (),
+                              naive=not a.no_naive)
     finally:
         bench.close()
 

@@ -20,6 +20,10 @@ TEST(MpsControl, GpuTasksSeeTheirGpuAndJoinMpsBelowTheTrainer) {
                                            "CUDA_MPS_CLIENT_PRIORITY=1",
                                            "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=3072M"}));
   EXPECT_EQ(GpuTaskEnvironment(0, "/p", 0).size(), 3u) << "no limit without a memory grant";
+  std::vector<std::string> limited = GpuTaskEnvironment(1, "/p", 0, 40);
+  EXPECT_EQ(limited.back(), "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=40");
+  EXPECT_EQ(GpuTaskEnvironment(1, "/p", 0, 100).size(), 3u) << "100% is no limit";
+  EXPECT_EQ(GpuTaskEnvironment(1, "", 0, 40).size(), 1u) << "no thread share without MPS";
 }
 
 TEST(MpsControl, ModesParseAndOffOrAutoNeverFailWithoutMps) {

@@ -25,6 +25,7 @@ struct DaemonArgs {
   std::string state_dir;
   std::string gpus;
   std::string mps = "auto";
+  int mps_side_threads = 0;
   int cpu_lanes = 0;
   std::string lane_cores;
   std::string lane_memory;
@@ -290,6 +291,7 @@ int RunDaemon(const DaemonArgs& args) {
       return 1;
     }
     options.mps_pipe_dir = mps.pipe_dir;
+    if (!mps.pipe_dir.empty()) options.mps_thread_percentage = args.mps_side_threads;
   }
   Daemon daemon(options);
   if (!daemon.Start(&error)) {
@@ -357,6 +359,11 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
                   "CUDA MPS for GPU lanes' tasks: auto (use or start it, else run without), on "
                   "(required), off")
       ->capture_default_str();
+  cmd->add_option("--mps-side-threads", args->mps_side_threads,
+                  "Under MPS, the percentage of each GPU's SMs side tasks' kernels may use "
+                  "(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE); 0: all")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100));
   cmd->add_option("--overrun-budget", args->overrun_budget,
                   "Overrun past bubble ends a task may cause, as a share of its bubble time over "
                   "--overrun-window bubbles, before it is demoted, then killed (0: never)")

@@ -33,6 +33,7 @@ struct DaemonOptions {
   // failed: a program without the SDK must be submitted as imperative.
   Nanos attach_timeout = 30 * kSecond;
   std::string mps_pipe_dir;  // GPU lanes' tasks join this MPS server; empty: no MPS
+  int mps_thread_percentage = 0;  // their share of each GPU's SMs under MPS; 0: all
   std::string metrics_address;  // HOST:PORT for Prometheus /metrics; empty: off
   // The control API on TCP as well as the Unix socket: off unless set, and
   // then every TCP request must carry this token (see docs/security.md).

@@ -38,7 +38,8 @@ LaunchRequest PlanLaunch(const LaunchPlanInput& in) {
   // keys (a scheduler's CUDA_VISIBLE_DEVICES=0,1,2,3) are dropped, not
   // merely followed.
   std::vector<std::string> gpu_env;
-  if (gpu >= 0) gpu_env = GpuTaskEnvironment(gpu, in.mps_pipe_dir, spec.memory_bytes());
+  if (gpu >= 0) gpu_env = GpuTaskEnvironment(gpu, in.mps_pipe_dir, spec.memory_bytes(),
+                                           in.mps_thread_percentage);
   auto set_by_lane = [&](const std::string& key) {
     if (IsChannelVariable(key)) return true;
     for (const std::string& entry : gpu_env)

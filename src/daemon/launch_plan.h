@@ -24,6 +24,7 @@ struct LaunchPlanInput {
   std::string lane_segment_path;
   std::string socket_path;         // the daemon's
   std::string mps_pipe_dir;        // empty: no MPS
+  int mps_thread_percentage = 0;   // the tasks' share of SMs under MPS; 0: all
   // KEY=VALUE, the daemon's own: inherited when the spec names no
   // environment of its own.
   std::vector<std::string> daemon_environment;

@@ -93,7 +93,7 @@ void TearDownMps(const MpsSetup& setup) {
 }
 
 std::vector<std::string> GpuTaskEnvironment(int gpu, const std::string& pipe_dir,
-                                            uint64_t memory_bytes) {
+                                            uint64_t memory_bytes, int thread_percentage) {
   std::vector<std::string> env = {fmt::format("CUDA_VISIBLE_DEVICES={}", gpu)};
   if (pipe_dir.empty()) return env;
   env.push_back("CUDA_MPS_PIPE_DIRECTORY=" + pipe_dir);
@@ -102,6 +102,8 @@ std::vector<std::string> GpuTaskEnvironment(int gpu, const std::string& pipe_dir
   if (memory_bytes > 0)
     env.push_back(fmt::format("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0={}M",
                               std::max<uint64_t>(1, memory_bytes >> 20)));
+  if (thread_percentage > 0 && thread_percentage < 100)
+    env.push_back(fmt::format("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE={}", thread_percentage));
   return env;
 }
 

@@ -29,10 +29,11 @@ bool SetUpMps(MpsMode mode, const std::string& state_dir, MpsSetup* setup, std::
 void TearDownMps(const MpsSetup& setup);
 
 // Environment entries for a side task on GPU `gpu` under MPS (with
-// `pipe_dir`) or without it (empty): the device, the client priority and the
-// pinned memory limit (memory_bytes 0: none; else whole MiB, at least 1).
-// Pure.
+// `pipe_dir`) or without it (empty): the device, the client priority, the
+// pinned memory limit (memory_bytes 0: none; else whole MiB, at least 1) and
+// the share of the GPU's SMs its kernels may use (thread_percentage 0 or
+// 100: all; under MPS only).  Pure.
 std::vector<std::string> GpuTaskEnvironment(int gpu, const std::string& pipe_dir,
-                                            uint64_t memory_bytes);
+                                            uint64_t memory_bytes, int thread_percentage = 0);
 
 }  // namespace freeride

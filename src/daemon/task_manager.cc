@@ -746,6 +746,7 @@ bool TaskManager::Launch(int64_t id) {
     plan.lane_segment_path = LaneSegmentPath(options_.socket_path, record.info.lane());
     plan.socket_path = options_.socket_path;
     plan.mps_pipe_dir = options_.mps_pipe_dir;
+    plan.mps_thread_percentage = options_.mps_thread_percentage;
     for (char** e = environ; *e; ++e) plan.daemon_environment.emplace_back(*e);
     request = PlanLaunch(plan);
     request.cgroup = runtime->cgroup;

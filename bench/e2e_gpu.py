@@ -439,7 +439,7 @@ def add_bench_arguments(p: argparse.ArgumentParser, work: str, gpus: int, preset
     p.add_argument("--preset", default=preset)
     p.add_argument("--gpus", type=int, default=gpus)
     p.add_argument("--mps", default="auto")
-    p.add_argument("--trainer-mps", choices=["join", "outside"], default="outside",
+    p.add_argument("--trainer-mps", choices=["join", "outside"], default="join",
                    help="join: the trainers join the daemon's MPS server at priority 0; outside: "
                         "they run outside MPS, time-sliced with it")
     p.add_argument("--side-thread-percentage", type=int, default=0,

@@ -35,15 +35,6 @@ def choose_device(name: str) -> torch.device:
     return torch.device("cpu")
 
 
-def paced_on_gpus(device: str):
-    """The runner for a built-in task: on a GPU, freeride.run_paced, which cuts
-    steps longer than a bubble into pieces; on a CPU, run_task with whole
-    steps, which the built-in tasks keep short there (and a CPU lane's task,
-    in SCHED_IDLE, would pay for the pacer's hand-overs between threads)."""
-    import freeride
-    return freeride.run_paced if choose_device(device).type == "cuda" else freeride.run_task
-
-
 def check_memory(device: torch.device, need_bytes: int, what: str) -> None:
     """Refuses to start when the daemon's memory grant (FREERIDE_MEMORY_BYTES) is too small."""
     limit = int(os.environ.get("FREERIDE_MEMORY_BYTES", "0") or 0)

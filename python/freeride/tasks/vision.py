@@ -2,24 +2,71 @@
 
 torchvision models with random initial weights, trained with SGD on
 synthetic images (or, with --data, on a local ImageFolder; never a
-download).  A step is one training iteration of one mini-batch; progress is
-counted in images.
+download).  Progress is counted in images, credited at each optimizer step.
+
+An iteration is cut into short operations (tasks/pieces.py): the forward
+and the backward of each chunk of layers (a chunk starts at each layer
+with weights: a convolution, a linear layer, a residual block), then the
+optimizer step.  On a GPU each chunk's forward and backward are CUDA graphs
+(torch.cuda.make_graphed_callables).  Under a daemon a step is a piece of
+about FREERIDE_PIECE_MS of GPU time; alone (--standalone, what
+`freeride task-profile` runs) a step is a whole iteration, so the alone
+rate that harvest is valued at is the task's full speed.
 
     python -m freeride.tasks.vision --model resnet50 --batch 32 --device cuda
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import torch
 import torch.nn.functional as F
 
 import freeride
-from freeride.tasks.common import (add_device_options, check_memory, choose_device, paced_on_gpus,
-                                   parse_task_arguments, peak_bytes, sync)
+from freeride.tasks.common import (add_device_options, check_memory, choose_device,
+                                   parse_task_arguments, peak_bytes)
+from freeride.tasks.pieces import Operation, OperationRunner, run_in_pieces, can_capture_graphs
 
 MODELS = ("resnet18", "resnet50", "vgg19")
+
+
+def layers_in_order(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The layers a torchvision ResNet or VGG applies, in order, residual blocks whole."""
+    if hasattr(model, "layer1"):  # ResNet
+        return [model.conv1, model.bn1, model.relu, model.maxpool,
+                *model.layer1, *model.layer2, *model.layer3, *model.layer4,
+                model.avgpool, torch.nn.Flatten(1), model.fc]
+    if hasattr(model, "features"):  # VGG
+        return [*model.features, model.avgpool, torch.nn.Flatten(1), *model.classifier]
+    raise ValueError(f"no layer order known for {type(model).__name__}")
+
+
+def chunks_of(layers: list[torch.nn.Module]) -> list[torch.nn.Sequential]:
+    """Consecutive layers grouped so that each group starts at a layer with weights other
+    than a normalisation (a convolution, a linear layer, a residual block): activations,
+    pooling and batch norm join the layer before them."""
+    chunks: list[list[torch.nn.Module]] = []
+    for layer in layers:
+        weighted = any(True for _ in layer.parameters()) and not isinstance(
+            layer, torch.nn.modules.batchnorm._BatchNorm)
+        if weighted or not chunks:
+            chunks.append([layer])
+        else:
+            chunks[-1].append(layer)
+    return [torch.nn.Sequential(*c) for c in chunks]
+
+
+class _WithLoss(torch.nn.Module):
+    """The last chunk, ending in the loss (so that its backward starts the iteration's)."""
+
+    def __init__(self, body: torch.nn.Module):
+        super().__init__()
+        self.body = body
+
+    def forward(self, x, labels):
+        return F.cross_entropy(self.body(x), labels)
 
 
 class VisionTraining(freeride.IterativeTask):
@@ -44,18 +91,87 @@ class VisionTraining(freeride.IterativeTask):
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
         self.loader = self._loader(torchvision) if a.data else None
         generator = torch.Generator().manual_seed(a.seed)
+        # Static buffers: a batch from --data is copied into them, so that graphs can read them.
         self.images = torch.randn(a.batch, 3, a.image_size, a.image_size, generator=generator).to(self.device)
         self.labels = torch.randint(0, a.classes, (a.batch,), generator=generator).to(self.device)
+        # Gradients exist from the start and are added into in place: a graphed backward's
+        # gradients are its static buffers, which must never become a parameter's .grad.
+        for parameter in self.model.parameters():
+            parameter.grad = torch.zeros_like(parameter)
+        chunks = chunks_of(layers_in_order(self.model))
+        chunks[-1] = _WithLoss(chunks[-1])
+        self.calls = self._graphed(chunks) if can_capture_graphs(self.device) else chunks
+        self.inputs: list = [None] * len(chunks)
+        self.outputs: list = [None] * len(chunks)
         self.iterations = 0
+        self.runner = OperationRunner(self.device, self._iteration)
         # The first iteration pays for lazy initialisation (cuDNN's choice of
         # algorithms, cuBLAS, the optimizer's state): pay it here, outside
         # any bubble, so that the first piece in a bubble does not overrun it.
-        self._train_once(self.images, self.labels)
-        sync(self.device)
+        self.runner.piece(whole=True)
         self.iterations = 1  # a real step, so --iterations N trains N (it is not credited as work)
+        self.whole_steps = a.standalone or not os.environ.get("FREERIDE_TASK_SEGMENT")
         print(f"vision: {a.model} ({params / 1e6:.1f}M parameters), batch {a.batch} of "
               f"{a.image_size}x{a.image_size}, {'data ' + a.data if a.data else 'synthetic data'}, "
-              f"on {self.device}", file=sys.stderr, flush=True)
+              f"on {self.device}, {len(chunks)} chunks"
+              f"{' as CUDA graphs' if self.calls is not chunks else ''}", file=sys.stderr, flush=True)
+
+    def _graphed(self, chunks: list) -> list:
+        """Each chunk's forward and backward as CUDA graphs; the chunks themselves, said once,
+        where capture fails."""
+        samples = []
+        x = self.images
+        with torch.no_grad():
+            for i, chunk in enumerate(chunks):
+                sample = x.detach().clone().requires_grad_(i > 0)
+                samples.append((sample, self.labels) if i == len(chunks) - 1 else (sample,))
+                if i < len(chunks) - 1:
+                    x = chunk(x)
+        try:
+            return list(torch.cuda.make_graphed_callables(tuple(chunks), tuple(samples)))
+        except Exception as e:  # noqa: BLE001 - any capture failure leaves the eager path
+            print(f"freeride: vision runs without CUDA graphs ({type(e).__name__}: {e})",
+                  file=sys.stderr, flush=True)
+            return chunks
+
+    def _iteration(self) -> list[Operation]:
+        if self.args.iterations and self.iterations >= self.args.iterations:
+            return []
+        last = len(self.calls) - 1
+        return ([Operation(f"forward {i}", lambda i=i: self._forward(i)) for i in range(last + 1)]
+                + [Operation(f"backward {i}", lambda i=i: self._backward(i)) for i in range(last, -1, -1)]
+                + [Operation("optimizer", self._optimizer_step)])
+
+    def _forward(self, i: int) -> float:
+        if i == 0:
+            if self.loader is not None:
+                images, labels = next(self.loader)
+                self.images.copy_(images, non_blocking=True)
+                self.labels.copy_(labels, non_blocking=True)
+            x = self.images
+        else:
+            x = self.outputs[i - 1].detach().requires_grad_()
+        self.inputs[i] = x
+        last = i == len(self.calls) - 1
+        self.outputs[i] = self.calls[i](x, self.labels) if last else self.calls[i](x)
+        return 0
+
+    def _backward(self, i: int) -> float:
+        if i == len(self.calls) - 1:
+            self.outputs[i].backward()
+        else:
+            self.outputs[i].backward(self.inputs[i + 1].grad)
+            self.inputs[i + 1] = None
+        self.outputs[i] = None
+        return 0
+
+    def _optimizer_step(self) -> float:
+        self.optimizer.step()
+        # Gradients stay allocated: the next backward adds into them in place.
+        self.optimizer.zero_grad(set_to_none=False)
+        self.inputs[0] = None
+        self.iterations += 1
+        return self.args.batch
 
     def _loader(self, torchvision):
         t = torchvision.transforms
@@ -68,19 +184,10 @@ class VisionTraining(freeride.IterativeTask):
 
     def step(self):
         a = self.args
-        images, labels = (self.images, self.labels) if self.loader is None else [
-            x.to(self.device, non_blocking=True) for x in next(self.loader)]
-        self._train_once(images, labels)
-        sync(self.device)
-        self.iterations += 1
-        if a.iterations and self.iterations >= a.iterations:
-            return freeride.StepResult(a.batch, True)
-        return a.batch
-
-    def _train_once(self, images, labels) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
-        F.cross_entropy(self.model(images), labels).backward()
-        self.optimizer.step()
+        units = self.runner.piece(whole=self.whole_steps)
+        if a.iterations and self.iterations >= a.iterations and not self.runner.pending():
+            return freeride.StepResult(units, True)
+        return units
 
     def save(self, path: str) -> bool:
         torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
@@ -110,7 +217,8 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     add_device_options(p)
     args, run_argv = parse_task_arguments(p, argv)
-    return paced_on_gpus(args.device)(VisionTraining(args), run_argv)
+    args.standalone = "--standalone" in run_argv
+    return run_in_pieces(VisionTraining(args), run_argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,144 @@
+"""Steps made of short GPU operations: the built-in PyTorch tasks' way of
+fitting work longer than a bubble into bubbles.
+
+A built-in task describes one unit of its work (a training iteration, a
+batch of generated text) as a fixed sequence of operations: the forward of
+one chunk of layers, the backward of one chunk, the optimizer step, a
+decode step.  On a GPU each operation is a CUDA graph where the task can
+capture one, so that replaying it costs one launch and the GPU runs at its
+alone speed.  `OperationRunner.piece()` runs operations in order until the
+GPU time planned for the piece reaches a target, waits for the GPU, and
+returns: that is one SDK step, which the lane fits into the rest of a
+bubble.  The work's state (activations, gradients, the KV cache) stays on
+the GPU between pieces.
+
+Each operation's GPU time is learned from CUDA events (the wall clock on a
+CPU) as it runs, leaning to the slower of old and new, so that a piece
+seldom runs past the length the runner learned for it.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from freeride.pace import piece_target_ns
+
+# An operation not timed yet is assumed to take this share of the target.
+_UNTIMED_SHARE = 0.25
+
+
+@dataclass
+class Operation:
+    """One short piece of GPU work.  `run()` enqueues it and returns the units of work it
+    completes (0 for most: a training iteration's images count at its optimizer step)."""
+    name: str
+    run: Callable[[], float]
+
+
+class OperationRunner:
+    """Runs a cyclic sequence of operations in pieces.  Not thread-safe: one thread
+    (the task's step) calls it."""
+
+    def __init__(self, device: torch.device, sequence: Callable[[], list[Operation]],
+                 target_ns: int | None = None, clock: Callable[[], int] = time.monotonic_ns) -> None:
+        """`sequence()` returns the operations of the next unit of work, or none when the
+        work has ended; it is called again each time the previous sequence has run to its end.  `clock` times operations on a
+        CPU (a GPU's are timed by CUDA events)."""
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.clock = clock
+        self.sequence = sequence
+        self.target_ns = piece_target_ns() if target_ns is None else target_ns
+        self.estimates: dict[str, int] = {}
+        self._pending: list[Operation] = []
+        self._events: list[Any] = []
+
+    def _mark(self, i: int) -> Any:
+        if not self.cuda:
+            return self.clock()
+        while len(self._events) <= i:
+            self._events.append(torch.cuda.Event(enable_timing=True))
+        self._events[i].record()
+        return self._events[i]
+
+    def _between_ns(self, a: Any, b: Any) -> int:
+        return int(a.elapsed_time(b) * 1e6) if self.cuda else b - a
+
+    def pending(self) -> bool:
+        """Whether the current unit of work has operations left to run."""
+        return bool(self._pending)
+
+    def piece(self, whole: bool = False) -> float:
+        """Runs operations until the planned GPU time reaches the target (at least one, unless
+        the work has ended; `whole`: to the end of the current unit of work), waits for the
+        device, and returns the units of work completed."""
+        ran: list[tuple[str, Any]] = []
+        planned = 0
+        units = 0.0
+        start = self._mark(0)
+        while True:
+            if not self._pending:
+                if ran and whole:
+                    break
+                self._pending = list(self.sequence())
+                if not self._pending:
+                    break  # the work has ended
+            op = self._pending[0]
+            upcoming = self.estimates.get(op.name, int(self.target_ns * _UNTIMED_SHARE))
+            if ran and not whole and planned + upcoming > self.target_ns:
+                break
+            self._pending.pop(0)
+            units += op.run()
+            planned += upcoming
+            ran.append((op.name, self._mark(len(ran) + 1)))
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+        previous = start
+        for name, mark in ran:
+            took = self._between_ns(previous, mark)
+            old = self.estimates.get(name)
+            self.estimates[name] = took if old is None else max(took, (3 * old + took) // 4)
+            previous = mark
+        return units
+
+
+def run_in_pieces(task: Any, run_argv: list[str]) -> int:
+    """Runs a built-in task whose steps are pieces: run_task, with the runner's first
+    estimate set to a piece (the daemon otherwise judges the task by the profile's step,
+    measured alone on whole units of work, until its first piece has run)."""
+    import freeride
+    os.environ["FREERIDE_STEP_HINT_NS"] = str(piece_target_ns())
+    return freeride.run_task(task, run_argv)
+
+
+def can_capture_graphs(device: torch.device) -> bool:
+    """CUDA graphs on this device, unless FREERIDE_CUDA_GRAPHS=0."""
+    return device.type == "cuda" and os.environ.get("FREERIDE_CUDA_GRAPHS", "1") != "0"
+
+
+def capture_graph(device: torch.device, body: Callable[[], None], what: str) -> Callable[[], None]:
+    """`body` as a CUDA graph's replay, where graphs can be had; else `body` itself (a CPU,
+    FREERIDE_CUDA_GRAPHS=0, or a capture that failed, which is said once on stderr).  `body`
+    must read and write only tensors that outlive the graph; it is run twice to warm up."""
+    if not can_capture_graphs(device):
+        return body
+    try:
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                body()
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            body()
+        return graph.replay
+    except Exception as e:  # noqa: BLE001 - any capture failure leaves the eager path
+        print(f"freeride: {what} runs without CUDA graphs ({type(e).__name__}: {e})",
+              file=sys.stderr, flush=True)
+        return body

@@ -477,13 +477,20 @@ def main() -> None:
             raise SystemExit(f"--tasks: unknown task {task!r}; known: {', '.join(sorted(tasks))}, mix")
     bench = Bench(a, tasks=tasks)
     bench.start_daemon()
+    failed = []
     try:
         for task in a.tasks.split(","):
             log(f"== {task}: {', '.join(f'{s} m{m}' for s, m in configs)}")
-            bench.run_configs(configs, task, extra=("--device", "cpu") if cpu else (),
-                              naive=not a.no_naive)
+            try:
+                bench.run_configs(configs, task, extra=("--device", "cpu") if cpu else (),
+                                  naive=not a.no_naive)
+            except SystemExit as e:  # one task's failure leaves the others' rows
+                log(f"{task} failed: {e}")
+                failed.append(task)
     finally:
         bench.close()
+    if failed:
+        raise SystemExit(f"failed: {', '.join(failed)}")
 
 
 if __name__ == "__main__":

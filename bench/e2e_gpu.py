@@ -197,7 +197,10 @@ class Bench:
 
     def cancel(self, ids: list[int]) -> None:
         for i in ids:
-            self.cli("cancel", str(i))
+            try:
+                self.cli("cancel", str(i))
+            except subprocess.CalledProcessError:
+                pass  # it has ended already (failed or finished): nothing to cancel
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             states = [t["state"] for t in self.status()["tasks"].get("tasks", []) if int(t["id"]) in ids]

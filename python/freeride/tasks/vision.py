@@ -8,7 +8,10 @@ An iteration is cut into short operations (tasks/pieces.py): the forward
 and the backward of each chunk of layers (a chunk starts at each layer
 with weights: a convolution, a linear layer, a residual block), then the
 optimizer step.  On a GPU each chunk's forward and backward are CUDA graphs
-(torch.cuda.make_graphed_callables).  Under a daemon a step is a piece of
+over chained static buffers: a chunk's forward reads the previous chunk's
+output where it lies, its backward adds into the parameters' gradients and
+writes the gradient the previous chunk's backward reads, so that running an
+operation is one graph launch and no Python autograd.  Under a daemon a step is a piece of
 about FREERIDE_PIECE_MS of GPU time; alone (--standalone, what
 `freeride task-profile` runs) a step is a whole iteration, so the alone
 rate that harvest is valued at is the task's full speed.
@@ -94,15 +97,18 @@ class VisionTraining(freeride.IterativeTask):
         # Static buffers: a batch from --data is copied into them, so that graphs can read them.
         self.images = torch.randn(a.batch, 3, a.image_size, a.image_size, generator=generator).to(self.device)
         self.labels = torch.randint(0, a.classes, (a.batch,), generator=generator).to(self.device)
-        # Gradients exist from the start and are added into in place: a graphed backward's
-        # gradients are its static buffers, which must never become a parameter's .grad.
+        # Gradients exist from the start and stay, so that every backward (a captured one
+        # too) adds into them in place.
         for parameter in self.model.parameters():
             parameter.grad = torch.zeros_like(parameter)
         chunks = chunks_of(layers_in_order(self.model))
         chunks[-1] = _WithLoss(chunks[-1])
-        self.calls = self._graphed(chunks) if can_capture_graphs(self.device) else chunks
+        self.chunks = chunks
         self.inputs: list = [None] * len(chunks)
         self.outputs: list = [None] * len(chunks)
+        self.graphs = None
+        if can_capture_graphs(self.device):
+            self.graphs = self._graphed(chunks)
         self.iterations = 0
         self.runner = OperationRunner(self.device, self._iteration)
         # The first iteration pays for lazy initialisation (cuDNN's choice of
@@ -114,50 +120,84 @@ class VisionTraining(freeride.IterativeTask):
         print(f"vision: {a.model} ({params / 1e6:.1f}M parameters), batch {a.batch} of "
               f"{a.image_size}x{a.image_size}, {'data ' + a.data if a.data else 'synthetic data'}, "
               f"on {self.device}, {len(chunks)} chunks"
-              f"{' as CUDA graphs' if self.calls is not chunks else ''}", file=sys.stderr, flush=True)
+              f"{' as CUDA graphs' if self.graphs else ''}", file=sys.stderr, flush=True)
 
-    def _graphed(self, chunks: list) -> list:
-        """Each chunk's forward and backward as CUDA graphs; the chunks themselves, said once,
-        where capture fails."""
-        samples = []
-        x = self.images
-        with torch.no_grad():
-            for i, chunk in enumerate(chunks):
-                sample = x.detach().clone().requires_grad_(i > 0)
-                samples.append((sample, self.labels) if i == len(chunks) - 1 else (sample,))
-                if i < len(chunks) - 1:
-                    x = chunk(x)
+    def _graphed(self, chunks: list) -> tuple[list, list] | None:
+        """Each chunk's forward and backward captured as CUDA graphs over chained static
+        buffers (self.inputs, self.outputs); None, said once, where capture fails."""
+        device = self.device
+        stream = torch.cuda.Stream(device)
         try:
-            return list(torch.cuda.make_graphed_callables(tuple(chunks), tuple(samples)))
+            # Two eager iterations on the capture stream first: cuDNN's choices and lazy
+            # initialisation, and the autograd nodes of the parameters on this stream.
+            stream.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(stream):
+                for _ in range(2):
+                    for i in range(len(chunks)):
+                        self._forward(i)
+                    for i in reversed(range(len(chunks))):
+                        self._backward(i)
+            torch.cuda.current_stream(device).wait_stream(stream)
+            torch.cuda.synchronize(device)
+            pool = torch.cuda.graph_pool_handle()
+            forwards, backwards = [], [None] * len(chunks)
+            last = len(chunks) - 1
+            for i, chunk in enumerate(chunks):
+                x = self.images if i == 0 else self.outputs[i - 1].detach().requires_grad_()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
+                    out = chunk(x, self.labels) if i == last else chunk(x)
+                self.inputs[i], self.outputs[i] = x, out
+                forwards.append(graph)
+            for i in reversed(range(len(chunks))):
+                graph = torch.cuda.CUDAGraph()
+                # The parameters' gradients exist, so the captured backward adds into them in
+                # place; a chunk input's gradient is made during capture, a static buffer.
+                with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
+                    if i == last:
+                        self.outputs[i].backward(retain_graph=True)
+                    else:
+                        self.outputs[i].backward(self.inputs[i + 1].grad, retain_graph=True)
+                backwards[i] = graph
+            torch.cuda.synchronize(device)
+            self.optimizer.zero_grad(set_to_none=False)  # the warm-up's gradients
+            return [g.replay for g in forwards], [g.replay for g in backwards]
         except Exception as e:  # noqa: BLE001 - any capture failure leaves the eager path
+            torch.cuda.synchronize(device)
+            self.inputs = [None] * len(chunks)
+            self.outputs = [None] * len(chunks)
+            self.optimizer.zero_grad(set_to_none=False)
             print(f"freeride: vision runs without CUDA graphs ({type(e).__name__}: {e})",
                   file=sys.stderr, flush=True)
-            return chunks
+            return None
 
     def _iteration(self) -> list[Operation]:
         if self.args.iterations and self.iterations >= self.args.iterations:
             return []
-        last = len(self.calls) - 1
+        last = len(self.chunks) - 1
         return ([Operation(f"forward {i}", lambda i=i: self._forward(i)) for i in range(last + 1)]
                 + [Operation(f"backward {i}", lambda i=i: self._backward(i)) for i in range(last, -1, -1)]
                 + [Operation("optimizer", self._optimizer_step)])
 
     def _forward(self, i: int) -> float:
-        if i == 0:
-            if self.loader is not None:
-                images, labels = next(self.loader)
-                self.images.copy_(images, non_blocking=True)
-                self.labels.copy_(labels, non_blocking=True)
-            x = self.images
-        else:
-            x = self.outputs[i - 1].detach().requires_grad_()
+        if i == 0 and self.loader is not None:
+            images, labels = next(self.loader)
+            self.images.copy_(images, non_blocking=True)
+            self.labels.copy_(labels, non_blocking=True)
+        if self.graphs:
+            self.graphs[0][i]()
+            return 0
+        x = self.images if i == 0 else self.outputs[i - 1].detach().requires_grad_()
         self.inputs[i] = x
-        last = i == len(self.calls) - 1
-        self.outputs[i] = self.calls[i](x, self.labels) if last else self.calls[i](x)
+        last = i == len(self.chunks) - 1
+        self.outputs[i] = self.chunks[i](x, self.labels) if last else self.chunks[i](x)
         return 0
 
     def _backward(self, i: int) -> float:
-        if i == len(self.calls) - 1:
+        if self.graphs:
+            self.graphs[1][i]()
+            return 0
+        if i == len(self.chunks) - 1:
             self.outputs[i].backward()
         else:
             self.outputs[i].backward(self.inputs[i + 1].grad)
@@ -169,7 +209,8 @@ class VisionTraining(freeride.IterativeTask):
         self.optimizer.step()
         # Gradients stay allocated: the next backward adds into them in place.
         self.optimizer.zero_grad(set_to_none=False)
-        self.inputs[0] = None
+        if not self.graphs:
+            self.inputs[0] = None
         self.iterations += 1
         return self.args.batch
 

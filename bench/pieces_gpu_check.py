@@ -69,7 +69,7 @@ def main() -> int:
         worst = max(((a - b).abs().max() / (b.abs().max() + 1e-12)).item() for a, b in zip(with_graphs, without))
         print(f"{model}: graphs {bool(graphed.graphs)}, largest relative parameter difference {worst:.2e} "
               f"after 3 iterations (graphs against eager)", flush=True)
-        if not graphed.graphs or worst > 1e-2:
+        if not graphed.graphs or worst > 1e-2:  # VGG-19's dropout draws differ with graphs
             bad.append(model)
     a, b = llm(True), llm(False)
     same = (a == b).float().mean().item()

@@ -116,9 +116,13 @@ def run_in_pieces(task: Any, run_argv: list[str]) -> int:
     return freeride.run_task(task, run_argv)
 
 
-def can_capture_graphs(device: torch.device) -> bool:
-    """CUDA graphs on this device, unless FREERIDE_CUDA_GRAPHS=0."""
-    return device.type == "cuda" and os.environ.get("FREERIDE_CUDA_GRAPHS", "1") != "0"
+def can_capture_graphs(device: torch.device, default: bool = True) -> bool:
+    """CUDA graphs on this device: FREERIDE_CUDA_GRAPHS=1 asks for them, 0 refuses them,
+    unset leaves the task's `default`."""
+    if device.type != "cuda":
+        return False
+    setting = os.environ.get("FREERIDE_CUDA_GRAPHS", "")
+    return default if setting == "" else setting != "0"
 
 
 def capture_graph(device: torch.device, body: Callable[[], None], what: str) -> Callable[[], None]:

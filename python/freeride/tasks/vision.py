@@ -7,8 +7,8 @@ download).  Progress is counted in images, credited at each optimizer step.
 An iteration is cut into short operations (tasks/pieces.py): the forward
 and the backward of each chunk of layers (a chunk starts at each layer
 with weights: a convolution, a linear layer, a residual block), then the
-optimizer step.  On a GPU each chunk's forward and backward are CUDA graphs
-over chained static buffers: a chunk's forward reads the previous chunk's
+optimizer step.  With FREERIDE_CUDA_GRAPHS=1, on a GPU each chunk's forward
+and backward are CUDA graphs over chained static buffers: a chunk's forward reads the previous chunk's
 output where it lies, its backward adds into the parameters' gradients and
 writes the gradient the previous chunk's backward reads, so that running an
 operation is one graph launch and no Python autograd.  Under a daemon a step is a piece of
@@ -107,7 +107,10 @@ class VisionTraining(freeride.IterativeTask):
         self.inputs: list = [None] * len(chunks)
         self.outputs: list = [None] * len(chunks)
         self.graphs = None
-        if can_capture_graphs(self.device):
+        # Graphs only when asked (FREERIDE_CUDA_GRAPHS=1): on an H200 the graphed chunks'
+        # parameters drifted from the eager ones' after three iterations beyond what
+        # reordering explains (bench/results/e2e_gpu_pieces.md), cause not yet found.
+        if can_capture_graphs(self.device, default=False):
             self.graphs = self._graphed(chunks)
         self.iterations = 0
         self.runner = OperationRunner(self.device, self._iteration)

@@ -129,12 +129,21 @@ class _Baton:
             self._cv.notify_all()
 
 
-class _Clock:
-    """Times the segments of a piece: CUDA events on a GPU, the wall clock on a CPU."""
+def learn_duration(estimates: dict, key: Any, took_ns: int) -> None:
+    """Updates the estimate of `key` with a new duration, leaning to the slower of old and
+    new, so that a piece seldom runs past the length the runner learned for it."""
+    old = estimates.get(key)
+    estimates[key] = took_ns if old is None else max(took_ns, (3 * old + took_ns) // 4)
 
-    def __init__(self, torch_module: Any, device_type: str) -> None:
+
+class _Clock:
+    """Times the segments of a piece: CUDA events on a GPU, `now` (the wall clock) on a CPU."""
+
+    def __init__(self, torch_module: Any, device_type: str,
+                 now: Callable[[], int] = time.monotonic_ns) -> None:
         self.torch = torch_module
         self.cuda = device_type == "cuda"
+        self.now = now
         self._events: list[Any] = []  # reused from piece to piece: creating one costs more than recording it
         self._used = 0
 
@@ -146,7 +155,7 @@ class _Clock:
             self._used += 1
             event.record()
             return event
-        return time.monotonic_ns()
+        return self.now()
 
     def drain(self) -> None:
         """Waits for the device; the piece's marks stay readable until the next mark."""
@@ -301,11 +310,7 @@ class Pacer:
         self.clock.drain()
         marks = self._marks
         for (key, a), (_next, b) in zip(marks, marks[1:] + [(None, end)]):
-            took = self.clock.between_ns(a, b)
-            old = self.estimates.get(key)
-            # Leans to the slower of old and new, so that a piece seldom runs
-            # past the length the runner learned for it.
-            self.estimates[key] = took if old is None else max(took, (3 * old + took) // 4)
+            learn_duration(self.estimates, key, self.clock.between_ns(a, b))
         self.clock.reuse()
         self._marks, self._planned = [], 0
 

@@ -42,7 +42,7 @@ def test_pieces_are_planned_to_the_target_from_learned_times() -> None:
         return Operation(name, run)
 
     unit = lambda: [op("a", 1_000_000), op("b", 1_000_000), op("c", 1_000_000), op("d", 500_000, 10)]
-    runner = OperationRunner(torch.device("cpu"), unit, target_ns=2_500_000, clock=clock)
+    runner = OperationRunner(torch.device("cpu"), unit, target_ns=2_500_000, now=clock)
     # Untimed, each operation is planned at a quarter of the target: the first piece runs
     # the whole unit (4 x 0.625 ms planned) and credits d's units.
     assert runner.piece() == 10 and ran == ["a", "b", "c", "d"]
@@ -76,7 +76,7 @@ def test_a_whole_step_runs_to_the_end_of_the_unit() -> None:
             return 1.0
         return [Operation(f"op{i}", lambda i=i: run(i)) for i in range(3)]
 
-    runner = OperationRunner(torch.device("cpu"), unit, target_ns=1_000_000, clock=clock)
+    runner = OperationRunner(torch.device("cpu"), unit, target_ns=1_000_000, now=clock)
     # Untimed, each is planned at a quarter of the target: a piece runs four, into the next unit.
     assert runner.piece() == 4.0 and calls == [0, 1, 2, 0] and runner.pending()
     assert runner.piece(whole=True) == 2.0 and calls == [0, 1, 2, 0, 1, 2] and not runner.pending()

@@ -26,10 +26,7 @@ from typing import Any, Callable
 
 import torch
 
-from freeride.pace import piece_target_ns
-
-# An operation not timed yet is assumed to take this share of the target.
-_UNTIMED_SHARE = 0.25
+from freeride.pace import _UNTIMED_SHARE, _Clock, learn_duration, piece_target_ns
 
 
 @dataclass
@@ -45,29 +42,16 @@ class OperationRunner:
     (the task's step) calls it."""
 
     def __init__(self, device: torch.device, sequence: Callable[[], list[Operation]],
-                 target_ns: int | None = None, clock: Callable[[], int] = time.monotonic_ns) -> None:
+                 target_ns: int | None = None, now: Callable[[], int] = time.monotonic_ns) -> None:
         """`sequence()` returns the operations of the next unit of work, or none when the
-        work has ended; it is called again each time the previous sequence has run to its end.  `clock` times operations on a
-        CPU (a GPU's are timed by CUDA events)."""
+        work has ended; it is called again each time the previous sequence has run to its
+        end.  Operations are timed by CUDA events on a GPU, by `now` on a CPU."""
         self.device = device
-        self.cuda = device.type == "cuda"
-        self.clock = clock
         self.sequence = sequence
         self.target_ns = piece_target_ns() if target_ns is None else target_ns
         self.estimates: dict[str, int] = {}
         self._pending: list[Operation] = []
-        self._events: list[Any] = []
-
-    def _mark(self, i: int) -> Any:
-        if not self.cuda:
-            return self.clock()
-        while len(self._events) <= i:
-            self._events.append(torch.cuda.Event(enable_timing=True))
-        self._events[i].record()
-        return self._events[i]
-
-    def _between_ns(self, a: Any, b: Any) -> int:
-        return int(a.elapsed_time(b) * 1e6) if self.cuda else b - a
+        self._clock = _Clock(torch, device.type, now)
 
     def pending(self) -> bool:
         """Whether the current unit of work has operations left to run."""
@@ -80,7 +64,7 @@ class OperationRunner:
         ran: list[tuple[str, Any]] = []
         planned = 0
         units = 0.0
-        start = self._mark(0)
+        previous = self._clock.mark()
         while True:
             if not self._pending:
                 if ran and whole:
@@ -95,15 +79,12 @@ class OperationRunner:
             self._pending.pop(0)
             units += op.run()
             planned += upcoming
-            ran.append((op.name, self._mark(len(ran) + 1)))
-        if self.cuda:
-            torch.cuda.synchronize(self.device)
-        previous = start
+            ran.append((op.name, self._clock.mark()))
+        self._clock.drain()
         for name, mark in ran:
-            took = self._between_ns(previous, mark)
-            old = self.estimates.get(name)
-            self.estimates[name] = took if old is None else max(took, (3 * old + took) // 4)
+            learn_duration(self.estimates, name, self._clock.between_ns(previous, mark))
             previous = mark
+        self._clock.reuse()
         return units
 
 

@@ -24,7 +24,7 @@ def vision(model: str, graphs: bool) -> tuple[VisionTraining, list[torch.Tensor]
     os.environ["FREERIDE_CUDA_GRAPHS"] = "1" if graphs else "0"
     torch.manual_seed(0)
     args = argparse.Namespace(model=model, batch=8, image_size=64, classes=10, data=None, iterations=0,
-                              seed=0, device="cuda", standalone=True)
+                              seed=0, device="cuda")
     task = VisionTraining(args)
     task.init()
     before = [p.detach().float().clone() for p in task.model.parameters()]
@@ -41,7 +41,7 @@ def vision(model: str, graphs: bool) -> tuple[VisionTraining, list[torch.Tensor]
 def llm(graphs: bool) -> torch.Tensor:
     os.environ["FREERIDE_CUDA_GRAPHS"] = "1" if graphs else "0"
     args = argparse.Namespace(preset="125m", batch=4, prompt=16, generate=24, batches=0, seed=0,
-                              device="cuda", standalone=True)
+                              device="cuda")
     task = LlmInference(args)
     task.init()
     torch.manual_seed(3)

@@ -528,6 +528,11 @@ class _PacedRun:
             pass
 
 
+def runs_alone(standalone: bool) -> bool:
+    """Whether a task runs alone: asked to (--standalone), or not launched by a daemon."""
+    return standalone or not os.environ.get("FREERIDE_TASK_SEGMENT")
+
+
 def run_paced(task: IterativeTask, argv: list[str] | None = None) -> int:
     """Runs an IterativeTask whose steps may be longer than a bubble, in pieces.
 
@@ -537,7 +542,7 @@ def run_paced(task: IterativeTask, argv: list[str] | None = None) -> int:
     from freeride.task import run_task
     args = sys.argv if argv is None else argv
     standalone, _, rest = parse_run_options(args[1:])
-    if standalone or not os.environ.get("FREERIDE_TASK_SEGMENT") or os.environ.get("FREERIDE_PACE") == "0":
+    if runs_alone(standalone) or os.environ.get("FREERIDE_PACE") == "0":
         return run_task(task, args)
     args[1:] = rest
     return _PacedRun(task, None).run()

@@ -176,12 +176,12 @@ def test_the_vision_task_trains_in_pieces_and_credits_images_at_each_optimizer_s
     fake = types.ModuleType("torchvision")  # CI has no torchvision: its models' layout, small
     fake.models = types.SimpleNamespace(resnet18=lambda weights, num_classes: _resnet_like(torch))
     monkeypatch.setitem(sys.modules, "torchvision", fake)
-    monkeypatch.setenv("FREERIDE_TASK_SEGMENT", "/nonexistent")  # as under a daemon: pieces
     args = argparse.Namespace(model="resnet18", batch=4, image_size=18, classes=5, data=None, iterations=3,
-                              seed=0, device="cpu", standalone=False)
+                              seed=0, device="cpu")
     task = vision.VisionTraining(args)
+    task.whole_steps = False  # as run_in_pieces sets it under a daemon
     task.init()  # trains one iteration, not credited
-    assert task.iterations == 1 and not task.whole_steps
+    assert task.iterations == 1
     weights = [p.detach().clone() for p in task.model.parameters()]
     task.runner.target_ns = 1  # one operation a piece: 6 forwards, 6 backwards, the optimizer
     units = [task.step() for _ in range(13)]
@@ -191,6 +191,23 @@ def test_the_vision_task_trains_in_pieces_and_credits_images_at_each_optimizer_s
     task.runner.target_ns = 10**12
     result = task.step()  # the third iteration, in one piece, ends the run (--iterations 3)
     assert result.units == 4 and result.done
+
+
+def test_alone_a_built_in_task_steps_whole_units(capfd, monkeypatch, build_dir) -> None:
+    import freeride
+    monkeypatch.setenv("FREERIDE_LIB", str(build_dir / "libfreeride.so"))
+    from freeride.tasks.pieces import run_in_pieces
+
+    class Task(freeride.IterativeTask):
+        whole_steps = False
+
+        def step(self):
+            return 1
+
+    task = Task()
+    assert run_in_pieces(task, ["task", "--standalone", "--seconds", "0.05"]) == 0
+    assert task.whole_steps
+    assert "\"mode\":\"standalone\"" in capfd.readouterr().out
 
 
 def test_unknown_models_are_refused_by_name() -> None:
@@ -205,7 +222,7 @@ def test_fixed_shape_decodes_generate_what_the_growing_cache_generates() -> None
     from freeride.tasks.llm_inference import LanguageModel, LlmInference
     prompt_len, generate, batch = 8, 16, 3
     args = argparse.Namespace(preset="tiny", batch=batch, prompt=prompt_len, generate=generate, batches=0,
-                              seed=0, device="cpu", standalone=True)
+                              seed=0, device="cpu")
     task = LlmInference(args)
     task.init()
     torch.manual_seed(1)

@@ -17,7 +17,6 @@ decodes); alone (--standalone) a step is a whole batch.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import torch
@@ -78,6 +77,7 @@ class LanguageModel(nn.Module):
 
 
 class LlmInference(freeride.IterativeTask):
+    whole_steps = True  # run_in_pieces sets it: False under a daemon
     unit = "tokens"
 
     def __init__(self, args):
@@ -119,7 +119,6 @@ class LlmInference(freeride.IterativeTask):
         # any bubble, so that the first step in a bubble does not overrun it.
         self.runner.piece(whole=True)
         self.batches = 0
-        self.whole_steps = a.standalone or not os.environ.get("FREERIDE_TASK_SEGMENT")
         print(f"llm-inference: {a.preset} ({sum(p.numel() for p in self.model.parameters()) / 1e6:.0f}M "
               f"parameters), batch {a.batch}, prompt {a.prompt}, {a.generate} new tokens, on "
               f"{self.device}{', CUDA graphs' if self._decode != self._decode_body else ''}",
@@ -181,7 +180,6 @@ def main(argv=None) -> int:
     for name in ("batch", "prompt", "generate"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be at least 1")
-    args.standalone = "--standalone" in run_argv
     return run_in_pieces(LlmInference(args), run_argv)
 
 

@@ -26,7 +26,8 @@ from typing import Any, Callable
 
 import torch
 
-from freeride.pace import _UNTIMED_SHARE, _Clock, learn_duration, piece_target_ns
+from freeride.pace import _UNTIMED_SHARE, _Clock, learn_duration, piece_target_ns, runs_alone
+from freeride.task import parse_run_options
 
 
 @dataclass
@@ -91,8 +92,12 @@ class OperationRunner:
 def run_in_pieces(task: Any, run_argv: list[str]) -> int:
     """Runs a built-in task whose steps are pieces: run_task, with the runner's first
     estimate set to a piece (the daemon otherwise judges the task by the profile's step,
-    measured alone on whole units of work, until its first piece has run)."""
+    measured alone on whole units of work, until its first piece has run).  Sets
+    `task.whole_steps`: alone, a step is a whole unit of work, so that the alone rate that
+    harvest is valued at is the task's full speed."""
     import freeride
+    standalone, _, _ = parse_run_options(run_argv[1:])
+    task.whole_steps = runs_alone(standalone)
     os.environ["FREERIDE_STEP_HINT_NS"] = str(piece_target_ns())
     return freeride.run_task(task, run_argv)
 

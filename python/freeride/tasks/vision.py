@@ -21,7 +21,6 @@ rate that harvest is valued at is the task's full speed.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import torch
@@ -73,6 +72,7 @@ class _WithLoss(torch.nn.Module):
 
 
 class VisionTraining(freeride.IterativeTask):
+    whole_steps = True  # run_in_pieces sets it: False under a daemon
     unit = "images"
 
     def __init__(self, args):
@@ -119,7 +119,6 @@ class VisionTraining(freeride.IterativeTask):
         # any bubble, so that the first piece in a bubble does not overrun it.
         self.runner.piece(whole=True)
         self.iterations = 1  # a real step, so --iterations N trains N (it is not credited as work)
-        self.whole_steps = a.standalone or not os.environ.get("FREERIDE_TASK_SEGMENT")
         print(f"vision: {a.model} ({params / 1e6:.1f}M parameters), batch {a.batch} of "
               f"{a.image_size}x{a.image_size}, {'data ' + a.data if a.data else 'synthetic data'}, "
               f"on {self.device}, {len(chunks)} chunks"
@@ -261,7 +260,6 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     add_device_options(p)
     args, run_argv = parse_task_arguments(p, argv)
-    args.standalone = "--standalone" in run_argv
     return run_in_pieces(VisionTraining(args), run_argv)
 
 

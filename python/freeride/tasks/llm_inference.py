@@ -103,17 +103,16 @@ class LlmInference(freeride.IterativeTask):
         self.caches = [[torch.zeros(self.shape, device=device, dtype=self.dtype) for _ in range(2)]
                        for _ in self.model.blocks]
         self.prompt = torch.zeros(a.batch, a.prompt, dtype=torch.long, device=device)
-        # Two columns more than a batch needs: capture_graph's two warm-up decodes, from
-        # position 0, write the tokens at 1 and 2, also when the cache is shorter.
-        self.output = torch.zeros(a.batch, max_len + 2, dtype=torch.long, device=device)
+        self.output = torch.zeros(a.batch, max_len, dtype=torch.long, device=device)
         self.token = torch.zeros(a.batch, 1, dtype=torch.long, device=device)
         self.position = torch.zeros(1, dtype=torch.long, device=device)
         self.places = torch.arange(max_len, device=device)
         self.mask = torch.zeros(1, 1, 1, max_len, dtype=torch.bool, device=device)
         with torch.no_grad():
             self._prefill = capture_graph(device, self._prefill_body, "llm-inference's prefill")
-            self.position.zero_()  # the warm-up decodes write at 0 and 1, inside any cache
-            self._decode = capture_graph(device, self._decode_body, "llm-inference's decode")
+            # Each warm-up decode writes the cache at 0 and a token at 1, inside any batch's.
+            self._decode = capture_graph(device, self._decode_body, "llm-inference's decode",
+                                         reset=self.position.zero_)
         self.runner = OperationRunner(device, self._batch)
         # The first batch pays for lazy initialisation: run it here, outside
         # any bubble, so that the first step in a bubble does not overrun it.

@@ -111,10 +111,12 @@ def can_capture_graphs(device: torch.device, default: bool = True) -> bool:
     return default if setting == "" else setting != "0"
 
 
-def capture_graph(device: torch.device, body: Callable[[], None], what: str) -> Callable[[], None]:
+def capture_graph(device: torch.device, body: Callable[[], None], what: str,
+                  reset: Callable[[], None] = lambda: None) -> Callable[[], None]:
     """`body` as a CUDA graph's replay, where graphs can be had; else `body` itself (a CPU,
     FREERIDE_CUDA_GRAPHS=0, or a capture that failed, which is said once on stderr).  `body`
-    must read and write only tensors that outlive the graph; it is run twice to warm up."""
+    must read and write only tensors that outlive the graph; it is run twice to warm up,
+    each time after `reset()`, which puts its state where one run of it is valid."""
     if not can_capture_graphs(device):
         return body
     try:
@@ -122,6 +124,7 @@ def capture_graph(device: torch.device, body: Callable[[], None], what: str) -> 
         side.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(side):
             for _ in range(2):
+                reset()
                 body()
         torch.cuda.current_stream(device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()

@@ -80,6 +80,7 @@ class Bench:
         self.rows: list[dict] = []
         self.alone: dict[str, dict] = {}
         self.gpus = a.gpus
+        self.live: dict[str, list] = {}  # the daemon's own estimate per configuration (--live-steps)
 
     # -- the daemon ---------------------------------------------------------
     def start_daemon(self, extra_args: list[str] | None = None, fresh: bool = True) -> None:
@@ -109,7 +110,7 @@ class Bench:
         if getattr(self.a, "device", "cuda") == "cpu":
             return ["--cpu-lanes", str(self.gpus)]
         return ["--gpus", ",".join(map(str, range(self.gpus))), "--mps", self.a.mps,
-                "--mps-side-threads", str(self.a.side_thread_percentage)]
+                "--mps-side-threads", str(self.a.mps_side_threads)]
 
     def cli(self, *args: str) -> str:
         return subprocess.run(["freeride", args[0], "--socket", self.socket, *args[1:]], env=self.env,
@@ -241,7 +242,7 @@ class Bench:
                 before = self.snapshot(ids)
                 fr = self.train(schedule, m, "on", f"{tag}-{framework}-freeride", script, extra)
                 after = self.snapshot(ids)
-                fr["live_overhead"] = getattr(self, "live", {}).get(tag)
+                fr["live_overhead"] = self.live.get(tag)
                 latency = self.signal_latency(events_from)
                 self.report(schedule, m, task, names, fr, before, after, latency, framework)
         finally:
@@ -272,7 +273,6 @@ class Bench:
         ids = self.submit(names)
         self.train(schedule, m, "on", f"{tag}-{framework}-live", script, extra,
                    steps=self.a.live_steps, alternate=0)
-        self.live = getattr(self, "live", {})
         self.live[tag] = self.live_overhead()
         log(f"live estimate: {self.live[tag]}")
         self.cancel(ids)
@@ -318,8 +318,8 @@ class Bench:
             isolation = f"mps-{self.a.mps}"
             if self.a.mps != "off":
                 isolation += f"-trainer-{self.a.trainer_mps}"
-                if self.a.side_thread_percentage:
-                    isolation += f"-side-threads-{self.a.side_thread_percentage}"
+                if self.a.mps_side_threads:
+                    isolation += f"-side-threads-{self.a.mps_side_threads}"
         return {"gpus": self.gpus, "framework": framework, "schedule": schedule, "microbatches": m,
                 "task": task, "isolation": isolation, "preset": self.a.preset}
 
@@ -445,8 +445,8 @@ def add_bench_arguments(p: argparse.ArgumentParser, work: str, gpus: int, preset
     p.add_argument("--trainer-mps", choices=["join", "outside"], default="join",
                    help="join: the trainers join the daemon's MPS server at priority 0; outside: "
                         "they run outside MPS, time-sliced with it")
-    p.add_argument("--side-thread-percentage", type=int, default=0,
-                   help="the daemon's --mps-side-threads (0: all SMs)")
+    p.add_argument("--mps-side-threads", type=int, default=0,
+                   help="the daemon's --mps-side-threads: side tasks' share of SMs in percent (0: all)")
     p.add_argument("--daemon-args", default="", help="more options for `freeride daemon`, e.g. "
                    "'--probe-every 40 --probe-withhold 3'")
 

@@ -26,7 +26,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_gpu import PY, TASKS, Bench, log  # noqa: E402
+from e2e_gpu import PY, TASKS, Bench, add_bench_arguments, log  # noqa: E402
 
 MEMHOG = [PY, "-m", "freeride.tasks.misbehave", "--device", "cuda", "--alloc-mib", "4096"]
 
@@ -167,15 +167,8 @@ def daemon_kill_row(bench: Bench) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--bundle", default="bundle")
-    p.add_argument("--out", required=True)
-    p.add_argument("--work", default="/tmp/freeride-rel")
-    p.add_argument("--steps", type=int, default=124)
-    p.add_argument("--alternate", type=int, default=5)
-    p.add_argument("--alone-seconds", type=float, default=3)
-    p.add_argument("--preset", default="1.3b")
-    p.add_argument("--gpus", type=int, default=4)
-    p.add_argument("--mps", default="auto")
+    add_bench_arguments(p, work="/tmp/freeride-rel", gpus=4, preset="1.3b")
+    p.set_defaults(steps=124, alone_seconds=3)
     p.add_argument("--cases", default="overrun,unprotected,memory,daemon-kill")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)

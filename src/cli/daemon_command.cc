@@ -291,7 +291,7 @@ int RunDaemon(const DaemonArgs& args) {
       return 1;
     }
     options.mps_pipe_dir = mps.pipe_dir;
-    if (!mps.pipe_dir.empty()) options.mps_thread_percentage = args.mps_side_threads;
+    options.mps_thread_percentage = args.mps_side_threads;  // used only under MPS
   }
   Daemon daemon(options);
   if (!daemon.Start(&error)) {

@@ -187,4 +187,22 @@ TEST(ArmedSecondLook, ExtendsTheDeadlineOnlyWhenTheNextStepFitsTheLongerForecast
 }
 
 }  // namespace
+// A hand-back is judged by the forecast's rest, or by the second look's
+// longer forecast from its point on, whichever leaves more.
+TEST(BubbleServing, AHandBackLeavesTheRestOfTheLongerOfTheForecastAndTheSecondLook) {
+  const Nanos begin = 100 * kMillisecond;
+  const SecondLook look{2 * kMillisecond, 20 * kMillisecond};
+  // Before the point: the second look's forecast from its point on.
+  EXPECT_EQ(HandBackLeftover(begin, begin + 500 * kMicrosecond, look, begin + 400 * kMicrosecond),
+            18 * kMillisecond);
+  // After it: the rest of the longer forecast.
+  EXPECT_EQ(HandBackLeftover(begin, begin + 500 * kMicrosecond, look, begin + 5 * kMillisecond),
+            15 * kMillisecond);
+  // No second look, or none longer than the forecast: the forecast's rest.
+  EXPECT_EQ(HandBackLeftover(begin, begin + 8 * kMillisecond, SecondLook{}, begin + 3 * kMillisecond),
+            5 * kMillisecond);
+  EXPECT_EQ(HandBackLeftover(begin, begin + 30 * kMillisecond, look, begin + 3 * kMillisecond),
+            27 * kMillisecond);
+}
+
 }  // namespace freeride

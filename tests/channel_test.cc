@@ -25,7 +25,6 @@ class StageAndDaemon : public ::testing::Test {
     ASSERT_TRUE(stage.Open(path, true, &error)) << error;
     daemon.set_env(&env);
     stage.set_env(&env);
-    env.SameWord(&daemon.layout()->bubble_seq, &stage.layout()->bubble_seq);
   }
   TempDir dir;
   std::string path = dir.path() + "/lane0";

@@ -4,15 +4,20 @@
 // mislead.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -21,7 +26,9 @@
 #include "client/client.h"
 #include "client/task_profile.h"
 #include "daemon/daemon.h"
+#include "daemon/tcp_gate.h"
 #include "daemon_test_util.h"
+#include "fake_env.h"
 #include "test_util.h"
 
 namespace freeride {
@@ -142,8 +149,7 @@ TEST_F(Hostile, AnIterativeProgramWithoutTheSdkRunsOnlyInBubblesThenFails) {
 // ---------------------------------------------------------------- item 7 --
 
 TEST_F(Hostile, CancelEndsEveryProcessOfTheTask) {
-  options_.cancel_grace = 300 * kMillisecond;
-  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(&fake_env_));
   if (!daemon_->tasks_in_cgroups()) GTEST_SKIP() << daemon_->recovery_notes().back();
   v1::TaskSpec spec = MakeSpec("tree", HidingTree(dir_.path()));
   spec.set_kind(v1::TASK_KIND_IMPERATIVE);
@@ -155,6 +161,8 @@ TEST_F(Hostile, CancelEndsEveryProcessOfTheTask) {
   ASSERT_GT(escaper, 0);
   v1::TaskInfo out;
   ASSERT_TRUE(tasks()->Cancel(info.id(), "", &out).ok());
+  // Past the grace on the daemon's clock, whatever is left is killed.
+  fake_env_.Advance(options_.cancel_grace);
   EXPECT_EQ(WaitForState(tasks(), info.id(), "CANCELLED", 20 * kSecond).state(), "CANCELLED");
   EXPECT_TRUE(GoneWithin(ignorer, 5 * kSecond)) << "a child that ignores SIGTERM survived";
   EXPECT_TRUE(GoneWithin(escaper, 5 * kSecond)) << "a child in its own session survived";
@@ -401,6 +409,66 @@ TEST(HostileTcp, AFloodOfIdleConnectionsLeavesBothSocketsAnswering) {
   EXPECT_EQ(StatsCode(remote), grpc::StatusCode::OK) << "TCP answers after it";
   kill(daemon, SIGTERM);
   waitpid(daemon, nullptr, 0);
+}
+
+// A connection that sends nothing is closed once its silent timeout has
+// passed on the gate's clock; one that spoke stays open.
+TEST(HostileTcp, ASilentConnectionIsClosedWhenItsTimeoutPassesOnTheGatesClock) {
+  // The gRPC server's stand-in: an abstract Unix socket that takes the relays.
+  const std::string backend = fmt::format("freeride-gate-test-{}", getpid());
+  int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un unix_address{};
+  unix_address.sun_family = AF_UNIX;
+  std::memcpy(unix_address.sun_path + 1, backend.data(), backend.size());
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&unix_address),
+                 static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + backend.size())),
+            0);
+  ASSERT_EQ(listen(listener, 16), 0);
+  FakeEnv env;
+  TcpGate gate(&env);
+  TcpGateLimits limits;
+  std::string error;
+  ASSERT_TRUE(gate.Start("127.0.0.1:0", backend, limits, &error)) << error;
+  auto connect_to_gate = [&] {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(gate.port()));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    return fd;
+  };
+  // Readable within `timeout_ms` of real time (data or the end of the stream).
+  auto readable = [](int fd, int timeout_ms) {
+    pollfd p{fd, POLLIN, 0};
+    return poll(&p, 1, timeout_ms) == 1;
+  };
+  // The talker first: its byte reaching the backend shows the gate heard it.
+  int talker = connect_to_gate();
+  ASSERT_EQ(write(talker, "x", 1), 1);
+  int talker_relay = accept(listener, nullptr, nullptr);
+  ASSERT_TRUE(readable(talker_relay, 10000));
+  char byte = 0;
+  ASSERT_EQ(read(talker_relay, &byte, 1), 1);
+  int silent = connect_to_gate();
+  int silent_relay = accept(listener, nullptr, nullptr);  // the gate took it
+  ASSERT_GE(silent_relay, 0);
+
+  // The relay is accepted before the gate stamps the connection, so one
+  // advance could come before the stamp: advance again until the gate has
+  // closed it, well before the timeout passes in real time (the gate sweeps
+  // once a second; a connection that spoke is never judged silent).
+  bool closed = false;
+  for (int i = 0; i < 5 && !closed; ++i) {
+    env.Advance(limits.silent_timeout + kSecond);
+    closed = readable(silent, 1500);
+  }
+  ASSERT_TRUE(closed) << "the silent connection is still open";
+  EXPECT_EQ(read(silent, &byte, 1), 0) << "closed by the gate";
+  // The sweep that closed the silent one had judged the talker (older) first.
+  EXPECT_FALSE(readable(talker, 0)) << "a connection that spoke was closed";
+  gate.Stop();
+  for (int fd : {talker, talker_relay, silent, silent_relay, listener}) close(fd);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "base/clock.h"
 #include "base/files.h"
 #include "base/paths.h"
+#include "base/units.h"
 #include "client/client.h"
 #include "daemon/daemon.h"
 #include "daemon/metrics.h"
@@ -28,6 +29,7 @@
 #include "report/run_report.h"
 #include "freeride/freeride.h"
 #include "daemon_test_util.h"
+#include "second_look_expectations.h"
 #include "policy/overhead_guard.h"
 #include "test_util.h"
 
@@ -152,6 +154,53 @@ TEST_F(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
   EXPECT_EQ(transitions.back(), "FINISHED");
 }
 
+// PAUSED <-> RUNNING flips, twice a bubble, reach the event log at most once
+// a second of the daemon's clock, whatever the number of bubbles between.
+TEST_F(DaemonIntegration, BubbleFlipsAreLoggedAtMostOnceASecondOfTheDaemonsClock) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(&fake_env_));
+  int64_t id = SubmitSleepingCounter(200);
+  ASSERT_GT(id, 0);
+  ScriptedStage stage(options_.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
+  // Steps in many bubbles, each a pair of flips.
+  auto run_steps = [&](uint64_t more) {
+    v1::TaskInfo now;
+    tasks()->Get(id, "", &now);
+    const uint64_t target = now.steps() + more;
+    v1::TaskInfo after = WaitForTask(
+        tasks(), id, [&](const v1::TaskInfo& info) { return info.steps() >= target; },
+        30 * kSecond);
+    ASSERT_GE(after.steps(), target) << after.state() << " " << after.message();
+  };
+  const Nanos start = fake_env_.Now();
+  ASSERT_NO_FATAL_FAILURE(run_steps(200));
+  fake_env_.Advance(kSecond);
+  ASSERT_NO_FATAL_FAILURE(run_steps(200));
+  fake_env_.Advance(kSecond - kMillisecond);
+  ASSERT_NO_FATAL_FAILURE(run_steps(200));
+  stage.Stop();
+  daemon_->Shutdown();
+  std::map<Nanos, int> flips_at;
+  for (const auto& e : ReadJsonLines(options_.state_dir + "/events.jsonl")) {
+    if (e["type"] != "transition" || e["task_id"] != id) continue;
+    const std::string from = e.value("from", ""), to = e["to"];
+    if ((from == "PAUSED" && to == "RUNNING") || (from == "RUNNING" && to == "PAUSED"))
+      ++flips_at[e["ts_ns"].get<Nanos>()];
+  }
+  EXPECT_EQ(flips_at, (std::map<Nanos, int>{{start, 1}, {start + kSecond, 1}}));
+}
+
+// The status's uptime is the daemon's clock.
+TEST_F(DaemonIntegration, UptimeIsOnTheDaemonsClock) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(&fake_env_));
+  v1::StatsReply stats;
+  daemon_->FillStats(&stats);
+  EXPECT_EQ(stats.uptime_ns(), 0);
+  fake_env_.Advance(90 * kSecond);
+  stats.Clear();
+  daemon_->FillStats(&stats);
+  EXPECT_EQ(stats.uptime_ns(), 90 * kSecond);
+}
+
 // A lane whose armed task serves itself does not see bubbles begin; its
 // statistics still say what runs now, read from shared memory.
 TEST_F(DaemonIntegration, LaneStatsShowTheArmedTaskRunningInTheOpenBubble) {
@@ -185,124 +234,13 @@ TEST_F(DaemonIntegration, LaneStatsShowTheArmedTaskRunningInTheOpenBubble) {
   EXPECT_EQ(after.running_task(), 0);
 }
 
-// Tests that measure how side tasks share a bubble: side tasks run at idle
-// CPU priority, so ctest runs these alone (RUN_SERIAL in CMakeLists.txt).
-class DaemonTiming : public DaemonIntegration {};
-
-// The armed task takes each bubble by itself while its lane sleeps, but
-// what it leaves is not wasted: it wakes the lane when a task with shorter
-// steps could use the rest, and that task gets it.
-TEST_F(DaemonTiming, WhatTheArmedTaskLeavesGoesToATaskWithShorterSteps) {
-  ASSERT_NO_FATAL_FAILURE(StartDaemon());
-  v1::TaskSpec big = MakeSpec("big", {COUNT_TASK_BIN, "--total", "100000000", "--step-us", "3000",
-                                      "--step-kind", "sleep"});
-  big.set_priority(5);
-  v1::TaskSpec small = MakeSpec("small", {COUNT_TASK_BIN, "--total", "100000000", "--step-us",
-                                          "300", "--step-kind", "sleep"});
-  v1::TaskInfo big_info, small_info;
-  ASSERT_TRUE(tasks()->Submit(big, &big_info).ok());
-  ASSERT_TRUE(tasks()->Submit(small, &small_info).ok());
-  ASSERT_EQ(WaitUntilResident(big_info.id()).state(), "PAUSED");
-  ASSERT_EQ(WaitUntilResident(small_info.id()).state(), "PAUSED");
-  {
-    // 8 ms bubbles: the big task, armed for its priority, fits two steps of
-    // 3 ms (3.3 with the margin) and hands back about 1.7 ms, where the small
-    // one fits several.  Side tasks run at idle priority, so on a busy
-    // machine this takes longer: wait for the work, not for a time.
-    ScriptedStage stage(options_.socket_path, {8 * kMillisecond}, 2 * kMillisecond);
-    Nanos deadline = MonotonicNow() + 60 * kSecond;
-    v1::TaskInfo now;
-    while (MonotonicNow() < deadline) {
-      tasks()->Get(small_info.id(), "", &now);
-      if (now.steps() >= 30) break;
-      usleep(100 * 1000);
-    }
-    ASSERT_GE(now.steps(), 30u) << "the small task got no share of what the big one left";
-  }
-  daemon_->Shutdown();
-  EventsByType events = ReadEvents(options_.state_dir, small_info.id());
-  std::map<uint64_t, Bubble> bubbles;
-  for (const Bubble& b : events.bubbles) bubbles[b.seq] = b;
-  std::map<uint64_t, std::set<int64_t>> tasks_by_bubble;
-  int small_steps = 0, small_outside = 0;
-  for (const auto& s : events.steps) {
-    uint64_t seq = s["bubble_seq"].get<uint64_t>();
-    auto warm_up = bubbles.find(seq);
-    if (warm_up != bubbles.end() && warm_up->second.slot == kWarmUpSlot) continue;
-    tasks_by_bubble[seq].insert(s["task_id"].get<int64_t>());
-    if (s["task_id"] != small_info.id()) continue;
-    ++small_steps;
-    auto b = bubbles.find(seq);
-    Nanos start = s["start_ns"];
-    if (b == bubbles.end() || start < b->second.begin || start > b->second.end) ++small_outside;
-  }
-  int shared = 0, big_bubbles = 0;
-  for (const auto& [seq, ids] : tasks_by_bubble) {
-    if (!ids.count(big_info.id())) continue;
-    ++big_bubbles;
-    if (ids.count(small_info.id())) ++shared;
-  }
-  // The lane also looks at the open bubble when it wakes to account for a
-  // batch, so without the task's wake-up a few bubbles would still be shared.
-  EXPECT_GE(shared, big_bubbles / 2)
-      << "the small task ran in only " << shared << " of the " << big_bubbles
-      << " bubbles the big one stepped in";
-  EXPECT_EQ(small_outside, 0) << "of " << small_steps << " small steps";
-}
-
-// One slot, short in 2 of every 5 bubbles: the p10 of its window is short.
-const std::vector<Nanos> kShortAndLongBubbles = {20 * kMillisecond, 50 * kMicrosecond,
-                                                 20 * kMillisecond, 20 * kMillisecond,
-                                                 50 * kMicrosecond};
-
-// Of the bubbles after the first 16 (the predictor's window fills first),
-// at least 3 in 4 of the long ones and at most 1 in 10 of the short ones had
-// a step (or an imperative slice) in them.
-void ExpectLongBubblesUsedAndShortOnesNot(const EventsByType& events) {
-  std::set<uint64_t> used_bubbles;
-  for (const auto& s : events.steps) used_bubbles.insert(s["bubble_seq"].get<uint64_t>());
-  int seen = 0, long_ones = 0, long_used = 0, short_ones = 0, short_used = 0;
-  for (const Bubble& b : events.bubbles) {
-    if (b.ended_by != "mark" || ++seen <= 16) continue;
-    bool used = used_bubbles.count(b.seq) > 0;
-    if (b.end - b.begin > 10 * kMillisecond) {
-      ++long_ones;
-      long_used += used;
-    } else {
-      ++short_ones;
-      short_used += used;
-    }
-  }
-  ASSERT_GE(long_ones, 40);
-  ASSERT_GE(short_ones, 25);
-  EXPECT_GE(long_used, long_ones * 3 / 4)
-      << "the task ran in " << long_used << " of " << long_ones << " long bubbles";
-  EXPECT_LE(short_used, short_ones / 10)
-      << "the task ran in " << short_used << " of " << short_ones << " short bubbles";
-}
-
 // A slot whose bubbles are sometimes over in microseconds and sometimes
-// long (the neighbour's data was there already, or not): the first forecast
-// is the short kind, and the task still steps in the long ones, never in the
-// short ones.
-TEST_F(DaemonTiming, TheLongBubblesOfASlotWithShortOnesTooAreUsed) {
-  ASSERT_NO_FATAL_FAILURE(StartDaemon());
-  const int64_t id = SubmitSleepingCounter(1000);
-  ASSERT_NE(id, 0);
-  {
-    ScriptedStage stage(options_.socket_path, kShortAndLongBubbles, 2 * kMillisecond,
-                        {0, 0, 0, 0, 0});
-    // 100 bubbles (60 long) after the window has filled; on a busy machine the
-    // task may step in fewer, so wait for the bubbles, not for a time.
-    while (stage.bubbles() < 16 + 100) usleep(50 * 1000);
-  }
-  daemon_->Shutdown();
-  ExpectLongBubblesUsedAndShortOnesNot(ReadEvents(options_.state_dir, id));
-}
-
-// The same for a task the lane grants bubbles itself (an imperative task is
-// never armed): the lane takes the second look.
-TEST_F(DaemonTiming, TheLaneTakesTheSecondLookForTasksItGrants) {
+// long: the lane takes the second look for an imperative task (never armed),
+// which runs in the long bubbles and not in the short ones.  Whether it runs
+// is the lane's decision to continue it, not its CPU share, so a busy
+// machine does not change the count.  (For iterative tasks, the same on
+// virtual time: lane_virtual_test.cc.)
+TEST_F(DaemonIntegration, TheLaneTakesTheSecondLookForAnImperativeTask) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   v1::TaskSpec spec = MakeSpec("loop", {IMPERATIVE_TASK_BIN, "--seconds-of-work", "1000"});
   spec.set_kind(v1::TASK_KIND_IMPERATIVE);
@@ -310,12 +248,15 @@ TEST_F(DaemonTiming, TheLaneTakesTheSecondLookForTasksItGrants) {
   ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
   ASSERT_EQ(WaitForState(tasks(), info.id(), "PAUSED", 20 * kSecond).state(), "PAUSED");
   {
-    ScriptedStage stage(options_.socket_path, kShortAndLongBubbles, 2 * kMillisecond,
-                        {0, 0, 0, 0, 0});
+    ScriptedStage stage(options_.socket_path, freeride::testing::kShortAndLongBubbles,
+                        2 * kMillisecond, {0, 0, 0, 0, 0});
     while (stage.bubbles() < 16 + 100) usleep(50 * 1000);
   }
   daemon_->Shutdown();
-  ExpectLongBubblesUsedAndShortOnesNot(ReadEvents(options_.state_dir, info.id()));
+  std::string error;
+  auto events = report::ReadEventLog(options_.state_dir + "/events.jsonl", &error);
+  ASSERT_TRUE(events) << error;
+  freeride::testing::ExpectLongBubblesUsedAndShortOnesNot(*events, info.id());
 }
 
 TEST_F(DaemonIntegration, ABadMetricsAddressStopsTheStartWithNothingListening) {
@@ -513,14 +454,25 @@ TEST_F(DaemonIntegration, BadRequestsGetClearErrorsAndTheDaemonStaysUp) {
 }
 
 TEST_F(DaemonIntegration, FailuresKeepExitStatusAndStderrAndAreRetried) {
-  options_.retry_backoff = 10 * kMillisecond;
-  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(&fake_env_));
   v1::TaskSpec spec = MakeSpec("boom", {"/bin/sh", "-c", "echo kaboom-$FREERIDE_TASK_ID >&2; exit 3"});
   spec.set_kind(v1::TASK_KIND_IMPERATIVE);
   spec.set_max_retries(2);
   v1::TaskInfo info;
   ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
   ScriptedStage stage(options_.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
+  // Each retry waits out its back-off, doubled per attempt, on the daemon's
+  // clock: the task is relaunched only once the test moves that clock on.
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    const Nanos backoff = options_.retry_backoff << (attempt - 1);
+    v1::TaskInfo waiting = WaitForRetry(tasks(), info.id(), attempt, 30 * kSecond);
+    ASSERT_EQ(waiting.state(), "SUBMITTED") << waiting.message();
+    EXPECT_NE(waiting.message().find(fmt::format("retrying in {} (attempt {} of 3)",
+                                                 FormatDuration(backoff), attempt + 1)),
+              std::string::npos)
+        << waiting.message();
+    fake_env_.Advance(backoff);
+  }
   v1::TaskInfo failed = WaitForState(tasks(), info.id(), "FAILED", 30 * kSecond);
   ASSERT_EQ(failed.state(), "FAILED");
   EXPECT_EQ(failed.exit_code(), 3);
@@ -778,9 +730,8 @@ TEST_F(DaemonIntegration, InheritedChannelVariablesDoNotReachTasks) {
 // retry resumes from the checkpoint and ends with exactly the result of an
 // uninterrupted run.
 TEST_F(DaemonIntegration, BuiltInTasksResumeFromCheckpointsWithTheSameResult) {
-  options_.retry_backoff = 10 * kMillisecond;
   setenv("FREERIDE_CHECKPOINT_INTERVAL_MS", "50", 1);
-  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(&fake_env_));
   ScriptedStage stage(options_.socket_path, {8 * kMillisecond}, 2 * kMillisecond);
   struct Case {
     std::string name;
@@ -835,6 +786,9 @@ TEST_F(DaemonIntegration, BuiltInTasksResumeFromCheckpointsWithTheSameResult) {
         << before.state() << ": it must still be live when killed";
     ASSERT_GT(before.pid(), 0);
     kill(static_cast<pid_t>(before.pid()), SIGKILL);
+    // Its retry waits for the back-off to pass on the daemon's clock.
+    ASSERT_EQ(WaitForRetry(tasks(), info.id(), 1, 30 * kSecond).state(), "SUBMITTED");
+    fake_env_.Advance(options_.retry_backoff);
     v1::TaskInfo after = WaitForState(tasks(), info.id(), "FINISHED", 120 * kSecond);
     std::string stderr_text = FileText(task_dir + "/stderr.log");
     ASSERT_EQ(after.state(), "FINISHED")

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -35,16 +36,36 @@ DaemonOptions CpuOptions(const TempDir& dir, int lanes) {
   return options;
 }
 
-v1::TaskInfo WaitForState(TaskManager* tasks, int64_t id, const std::string& state,
-                          Nanos timeout) {
+v1::TaskInfo WaitForTask(TaskManager* tasks, int64_t id,
+                         const std::function<bool(const v1::TaskInfo&)>& done, Nanos timeout) {
   v1::TaskInfo info;
   Nanos deadline = MonotonicNow() + timeout;
   while (MonotonicNow() < deadline) {
     tasks->Get(id, "", &info);
-    if (info.state() == state) return info;
+    if (done(info)) return info;
     usleep(20000);
   }
   return info;
+}
+
+v1::TaskInfo WaitForState(TaskManager* tasks, int64_t id, const std::string& state,
+                          Nanos timeout) {
+  return WaitForTask(
+      tasks, id, [&](const v1::TaskInfo& info) { return info.state() == state; }, timeout);
+}
+
+v1::TaskInfo WaitForRetry(TaskManager* tasks, int64_t id, int attempts, Nanos timeout) {
+  return WaitForTask(
+      tasks, id,
+      [&](const v1::TaskInfo& info) {
+        // While the next attempt launches, attempts counts it but the
+        // message is still the last retry's, which names that attempt.
+        return info.state() == "SUBMITTED" && info.attempts() == attempts &&
+               info.message().find("retrying in") != std::string::npos &&
+               info.message().find(fmt::format("(attempt {} of", attempts + 1)) !=
+                   std::string::npos;
+      },
+      timeout);
 }
 
 pid_t StartDaemonProcess(const DaemonOptions& options, const std::vector<std::string>& extra_args,

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "daemon/daemon.h"
 #include "daemon/daemon_options.h"
 #include "daemon/task_manager.h"
+#include "fake_env.h"
 #include "freeride.grpc.pb.h"
 #include "freeride/freeride.h"
 #include "test_util.h"
@@ -74,9 +76,16 @@ v1::TaskSpec MakeSpec(const std::string& name, std::vector<std::string> command)
 // Options for a daemon with `lanes` CPU lanes of 8 GiB each, in `dir`.
 DaemonOptions CpuOptions(const TempDir& dir, int lanes = 1);
 
+// Polls the task until `done` holds for its info or `timeout` passes; its
+// last info.
+v1::TaskInfo WaitForTask(TaskManager* tasks, int64_t id,
+                         const std::function<bool(const v1::TaskInfo&)>& done, Nanos timeout);
 // Polls the task until it is in `state` or `timeout` passes; its last info.
 v1::TaskInfo WaitForState(TaskManager* tasks, int64_t id, const std::string& state,
                           Nanos timeout);
+// Polls until the task's `attempts`th attempt has failed and it waits for
+// its retry (SUBMITTED, not yet relaunched), or `timeout` passes; its last info.
+v1::TaskInfo WaitForRetry(TaskManager* tasks, int64_t id, int attempts, Nanos timeout);
 
 // Starts `freeride daemon` with one CPU lane on the options' socket and state
 // directory, plus `extra_args`, logging to <state_dir>.log, and waits until it
@@ -87,11 +96,12 @@ pid_t StartDaemonProcess(const DaemonOptions& options, const std::vector<std::st
                          rlim_t descriptor_limit = 0, uint64_t file_size_limit = 0);
 
 // A test with a private directory, CPU-lane options it may adjust before
-// StartDaemon(), and an in-process daemon.
+// StartDaemon(), and an in-process daemon: on the real Env, or on fake_env_
+// (StartDaemon(&fake_env_)), whose time moves only when the test advances it.
 class DaemonTest : public ::testing::Test {
  protected:
-  void StartDaemon() {
-    daemon_ = std::make_unique<Daemon>(options_);
+  void StartDaemon(Env* env = Env::Default()) {
+    daemon_ = std::make_unique<Daemon>(options_, env);
     std::string error;
     ASSERT_TRUE(daemon_->Start(&error)) << error;
   }
@@ -99,6 +109,7 @@ class DaemonTest : public ::testing::Test {
 
   TempDir dir_;
   DaemonOptions options_ = CpuOptions(dir_);
+  FakeEnv fake_env_;  // outlives daemon_
   std::unique_ptr<Daemon> daemon_;
 };
 

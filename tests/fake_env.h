@@ -1,15 +1,19 @@
-// An Env for tests: time moves only when the test says so, waits end on a
-// matching wake-up or when fake time passes their deadline, and processes
-// are none (ProcessAlive is false).  Two mappings of one
-// shared word have two addresses: SameWord tells the fake they are one, as
-// the kernel's futex, keyed by the page, knows.  So waits, timeouts and intervals are tested
-// without sleeping, and "did not wake" is a count, not a pause.
+// An Env for tests: time moves only when the test says so (Advance), or, in
+// virtual time, whenever every thread taking part sleeps; waits end on a
+// matching wake-up or when fake time passes their deadline.  A word is known
+// as the kernel's futex knows it: by the file and offset of a shared
+// mapping (two mappings of one segment are one word), else by its address.
+// So waits, timeouts and intervals are tested without sleeping, and "did not
+// wake" is a count, not a pause.
 #pragma once
+#include <sys/types.h>
+
 #include <condition_variable>
+#include <cstdint>
 #include <list>
 #include <mutex>
 #include <set>
-#include <utility>
+#include <tuple>
 
 #include "base/env.h"
 
@@ -23,10 +27,20 @@ class FakeEnv final : public Env {
   bool Wait(std::atomic<uint32_t>* word, uint32_t expected, Nanos timeout,
             uint32_t wake_bits = kFutexAnyWake) override;
   void WakeAll(std::atomic<uint32_t>* word, uint32_t bits = kFutexAnyWake) override;
+  // False unless the test declared the process alive (SetAlive).
   bool ProcessAlive(pid_t pid) override;
 
   // Moves time on by `by`, ending the waits whose deadline it passes.
   void Advance(Nanos by);
+  // Virtual time: from now on, whenever `threads` threads sleep in Wait (none
+  // woken, none past its deadline), time jumps to the earliest of their
+  // deadlines.  So threads that talk through the Env run as they would in
+  // real time, with no time lost to computing, and a test of seconds of
+  // serving takes milliseconds.  Every thread that waits on this Env must be
+  // counted; a counted thread that ends calls Leave.  Counted threads that
+  // all sleep with no deadline would never wake: the test aborts, saying so.
+  void RunVirtualTime(int threads);
+  void Leave();
   // Blocks until `count` threads sleep on `word`, for at most 10 s of real
   // time (a bound for a broken test, not a timing); false if they did not.
   bool AwaitSleepers(const std::atomic<uint32_t>* word, int count);
@@ -35,24 +49,31 @@ class FakeEnv final : public Env {
   int Sleepers(const std::atomic<uint32_t>* word);
   // WakeAll calls so far, whether or not they woke anyone.
   int wake_calls();
-
-  // `a` and `b` are one shared word mapped twice: a wake-up on either
-  // reaches sleepers on both.
-  void SameWord(const std::atomic<uint32_t>* a, const std::atomic<uint32_t>* b);
+  void SetAlive(pid_t pid, bool alive);
 
  private:
+  // (device, inode, offset) of a shared file mapping; (0, 0, address) else.
+  using WordKey = std::tuple<uint64_t, uint64_t, uint64_t>;
+  static WordKey KeyOf(const void* word);
   struct Sleeper {
-    const std::atomic<uint32_t>* word;
+    WordKey word;
     uint32_t bits;
     Nanos deadline;  // -1: none
     bool woken = false;
   };
+  bool SleepingLocked(const Sleeper& s) const {
+    return !s.woken && (s.deadline < 0 || now_ < s.deadline);
+  }
+  // In virtual time, jumps to the earliest deadline once every counted
+  // thread sleeps.  Under mu_.
+  void AdvanceIfAllSleepLocked();
   std::mutex mu_;
   std::condition_variable changed_;
   Nanos now_;
   std::list<Sleeper*> sleepers_;
   int wake_calls_ = 0;
-  std::set<std::pair<const void*, const void*>> same_words_;
+  int virtual_threads_ = 0;  // 0: time moves only by Advance
+  std::set<pid_t> alive_;
 };
 
 }  // namespace freeride

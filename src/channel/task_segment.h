@@ -136,6 +136,7 @@ class TaskSegment {
   // unless a test sets a fake).  Set before any other thread uses the
   // segment; it must outlive the segment's use.
   void set_env(Env* env) { env_ = env; }
+  Env* env() const { return env_; }
 
  private:
   SharedMapping mapping_;

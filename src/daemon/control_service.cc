@@ -27,13 +27,15 @@ grpc::Status ToGrpc(const Status& status) {
 }
 
 ControlService::ControlService(TaskManager* tasks, const std::vector<std::unique_ptr<Lane>>* lanes,
-                               std::string state_dir, std::string token, bool remote_only)
+                               std::string state_dir, std::string token, bool remote_only,
+                               Env* env)
     : tasks_(tasks),
       lanes_(lanes),
       state_dir_(std::move(state_dir)),
       token_(std::move(token)),
       remote_only_(remote_only),
-      started_ns_(MonotonicNow()) {}
+      env_(env),
+      started_ns_(env->Now()) {}
 
 namespace {
 
@@ -141,7 +143,7 @@ grpc::Status ControlService::GetStats(grpc::ServerContext* context, const v1::St
 void ControlService::FillStats(v1::StatsReply* reply) const {
   for (const auto& lane : *lanes_) lane->FillStats(reply->add_lanes());
   reply->set_daemon_pid(getpid());
-  reply->set_uptime_ns(MonotonicNow() - started_ns_);
+  reply->set_uptime_ns(env_->Now() - started_ns_);
   reply->set_state_dir(state_dir_);
   reply->set_version(FREERIDE_VERSION);
 }

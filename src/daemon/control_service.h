@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/env.h"
 #include "daemon/lane.h"
 #include "daemon/task_manager.h"
 #include "freeride.grpc.pb.h"
@@ -18,10 +19,11 @@ class ControlService final : public v1::FreeRide::Service {
   // Authorize); requests over the Unix socket (mode 0600, the daemon's own
   // user) need none.
   // With `remote_only`, every peer counts as a TCP peer (the service behind
-  // the TCP gate, whose peers all come through a local relay).  `tasks` and
-  // `lanes` outlive the service.
+  // the TCP gate, whose peers all come through a local relay).  Its uptime
+  // is on `env`'s clock.  `tasks`, `lanes` and `env` outlive the service.
   ControlService(TaskManager* tasks, const std::vector<std::unique_ptr<Lane>>* lanes,
-                 std::string state_dir, std::string token = "", bool remote_only = false);
+                 std::string state_dir, std::string token = "", bool remote_only = false,
+                 Env* env = Env::Default());
 
   grpc::Status Submit(grpc::ServerContext*, const v1::SubmitRequest*, v1::SubmitReply*) override;
   grpc::Status ListTasks(grpc::ServerContext*, const v1::ListTasksRequest*,
@@ -48,6 +50,7 @@ class ControlService final : public v1::FreeRide::Service {
   std::string state_dir_;
   std::string token_;
   bool remote_only_;
+  Env* const env_;
   Nanos started_ns_;
 };
 

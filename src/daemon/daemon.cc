@@ -32,7 +32,8 @@ void RaiseDescriptorLimit() {
 
 }  // namespace
 
-Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {}
+Daemon::Daemon(DaemonOptions options, Env* env)
+    : options_(std::move(options)), env_(env), gate_(env) {}
 
 Daemon::~Daemon() { Shutdown(); }
 
@@ -112,7 +113,7 @@ bool Daemon::StartTcp(std::string* error) {
   std::shared_ptr<grpc::ServerCredentials> credentials;
   if (!TcpCredentials(&credentials, error)) return false;
   remote_service_ = std::make_unique<ControlService>(tasks_.get(), &lanes_, options_.state_dir,
-                                                     options_.token, /*remote_only=*/true);
+                                                     options_.token, /*remote_only=*/true, env_);
   std::random_device random;
   std::string backend = fmt::format("freeride-{}-{:08x}", getpid(), random());
   grpc::ServerBuilder builder;
@@ -169,7 +170,7 @@ bool Daemon::Start(std::string* error) {
 
   std::vector<std::string> cgroup_notes;
   if (!PrepareCgroups(&cgroup_notes, error)) return false;
-  tasks_ = std::make_unique<TaskManager>(options_, &journal_, &events_, &cgroups_);
+  tasks_ = std::make_unique<TaskManager>(options_, &journal_, &events_, &cgroups_, env_);
   if (Status recovered = tasks_->Recover(&recovery_notes_); !recovered.ok()) {
     *error = recovered.message;
     return false;
@@ -177,8 +178,11 @@ bool Daemon::Start(std::string* error) {
   recovery_notes_.insert(recovery_notes_.end(), cgroup_notes.begin(), cgroup_notes.end());
   probe_schedule_ = std::make_unique<SharedProbeSchedule>(options_.probe);
   for (const LaneConfig& config : options_.lanes) {
-    auto lane =
-        std::make_unique<Lane>(config, options_, tasks_.get(), &events_, probe_schedule_.get());
+    // A lane waits on words that stage and task processes wake through the
+    // kernel, so it keeps the real Env even when a test gives the daemon a
+    // fake; tests/virtual_lane.h runs a lane on fake time with in-process tasks.
+    auto lane = std::make_unique<Lane>(config, options_, tasks_.get(), &events_,
+                                       probe_schedule_.get(), Env::Default());
     if (!lane->Open(error)) return false;
     lanes_.push_back(std::move(lane));
   }
@@ -187,7 +191,7 @@ bool Daemon::Start(std::string* error) {
     return false;
   }
   service_ = std::make_unique<ControlService>(tasks_.get(), &lanes_, options_.state_dir,
-                                              options_.token);
+                                              options_.token, /*remote_only=*/false, env_);
   // Before the control socket: a bad --metrics address then stops the start
   // with nothing listening.
   if (!options_.metrics_address.empty()) {
@@ -215,7 +219,7 @@ bool Daemon::Start(std::string* error) {
   for (const LaneConfig& l : options_.lanes) lanes.push_back(l.device);
   events_.Emit({{"type", "daemon"},
                 {"event", "start"},
-                {"ts_ns", MonotonicNow()},
+                {"ts_ns", env_->Now()},
                 {"pid", getpid()},
                 {"lanes", lanes},
                 {"notes", recovery_notes_}});
@@ -244,7 +248,7 @@ void Daemon::Shutdown() {
   for (auto& lane : lanes_) lane->Stop();
   tasks_->Shutdown(5 * kSecond);
   cgroups_.Close();
-  events_.Emit({{"type", "daemon"}, {"event", "stop"}, {"ts_ns", MonotonicNow()}});
+  events_.Emit({{"type", "daemon"}, {"event", "stop"}, {"ts_ns", env_->Now()}});
   events_.Close();
   if (Status closed = journal_.Close(); !closed.ok())
     fmt::print(stderr, "freeride daemon: {}\n", closed.message);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/env.h"
 #include "daemon/control_service.h"
 #include "daemon/daemon_options.h"
 #include "daemon/event_log.h"
@@ -24,7 +25,9 @@ namespace freeride {
 // accessors below may be used from any thread once Start has returned.
 class Daemon {
  public:
-  explicit Daemon(DaemonOptions options);
+  // The task manager, the control services and the TCP gate take their time
+  // and waits from `env`, which outlives the daemon.
+  explicit Daemon(DaemonOptions options, Env* env = Env::Default());
   // Shuts down.
   ~Daemon();
 
@@ -59,6 +62,7 @@ class Daemon {
   bool PrepareCgroups(std::vector<std::string>* notes, std::string* error);
 
   DaemonOptions options_;
+  Env* const env_;
   int lock_fd_ = -1;
   TaskCgroups cgroups_;
   Journal journal_;

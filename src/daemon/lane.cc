@@ -34,12 +34,13 @@ constexpr Nanos kStageCheckInterval = 10 * kMillisecond;
 
 }  // namespace
 
-Lane::Lane(const LaneConfig& config, const DaemonOptions& options, TaskManager* tasks,
-           EventLog* events, SharedProbeSchedule* probe)
+Lane::Lane(const LaneConfig& config, const DaemonOptions& options, LaneTasks* tasks,
+           EventLog* events, SharedProbeSchedule* probe, Env* env)
     : config_(config),
       options_(options),
       tasks_(tasks),
       events_(events),
+      env_(env),
       segment_path_(LaneSegmentPath(options.socket_path, config.index)),
       predictor_(options.predictor),
       policy_(options.dispatch),
@@ -50,6 +51,7 @@ Lane::~Lane() { Stop(); }
 
 bool Lane::Open(std::string* error) {
   if (!segment_.CreateOrOpen(segment_path_, config_.index, error)) return false;
+  segment_.set_env(env_);
   // A restarted daemon starts its estimate afresh: nothing is withheld or
   // restricted until it has one.
   LaneSegmentLayout* l = segment_.layout();
@@ -60,7 +62,7 @@ bool Lane::Open(std::string* error) {
 }
 
 bool Lane::RemakeDeletedSegment() {
-  Nanos now = MonotonicNow();
+  Nanos now = env_->Now();
   if (now < next_segment_check_ns_) return false;
   next_segment_check_ns_ = now + kSecond;
   if (!segment_.mapping().Unlinked()) return false;
@@ -68,6 +70,7 @@ bool Lane::RemakeDeletedSegment() {
   LaneSegment fresh;
   std::string error;
   bool remade = fresh.CreateOrOpen(segment_path_, config_.index, &error);
+  fresh.set_env(env_);
   std::string what = remade ? fmt::format("lane {}: its segment {} was deleted (by systemd's "
                                           "RemoveIPC?); made it again, and the stage and tasks "
                                           "map it anew",
@@ -104,14 +107,14 @@ void Lane::Stop() {
   stopping_ = true;
   {
     std::shared_lock<std::shared_mutex> no_swap(segment_swap_mu_);
-    if (segment_.is_open()) FutexWakeAll(&segment_.layout()->bubble_seq);
+    if (segment_.is_open()) env_->WakeAll(&segment_.layout()->bubble_seq);
   }
   if (thread_.joinable()) thread_.join();
 }
 
 void Lane::NoteStage(int64_t pid, int rank, const std::string& label) {
   events_->Emit({{"type", "stage_attach"},
-                 {"ts_ns", MonotonicNow()},
+                 {"ts_ns", env_->Now()},
                  {"lane", config_.index},
                  {"pid", pid},
                  {"rank", rank},
@@ -123,11 +126,11 @@ bool Lane::StageAlive() const {
   if (pid <= 0) return false;
   // A kill(pid, 0) per check was hundreds of system calls a second under
   // load; a stage that dies is still noticed within kStageCheckInterval.
-  Nanos now = MonotonicNow();
+  Nanos now = env_->Now();
   if (pid == checked_pid_.load(std::memory_order_relaxed) &&
       now - checked_at_.load(std::memory_order_relaxed) < kStageCheckInterval)
     return checked_alive_.load(std::memory_order_relaxed);
-  bool alive = segment_.env()->ProcessAlive(static_cast<pid_t>(pid));
+  bool alive = env_->ProcessAlive(static_cast<pid_t>(pid));
   checked_alive_.store(alive, std::memory_order_relaxed);
   checked_pid_.store(pid, std::memory_order_relaxed);
   checked_at_.store(now, std::memory_order_relaxed);
@@ -139,7 +142,7 @@ bool Lane::BubbleOver(uint32_t seq, Nanos begin_ns) const {
   if (l->bubble_seq.load(std::memory_order_acquire) != seq) return true;
   if (!StageAlive()) return true;
   return BubbleSilent(begin_ns, l->stage_heartbeat_ns.load(std::memory_order_relaxed),
-                      MonotonicNow(), options_.stage_timeout);
+                      env_->Now(), options_.stage_timeout);
 }
 
 void Lane::Loop() {
@@ -154,7 +157,7 @@ void Lane::Loop() {
     realtime = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0;
   }
   events_->Emit({{"type", "lane_start"},
-                 {"ts_ns", MonotonicNow()},
+                 {"ts_ns", env_->Now()},
                  {"lane", config_.index},
                  {"device", config_.device},
                  {"realtime", realtime}});
@@ -207,7 +210,7 @@ void Lane::Disarm() {
   l->armed_task_id.store(0, std::memory_order_release);
   l->handback_wake_ns.store(INT64_MAX, std::memory_order_relaxed);  // only an armed task reads it
   l->begin_waiters.fetch_sub(1, std::memory_order_seq_cst);
-  FutexWakeAll(&l->bubble_seq);  // the task sleeps there; let it notice
+  env_->WakeAll(&l->bubble_seq);  // the task sleeps there; let it notice
   // Steps it took by itself in bubbles not finished yet (it may have exited
   // in one) are kept for them.
   tasks_->DrainSteps(*armed_, &steps_ahead_);
@@ -264,7 +267,7 @@ uint32_t Lane::ServeQuietly(uint32_t seen) {
     // the task did so far), and when the stage died or went silent (it ends
     // the bubble, as it does for any lane).  Only a bubble open for a while
     // could be a dead stage's.
-    bool long_open = MonotonicNow() - open.begin_ns > kWatchInterval;
+    bool long_open = env_->Now() - open.begin_ns > kWatchInterval;
     if (LeftoverWorthServing(open, handback_wake) || stopping_ ||
         (long_open && BubbleOver(open.seq, open.begin_ns)))
       return ServeBubble(open);
@@ -279,10 +282,11 @@ bool Lane::LeftoverWorthServing(const BubbleMark& open, Nanos threshold) const {
                      task->state.load(std::memory_order_acquire) !=
                          static_cast<uint32_t>(TaskProcessState::kStepping);
   if (!handed_back) return false;
-  Nanos now = MonotonicNow();
-  Nanos left =
-      open.begin_ns + predictor_.PredictOpenFor(open.slot, open.hint_ns, now - open.begin_ns) - now;
-  return left >= threshold;
+  const Nanos now = env_->Now();
+  const Nanos forecast_end =
+      open.begin_ns + predictor_.PredictOpenFor(open.slot, open.hint_ns, now - open.begin_ns);
+  return HandBackLeftover(open.begin_ns, forecast_end, predictor_.SecondLookFor(open.slot), now) >=
+         threshold;
 }
 
 uint32_t Lane::FinishClosedBubbles(uint32_t seen, uint32_t current) {
@@ -349,7 +353,7 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
   // A bubble served late (handed back by the armed task, or found open
   // after a busy spell) may be past its second look's point already.
   bubble.predicted_end = mark.begin_ns + predictor_.PredictOpenFor(mark.slot, mark.hint_ns,
-                                                                   MonotonicNow() - mark.begin_ns);
+                                                                   env_->Now() - mark.begin_ns);
   if (mark.free_memory_bytes != UINT64_MAX) last_free_memory_ = mark.free_memory_bytes;
 
   BubbleServing serving(policy_, {mark.seq, mark.begin_ns, bubble.predicted_end,
@@ -369,7 +373,7 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
   }
 
   while (!stopping_ && !BubbleOver(mark.seq, mark.begin_ns)) {
-    const Nanos now = MonotonicNow();
+    const Nanos now = env_->Now();
     tasks_->Candidates(config_.index, serving.excluded(), &candidates_);
     ServingAction action = serving.Next(now, candidates_, PublishedGate(*l));
     bubble.last_verdict = action.verdict;
@@ -410,7 +414,7 @@ void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed, Na
   TaskSegment& segment = *task.segment;
   TaskSegmentLayout* l = segment.layout();
   uint32_t ack = l->ack_seq.load(std::memory_order_acquire);
-  Nanos now = MonotonicNow();
+  Nanos now = env_->Now();
   Nanos over_since = 0;  // when the lane first saw the bubble over with a step running
   const Nanos hang = options_.BudgetForLane(config_.index).hang;
   if (!armed) segment.Grant(bubble.mark.seq, deadline);
@@ -432,7 +436,7 @@ void Lane::RunIterative(BubbleContext& bubble, TaskRuntime& task, bool armed, Na
       bool stepping_here = segment.state() == TaskProcessState::kStepping &&
                            l->taken_bubble_seq.load(std::memory_order_acquire) == bubble.mark.seq;
       if (!stepping_here) break;
-      Nanos now = MonotonicNow();
+      Nanos now = env_->Now();
       if (over_since == 0) over_since = now;
       if (hang > 0 && now - over_since >= hang) tasks_->KillHung(task.task_id, now - over_since);
     }
@@ -452,7 +456,7 @@ void Lane::RunImperative(BubbleContext& bubble, TaskRuntime& task, Nanos stop_at
   continued();
   Nanos now = start;
   while (!stopping_ && !task.exited && !BubbleOver(bubble.mark.seq, bubble.mark.begin_ns) &&
-         (stop_at == 0 || (now = MonotonicNow()) < stop_at))
+         (stop_at == 0 || (now = env_->Now()) < stop_at))
     segment_.WaitForChange(bubble.mark.seq,
                            stop_at == 0 ? kWatchInterval : std::min(kWatchInterval, stop_at - now));
   // An iterative task that attached to the SDK in this bubble is let go to
@@ -460,7 +464,7 @@ void Lane::RunImperative(BubbleContext& bubble, TaskRuntime& task, Nanos stop_at
   Nanos end = 0;
   if (held && task.Attached()) task.held = false;
   else if (!task.exited) end = task.Stop();
-  if (end == 0) end = MonotonicNow();
+  if (end == 0) end = env_->Now();
   double units = task.segment->progress() - progress_before;
   tasks_->DrainSteps(task, nullptr);
   // A held task's run is its start-up, not work: it is not a step.
@@ -476,7 +480,7 @@ void Lane::FinishBubble(BubbleContext& bubble) {
   // real end, not its own late view of it.
   BubbleMark closed;
   bool have_end = segment_.ClosedBubbleMark(mark.seq, &closed) && closed.end_ns >= mark.begin_ns;
-  Nanos end_ns = have_end ? closed.end_ns : MonotonicNow();
+  Nanos end_ns = have_end ? closed.end_ns : env_->Now();
   // An armed task can be a bubble ahead of the lane: steps drained early
   // wait for their own bubble, and those kept from earlier drains join this.
   auto later = [&](const TaskStep& step) {
@@ -502,7 +506,7 @@ void Lane::FinishBubble(BubbleContext& bubble) {
     PublishForecast(mark.slot);
     if (mark.slot == 0) ObserveIterationBegin(mark.begin_ns);
   }
-  PublishWithholdWindow(MonotonicNow());
+  PublishWithholdWindow(env_->Now());
 
   Nanos harvested_total = 0, allowed_total = 0, overrun_total = 0;
   // Per task that stepped in this bubble: its time inside the bubble, and
@@ -606,7 +610,7 @@ void Lane::ObserveIterationBegin(Nanos begin_ns) {
       warmup_iterations_.clear();
       if (!schedule_.enabled()) return;
       events_->Emit({{"type", "probe_schedule"},
-                     {"ts_ns", MonotonicNow()},
+                     {"ts_ns", env_->Now()},
                      {"lane", config_.index},
                      {"period_ns", schedule_.period()},
                      {"window_ns", schedule_.window_length()}});
@@ -632,7 +636,7 @@ void Lane::ObserveIterationBegin(Nanos begin_ns) {
   if (!changed && estimator_.ratios_added() == logged_ratios_) return;
   logged_ratios_ = estimator_.ratios_added();
   nlohmann::json event = {{"type", "overhead"},
-                          {"ts_ns", MonotonicNow()},
+                          {"ts_ns", env_->Now()},
                           {"unix_ns", WallNow()},
                           {"lane", config_.index},
                           {"cycles", estimate.cycles},

@@ -12,11 +12,12 @@
 #include <thread>
 #include <vector>
 
+#include "base/env.h"
 #include "channel/lane_segment.h"
 #include "daemon/daemon_options.h"
 #include "daemon/event_log.h"
 #include "daemon/shared_probe_schedule.h"
-#include "daemon/task_manager.h"
+#include "daemon/lane_tasks.h"
 #include "freeride.pb.h"
 #include "policy/bubble_predictor.h"
 #include "policy/bubble_serving.h"
@@ -31,9 +32,11 @@ namespace freeride {
 class Lane {
  public:
   // `probe` is the daemon's schedule of withheld windows, shared by its
-  // lanes; it, `options`, `tasks` and `events` outlive the lane.
-  Lane(const LaneConfig& config, const DaemonOptions& options, TaskManager* tasks,
-       EventLog* events, SharedProbeSchedule* probe);
+  // lanes; it, `options`, `tasks`, `events` and `env` outlive the lane.
+  // `env` is the clock and waits of the lane and its segment: the real one
+  // in the daemon, a fake in tests that serve bubbles on fake time.
+  Lane(const LaneConfig& config, const DaemonOptions& options, LaneTasks* tasks,
+       EventLog* events, SharedProbeSchedule* probe, Env* env = Env::Default());
   // Stops the lane.
   ~Lane();
 
@@ -97,7 +100,7 @@ class Lane {
   // when the armed task left enough of it.  Returns the new `seen`.
   uint32_t ServeQuietly(uint32_t seen);
   // Whether the armed task has handed back the open bubble with at least
-  // `threshold` of its forecast left.
+  // `threshold` left by HandBackLeftover.
   bool LeftoverWorthServing(const BubbleMark& open, Nanos threshold) const;
   // Accounts for every bubble that closed after `seen` (a bubble_seq value
   // already dealt with) and before `current`.  Returns the new `seen`: an open
@@ -138,8 +141,9 @@ class Lane {
 
   const LaneConfig config_;
   const DaemonOptions& options_;
-  TaskManager* tasks_;
+  LaneTasks* tasks_;
   EventLog* events_;
+  Env* env_;
   std::string segment_path_;
   LaneSegment segment_;
   BubblePredictor predictor_;

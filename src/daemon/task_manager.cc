@@ -26,6 +26,9 @@ extern char** environ;
 namespace freeride {
 namespace {
 
+// How often housekeeping looks at the tasks, in real time: what it looks
+// for (a task's segment turning ready) changes with no wake-up.  The
+// deadlines it judges (back-off, cancel grace) are the Env's.
 constexpr Nanos kHousekeepingInterval = 100 * kMillisecond;
 constexpr size_t kStderrTailBytes = 4096;
 // How often a task's PAUSED <-> RUNNING flips reach the journal.
@@ -50,7 +53,7 @@ bool TaskRuntime::Attached() const { return segment->state() != TaskProcessState
 // processes that left the group.
 Nanos TaskRuntime::Stop() {
   ProcessSupervisor::Signal(pid, SIGSTOP);
-  Nanos stopped = MonotonicNow();
+  Nanos stopped = segment->env()->Now();
   if (cgroup) cgroup->Freeze(true);
   return stopped;
 }
@@ -62,7 +65,7 @@ Nanos TaskRuntime::Continue(const std::function<bool()>& still_wanted) {
     return 0;
   }
   ProcessSupervisor::Signal(pid, SIGCONT);
-  return MonotonicNow();
+  return segment->env()->Now();
 }
 
 void TaskRuntime::Kill() {
@@ -76,8 +79,8 @@ void TaskRuntime::Terminate() {
 }
 
 TaskManager::TaskManager(const DaemonOptions& options, Journal* journal, EventLog* events,
-                         const TaskCgroups* cgroups)
-    : options_(options), journal_(journal), events_(events),
+                         const TaskCgroups* cgroups, Env* env)
+    : options_(options), env_(env), journal_(journal), events_(events),
       cgroups_(cgroups && cgroups->available() ? cgroups : nullptr) {}
 
 TaskManager::~TaskManager() { Shutdown(0); }
@@ -212,9 +215,14 @@ void TaskManager::Shutdown(Nanos grace) {
     if (runtime->RunsOnlyInBubbles()) runtime->Terminate();
     else runtime->segment->SendCommand(TaskCommand::kStop);
   }
-  Nanos deadline = MonotonicNow() + grace;
-  while (supervisor_ && supervisor_->running() > 0 && MonotonicNow() < deadline)
-    usleep(10000);
+  // Each exit bumps exits_ after the supervisor stopped counting the child,
+  // so a count read before running() cannot miss the last exit.
+  const Nanos deadline = env_->Now() + grace;
+  for (Nanos now = env_->Now(); supervisor_ && now < deadline; now = env_->Now()) {
+    const uint32_t exits = exits_.load();
+    if (supervisor_->running() == 0) break;
+    env_->Wait(&exits_, exits, deadline - now);
+  }
   if (supervisor_) supervisor_->Shutdown();
   // Tasks killed above, or still starting, exit without an exit callback:
   // their segments go here, as OnProcessExit's would.
@@ -249,10 +257,11 @@ const TaskManager::Record* TaskManager::FindLocked(int64_t id, const std::string
 // A `transition` event (docs/event-log.md) for `info`, already in its new
 // state.  It carries the task's progress so far and its alone rate, so that
 // `freeride report` can value the work from the log alone.
-static std::string TransitionLine(const v1::TaskInfo& info, std::optional<TaskState> from,
-                                  TaskState to, const std::string& reason) {
+static std::string TransitionLine(Nanos now, const v1::TaskInfo& info,
+                                  std::optional<TaskState> from, TaskState to,
+                                  const std::string& reason) {
   events::TransitionEvent event;
-  event.ts_ns = MonotonicNow();
+  event.ts_ns = now;
   event.unix_ns = info.updated_unix_ns();
   event.task_id = info.id();
   event.name = info.spec().name();
@@ -285,8 +294,8 @@ bool TaskManager::TransitionLocked(Record& record, TaskState to, const std::stri
   bool bubble_flip = (from == TaskState::kPaused && to == TaskState::kRunning) ||
                      (from == TaskState::kRunning && to == TaskState::kPaused);
   bool journal = true, log = true;
+  const Nanos now = env_->Now();
   if (bubble_flip) {
-    Nanos now = MonotonicNow();
     log = FlipDue(record.last_flip_logged_ns, now, kFlipLogInterval);
     journal = FlipDue(record.last_flip_journaled_ns, now, kFlipJournalInterval);
     if (log) record.last_flip_logged_ns = now;
@@ -296,7 +305,7 @@ bool TaskManager::TransitionLocked(Record& record, TaskState to, const std::stri
     TransitionRecord transition{record.info.id(), StateName(from), StateName(to), unix_now, reason};
     journal_->Record(record.info, &transition);
   }
-  if (log) events_->EmitLine(TransitionLine(record.info, from, to, reason));
+  if (log) events_->EmitLine(TransitionLine(now, record.info, from, to, reason));
   return true;
 }
 
@@ -369,7 +378,8 @@ Status TaskManager::Submit(const v1::TaskSpec& spec_in, v1::TaskInfo* out) {
     return {stored.code, fmt::format("task not submitted: the daemon could not store it durably "
                                      "({}); nothing of it was kept",
                                      stored.message)};
-  events_->EmitLine(TransitionLine(info, std::nullopt, TaskState::kSubmitted, "submitted"));
+  events_->EmitLine(
+      TransitionLine(env_->Now(), info, std::nullopt, TaskState::kSubmitted, "submitted"));
   *out = info;
   InsertLocked(std::move(record));
   cv_.notify_all();
@@ -394,7 +404,7 @@ Status TaskManager::Cancel(int64_t id, const std::string& name, v1::TaskInfo* ou
     if (!record->runtime) {
       TransitionLocked(*record, TaskState::kCancelled, "cancelled before launch");
     } else {
-      record->cancel_kill_at = MonotonicNow() + options_.cancel_grace;
+      record->cancel_kill_at = env_->Now() + options_.cancel_grace;
       record->info.set_message("cancelling");
       runtime = record->runtime;
     }
@@ -539,7 +549,7 @@ void TaskManager::NoteArmedRun(int64_t id) {
   // Flips that would be neither logged nor journaled change nothing anyone
   // sees: the task is PAUSED again, and Get/List show it RUNNING while it
   // steps.
-  if (!FlipDue(record->last_flip_logged_ns, MonotonicNow(), kFlipLogInterval)) return;
+  if (!FlipDue(record->last_flip_logged_ns, env_->Now(), kFlipLogInterval)) return;
   TransitionLocked(*record, TaskState::kRunning, "bubble");
   TransitionLocked(*record, TaskState::kPaused, "bubble over");
 }
@@ -631,7 +641,7 @@ void TaskManager::KillHung(int64_t id, Nanos overrun) {
 void TaskManager::EmitBudgetEventLocked(const Record& record, OverrunVerdict verdict, Nanos overrun,
                                         const std::string& reason) {
   events_->Emit({{"type", "overrun_budget"},
-                 {"ts_ns", MonotonicNow()},
+                 {"ts_ns", env_->Now()},
                  {"task_id", record.info.id()},
                  {"lane", record.info.lane()},
                  {"verdict", OverrunVerdictName(verdict)},
@@ -673,7 +683,7 @@ void TaskManager::AdmitAndLaunch() {
   std::vector<int64_t> to_launch;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Nanos now = MonotonicNow();
+    Nanos now = env_->Now();
     for (const LaneConfig& lane : options_.lanes) {
       LaneRoom room{lane.capacity_bytes, 0, 0, options_.max_resident_per_lane};
       if (auto r = resident_.find(lane.index); r != resident_.end()) {
@@ -723,11 +733,13 @@ bool TaskManager::Launch(int64_t id) {
     if (cgroups_) {
       runtime->cgroup = cgroups_->Create(id, &error);
       if (!runtime->cgroup)
-        events_->Emit({{"type", "warning"}, {"ts_ns", MonotonicNow()}, {"task_id", id},
+        events_->Emit({{"type", "warning"}, {"ts_ns", env_->Now()}, {"task_id", id},
                        {"message", error + "; the task runs without one"}});
     }
     runtime->base_progress = record.info.progress();
     runtime->base_steps = record.info.steps();
+    // The segment keeps the real Env: the task's process wakes its words
+    // through the kernel's futex, and its waits and run times are the lane's.
     runtime->segment = std::make_shared<TaskSegment>();
     std::string segment_path = TaskSegmentPath(options_.socket_path, id);
     if (!runtime->segment->Create(segment_path, id, &error)) {
@@ -774,7 +786,7 @@ bool TaskManager::Launch(int64_t id) {
       runtime->imperative ? "" : "; runs only inside bubbles until it attaches to FreeRide"));
   journal_->Record(record.info, nullptr);
   events_->Emit({{"type", "launch"},
-                 {"ts_ns", MonotonicNow()},
+                 {"ts_ns", env_->Now()},
                  {"task_id", id},
                  {"lane", record.info.lane()},
                  {"pid", result.pid},
@@ -805,7 +817,7 @@ void TaskManager::EscalateCancels() {
   std::vector<std::shared_ptr<TaskRuntime>> kill_list;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Nanos now = MonotonicNow();
+    Nanos now = env_->Now();
     for (const auto& [lane, ids] : resident_)
     for (Record* resident : ids) {
       Record& record = *resident;
@@ -865,6 +877,10 @@ void TaskManager::FailUnattachedTasks() {
 }
 
 void TaskManager::OnProcessExit(const ProcessExit& exit) {
+  // Shutdown waits for the last exit (and then joins this thread before it
+  // clears the runtimes).
+  exits_.fetch_add(1);
+  env_->WakeAll(&exits_);
   std::shared_ptr<TaskRuntime> runtime;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -924,7 +940,7 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
       moved = TransitionLocked(record, TaskState::kFinished, how);
     } else if (record.info.attempts() <= record.info.spec().max_retries()) {
       Nanos backoff = options_.retry_backoff << std::min(record.info.attempts() - 1, 10);
-      record.retry_at = MonotonicNow() + backoff;
+      record.retry_at = env_->Now() + backoff;
       TransitionLocked(record, TaskState::kSubmitted,
                        fmt::format("{}; retrying in {} (attempt {} of {})", how,
                                    FormatDuration(backoff), record.info.attempts() + 1,
@@ -941,7 +957,7 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
 }
 
 void TaskManager::ComplainAboutJournal(const Status& status) {
-  Nanos now = MonotonicNow();
+  Nanos now = env_->Now();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (last_journal_complaint_ != 0 && now - last_journal_complaint_ < 10 * kSecond) return;

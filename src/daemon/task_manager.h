@@ -14,11 +14,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/env.h"
 #include "base/status.h"
 #include "channel/task_segment.h"
 #include "daemon/daemon_options.h"
 #include "daemon/event_log.h"
 #include "daemon/journal.h"
+#include "daemon/lane_tasks.h"
 #include "daemon/process_supervisor.h"
 #include "daemon/task_cgroup.h"
 #include "daemon/task_spec.h"
@@ -29,63 +31,16 @@
 
 namespace freeride {
 
-// What a lane needs to drive one launched task.
-struct TaskRuntime {
-  int64_t task_id = 0;
-  pid_t pid = -1;
-  bool imperative = false;
-  std::shared_ptr<TaskSegment> segment;
-  // The task's whole process tree; null where cgroups cannot be used, and
-  // then only its process group is reached.
-  std::shared_ptr<TaskCgroup> cgroup;
-  std::atomic<bool> exited{false};
-  // An iterative task that has not attached to the SDK yet.  It was launched
-  // stopped and runs only inside bubbles, as an imperative task does, so
-  // that a program that never uses the SDK never runs unthrottled.  The lane
-  // lets it go at the end of the bubble in which it attached; its init then
-  // runs before its first grant, as the SDK expects.
-  std::atomic<bool> held{false};
-  std::atomic<Nanos> held_run_ns{0};  // bubble time it has run while held
-
-  // Whether the lane continues it when a bubble begins and stops it at the end.
-  bool RunsOnlyInBubbles() const { return imperative || held.load(std::memory_order_acquire); }
-  // Whether the SDK in the task has opened its segment.  Any thread.
-  bool Attached() const;
-  // Stop, continue or SIGKILL every process of the task.  Any thread.
-  // Stop returns when the task's process group was stopped (its cgroup,
-  // which holds the processes that left the group, may freeze later).
-  Nanos Stop();
-  // Thaws the cgroup (which can wait on the same lock) and, if
-  // `still_wanted` (when given) says so then, continues the process group;
-  // returns when, or 0 when it was not wanted any more and stays stopped.
-  Nanos Continue(const std::function<bool()>& still_wanted = nullptr);
-  void Kill();
-  // Asks a task that runs only inside bubbles to end: SIGTERM to its process
-  // group, continued so that it can act on it.  Any thread.
-  void Terminate();
-  // Work done by earlier attempts; this process's counters add to it.
-  double base_progress = 0;
-  uint64_t base_steps = 0;
-  uint64_t ring_tail = 0;  // guarded by TaskManager's mutex
-};
-
-// One step drained from a task's ring, attributed to that task.
-struct TaskStep {
-  int64_t task_id;
-  StepRecord record;
-  // An imperative task's run: time it was let run, not a step of known
-  // work, so it is accounted as allowed, never as harvested.
-  bool allowed_only = false;
-};
-
 // Threads: Recover, Start and Shutdown from the owner's thread; every
 // other member from any thread (each takes mu_).
-class TaskManager {
+class TaskManager final : public LaneTasks {
  public:
   // With `cgroups` (available), every task runs in a cgroup of its own.
-  // `journal`, `events` and `cgroups` outlive the manager.
+  // Every time the manager reads (retry back-off, cancel grace, flip-log
+  // intervals, event times) and Shutdown's grace are `env`'s.  `journal`,
+  // `events`, `cgroups` and `env` outlive the manager.
   TaskManager(const DaemonOptions& options, Journal* journal, EventLog* events,
-              const TaskCgroups* cgroups = nullptr);
+              const TaskCgroups* cgroups = nullptr, Env* env = Env::Default());
   // Shuts down with no grace.
   ~TaskManager();
 
@@ -102,7 +57,8 @@ class TaskManager {
   // launches admitted tasks.  Once, after Recover.
   void Start();
   // Stops housekeeping; asks iterative tasks to checkpoint and exit, waits up
-  // to `grace`, then kills the rest.  Task states stay as journaled so the
+  // to `grace` of the Env's time (less once every process has exited), then
+  // kills the rest.  Task states stay as journaled so the
   // next daemon relaunches them.  Idempotent.
   void Shutdown(Nanos grace);
 
@@ -127,43 +83,26 @@ class TaskManager {
   std::vector<v1::TaskInfo> List(bool include_ended, int64_t after_id = 0,
                                  size_t limit = SIZE_MAX) const;
 
-  // --- lane side ---
-  // Resident tasks of `lane` waiting for a bubble (PAUSED, or SUBMITTED and
-  // held to bubbles until they attach), minus those in `excluded`.
+  // --- lane side: LaneTasks (daemon/lane_tasks.h), each under mu_ ---
   void Candidates(int lane, const std::vector<int64_t>& excluded,
-                  std::vector<DispatchCandidate>* out) const;
-  // The runtime of a launched, live task that waits for a bubble (as in
-  // Candidates), or null.
-  std::shared_ptr<TaskRuntime> RuntimeOf(int64_t id) const;
-  // PAUSED -> RUNNING; a no-op in any other state.
-  void MarkRunning(int64_t id);
-  // RUNNING -> PAUSED (if the process still lives).
-  void EndRun(int64_t id);
-  // For a bubble the armed task had to itself, accounted for after it
-  // closed: the PAUSED -> RUNNING -> PAUSED flips it made, recorded only
-  // when the log is due one (TransitionLocked keeps them to one a second).
-  void NoteArmedRun(int64_t id);
-  // Brings the task's progress and step count up to date from its counters
-  // and, when out is given, appends the step records written since the last
-  // drain.  Returns how many records the ring overwrote before they were read.
-  uint64_t DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* out);
-  // Accounts bubble time a task spent stepping.
-  void AddHarvest(int64_t id, Nanos harvested);
-  // Accounts bubble time an imperative task was let run.
-  void AddAllowed(int64_t id, Nanos allowed);
-  // The task's overrun past the end of one bubble of length `bubble` it
-  // stepped in (0 if none), judged by its OverrunBudget: a task over budget is demoted (logged, and
-  // from then on its candidates are marked demoted for the dispatch policy),
-  // and killed, FAILED without retries, if it stays over budget.
-  void RecordOverrun(int64_t id, Nanos overrun, Nanos bubble);
-  // Kills a task whose step has run `overrun` past its bubble's end and is
-  // still running (a hang); it ends FAILED without retries.
-  void KillHung(int64_t id, Nanos overrun);
+                  std::vector<DispatchCandidate>* out) const override;
+  std::shared_ptr<TaskRuntime> RuntimeOf(int64_t id) const override;
+  void MarkRunning(int64_t id) override;
+  void EndRun(int64_t id) override;
+  // Records the flips only when the log is due one (TransitionLocked keeps
+  // them to one a second).
+  void NoteArmedRun(int64_t id) override;
+  uint64_t DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* out) override;
+  void AddHarvest(int64_t id, Nanos harvested) override;
+  void AddAllowed(int64_t id, Nanos allowed) override;
+  // A task over its OverrunBudget is demoted (logged, and from then on its
+  // candidates are marked demoted for the dispatch policy), and killed,
+  // FAILED without retries, if it stays over budget.
+  void RecordOverrun(int64_t id, Nanos overrun, Nanos bubble) override;
+  // The task ends FAILED without retries.
+  void KillHung(int64_t id, Nanos overrun) override;
+  void LaneCounts(int lane, uint32_t* resident, uint32_t* queued) const override;
 
-
-  // Counts for lane statistics: tasks with a process, and tasks waiting to
-  // be launched.
-  void LaneCounts(int lane, uint32_t* resident, uint32_t* queued) const;
   // STATE/tasks/<id>.  Any thread.
   std::string task_dir(int64_t id) const;
 
@@ -231,6 +170,7 @@ class TaskManager {
   std::vector<LaneLimits> Limits() const;
 
   const DaemonOptions options_;
+  Env* const env_;
   Journal* journal_;
   EventLog* events_;
   const TaskCgroups* cgroups_;
@@ -253,6 +193,9 @@ class TaskManager {
   uint64_t next_submit_order_ = 1;
   bool stopping_ = false;
   bool shutting_down_ = false;  // exits are not task failures
+  // Task processes reaped so far: Shutdown waits on it through env_ for the
+  // last one to exit.
+  std::atomic<uint32_t> exits_{0};
   std::thread housekeeping_;
 };
 

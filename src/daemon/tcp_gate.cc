@@ -205,7 +205,7 @@ void TcpGate::Loop() {
       r.fd[0] = fd;
       r.fd[1] = backend;
       r.peer = peer;
-      r.accepted_ns = MonotonicNow();
+      r.accepted_ns = env_->Now();
       for (int side = 0; side < 2; ++side) {
         r.ends[side] = {&r, side};
         epoll_event e{};
@@ -239,7 +239,7 @@ void TcpGate::Loop() {
   };
 
   epoll_event events[64];
-  Nanos next_sweep = MonotonicNow() + kSecond;
+  Nanos next_sweep = env_->Now() + kSecond;
   while (!stopping_) {
     int n = epoll_wait(epoll, events, 64, 1000);
     for (int i = 0; i < n; ++i) {
@@ -255,7 +255,7 @@ void TcpGate::Loop() {
         end->relay->accepted_ns = -1;
       }
     }
-    Nanos now = MonotonicNow();
+    Nanos now = env_->Now();
     bool sweep = now >= next_sweep;
     if (sweep) next_sweep = now + kSecond;
     for (auto it = relays.begin(); it != relays.end();) {

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "base/clock.h"
+#include "base/env.h"
 
 namespace freeride {
 
@@ -30,7 +31,8 @@ struct TcpGateLimits {
 // Start and Stop from one thread; the relaying runs on the gate's own.
 class TcpGate {
  public:
-  TcpGate() = default;
+  // Connections are timed on `env`'s clock; `env` outlives the gate.
+  explicit TcpGate(Env* env = Env::Default()) : env_(env) {}
   ~TcpGate();
   TcpGate(const TcpGate&) = delete;
   TcpGate& operator=(const TcpGate&) = delete;
@@ -51,6 +53,7 @@ class TcpGate {
  private:
   void Loop();
 
+  Env* const env_;
   TcpGateLimits limits_;
   std::string backend_;
   int listen_fd_ = -1;

@@ -26,6 +26,13 @@ Nanos ArmedSecondLook(const DispatchPolicy& policy, const AdmissionGate& gate, u
   return admission.deadline;
 }
 
+Nanos HandBackLeftover(Nanos begin_ns, Nanos forecast_end, const SecondLook& look, Nanos now) {
+  Nanos left = forecast_end - now;
+  if (look.exists() && look.after < look.length)
+    left = std::max(left, begin_ns + look.length - std::max(now, begin_ns + look.after));
+  return left;
+}
+
 BubbleServing::BubbleServing(const DispatchPolicy& policy, const Bubble& bubble)
     : policy_(policy), bubble_(bubble), predicted_end_(bubble.predicted_end) {}
 

@@ -44,6 +44,15 @@ Nanos ArmedSecondLook(const DispatchPolicy& policy, const AdmissionGate& gate, u
                       Nanos begin_ns, const SecondLook& look, Nanos now, Nanos deadline,
                       Nanos step_estimate, double fit_factor);
 
+// What the armed task leaves of a bubble that began at `begin_ns`, handed
+// back at `now` with its forecast ending at `forecast_end`: the forecast's
+// rest, or, when the slot's second look `look` promises more, the rest of
+// its longer forecast from its point on (the dispatcher waits for the point
+// before it grants, as BubbleServing does).  The armed task and the lane
+// judge a hand-back by it, so that one wakes the other exactly when the
+// dispatcher would serve what is left.
+Nanos HandBackLeftover(Nanos begin_ns, Nanos forecast_end, const SecondLook& look, Nanos now);
+
 enum class ServingActionKind {
   kGrant,      // run task_id until `until` (or stop an imperative one at `stop_at`)
   kWaitUntil,  // nothing fits yet; call Next again at `until` if the bubble is still open

@@ -17,16 +17,30 @@ std::unique_ptr<TaskChannel> TaskChannel::AttachFromEnvironment(std::string* err
     *error = "not launched by a FreeRide daemon (FREERIDE_TASK_SEGMENT is not set)";
     return nullptr;
   }
+  Endpoints endpoints;
+  endpoints.task_segment = task_path;
+  endpoints.lane_segment = lane_path;
+  if (const char* dir = std::getenv(kEnvCheckpointDir)) endpoints.checkpoint_dir = dir;
+  if (const char* hint = std::getenv(kEnvStepHint)) endpoints.step_hint = std::atoll(hint);
+  if (const char* memory = std::getenv(kEnvMemory))
+    endpoints.memory_bytes = std::strtoull(memory, nullptr, 10);
+  return Attach(endpoints, Env::Default(), error);
+}
+
+std::unique_ptr<TaskChannel> TaskChannel::Attach(const Endpoints& endpoints, Env* env,
+                                                 std::string* error) {
   auto channel = std::make_unique<TaskChannel>();
-  if (!channel->task_.Open(task_path, error)) return nullptr;
-  if (!channel->lane_.Open(lane_path, /*writable=*/false, error)) return nullptr;
-  channel->lane_path_ = lane_path;
+  channel->env_ = env;
+  if (!channel->task_.Open(endpoints.task_segment, error)) return nullptr;
+  if (!channel->lane_.Open(endpoints.lane_segment, /*writable=*/false, error)) return nullptr;
+  channel->task_.set_env(env);
+  channel->lane_.set_env(env);
+  channel->lane_path_ = endpoints.lane_segment;
   // Tells the daemon this program uses the SDK: it stops holding it to bubbles.
   channel->task_.set_state(TaskProcessState::kAttached);
-  if (const char* dir = std::getenv(kEnvCheckpointDir)) channel->checkpoint_dir_ = dir;
-  if (const char* hint = std::getenv(kEnvStepHint)) channel->estimator_.set_prior(std::atoll(hint));
-  if (const char* memory = std::getenv(kEnvMemory))
-    channel->memory_bytes_ = std::strtoull(memory, nullptr, 10);
+  channel->checkpoint_dir_ = endpoints.checkpoint_dir;
+  if (endpoints.step_hint > 0) channel->estimator_.set_prior(endpoints.step_hint);
+  channel->memory_bytes_ = endpoints.memory_bytes;
   channel->seen_grant_ = channel->task_.layout()->grant_seq.load();
   channel->aged_through_seq_ = channel->lane_.layout()->bubble_seq.load();
   return channel;
@@ -54,7 +68,7 @@ bool TaskChannel::TakeArmedBubble() {
   // A withheld window or the overhead guard may keep side work out of this
   // bubble; the task then sleeps to the next begin mark, as after a yield.
   Admission admission =
-      AdmissionFor(*lane, mark, MonotonicNow(), mark.begin_ns + PublishedForecast(*lane, mark));
+      AdmissionFor(*lane, mark, env_->Now(), mark.begin_ns + PublishedForecast(*lane, mark));
   if (!admission.serve) return false;
   granted_seq_ = mark.seq;
   task_.layout()->taken_bubble_seq.store(mark.seq, std::memory_order_release);
@@ -74,7 +88,7 @@ bool TaskChannel::TakeSecondLook() {
   const LaneSegmentLayout* lane = lane_.layout();
   SecondLook look;
   if (!PublishedSecondLook(*lane, armed_slot_, &look.after, &look.length)) return false;
-  Nanos now = MonotonicNow();
+  Nanos now = env_->Now();
   const Nanos longer_deadline =
       ArmedSecondLook(policy_, PublishedGate(*lane), granted_seq_, armed_begin_ns_, look, now,
                       deadline_, estimator_.Estimate(), fit_factor_);
@@ -88,8 +102,8 @@ bool TaskChannel::TakeSecondLook() {
   // An end mark does not wake this sleep (the task waits on begin marks
   // only); the point is usually a few short bubbles' length away.  Bounded,
   // so a stop command is seen even if the segment says something absurd.
-  while (still_open() && (now = MonotonicNow()) < at)
-    FutexWait(const_cast<std::atomic<uint32_t>*>(&lane->bubble_seq), granted_seq_,
+  while (still_open() && (now = env_->Now()) < at)
+    env_->Wait(const_cast<std::atomic<uint32_t>*>(&lane->bubble_seq), granted_seq_,
               std::min(at - now, 100 * kMillisecond), kWakeOnBegin);
   if (!still_open()) return false;
   deadline_ = longer_deadline;
@@ -114,13 +128,14 @@ void TaskChannel::PublishStepEstimate() {
 }
 
 void TaskChannel::MaybeReattachLane() {
-  Nanos now = MonotonicNow();
+  Nanos now = env_->Now();
   if (now < next_lane_check_ns_) return;
   next_lane_check_ns_ = now + kSecond;
   if (!lane_.mapping().Unlinked()) return;
   LaneSegment fresh;
   std::string error;
   if (!fresh.Open(lane_path_, /*writable=*/false, &error)) return;  // not made again yet
+  fresh.set_env(env_);
   lane_ = std::move(fresh);
   aged_through_seq_ = lane_.layout()->bubble_seq.load();
   last_served_seq_ = 0;
@@ -129,7 +144,7 @@ void TaskChannel::MaybeReattachLane() {
 TaskChannel::Wake TaskChannel::WaitForGrant(Nanos timeout) {
   AgeStepEstimate();
   auto* l = task_.layout();
-  Nanos deadline = timeout >= 0 ? MonotonicNow() + timeout : -1;
+  Nanos deadline = timeout >= 0 ? env_->Now() + timeout : -1;
   for (;;) {
     MaybeReattachLane();
     auto* lane = lane_.layout();
@@ -141,7 +156,7 @@ TaskChannel::Wake TaskChannel::WaitForGrant(Nanos timeout) {
     }
     Nanos wait = -1;
     if (deadline >= 0) {
-      wait = deadline - MonotonicNow();
+      wait = deadline - env_->Now();
       if (wait <= 0) return Wake::kTimeout;
     }
     if (l->armed.load(std::memory_order_acquire) != 0) {
@@ -154,7 +169,7 @@ TaskChannel::Wake TaskChannel::WaitForGrant(Nanos timeout) {
       // process directly, and end marks (nothing to take) do not.  Bounded,
       // so commands and disarming are seen.
       Nanos bounded = wait < 0 ? 100 * kMillisecond : std::min(wait, 100 * kMillisecond);
-      FutexWait(const_cast<std::atomic<uint32_t>*>(&lane->bubble_seq), seq, bounded,
+      env_->Wait(const_cast<std::atomic<uint32_t>*>(&lane->bubble_seq), seq, bounded,
                 kWakeOnBegin);
       continue;
     }
@@ -165,7 +180,7 @@ TaskChannel::Wake TaskChannel::WaitForGrant(Nanos timeout) {
         granted_seq_ = granted;
         l->taken_bubble_seq.store(granted, std::memory_order_release);
         deadline_ = l->grant_deadline_ns.load(std::memory_order_relaxed);
-        fit_factor_ = AdmissionFor(*lane, lane_.Read(), MonotonicNow(), deadline_).fit_factor;
+        fit_factor_ = AdmissionFor(*lane, lane_.Read(), env_->Now(), deadline_).fit_factor;
         armed_grant_ = false;
         task_.set_state(TaskProcessState::kStepping);
         return Wake::kGranted;
@@ -185,7 +200,7 @@ bool TaskChannel::NextStepFits() const {
   } else if (l->grant_active.load(std::memory_order_acquire) == 0) {
     return false;
   }
-  return policy_.StepFits(MonotonicNow(), deadline_, estimator_.Estimate(), fit_factor_);
+  return policy_.StepFits(env_->Now(), deadline_, estimator_.Estimate(), fit_factor_);
 }
 
 void TaskChannel::RecordStep(Nanos start, Nanos end, double units) {
@@ -225,9 +240,11 @@ void TaskChannel::WakeLaneIfWorthIt() {
   if (!armed_grant_) return;
   auto* lane = lane_.layout();
   if (granted_seq_ != lane->bubble_seq.load(std::memory_order_acquire)) return;
-  Nanos left = deadline_ - MonotonicNow();
+  SecondLook look;
+  PublishedSecondLook(*lane, armed_slot_, &look.after, &look.length);
+  const Nanos left = HandBackLeftover(armed_begin_ns_, deadline_, look, env_->Now());
   if (left >= lane->handback_wake_ns.load(std::memory_order_relaxed))
-    FutexWakeAll(const_cast<std::atomic<uint32_t>*>(&lane->bubble_seq), kWakeOnHandBack);
+    env_->WakeAll(const_cast<std::atomic<uint32_t>*>(&lane->bubble_seq), kWakeOnHandBack);
 }
 
 }  // namespace freeride

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/env.h"
 #include "channel/lane_segment.h"
 #include "channel/task_segment.h"
 #include "policy/bubble_serving.h"
@@ -32,6 +33,19 @@ class TaskChannel {
   // when the process was not launched by a daemon or its segments cannot be
   // mapped.
   static std::unique_ptr<TaskChannel> AttachFromEnvironment(std::string* error);
+
+  // What AttachFromEnvironment reads from the environment, given directly.
+  struct Endpoints {
+    std::string task_segment, lane_segment, checkpoint_dir;
+    Nanos step_hint = 0;        // the estimator's prior; 0: none
+    uint64_t memory_bytes = 0;  // declared; 0: not declared
+  };
+  // Attaches to the segments at `endpoints`, waiting and telling time through
+  // `env` (which outlives the channel): Env::Default() in a task, a fake in
+  // tests that run a task's loop on fake time.  nullptr and *error when a
+  // segment cannot be mapped.
+  static std::unique_ptr<TaskChannel> Attach(const Endpoints& endpoints, Env* env,
+                                             std::string* error);
 
   // Declares the unit of work, cut to 31 bytes.
   void SetUnit(std::string_view unit);
@@ -71,8 +85,11 @@ class TaskChannel {
   // Where the task keeps its checkpoint; empty when the daemon gave none.
   const std::string& checkpoint_dir() const { return checkpoint_dir_; }
   TaskSegment& segment() { return task_; }
+  // The clock and waits the channel uses.
+  Env* env() const { return env_; }
 
  private:
+  Env* env_ = Env::Default();
   TaskSegment task_;
   LaneSegment lane_;
   StepEstimator estimator_;

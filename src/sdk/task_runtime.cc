@@ -17,6 +17,7 @@
 #include "policy/quantile.h"
 #include "sdk/checkpoint_progress.h"
 #include "sdk/task_channel.h"
+#include "sdk/task_loop.h"
 
 namespace freeride {
 namespace {
@@ -80,7 +81,25 @@ int RunAlone(IterativeTask& task, const RunOptions& options) {
   return 0;
 }
 
+class ImperativeContextImpl final : public ImperativeContext {
+ public:
+  explicit ImperativeContextImpl(TaskChannel* channel) : channel_(channel) {}
+  void ReportProgress(double units) override {
+    if (channel_) channel_->AddProgress(units);
+  }
+  bool under_daemon() const override { return channel_ != nullptr; }
+  std::string checkpoint_dir() const override {
+    return channel_ ? channel_->checkpoint_dir() : std::string(".");
+  }
+
+ private:
+  TaskChannel* channel_;
+};
+
+}  // namespace
+
 int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
+  Env* env = channel.env();
   channel.SetUnit(task.unit());
   task.Init();
   const std::string& dir = channel.checkpoint_dir();
@@ -100,7 +119,7 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
   if (resumed) channel.ResumeCounters(resumed->progress, resumed->steps);
   channel.Ready();
   const Nanos interval = CheckpointInterval();
-  Nanos last_save = MonotonicNow();
+  Nanos last_save = env->Now();
   bool done = false;
   while (!done) {
     TaskChannel::Wake wake = channel.WaitForGrant(kSecond);
@@ -117,16 +136,16 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
     for (;;) {
       // Timed before the check: a step that passed it started while its
       // bubble was open, even if the bubble ends before Step() is entered.
-      Nanos start = MonotonicNow();
+      Nanos start = env->Now();
       if (!channel.NextStepFits()) {
         // The first forecast may be the short kind of a slot that has long
         // bubbles too; a second look may find this one long.
         if (!channel.TakeSecondLook()) break;
-        start = MonotonicNow();
+        start = env->Now();
         if (!channel.NextStepFits()) break;
       }
       StepResult r = task.Step();
-      channel.RecordStep(start, MonotonicNow(), r.units);
+      channel.RecordStep(start, env->Now(), r.units);
       if (r.done) {
         done = true;
         break;
@@ -136,8 +155,8 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
     if (done) break;
     channel.Yield();
     // Saved after handing the bubble back, never inside it.
-    if (MonotonicNow() - last_save >= interval && SaveCheckpoint(task, channel)) {
-      last_save = MonotonicNow();
+    if (env->Now() - last_save >= interval && SaveCheckpoint(task, channel)) {
+      last_save = env->Now();
     }
   }
   task.Finish();
@@ -148,23 +167,6 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
   channel.Finished(true);
   return 0;
 }
-
-class ImperativeContextImpl final : public ImperativeContext {
- public:
-  explicit ImperativeContextImpl(TaskChannel* channel) : channel_(channel) {}
-  void ReportProgress(double units) override {
-    if (channel_) channel_->AddProgress(units);
-  }
-  bool under_daemon() const override { return channel_ != nullptr; }
-  std::string checkpoint_dir() const override {
-    return channel_ ? channel_->checkpoint_dir() : std::string(".");
-  }
-
- private:
-  TaskChannel* channel_;
-};
-
-}  // namespace
 
 RunOptions ParseRunOptions(int* argc, char** argv) {
   RunOptions options;

@@ -6,8 +6,7 @@
 #include <cmath>
 #include <thread>
 
-#include "policy/bubble_serving.h"
-#include "policy/step_estimator.h"
+#include "sim/serve_gap.h"
 #include "schedule/pipeline_timer.h"
 #include "sim/random.h"
 
@@ -17,16 +16,12 @@ namespace {
 constexpr double kNsPerMs = 1e6;
 constexpr double kSecondsPerNs = 1e-9;
 
-struct TaskOnLane {
-  int task = 0;  // index into SimConfig::tasks
-  StepEstimator estimator;
-};
-
-// One GPU's lane: what the daemon's Lane keeps between bubbles.
+// One GPU's lane: what the daemon's Lane keeps between bubbles, and which
+// of the job's tasks each of its GapLane::tasks is.
 struct SimLane {
-  BubblePredictor predictor;
-  std::vector<TaskOnLane> tasks;
-  double slowdown = 1;  // this iteration's straggler factor
+  GapLane serving;
+  std::vector<int> task_of;  // index into SimConfig::tasks
+  double slowdown = 1;       // this iteration's straggler factor
 };
 
 struct SimPipeline {
@@ -100,7 +95,7 @@ class ClusterRun {
       for (int64_t p = begin; p < end; ++p) local.push_back(MakePipeline(p));
       PipelineTimer timer(c_.schedule, c_.stages, c_.microbatches, c_.VirtualStages());
       std::vector<double> start(c_.stages, 0.0);
-      std::vector<DispatchCandidate> candidates;
+      std::vector<DispatchCandidate> candidates;  // ServeGap's scratch
       for (int k = 0; k < c_.iterations; ++k) {
         std::fill(last_end_max[t].begin(), last_end_max[t].end(), 0.0);
         for (SimPipeline& p : local) {
@@ -189,12 +184,14 @@ class ClusterRun {
     predictor.max_slots = max_slot + 1;  // a slot per gap before each action, and the drain
     p.lanes.reserve(c_.stages);
     for (int r = 0; r < c_.stages; ++r) {
-      SimLane lane{BubblePredictor(predictor), {}, 1};
+      SimLane lane{{BubblePredictor(predictor), {}}, {}, 1};
       if (with_tasks_) {
         auto add = [&](int task) {
+          const SimTask& spec = c_.tasks[task];
           // The prior is what `submit --profile` gives the daemon: the p99.
-          lane.tasks.push_back(
-              {task, StepEstimator(static_cast<Nanos>(c_.tasks[task].step_ms_p99 * kNsPerMs))});
+          const Nanos prior = static_cast<Nanos>(spec.step_ms_p99 * kNsPerMs);
+          lane.serving.tasks.push_back({spec.priority, spec.memory_bytes, StepEstimator(prior)});
+          lane.task_of.push_back(task);
         };
         if (c_.placement == TaskPlacement::kAll) {
           for (size_t i = 0; i < c_.tasks.size(); ++i) add(static_cast<int>(i));
@@ -207,97 +204,35 @@ class ClusterRun {
     return p;
   }
 
-  // One gap [begin, end) on a rank, served as the daemon's lane serves a
-  // bubble, by the same decisions (policy/bubble_serving.h): the armed task
-  // takes it first and steps while its next step fits the slot's forecast,
-  // taking the second look itself; then the dispatcher grants the other
-  // tasks in turn.  The real length is learned afterwards.  Returns when the
-  // rank can start its next action: the gap's end, or later when a step
-  // overran it.
+  // One gap [begin, end) on a rank, served by ServeGap (sim/serve_gap.h)
+  // with steps drawn from the tasks' samplers, and added to the totals.
+  // Returns when the rank can start its next action: the gap's end, or later
+  // when a step overran it.
   double Serve(SimPipeline& p, int rank, uint32_t slot, double begin, double end, Totals& totals,
                std::vector<DispatchCandidate>& candidates) {
     SimLane& lane = p.lanes[rank];
     StageSums& stage = totals.stages[rank];
     stage.bubble_ns += Ns(end - begin);
     ++stage.bubbles;
-    const Nanos predicted = lane.predictor.Predict(slot, 0);
-    const SecondLook second_look = lane.predictor.SecondLookFor(slot);
-    uint64_t stepped = 0;
-    double now = begin + c_.dispatch_latency_ms * kNsPerMs;
-    double last_step_end = begin;  // only a step, not the dispatch latency, can delay the trainer
-    double resume = end;
-    // The simulated lane has no probe or guard: side work is always admitted.
-    const AdmissionGate open_gate;
-    // A granted task steps while its next step fits `deadline`.
-    auto run_steps = [&](size_t chosen, double deadline) {
-      TaskOnLane& task = lane.tasks[chosen];
-      TaskSums& task_total = totals.tasks[task.task];
-      while (now < end && policy_.StepFits(static_cast<Nanos>(now), static_cast<Nanos>(deadline),
-                                           task.estimator.Estimate())) {
-        double alone = samplers_[task.task].Draw(p.steps);
-        double length = alone * c_.step_slowdown;
-        task.estimator.Observe(static_cast<Nanos>(length));
-        double step_end = now + length;
-        stage.harvested_ns += Ns(std::min(step_end, end) - now);
-        if (step_end > end) stage.overrun_ns += Ns(step_end - end);
-        stage.work_ns += Ns(alone);
-        ++stage.steps;
-        task_total.work_ns += Ns(alone);
-        ++task_total.steps;
-        stepped |= uint64_t{1} << chosen;
-        now = last_step_end = step_end;
-      }
+    double alone = 0;  // the step being run, at the task's alone speed
+    auto next_length = [&](size_t task) {
+      alone = samplers_[lane.task_of[task]].Draw(p.steps);
+      return alone * c_.step_slowdown;
     };
-    // Candidates are known by their index on the lane plus one: 0 is "none".
-    auto fill_candidates = [&](const std::vector<int64_t>& excluded) {
-      candidates.clear();
-      for (size_t i = 0; i < lane.tasks.size(); ++i) {
-        const int64_t id = static_cast<int64_t>(i) + 1;
-        if (std::find(excluded.begin(), excluded.end(), id) != excluded.end()) continue;
-        const SimTask& task = c_.tasks[lane.tasks[i].task];
-        // No overrun budget and no imperative tasks in the simulator: none
-        // is demoted, and every task steps.
-        candidates.push_back({id, task.priority, i, task.memory_bytes,
-                              lane.tasks[i].estimator.Estimate(), false});
-      }
+    auto stepped = [&](const GapStep& step) {
+      stage.harvested_ns += Ns(std::min(step.end, end) - step.start);
+      if (step.end > end) stage.overrun_ns += Ns(step.end - end);
+      stage.work_ns += Ns(alone);
+      ++stage.steps;
+      TaskSums& task_total = totals.tasks[lane.task_of[step.task]];
+      task_total.work_ns += Ns(alone);
+      ++task_total.steps;
     };
-    if (predicted > 0 || second_look.exists()) {
-      const uint32_t seq = 1;  // any bubble: the open gate serves every one
-      BubbleServing serving(policy_, {seq, static_cast<Nanos>(begin),
-                                      static_cast<Nanos>(begin) + predicted, second_look,
-                                      c_.free_memory_bytes});
-      fill_candidates({});
-      if (const int64_t armed = ChooseArmed(policy_, candidates, c_.free_memory_bytes)) {
-        serving.Exclude(armed);
-        const size_t chosen = static_cast<size_t>(armed - 1);
-        double deadline = static_cast<double>(serving.predicted_end());
-        run_steps(chosen, deadline);
-        const Nanos longer = ArmedSecondLook(
-            policy_, open_gate, seq, static_cast<Nanos>(begin), second_look, static_cast<Nanos>(now),
-            static_cast<Nanos>(deadline), lane.tasks[chosen].estimator.Estimate(), 1.0);
-        const double at = begin + static_cast<double>(second_look.after);
-        if (longer > 0 && at < end) {
-          now = std::max(now, at);
-          run_steps(chosen, static_cast<double>(longer));
-        }
-      }
-      while (now < end) {
-        fill_candidates(serving.excluded());
-        ServingAction action = serving.Next(static_cast<Nanos>(now), candidates, open_gate);
-        if (action.kind == ServingActionKind::kWaitUntil) {
-          if (static_cast<double>(action.until) >= end) break;
-          now = std::max(now, static_cast<double>(action.until));
-          continue;
-        }
-        if (action.kind != ServingActionKind::kGrant) break;
-        run_steps(static_cast<size_t>(action.task_id - 1), static_cast<double>(action.until));
-      }
-    }
-    lane.predictor.Observe(slot, static_cast<Nanos>(end - begin));
-    if (last_step_end > end) resume = end + c_.overrun_cost * (last_step_end - end);
-    for (size_t i = 0; i < lane.tasks.size(); ++i)
-      if (!(stepped >> i & 1)) lane.tasks[i].estimator.PassedOver(1);
-    return resume;
+    const double last_step_end =
+        ServeGap(policy_, lane.serving,
+                 {slot, begin, end, c_.dispatch_latency_ms * kNsPerMs, c_.free_memory_bytes},
+                 next_length, stepped, &candidates);
+    return last_step_end > end ? end + c_.overrun_cost * (last_step_end - end) : end;
   }
 
   const SimConfig& c_;

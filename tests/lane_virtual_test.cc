@@ -1,0 +1,104 @@
+// How the daemon's lane and its tasks share bubbles, on virtual time (see
+// virtual_lane.h): the same each run, and unaffected by a busy machine.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "policy/step_estimator.h"
+#include "second_look_expectations.h"
+#include "virtual_lane.h"
+
+namespace freeride::testing {
+namespace {
+
+DaemonOptions QuietOptions() {
+  DaemonOptions options;
+  options.probe.period_iterations = 0;  // no withheld windows
+  return options;
+}
+
+// The slot's pattern of bubble lengths, `count` bubbles of it.
+std::vector<VirtualBubble> ShortAndLongBubbles(int count) {
+  std::vector<VirtualBubble> bubbles;
+  for (int i = 0; i < count; ++i)
+    bubbles.push_back({0, kShortAndLongBubbles[i % kShortAndLongBubbles.size()], 2 * kMillisecond});
+  return bubbles;
+}
+
+// A slot whose bubbles are sometimes over in microseconds and sometimes
+// long: the first forecast is the short kind, and the armed task still
+// steps in the long ones (its second look), never in the short ones.
+TEST(LaneOnVirtualTime, TheArmedTaskUsesTheLongBubblesOfASlotWithShortOnesToo) {
+  VirtualLaneRun run = RunVirtualLane({{0, {kMillisecond}, kMillisecond}},
+                                      ShortAndLongBubbles(16 + 100), QuietOptions());
+  ExpectLongBubblesUsedAndShortOnesNot(run.events, run.task_ids[0]);
+}
+
+// The armed task takes each bubble by itself while its lane sleeps, but
+// what it leaves is not wasted: it wakes the lane when a task with shorter
+// steps could use the rest, and that task gets it, inside the bubble.
+TEST(LaneOnVirtualTime, WhatTheArmedTaskLeavesGoesToATaskWithShorterSteps) {
+  // 8 ms bubbles: the big task, armed for its priority, fits two steps of
+  // 3 ms (3.3 with the margin) and hands back about 1.7 ms, where the small
+  // one fits several.
+  std::vector<VirtualBubble> bubbles(200, {0, 8 * kMillisecond, 2 * kMillisecond});
+  VirtualLaneRun run = RunVirtualLane({{5, {3 * kMillisecond}, 3 * kMillisecond},
+                                       {0, {300 * kMicrosecond}, 300 * kMicrosecond}},
+                                      bubbles, QuietOptions());
+  const int64_t big = run.task_ids[0], small = run.task_ids[1];
+  std::map<uint64_t, std::pair<Nanos, Nanos>> extent;
+  for (const auto& b : run.events.bubbles) extent[b.seq] = {b.begin_ns, b.end_ns};
+  std::map<uint64_t, std::set<int64_t>> tasks_by_bubble;
+  int small_steps = 0, small_outside = 0;
+  for (const auto& s : run.events.steps) {
+    tasks_by_bubble[s.bubble_seq].insert(s.task_id);
+    if (s.task_id != small) continue;
+    ++small_steps;
+    auto b = extent.find(s.bubble_seq);
+    if (b == extent.end() || s.start_ns < b->second.first || s.end_ns > b->second.second)
+      ++small_outside;
+  }
+  int shared = 0, big_bubbles = 0;
+  for (const auto& [seq, ids] : tasks_by_bubble) {
+    if (!ids.count(big)) continue;
+    ++big_bubbles;
+    shared += ids.count(small) > 0;
+  }
+  ASSERT_GE(big_bubbles, 150);
+  EXPECT_GE(shared, big_bubbles * 9 / 10)
+      << "the small task ran in only " << shared << " of the " << big_bubbles
+      << " bubbles the big one stepped in";
+  EXPECT_EQ(small_outside, 0) << "of " << small_steps << " small steps";
+}
+
+// A step far slower than the rest (its process was preempted) makes the
+// estimate too long for every bubble.  The armed task forgets it after
+// StepEstimator::kPassesBeforeForgetting bubbles passed over, counted as they
+// begin, and steps again: it is not kept out until its wait for a grant
+// times out (a second, here a hundred bubbles).
+TEST(LaneOnVirtualTime, TheArmedTaskForgetsASlowStepAfterTheBubblesItPassedOver) {
+  std::vector<Nanos> steps(64, kMillisecond);
+  steps[3] = 50 * kMillisecond;  // the 4th step: the p90 of four samples
+  std::vector<VirtualBubble> bubbles(300, {0, 8 * kMillisecond, 2 * kMillisecond});
+  VirtualLaneRun run = RunVirtualLane({{0, steps, kMillisecond}}, bubbles, QuietOptions());
+
+  std::vector<report::StepRecord> ordered = run.events.steps;
+  std::sort(ordered.begin(), ordered.end(),
+            [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  auto slow = std::find_if(ordered.begin(), ordered.end(), [](const report::StepRecord& s) {
+    return s.end_ns - s.start_ns >= 40 * kMillisecond;
+  });
+  ASSERT_NE(slow, ordered.end()) << "the slow step was not logged";
+  ASSERT_NE(slow + 1, ordered.end()) << "the task never stepped again after its slow step";
+  const Nanos resumed = (slow + 1)->start_ns;
+  int passed_over = 0;
+  for (const auto& b : run.events.bubbles)
+    passed_over += b.begin_ns > slow->end_ns && b.begin_ns < resumed;
+  EXPECT_GE(passed_over, StepEstimator::kPassesBeforeForgetting - 1);
+  EXPECT_LE(passed_over, StepEstimator::kPassesBeforeForgetting + 2);
+}
+
+}  // namespace
+}  // namespace freeride::testing

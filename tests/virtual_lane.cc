@@ -1,0 +1,207 @@
+#include "virtual_lane.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "channel/lane_segment.h"
+#include "channel/step_accounting.h"
+#include "daemon/event_log.h"
+#include "daemon/lane.h"
+#include "daemon/lane_tasks.h"
+#include "daemon/shared_probe_schedule.h"
+#include "fake_env.h"
+#include "freeride/task.h"
+#include "sdk/task_loop.h"
+#include "test_util.h"
+
+namespace freeride::testing {
+namespace {
+
+// Sleeps `length` of `env`'s time: a wait on a word nobody wakes.
+void WaitFakeTime(Env* env, Nanos length) {
+  std::atomic<uint32_t> never_woken{0};
+  env->Wait(&never_woken, 0, length);
+}
+
+// A task whose steps wait out fake time.
+class FakeTimeTask final : public IterativeTask {
+ public:
+  FakeTimeTask(Env* env, std::vector<Nanos> steps) : env_(env), steps_(std::move(steps)) {}
+  StepResult Step() override {
+    WaitFakeTime(env_, steps_[next_++ % steps_.size()]);
+    return {1.0, false};
+  }
+
+ private:
+  Env* env_;
+  std::vector<Nanos> steps_;
+  size_t next_ = 0;
+};
+
+// LaneTasks for tasks that are threads: each is a candidate once it is
+// ready, until its thread ends.  What the lane books is kept for the test.
+class ThreadTasks final : public LaneTasks {
+ public:
+  struct Entry {
+    std::shared_ptr<TaskRuntime> runtime;
+    int priority = 0;
+  };
+  void Add(Entry entry) { entries_.push_back(std::move(entry)); }
+
+  void Candidates(int, const std::vector<int64_t>& excluded,
+                  std::vector<DispatchCandidate>* out) const override {
+    out->clear();
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      const TaskRuntime& runtime = *entries_[i].runtime;
+      if (!WaitsForBubbles(runtime)) continue;
+      if (std::find(excluded.begin(), excluded.end(), runtime.task_id) != excluded.end()) continue;
+      DispatchCandidate c;
+      c.task_id = runtime.task_id;
+      c.priority = entries_[i].priority;
+      c.submit_order = i;
+      c.step_estimate = runtime.segment->layout()->step_estimate_ns.load();
+      out->push_back(c);
+    }
+  }
+  std::shared_ptr<TaskRuntime> RuntimeOf(int64_t id) const override {
+    for (const Entry& e : entries_)
+      if (e.runtime->task_id == id && WaitsForBubbles(*e.runtime)) return e.runtime;
+    return nullptr;
+  }
+  void MarkRunning(int64_t) override {}
+  void EndRun(int64_t) override {}
+  void NoteArmedRun(int64_t) override {}
+  uint64_t DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* out) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    TaskSegmentLayout* l = runtime.segment->layout();
+    std::vector<StepRecord> records;
+    uint64_t lost = CollectSteps(l->ring, kStepRingSize, l->ring_head.load(std::memory_order_acquire),
+                                 &runtime.ring_tail, out ? &records : nullptr);
+    for (const StepRecord& r : records) out->push_back({runtime.task_id, r});
+    return lost;
+  }
+  void AddHarvest(int64_t, Nanos) override {}
+  void AddAllowed(int64_t, Nanos) override {}
+  void RecordOverrun(int64_t, Nanos, Nanos) override {}
+  void KillHung(int64_t id, Nanos) override { ADD_FAILURE() << "the lane killed task " << id; }
+  void LaneCounts(int, uint32_t* resident, uint32_t* queued) const override {
+    *resident = static_cast<uint32_t>(entries_.size());
+    *queued = 0;
+  }
+
+ private:
+  static bool WaitsForBubbles(const TaskRuntime& runtime) {
+    if (runtime.exited.load()) return false;
+    TaskProcessState state = runtime.segment->state();
+    return state == TaskProcessState::kReady || state == TaskProcessState::kYielded ||
+           state == TaskProcessState::kStepping;
+  }
+  std::vector<Entry> entries_;  // fixed before the lane starts
+  std::mutex mu_;
+};
+
+}  // namespace
+
+VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
+                              const std::vector<VirtualBubble>& bubbles, DaemonOptions options) {
+  VirtualLaneRun run;
+  TempDir dir;
+  options.socket_path = dir.path() + "/freeride.sock";
+  options.state_dir = dir.path();
+  options.realtime_dispatch = false;
+  if (options.lanes.empty()) options.lanes.push_back(LaneConfig{0, "gpu:0", 0, -1});
+  FakeEnv env(100 * kSecond);
+  env.SetAlive(getpid(), true);
+  EventLog events;
+  std::string error;
+  const std::string log_path = dir.path() + "/events.jsonl";
+  if (!events.Open(log_path, &error)) {
+    ADD_FAILURE() << error;
+    return run;
+  }
+  SharedProbeSchedule probe(options.probe);
+  ThreadTasks lane_tasks;
+  Lane lane(options.lanes[0], options, &lane_tasks, &events, &probe, &env);
+  if (!lane.Open(&error)) {
+    ADD_FAILURE() << error;
+    return run;
+  }
+  LaneSegment stage;
+  if (!stage.Open(lane.segment_path(), /*writable=*/true, &error)) {
+    ADD_FAILURE() << error;
+    return run;
+  }
+  stage.set_env(&env);
+  stage.layout()->stage_pid.store(getpid());
+  stage.layout()->stage_heartbeat_ns.store(env.Now());
+
+  std::vector<std::unique_ptr<TaskChannel>> channels;
+  std::vector<std::shared_ptr<TaskRuntime>> runtimes;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    auto runtime = std::make_shared<TaskRuntime>();
+    runtime->task_id = static_cast<int64_t>(i) + 1;
+    runtime->pid = getpid();
+    runtime->segment = std::make_shared<TaskSegment>();
+    const std::string path = dir.path() + "/task" + std::to_string(i + 1);
+    if (!runtime->segment->Create(path, runtime->task_id, &error)) {
+      ADD_FAILURE() << error;
+      return run;
+    }
+    runtime->segment->set_env(&env);
+    TaskChannel::Endpoints endpoints;
+    endpoints.task_segment = path;
+    endpoints.lane_segment = lane.segment_path();
+    endpoints.step_hint = tasks[i].prior;
+    channels.push_back(TaskChannel::Attach(endpoints, &env, &error));
+    if (!channels.back()) {
+      ADD_FAILURE() << error;
+      return run;
+    }
+    lane_tasks.Add({runtime, tasks[i].priority});
+    runtimes.push_back(runtime);
+    run.task_ids.push_back(runtime->task_id);
+  }
+
+  // Counted: the lane's thread, the stage's and each task's.
+  env.RunVirtualTime(static_cast<int>(2 + tasks.size()));
+  std::vector<std::thread> task_threads;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    task_threads.emplace_back([&, i] {
+      FakeTimeTask task(&env, tasks[i].steps);
+      RunUnderDaemon(task, *channels[i]);
+      runtimes[i]->exited = true;
+      env.Leave();
+    });
+  }
+  lane.Start();
+  std::thread stage_thread([&] {
+    WaitFakeTime(&env, kSecond);  // the tasks start and say they are ready
+    run.started_ns = env.Now();
+    for (const VirtualBubble& b : bubbles) {
+      stage.WriteBegin(b.slot, env.Now(), 0, UINT64_MAX);
+      WaitFakeTime(&env, b.length);
+      stage.WriteEnd(env.Now());
+      WaitFakeTime(&env, b.busy_after);
+    }
+    // The lane accounts for the last bubbles before the tasks stop.
+    WaitFakeTime(&env, kSecond);
+    env.Leave();
+  });
+  stage_thread.join();
+  for (const auto& runtime : runtimes) runtime->segment->SendCommand(TaskCommand::kStop);
+  for (std::thread& t : task_threads) t.join();
+  lane.Stop();
+  events.Close();
+  std::optional<report::EventLogData> data = report::ReadEventLog(log_path, &error);
+  if (!data) ADD_FAILURE() << error;
+  else run.events = std::move(*data);
+  return run;
+}
+
+}  // namespace freeride::testing

@@ -19,7 +19,7 @@ from pipeline_harness import Harness, check, require, same_training
 require("torch", "numpy", "deepspeed")
 H = Harness(sys.argv[1], sys.argv[2], lanes=2)
 H.env["DS_ACCELERATOR"] = "cpu"
-STEPS, MICROBATCHES = 6, 4
+STEPS, MICROBATCHES = 12, 4
 
 
 def train(freeride: str, name: str, env=None):

@@ -22,6 +22,7 @@
 #include "base/files.h"
 #include "base/paths.h"
 #include "base/units.h"
+#include "channel/lane_segment.h"
 #include "client/client.h"
 #include "daemon/daemon.h"
 #include "daemon/metrics.h"
@@ -1474,11 +1475,23 @@ TEST_F(DaemonIntegration, ADeletedLaneSegmentIsMadeAgainAndTheLaneGoesOn) {
   ASSERT_GE(progress(), 5) << "the task runs before the deletion";
   std::string segment = LaneSegmentPath(options_.socket_path, 0);
   ASSERT_EQ(unlink(segment.c_str()), 0);
-  usleep(3500000);  // the lane, the stage and the task each look once a second
-  double before = progress();
-  usleep(2000000);
+  // The lane, the stage and the task each look once a second.  The lane
+  // makes the segment again; the stage has moved to it once marks appear
+  // there.  From then on the old mapping gets no marks, so the task
+  // progresses only if it and the lane serve bubbles on the new segment.
+  for (int i = 0; i < 250 && !std::filesystem::exists(segment); ++i) usleep(20000);
+  ASSERT_TRUE(std::filesystem::exists(segment)) << "the lane did not make its segment again";
+  LaneSegment remade;
+  std::string error;
+  ASSERT_TRUE(remade.Open(segment, /*writable=*/false, &error)) << error;
+  const uint32_t first_seq = remade.layout()->bubble_seq.load();
+  for (int i = 0; i < 250 && remade.layout()->bubble_seq.load() == first_seq; ++i) usleep(20000);
+  ASSERT_NE(remade.layout()->bubble_seq.load(), first_seq) << "the stage did not move to the new segment";
+  // A step that began on the old mapping may still end: progress must go
+  // beyond it.
+  const double before = progress() + 1;
+  for (int i = 0; i < 500 && progress() <= before; ++i) usleep(20000);
   EXPECT_GT(progress(), before) << "the lane went silent after its segment was deleted";
-  EXPECT_TRUE(std::filesystem::exists(segment));
   stage.Stop();
   bool logged = false;
   for (const auto& e : ReadJsonLines(options_.state_dir + "/events.jsonl"))

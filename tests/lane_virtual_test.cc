@@ -100,5 +100,57 @@ TEST(LaneOnVirtualTime, TheArmedTaskForgetsASlowStepAfterTheBubblesItPassedOver)
   EXPECT_LE(passed_over, StepEstimator::kPassesBeforeForgetting + 2);
 }
 
+// A task whose work divides into 1 ms parts and that plans its step to
+// StepBudgetNs() fills a long bubble with one or two steps (one wait for the
+// device each, on a GPU) instead of one per part, and since the lane learns
+// the length of a part, it still gets the short bubbles that fit one.
+TEST(LaneOnVirtualTime, ATaskThatSizesItsStepsToTheBudgetFillsLongBubblesInFewSteps) {
+  std::vector<VirtualBubble> bubbles;
+  for (int i = 0; i < 200; ++i)
+    bubbles.push_back({static_cast<uint32_t>(i % 2), i % 2 ? 3 * kMillisecond : 20 * kMillisecond,
+                       2 * kMillisecond});
+  VirtualLaneRun run = RunVirtualLane({{0, {kMillisecond}, kMillisecond, /*sized_to_budget=*/true}},
+                                      bubbles, QuietOptions());
+  struct Use {
+    Nanos length = 0, stepped = 0;
+    int steps = 0;
+  };
+  std::map<uint64_t, Use> by_bubble;
+  std::map<uint64_t, uint32_t> slot_of;
+  for (const auto& b : run.events.bubbles) {
+    by_bubble[b.seq].length = b.end_ns - b.begin_ns;
+    slot_of[b.seq] = b.slot;
+  }
+  int outside = 0;
+  for (const auto& s : run.events.steps) {
+    Use& use = by_bubble[s.bubble_seq];
+    ++use.steps;
+    use.stepped += s.end_ns - s.start_ns;
+    outside += s.overrun_ns > 0;
+  }
+  // After the first 20 bubbles, when each slot's forecast has settled.
+  Nanos long_time = 0, long_stepped = 0;
+  int long_bubbles = 0, long_steps = 0, short_bubbles = 0, short_used = 0;
+  int seen = 0;
+  for (const auto& [seq, use] : by_bubble) {
+    if (++seen <= 20) continue;
+    if (slot_of[seq] == 0) {
+      ++long_bubbles;
+      long_time += use.length;
+      long_stepped += use.stepped;
+      long_steps += use.steps;
+    } else {
+      ++short_bubbles;
+      short_used += use.steps > 0;
+    }
+  }
+  ASSERT_GE(long_bubbles, 80);
+  EXPECT_GE(static_cast<double>(long_stepped) / static_cast<double>(long_time), 0.8)
+      << "of the long bubbles' time";
+  EXPECT_LE(static_cast<double>(long_steps) / long_bubbles, 2.0) << "steps per long bubble";
+  EXPECT_GE(short_used, short_bubbles * 9 / 10) << "short bubbles with a step, of " << short_bubbles;
+  EXPECT_EQ(outside, 0) << "steps that overran their bubble";
+}
+
 }  // namespace
 }  // namespace freeride::testing

@@ -189,6 +189,21 @@ TEST(DispatchPolicy, StepFitsHonoursTheMargin) {
   EXPECT_FALSE(policy.StepFits(0, 29, 10, 2.0));
 }
 
+// The longest fitting step is the one StepFits accepts and a nanosecond
+// longer it refuses, with the margin and the guard's factor alike.
+TEST(DispatchPolicy, TheLongestFittingStepIsTheInverseOfStepFits) {
+  DispatchPolicy policy(DispatchConfig{.step_margin = 1.5});
+  for (double factor : {1.0, 2.0}) {
+    for (Nanos rest : {Nanos{15}, 3 * kMillisecond, 22 * kMillisecond + 7}) {
+      const Nanos longest = policy.LongestFittingStep(1000, 1000 + rest, factor);
+      EXPECT_TRUE(policy.StepFits(1000, 1000 + rest, longest, factor)) << rest << " x" << factor;
+      EXPECT_FALSE(policy.StepFits(1000, 1000 + rest, longest + 1, factor)) << rest << " x" << factor;
+    }
+  }
+  EXPECT_EQ(policy.LongestFittingStep(20, 10), 0) << "past the end nothing fits";
+  EXPECT_EQ(policy.LongestFittingStep(10, 10), 0);
+}
+
 DispatchCandidate Task(int64_t id, int priority, uint64_t order, uint64_t memory, Nanos step) {
   DispatchCandidate c;
   c.task_id = id;

@@ -32,15 +32,20 @@ void WaitFakeTime(Env* env, Nanos length) {
 // A task whose steps wait out fake time.
 class FakeTimeTask final : public IterativeTask {
  public:
-  FakeTimeTask(Env* env, std::vector<Nanos> steps) : env_(env), steps_(std::move(steps)) {}
+  FakeTimeTask(Env* env, std::vector<Nanos> steps, bool sized_to_budget)
+      : env_(env), steps_(std::move(steps)), sized_to_budget_(sized_to_budget) {}
   StepResult Step() override {
-    WaitFakeTime(env_, steps_[next_++ % steps_.size()]);
-    return {1.0, false};
+    const Nanos part = steps_[next_++ % steps_.size()];
+    const int parts =
+        sized_to_budget_ ? static_cast<int>(std::max<int64_t>(1, StepBudgetNs() / part)) : 1;
+    WaitFakeTime(env_, parts * part);
+    return {static_cast<double>(parts), false, parts};
   }
 
  private:
   Env* env_;
   std::vector<Nanos> steps_;
+  bool sized_to_budget_;
   size_t next_ = 0;
 };
 
@@ -173,7 +178,7 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
   std::vector<std::thread> task_threads;
   for (size_t i = 0; i < tasks.size(); ++i) {
     task_threads.emplace_back([&, i] {
-      FakeTimeTask task(&env, tasks[i].steps);
+      FakeTimeTask task(&env, tasks[i].steps, tasks[i].sized_to_budget);
       RunUnderDaemon(task, *channels[i]);
       runtimes[i]->exited = true;
       env.Leave();

@@ -19,6 +19,9 @@ struct VirtualTask {
   int priority = 0;
   std::vector<Nanos> steps;  // step lengths, used in turn
   Nanos prior = 0;           // the estimator's prior before its first step; 0: none
+  // Each step plans as many parts of the next length in `steps` as
+  // StepBudgetNs() allows (at least one), as the built-in PyTorch tasks do.
+  bool sized_to_budget = false;
 };
 
 struct VirtualBubble {

@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-#define FREERIDE_ABI_VERSION 1
+#define FREERIDE_ABI_VERSION 2
 
 /* The ABI version this library implements; compare with FREERIDE_ABI_VERSION. */
 int freeride_abi_version(void);
@@ -156,6 +156,16 @@ typedef struct freeride_iterative_task {
  * process exit status. */
 int freeride_run_iterative_task(const freeride_iterative_task* task, int standalone,
                                 double seconds);
+
+/* Inside a step hook run by freeride_run_iterative_task: the longest the
+ * step may take and still fit the rest of its grant (freeride::StepBudgetNs
+ * in freeride/task.h); INT64_MAX when running alone, 0 outside a step. */
+int64_t freeride_step_budget_ns(void);
+
+/* Inside a step hook: the step did `parts` parts of the task's grain
+ * (freeride::StepResult::parts), planned to freeride_step_budget_ns().
+ * Applies to the step running on the calling thread; 1 unless called. */
+void freeride_step_parts(int parts);
 
 #ifdef __cplusplus
 }

@@ -20,7 +20,21 @@ namespace freeride {
 struct StepResult {
   double units = 0;   // work done in this step, in unit()
   bool done = false;  // true when the task has no more work
+  // How many parts of the task's grain the step did: a task that sizes its
+  // steps to StepBudgetNs() returns the number it planned, so that FreeRide
+  // learns the length of one part (what must fit for a bubble to be worth
+  // granting), not of a step as long as the last bubble allowed.
+  int parts = 1;
 };
+
+// While Step() runs under a daemon: the longest the step may take and still
+// fit the rest of its grant (the bubble's forecast end, with the safety
+// margin and the overhead guard's factor), 0 when the grant is over.  A task
+// whose work divides into short parts can plan as many as fit, instead of
+// returning after each, and so wait for the device once per step instead of
+// once per part.  INT64_MAX when the task runs alone, and 0 outside Step().
+// Call it from the thread that runs Step().
+int64_t StepBudgetNs();
 
 class IterativeTask {
  public:

@@ -8,10 +8,10 @@ unmodified PyTorch script with ``python -m freeride.pace script.py``.
 from freeride._native import FreeRideUnavailable, load_library
 from freeride.stage import Stage
 from freeride.pace import run_paced
-from freeride.task import IterativeTask, StepResult, run_task
+from freeride.task import IterativeTask, StepResult, run_task, step_budget_ns
 
 __all__ = ["FreeRideUnavailable", "IterativeTask", "Stage", "StepResult", "load_library", "run_paced",
-           "run_task"]
+           "run_task", "step_budget_ns"]
 __version__ = "0.1.0"
 
 

@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 _LIB_NAME = "libfreeride.so"
 
 
@@ -70,6 +70,11 @@ def load_library() -> ctypes.CDLL:
     return lib
 
 
+def loaded_library() -> ctypes.CDLL | None:
+    """The library load_library() loaded; None before it has (no run is in progress)."""
+    return _lib
+
+
 def loaded_path() -> str | None:
     """The file load_library() loaded; None before it has."""
     return _lib_path
@@ -92,6 +97,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "freeride_bubble_end_on_stream": (c.c_int, [stage, c.c_void_p]),
         "freeride_stage_close": (None, [stage]),
         "freeride_run_iterative_task": (c.c_int, [c.c_void_p, c.c_int, c.c_double]),
+        "freeride_step_budget_ns": (c.c_int64, []),
+        "freeride_step_parts": (None, [c.c_int]),
     }
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)

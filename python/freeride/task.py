@@ -21,13 +21,27 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from freeride._native import load_library
+from freeride._native import load_library, loaded_library
 
 
 @dataclass
 class StepResult:
     units: float = 0.0
     done: bool = False
+    # Parts of the task's grain the step did, when it planned them to step_budget_ns(): the
+    # daemon learns the length of one part, which is what must fit for a bubble to be granted.
+    parts: int = 1
+
+
+def step_budget_ns() -> int:
+    """Inside step() under a daemon: the longest the step may take and still fit the rest of
+    its grant (the bubble's forecast end, with the safety margin and the overhead guard's
+    factor); 0 once the grant is over.  A task whose work divides into short parts can plan
+    as many as fit and wait for the device once, returning StepResult(units, parts=n).
+    Running alone: unbounded (2**63 - 1); outside step(), or before run_task loaded the
+    library: 0."""
+    lib = loaded_library()
+    return 0 if lib is None else int(lib.freeride_step_budget_ns())
 
 
 class IterativeTask:
@@ -158,6 +172,8 @@ def _bind(task: IterativeTask) -> tuple[_Hooks, list]:
         except BaseException as e:  # noqa: BLE001
             return failed(e)
         units[0], done[0] = r.units, int(r.done)
+        if r.parts != 1:
+            load_library().freeride_step_parts(int(r.parts))
         return 0
 
     def checkpoint(method: Callable[[str], bool]) -> Any:

@@ -21,6 +21,12 @@ bool DispatchPolicy::StepFits(Nanos now, Nanos predicted_end, Nanos step_estimat
   return static_cast<double>(predicted_end - now) >= needed;
 }
 
+Nanos DispatchPolicy::LongestFittingStep(Nanos now, Nanos predicted_end, double fit_factor) const {
+  if (predicted_end <= now) return 0;
+  return static_cast<Nanos>(static_cast<double>(predicted_end - now) /
+                            (config_.step_margin * fit_factor));
+}
+
 bool DispatchPolicy::TimeFits(const DispatchCandidate& c, const BubbleView& bubble) const {
   if (c.imperative) return bubble.predicted_end - bubble.now >= config_.min_imperative_slice;
   return StepFits(bubble.now, bubble.predicted_end, StepToFit(c), bubble.fit_factor);

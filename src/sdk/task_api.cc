@@ -14,6 +14,9 @@ using freeride::TaskChannel;
 
 namespace {
 
+// What freeride_step_parts() declared for the step running on this thread.
+thread_local int declared_parts = 1;
+
 // The C hooks as an IterativeTask, so that one runner serves both.
 class ForeignTask : public freeride::IterativeTask {
  public:
@@ -23,8 +26,9 @@ class ForeignTask : public freeride::IterativeTask {
   freeride::StepResult Step() override {
     double units = 0;
     int done = 0;
+    declared_parts = 1;
     if (h_.step(h_.user, &units, &done) != 0) Fail("step");
-    return {units, done != 0};
+    return {units, done != 0, declared_parts};
   }
   void Pause() override { Check(h_.pause, "pause"); }
   void Resume() override { Check(h_.resume, "resume"); }
@@ -136,6 +140,10 @@ void freeride_task_finished(freeride_task* task, int ok) {
 }
 
 void freeride_task_detach(freeride_task* task) { delete task; }
+
+int64_t freeride_step_budget_ns(void) { return freeride::StepBudgetNs(); }
+
+void freeride_step_parts(int parts) { declared_parts = parts > 0 ? parts : 1; }
 
 int freeride_run_iterative_task(const freeride_iterative_task* hooks, int standalone,
                                 double seconds) {

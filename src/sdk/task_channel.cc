@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
@@ -190,21 +191,26 @@ TaskChannel::Wake TaskChannel::WaitForGrant(Nanos timeout) {
   }
 }
 
-bool TaskChannel::NextStepFits() const {
+bool TaskChannel::GrantHolds() const {
   auto* l = task_.layout();
   if (l->command.load(std::memory_order_relaxed) == static_cast<uint32_t>(TaskCommand::kStop))
     return false;
   if (granted_seq_ != lane_.layout()->bubble_seq.load(std::memory_order_acquire)) return false;
-  if (armed_grant_) {
-    if (memory_bytes_ > granted_free_memory_) return false;
-  } else if (l->grant_active.load(std::memory_order_acquire) == 0) {
-    return false;
-  }
-  return policy_.StepFits(env_->Now(), deadline_, estimator_.Estimate(), fit_factor_);
+  if (armed_grant_) return memory_bytes_ <= granted_free_memory_;
+  return l->grant_active.load(std::memory_order_acquire) != 0;
 }
 
-void TaskChannel::RecordStep(Nanos start, Nanos end, double units) {
-  estimator_.Observe(end - start);
+bool TaskChannel::NextStepFits() const {
+  return GrantHolds() &&
+         policy_.StepFits(env_->Now(), deadline_, estimator_.Estimate(), fit_factor_);
+}
+
+Nanos TaskChannel::StepBudget() const {
+  return GrantHolds() ? policy_.LongestFittingStep(env_->Now(), deadline_, fit_factor_) : 0;
+}
+
+void TaskChannel::RecordStep(Nanos start, Nanos end, double units, int parts) {
+  estimator_.Observe((end - start) / std::max(parts, 1));
   stepped_since_aging_ = true;
   PublishStepEstimate();
   task_.RecordStep(start, end, units, granted_seq_);

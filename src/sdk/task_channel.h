@@ -59,6 +59,10 @@ class TaskChannel {
   // True while the grant holds, its bubble is open and a step of the learned
   // length fits before the deadline.
   bool NextStepFits() const;
+  // The longest step that, started now, fits what NextStepFits judges by
+  // (the grant, its bubble, its deadline, the guard's factor): 0 whenever
+  // NextStepFits would say no for any step length.
+  Nanos StepBudget() const;
   // Once per bubble taken while armed, after NextStepFits said no: when the
   // lane publishes a second look for the bubble's slot (a bubble of it still
   // open a little later is one of the long kind) under which a step would
@@ -66,8 +70,9 @@ class TaskChannel {
   // bubble is still open, extends the deadline to the longer forecast and
   // returns true.  Ask NextStepFits again then, with a new start time.
   bool TakeSecondLook();
-  // Records a step of the grant being served and feeds the step estimate.
-  void RecordStep(Nanos start, Nanos end, double units);
+  // Records a step of the grant being served and feeds the step estimate
+  // with the length of one of its `parts` (StepResult::parts).
+  void RecordStep(Nanos start, Nanos end, double units, int parts = 1);
   // Counts work done outside a step.
   void AddProgress(double units);
   // Before Ready(): the work the task starts from (its checkpoint's, or 0
@@ -98,6 +103,9 @@ class TaskChannel {
   bool TakeArmedBubble();
   // Tells the estimator how many bubbles the lane served since the last
   // call in which this task ran no step (see StepEstimator::PassedOver).
+  // The grant being served still holds: not stopped, its bubble open, and
+  // (lane grant) still active or (armed) the memory it needs free.
+  bool GrantHolds() const;
   void AgeStepEstimate();
   void PublishStepEstimate();
   // Re-maps the lane segment when its file was deleted and made again (the

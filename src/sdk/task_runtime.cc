@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,26 @@ namespace freeride {
 namespace {
 
 constexpr Nanos kDefaultCheckpointInterval = 5 * kSecond;
+
+// What StepBudgetNs() answers on this thread: the channel whose grant the
+// running Step() serves, or that the task runs alone.
+thread_local const TaskChannel* stepping_channel = nullptr;
+thread_local bool stepping_alone = false;
+
+// Marks the thread as running Step() for its lifetime.
+class SteppingScope {
+ public:
+  SteppingScope(const TaskChannel* channel, bool alone) {
+    stepping_channel = channel;
+    stepping_alone = alone;
+  }
+  ~SteppingScope() {
+    stepping_channel = nullptr;
+    stepping_alone = false;
+  }
+  SteppingScope(const SteppingScope&) = delete;
+  SteppingScope& operator=(const SteppingScope&) = delete;
+};
 
 Nanos CheckpointInterval() {
   if (const char* env = std::getenv("FREERIDE_CHECKPOINT_INTERVAL_MS"))
@@ -53,7 +74,11 @@ int RunAlone(IterativeTask& task, const RunOptions& options) {
   std::vector<Nanos> step_ns;
   while (!done && (stop < 0 || MonotonicNow() < stop)) {
     Nanos t0 = MonotonicNow();
-    StepResult r = task.Step();
+    StepResult r;
+    {
+      SteppingScope scope(nullptr, /*alone=*/true);
+      r = task.Step();
+    }
     step_ns.push_back(MonotonicNow() - t0);
     units += r.units;
     ++steps;
@@ -97,6 +122,11 @@ class ImperativeContextImpl final : public ImperativeContext {
 };
 
 }  // namespace
+
+int64_t StepBudgetNs() {
+  if (stepping_channel) return stepping_channel->StepBudget();
+  return stepping_alone ? INT64_MAX : 0;
+}
 
 int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
   Env* env = channel.env();
@@ -144,8 +174,12 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
         start = env->Now();
         if (!channel.NextStepFits()) break;
       }
-      StepResult r = task.Step();
-      channel.RecordStep(start, env->Now(), r.units);
+      StepResult r;
+      {
+        SteppingScope scope(&channel, /*alone=*/false);
+        r = task.Step();
+      }
+      channel.RecordStep(start, env->Now(), r.units, r.parts);
       if (r.done) {
         done = true;
         break;

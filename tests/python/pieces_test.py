@@ -28,6 +28,34 @@ class FakeClock:
         return self.now
 
 
+def test_a_piece_is_planned_to_the_budget_when_that_is_longer() -> None:
+    import torch
+    from freeride.tasks.pieces import Operation, OperationRunner
+    clock = FakeClock()
+    ran: list[str] = []
+
+    def op(name: str) -> Operation:
+        def run() -> float:
+            clock.now += 1_000_000
+            ran.append(name)
+            return 1.0
+        return Operation(name, run)
+
+    runner = OperationRunner(torch.device("cpu"), lambda: [op(f"op{i}") for i in range(4)],
+                             target_ns=2_000_000, now=clock)
+    runner.piece(whole=True)  # learns each operation's 1 ms
+    ran.clear()
+    # The rest of a long bubble: eight operations in one piece, four parts of the target.
+    assert runner.piece(budget_ns=8_000_000) == 8.0 and len(ran) == 8 and runner.last_parts == 4
+    # A budget shorter than the target plans to the target, as without one.
+    ran.clear()
+    assert runner.piece(budget_ns=500_000) == 2.0 and len(ran) == 2 and runner.last_parts == 1
+    # Alone the budget is unbounded; a piece is still cut at a second.
+    ran.clear()
+    runner.piece(budget_ns=2**63 - 1)
+    assert len(ran) == 1000 and runner.last_parts == 500
+
+
 def test_pieces_are_planned_to_the_target_from_learned_times() -> None:
     import torch
     from freeride.tasks.pieces import Operation, OperationRunner
@@ -184,7 +212,7 @@ def test_the_vision_task_trains_in_pieces_and_credits_images_at_each_optimizer_s
     assert task.iterations == 1
     weights = [p.detach().clone() for p in task.model.parameters()]
     task.runner.target_ns = 1  # one operation a piece: 6 forwards, 6 backwards, the optimizer
-    units = [task.step() for _ in range(13)]
+    units = [task.step().units for _ in range(13)]
     assert [u for u in units if u] == [4] and units[-1] == 4
     unchanged = [n for (n, p), w in zip(task.model.named_parameters(), weights) if torch.equal(p, w)]
     assert not unchanged, unchanged
@@ -242,4 +270,4 @@ def test_fixed_shape_decodes_generate_what_the_growing_cache_generates() -> None
             task._decode()
     assert torch.equal(task.output[:, :prompt_len + generate], tokens)
     # A whole step is a batch: a prefill and generate - 1 decodes, batch tokens each.
-    assert task.step() == batch * generate
+    assert task.step().units == batch * generate

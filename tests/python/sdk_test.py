@@ -63,6 +63,26 @@ def test_standalone_prints_the_alone_rate_after_finish(count_script, freeride_en
     assert result["step_ms_p50"] >= 0.4, f"steps sleep 0.5 ms: {result}"
 
 
+def test_the_step_budget_is_unbounded_in_a_step_run_alone_and_0_outside_one(freeride_env, tmp_path):
+    script = tmp_path / "budget.py"
+    script.write_text(textwrap.dedent("""
+        import freeride
+        seen = []
+        class Budget(freeride.IterativeTask):
+            def step(self):
+                seen.append(freeride.step_budget_ns())
+                return freeride.StepResult(1, len(seen) >= 3, parts=4)
+        outside = freeride.step_budget_ns()
+        assert freeride.run_task(Budget(), ["budget.py", "--standalone"]) == 0
+        print("budget", outside, *seen)
+    """))
+    p = subprocess.run([sys.executable, str(script)], env=freeride_env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    line = next(l for l in p.stdout.splitlines() if l.startswith("budget"))
+    assert line.split()[1:] == ["0"] + [str(2**63 - 1)] * 3, line
+
+
 def test_a_failing_step_exits_1_with_the_reason_and_traceback(count_script, freeride_env):
     p = subprocess.run([sys.executable, count_script, "--total", "40", "--standalone", "boom"],
                        env=freeride_env, capture_output=True, text=True, timeout=60)

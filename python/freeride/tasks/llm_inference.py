@@ -156,10 +156,10 @@ class LlmInference(freeride.IterativeTask):
         return self.args.batch
 
     def step(self):
-        units = self.runner.piece(whole=self.whole_steps)
+        result = self.runner.step(whole=self.whole_steps)
         if self.args.batches and self.batches >= self.args.batches and not self.runner.pending():
-            return freeride.StepResult(units, True)
-        return units
+            result.done = True
+        return result
 
     def peak_memory_bytes(self) -> int:
         return peak_bytes(self.device)

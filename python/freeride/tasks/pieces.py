@@ -9,7 +9,12 @@ capture one, so that replaying it costs one launch and the GPU runs at its
 alone speed.  `OperationRunner.piece()` runs operations in order until the
 GPU time planned for the piece reaches a target, waits for the GPU, and
 returns: that is one SDK step, which the lane fits into the rest of a
-bubble.  The work's state (activations, gradients, the KV cache) stays on
+bubble.  Under a daemon the target is the rest of the grant
+(`freeride.step_budget_ns()`) when that is longer than a part of the
+default length, so that a long bubble is filled by one piece with one wait
+for the GPU, not by many with the GPU idle between them; the step reports
+how many default-length parts it planned, and the daemon learns the length
+of one.  The work's state (activations, gradients, the KV cache) stays on
 the GPU between pieces.
 
 Each operation's GPU time is learned from CUDA events (the wall clock on a
@@ -26,8 +31,13 @@ from typing import Any, Callable
 
 import torch
 
+import freeride
 from freeride.pace import _UNTIMED_SHARE, _Clock, learn_duration, piece_target_ns, runs_alone
 from freeride.task import parse_run_options
+
+# A piece planned to the rest of a grant is cut here: the budget is unbounded when a task
+# runs alone, and no bubble of a pipeline lasts this long.
+_LONGEST_PIECE_NS = 1_000_000_000
 
 
 @dataclass
@@ -51,6 +61,8 @@ class OperationRunner:
         self.sequence = sequence
         self.target_ns = piece_target_ns() if target_ns is None else target_ns
         self.estimates: dict[str, int] = {}
+        # The last piece's planned time in targets, rounded, at least 1 (1 for a whole unit).
+        self.last_parts = 1
         self._pending: list[Operation] = []
         self._clock = _Clock(torch, device.type, now)
 
@@ -58,10 +70,18 @@ class OperationRunner:
         """Whether the current unit of work has operations left to run."""
         return bool(self._pending)
 
-    def piece(self, whole: bool = False) -> float:
-        """Runs operations until the planned GPU time reaches the target (at least one, unless
-        the work has ended; `whole`: to the end of the current unit of work), waits for the
-        device, and returns the units of work completed."""
+    def step(self, whole: bool) -> "freeride.StepResult":
+        """One SDK step: to the end of the current unit of work (`whole`), else a piece planned
+        to the rest of the grant (freeride.step_budget_ns()), with the parts it planned."""
+        units = self.piece(whole=whole, budget_ns=0 if whole else freeride.step_budget_ns())
+        return freeride.StepResult(units, parts=self.last_parts)
+
+    def piece(self, whole: bool = False, budget_ns: int = 0) -> float:
+        """Runs operations until the planned GPU time reaches the target, or `budget_ns` where
+        that is longer (at least one operation, unless the work has ended; `whole`: to the end
+        of the current unit of work), waits for the device, and returns the units of work
+        completed."""
+        target = max(self.target_ns, min(budget_ns, _LONGEST_PIECE_NS))
         ran: list[tuple[str, Any]] = []
         planned = 0
         units = 0.0
@@ -75,7 +95,7 @@ class OperationRunner:
                     break  # the work has ended
             op = self._pending[0]
             upcoming = self.estimates.get(op.name, int(self.target_ns * _UNTIMED_SHARE))
-            if ran and not whole and planned + upcoming > self.target_ns:
+            if ran and not whole and planned + upcoming > target:
                 break
             self._pending.pop(0)
             units += op.run()
@@ -86,6 +106,8 @@ class OperationRunner:
             learn_duration(self.estimates, name, self._clock.between_ns(previous, mark))
             previous = mark
         self._clock.reuse()
+        # A whole unit of work cannot be cut, so it is one part however long.
+        self.last_parts = 1 if whole else max(1, round(planned / self.target_ns))
         return units
 
 

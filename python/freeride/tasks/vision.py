@@ -227,10 +227,10 @@ class VisionTraining(freeride.IterativeTask):
 
     def step(self):
         a = self.args
-        units = self.runner.piece(whole=self.whole_steps)
+        result = self.runner.step(whole=self.whole_steps)
         if a.iterations and self.iterations >= a.iterations and not self.runner.pending():
-            return freeride.StepResult(units, True)
-        return units
+            result.done = True
+        return result
 
     def save(self, path: str) -> bool:
         torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),

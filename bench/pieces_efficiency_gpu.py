@@ -10,7 +10,7 @@ is valued at), then pieces planned to each budget, back to back, and prints
 the rate in pieces over the alone rate ("efficiency") and the pieces' mean
 length.  No daemon and no trainer: the figure isolates the cost of cutting.
 
-    python3 bench/pieces_efficiency_gpu.py --out $OUT/pieces_efficiency.json
+    python3 bench/pieces_efficiency_gpu.py --rounds 3 --out $OUT/pieces_efficiency.json
 """
 from __future__ import annotations
 
@@ -64,7 +64,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", default=",".join(TASKS))
     p.add_argument("--budgets-ms", default="0,4,8,16", help="0: the default piece length alone")
-    p.add_argument("--seconds", type=float, default=5.0, help="per measurement")
+    p.add_argument("--seconds", type=float, default=2.5, help="per measurement")
+    p.add_argument("--rounds", type=int, default=3, help="of every plan, alternating their order")
     p.add_argument("--device", default="cuda")
     p.add_argument("--out", default=None, help="write the rows as JSON here")
     a = p.parse_args()
@@ -72,7 +73,9 @@ def main() -> int:
         print("pieces_efficiency_gpu: no GPU")
         return 77
     rows = []
-    print(f"{'task':14} {'piece plan':>12} {'mean piece ms':>14} {'units/s':>10} {'efficiency':>10}", flush=True)
+    budgets = [float(b) for b in a.budgets_ms.split(",")]
+    print(f"{'task':14} {'round':>5} {'piece plan':>12} {'mean piece ms':>14} {'units/s':>10} {'efficiency':>10}",
+          flush=True)
     for name in a.tasks.split(","):
         task = TASKS[name](a.device)
         task.whole_steps = False
@@ -80,25 +83,37 @@ def main() -> int:
         for _ in range(3):
             task.runner.piece(whole=True)
         sync(a.device)
-        alone, whole_ms = rate(task, a.seconds, whole=True, budget_ns=0)
-        print(f"{name:14} {'whole':>12} {whole_ms:14.2f} {alone:10.1f} {1.0:10.3f}", flush=True)
-        rows.append({"task": name, "plan": "whole", "budget_ms": None, "piece_ms": whole_ms, "rate": alone,
-                     "efficiency": 1.0})
-        for budget_ms in (float(b) for b in a.budgets_ms.split(",")):
-            # What the last piece left of its unit is finished first, so each budget starts clean.
-            if task.runner.pending():
-                task.runner.piece(whole=True)
-            r, piece_ms = rate(task, a.seconds, whole=False, budget_ns=int(budget_ms * 1e6))
-            plan = "default" if budget_ms == 0 else f"{budget_ms:g} ms"
-            print(f"{name:14} {plan:>12} {piece_ms:14.2f} {r:10.1f} {r / alone:10.3f}", flush=True)
-            rows.append({"task": name, "plan": plan, "budget_ms": budget_ms, "piece_ms": piece_ms, "rate": r,
-                         "efficiency": r / alone})
+        # Rounds alternate the plans, so that drift in the GPU's clocks falls on all of them;
+        # each round's efficiencies are against its own whole-unit rate.
+        for round_ in range(a.rounds):
+            alone, whole_ms = rate(task, a.seconds, whole=True, budget_ns=0)
+            print(f"{name:14} {round_:5} {'whole':>12} {whole_ms:14.2f} {alone:10.1f} {1.0:10.3f}", flush=True)
+            rows.append({"task": name, "round": round_, "plan": "whole", "budget_ms": None, "piece_ms": whole_ms,
+                         "rate": alone, "efficiency": 1.0})
+            order = budgets if round_ % 2 == 0 else list(reversed(budgets))
+            for budget_ms in order:
+                # What the last piece left of its unit is finished first, so each plan starts clean.
+                if task.runner.pending():
+                    task.runner.piece(whole=True)
+                r, piece_ms = rate(task, a.seconds, whole=False, budget_ns=int(budget_ms * 1e6))
+                plan = "default" if budget_ms == 0 else f"{budget_ms:g} ms"
+                print(f"{name:14} {round_:5} {plan:>12} {piece_ms:14.2f} {r:10.1f} {r / alone:10.3f}", flush=True)
+                rows.append({"task": name, "round": round_, "plan": plan, "budget_ms": budget_ms,
+                             "piece_ms": piece_ms, "rate": r, "efficiency": r / alone})
         del task
         if a.device.startswith("cuda"):
             torch.cuda.empty_cache()
+    print("\nefficiency by plan: mean [min, max] over the rounds")
+    for name in a.tasks.split(","):
+        cells = []
+        for budget_ms in budgets:
+            plan = "default" if budget_ms == 0 else f"{budget_ms:g} ms"
+            e = [r["efficiency"] for r in rows if r["task"] == name and r["plan"] == plan]
+            cells.append(f"{plan}: {sum(e) / len(e):.3f} [{min(e):.3f}, {max(e):.3f}]")
+        print(f"  {name:14} " + "   ".join(cells))
     meta = {"device": torch.cuda.get_device_name(0) if a.device.startswith("cuda") else a.device,
             "torch": torch.__version__, "FREERIDE_PIECE_MS": os.environ.get("FREERIDE_PIECE_MS", "(default)"),
-            "seconds": a.seconds}
+            "seconds": a.seconds, "rounds": a.rounds}
     if a.out:
         with open(a.out, "w") as f:
             json.dump({"meta": meta, "rows": rows}, f, indent=1)

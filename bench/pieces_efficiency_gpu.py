@@ -9,6 +9,8 @@ task this runs whole units of work back to back (the alone rate that harvest
 is valued at), then pieces planned to each budget, back to back, and prints
 the rate in pieces over the alone rate ("efficiency") and the pieces' mean
 length.  No daemon and no trainer: the figure isolates the cost of cutting.
+(bench/results/pieces_efficiency_gpu.md ran at 69ca590, before the runner
+capped a piece at four default pieces' worth, with a 16 ms plan too.)
 
     python3 bench/pieces_efficiency_gpu.py --rounds 3 --out $OUT/pieces_efficiency.json
 """
@@ -63,7 +65,9 @@ def rate(task, seconds: float, whole: bool, budget_ns: int) -> tuple[float, floa
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", default=",".join(TASKS))
-    p.add_argument("--budgets-ms", default="0,4,8,16", help="0: the default piece length alone")
+    p.add_argument("--budgets-ms", default="0,4,8",
+                   help="0: the default piece length alone; the runner plans at most four default "
+                        "pieces' worth (8 ms by default), so longer budgets plan that")
     p.add_argument("--seconds", type=float, default=2.5, help="per measurement")
     p.add_argument("--rounds", type=int, default=3, help="of every plan, alternating their order")
     p.add_argument("--device", default="cuda")

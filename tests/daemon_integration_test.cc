@@ -1286,7 +1286,9 @@ TEST(DaemonJournal, AFullDiskRefusesSubmissionsAndEveryAcknowledgedOneSurvivesAS
   DaemonOptions options = CpuOptions(dir);
   SmallFilesystem small(options.state_dir, "size=2m,mode=0700");
   pid_t daemon = StartDaemonProcess(options, {"--max-resident", "1"}, 0, small.mounted() ? 0 : 1 << 20);
-  if (small.mounted()) ASSERT_NO_FATAL_FAILURE(FillFilesystem(options.state_dir, 192 << 10));
+  if (small.mounted()) {
+    ASSERT_NO_FATAL_FAILURE(FillFilesystem(options.state_dir, 192 << 10));
+  }
   std::string error;
   auto stub = ConnectToDaemon(options.socket_path, &error);
   ASSERT_NE(stub, nullptr) << error;
@@ -1300,10 +1302,11 @@ TEST(DaemonJournal, AFullDiskRefusesSubmissionsAndEveryAcknowledgedOneSurvivesAS
   }
   ASSERT_FALSE(refusal.empty()) << acknowledged.size() << " submissions acknowledged on a full disk";
   EXPECT_NE(refusal.find("not submitted"), std::string::npos) << refusal;
-  if (small.mounted())
+  if (small.mounted()) {
     EXPECT_TRUE(refusal.find("full") != std::string::npos ||
                 refusal.find("No space left") != std::string::npos)
         << refusal;
+  }
   kill(daemon, SIGKILL);
   waitpid(daemon, nullptr, 0);
   std::filesystem::remove(options.state_dir + "/filler");

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "policy/bubble_predictor.h"
@@ -192,9 +193,9 @@ TEST(DispatchPolicy, StepFitsHonoursTheMargin) {
 // The longest fitting step is the one StepFits accepts and a nanosecond
 // longer it refuses, with the margin and the guard's factor alike.
 TEST(DispatchPolicy, TheLongestFittingStepIsTheInverseOfStepFits) {
-  DispatchPolicy policy(DispatchConfig{.step_margin = 1.5});
-  for (double factor : {1.0, 2.0}) {
-    for (Nanos rest : {Nanos{15}, 3 * kMillisecond, 22 * kMillisecond + 7}) {
+  DispatchPolicy policy(DispatchConfig{.step_margin = 1.1});  // the default: not exact in binary
+  for (double factor : {1.0, 1.5, 2.0}) {
+    for (Nanos rest : {Nanos{11}, Nanos{15}, 3 * kMillisecond, 22 * kMillisecond + 7}) {
       const Nanos longest = policy.LongestFittingStep(1000, 1000 + rest, factor);
       EXPECT_TRUE(policy.StepFits(1000, 1000 + rest, longest, factor)) << rest << " x" << factor;
       EXPECT_FALSE(policy.StepFits(1000, 1000 + rest, longest + 1, factor)) << rest << " x" << factor;
@@ -202,6 +203,7 @@ TEST(DispatchPolicy, TheLongestFittingStepIsTheInverseOfStepFits) {
   }
   EXPECT_EQ(policy.LongestFittingStep(20, 10), 0) << "past the end nothing fits";
   EXPECT_EQ(policy.LongestFittingStep(10, 10), 0);
+  EXPECT_EQ(policy.LongestFittingStep(0, 1000, std::nan("")), 0) << "a corrupt factor fits nothing";
 }
 
 DispatchCandidate Task(int64_t id, int priority, uint64_t order, uint64_t memory, Nanos step) {

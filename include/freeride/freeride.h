@@ -157,9 +157,10 @@ typedef struct freeride_iterative_task {
 int freeride_run_iterative_task(const freeride_iterative_task* task, int standalone,
                                 double seconds);
 
-/* Inside a step hook run by freeride_run_iterative_task: the longest the
- * step may take and still fit the rest of its grant (freeride::StepBudgetNs
- * in freeride/task.h); INT64_MAX when running alone, 0 outside a step. */
+/* Inside a step hook run by freeride_run_iterative_task, on its thread: the
+ * longest the step may take and still fit the rest of its grant
+ * (freeride::StepBudgetNs in freeride/task.h); INT64_MAX when running
+ * alone, 0 outside a step or on another thread. */
 int64_t freeride_step_budget_ns(void);
 
 /* Inside a step hook: the step did `parts` parts of the task's grain

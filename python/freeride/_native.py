@@ -62,10 +62,13 @@ def load_library() -> ctypes.CDLL:
                 "or FREERIDE_HOME to an install or bundle")
         lib = ctypes.CDLL(system)
         found = system
-    _declare(lib)
+    # The version first: a library of another ABI may lack functions _declare names.
+    lib.freeride_abi_version.restype = ctypes.c_int
+    lib.freeride_abi_version.argtypes = []
     if lib.freeride_abi_version() != ABI_VERSION:
         raise FreeRideUnavailable(
             f"libfreeride ABI {lib.freeride_abi_version()} at {found}, this package needs {ABI_VERSION}")
+    _declare(lib)
     _lib, _lib_path = lib, found
     return lib
 

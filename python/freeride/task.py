@@ -38,8 +38,8 @@ def step_budget_ns() -> int:
     its grant (the bubble's forecast end, with the safety margin and the overhead guard's
     factor); 0 once the grant is over.  A task whose work divides into short parts can plan
     as many as fit and wait for the device once, returning StepResult(units, parts=n).
-    Running alone: unbounded (2**63 - 1); outside step(), or before run_task loaded the
-    library: 0."""
+    Running alone: unbounded (2**63 - 1); outside step(), on another thread than step()'s,
+    or before run_task loaded the library: 0."""
     lib = loaded_library()
     return 0 if lib is None else int(lib.freeride_step_budget_ns())
 
@@ -169,11 +169,12 @@ def _bind(task: IterativeTask) -> tuple[_Hooks, list]:
     def step(_user: Any, units: Any, done: Any) -> int:
         try:
             r = _as_result(task.step())
+            parts = int(r.parts)
+            if parts != 1:
+                load_library().freeride_step_parts(max(1, min(parts, 2**31 - 1)))
         except BaseException as e:  # noqa: BLE001
             return failed(e)
         units[0], done[0] = r.units, int(r.done)
-        if r.parts != 1:
-            load_library().freeride_step_parts(int(r.parts))
         return 0
 
     def checkpoint(method: Callable[[str], bool]) -> Any:

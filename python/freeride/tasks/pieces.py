@@ -10,11 +10,11 @@ alone speed.  `OperationRunner.piece()` runs operations in order until the
 GPU time planned for the piece reaches a target, waits for the GPU, and
 returns: that is one SDK step, which the lane fits into the rest of a
 bubble.  Under a daemon the target is the rest of the grant
-(`freeride.step_budget_ns()`) when that is longer than a part of the
-default length, so that a long bubble is filled by one piece with one wait
-for the GPU, not by many with the GPU idle between them; the step reports
-how many default-length parts it planned, and the daemon learns the length
-of one.  The work's state (activations, gradients, the KV cache) stays on
+(`freeride.step_budget_ns()`), up to four default-length pieces, when that
+is longer than one, so that a long bubble is filled by few pieces with few
+waits for the GPU, not by many with the GPU idle between them; the step
+reports how many default-length parts it planned, and the daemon learns
+the length of one.  The work's state (activations, gradients, the KV cache) stays on
 the GPU between pieces.
 
 Each operation's GPU time is learned from CUDA events (the wall clock on a
@@ -35,9 +35,12 @@ import freeride
 from freeride.pace import _UNTIMED_SHARE, _Clock, learn_duration, piece_target_ns, runs_alone
 from freeride.task import parse_run_options
 
-# A piece planned to the rest of a grant is cut here: the budget is unbounded when a task
-# runs alone, and no bubble of a pipeline lasts this long.
-_LONGEST_PIECE_NS = 1_000_000_000
+# A piece planned to the rest of a grant holds at most this many pieces of the default
+# length.  Once launched it cannot stop, so a bubble that ends before its forecast is overrun
+# by up to the rest of the piece: the cap bounds that, while keeping most of what longer
+# pieces gain (alone on an H200, 8 ms pieces kept 0.92-1.02 of the tasks' full speed, 2 ms
+# ones 0.82-0.97: bench/results/pieces_efficiency_gpu.md).
+_MOST_PARTS = 4
 
 
 @dataclass
@@ -81,9 +84,10 @@ class OperationRunner:
         that is longer (at least one operation, unless the work has ended; `whole`: to the end
         of the current unit of work), waits for the device, and returns the units of work
         completed."""
-        target = max(self.target_ns, min(budget_ns, _LONGEST_PIECE_NS))
+        target = max(self.target_ns, min(budget_ns, _MOST_PARTS * self.target_ns))
         ran: list[tuple[str, Any]] = []
         planned = 0
+        longest = 0  # the longest operation planned: no step of the task can be shorter
         units = 0.0
         previous = self._clock.mark()
         while True:
@@ -100,14 +104,17 @@ class OperationRunner:
             self._pending.pop(0)
             units += op.run()
             planned += upcoming
+            longest = max(longest, upcoming)
             ran.append((op.name, self._clock.mark()))
         self._clock.drain()
         for name, mark in ran:
             learn_duration(self.estimates, name, self._clock.between_ns(previous, mark))
             previous = mark
         self._clock.reuse()
-        # A whole unit of work cannot be cut, so it is one part however long.
-        self.last_parts = 1 if whole else max(1, round(planned / self.target_ns))
+        # A part is never shorter than the target nor than an operation of the piece (the
+        # shortest step the task can take), so the parts are counted down: what the daemon
+        # learns as one part must fit whenever it grants.  A whole unit of work is one part.
+        self.last_parts = 1 if whole else max(1, planned // max(self.target_ns, longest, 1))
         return units
 
 

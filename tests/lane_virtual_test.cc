@@ -152,5 +152,46 @@ TEST(LaneOnVirtualTime, ATaskThatSizesItsStepsToTheBudgetFillsLongBubblesInFewSt
   EXPECT_EQ(outside, 0) << "steps that overran their bubble";
 }
 
+// Demoted, the same task is granted by the lane (never armed), whose grant
+// ends a step estimate early: a step planned to the budget leaves about a
+// part more of each bubble unused than the task leaves when not demoted,
+// and still fills most of it.
+TEST(LaneOnVirtualTime, ADemotedTaskThatSizesItsStepsToTheBudgetEndsAPartEarly) {
+  // The mean time from each used bubble's last step end to its end, and the
+  // share of the used bubbles' time stepped, once warm.
+  auto serve = [](bool demoted) {
+    VirtualTask task{0, {kMillisecond}, kMillisecond, /*sized_to_budget=*/true};
+    task.demoted = demoted;
+    VirtualLaneRun run = RunVirtualLane(
+        {task}, std::vector<VirtualBubble>(120, {0, 20 * kMillisecond, 2 * kMillisecond}),
+        QuietOptions());
+    std::map<uint64_t, std::pair<Nanos, Nanos>> extent;
+    for (const auto& b : run.events.bubbles) extent[b.seq] = {b.begin_ns, b.end_ns};
+    std::map<uint64_t, Nanos> last_end;
+    Nanos stepped = 0;
+    for (const auto& s : run.events.steps) {
+      auto b = extent.find(s.bubble_seq);
+      if (b == extent.end() || b->second.first - run.started_ns < 20 * 22 * kMillisecond) continue;
+      last_end[s.bubble_seq] = std::max(last_end[s.bubble_seq], s.end_ns);
+      stepped += s.end_ns - s.start_ns;
+    }
+    Nanos slack = 0, time = 0;
+    for (const auto& [seq, end] : last_end) {
+      slack += extent[seq].second - end;
+      time += extent[seq].second - extent[seq].first;
+    }
+    EXPECT_GE(last_end.size(), 80u) << (demoted ? "demoted" : "not demoted");
+    const double n = std::max<double>(1, static_cast<double>(last_end.size()));
+    return std::pair{static_cast<double>(slack) / n, static_cast<double>(stepped) / std::max<double>(1, time)};
+  };
+  const auto [normal_slack, normal_fill] = serve(false);
+  const auto [demoted_slack, demoted_fill] = serve(true);
+  // A part of 1 ms, less the 10% margin the budget keeps on it.
+  EXPECT_GE(demoted_slack - normal_slack, 0.8 * kMillisecond)
+      << "slack " << demoted_slack / kMillisecond << " ms demoted, " << normal_slack / kMillisecond
+      << " ms not";
+  EXPECT_GE(demoted_fill, 0.7) << "(not demoted: " << normal_fill << ")";
+}
+
 }  // namespace
 }  // namespace freeride::testing

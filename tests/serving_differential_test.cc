@@ -40,7 +40,8 @@ std::vector<Decisions> SimulatorDecisions(const std::vector<VirtualTask>& tasks,
                                           const DaemonOptions& options) {
   sim::GapLane lane{BubblePredictor(options.predictor), {}};
   std::vector<DispatchCandidate> scratch;
-  for (const VirtualTask& t : tasks) lane.tasks.push_back({t.priority, 0, StepEstimator(t.prior)});
+  for (const VirtualTask& t : tasks)
+    lane.tasks.push_back({t.priority, 0, StepEstimator(t.prior), t.demoted});
   std::vector<size_t> next(tasks.size(), 0);
   auto next_length = [&](size_t task) {
     const std::vector<Nanos>& steps = tasks[task].steps;
@@ -141,6 +142,17 @@ TEST(ServingDifferential, AnArmedTaskAndOneTheLaneGrantsWhatItLeaves) {
 TEST(ServingDifferential, TheLaneTakesTheSecondLookForATaskItGrants) {
   ExpectSameDecisions({{5, {30 * kMillisecond}, 30 * kMillisecond},
                        {0, {kMillisecond}, kMillisecond}},
+                      ThreeSlotIterations(100));
+}
+
+// A demoted task is never armed: the lane grants it each bubble, only where
+// twice its step fits, and ends its grant a step early; beside a task that
+// is not demoted it goes last.
+TEST(ServingDifferential, ADemotedTaskIsGrantedOnlyWhereTwiceItsStepFits) {
+  VirtualTask demoted{0, {2 * kMillisecond, 1800 * kMicrosecond}, 2 * kMillisecond};
+  demoted.demoted = true;
+  ExpectSameDecisions({demoted}, ThreeSlotIterations(100));
+  ExpectSameDecisions({demoted, {0, {600 * kMicrosecond}, 600 * kMicrosecond}},
                       ThreeSlotIterations(100));
 }
 

@@ -56,6 +56,7 @@ class ThreadTasks final : public LaneTasks {
   struct Entry {
     std::shared_ptr<TaskRuntime> runtime;
     int priority = 0;
+    bool demoted = false;
   };
   void Add(Entry entry) { entries_.push_back(std::move(entry)); }
 
@@ -69,6 +70,7 @@ class ThreadTasks final : public LaneTasks {
       DispatchCandidate c;
       c.task_id = runtime.task_id;
       c.priority = entries_[i].priority;
+      c.demoted = entries_[i].demoted;
       c.submit_order = i;
       c.step_estimate = runtime.segment->layout()->step_estimate_ns.load();
       out->push_back(c);
@@ -168,7 +170,7 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
       ADD_FAILURE() << error;
       return run;
     }
-    lane_tasks.Add({runtime, tasks[i].priority});
+    lane_tasks.Add({runtime, tasks[i].priority, tasks[i].demoted});
     runtimes.push_back(runtime);
     run.task_ids.push_back(runtime->task_id);
   }

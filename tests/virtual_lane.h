@@ -22,6 +22,9 @@ struct VirtualTask {
   // Each step plans as many parts of the next length in `steps` as
   // StepBudgetNs() allows (at least one), as the built-in PyTorch tasks do.
   bool sized_to_budget = false;
+  // Held over its overrun budget throughout: never armed, and granted only
+  // where twice its step estimate fits (DispatchCandidate::demoted).
+  bool demoted = false;
 };
 
 struct VirtualBubble {

@@ -39,10 +39,14 @@ double ServeGap(const DispatchPolicy& policy, GapLane& lane, const Gap& gap,
       const int64_t id = static_cast<int64_t>(i) + 1;
       if (std::find(excluded.begin(), excluded.end(), id) != excluded.end()) continue;
       const GapTask& task = lane.tasks[i];
-      // No overrun budget and no imperative tasks in the simulator: none
-      // is demoted, and every task steps.
-      candidates.push_back({id, task.priority, i, task.memory_bytes, task.estimator.Estimate(),
-                            false});
+      // No imperative tasks in the simulator: every task steps.
+      DispatchCandidate& c = candidates.emplace_back();
+      c.task_id = id;
+      c.priority = task.priority;
+      c.submit_order = i;
+      c.memory_bytes = task.memory_bytes;
+      c.step_estimate = task.estimator.Estimate();
+      c.demoted = task.demoted;
     }
   };
   if (predicted > 0 || second_look.exists()) {

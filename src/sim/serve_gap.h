@@ -21,6 +21,10 @@ struct GapTask {
   int priority = 0;
   uint64_t memory_bytes = 0;
   StepEstimator estimator;
+  // Held over its overrun budget for the whole run.  The simulator keeps no
+  // overrun budget of its own; the differential test sets this to serve a
+  // demoted task as the daemon does.
+  bool demoted = false;
 };
 
 // What a lane keeps between gaps.

@@ -83,6 +83,36 @@ def test_the_step_budget_is_unbounded_in_a_step_run_alone_and_0_outside_one(free
     assert line.split()[1:] == ["0"] + [str(2**63 - 1)] * 3, line
 
 
+def test_under_the_daemon_a_step_of_parts_is_learned_per_part(freeride_env, build_dir, tmp_path):
+    """StepResult.parts travels through the C ABI to the daemon's estimate: steps of 6 ms
+    in 6 parts are judged as 1 ms ones."""
+    script = tmp_path / "parts.py"
+    script.write_text(textwrap.dedent("""
+        import time, freeride
+        class Parts(freeride.IterativeTask):
+            def step(self):
+                time.sleep(0.006)
+                return freeride.StepResult(1, parts=6)
+        raise SystemExit(freeride.run_task(Parts()))
+    """))
+    daemon = Daemon(build_dir, freeride_env)
+    stage = None
+    try:
+        daemon.cli_run("submit", "--name", "parts", "--", sys.executable, str(script))
+        stage = daemon.stage("2", "40")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and int(daemon.show("parts")["steps"]) < 10:
+            time.sleep(0.1)
+        info = daemon.show("parts")
+        assert int(info["steps"]) >= 10, f"the task did not step: {info}"
+        estimate = int(info["step_estimate_ns"])
+        assert 0 < estimate < 3_000_000, f"a 6 ms step in 6 parts is estimated at {estimate} ns"
+    finally:
+        if stage:
+            stage.kill()
+        daemon.stop()
+
+
 def test_a_failing_step_exits_1_with_the_reason_and_traceback(count_script, freeride_env):
     p = subprocess.run([sys.executable, count_script, "--total", "40", "--standalone", "boom"],
                        env=freeride_env, capture_output=True, text=True, timeout=60)

@@ -216,12 +216,15 @@ void TaskManager::Shutdown(Nanos grace) {
     else runtime->segment->SendCommand(TaskCommand::kStop);
   }
   // Each exit bumps exits_ after the supervisor stopped counting the child,
-  // so a count read before running() cannot miss the last exit.
-  const Nanos deadline = env_->Now() + grace;
-  for (Nanos now = env_->Now(); supervisor_ && now < deadline; now = env_->Now()) {
+  // so a count read before running() cannot miss the last exit.  The grace
+  // is real processes' time to exit, so it runs on the real clock whatever
+  // env_ is: a fake clock nobody advances would wait for ever.
+  Env* real = Env::Default();
+  const Nanos deadline = real->Now() + grace;
+  for (Nanos now = real->Now(); supervisor_ && now < deadline; now = real->Now()) {
     const uint32_t exits = exits_.load();
     if (supervisor_->running() == 0) break;
-    env_->Wait(&exits_, exits, deadline - now);
+    real->Wait(&exits_, exits, deadline - now);
   }
   if (supervisor_) supervisor_->Shutdown();
   // Tasks killed above, or still starting, exit without an exit callback:
@@ -880,7 +883,7 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
   // Shutdown waits for the last exit (and then joins this thread before it
   // clears the runtimes).
   exits_.fetch_add(1);
-  env_->WakeAll(&exits_);
+  Env::Default()->WakeAll(&exits_);  // Shutdown waits on the real clock
   std::shared_ptr<TaskRuntime> runtime;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -171,7 +171,8 @@ def _bind(task: IterativeTask) -> tuple[_Hooks, list]:
             r = _as_result(task.step())
             parts = int(r.parts)
             if parts != 1:
-                load_library().freeride_step_parts(max(1, min(parts, 2**31 - 1)))
+                # The library takes any count below 1 as 1; ctypes would wrap one past 31 bits.
+                load_library().freeride_step_parts(min(parts, 2**31 - 1))
         except BaseException as e:  # noqa: BLE001
             return failed(e)
         units[0], done[0] = r.units, int(r.done)

@@ -57,7 +57,7 @@ struct TaskRuntime {
   // Work done by earlier attempts; this process's counters add to it.
   double base_progress = 0;
   uint64_t base_steps = 0;
-  uint64_t ring_tail = 0;  // guarded by TaskManager's mutex
+  uint64_t ring_tail = 0;  // guarded by the LaneTasks implementation's DrainSteps
 };
 
 // One step drained from a task's ring, attributed to that task.

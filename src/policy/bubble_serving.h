@@ -49,8 +49,10 @@ Nanos ArmedSecondLook(const DispatchPolicy& policy, const AdmissionGate& gate, u
 // rest, or, when the slot's second look `look` promises more, the rest of
 // its longer forecast from its point on (the dispatcher waits for the point
 // before it grants, as BubbleServing does).  The armed task and the lane
-// judge a hand-back by it, so that one wakes the other exactly when the
-// dispatcher would serve what is left.
+// judge a hand-back by this one rule, so that one wakes the other when the
+// dispatcher would serve what is left (each from its own view of the
+// forecast: the task's deadline and published second look, which is
+// rounded to microseconds, and the lane's predictor).
 Nanos HandBackLeftover(Nanos begin_ns, Nanos forecast_end, const SecondLook& look, Nanos now);
 
 enum class ServingActionKind {

@@ -25,11 +25,10 @@ Nanos DispatchPolicy::LongestFittingStep(Nanos now, Nanos predicted_end, double 
   if (predicted_end <= now) return 0;
   const double longest = static_cast<double>(predicted_end - now) / (config_.step_margin * fit_factor);
   if (!(longest >= 1)) return 0;  // also a NaN from a corrupt factor
-  Nanos step = longest >= 9e18 ? Nanos{9'000'000'000'000'000'000} : static_cast<Nanos>(longest);
-  // The division may round up by a nanosecond or two; StepFits has the last word.
-  for (int nudge = 0; nudge < 4; ++nudge, --step)
-    if (StepFits(now, predicted_end, step, fit_factor)) return step;
-  return 0;
+  if (longest >= static_cast<double>(predicted_end - now)) return predicted_end - now;  // factor < 1
+  // The division may round up by a nanosecond; StepFits has the last word.
+  const Nanos step = static_cast<Nanos>(longest);
+  return StepFits(now, predicted_end, step, fit_factor) ? step : step - 1;
 }
 
 bool DispatchPolicy::TimeFits(const DispatchCandidate& c, const BubbleView& bubble) const {

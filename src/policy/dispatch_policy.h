@@ -80,8 +80,8 @@ class DispatchPolicy {
   bool StepFits(Nanos now, Nanos predicted_end, Nanos step_estimate,
                 double fit_factor = 1.0) const;
   // The longest step that, started now, StepFits: what a task whose work
-  // divides finely may plan for the rest of its grant.  0 when the bubble
-  // is predicted over.
+  // divides finely may plan for the rest of its grant, never longer than
+  // that rest.  0 when the bubble is predicted over.
   Nanos LongestFittingStep(Nanos now, Nanos predicted_end, double fit_factor = 1.0) const;
 
   const DispatchConfig& config() const { return config_; }

@@ -38,8 +38,7 @@ from freeride.task import parse_run_options
 # A piece planned to the rest of a grant holds at most this many pieces of the default
 # length.  Once launched it cannot stop, so a bubble that ends before its forecast is overrun
 # by up to the rest of the piece: the cap bounds that, while keeping most of what longer
-# pieces gain (alone on an H200, 8 ms pieces kept 0.92-1.02 of the tasks' full speed, 2 ms
-# ones 0.82-0.97: bench/results/pieces_efficiency_gpu.md).
+# pieces gain (bench/pieces_efficiency_gpu.py measures the gain by piece length).
 _MOST_PARTS = 4
 
 

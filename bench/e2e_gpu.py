@@ -146,11 +146,16 @@ class Bench:
               alternate: int | None = None) -> dict:
         """One launch of examples/`script` (its options are train_gpt_pipeline.py's, plus `extra`)."""
         out = os.path.join(self.out, f"train-{name}.json")
-        cmd = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(self.gpus),
-               os.path.join(ROOT, "examples", script), "--schedule", schedule,
-               "--microbatches", str(microbatches), "--freeride", freeride,
-               "--steps", str(steps or self.a.steps), "--warmup", "4", "--preset", self.a.preset,
-               "--out", out, *extra]
+        if schedule == "replay":  # a stand-in stage on one GPU: `microbatches` is the profiled rank
+            cmd = [PY, os.path.join(ROOT, "examples", "stage_replay_gpu.py"), "--profile",
+                   self.a.replay_profile, "--rank", str(microbatches), "--freeride", freeride,
+                   "--steps", str(steps or self.a.steps), "--warmup", "4", "--out", out]
+        else:
+            cmd = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(self.gpus),
+                   os.path.join(ROOT, "examples", script), "--schedule", schedule,
+                   "--microbatches", str(microbatches), "--freeride", freeride,
+                   "--steps", str(steps or self.a.steps), "--warmup", "4", "--preset", self.a.preset,
+                   "--out", out, *extra]
         if freeride == "on":
             cmd += ["--freeride-alternate", str(self.a.alternate if alternate is None else alternate)]
         started = time.monotonic()
@@ -320,6 +325,10 @@ class Bench:
                 isolation += f"-trainer-{self.a.trainer_mps}"
                 if self.a.mps_side_threads:
                     isolation += f"-side-threads-{self.a.mps_side_threads}"
+        if schedule == "replay":
+            return {"gpus": self.gpus, "framework": "stage_replay_gpu", "schedule": "replay",
+                    "microbatches": None, "replay_profile": self.a.replay_profile, "replay_rank": m,
+                    "task": task, "isolation": isolation}
         return {"gpus": self.gpus, "framework": framework, "schedule": schedule, "microbatches": m,
                 "task": task, "isolation": isolation, "preset": self.a.preset}
 
@@ -455,7 +464,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_bench_arguments(p, work="/tmp/freeride-e2e", gpus=4, preset="1.3b")
     p.add_argument("--tasks", default="pagerank,sgd,image,llm-inference,resnet18,resnet50,vgg19,mix")
-    p.add_argument("--configs", default="1f1b:4", help="schedule:microbatches,...")
+    p.add_argument("--configs", default="1f1b:4",
+                   help="schedule:microbatches,...; replay:RANK replays that rank of --replay-profile "
+                        "on one GPU (examples/stage_replay_gpu.py) instead of training a pipeline")
+    p.add_argument("--replay-profile", default=os.path.join(ROOT, "examples", "data", "h200_1f1b_bubbles.json"),
+                   help="for replay:RANK configurations: bubbles per rank (`freeride profile --json`)")
     p.add_argument("--no-naive", action="store_true", help="skip the naive co-location launch")
     p.add_argument("--live-steps", type=int, default=0,
                    help="first a launch of this many steps with FreeRide always on, for the daemon's "
@@ -474,6 +487,8 @@ def main() -> None:
         if not m.isdigit():
             raise SystemExit(f"--configs: {config!r} is not schedule:microbatches (e.g. 1f1b:4)")
         configs.append((schedule, int(m)))
+    if any(s == "replay" for s, _ in configs) and (a.gpus != 1 or cpu):
+        raise SystemExit("--configs replay:RANK replays one stage on one GPU: give --gpus 1 (and --device cuda)")
     tasks = CPU_TASKS if cpu else TASKS
     for task in a.tasks.split(","):
         if task != "mix" and task not in tasks:

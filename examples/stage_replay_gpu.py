@@ -1,0 +1,161 @@
+"""A stand-in pipeline stage on one GPU: it replays a profiled rank's
+iteration with real CUDA work, and marks its bubbles as an instrumented
+stage does (freeride.torch's BubbleMarks: stream-ordered, never blocking).
+
+    python3 examples/stage_replay_gpu.py --profile examples/data/h200_1f1b_bubbles.json \\
+        --rank 0 --steps 60 --freeride on --freeride-alternate 5 --out replay.json
+
+Each iteration follows the rank's profile (`freeride profile --json`):
+busy time is a chain of bf16 matrix products sized to the profiled
+length, and each bubble is a kernel that spins on one SM for the bubble's
+length, standing for the NCCL receive a real stage waits in (resident, so
+it keeps taking time slices when the GPU is time-sliced).  The host
+enqueues the whole iteration and synchronises at its end, as a trainer does
+at its loss.  A side task that overruns a bubble therefore delays the busy
+time after it, and the iteration, as it would a real stage's.
+
+What it does not reproduce: a real pipeline's bubble ends when the
+neighbour's data arrives, so a stage slowed by a side task can shorten its
+next bubble instead of lengthening the iteration; here every bubble keeps
+its length, which counts any slowdown in full.  Use it to try FreeRide, and
+to measure side tasks, on one GPU; the pipeline benchmarks
+(bench/e2e_gpu.py without --trainer replay) measure the real thing.
+
+The results file has the pipeline example's fields (iter_ms, freeride_on,
+warmup, marks), so bench/e2e_gpu.py reads both alike.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def load_rank(path: str, rank: int) -> tuple[float, list[tuple[float, float]]]:
+    """(iteration ms, [(start ms, duration ms)] sorted) of `rank` in a profile file; SystemExit
+    with the reason when the file or the rank does not hold a usable iteration."""
+    try:
+        with open(path) as f:
+            profile = json.load(f)
+        ranks = {int(r["rank"]): r for r in profile["ranks"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"--profile {path}: not a `freeride profile --json` file ({e})") from None
+    if rank not in ranks:
+        raise SystemExit(f"--rank {rank}: {path} has ranks {sorted(ranks)}")
+    try:
+        iteration = float(ranks[rank]["iteration_ms"])
+        slots = sorted((float(b["start_ms"]), float(b["duration_ms"])) for b in ranks[rank]["bubbles"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise SystemExit(f"--profile {path}: rank {rank} lacks iteration_ms or bubbles ({e})") from None
+    end = 0.0
+    for start, duration in slots:
+        if start < end or duration <= 0:
+            raise SystemExit(f"--profile {path}: rank {rank}'s bubbles overlap or are empty at {start} ms")
+        end = start + duration
+    if not slots or end > iteration:
+        raise SystemExit(f"--profile {path}: rank {rank} has no bubbles, or they pass its iteration")
+    return iteration, slots
+
+
+class GpuStage:
+    """Busy time and bubble waits on the current CUDA stream, calibrated on this GPU alone."""
+
+    def __init__(self, torch, device) -> None:
+        self.torch = torch
+        n = 4096
+        self.a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+        self.b = torch.randn(n, n, device=device, dtype=torch.bfloat16) / n ** 0.5
+        self.c = torch.empty_like(self.a)
+        self.product_ms = self._time(lambda: [self._product() for _ in range(50)]) / 50
+        cycles = 20_000_000
+        self.spin_cycles_per_ms = cycles / self._time(lambda: torch.cuda._sleep(cycles))
+
+    def _product(self) -> None:
+        self.torch.matmul(self.a, self.b, out=self.c)
+
+    def _time(self, work) -> float:
+        """Milliseconds `work` takes on the GPU: the fastest of three tries after a warm-up."""
+        best = float("inf")
+        for _ in range(4):
+            start, end = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
+            start.record()
+            work()
+            end.record()
+            end.synchronize()
+            best = min(best, start.elapsed_time(end))
+        return best
+
+    def busy(self, ms: float) -> None:
+        for _ in range(round(ms / self.product_ms)):
+            self._product()
+
+    def wait(self, ms: float) -> None:
+        self.torch.cuda._sleep(int(ms * self.spin_cycles_per_ms))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", required=True, help="bubbles per rank: `freeride profile --json` output")
+    p.add_argument("--rank", type=int, default=0, help="the profiled rank to replay")
+    p.add_argument("--lane", type=int, default=0, help="the daemon's lane (the GPU's)")
+    p.add_argument("--socket", default=None, help="the daemon's socket (default: FREERIDE_SOCKET or the usual)")
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--warmup", type=int, default=3, help="iterations left out of the timing")
+    p.add_argument("--freeride", choices=["on", "off"], default="on")
+    p.add_argument("--freeride-alternate", type=int, default=0, metavar="K",
+                   help="marks on and off every K iterations (0: always as --freeride says)")
+    p.add_argument("--out", default=None, help="JSON results")
+    args = p.parse_args()
+    if args.steps <= args.warmup:
+        raise SystemExit(f"--steps {args.steps}: give more than --warmup ({args.warmup})")
+    iteration_ms, slots = load_rank(args.profile, args.rank)
+    import torch
+    if not torch.cuda.is_available():
+        raise SystemExit("stage_replay_gpu: no CUDA GPU is visible to PyTorch")
+    device = torch.device("cuda", torch.cuda.current_device())
+    stage = GpuStage(torch, device)
+    marks = None
+    if args.freeride == "on":
+        from freeride._marks import BubbleMarks
+        marks = BubbleMarks(args.lane, args.socket, device)
+    print(f"replaying rank {args.rank}: {iteration_ms:.1f} ms iterations, bubbles "
+          f"{', '.join(f'{d:.1f}' for _, d in slots)} ms; one product {stage.product_ms:.3f} ms",
+          flush=True)
+
+    times, modes = [], []
+    for step in range(args.steps):
+        on = marks is not None and (not args.freeride_alternate or (step // args.freeride_alternate) % 2 == 0)
+        if marks is not None:
+            (marks.resume if on else marks.pause)()
+            marks.start_iteration()
+        started = time.perf_counter()
+        at = 0.0
+        for start, duration in slots:
+            stage.busy(start - at)
+            if marks is not None:
+                marks.around(stage.wait, duration)
+            else:
+                stage.wait(duration)
+            at = start + duration
+        stage.busy(iteration_ms - at)
+        torch.cuda.synchronize(device)
+        times.append((time.perf_counter() - started) * 1e3)
+        modes.append(on)
+        if marks is not None:
+            marks.end_iteration()
+    if marks is not None:
+        marks.close()
+    timed = times[args.warmup:]
+    print(f"iteration {sum(timed) / len(timed):.1f} ms (mean of {len(timed)} after {args.warmup} warm-up), "
+          f"FreeRide marks {[marks.marks if marks else 0]}", flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"trainer": "stage_replay_gpu", "profile": args.profile, "rank": args.rank,
+                       "ranks": 1, "freeride": args.freeride, "warmup": args.warmup, "iter_ms": times,
+                       "freeride_on": modes, "marks": [marks.marks if marks else 0],
+                       "product_ms": stage.product_ms}, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""examples/stage_replay_gpu.py, the one-GPU stand-in stage that bench/e2e_gpu.py
+replays with --configs replay:RANK: its profile checks, and its run (on a GPU) or
+its clear refusal (without one)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SOURCE_DIR, require_torch
+
+sys.path.insert(0, str(SOURCE_DIR / "examples"))
+PROFILE = SOURCE_DIR / "examples" / "data" / "h200_1f1b_bubbles.json"
+SCRIPT = SOURCE_DIR / "examples" / "stage_replay_gpu.py"
+
+
+def test_a_profiled_rank_is_read_with_its_bubbles_in_order() -> None:
+    from stage_replay_gpu import load_rank
+    iteration, slots = load_rank(str(PROFILE), 0)
+    assert iteration == pytest.approx(123.245)
+    assert [round(d, 3) for _, d in slots] == [5.67, 5.91, 33.357, 7.381]
+    assert [s for s, _ in slots] == sorted(s for s, _ in slots)
+
+
+@pytest.mark.parametrize("ranks, rank, reason", [
+    (None, 0, "not a `freeride profile --json` file"),
+    ([{"rank": 0, "iteration_ms": 10, "bubbles": []}], 1, "has ranks [0]"),
+    ([{"rank": 0, "iteration_ms": 10, "bubbles": []}], 0, "has no bubbles"),
+    ([{"rank": 0, "iteration_ms": 10, "bubbles": [{"start_ms": 8, "duration_ms": 5}]}], 0,
+     "pass its iteration"),
+    ([{"rank": 0, "iteration_ms": 10, "bubbles": [{"start_ms": 1, "duration_ms": 3},
+                                                  {"start_ms": 2, "duration_ms": 1}]}], 0, "overlap"),
+    ([{"rank": 0, "bubbles": [{"start_ms": 1, "duration_ms": 3}]}], 0, "lacks iteration_ms"),
+])
+def test_a_profile_that_cannot_be_replayed_is_refused_with_the_reason(tmp_path, ranks, rank, reason) -> None:
+    from stage_replay_gpu import load_rank
+    path = tmp_path / "profile.json"
+    path.write_text("{not json" if ranks is None else json.dumps({"ranks": ranks}))
+    with pytest.raises(SystemExit, match=reason.replace("[", r"\[").replace("]", r"\]")):
+        load_rank(str(path), rank)
+
+
+def test_the_replay_runs_on_a_gpu_or_says_it_needs_one(tmp_path, freeride_env) -> None:
+    require_torch()
+    import torch
+    out = tmp_path / "replay.json"
+    p = subprocess.run([sys.executable, str(SCRIPT), "--profile", str(PROFILE), "--rank", "3", "--steps", "6",
+                        "--warmup", "2", "--freeride-alternate", "2", "--out", str(out)],
+                       env=freeride_env, capture_output=True, text=True, timeout=300)
+    if not torch.cuda.is_available():
+        assert p.returncode != 0 and "no CUDA GPU" in p.stderr, p.stderr
+        return
+    assert p.returncode == 0, p.stderr
+    result = json.loads(out.read_text())
+    assert result["freeride_on"] == [True, True, False, False, True, True]
+    # Rank 3's iteration is 123 ms; the replay keeps it within a tenth.
+    assert all(abs(t - 123.2) < 12.3 for t in result["iter_ms"][2:]), result["iter_ms"]
+
+
+def test_the_benchmark_replays_one_stage_on_one_gpu_only(tmp_path) -> None:
+    p = subprocess.run([sys.executable, str(SOURCE_DIR / "bench" / "e2e_gpu.py"), "--out", str(tmp_path),
+                        "--configs", "replay:0", "--gpus", "2", "--tasks", "pagerank"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "give --gpus 1" in p.stderr, p.stderr

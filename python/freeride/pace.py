@@ -56,6 +56,26 @@ DEFAULT_PIECE_MS = 2.0
 _UNTIMED_SHARE = 0.25
 # A timed segment shorter than this share of the target gets no mark.
 _TINY_SHARE = 1 / 32
+# A piece planned to the rest of a grant holds at most this many pieces of the default
+# length.  Once launched it cannot stop, so a bubble that ends before its forecast is overrun
+# by up to the rest of the piece: the cap bounds that, while keeping most of what longer
+# pieces gain (bench/pieces_efficiency_gpu.py measures the gain by piece length).
+MOST_PARTS = 4
+
+
+def piece_plan_ns(target_ns: int, budget_ns: int) -> int:
+    """The GPU time to plan a piece for: the rest of the grant (`budget_ns`, from
+    freeride.step_budget_ns()) where that is longer than the default target, up to
+    MOST_PARTS targets."""
+    return max(target_ns, min(budget_ns, MOST_PARTS * target_ns))
+
+
+def parts_planned(planned_ns: int, target_ns: int, longest_ns: int) -> int:
+    """The parts a piece reports (StepResult.parts) for `planned_ns` of planned GPU time.  A
+    part is never shorter than the target nor than the piece's longest operation (the
+    shortest step the task can take), so the parts are counted down: what the daemon learns
+    as one part must fit whenever it grants."""
+    return max(1, planned_ns // max(target_ns, longest_ns, 1))
 
 
 def _env_ns(name: str, default: float, low: float, high: float, unit: str, ns_per_unit: float) -> int:
@@ -178,9 +198,12 @@ class _Clock:
 class Pacer:
     """Cuts the work done on the main thread into pieces at PyTorch's hook points.
 
-    `on_piece_end(units)` is called on the main thread when a piece has
-    ended and the device is drained; it returns when the next piece may
-    start (or raises to unwind the user's code)."""
+    `on_piece_end()` is called on the main thread when a piece has ended
+    and the device is drained; it returns when the next piece may start (or
+    raises to unwind the user's code).  Each piece is planned to
+    piece_plan_ns(target, piece_budget_ns): the owner sets piece_budget_ns
+    (the rest of the grant) before a piece starts, and reads `last_parts`
+    when it has ended."""
 
     def __init__(self, torch_module: Any, device_type: str, target_ns: int,
                  on_piece_end: Callable[[], None],
@@ -196,6 +219,9 @@ class Pacer:
         self.estimates: dict[Any, int] = {}  # segment key -> its GPU time, smoothed
         self._marks: list[tuple[Any, Any]] = []  # (key, mark) of this piece's segments
         self._planned = 0
+        self._longest = 0  # the longest segment planned in this piece
+        self.piece_budget_ns = 0
+        self.last_parts = 1
         self._leaf: dict[int, bool] = {}
         self._handles: list[Any] = []
         self._pid = os.getpid()
@@ -282,8 +308,10 @@ class Pacer:
                     self._planned += upcoming
                     return
                 previous = self._marks[-1][0]
-                self._planned += self.estimates.get(previous, int(self.target_ns * _UNTIMED_SHARE))
-                if self._planned + upcoming > self.target_ns:
+                took = self.estimates.get(previous, int(self.target_ns * _UNTIMED_SHARE))
+                self._planned += took
+                self._longest = max(self._longest, took)
+                if self._planned + upcoming > piece_plan_ns(self.target_ns, self.piece_budget_ns):
                     self.end_piece()
             self._marks.append((key, self.clock.mark()))
         finally:
@@ -302,6 +330,7 @@ class Pacer:
 
     def end_piece(self) -> None:
         """Drains the device, learns the segments' times and hands over."""
+        self.last_parts = parts_planned(self._planned, self.target_ns, self._longest)
         self._drain_and_learn()
         self.on_piece_end()
 
@@ -312,7 +341,7 @@ class Pacer:
         for (key, a), (_next, b) in zip(marks, marks[1:] + [(None, end)]):
             learn_duration(self.estimates, key, self.clock.between_ns(a, b))
         self.clock.reuse()
-        self._marks, self._planned = [], 0
+        self._marks, self._planned, self._longest = [], 0, 0
 
 
 class _PacedRun:
@@ -326,6 +355,7 @@ class _PacedRun:
         self.pacer: Pacer | None = None
         self._init_answered = False  # a script's init ends at its warm-up's end
         self._counted = 0  # optimizer steps credited (or, the warm-up's, left out)
+        self.budget_ns = 0  # the rest of the grant of the piece asked for last
 
     # ---- runner thread: the hooks libfreeride calls --------------------
     def _hooks(self) -> tuple[_Hooks, list]:
@@ -334,9 +364,14 @@ class _PacedRun:
                 return self.baton.ask(name)
             return _HOOK(call)
 
+        lib = load_library()
+
         def step(_user: Any, units: Any, done: Any) -> int:
-            status, got, finished = self.baton.ask("piece")
+            # The budget is the runner thread's to read (the grant is this step's).
+            status, got, finished, parts = self.baton.ask("piece", int(lib.freeride_step_budget_ns()))
             units[0], done[0] = got, int(finished)
+            if parts != 1:
+                lib.freeride_step_parts(min(parts, 2**31 - 1))
             return status
 
         def path_hook(name: str) -> Any:
@@ -362,9 +397,12 @@ class _PacedRun:
                     self.pacer.stopped = True
                 raise _Stopped()
             if kind == "piece" and until_piece:
+                self.budget_ns = request[1]
+                if self.pacer is not None:
+                    self.pacer.piece_budget_ns = self.budget_ns
                 return
             if kind == "piece":  # the work has ended: nothing more to run
-                self.baton.answer((0, self.units_pending, True))
+                self.baton.answer((0, self.units_pending, True, 1))
                 self.units_pending = 0.0
                 continue
             self.baton.answer(self._call(kind, request[1:]))
@@ -390,7 +428,7 @@ class _PacedRun:
 
     def _piece_ended(self) -> None:
         """Called by the pacer, the device drained: reports the piece, waits for the next."""
-        self.baton.answer((0, self.units_pending, False))
+        self.baton.answer((0, self.units_pending, False, self.pacer.last_parts))
         self.units_pending = 0.0
         self._serve(until_piece=True)
 
@@ -446,7 +484,7 @@ class _PacedRun:
             except (_Stopped, KeyboardInterrupt):
                 raise
             except BaseException as e:  # noqa: BLE001
-                self.baton.answer((_record_failure(e, self.error_text), self.units_pending, False))
+                self.baton.answer((_record_failure(e, self.error_text), self.units_pending, False, 1))
                 self._serve(until_piece=False)
                 return
             self.units_pending += result.units
@@ -499,6 +537,7 @@ class _PacedRun:
 
         self.pacer = Pacer(torch, self._device_type(torch), self.target_ns, piece_end,
                            init_done if first_point_ends_init else None, self.warm_up_ns)
+        self.pacer.piece_budget_ns = self.budget_ns
         self.pacer.install()
 
     def _credit_iterations(self) -> None:
@@ -511,7 +550,7 @@ class _PacedRun:
             self._init_answered = True
             self.baton.answer(status)
             return
-        self.baton.answer((status, self.units_pending, False))
+        self.baton.answer((status, self.units_pending, False, 1))
 
     def _finish_work(self) -> None:
         """The work has ended: drains and answers the pending piece as done, then serves to the end."""
@@ -520,7 +559,7 @@ class _PacedRun:
             if self.task is None:
                 self._credit_iterations()
             self.pacer.uninstall()
-        self.baton.answer((0, self.units_pending, True))
+        self.baton.answer((0, self.units_pending, True, 1))
         self.units_pending = 0.0
         try:
             self._serve(until_piece=False)

@@ -70,6 +70,44 @@ def test_the_pacer_cuts_forward_backward_and_optimizer_into_timed_segments() -> 
     assert pieces.count(2) >= 5, f"a piece per segment: {pieces}"
 
 
+def test_the_pacer_plans_a_piece_to_the_rest_of_the_grant_and_counts_its_parts() -> None:
+    import torch
+    from freeride.pace import Pacer
+    ms = 1_000_000
+    timed = {("segment", i): ms for i in range(64)}  # every segment takes 1 ms of GPU time
+    ended: list[tuple[int, int]] = []  # (the point that ended a piece, its parts)
+    at = [0]
+
+    def piece_end() -> None:
+        ended.append((at[0], pacer.last_parts))
+        pacer.estimates = dict(timed)  # the CPU clock's microseconds would replace them
+
+    pacer = Pacer(torch, "cpu", target_ns=2 * ms, on_piece_end=piece_end)
+    pacer.estimates = dict(timed)
+
+    def pieces_with(budget_ns: int, points: int) -> list[tuple[int, int]]:
+        """(segments, parts) of the pieces ended over `points` points under `budget_ns`."""
+        ended.clear()
+        pacer.piece_budget_ns = budget_ns
+        for i in range(points):
+            at[0] = i
+            pacer.point(("segment", i))
+        pacer.end_piece()
+        starts = [0] + [point for point, _ in ended[:-1]]
+        return [(end - start, parts) for start, (end, parts) in zip(starts, ended[:-1])]
+
+    # No grant left beyond a piece: pieces of the 2 ms target, one part each.
+    assert pieces_with(0, 9) == [(2, 1)] * 4
+    # 7.9 ms left of the grant: seven 1 ms segments in a piece, three whole parts of 2 ms.
+    assert pieces_with(int(7.9 * ms), 15) == [(7, 3), (7, 3)]
+    # Alone the budget is unbounded: at most four targets (8 ms), four parts.
+    assert pieces_with(2**63 - 1, 17) == [(8, 4), (8, 4)]
+    # A segment longer than the target: the parts are counted in it, so that one part is
+    # never shorter than a step the task can take.
+    pacer.estimates = timed = {("segment", i): 3 * ms for i in range(64)}
+    assert pieces_with(8 * ms, 7) == [(2, 2), (2, 2), (2, 2)]
+
+
 def test_the_pacer_hands_an_exception_in_the_model_through_unchanged() -> None:
     import torch
     import torch.nn as nn

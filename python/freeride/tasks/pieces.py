@@ -32,14 +32,9 @@ from typing import Any, Callable
 import torch
 
 import freeride
-from freeride.pace import _UNTIMED_SHARE, _Clock, learn_duration, piece_target_ns, runs_alone
+from freeride.pace import (_UNTIMED_SHARE, _Clock, learn_duration, parts_planned, piece_plan_ns,
+                           piece_target_ns, runs_alone)
 from freeride.task import parse_run_options
-
-# A piece planned to the rest of a grant holds at most this many pieces of the default
-# length.  Once launched it cannot stop, so a bubble that ends before its forecast is overrun
-# by up to the rest of the piece: the cap bounds that, while keeping most of what longer
-# pieces gain (bench/pieces_efficiency_gpu.py measures the gain by piece length).
-_MOST_PARTS = 4
 
 
 @dataclass
@@ -83,7 +78,7 @@ class OperationRunner:
         that is longer (at least one operation, unless the work has ended; `whole`: to the end
         of the current unit of work), waits for the device, and returns the units of work
         completed."""
-        target = max(self.target_ns, min(budget_ns, _MOST_PARTS * self.target_ns))
+        target = piece_plan_ns(self.target_ns, budget_ns)
         ran: list[tuple[str, Any]] = []
         planned = 0
         longest = 0  # the longest operation planned: no step of the task can be shorter
@@ -110,10 +105,8 @@ class OperationRunner:
             learn_duration(self.estimates, name, self._clock.between_ns(previous, mark))
             previous = mark
         self._clock.reuse()
-        # A part is never shorter than the target nor than an operation of the piece (the
-        # shortest step the task can take), so the parts are counted down: what the daemon
-        # learns as one part must fit whenever it grants.  A whole unit of work is one part.
-        self.last_parts = 1 if whole else max(1, planned // max(self.target_ns, longest, 1))
+        # A whole unit of work is one part.
+        self.last_parts = 1 if whole else parts_planned(planned, self.target_ns, longest)
         return units
 
 

@@ -73,6 +73,34 @@ TEST(LaneOnVirtualTime, WhatTheArmedTaskLeavesGoesToATaskWithShorterSteps) {
   EXPECT_EQ(small_outside, 0) << "of " << small_steps << " small steps";
 }
 
+// A new training process may run another schedule: its slot 0 is 12 ms where
+// the last process's was 6 ms, too little longer for a second look to pay.
+// The lane forgets the old forecasts when it closes the new process's first
+// bubble (each closed bubble carries the process that marked it), so two
+// 4 ms steps fit its bubbles from a few on (with an armed task the lane
+// closes bubbles in batches, a little behind).  Kept, the old
+// forecast would hold until the 6 ms bubbles had left the quantile's window:
+// for 15 bubbles and more.
+TEST(LaneOnVirtualTime, ANewTrainingProcessIsForecastFromItsOwnBubbles) {
+  const int64_t next_trainer = getpid() + 100000;
+  std::vector<VirtualBubble> bubbles(30, {0, 6 * kMillisecond, 8 * kMillisecond});
+  for (int i = 0; i < 40; ++i) bubbles.push_back({0, 12 * kMillisecond, 8 * kMillisecond, next_trainer});
+  VirtualLaneRun run = RunVirtualLane({{0, {4 * kMillisecond}, 4 * kMillisecond}}, bubbles, QuietOptions());
+  std::map<uint64_t, int> steps_in;
+  for (const auto& s : run.events.steps) ++steps_in[s.bubble_seq];
+  std::vector<uint64_t> longer;
+  for (const auto& b : run.events.bubbles)
+    if (b.end_ns - b.begin_ns >= 10 * kMillisecond) longer.push_back(b.seq);
+  ASSERT_EQ(longer.size(), 40u);
+  int filled = 0;
+  std::string counts;
+  for (uint64_t seq : longer) {
+    filled += steps_in[seq] >= 2;
+    counts += std::to_string(steps_in[seq]) + " ";
+  }
+  EXPECT_GE(filled, 30) << "12 ms bubbles with two steps; steps in each: " << counts;
+}
+
 // A step far slower than the rest (its process was preempted) makes the
 // estimate too long for every bubble.  The armed task forgets it after
 // StepEstimator::kPassesBeforeForgetting bubbles passed over, counted as they

@@ -44,6 +44,23 @@ TEST(BubblePredictor, ForecastsALowQuantileOfTheWindow) {
   EXPECT_EQ(p.Count(0), 10);
 }
 
+TEST(BubblePredictor, ResetForgetsEverySlotAndItsSecondLook) {
+  BubblePredictor p;
+  for (int i = 0; i < 16; ++i)
+    p.Observe(0, i % 3 == 0 ? 50 * kMicrosecond : 40 * kMillisecond);
+  p.Observe(7, 9 * kMillisecond);
+  ASSERT_TRUE(p.SecondLookFor(0).exists());
+  p.Reset();
+  EXPECT_EQ(p.Count(0), 0);
+  EXPECT_EQ(p.Predict(0, 3 * kMillisecond), 3 * kMillisecond) << "back to the hint";
+  EXPECT_EQ(p.Predict(7, 0), 0);
+  EXPECT_FALSE(p.SecondLookFor(0).exists());
+  // Learns again from its first observation, with nothing of the old window.
+  p.Observe(0, 12 * kMillisecond);
+  EXPECT_EQ(p.Predict(0, 0), 12 * kMillisecond);
+  EXPECT_EQ(p.Count(0), 1);
+}
+
 TEST(BubblePredictor, SlotsBeyondTheLimitShareOneHistory) {
   BubblePredictor p(BubblePredictorConfig{.max_slots = 4});
   p.Observe(100, 7 * kMillisecond);

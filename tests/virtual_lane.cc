@@ -125,6 +125,8 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
   if (options.lanes.empty()) options.lanes.push_back(LaneConfig{0, "gpu:0", 0, -1});
   FakeEnv env(100 * kSecond);
   env.SetAlive(getpid(), true);
+  for (const VirtualBubble& b : bubbles)
+    if (b.stage_pid > 0) env.SetAlive(static_cast<pid_t>(b.stage_pid), true);
   EventLog events;
   std::string error;
   const std::string log_path = dir.path() + "/events.jsonl";
@@ -191,6 +193,7 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     WaitFakeTime(&env, kSecond);  // the tasks start and say they are ready
     run.started_ns = env.Now();
     for (const VirtualBubble& b : bubbles) {
+      stage.layout()->stage_pid.store(b.stage_pid > 0 ? b.stage_pid : getpid());
       stage.WriteBegin(b.slot, env.Now(), 0, UINT64_MAX);
       WaitFakeTime(&env, b.length);
       stage.WriteEnd(env.Now());

@@ -31,6 +31,9 @@ struct VirtualBubble {
   uint32_t slot = 0;
   Nanos length = 0;
   Nanos busy_after = 0;  // the stage's work before the next bubble
+  // The process that marks it (a live one, to the lane); 0: the test's own.  A
+  // change stands for another training process taking over the lane.
+  int64_t stage_pid = 0;
 };
 
 struct VirtualLaneRun {

@@ -87,6 +87,7 @@ void LaneSegment::WriteEnd(Nanos now) {
   closed.hint_ns.store(l->hint_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
   closed.free_memory_bytes.store(l->free_memory_bytes.load(std::memory_order_relaxed),
                                  std::memory_order_relaxed);
+  closed.stage_pid.store(l->stage_pid.load(std::memory_order_relaxed), std::memory_order_relaxed);
   closed.seq.store(seq, std::memory_order_release);
   l->end_ns.store(now, std::memory_order_relaxed);
   l->stage_heartbeat_ns.store(now, std::memory_order_relaxed);
@@ -121,6 +122,7 @@ bool LaneSegment::ClosedBubbleMark(uint32_t seq, BubbleMark* mark) const {
   read.end_ns = closed.end_ns.load(std::memory_order_relaxed);
   read.hint_ns = closed.hint_ns.load(std::memory_order_relaxed);
   read.free_memory_bytes = closed.free_memory_bytes.load(std::memory_order_relaxed);
+  read.stage_pid = closed.stage_pid.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (closed.seq.load(std::memory_order_relaxed) != seq) return false;  // rewritten meanwhile
   *mark = read;

@@ -27,7 +27,7 @@
 namespace freeride {
 
 constexpr uint64_t kLaneSegmentMagic = 0x4652454552494445ULL;  // "FREERIDE"
-constexpr uint32_t kLaneSegmentVersion = 7;
+constexpr uint32_t kLaneSegmentVersion = 8;
 // The wake-up bits of the two marks (see FutexWait), and of an armed task
 // that hands back a bubble with enough left for another task.
 constexpr uint32_t kWakeOnBegin = 1u;
@@ -47,6 +47,7 @@ struct ClosedBubble {
   std::atomic<int64_t> end_ns;
   std::atomic<int64_t> hint_ns;
   std::atomic<uint64_t> free_memory_bytes;
+  std::atomic<int64_t> stage_pid;  // the process that marked it (the layout's stage_pid then)
 };
 
 // Slots with their own published forecast; higher slots share the last one
@@ -129,6 +130,7 @@ struct BubbleMark {
   Nanos hint_ns = 0;
   uint64_t free_memory_bytes = UINT64_MAX;
   Nanos end_ns = 0;
+  int64_t stage_pid = 0;  // of a closed bubble read from the ring: the process that marked it
   bool open() const { return (seq & 1u) != 0; }
 };
 

@@ -337,6 +337,25 @@ void Lane::FinishUnservedBubble(const BubbleMark& mark) {
   FinishBubble(bubble);
 }
 
+void Lane::ForgetAReplacedStage(int64_t pid) {
+  LaneSegmentLayout* l = segment_.layout();
+  if (pid <= 0 || pid == forecast_stage_pid_) return;
+  const int64_t replaced = forecast_stage_pid_;
+  forecast_stage_pid_ = pid;
+  if (replaced == 0) return;
+  predictor_.Reset();
+  for (uint32_t i = 0; i < kPublishedSlots; ++i) {
+    l->predicted_len_ns[i].store(0, std::memory_order_relaxed);
+    l->second_look_us[i].store(0, std::memory_order_relaxed);
+  }
+  last_iteration_begin_ = 0;
+  events_->Emit({{"type", "stage_new"},
+                 {"ts_ns", env_->Now()},
+                 {"lane", config_.index},
+                 {"pid", pid},
+                 {"replaced_pid", replaced}});
+}
+
 void Lane::PublishForecast(uint32_t slot) {
   uint32_t index = slot < kPublishedSlots ? slot : kPublishedSlots - 1;
   LaneSegmentLayout* l = segment_.layout();
@@ -502,6 +521,7 @@ void Lane::FinishBubble(BubbleContext& bubble) {
                : (StageAlive() ? events::BubbleEnd::kStale : events::BubbleEnd::kStageGone);
   Nanos length = end_ns - mark.begin_ns;
   if (have_end) {
+    ForgetAReplacedStage(closed.stage_pid);
     predictor_.Observe(mark.slot, length);
     PublishForecast(mark.slot);
     if (mark.slot == 0) ObserveIterationBegin(mark.begin_ns);

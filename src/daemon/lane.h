@@ -131,6 +131,13 @@ class Lane {
   void Arm();
   void Disarm();
   void PublishForecast(uint32_t slot);
+  // Called with the process that marked each closed bubble, in order: on the
+  // first bubble of another process than the last one, forgets the forecasts
+  // and the iteration in progress, and logs a stage_new event.  That process
+  // may run another schedule, whose slots have bubbles of other lengths, and
+  // its first iteration does not follow the last process's.  On the lane's
+  // thread.
+  void ForgetAReplacedStage(int64_t stage_pid);
   // The overhead probe and guard, on the lane's thread.  A closed bubble of
   // the stage's first slot ends one training iteration and begins the next:
   // feeds the estimator, and the guard once a probe cycle closes.
@@ -160,6 +167,7 @@ class Lane {
   OverheadEstimator estimator_;
   OverheadGuard guard_;
   Nanos last_iteration_begin_ = 0;
+  int64_t forecast_stage_pid_ = 0;  // the stage process the forecasts were learned from
   std::vector<Nanos> warmup_iterations_;
   int64_t logged_ratios_ = 0;  // the estimator's ratios_added() at the last overhead event
   Nanos published_window_end_ = 0;

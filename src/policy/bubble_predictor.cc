@@ -82,4 +82,9 @@ void BubblePredictor::Observe(uint32_t slot, Nanos length) {
 
 int BubblePredictor::Count(uint32_t slot) const { return histories_[Index(slot)].count; }
 
+void BubblePredictor::Reset() {
+  std::fill(histories_.begin(), histories_.end(), History{});
+  std::fill(second_looks_.begin(), second_looks_.end(), SecondLook{});
+}
+
 }  // namespace freeride

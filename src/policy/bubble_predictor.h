@@ -66,6 +66,12 @@ class BubblePredictor {
   // Number of observations held for `slot` (at most window).
   int Count(uint32_t slot) const;
 
+  // Forgets every slot's history, as if constructed again: the next bubble
+  // of each slot is forecast from its hint.  For a new training process,
+  // whose schedule may put bubbles of other lengths in the same slots.
+  // Never allocates.
+  void Reset();
+
  private:
   struct History {
     int count = 0;

@@ -8,8 +8,9 @@ stage does (freeride.torch's BubbleMarks: stream-ordered, never blocking).
 Each iteration follows the rank's profile (`freeride profile --json`):
 busy time is a chain of bf16 matrix products sized to the profiled
 length, and each bubble is a kernel that spins on one SM for the bubble's
-length, standing for the NCCL receive a real stage waits in (resident, so
-it keeps taking time slices when the GPU is time-sliced).  The host
+length (by the GPU's global timer), standing for the NCCL receive a real
+stage waits in (resident, so it keeps taking time slices when the GPU is
+time-sliced).  The host
 enqueues the whole iteration and synchronises at its end, as a trainer does
 at its loss.  A side task that overruns a bubble therefore delays the busy
 time after it, and the iteration, as it would a real stage's.
@@ -19,7 +20,8 @@ neighbour's data arrives, so a stage slowed by a side task can shorten its
 next bubble instead of lengthening the iteration; here every bubble keeps
 its length, which counts any slowdown in full.  Use it to try FreeRide, and
 to measure side tasks, on one GPU; the pipeline benchmarks
-(bench/e2e_gpu.py without --trainer replay) measure the real thing.
+(bench/e2e_gpu.py with a schedule in --configs, not replay:RANK) measure
+the real thing.
 
 The results file has the pipeline example's fields (iter_ms, freeride_on,
 warmup, marks), so bench/e2e_gpu.py reads both alike.
@@ -68,8 +70,37 @@ class GpuStage:
         self.b = torch.randn(n, n, device=device, dtype=torch.bfloat16) / n ** 0.5
         self.c = torch.empty_like(self.a)
         self.product_ms = self._time(lambda: [self._product() for _ in range(50)]) / 50
-        cycles = 20_000_000
-        self.spin_cycles_per_ms = cycles / self._time(lambda: torch.cuda._sleep(cycles))
+        self.spin = self._timer_spin(device)
+        if self.spin is None:  # a spin counted in clock cycles, which vary with the GPU's clock
+            cycles = 20_000_000
+            self.spin_cycles_per_ms = cycles / self._time(lambda: torch.cuda._sleep(cycles))
+
+    def _timer_spin(self, device):
+        """A one-thread kernel that spins until the GPU's global timer has moved on by its
+        argument (nanoseconds, in a one-element float tensor), compiled at run time by
+        PyTorch's jiterator; None, with the reason printed, where that cannot be had."""
+        torch = self.torch
+        code = """
+        template <typename T> T spin_ns(T ns) {
+          unsigned long long start, now;
+          asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+          do {
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+          } while (now - start < (unsigned long long)ns);
+          return ns;
+        }"""
+        try:
+            spin = torch.cuda.jiterator._create_jit_fn(code)
+            arg = torch.full((1,), 5e6, device=device, dtype=torch.float32)
+            took = self._time(lambda: spin(arg))
+        except Exception as e:  # noqa: BLE001 - any failure means the fallback
+            print(f"stage_replay_gpu: no timer spin ({e}); bubbles spin for clock cycles", file=sys.stderr)
+            return None
+        if not 4.5 < took < 6.5:
+            print(f"stage_replay_gpu: a 5 ms timer spin took {took:.2f} ms; bubbles spin for clock cycles",
+                  file=sys.stderr)
+            return None
+        return lambda ms: spin(torch.full((1,), ms * 1e6, device=device, dtype=torch.float32))
 
     def _product(self) -> None:
         self.torch.matmul(self.a, self.b, out=self.c)
@@ -91,7 +122,10 @@ class GpuStage:
             self._product()
 
     def wait(self, ms: float) -> None:
-        self.torch.cuda._sleep(int(ms * self.spin_cycles_per_ms))
+        if self.spin is not None:
+            self.spin(ms)
+        else:
+            self.torch.cuda._sleep(int(ms * self.spin_cycles_per_ms))
 
 
 def main() -> None:
@@ -120,7 +154,8 @@ def main() -> None:
         from freeride._marks import BubbleMarks
         marks = BubbleMarks(args.lane, args.socket, device)
     print(f"replaying rank {args.rank}: {iteration_ms:.1f} ms iterations, bubbles "
-          f"{', '.join(f'{d:.1f}' for _, d in slots)} ms; one product {stage.product_ms:.3f} ms",
+          f"{', '.join(f'{d:.1f}' for _, d in slots)} ms; one product {stage.product_ms:.3f} ms; "
+          f"bubbles spin by {'the global timer' if stage.spin else 'clock cycles'}",
           flush=True)
 
     times, modes = [], []
@@ -154,7 +189,8 @@ def main() -> None:
             json.dump({"trainer": "stage_replay_gpu", "profile": args.profile, "rank": args.rank,
                        "ranks": 1, "freeride": args.freeride, "warmup": args.warmup, "iter_ms": times,
                        "freeride_on": modes, "marks": [marks.marks if marks else 0],
-                       "product_ms": stage.product_ms}, f, indent=1)
+                       "product_ms": stage.product_ms,
+                       "bubble_spin": "timer" if stage.spin else "cycles"}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -159,7 +160,18 @@ class Bench:
         if freeride == "on":
             cmd += ["--freeride-alternate", str(self.a.alternate if alternate is None else alternate)]
         started = time.monotonic()
-        p = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=400)
+        tracing = threading.Event()
+        tracer = None
+        if getattr(self.a, "trace_tasks", False):
+            tracer = threading.Thread(target=self.trace_tasks, daemon=True, args=(
+                os.path.join(self.out, f"tasks-trace-{name}.jsonl"), tracing))
+            tracer.start()
+        try:
+            p = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=400)
+        finally:
+            tracing.set()
+            if tracer:
+                tracer.join()
         with open(os.path.join(self.out, f"train-{name}.log"), "w") as f:
             f.write(p.stdout + p.stderr)
         if p.returncode != 0:
@@ -168,6 +180,19 @@ class Bench:
         result["wall_s"] = time.monotonic() - started
         log(f"train {name}: {p.stdout.strip().splitlines()[-1]}")
         return result
+
+    def trace_tasks(self, path: str, done: threading.Event) -> None:
+        """Until `done`: every 50 ms, each task's state, steps and step estimate (the
+        daemon's status), one JSON line per sample, for reading why bubbles went unused."""
+        with open(path, "w") as f:
+            while not done.wait(0.05):
+                try:
+                    tasks = self.status()["tasks"].get("tasks", [])
+                except (subprocess.SubprocessError, ValueError, KeyError):
+                    continue
+                f.write(json.dumps({"t": time.monotonic_ns(), "tasks": [
+                    {k: t.get(k) for k in ("id", "state", "steps", "step_estimate_ns", "progress")}
+                    for t in tasks]}) + "\n")
 
     def submit(self, names: list[str]) -> list[int]:
         ids = []
@@ -473,6 +498,9 @@ def main() -> None:
     p.add_argument("--live-steps", type=int, default=0,
                    help="first a launch of this many steps with FreeRide always on, for the daemon's "
                         "live overhead estimate (docs/overhead.md), to set beside the alternating one")
+    p.add_argument("--trace-tasks", action="store_true",
+                   help="sample each task's state and step estimate every 50 ms during each launch "
+                        "(tasks-trace-*.jsonl in the logs)")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                    help="cpu: a dry run of the benchmark's logic with CPU lanes, a tiny GPT and "
                         "small CPU tasks (pagerank, sgd, llm-inference)")

@@ -6,6 +6,7 @@
 #include "test_util.h"
 #include "base/files.h"
 #include "sdk/checkpoint_progress.h"
+#include "sdk/checkpoint_schedule.h"
 
 #include <sys/stat.h>
 
@@ -78,6 +79,23 @@ TEST(Files, ReplacementIsAllOrNothing) {
 
 // The sidecar is the task's to write: a negative step count is refused, not
 // read as 2^64 - 1.
+TEST(CheckpointSchedule, QuickSavesKeepTheBaseIntervalAndSlowOnesAreSpacedByTheirCost) {
+  CheckpointSchedule schedule(5 * kSecond, 0);
+  EXPECT_FALSE(schedule.Due(5 * kSecond - 1));
+  EXPECT_TRUE(schedule.Due(5 * kSecond));
+  // A 20 ms save (a small model): 50 times it is 1 s, under the base.
+  schedule.Attempted(5 * kSecond, 5 * kSecond + 20 * kMillisecond);
+  EXPECT_EQ(schedule.due(), 10 * kSecond + 20 * kMillisecond);
+  // A 1.5 s save (VGG-19 with its optimizer): the next comes 75 s after it ends, so saving
+  // takes 2% of the task's time, not the 23% that one every 5 s would.
+  schedule.Attempted(11 * kSecond, 12500 * kMillisecond);
+  EXPECT_FALSE(schedule.Due(12500 * kMillisecond + 74 * kSecond));
+  EXPECT_TRUE(schedule.Due(12500 * kMillisecond + 75 * kSecond));
+  // A save that failed at once is tried again after the base interval, not at the next bubble.
+  schedule.Attempted(100 * kSecond, 100 * kSecond);
+  EXPECT_EQ(schedule.due(), 105 * kSecond);
+}
+
 TEST(CheckpointProgress, ANegativeStepCountInTheSidecarIsRefused) {
   TempDir dir;
   const std::string path = dir.path() + "/ckpt";

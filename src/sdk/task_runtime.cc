@@ -17,6 +17,7 @@
 #include "freeride/task.h"
 #include "policy/quantile.h"
 #include "sdk/checkpoint_progress.h"
+#include "sdk/checkpoint_schedule.h"
 #include "sdk/task_channel.h"
 #include "sdk/task_loop.h"
 
@@ -148,8 +149,7 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
   }
   if (resumed) channel.ResumeCounters(resumed->progress, resumed->steps);
   channel.Ready();
-  const Nanos interval = CheckpointInterval();
-  Nanos last_save = env->Now();
+  CheckpointSchedule checkpoints(CheckpointInterval(), env->Now());
   bool done = false;
   while (!done) {
     TaskChannel::Wake wake = channel.WaitForGrant(kSecond);
@@ -189,8 +189,9 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
     if (done) break;
     channel.Yield();
     // Saved after handing the bubble back, never inside it.
-    if (env->Now() - last_save >= interval && SaveCheckpoint(task, channel)) {
-      last_save = env->Now();
+    if (const Nanos now = env->Now(); checkpoints.Due(now)) {
+      SaveCheckpoint(task, channel);
+      checkpoints.Attempted(now, env->Now());
     }
   }
   task.Finish();

@@ -1,0 +1,40 @@
+// When an SDK task under a daemon saves its next checkpoint.
+//
+// A save blocks the task: it takes no bubble until Save returns, and a large
+// model's state (VGG-19 with its optimizer, over a gigabyte) takes seconds
+// to write.  Saves every few seconds would then cost a good share of the
+// bubbles.  So saves are spaced by what they cost: the next is due `base`
+// after the last one ended, or kCostRatio times that save's length,
+// whichever is later, and saving takes at most about 1 / kCostRatio of the
+// task's time.  A failed save is spaced the same way, so that a full disk
+// is not retried after every bubble.
+#pragma once
+#include <algorithm>
+
+#include "base/clock.h"
+
+namespace freeride {
+
+class CheckpointSchedule {
+ public:
+  static constexpr Nanos kCostRatio = 50;
+
+  // The first save is due `base` after `now`.
+  CheckpointSchedule(Nanos base, Nanos now) : base_(std::max<Nanos>(base, 0)), due_(now + base_) {}
+
+  // Whether a save is due at `now`.
+  bool Due(Nanos now) const { return now >= due_; }
+
+  // A save (successful or not) ran from `started` to `ended`.
+  void Attempted(Nanos started, Nanos ended) {
+    due_ = ended + std::max(base_, kCostRatio * std::max<Nanos>(ended - started, 0));
+  }
+
+  Nanos due() const { return due_; }
+
+ private:
+  Nanos base_;
+  Nanos due_;
+};
+
+}  // namespace freeride

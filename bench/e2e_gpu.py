@@ -6,6 +6,9 @@ trained with side tasks in three modes:
             every --alternate iterations inside one launch, so drift cancels;
   naive     the same side tasks run all the time under MPS at priority 1.
 
+With --configs replay:RANK and --gpus 1, the trainer is instead a stand-in
+stage on one GPU that replays RANK of a profile (examples/stage_replay_gpu.py).
+
 For each task it also measures the alone rate (`freeride task-profile`, one
 GPU per task, in parallel) and reports overhead, harvest ratio, cost saving
 and signal latency.  Rows are appended to OUT/e2e_gpu.json as they finish.
@@ -225,6 +228,22 @@ class Bench:
             for p in warm_up:
                 p.kill()
                 p.wait()
+            self.settle()
+
+    def settle(self) -> None:
+        """Waits until the lanes' bubble time stops growing (at most 5 s): the daemon accounts for
+        bubbles in batches, and a killed stand-in's open bubble until it notices the death, so
+        that time would otherwise land in the next launch's bubble time."""
+        last, still_since = None, time.monotonic()
+        deadline = still_since + 5
+        while time.monotonic() < deadline:
+            lanes = self.status()["stats"]["lanes"]
+            now = [(int(l.get("bubble_ns", 0)), bool(l.get("stage_alive"))) for l in lanes]
+            if now != last:
+                last, still_since = now, time.monotonic()
+            elif not any(alive for _, alive in now) and time.monotonic() - still_since >= 0.5:
+                return
+            time.sleep(0.1)
 
     def cancel(self, ids: list[int]) -> None:
         for i in ids:
@@ -515,8 +534,14 @@ def main() -> None:
         if not m.isdigit():
             raise SystemExit(f"--configs: {config!r} is not schedule:microbatches (e.g. 1f1b:4)")
         configs.append((schedule, int(m)))
-    if any(s == "replay" for s, _ in configs) and (a.gpus != 1 or cpu):
-        raise SystemExit("--configs replay:RANK replays one stage on one GPU: give --gpus 1 (and --device cuda)")
+    if any(s == "replay" for s, _ in configs):
+        if a.gpus != 1 or cpu:
+            raise SystemExit("--configs replay:RANK replays one stage on one GPU: give --gpus 1 (and --device cuda)")
+        sys.path.insert(0, os.path.join(ROOT, "examples"))
+        from stage_replay_gpu import load_rank
+        for schedule, rank in configs:
+            if schedule == "replay":
+                load_rank(a.replay_profile, rank)  # a bad profile or rank stops here, before any launch
     tasks = CPU_TASKS if cpu else TASKS
     for task in a.tasks.split(","):
         if task != "mix" and task not in tasks:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 
@@ -50,6 +51,8 @@ def load_rank(path: str, rank: int) -> tuple[float, list[tuple[float, float]]]:
         slots = sorted((float(b["start_ms"]), float(b["duration_ms"])) for b in ranks[rank]["bubbles"])
     except (KeyError, TypeError, ValueError) as e:
         raise SystemExit(f"--profile {path}: rank {rank} lacks iteration_ms or bubbles ({e})") from None
+    if not math.isfinite(iteration) or not all(map(math.isfinite, (x for slot in slots for x in slot))):
+        raise SystemExit(f"--profile {path}: rank {rank} has a length that is not a number")
     end = 0.0
     for start, duration in slots:
         if start < end or duration <= 0:
@@ -132,7 +135,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profile", required=True, help="bubbles per rank: `freeride profile --json` output")
     p.add_argument("--rank", type=int, default=0, help="the profiled rank to replay")
-    p.add_argument("--lane", type=int, default=0, help="the daemon's lane (the GPU's)")
+    p.add_argument("--lane", type=int, default=0, help="the daemon's lane, that of --gpu")
+    p.add_argument("--gpu", type=int, default=None, help="the CUDA device (default: the current one)")
     p.add_argument("--socket", default=None, help="the daemon's socket (default: FREERIDE_SOCKET or the usual)")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--warmup", type=int, default=3, help="iterations left out of the timing")
@@ -141,14 +145,24 @@ def main() -> None:
                    help="marks on and off every K iterations (0: always as --freeride says)")
     p.add_argument("--out", default=None, help="JSON results")
     args = p.parse_args()
+    if args.warmup < 0 or args.freeride_alternate < 0:
+        raise SystemExit("--warmup and --freeride-alternate: give 0 or more")
     if args.steps <= args.warmup:
         raise SystemExit(f"--steps {args.steps}: give more than --warmup ({args.warmup})")
     iteration_ms, slots = load_rank(args.profile, args.rank)
     import torch
     if not torch.cuda.is_available():
         raise SystemExit("stage_replay_gpu: no CUDA GPU is visible to PyTorch")
-    device = torch.device("cuda", torch.cuda.current_device())
+    if args.gpu is not None and not 0 <= args.gpu < torch.cuda.device_count():
+        raise SystemExit(f"--gpu {args.gpu}: PyTorch sees {torch.cuda.device_count()} CUDA device(s)")
+    device = torch.device("cuda", torch.cuda.current_device() if args.gpu is None else args.gpu)
+    torch.cuda.set_device(device)
     stage = GpuStage(torch, device)
+    shortest_busy = min(b - a for a, b in zip([0.0] + [s + d for s, d in slots],
+                                              [s for s, _ in slots] + [iteration_ms]))
+    if stage.product_ms > shortest_busy / 4:
+        print(f"stage_replay_gpu: one product takes {stage.product_ms:.2f} ms, so busy times as short "
+              f"as {shortest_busy:.2f} ms are replayed only to the nearest product", file=sys.stderr)
     marks = None
     if args.freeride == "on":
         from freeride._marks import BubbleMarks
@@ -179,11 +193,14 @@ def main() -> None:
         modes.append(on)
         if marks is not None:
             marks.end_iteration()
+    attached = marks is not None and marks.attached
     if marks is not None:
         marks.close()
     timed = times[args.warmup:]
     print(f"iteration {sum(timed) / len(timed):.1f} ms (mean of {len(timed)} after {args.warmup} warm-up), "
-          f"FreeRide marks {[marks.marks if marks else 0]}", flush=True)
+          f"FreeRide marks {[marks.marks if marks else 0]}"
+          f"{'' if attached or marks is None else ' (no daemon attached: the marks did nothing)'}",
+          flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"trainer": "stage_replay_gpu", "profile": args.profile, "rank": args.rank,

@@ -75,10 +75,9 @@ TEST(LaneOnVirtualTime, WhatTheArmedTaskLeavesGoesToATaskWithShorterSteps) {
 
 // A new training process may run another schedule: its slot 0 is 12 ms where
 // the last process's was 6 ms, too little longer for a second look to pay.
-// The lane forgets the old forecasts when it closes the new process's first
-// bubble (each closed bubble carries the process that marked it), so two
-// 4 ms steps fit its bubbles from a few on (with an armed task the lane
-// closes bubbles in batches, a little behind).  Kept, the old
+// The lane forgets the old forecasts as soon as it sees the new process
+// attached, so two 4 ms steps fit its bubbles from a few on (with an armed
+// task the lane closes bubbles in batches, a little behind).  Kept, the old
 // forecast would hold until the 6 ms bubbles had left the quantile's window:
 // for 15 bubbles and more.
 TEST(LaneOnVirtualTime, ANewTrainingProcessIsForecastFromItsOwnBubbles) {
@@ -99,6 +98,32 @@ TEST(LaneOnVirtualTime, ANewTrainingProcessIsForecastFromItsOwnBubbles) {
     counts += std::to_string(steps_in[seq]) + " ";
   }
   EXPECT_GE(filled, 30) << "12 ms bubbles with two steps; steps in each: " << counts;
+}
+
+// The other way: the new process's slot 0 is 5 ms where the last one's was
+// 20 ms.  Until the lane has forgotten the old forecasts, the armed task
+// reads none (the segment says they follow another process), so no 4 ms
+// step is started on the old 20 ms forecast to run past a 5 ms bubble.
+TEST(LaneOnVirtualTime, ANewTrainingProcessIsNotServedOnTheLastOnesForecasts) {
+  const int64_t next_trainer = getpid() + 100000;
+  std::vector<VirtualBubble> bubbles(30, {0, 20 * kMillisecond, 8 * kMillisecond});
+  for (int i = 0; i < 40; ++i) bubbles.push_back({0, 5 * kMillisecond, 8 * kMillisecond, next_trainer});
+  VirtualLaneRun run = RunVirtualLane({{0, {4 * kMillisecond}, 4 * kMillisecond}}, bubbles, QuietOptions());
+  std::map<uint64_t, std::pair<Nanos, Nanos>> shorter;
+  for (const auto& b : run.events.bubbles)
+    if (b.end_ns - b.begin_ns < 10 * kMillisecond) shorter[b.seq] = {b.begin_ns, b.end_ns};
+  ASSERT_EQ(shorter.size(), 40u);
+  int overran = 0, stepped = 0;
+  std::set<uint64_t> used;
+  for (const auto& s : run.events.steps) {
+    auto b = shorter.find(s.bubble_seq);
+    if (b == shorter.end()) continue;
+    ++stepped;
+    used.insert(s.bubble_seq);
+    overran += s.end_ns > b->second.second;
+  }
+  EXPECT_EQ(overran, 0) << "steps past the end of the new process's 5 ms bubbles, of " << stepped;
+  EXPECT_GE(used.size(), 30u) << "the 5 ms bubbles are served once learned";
 }
 
 // A step far slower than the rest (its process was preempted) makes the

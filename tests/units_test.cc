@@ -77,8 +77,6 @@ TEST(Files, ReplacementIsAllOrNothing) {
   EXPECT_NE(error.find("no/such/dir/f.tmp"), std::string::npos) << error;
 }
 
-// The sidecar is the task's to write: a negative step count is refused, not
-// read as 2^64 - 1.
 TEST(CheckpointSchedule, QuickSavesKeepTheBaseIntervalAndSlowOnesAreSpacedByTheirCost) {
   CheckpointSchedule schedule(5 * kSecond, 0);
   EXPECT_FALSE(schedule.Due(5 * kSecond - 1));
@@ -94,8 +92,13 @@ TEST(CheckpointSchedule, QuickSavesKeepTheBaseIntervalAndSlowOnesAreSpacedByThei
   // A save that failed at once is tried again after the base interval, not at the next bubble.
   schedule.Attempted(100 * kSecond, 100 * kSecond);
   EXPECT_EQ(schedule.due(), 105 * kSecond);
+  // A very slow save (a minute) still leaves a recent checkpoint: at most ten minutes apart.
+  schedule.Attempted(200 * kSecond, 260 * kSecond);
+  EXPECT_EQ(schedule.due(), 260 * kSecond + CheckpointSchedule::kLongestSpacing);
 }
 
+// The sidecar is the task's to write: a negative step count is refused, not
+// read as 2^64 - 1.
 TEST(CheckpointProgress, ANegativeStepCountInTheSidecarIsRefused) {
   TempDir dir;
   const std::string path = dir.path() + "/ckpt";

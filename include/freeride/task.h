@@ -52,9 +52,9 @@ class IterativeTask {
   virtual void Finish() {}
   // Optional checkpointing.  Save writes the state to `path` and returns
   // true; Restore loads it (called after Init when a checkpoint exists).
-  // Under a daemon Save is called between bubbles, every 5 s, or 50 times
-  // its own last length where that is longer: the task takes no bubble
-  // while it saves.
+  // Under a daemon Save is called between bubbles, every 5 s
+  // (FREERIDE_CHECKPOINT_INTERVAL_MS), or 50 times its own last length where
+  // that is longer, up to 10 minutes: the task takes no bubble while it saves.
   virtual bool Save(const std::string& path) { return false; }
   virtual bool Restore(const std::string& path) { return false; }
   // Peak accelerator memory the task has used, if it tracks it (0: unknown).

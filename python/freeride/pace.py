@@ -7,8 +7,10 @@ seldom runs.  The pacer cuts the work into pieces at points where PyTorch
 hands control back to Python anyway: before each leaf module's forward,
 before its backward (a hook on its output's gradient), and before each
 optimizer step.  A piece ends at such a point once the GPU time planned for
-it reaches a target; the pacer then synchronises the device, so the piece
-has really ended, and hands the bubble back.  The work's state (activations,
+it reaches its plan (the rest of the grant, up to four targets, where that
+is longer than the target, FREERIDE_PIECE_MS); the pacer then synchronises
+the device, so the piece has really ended, and hands the bubble back,
+reporting the parts (whole targets) it planned.  The work's state (activations,
 gradients, the optimizer's) stays where it is until the next bubble.
 
 Each piece is one step of libfreeride's runner, the same runner every SDK

@@ -47,7 +47,7 @@ struct ClosedBubble {
   std::atomic<int64_t> end_ns;
   std::atomic<int64_t> hint_ns;
   std::atomic<uint64_t> free_memory_bytes;
-  std::atomic<int64_t> stage_pid;  // the process that marked it (the layout's stage_pid then)
+  std::atomic<int64_t> stage_pid;  // the layout's stage_pid when it closed: the attached process
 };
 
 // Slots with their own published forecast; higher slots share the last one
@@ -86,6 +86,10 @@ struct LaneSegmentLayout {
   // much of the forecast left wakes the lane with kWakeOnHandBack, so that
   // the rest is offered to the other tasks; INT64_MAX: none could use it.
   std::atomic<int64_t> handback_wake_ns;
+  // The stage process (stage_pid) whose bubbles the forecasts below were
+  // learned from; 0: none yet.  While another process is attached, the
+  // forecasts are not its bubbles' and read as none.
+  std::atomic<int64_t> forecast_stage_pid;
   // The dispatcher's forecast of each slot's bubble length (0: no history,
   // use the stage's hint), so an armed task computes the same deadline.
   std::atomic<int64_t> predicted_len_ns[kPublishedSlots];
@@ -130,13 +134,24 @@ struct BubbleMark {
   Nanos hint_ns = 0;
   uint64_t free_memory_bytes = UINT64_MAX;
   Nanos end_ns = 0;
-  int64_t stage_pid = 0;  // of a closed bubble read from the ring: the process that marked it
+  int64_t stage_pid = 0;  // of a closed bubble read from the ring: the process attached then
   bool open() const { return (seq & 1u) != 0; }
 };
 
+// Whether the published forecasts were learned from the attached stage
+// process: false from a new process's attach until the lane has forgotten
+// the last one's.  Wait-free; any thread or process.
+inline bool ForecastsFollowTheStage(const LaneSegmentLayout& layout) {
+  const int64_t learned_from = layout.forecast_stage_pid.load(std::memory_order_relaxed);
+  const int64_t attached = layout.stage_pid.load(std::memory_order_relaxed);
+  return learned_from == 0 || attached <= 0 || learned_from == attached;
+}
+
 inline Nanos PublishedForecast(const LaneSegmentLayout& layout, const BubbleMark& mark) {
   uint32_t index = mark.slot < kPublishedSlots ? mark.slot : kPublishedSlots - 1;
-  Nanos learned = layout.predicted_len_ns[index].load(std::memory_order_relaxed);
+  Nanos learned = ForecastsFollowTheStage(layout)
+                      ? layout.predicted_len_ns[index].load(std::memory_order_relaxed)
+                      : 0;
   return learned > 0 ? learned : (mark.hint_ns > 0 ? mark.hint_ns : 0);
 }
 
@@ -169,7 +184,7 @@ inline bool PublishedSecondLook(const LaneSegmentLayout& layout, uint32_t slot, 
                                 Nanos* length_ns) {
   uint32_t index = slot < kPublishedSlots ? slot : kPublishedSlots - 1;
   uint64_t packed = layout.second_look_us[index].load(std::memory_order_relaxed);
-  if (packed == 0) return false;
+  if (packed == 0 || !ForecastsFollowTheStage(layout)) return false;
   *after_ns = static_cast<Nanos>(packed >> 32) * kMicrosecond;
   *length_ns = static_cast<Nanos>(packed & 0xffffffffu) * kMicrosecond;
   return *after_ns < *length_ns;  // else the point is past the bubble's end

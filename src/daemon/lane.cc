@@ -342,13 +342,18 @@ void Lane::ForgetAReplacedStage(int64_t pid) {
   if (pid <= 0 || pid == forecast_stage_pid_) return;
   const int64_t replaced = forecast_stage_pid_;
   forecast_stage_pid_ = pid;
-  if (replaced == 0) return;
-  predictor_.Reset();
-  for (uint32_t i = 0; i < kPublishedSlots; ++i) {
-    l->predicted_len_ns[i].store(0, std::memory_order_relaxed);
-    l->second_look_us[i].store(0, std::memory_order_relaxed);
+  if (replaced != 0) {
+    predictor_.Reset();
+    for (uint32_t i = 0; i < kPublishedSlots; ++i) {
+      l->predicted_len_ns[i].store(0, std::memory_order_relaxed);
+      l->second_look_us[i].store(0, std::memory_order_relaxed);
+    }
   }
+  // After the forecasts are cleared: a task that sees the new pid here reads none.
+  l->forecast_stage_pid.store(pid, std::memory_order_release);
+  if (replaced == 0) return;
   last_iteration_begin_ = 0;
+  warmup_iterations_.clear();
   events_->Emit({{"type", "stage_new"},
                  {"ts_ns", env_->Now()},
                  {"lane", config_.index},
@@ -369,6 +374,8 @@ uint32_t Lane::ServeBubble(const BubbleMark& mark) {
   LaneSegmentLayout* l = segment_.layout();
   BubbleContext bubble;
   bubble.mark = mark;
+  // An open bubble is the attached process's.
+  ForgetAReplacedStage(l->stage_pid.load(std::memory_order_relaxed));
   // A bubble served late (handed back by the armed task, or found open
   // after a busy spell) may be past its second look's point already.
   bubble.predicted_end = mark.begin_ns + predictor_.PredictOpenFor(mark.slot, mark.hint_ns,
@@ -521,10 +528,14 @@ void Lane::FinishBubble(BubbleContext& bubble) {
                : (StageAlive() ? events::BubbleEnd::kStale : events::BubbleEnd::kStageGone);
   Nanos length = end_ns - mark.begin_ns;
   if (have_end) {
-    ForgetAReplacedStage(closed.stage_pid);
-    predictor_.Observe(mark.slot, length);
-    PublishForecast(mark.slot);
-    if (mark.slot == 0) ObserveIterationBegin(mark.begin_ns);
+    ForgetAReplacedStage(segment_.layout()->stage_pid.load(std::memory_order_relaxed));
+    // A bubble of a process that has been replaced since (accounted late) is
+    // not learned from: the forecasts now follow its successor.
+    if (closed.stage_pid <= 0 || closed.stage_pid == forecast_stage_pid_) {
+      predictor_.Observe(mark.slot, length);
+      PublishForecast(mark.slot);
+      if (mark.slot == 0) ObserveIterationBegin(mark.begin_ns);
+    }
   }
   PublishWithholdWindow(env_->Now());
 

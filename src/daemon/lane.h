@@ -131,12 +131,13 @@ class Lane {
   void Arm();
   void Disarm();
   void PublishForecast(uint32_t slot);
-  // Called with the process that marked each closed bubble, in order: on the
-  // first bubble of another process than the last one, forgets the forecasts
-  // and the iteration in progress, and logs a stage_new event.  That process
-  // may run another schedule, whose slots have bubbles of other lengths, and
-  // its first iteration does not follow the last process's.  On the lane's
-  // thread.
+  // Called with the attached stage process (the segment's stage_pid) as the
+  // lane serves or closes a bubble: when it is another process than the one
+  // the forecasts follow, forgets the forecasts, the iteration in progress
+  // and the probe's warm-up, publishes the new process as the one they
+  // follow, and logs a stage_new event.  That process may run another
+  // schedule, whose slots have bubbles of other lengths, and its first
+  // iteration does not follow the last process's.  On the lane's thread.
   void ForgetAReplacedStage(int64_t stage_pid);
   // The overhead probe and guard, on the lane's thread.  A closed bubble of
   // the stage's first slot ends one training iteration and begins the next:

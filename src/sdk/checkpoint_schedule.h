@@ -5,9 +5,10 @@
 // to write.  Saves every few seconds would then cost a good share of the
 // bubbles.  So saves are spaced by what they cost: the next is due `base`
 // after the last one ended, or kCostRatio times that save's length,
-// whichever is later, and saving takes at most about 1 / kCostRatio of the
-// task's time.  A failed save is spaced the same way, so that a full disk
-// is not retried after every bubble.
+// whichever is later (but no more than kLongestSpacing, so that a task whose
+// saves are very slow still keeps a recent one), and saving takes at most
+// about 1 / kCostRatio of the task's time.  A failed save is spaced the same
+// way, so that a full disk is not retried after every bubble.
 #pragma once
 #include <algorithm>
 
@@ -18,6 +19,7 @@ namespace freeride {
 class CheckpointSchedule {
  public:
   static constexpr Nanos kCostRatio = 50;
+  static constexpr Nanos kLongestSpacing = 10 * 60 * kSecond;
 
   // The first save is due `base` after `now`.
   CheckpointSchedule(Nanos base, Nanos now) : base_(std::max<Nanos>(base, 0)), due_(now + base_) {}
@@ -27,7 +29,9 @@ class CheckpointSchedule {
 
   // A save (successful or not) ran from `started` to `ended`.
   void Attempted(Nanos started, Nanos ended) {
-    due_ = ended + std::max(base_, kCostRatio * std::max<Nanos>(ended - started, 0));
+    const Nanos cost_spacing =
+        std::min(kLongestSpacing, kCostRatio * std::clamp<Nanos>(ended - started, 0, kLongestSpacing));
+    due_ = ended + std::max(base_, cost_spacing);
   }
 
   Nanos due() const { return due_; }

@@ -157,8 +157,10 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
       SaveCheckpoint(task, channel);
       return 0;
     }
-    if (wake == TaskChannel::Wake::kCheckpoint) {
+    if (wake == TaskChannel::Wake::kCheckpoint) {  // asked for by the daemon
+      const Nanos now = env->Now();
       SaveCheckpoint(task, channel);
+      checkpoints.Attempted(now, env->Now());
       continue;
     }
     if (wake != TaskChannel::Wake::kGranted) continue;

@@ -33,6 +33,8 @@ def test_a_profiled_rank_is_read_with_its_bubbles_in_order() -> None:
     ([{"rank": 0, "iteration_ms": 10, "bubbles": [{"start_ms": 1, "duration_ms": 3},
                                                   {"start_ms": 2, "duration_ms": 1}]}], 0, "overlap"),
     ([{"rank": 0, "bubbles": [{"start_ms": 1, "duration_ms": 3}]}], 0, "lacks iteration_ms"),
+    ([{"rank": 0, "iteration_ms": 10, "bubbles": [{"start_ms": 1, "duration_ms": float("nan")}]}], 0,
+     "not a number"),
 ])
 def test_a_profile_that_cannot_be_replayed_is_refused_with_the_reason(tmp_path, ranks, rank, reason) -> None:
     from stage_replay_gpu import load_rank
@@ -60,7 +62,16 @@ def test_the_replay_runs_on_a_gpu_or_says_it_needs_one(tmp_path, freeride_env) -
 
 
 def test_the_benchmark_replays_one_stage_on_one_gpu_only(tmp_path) -> None:
-    p = subprocess.run([sys.executable, str(SOURCE_DIR / "bench" / "e2e_gpu.py"), "--out", str(tmp_path),
-                        "--configs", "replay:0", "--gpus", "2", "--tasks", "pagerank"],
-                       capture_output=True, text=True, timeout=60)
+    bench = [sys.executable, str(SOURCE_DIR / "bench" / "e2e_gpu.py"), "--out", str(tmp_path), "--tasks", "pagerank"]
+    p = subprocess.run(bench + ["--configs", "replay:0", "--gpus", "2"], capture_output=True, text=True, timeout=60)
     assert p.returncode != 0 and "give --gpus 1" in p.stderr, p.stderr
+    # A rank the profile lacks stops the benchmark before it starts a daemon.
+    p = subprocess.run(bench + ["--configs", "replay:9", "--gpus", "1", "--bundle", str(tmp_path / "none")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "--rank 9" in p.stderr and "has ranks [0, 1, 2, 3]" in p.stderr, p.stderr
+
+
+def test_the_replay_refuses_negative_counts() -> None:
+    p = subprocess.run([sys.executable, str(SCRIPT), "--profile", str(PROFILE), "--warmup", "-1"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "give 0 or more" in p.stderr, p.stderr

@@ -399,6 +399,26 @@ TEST(OverrunBudget, OverrunsBeyondTheShareOfBubbleTimeDemoteThenKill) {
   EXPECT_EQ(killed.bubble_time, 8000);
 }
 
+TEST(OverrunBudget, ADemotedTaskThatKeepsWithinIsRestoredAFewTimesAtMost) {
+  OverrunBudget budget({.max_fraction = 0.1, .window = 8, .min_bubbles = 3, .min_overrun = 0,
+                        .warmup_bubbles = 0, .hang = 0, .restore_after = 5, .max_restores = 1});
+  auto verdict = [&](Nanos overrun) { return budget.Record(overrun, 1000).verdict; };
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(verdict(0), OverrunVerdict::kWithin);
+  EXPECT_EQ(verdict(5000), OverrunVerdict::kDemote) << "one slow step";
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(verdict(0), OverrunVerdict::kWithin);
+  EXPECT_TRUE(budget.demoted());
+  EXPECT_EQ(verdict(0), OverrunVerdict::kRestore) << "five bubbles in a row within budget";
+  EXPECT_FALSE(budget.demoted());
+  // Over budget again once restored: demoted again, not killed.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(verdict(0), OverrunVerdict::kWithin);
+  EXPECT_EQ(verdict(5000), OverrunVerdict::kDemote);
+  // Restored as often as allowed: it stays demoted, however long it keeps within...
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(verdict(0), OverrunVerdict::kWithin);
+  EXPECT_TRUE(budget.demoted());
+  // ...and over budget while demoted, it is killed.
+  EXPECT_EQ(verdict(5000), OverrunVerdict::kKill);
+}
+
 TEST(OverrunBudget, ZeroDisablesTheBudgetAndSmallTotalsStayUnderTheFloor) {
   OverrunBudget off({.max_fraction = 0, .window = 2, .min_bubbles = 1, .min_overrun = 0,
                      .warmup_bubbles = 0, .hang = 0});

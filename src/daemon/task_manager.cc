@@ -617,6 +617,14 @@ void TaskManager::RecordOverrun(int64_t id, Nanos overrun, Nanos bubble) {
   if (!record.overrun) record.overrun = std::make_unique<OverrunBudget>(budget);
   OverrunJudgement judged = record.overrun->Record(overrun, bubble);
   if (judged.verdict == OverrunVerdict::kWithin) return;
+  if (judged.verdict == OverrunVerdict::kRestore) {
+    std::string why = fmt::format("kept within its overrun budget for {} bubbles in a row since its demotion",
+                                  budget.restore_after);
+    EmitBudgetEventLocked(record, judged.verdict, overrun, why);
+    record.info.set_message("restored: " + why);
+    journal_->Record(record.info, nullptr);
+    return;
+  }
   std::string why = fmt::format(
       "overran its last {} bubbles by {} in all ({:.0f}% of their length; budget {:.0f}%)",
       judged.bubbles, FormatDuration(judged.overrun),

@@ -9,6 +9,7 @@ const char* OverrunVerdictName(OverrunVerdict verdict) {
     case OverrunVerdict::kWithin: return "within";
     case OverrunVerdict::kDemote: return "demote";
     case OverrunVerdict::kKill: return "kill";
+    case OverrunVerdict::kRestore: return "restore";
   }
   return "?";
 }
@@ -34,11 +35,19 @@ OverrunJudgement OverrunBudget::Record(Nanos overrun, Nanos bubble) {
   bubble_sum_ += bubble;
   next_ = (next_ + 1) % config_.window;
   if (count_ < config_.min_bubbles || overrun_sum_ < config_.min_overrun ||
-      static_cast<double>(overrun_sum_) <= config_.max_fraction * static_cast<double>(bubble_sum_))
-    return {};
+      static_cast<double>(overrun_sum_) <= config_.max_fraction * static_cast<double>(bubble_sum_)) {
+    if (!demoted_ || config_.restore_after <= 0 || restores_ >= config_.max_restores ||
+        ++within_while_demoted_ < config_.restore_after)
+      return {};
+    demoted_ = false;
+    ++restores_;
+    within_while_demoted_ = 0;
+    return {OverrunVerdict::kRestore, count_, overrun_sum_, bubble_sum_};
+  }
   OverrunJudgement judged{demoted_ ? OverrunVerdict::kKill : OverrunVerdict::kDemote, count_,
                           overrun_sum_, bubble_sum_};
   demoted_ = true;
+  within_while_demoted_ = 0;
   count_ = next_ = 0;
   overrun_sum_ = bubble_sum_ = 0;
   return judged;

@@ -7,7 +7,11 @@
 // task was given: over its last `window` bubbles, its overruns may add up to
 // at most `max_fraction` of those bubbles' length.  A task over budget is
 // first demoted (it then runs only where twice its step estimate fits, after
-// every other task); if it is over budget again, it is killed.  Because the
+// every other task); if it is over budget again while demoted, it is killed.
+// A demoted task that keeps within budget for `restore_after` bubbles is
+// restored, at most `max_restores` times, so that one slow step (a stall of
+// its process) does not cost it the short bubbles for good, while a task
+// that keeps overrunning ends demoted, then killed.  Because the
 // total is judged from the `min_bubbles`-th bubble on, a task overrunning by
 // tens of milliseconds is stopped within a handful of bubbles, while one
 // that overruns by microseconds now and then never is.  (A step far past its
@@ -39,9 +43,13 @@ struct OverrunBudgetConfig {
   // it waits.  Long enough that a host stalled on memory or I/O is not
   // mistaken for one.
   Nanos hang = 10 * kSecond;
+  // Bubbles stepped in, in a row within budget, that restore a demoted task
+  // (0: never), and how many times a task may be restored.
+  int restore_after = 128;
+  int max_restores = 2;
 };
 
-enum class OverrunVerdict { kWithin, kDemote, kKill };
+enum class OverrunVerdict { kWithin, kDemote, kKill, kRestore };
 const char* OverrunVerdictName(OverrunVerdict verdict);
 
 // A verdict and the window it was reached on, for the task's message.
@@ -59,9 +67,11 @@ class OverrunBudget {
   explicit OverrunBudget(OverrunBudgetConfig config = {});
 
   // Records the task's overrun in one bubble of length `bubble` that it
-  // stepped in (0 when it ended in time).  The verdict is kDemote the first
-  // time the window is over budget (the window then starts afresh), kKill
-  // when it is over budget again while demoted.
+  // stepped in (0 when it ended in time).  The verdict is kDemote when the
+  // window is over budget (the window then starts afresh), kKill when it is
+  // over budget while demoted, and kRestore when a demoted task has kept
+  // within budget for restore_after bubbles in a row (at most max_restores
+  // times; the judgement then carries the window as it stands).
   OverrunJudgement Record(Nanos overrun, Nanos bubble);
 
   bool demoted() const { return demoted_; }
@@ -75,6 +85,8 @@ class OverrunBudget {
   int seen_ = 0;  // bubbles recorded, warm-up included
   Nanos overrun_sum_ = 0, bubble_sum_ = 0;
   bool demoted_ = false;
+  int within_while_demoted_ = 0;  // bubbles in a row within budget since the demotion
+  int restores_ = 0;
 };
 
 }  // namespace freeride

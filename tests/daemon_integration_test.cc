@@ -1482,11 +1482,11 @@ TEST_F(DaemonIntegration, ADeletedLaneSegmentIsMadeAgainAndTheLaneGoesOn) {
   // makes the segment again; the stage has moved to it once marks appear
   // there.  From then on the old mapping gets no marks, so the task
   // progresses only if it and the lane serve bubbles on the new segment.
-  for (int i = 0; i < 250 && !std::filesystem::exists(segment); ++i) usleep(20000);
-  ASSERT_TRUE(std::filesystem::exists(segment)) << "the lane did not make its segment again";
+  // The file appears before the lane has written its header: open once it is whole.
   LaneSegment remade;
   std::string error;
-  ASSERT_TRUE(remade.Open(segment, /*writable=*/false, &error)) << error;
+  for (int i = 0; i < 250 && !remade.Open(segment, /*writable=*/false, &error); ++i) usleep(20000);
+  ASSERT_TRUE(remade.is_open()) << "the lane did not make its segment again: " << error;
   const uint32_t first_seq = remade.layout()->bubble_seq.load();
   for (int i = 0; i < 250 && remade.layout()->bubble_seq.load() == first_seq; ++i) usleep(20000);
   ASSERT_NE(remade.layout()->bubble_seq.load(), first_seq) << "the stage did not move to the new segment";

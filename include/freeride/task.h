@@ -32,8 +32,10 @@ struct StepResult {
 // margin and the overhead guard's factor), 0 when the grant is over.  A task
 // whose work divides into short parts can plan as many as fit, instead of
 // returning after each, and so wait for the device once per step instead of
-// once per part.  INT64_MAX when the task runs alone, and 0 outside Step().
-// Call it from the thread that runs Step().
+// once per part.  INT64_MAX when the task runs alone, and 0 outside Step(),
+// so cap the plan (the built-in tasks plan at most four default pieces: a
+// launched part cannot stop if the bubble ends early).  Call it from the
+// thread that runs Step().
 int64_t StepBudgetNs();
 
 class IterativeTask {

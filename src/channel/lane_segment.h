@@ -142,7 +142,8 @@ struct BubbleMark {
 // process: false from a new process's attach until the lane has forgotten
 // the last one's.  Wait-free; any thread or process.
 inline bool ForecastsFollowTheStage(const LaneSegmentLayout& layout) {
-  const int64_t learned_from = layout.forecast_stage_pid.load(std::memory_order_relaxed);
+  // Pairs with the lane's release store after it cleared the old forecasts.
+  const int64_t learned_from = layout.forecast_stage_pid.load(std::memory_order_acquire);
   const int64_t attached = layout.stage_pid.load(std::memory_order_relaxed);
   return learned_from == 0 || attached <= 0 || learned_from == attached;
 }

@@ -58,6 +58,9 @@ bool Lane::Open(std::string* error) {
   l->withhold_start_ns.store(0);
   l->withhold_end_ns.store(0);
   PublishGuardRestrictions();
+  // Nor does it have forecasts: an armed task must not judge by the last
+  // daemon's while this one's predictor is empty.
+  ClearPublishedForecasts(0);
   return true;
 }
 
@@ -342,16 +345,12 @@ void Lane::ForgetAReplacedStage(int64_t pid) {
   if (pid <= 0 || pid == forecast_stage_pid_) return;
   const int64_t replaced = forecast_stage_pid_;
   forecast_stage_pid_ = pid;
-  if (replaced != 0) {
-    predictor_.Reset();
-    for (uint32_t i = 0; i < kPublishedSlots; ++i) {
-      l->predicted_len_ns[i].store(0, std::memory_order_relaxed);
-      l->second_look_us[i].store(0, std::memory_order_relaxed);
-    }
+  if (replaced == 0) {
+    l->forecast_stage_pid.store(pid, std::memory_order_release);
+    return;
   }
-  // After the forecasts are cleared: a task that sees the new pid here reads none.
-  l->forecast_stage_pid.store(pid, std::memory_order_release);
-  if (replaced == 0) return;
+  predictor_.Reset();
+  ClearPublishedForecasts(pid);
   last_iteration_begin_ = 0;
   warmup_iterations_.clear();
   events_->Emit({{"type", "stage_new"},
@@ -359,6 +358,16 @@ void Lane::ForgetAReplacedStage(int64_t pid) {
                  {"lane", config_.index},
                  {"pid", pid},
                  {"replaced_pid", replaced}});
+}
+
+void Lane::ClearPublishedForecasts(int64_t follow_pid) {
+  LaneSegmentLayout* l = segment_.layout();
+  for (uint32_t i = 0; i < kPublishedSlots; ++i) {
+    l->predicted_len_ns[i].store(0, std::memory_order_relaxed);
+    l->second_look_us[i].store(0, std::memory_order_relaxed);
+  }
+  // After the forecasts are cleared: a task that sees this pid reads none.
+  l->forecast_stage_pid.store(follow_pid, std::memory_order_release);
 }
 
 void Lane::PublishForecast(uint32_t slot) {

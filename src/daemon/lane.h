@@ -139,6 +139,9 @@ class Lane {
   // schedule, whose slots have bubbles of other lengths, and its first
   // iteration does not follow the last process's.  On the lane's thread.
   void ForgetAReplacedStage(int64_t stage_pid);
+  // Zeroes every published forecast and second look, then publishes
+  // `follow_pid` as the stage process they follow (0: none yet).
+  void ClearPublishedForecasts(int64_t follow_pid);
   // The overhead probe and guard, on the lane's thread.  A closed bubble of
   // the stage's first slot ends one training iteration and begins the next:
   // feeds the estimator, and the guard once a probe cycle closes.

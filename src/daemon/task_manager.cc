@@ -216,15 +216,12 @@ void TaskManager::Shutdown(Nanos grace) {
     else runtime->segment->SendCommand(TaskCommand::kStop);
   }
   // Each exit bumps exits_ after the supervisor stopped counting the child,
-  // so a count read before running() cannot miss the last exit.  The grace
-  // is real processes' time to exit, so it runs on the real clock whatever
-  // env_ is: a fake clock nobody advances would wait for ever.
-  Env* real = Env::Default();
-  const Nanos deadline = real->Now() + grace;
-  for (Nanos now = real->Now(); supervisor_ && now < deadline; now = real->Now()) {
+  // so a count read before running() cannot miss the last exit.
+  const Nanos deadline = processes_env_->Now() + grace;
+  for (Nanos now = processes_env_->Now(); supervisor_ && now < deadline; now = processes_env_->Now()) {
     const uint32_t exits = exits_.load();
     if (supervisor_->running() == 0) break;
-    real->Wait(&exits_, exits, deadline - now);
+    processes_env_->Wait(&exits_, exits, deadline - now);
   }
   if (supervisor_) supervisor_->Shutdown();
   // Tasks killed above, or still starting, exit without an exit callback:
@@ -617,23 +614,21 @@ void TaskManager::RecordOverrun(int64_t id, Nanos overrun, Nanos bubble) {
   if (!record.overrun) record.overrun = std::make_unique<OverrunBudget>(budget);
   OverrunJudgement judged = record.overrun->Record(overrun, bubble);
   if (judged.verdict == OverrunVerdict::kWithin) return;
-  if (judged.verdict == OverrunVerdict::kRestore) {
-    std::string why = fmt::format("kept within its overrun budget for {} bubbles in a row since its demotion",
-                                  budget.restore_after);
-    EmitBudgetEventLocked(record, judged.verdict, overrun, why);
-    record.info.set_message("restored: " + why);
-    journal_->Record(record.info, nullptr);
-    return;
-  }
-  std::string why = fmt::format(
-      "overran its last {} bubbles by {} in all ({:.0f}% of their length; budget {:.0f}%)",
-      judged.bubbles, FormatDuration(judged.overrun),
-      100.0 * static_cast<double>(judged.overrun) /
-          static_cast<double>(std::max<Nanos>(1, judged.bubble_time)),
-      100 * budget.max_fraction);
+  const std::string why =
+      judged.verdict == OverrunVerdict::kRestore
+          ? fmt::format("kept within its overrun budget for {} bubbles in a row since its demotion",
+                        budget.restore_after)
+          : fmt::format(
+                "overran its last {} bubbles by {} in all ({:.0f}% of their length; budget {:.0f}%)",
+                judged.bubbles, FormatDuration(judged.overrun),
+                100.0 * static_cast<double>(judged.overrun) /
+                    static_cast<double>(std::max<Nanos>(1, judged.bubble_time)),
+                100 * budget.max_fraction);
   EmitBudgetEventLocked(record, judged.verdict, overrun, why);
-  if (judged.verdict == OverrunVerdict::kDemote) {
-    record.info.set_message("demoted: " + why + "; it now runs only where twice its step fits");
+  if (judged.verdict != OverrunVerdict::kKill) {
+    record.info.set_message(judged.verdict == OverrunVerdict::kRestore
+                                ? "restored: " + why
+                                : "demoted: " + why + "; it now runs only where twice its step fits");
     journal_->Record(record.info, nullptr);
     return;
   }
@@ -891,7 +886,7 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
   // Shutdown waits for the last exit (and then joins this thread before it
   // clears the runtimes).
   exits_.fetch_add(1);
-  Env::Default()->WakeAll(&exits_);  // Shutdown waits on the real clock
+  processes_env_->WakeAll(&exits_);
   std::shared_ptr<TaskRuntime> runtime;
   {
     std::lock_guard<std::mutex> lock(mu_);

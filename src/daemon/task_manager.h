@@ -193,9 +193,11 @@ class TaskManager final : public LaneTasks {
   uint64_t next_submit_order_ = 1;
   bool stopping_ = false;
   bool shutting_down_ = false;  // exits are not task failures
-  // Task processes reaped so far: Shutdown waits on it through env_ for the
-  // last one to exit.
+  // Task processes reaped so far: Shutdown waits on it for the last one to
+  // exit, through processes_env_, the real clock whatever env_ is (real
+  // processes' time to exit; a fake clock nobody advances would wait for ever).
   std::atomic<uint32_t> exits_{0};
+  Env* const processes_env_ = Env::Default();
   std::thread housekeeping_;
 };
 

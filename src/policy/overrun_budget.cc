@@ -42,12 +42,11 @@ OverrunJudgement OverrunBudget::Record(Nanos overrun, Nanos bubble) {
     demoted_ = false;
     ++restores_;
     within_while_demoted_ = 0;
-    return {OverrunVerdict::kRestore, count_, overrun_sum_, bubble_sum_};
+    return {OverrunVerdict::kRestore};
   }
   OverrunJudgement judged{demoted_ ? OverrunVerdict::kKill : OverrunVerdict::kDemote, count_,
                           overrun_sum_, bubble_sum_};
   demoted_ = true;
-  within_while_demoted_ = 0;
   count_ = next_ = 0;
   overrun_sum_ = bubble_sum_ = 0;
   return judged;

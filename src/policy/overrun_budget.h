@@ -71,7 +71,7 @@ class OverrunBudget {
   // window is over budget (the window then starts afresh), kKill when it is
   // over budget while demoted, and kRestore when a demoted task has kept
   // within budget for restore_after bubbles in a row (at most max_restores
-  // times; the judgement then carries the window as it stands).
+  // times; the judgement then carries no window figures).
   OverrunJudgement Record(Nanos overrun, Nanos bubble);
 
   bool demoted() const { return demoted_; }

@@ -1,13 +1,14 @@
 // When an SDK task under a daemon saves its next checkpoint.
 //
 // A save blocks the task: it takes no bubble until Save returns, and a large
-// model's state (VGG-19 with its optimizer, over a gigabyte) takes seconds
+// model's state (VGG-19 with its optimizer, over a gigabyte) takes over a second
 // to write.  Saves every few seconds would then cost a good share of the
 // bubbles.  So saves are spaced by what they cost: the next is due `base`
 // after the last one ended, or kCostRatio times that save's length,
 // whichever is later (but no more than kLongestSpacing, so that a task whose
-// saves are very slow still keeps a recent one), and saving takes at most
-// about 1 / kCostRatio of the task's time.  A failed save is spaced the same
+// saves are very slow still keeps a recent one).  Saving then takes at most
+// about 1 / kCostRatio of the task's time for saves up to kLongestSpacing /
+// kCostRatio (12 s); slower ones take more.  A failed save is spaced the same
 // way, so that a full disk is not retried after every bubble.
 #pragma once
 #include <algorithm>

@@ -101,11 +101,11 @@ class TaskChannel {
   DispatchPolicy policy_;
   // Takes an open bubble directly while armed; true when one was taken.
   bool TakeArmedBubble();
-  // Tells the estimator how many bubbles the lane served since the last
-  // call in which this task ran no step (see StepEstimator::PassedOver).
   // The grant being served still holds: not stopped, its bubble open, and
   // (lane grant) still active or (armed) the memory it needs free.
   bool GrantHolds() const;
+  // Tells the estimator how many bubbles the lane served since the last
+  // call in which this task ran no step (see StepEstimator::PassedOver).
   void AgeStepEstimate();
   void PublishStepEstimate();
   // Re-maps the lane segment when its file was deleted and made again (the

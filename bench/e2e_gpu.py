@@ -228,12 +228,11 @@ class Bench:
             for p in warm_up:
                 p.kill()
                 p.wait()
-            self.settle()
 
     def settle(self) -> None:
         """Waits until the lanes' bubble time stops growing (at most 5 s): the daemon accounts for
-        bubbles in batches, and a killed stand-in's open bubble until it notices the death, so
-        that time would otherwise land in the next launch's bubble time."""
+        bubbles in batches, and a killed stage's open bubble until it notices the death, so
+        that time would otherwise land in the next snapshot's bubble time."""
         last, still_since = None, time.monotonic()
         deadline = still_since + 5
         while time.monotonic() < deadline:
@@ -259,6 +258,9 @@ class Bench:
             time.sleep(0.3)
 
     def snapshot(self, ids: list[int]) -> dict:
+        """Each lane's bubble time and each task's progress, once the daemon has accounted
+        for every bubble of the stages that ended (settle)."""
+        self.settle()
         s = self.status()
         lanes = {int(l.get("lane", 0)): l for l in s["stats"]["lanes"]}
         tasks = {int(t["id"]): t for t in s["tasks"].get("tasks", []) if int(t["id"]) in ids}
@@ -371,7 +373,8 @@ class Bench:
                     isolation += f"-side-threads-{self.a.mps_side_threads}"
         if schedule == "replay":
             return {"gpus": self.gpus, "framework": "stage_replay_gpu", "schedule": "replay",
-                    "microbatches": None, "replay_profile": self.a.replay_profile, "replay_rank": m,
+                    "microbatches": None, "replay_profile": os.path.relpath(self.a.replay_profile, ROOT),
+                    "replay_rank": m,
                     "task": task, "isolation": isolation}
         return {"gpus": self.gpus, "framework": framework, "schedule": schedule, "microbatches": m,
                 "task": task, "isolation": isolation, "preset": self.a.preset}

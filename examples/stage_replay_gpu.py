@@ -33,6 +33,7 @@ import json
 import math
 import sys
 import time
+from typing import Any
 
 
 def load_rank(path: str, rank: int) -> tuple[float, list[tuple[float, float]]]:
@@ -103,13 +104,20 @@ class GpuStage:
             print(f"stage_replay_gpu: a 5 ms timer spin took {took:.2f} ms; bubbles spin for clock cycles",
                   file=sys.stderr)
             return None
-        return lambda ms: spin(torch.full((1,), ms * 1e6, device=device, dtype=torch.float32))
+        # One argument tensor per bubble length, made once: no fill kernel inside a bubble.
+        arguments: dict[float, Any] = {}
+
+        def spin_for(ms: float) -> None:
+            if ms not in arguments:
+                arguments[ms] = torch.full((1,), ms * 1e6, device=device, dtype=torch.float32)
+            spin(arguments[ms])
+        return spin_for
 
     def _product(self) -> None:
         self.torch.matmul(self.a, self.b, out=self.c)
 
     def _time(self, work) -> float:
-        """Milliseconds `work` takes on the GPU: the fastest of three tries after a warm-up."""
+        """Milliseconds `work` takes on the GPU: the fastest of four tries (the first also warms up)."""
         best = float("inf")
         for _ in range(4):
             start, end = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)

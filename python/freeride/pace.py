@@ -49,7 +49,7 @@ from typing import Any, Callable
 from freeride._native import load_library
 from freeride.task import (_ERROR, _HOOK, _PATH, _PEAK, _STEP, IterativeTask, _as_result,
                            _checkpoint_failed, _Hooks, _record_failure, parse_run_options,
-                           parse_seconds)
+                           parse_seconds, report_parts, step_budget_ns)
 
 DEFAULT_PIECE_MS = 2.0
 # A piece's first pass over work it has not timed yet assumes each segment
@@ -200,16 +200,17 @@ class _Clock:
 class Pacer:
     """Cuts the work done on the main thread into pieces at PyTorch's hook points.
 
-    `on_piece_end()` is called on the main thread when a piece has ended
-    and the device is drained; it returns when the next piece may start (or
-    raises to unwind the user's code).  Each piece is planned to
-    piece_plan_ns(target, piece_budget_ns): the owner sets piece_budget_ns
-    (the rest of the grant) before a piece starts, and reads `last_parts`
-    when it has ended."""
+    `on_piece_end(parts)` is called on the main thread when a piece has
+    ended and the device is drained, with the parts it planned
+    (parts_planned); it returns when the next piece may start (or raises to
+    unwind the user's code).  Each piece is planned to piece_plan_ns(target,
+    budget_ns()), `budget_ns` giving the rest of the grant of the piece
+    running (default: none, every piece planned to the target)."""
 
     def __init__(self, torch_module: Any, device_type: str, target_ns: int,
-                 on_piece_end: Callable[[], None],
-                 on_warm: Callable[[], None] | None = None, warm_up_ns: int = 0) -> None:
+                 on_piece_end: Callable[[int], None],
+                 on_warm: Callable[[], None] | None = None, warm_up_ns: int = 0,
+                 budget_ns: Callable[[], int] = lambda: 0) -> None:
         self.torch = torch_module
         # Until warm, points do nothing: the work runs as the task's init.
         self.on_warm = on_warm
@@ -222,8 +223,7 @@ class Pacer:
         self._marks: list[tuple[Any, Any]] = []  # (key, mark) of this piece's segments
         self._planned = 0
         self._longest = 0  # the longest segment planned in this piece
-        self.piece_budget_ns = 0
-        self.last_parts = 1
+        self.budget_ns = budget_ns
         self._leaf: dict[int, bool] = {}
         self._handles: list[Any] = []
         self._pid = os.getpid()
@@ -313,7 +313,7 @@ class Pacer:
                 took = self.estimates.get(previous, int(self.target_ns * _UNTIMED_SHARE))
                 self._planned += took
                 self._longest = max(self._longest, took)
-                if self._planned + upcoming > piece_plan_ns(self.target_ns, self.piece_budget_ns):
+                if self._planned + upcoming > piece_plan_ns(self.target_ns, self.budget_ns()):
                     self.end_piece()
             self._marks.append((key, self.clock.mark()))
         finally:
@@ -332,9 +332,9 @@ class Pacer:
 
     def end_piece(self) -> None:
         """Drains the device, learns the segments' times and hands over."""
-        self.last_parts = parts_planned(self._planned, self.target_ns, self._longest)
+        parts = parts_planned(self._planned, self.target_ns, self._longest)
         self._drain_and_learn()
-        self.on_piece_end()
+        self.on_piece_end(parts)
 
     def _drain_and_learn(self) -> None:
         end = self.clock.mark()
@@ -366,14 +366,11 @@ class _PacedRun:
                 return self.baton.ask(name)
             return _HOOK(call)
 
-        lib = load_library()
-
         def step(_user: Any, units: Any, done: Any) -> int:
-            # The budget is the runner thread's to read (the grant is this step's).
-            status, got, finished, parts = self.baton.ask("piece", int(lib.freeride_step_budget_ns()))
+            # The budget and the parts are the runner thread's (the grant is this step's).
+            status, got, finished, parts = self.baton.ask("piece", step_budget_ns())
             units[0], done[0] = got, int(finished)
-            if parts != 1:
-                lib.freeride_step_parts(min(parts, 2**31 - 1))
+            report_parts(parts)
             return status
 
         def path_hook(name: str) -> Any:
@@ -400,8 +397,6 @@ class _PacedRun:
                 raise _Stopped()
             if kind == "piece" and until_piece:
                 self.budget_ns = request[1]
-                if self.pacer is not None:
-                    self.pacer.piece_budget_ns = self.budget_ns
                 return
             if kind == "piece":  # the work has ended: nothing more to run
                 self.baton.answer((0, self.units_pending, True, 1))
@@ -428,9 +423,9 @@ class _PacedRun:
                 return _checkpoint_failed(args[0], e)
             return _record_failure(e, self.error_text)
 
-    def _piece_ended(self) -> None:
+    def _piece_ended(self, parts: int) -> None:
         """Called by the pacer, the device drained: reports the piece, waits for the next."""
-        self.baton.answer((0, self.units_pending, False, self.pacer.last_parts))
+        self.baton.answer((0, self.units_pending, False, parts))
         self.units_pending = 0.0
         self._serve(until_piece=True)
 
@@ -522,10 +517,10 @@ class _PacedRun:
         self._finish_work()
 
     def _start_pacer(self, torch: Any, first_point_ends_init: bool = False) -> None:
-        def piece_end() -> None:
+        def piece_end(parts: int) -> None:
             if self.task is None:
                 self._credit_iterations()
-            self._piece_ended()
+            self._piece_ended(parts)
 
         def init_done() -> None:
             # The script's start-up (imports, model, data) and its first
@@ -538,8 +533,8 @@ class _PacedRun:
             self._serve(until_piece=True)
 
         self.pacer = Pacer(torch, self._device_type(torch), self.target_ns, piece_end,
-                           init_done if first_point_ends_init else None, self.warm_up_ns)
-        self.pacer.piece_budget_ns = self.budget_ns
+                           init_done if first_point_ends_init else None, self.warm_up_ns,
+                           budget_ns=lambda: self.budget_ns)
         self.pacer.install()
 
     def _credit_iterations(self) -> None:

@@ -33,6 +33,13 @@ class StepResult:
     parts: int = 1
 
 
+def report_parts(parts: int) -> None:
+    """Inside a step hook: tells the runner the step did `parts` parts (StepResult.parts)."""
+    if parts != 1:
+        # The library takes any count below 1 as 1; ctypes would wrap one past 31 bits.
+        load_library().freeride_step_parts(min(parts, 2**31 - 1))
+
+
 def step_budget_ns() -> int:
     """Inside step() under a daemon: the longest the step may take and still fit the rest of
     its grant (the bubble's forecast end, with the safety margin and the overhead guard's
@@ -169,10 +176,7 @@ def _bind(task: IterativeTask) -> tuple[_Hooks, list]:
     def step(_user: Any, units: Any, done: Any) -> int:
         try:
             r = _as_result(task.step())
-            parts = int(r.parts)
-            if parts != 1:
-                # The library takes any count below 1 as 1; ctypes would wrap one past 31 bits.
-                load_library().freeride_step_parts(min(parts, 2**31 - 1))
+            report_parts(int(r.parts))
         except BaseException as e:  # noqa: BLE001
             return failed(e)
         units[0], done[0] = r.units, int(r.done)

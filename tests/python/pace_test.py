@@ -31,7 +31,7 @@ def test_the_pacer_cuts_forward_backward_and_optimizer_into_timed_segments() -> 
     import torch.nn as nn
     from freeride.pace import Pacer
     pieces = []
-    pacer = Pacer(torch, "cpu", target_ns=10**9, on_piece_end=lambda: pieces.append(1))
+    pacer = Pacer(torch, "cpu", target_ns=10**9, on_piece_end=lambda _parts: pieces.append(1))
     model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(inplace=True), nn.Linear(64, 8))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     def iteration():
@@ -60,7 +60,7 @@ def test_the_pacer_cuts_forward_backward_and_optimizer_into_timed_segments() -> 
     assert sum(1 for k in pacer.estimates if k[0] == "forward") == 3
     assert pacer.iterations == 4
     # With a target below one segment's time, every point past the first ends a piece.
-    tiny = Pacer(torch, "cpu", target_ns=1, on_piece_end=lambda: pieces.append(2))
+    tiny = Pacer(torch, "cpu", target_ns=1, on_piece_end=lambda _parts: pieces.append(2))
     tiny.estimates = dict(pacer.estimates)
     tiny.install()
     try:
@@ -77,18 +77,19 @@ def test_the_pacer_plans_a_piece_to_the_rest_of_the_grant_and_counts_its_parts()
     timed = {("segment", i): ms for i in range(64)}  # every segment takes 1 ms of GPU time
     ended: list[tuple[int, int]] = []  # (the point that ended a piece, its parts)
     at = [0]
+    budget = [0]
 
-    def piece_end() -> None:
-        ended.append((at[0], pacer.last_parts))
+    def piece_end(parts: int) -> None:
+        ended.append((at[0], parts))
         pacer.estimates = dict(timed)  # the CPU clock's microseconds would replace them
 
-    pacer = Pacer(torch, "cpu", target_ns=2 * ms, on_piece_end=piece_end)
+    pacer = Pacer(torch, "cpu", target_ns=2 * ms, on_piece_end=piece_end, budget_ns=lambda: budget[0])
     pacer.estimates = dict(timed)
 
     def pieces_with(budget_ns: int, points: int) -> list[tuple[int, int]]:
         """(segments, parts) of the pieces ended over `points` points under `budget_ns`."""
         ended.clear()
-        pacer.piece_budget_ns = budget_ns
+        budget[0] = budget_ns
         for i in range(points):
             at[0] = i
             pacer.point(("segment", i))
@@ -116,7 +117,7 @@ def test_the_pacer_hands_an_exception_in_the_model_through_unchanged() -> None:
     class Broken(nn.Module):
         def forward(self, x):
             raise ValueError("broken layer")
-    pacer = Pacer(torch, "cpu", target_ns=1, on_piece_end=lambda: None)
+    pacer = Pacer(torch, "cpu", target_ns=1, on_piece_end=lambda _parts: None)
     pacer.install()
     try:
         with pytest.raises(ValueError, match="broken layer"):
@@ -287,7 +288,7 @@ def test_forked_workers_and_passed_through_parameters_are_left_alone() -> None:
     import torch.nn as nn
     from freeride.pace import Pacer
     parked = []
-    pacer = Pacer(torch, "cpu", target_ns=1, on_piece_end=lambda: parked.append(os.getpid()))
+    pacer = Pacer(torch, "cpu", target_ns=1, on_piece_end=lambda _parts: parked.append(os.getpid()))
     weight = nn.Parameter(torch.randn(4))
     identity = nn.Identity()
     pacer.install()

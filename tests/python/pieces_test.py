@@ -46,20 +46,24 @@ def test_a_piece_is_planned_to_the_budget_when_that_is_longer() -> None:
     runner.piece(whole=True)  # learns each operation's 1 ms
     ran.clear()
     # The rest of a long bubble: seven operations in one piece, three whole parts of the target.
-    assert runner.piece(budget_ns=7_900_000) == 7.0 and len(ran) == 7 and runner.last_parts == 3
+    step = runner.step(False, budget_ns=7_900_000)
+    assert (step.units, step.parts, len(ran)) == (7.0, 3, 7)
     # A budget shorter than the target plans to the target, as without one.
     ran.clear()
-    assert runner.piece(budget_ns=500_000) == 2.0 and len(ran) == 2 and runner.last_parts == 1
+    step = runner.step(False, budget_ns=500_000)
+    assert (step.units, step.parts, len(ran)) == (2.0, 1, 2)
     # A longer budget (alone it is unbounded) plans at most four parts of the target.
     ran.clear()
-    runner.piece(budget_ns=2**63 - 1)
-    assert len(ran) == 8 and runner.last_parts == 4
+    assert runner.step(False, budget_ns=2**63 - 1).parts == 4 and len(ran) == 8
     # An operation longer than the target is the shortest step the task can take: a part is
     # never shorter, so that what the daemon learns as a part fits when it grants.
     runner.estimates["op0"] = runner.estimates["op1"] = 3_000_000
     ran.clear()
-    runner.piece(budget_ns=8_000_000)
-    assert ran == ["op1", "op2", "op3", "op0"] and runner.last_parts == 2  # 8 ms planned, parts of 3
+    parts = runner.step(False, budget_ns=8_000_000).parts
+    assert ran == ["op1", "op2", "op3", "op0"] and parts == 2  # 8 ms planned, parts of 3
+    # A whole unit of work is one part, however long.
+    ran.clear()
+    assert runner.step(True).parts == 1 and ran == ["op1", "op2", "op3"]
 
 
 def test_pieces_are_planned_to_the_target_from_learned_times() -> None:

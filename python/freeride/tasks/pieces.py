@@ -58,8 +58,6 @@ class OperationRunner:
         self.sequence = sequence
         self.target_ns = piece_target_ns() if target_ns is None else target_ns
         self.estimates: dict[str, int] = {}
-        # The last piece's planned time in targets, rounded, at least 1 (1 for a whole unit).
-        self.last_parts = 1
         self._pending: list[Operation] = []
         self._clock = _Clock(torch, device.type, now)
 
@@ -67,17 +65,25 @@ class OperationRunner:
         """Whether the current unit of work has operations left to run."""
         return bool(self._pending)
 
-    def step(self, whole: bool) -> "freeride.StepResult":
-        """One SDK step: to the end of the current unit of work (`whole`), else a piece planned
-        to the rest of the grant (freeride.step_budget_ns()), with the parts it planned."""
-        units = self.piece(whole=whole, budget_ns=0 if whole else freeride.step_budget_ns())
-        return freeride.StepResult(units, parts=self.last_parts)
+    def step(self, whole: bool, budget_ns: int | None = None) -> "freeride.StepResult":
+        """One SDK step: to the end of the current unit of work (`whole`, one part), else a
+        piece planned to `budget_ns` (default: the rest of the grant, freeride.step_budget_ns()),
+        with the parts it planned (parts_planned)."""
+        if whole:
+            return freeride.StepResult(self.piece(whole=True))
+        budget = freeride.step_budget_ns() if budget_ns is None else budget_ns
+        units, planned, longest = self._run(False, budget)
+        return freeride.StepResult(units, parts=parts_planned(planned, self.target_ns, longest))
 
     def piece(self, whole: bool = False, budget_ns: int = 0) -> float:
         """Runs operations until the planned GPU time reaches the target, or `budget_ns` where
         that is longer (at least one operation, unless the work has ended; `whole`: to the end
         of the current unit of work), waits for the device, and returns the units of work
         completed."""
+        return self._run(whole, budget_ns)[0]
+
+    def _run(self, whole: bool, budget_ns: int) -> tuple[float, int, int]:
+        """piece()'s work: (units completed, GPU time planned, the longest operation planned)."""
         target = piece_plan_ns(self.target_ns, budget_ns)
         ran: list[tuple[str, Any]] = []
         planned = 0
@@ -105,9 +111,7 @@ class OperationRunner:
             learn_duration(self.estimates, name, self._clock.between_ns(previous, mark))
             previous = mark
         self._clock.reuse()
-        # A whole unit of work is one part.
-        self.last_parts = 1 if whole else parts_planned(planned, self.target_ns, longest)
-        return units
+        return units, planned, longest
 
 
 def run_in_pieces(task: Any, run_argv: list[str]) -> int:
@@ -116,7 +120,6 @@ def run_in_pieces(task: Any, run_argv: list[str]) -> int:
     measured alone on whole units of work, until its first piece has run).  Sets
     `task.whole_steps`: alone, a step is a whole unit of work, so that the alone rate that
     harvest is valued at is the task's full speed."""
-    import freeride
     standalone, _, _ = parse_run_options(run_argv[1:])
     task.whole_steps = runs_alone(standalone)
     os.environ["FREERIDE_STEP_HINT_NS"] = str(piece_target_ns())

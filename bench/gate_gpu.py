@@ -97,13 +97,13 @@ class Bench:
         self.results = {"command": " ".join(sys.argv), "rows": self.rows}
 
     def cli(self, *args: str) -> str:
-        return subprocess.run(["freeride", *args, "--socket", self.socket], env=self.env, cwd=ROOT,
+        return subprocess.run(["freeride", args[0], "--socket", self.socket, *args[1:]], env=self.env, cwd=ROOT,
                               check=True, capture_output=True, text=True).stdout
 
     def start_daemon(self) -> None:
         self.daemon_log = open(os.path.join(self.a.out, "daemon.log"), "w")
         self.daemon = subprocess.Popen(
-            ["freeride", "daemon", "--gpus", "0", "--allow-root", "--mps", "on", "--socket", self.socket,
+            ["freeride", "daemon", "--gpus", "0", "--allow-root", "--mps", self.a.mps, "--socket", self.socket,
              "--state-dir", os.path.join(self.work, "state"), *self.a.daemon_args.split()],
             env=self.env, cwd=ROOT, stdout=self.daemon_log, stderr=subprocess.STDOUT)
         for _ in range(300):
@@ -111,6 +111,9 @@ class Bench:
                 break
             time.sleep(0.1)
         time.sleep(1)
+        pipe = os.path.join(self.work, "state", "mps", "pipe")
+        if os.path.exists(os.path.join(pipe, "control")):
+            self.env["CUDA_MPS_PIPE_DIRECTORY"] = pipe  # the stand-in joins at priority 0
         log(open(os.path.join(self.a.out, "daemon.log")).read().strip())
 
     def profile_path(self, name: str) -> tuple[str, int]:
@@ -122,10 +125,10 @@ class Bench:
                                    check=True, capture_output=True, text=True).stdout)
         return path, self.a.schedule_rank
 
-    def stand_in(self, profile: str, rank: int, tag: str) -> dict:
+    def stand_in(self, profile: str, rank: int, tag: str, steps: int | None = None) -> dict:
         out = os.path.join(self.work, f"{tag}.json")
         cmd = ["python3", "examples/stage_replay_gpu.py", "--profile", profile, "--rank", str(rank),
-               "--steps", str(self.a.steps), "--warmup", "3", "--freeride", "on",
+               "--steps", str(steps or self.a.steps), "--warmup", "3", "--freeride", "on",
                "--freeride-alternate", str(self.a.alternate), "--socket", self.socket, "--out", out]
         r = subprocess.run(cmd, env=self.env, cwd=ROOT, capture_output=True, text=True)
         if r.returncode != 0:
@@ -137,20 +140,26 @@ class Bench:
         cmd, pattern = PROGRAMS[name]
         proc = subprocess.Popen(cmd, env=dict(self.env, CUDA_MPS_PIPE_DIRECTORY="/nonexistent"), cwd=ROOT,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        marks, deadline = [], None
+        # Its warm-up (cuDNN's and cuBLAS's first calls, compilation) is left
+        # out: the rate is timed from the first line printed after
+        # `alone_warmup` seconds of progress, for `alone_seconds`.
+        marks, first, deadline = [], None, None
         for line in proc.stdout:
             m = re.search(pattern, line)
             if not m:
                 continue
-            marks.append((int(m.group(1)), float(m.group(2))))
-            if deadline is None and len(marks) >= 3:
-                deadline = time.time() + self.a.alone_seconds
-            if deadline and time.time() > deadline:
+            at = float(m.group(2))
+            first = first or at
+            if at - first < self.a.alone_warmup:
+                continue
+            marks.append((int(m.group(1)), at))
+            if deadline is None:
+                deadline = at + self.a.alone_seconds
+            if at > deadline:
                 break
         proc.kill()
         proc.wait()
-        warm = marks[2:]
-        rate = (warm[-1][0] - warm[0][0]) / (warm[-1][1] - warm[0][1])
+        rate = (marks[-1][0] - marks[0][0]) / (marks[-1][1] - marks[0][1])
         log(f"{name}: alone {rate:.2f} units/s")
         return rate
 
@@ -169,8 +178,17 @@ class Bench:
         profile, rank = self.profile_path(profile_name)
         task = self.submit(program)
         try:
-            run = self.stand_in(profile, rank, f"{profile_name}-{program}")
+            # Its GPU start-up (upload, warm-up, compilation's benchmarks) runs in
+            # bubbles too: stand-in launches until it makes progress.
             stdout = self.task_log(task)
+            deadline = time.time() + self.a.warm_seconds
+            _, pattern = PROGRAMS[program]
+            while time.time() < deadline:
+                lines = [l for l in open(stdout)] if os.path.exists(stdout) else []
+                if sum(1 for l in lines if re.search(pattern, l)) >= 3:
+                    break
+                self.stand_in(profile, rank, f"{profile_name}-{program}-warm", steps=24)
+            run = self.stand_in(profile, rank, f"{profile_name}-{program}")
             show = json.loads(self.cli("show", task, "--json"))
         finally:
             self.cli("cancel", task)
@@ -283,9 +301,13 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--alternate", type=int, default=5)
     p.add_argument("--alone-seconds", type=float, default=8)
+    p.add_argument("--alone-warmup", type=float, default=4)
     p.add_argument("--latency", action="store_true")
     p.add_argument("--latency-seconds", type=float, default=6)
     p.add_argument("--daemon-args", default="")
+    p.add_argument("--mps", default="auto")
+    p.add_argument("--warm-seconds", type=float, default=120,
+                   help="stand-in launches until the program has printed 3 progress lines, at most this long")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     b = Bench(a)

@@ -139,7 +139,8 @@ class Bench:
     def alone_rate(self, name: str) -> float:
         cmd, pattern = PROGRAMS[name]
         proc = subprocess.Popen(cmd, env=dict(self.env, CUDA_MPS_PIPE_DIRECTORY="/nonexistent"), cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                                stdout=subprocess.PIPE, stderr=open(os.path.join(self.a.out, f"alone-{name}.err"), "w"),
+                                text=True)
         # Its warm-up (cuDNN's and cuBLAS's first calls, compilation) is left
         # out: the rate is timed from the first line printed after
         # `alone_warmup` seconds of progress, for `alone_seconds`.
@@ -159,6 +160,8 @@ class Bench:
                 break
         proc.kill()
         proc.wait()
+        if len(marks) < 2:
+            raise SystemExit(f"{name}: too few progress lines alone; see alone-{name}.err")
         rate = (marks[-1][0] - marks[0][0]) / (marks[-1][1] - marks[0][1])
         log(f"{name}: alone {rate:.2f} units/s")
         return rate

@@ -72,7 +72,7 @@ wheel=$(ls "$out"/freeride-*.whl)
 "$python" - "$wheel" <<'PY'
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
-print(f"wheel: {sum(n.startswith('freeride/_bin/') for n in names)} executables, "
-      f"{sum(n.startswith('freeride.libs/') for n in names)} vendored libraries")
+print(f"wheel: {sum(n.startswith('freeride/_bin/') and not n.endswith('/') for n in names)} executables, "
+      f"{sum(n.startswith('freeride.libs/') and not n.endswith('/') for n in names)} vendored libraries")
 PY
 echo "$wheel"

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <chrono>
-#include <map>
 
 #include "base/units.h"
 #include "client/cluster_view.h"

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <future>
@@ -226,10 +227,16 @@ std::vector<NodeSnapshot> FetchCluster(const std::vector<ClusterNode>& nodes,
     snapshot.tasks.assign(tasks.tasks().begin(), tasks.tasks().end());
     return snapshot;
   };
-  std::vector<std::future<NodeSnapshot>> pending;
-  for (const ClusterNode& node : nodes) pending.push_back(std::async(std::launch::async, fetch, node));
+  // In waves, so that a job of thousands of nodes does not start thousands
+  // of threads: a wave takes at most `timeout` per call.
+  constexpr size_t kAtOnce = 64;
   std::vector<NodeSnapshot> snapshots;
-  for (auto& p : pending) snapshots.push_back(p.get());
+  for (size_t first = 0; first < nodes.size(); first += kAtOnce) {
+    std::vector<std::future<NodeSnapshot>> pending;
+    for (size_t i = first; i < std::min(nodes.size(), first + kAtOnce); ++i)
+      pending.push_back(std::async(std::launch::async, fetch, nodes[i]));
+    for (auto& p : pending) snapshots.push_back(p.get());
+  }
   return snapshots;
 }
 

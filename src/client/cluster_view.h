@@ -37,7 +37,7 @@ struct NodeSnapshot {
   std::vector<v1::TaskInfo> tasks;  // every task, ended ones too
 };
 
-// Asks every node's daemon for its stats and tasks, all nodes at once, each
+// Asks every node's daemon for its stats and tasks, 64 nodes at once, each
 // call bounded by `timeout`.  `connection` gives the token and TLS CA shared
 // by all nodes (its server is replaced by each node's).  Never fails as a
 // whole: a node that cannot be asked gets its code and problem.  Any thread.

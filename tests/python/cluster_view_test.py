@@ -64,8 +64,9 @@ class TcpDaemon:
                                        "--bubbles-ms", "6"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def lane(self) -> dict:
-        return json.loads(self.local("status", "--json"))["stats"]["lanes"][0]
+    def lane(self, key: str) -> int:
+        """A figure of the daemon's lane 0 (protobuf's JSON writes 64-bit numbers as strings)."""
+        return int(json.loads(self.local("status", "--json"))["stats"]["lanes"][0][key])
 
     def stop(self) -> None:
         for p in (self.stage, self.process):
@@ -99,10 +100,10 @@ def cluster(build_dir, tmp_path_factory):
                 "100000000", "--step-us", "300")
         # A task that fails on node b: the view must show it, with its node.
         b.local("submit", "--name", "breaks", "--kind", "imperative", "--", "/bin/sh", "-c", "exit 3")
-        wait_until("node a's side task harvests in its bubbles", lambda: a.lane()["harvested_ns"] > 0)
+        wait_until("node a's side task harvests in its bubbles", lambda: a.lane("harvested_ns") > 0)
         wait_until("node b's task fails",
                    lambda: json.loads(b.local("show", "breaks", "--json"))["state"] == "FAILED")
-        wait_until("node b sees bubbles", lambda: b.lane()["bubbles"] > 0)
+        wait_until("node b sees bubbles", lambda: b.lane("bubbles") > 0)
         yield {"a": a, "b": b, "full": full, "read": read, "dir": dir,
                "servers": f"a=127.0.0.1:{a.port},b=127.0.0.1:{b.port}"}
     finally:

@@ -974,6 +974,89 @@ TEST(DaemonTcp, RequestsWithoutTheTokenAreRefusedAndTheSocketNeedsNone) {
   daemon.Shutdown();
 }
 
+// A read-only token reads (stats, the task list, one task) and nothing
+// more: a monitor or the cluster view never holds a token that submits.
+TEST(DaemonTcp, AReadOnlyTokenReadsButNeverSubmitsOrCancels) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir);
+  options.listen_address = "127.0.0.1:0";
+  options.token = "0123456789abcdef0123456789abcdef";
+  options.read_token = options.token;
+  std::string error;
+  {
+    Daemon same(options);
+    EXPECT_FALSE(same.Start(&error)) << "one token for both rights must be refused";
+    EXPECT_NE(error.find("read-only token is the full token"), std::string::npos) << error;
+  }
+  options.read_token = "fedcba9876543210fedcba9876543210";
+  Daemon daemon(options);
+  ASSERT_TRUE(daemon.Start(&error)) << error;
+  v1::TaskInfo queued;
+  ASSERT_TRUE(daemon.tasks()->Submit(MakeSpec("queued", {"/bin/true"}), &queued).ok());
+
+  DaemonEndpoint reader;
+  reader.server = "127.0.0.1:" + std::to_string(daemon.tcp_port());
+  reader.token = options.read_token;
+  EXPECT_EQ(StatsCode(reader), grpc::StatusCode::OK);
+  auto stub = ConnectToDaemon(reader, &error);
+  ASSERT_TRUE(stub) << error;
+  v1::ListTasksReply list;
+  EXPECT_TRUE(ListAllTasks(*stub, reader, true, std::chrono::seconds(10), &list).ok());
+  EXPECT_EQ(list.tasks_size(), 1);
+  {
+    grpc::ClientContext context;
+    PrepareContext(&context, reader, std::chrono::seconds(10));
+    v1::GetTaskRequest request;
+    request.set_id(queued.id());
+    v1::TaskInfo info;
+    EXPECT_TRUE(stub->GetTask(&context, request, &info).ok());
+    EXPECT_TRUE(info.spec().env().empty()) << "environments are never sent over TCP";
+  }
+  {
+    grpc::ClientContext context;
+    PrepareContext(&context, reader, std::chrono::seconds(10));
+    v1::SubmitRequest request;
+    *request.mutable_spec() = MakeSpec("by-a-reader", {"/bin/true"});
+    v1::SubmitReply reply;
+    grpc::Status status = stub->Submit(&context, request, &reply);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_NE(status.error_message().find("may only read"), std::string::npos) << status.error_message();
+  }
+  {
+    grpc::ClientContext context;
+    PrepareContext(&context, reader, std::chrono::seconds(10));
+    v1::CancelRequest request;
+    request.set_id(queued.id());
+    v1::CancelReply reply;
+    EXPECT_EQ(stub->Cancel(&context, request, &reply).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  {
+    grpc::ClientContext context;
+    PrepareContext(&context, reader, std::chrono::seconds(10));
+    v1::AttachStageRequest request;
+    v1::AttachStageReply reply;
+    EXPECT_EQ(stub->AttachStage(&context, request, &reply).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  std::vector<v1::TaskInfo> after = daemon.tasks()->List(/*include_ended=*/true);
+  ASSERT_EQ(after.size(), 1u) << "the reader's Submit added nothing";
+  EXPECT_NE(after[0].state(), "CANCELLED") << "the reader's Cancel changed nothing";
+
+  // The full token still does everything; a wrong one nothing.
+  DaemonEndpoint writer = reader;
+  writer.token = options.token;
+  auto writer_stub = ConnectToDaemon(writer, &error);
+  grpc::ClientContext context;
+  PrepareContext(&context, writer, std::chrono::seconds(10));
+  v1::CancelRequest cancel;
+  cancel.set_id(queued.id());
+  v1::CancelReply cancelled;
+  EXPECT_TRUE(writer_stub->Cancel(&context, cancel, &cancelled).ok());
+  reader.token = "fedcba9876543210fedcba987654321X";
+  EXPECT_EQ(StatsCode(reader), grpc::StatusCode::UNAUTHENTICATED);
+  daemon.Shutdown();
+}
+
 // TLS through gRPC's credentials: a client that trusts the daemon's CA gets
 // through (with the token); one that connects in plain text gets nothing.
 TEST(DaemonTcp, TlsCarriesTheTokenAndPlainTextIsNotServed) {

@@ -21,8 +21,9 @@ def _candidates() -> list[Path]:
     paths: list[Path] = []
     if os.environ.get("FREERIDE_LIB"):
         paths.append(Path(os.environ["FREERIDE_LIB"]))
-    # A wheel built by the `python_wheel` target carries the library.
-    paths.append(here / "_lib" / _LIB_NAME)
+    # A wheel (scripts/wheel.sh) carries the library under its soname, the
+    # name its executables ask the loader for.
+    paths.append(here / "_lib" / (_LIB_NAME + ".0"))
     if os.environ.get("FREERIDE_HOME"):
         paths.append(Path(os.environ["FREERIDE_HOME"]) / "lib" / _LIB_NAME)
     # An install or a bundle: PREFIX/share/freeride/python/freeride -> PREFIX/lib.

@@ -10,6 +10,7 @@
 
 #include "base/paths.h"
 #include "base/units.h"
+#include "cli/cluster_commands.h"
 #include "cli/commands.h"
 #include "client/client.h"
 #include "client/task_profile.h"
@@ -209,6 +210,7 @@ int RunSubmit(const SubmitArgs& args) {
 // ---------------------------------------------------------------- status --
 struct StatusArgs {
   DaemonTarget daemon;
+  ClusterRequest cluster;  // --servers/--cluster: the cluster view instead
   bool json = false;
   bool all = false;
   double watch_seconds = 0;  // > 0: refresh every this many seconds
@@ -290,6 +292,19 @@ void PrintStatus(const StatusArgs& args, const v1::StatsReply& stats,
 }
 
 int RunStatus(const StatusArgs& args) {
+  if (args.cluster.Requested()) {
+    if (!args.daemon.server.empty() || args.watch_seconds > 0 || args.all) {
+      fmt::print(stderr, "freeride status: --servers/--cluster show several daemons at once: "
+                         "without --server, --watch or --all (the view lists ended tasks' "
+                         "failures already)\n");
+      return 2;
+    }
+    ClusterRequest request = args.cluster;
+    request.token_file = args.daemon.token_file;
+    request.tls_ca = args.daemon.tls_ca;
+    request.json = args.json;
+    return RunClusterView(request, ClusterDetail::kStatus, "status");
+  }
   v1::StatsReply stats;
   v1::ListTasksReply tasks;
   if (args.watch_seconds <= 0) {
@@ -428,8 +443,9 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
   cmd->callback([submit, exit_code] { *exit_code = RunSubmit(*submit); });
 
   auto status = std::make_shared<StatusArgs>();
-  cmd = app.add_subcommand("status", "Show lanes and tasks.");
+  cmd = app.add_subcommand("status", "Show lanes and tasks; with --servers, of several nodes.");
   AddDaemonTarget(cmd, &status->daemon);
+  AddClusterOptions(cmd, &status->cluster);
   cmd->add_flag("--json", status->json, "Print JSON");
   cmd->add_flag("--all", status->all, "Include tasks that have ended");
   cmd->add_option("--watch", status->watch_seconds,

@@ -65,6 +65,7 @@ struct DaemonArgs {
   bool accept_journal_loss = false;
   std::string listen;
   std::string token_file;
+  std::string read_token_file;
   std::string tls_cert, tls_key;
   int max_connections = 256;
   int max_connections_per_peer = 32;
@@ -198,24 +199,31 @@ int RunDaemon(const DaemonArgs& args) {
   std::string error;
   if (!args.listen.empty()) {
     // TCP reaches beyond this user's account, so it is never open without a token.
-    if (args.token_file.empty()) {
-      fmt::print(stderr, "freeride daemon: --listen needs --token-file: the control API is never "
+    if (args.token_file.empty() && args.read_token_file.empty()) {
+      fmt::print(stderr, "freeride daemon: --listen needs --token-file (or --read-token-file, for "
+                         "a daemon that TCP clients may only read): the control API is never "
                          "open on TCP without a token (see docs/security.md)\n");
       return 2;
     }
-    auto token = ReadTokenFile(args.token_file, &error);
-    if (!token) {
-      fmt::print(stderr, "freeride daemon: {}\n", error);
-      return 2;
+    for (auto [file, token] : {std::pair{&args.token_file, &options.token},
+                               std::pair{&args.read_token_file, &options.read_token}}) {
+      if (file->empty()) continue;
+      auto read = ReadTokenFile(*file, &error);
+      if (!read) {
+        fmt::print(stderr, "freeride daemon: {}\n", error);
+        return 2;
+      }
+      *token = *read;
     }
     options.listen_address = args.listen;
-    options.token = *token;
     options.tls_cert_file = args.tls_cert;
     options.tls_key_file = args.tls_key;
     options.max_tcp_connections = args.max_connections;
     options.max_tcp_connections_per_peer = args.max_connections_per_peer;
-  } else if (!args.token_file.empty() || !args.tls_cert.empty() || !args.tls_key.empty()) {
-    fmt::print(stderr, "freeride daemon: --token-file, --tls-cert and --tls-key go with --listen\n");
+  } else if (!args.token_file.empty() || !args.read_token_file.empty() || !args.tls_cert.empty() ||
+             !args.tls_key.empty()) {
+    fmt::print(stderr, "freeride daemon: --token-file, --read-token-file, --tls-cert and --tls-key "
+                       "go with --listen\n");
     return 2;
   }
   auto log_size = ParseBytes(args.event_log_max_size, &error);
@@ -340,9 +348,12 @@ int RunDaemon(const DaemonArgs& args) {
                                  options.gate_library, args.gate_margin_us)
                    : std::string("host-side (--gate off, or no gate library)"));
   if (daemon.tcp_port() > 0)
-    fmt::print("  tcp: {}:{} ({}, token required)\n",
+    fmt::print("  tcp: {}:{} ({}, {})\n",
                options.listen_address.substr(0, options.listen_address.rfind(':')),
-               daemon.tcp_port(), options.tls_cert_file.empty() ? "no TLS" : "TLS");
+               daemon.tcp_port(), options.tls_cert_file.empty() ? "no TLS" : "TLS",
+               options.token.empty()           ? "read-only token required: TCP clients only read"
+               : options.read_token.empty()    ? "token required"
+                                               : "token required; the read-only token reads");
   if (daemon.metrics_port() > 0)
     fmt::print("  metrics: http://{}:{}/metrics\n",
                options.metrics_address.substr(0, options.metrics_address.rfind(':')),
@@ -455,9 +466,13 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
                 "last commits: keep what can be read, mark the lost tasks' directories orphaned "
                 "(never reused); refused without this");
   cmd->add_option("--listen", args->listen,
-                  "Also serve the control API on TCP HOST:PORT (needs --token-file; port 0 picks one)");
+                  "Also serve the control API on TCP HOST:PORT (needs --token-file or "
+                  "--read-token-file; port 0 picks one)");
   cmd->add_option("--token-file", args->token_file,
                   "File holding the token TCP clients must send (mode 0600, 16+ characters)");
+  cmd->add_option("--read-token-file", args->read_token_file,
+                  "File holding a second token that may only read (status, show, the cluster "
+                  "view), never submit or cancel (mode 0600, 16+ characters)");
   cmd->add_option("--tls-cert", args->tls_cert, "TLS certificate chain for --listen (PEM)");
   cmd->add_option("--tls-key", args->tls_key, "TLS private key for --listen (PEM)");
   cmd->add_option("--max-connections", args->max_connections,

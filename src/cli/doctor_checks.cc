@@ -483,7 +483,7 @@ std::vector<Finding> InterpretPythonProbe(const std::string& python, int exit_st
   } else {
     found.push_back(Make("python package", Severity::kWarning,
                          "the freeride package does not load: " + probe.value("freeride_error", ""),
-                         "pip install the wheel (cmake --build build --target python_wheel), or "
+                         "pip install the wheel (scripts/wheel.sh makes it), or "
                          "set PYTHONPATH to share/freeride/python of an install"));
   }
   return found;

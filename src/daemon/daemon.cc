@@ -112,8 +112,9 @@ bool Daemon::TcpCredentials(std::shared_ptr<grpc::ServerCredentials>* credential
 bool Daemon::StartTcp(std::string* error) {
   std::shared_ptr<grpc::ServerCredentials> credentials;
   if (!TcpCredentials(&credentials, error)) return false;
-  remote_service_ = std::make_unique<ControlService>(tasks_.get(), &lanes_, options_.state_dir,
-                                                     options_.token, /*remote_only=*/true, env_);
+  remote_service_ = std::make_unique<ControlService>(
+      tasks_.get(), &lanes_, options_.state_dir, TcpTokens{options_.token, options_.read_token},
+      /*remote_only=*/true, env_);
   std::random_device random;
   std::string backend = fmt::format("freeride-{}-{:08x}", getpid(), random());
   grpc::ServerBuilder builder;
@@ -186,12 +187,17 @@ bool Daemon::Start(std::string* error) {
     if (!lane->Open(error)) return false;
     lanes_.push_back(std::move(lane));
   }
-  if (!options_.listen_address.empty() && options_.token.empty()) {
-    *error = "the control API on TCP needs a token (--token-file)";
+  if (!options_.listen_address.empty() && options_.token.empty() && options_.read_token.empty()) {
+    *error = "the control API on TCP needs a token (--token-file, or --read-token-file to only read)";
     return false;
   }
-  service_ = std::make_unique<ControlService>(tasks_.get(), &lanes_, options_.state_dir,
-                                              options_.token, /*remote_only=*/false, env_);
+  if (!options_.token.empty() && options_.token == options_.read_token) {
+    *error = "the read-only token is the full token: give it a token of its own";
+    return false;
+  }
+  service_ = std::make_unique<ControlService>(
+      tasks_.get(), &lanes_, options_.state_dir, TcpTokens{options_.token, options_.read_token},
+      /*remote_only=*/false, env_);
   // Before the control socket: a bad --metrics address then stops the start
   // with nothing listening.
   if (!options_.metrics_address.empty()) {

@@ -36,9 +36,11 @@ struct DaemonOptions {
   int mps_thread_percentage = 0;  // their share of each GPU's SMs under MPS; 0: all
   std::string metrics_address;  // HOST:PORT for Prometheus /metrics; empty: off
   // The control API on TCP as well as the Unix socket: off unless set, and
-  // then every TCP request must carry this token (see docs/security.md).
+  // then every TCP request must carry `token`, or `read_token` for the calls
+  // that only read (see docs/security.md); at least one of them is needed.
   std::string listen_address;  // HOST:PORT
   std::string token;
+  std::string read_token;
   std::string tls_cert_file, tls_key_file;  // both set: TCP with TLS
   // TCP connections served at once, in all and from one address (the
   // daemon/tcp_gate.h limits; the total is lowered to fit RLIMIT_NOFILE).

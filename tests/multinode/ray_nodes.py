@@ -52,9 +52,10 @@ class RayNode:
         os.makedirs(self.dir, exist_ok=True)
         self.env = ray_env(env, build, socket)
         ray = os.path.join(os.path.dirname(sys.executable), "ray")
-        role = ["--head", "--port", str(RAY_PORT)] if head_address is None else ["--address", head_address]
+        role = (["--head", "--port", str(RAY_PORT), "--include-dashboard=false", "--disable-usage-stats"]
+                if head_address is None else ["--address", head_address])
         command = [ray, "start", "--block", *role, "--node-ip-address", net.address, "--num-cpus", "1",
-                   "--include-dashboard=false", "--disable-usage-stats", "--temp-dir", self.dir, *extra]
+                   "--temp-dir", self.dir, *extra]
         self.log_path = os.path.join(run_dir, f"ray-{net.name}.log")
         with open(self.log_path, "w") as log:
             self.process = subprocess.Popen(net.command(command), env=self.env, stdout=log,

@@ -19,6 +19,7 @@ from freeride.ray._daemon import CommandFailed, DaemonUnreachable, NodeDaemon
 from freeride.ray._resources import LANE_RESOURCE
 
 NAMESPACE = "freeride"
+_LET_BLOCKER_QUEUE_S = 1.0
 
 
 def node_serves(daemon: NodeDaemon) -> bool:
@@ -66,6 +67,11 @@ def keep_bubble_work_off_this_node(daemon: NodeDaemon, why: str) -> None:
             resources={LANE_RESOURCE: slots},
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote(daemon.socket, daemon.cli)
         blocker.hold.remote()
+        # Ray queues the blocker's request for the slots at the node; the work's retry is asked for
+        # only once this raises.  A moment here lets the blocker's request arrive first, so that
+        # the retry is less likely to land on this node again (if it does, it fails at once and is
+        # retried once more).
+        time.sleep(_LET_BLOCKER_QUEUE_S)
     except Exception as e:  # noqa: BLE001 - see the doc
         print(f"freeride.ray: could not keep bubble work off this node: {type(e).__name__}: {e}",
               file=sys.stderr, flush=True)

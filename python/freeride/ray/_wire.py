@@ -1,6 +1,6 @@
 """Messages between a Ray worker and the side task that runs its work: pickles (cloudpickle,
-so that functions and classes defined in a driver script travel by value), each behind its
-length, over a Unix stream socket.  The socket is also how each side learns that the other
+so that functions and classes defined in a driver script travel by value; without it, plain
+pickle, and then they must be importable), each behind its length, over a Unix stream socket.  The socket is also how each side learns that the other
 has gone: a closed connection.
 
 Wrapper to runner: ("start", Work), then ("call", call_id, method, args, kwargs) ...
@@ -15,7 +15,10 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-import cloudpickle
+try:
+    import cloudpickle as _pickler
+except ImportError:  # freeride[ray] installs it; Ray itself does not
+    _pickler = pickle
 
 _HEADER = struct.Struct("!Q")
 
@@ -39,7 +42,7 @@ class Work:
 
 
 def send(sock: socket.socket, message: tuple) -> None:
-    data = cloudpickle.dumps(message)
+    data = _pickler.dumps(message)
     sock.sendall(_HEADER.pack(len(data)) + data)
 
 
@@ -66,7 +69,7 @@ def receive(sock: socket.socket) -> tuple:
 def portable_exception(e: BaseException) -> BaseException:
     """`e` if it pickles, else a RuntimeError that names it (the other side may lack its class)."""
     try:
-        pickle.loads(cloudpickle.dumps(e))
+        pickle.loads(_pickler.dumps(e))
         return e
     except Exception:
         return RuntimeError(f"{type(e).__name__}: {e}")

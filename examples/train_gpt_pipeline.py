@@ -119,6 +119,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", choices=PRESETS, default=None,
                    help="model size (default: 1.3b on GPUs, tiny on CPU)")
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--stop-file", default=None, metavar="PATH",
+                   help="end after the iteration in which PATH exists (all ranks agree), at most --steps "
+                        "iterations: a run as long as some other work")
     p.add_argument("--warmup", type=int, default=3, help="iterations left out of the timing")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--seed", type=int, default=0)
@@ -179,7 +182,16 @@ def train_loop(args, harvest, next_batch, one_step, device, cuda: bool):
         modes.append(args.freeride == "on" and getattr(harvest, "enabled", False))
         if step_losses:
             losses.append(float(torch.stack([l.detach().float().reshape(()) for l in step_losses]).mean()))
+        if args.stop_file and stop_asked(args.stop_file, device):
+            break
     return times, modes, losses
+
+
+def stop_asked(path: str, device) -> bool:
+    """Whether any rank sees `path`: every rank stops after the same iteration (outside the timing)."""
+    seen = torch.tensor([1.0 if os.path.exists(path) else 0.0], device=device)
+    dist.all_reduce(seen, op=dist.ReduceOp.MAX)
+    return bool(seen.item())
 
 
 def write_results(args, result: dict, params, times, modes, losses, marks: int) -> None:
@@ -190,7 +202,7 @@ def write_results(args, result: dict, params, times, modes, losses, marks: int) 
     dist.all_gather_object(gathered, {"times": times, "losses": losses, "checksum": checksum, "marks": marks})
     if rank != 0:
         return
-    iter_ms = [max(g["times"][i] for g in gathered) for i in range(args.steps)]
+    iter_ms = [max(g["times"][i] for g in gathered) for i in range(min(len(g["times"]) for g in gathered))]
     all_losses = next((g["losses"] for g in gathered if g["losses"]), [])
     timed = [(t, m) for t, m in zip(iter_ms[args.warmup:], modes[args.warmup:])]
     mean = sum(t for t, _ in timed) / max(1, len(timed))

@@ -73,6 +73,35 @@ TEST(LaneOnVirtualTime, WhatTheArmedTaskLeavesGoesToATaskWithShorterSteps) {
   EXPECT_EQ(small_outside, 0) << "of " << small_steps << " small steps";
 }
 
+// A server task with nothing to do (freeride.ray's runner between Ray
+// calls) is armed for its priority, but its idle steps record nothing and
+// hand each bubble back at once: the worker below it still steps in nearly
+// every bubble, inside it.  (The lane offers an armed task's leftover only
+// to tasks whose steps are shorter than the armed one's estimate, here the
+// 1 ms assumed before any step: a worker with 1 ms steps would get none.)
+TEST(LaneOnVirtualTime, AnIdleTaskHandsEachBubbleBackToTheOthers) {
+  std::vector<VirtualBubble> bubbles(200, {0, 8 * kMillisecond, 2 * kMillisecond});
+  VirtualTask idle_server{.priority = 5, .steps = {kMillisecond}, .idle = true};
+  VirtualTask worker{.priority = 0, .steps = {300 * kMicrosecond}, .prior = 300 * kMicrosecond};
+  VirtualLaneRun run = RunVirtualLane({idle_server, worker}, bubbles, QuietOptions());
+  const int64_t idle = run.task_ids[0], busy = run.task_ids[1];
+  std::map<uint64_t, std::pair<Nanos, Nanos>> extent;
+  for (const auto& b : run.events.bubbles) extent[b.seq] = {b.begin_ns, b.end_ns};
+  std::set<uint64_t> worked_in;
+  int idle_steps = 0, outside = 0;
+  for (const auto& s : run.events.steps) {
+    if (s.task_id == idle) ++idle_steps;
+    if (s.task_id != busy) continue;
+    worked_in.insert(s.bubble_seq);
+    auto b = extent.find(s.bubble_seq);
+    if (b == extent.end() || s.start_ns < b->second.first || s.end_ns > b->second.second) ++outside;
+  }
+  EXPECT_EQ(idle_steps, 0) << "idle steps are not recorded";
+  EXPECT_GE(worked_in.size(), 180u) << "the worker stepped in " << worked_in.size() << " of "
+                                    << run.events.bubbles.size() << " bubbles";
+  EXPECT_EQ(outside, 0);
+}
+
 // A new training process may run another schedule: its slot 0 is 12 ms where
 // the last process's was 6 ms, too little longer for a second look to pay.
 // The lane forgets the old forecasts as soon as it sees the new process

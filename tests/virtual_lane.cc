@@ -32,9 +32,10 @@ void WaitFakeTime(Env* env, Nanos length) {
 // A task whose steps wait out fake time.
 class FakeTimeTask final : public IterativeTask {
  public:
-  FakeTimeTask(Env* env, std::vector<Nanos> steps, bool sized_to_budget)
-      : env_(env), steps_(std::move(steps)), sized_to_budget_(sized_to_budget) {}
+  FakeTimeTask(Env* env, std::vector<Nanos> steps, bool sized_to_budget, bool idle)
+      : env_(env), steps_(std::move(steps)), sized_to_budget_(sized_to_budget), idle_(idle) {}
   StepResult Step() override {
+    if (idle_) return {.idle = true};
     const Nanos part = steps_[next_++ % steps_.size()];
     const int parts =
         sized_to_budget_ ? static_cast<int>(std::max<int64_t>(1, StepBudgetNs() / part)) : 1;
@@ -46,6 +47,7 @@ class FakeTimeTask final : public IterativeTask {
   Env* env_;
   std::vector<Nanos> steps_;
   bool sized_to_budget_;
+  bool idle_;
   size_t next_ = 0;
 };
 
@@ -182,7 +184,7 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
   std::vector<std::thread> task_threads;
   for (size_t i = 0; i < tasks.size(); ++i) {
     task_threads.emplace_back([&, i] {
-      FakeTimeTask task(&env, tasks[i].steps, tasks[i].sized_to_budget);
+      FakeTimeTask task(&env, tasks[i].steps, tasks[i].sized_to_budget, tasks[i].idle);
       RunUnderDaemon(task, *channels[i]);
       runtimes[i]->exited = true;
       env.Leave();

@@ -25,6 +25,9 @@ struct VirtualTask {
   // Held over its overrun budget throughout: never armed, and granted only
   // where twice its step estimate fits (DispatchCandidate::demoted).
   bool demoted = false;
+  // Finds nothing to do at every step (a server without requests):
+  // StepResult::idle, so it never records a step and hands each bubble back.
+  bool idle = false;
 };
 
 struct VirtualBubble {

@@ -183,6 +183,12 @@ int64_t freeride_step_budget_ns(void);
  * Applies to the step running on the calling thread; 1 unless called. */
 void freeride_step_parts(int parts);
 
+/* Inside a step hook: the step found nothing to do now (freeride::StepResult::idle,
+ * e.g. a server whose next request has not come).  The runner records no
+ * step and hands the bubble back; the task is granted again later.  Applies
+ * to the step running on the calling thread. */
+void freeride_step_idle(void);
+
 #ifdef __cplusplus
 }
 #endif

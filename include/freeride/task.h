@@ -25,6 +25,12 @@ struct StepResult {
   // learns the length of one part (what must fit for a bubble to be worth
   // granting), not of a step as long as the last bubble allowed.
   int parts = 1;
+  // True when the step did no work: the task found nothing to do now (a
+  // server whose next request has not come), or, with done, nothing is left.
+  // The step is not recorded, the bubble is handed back at once, and the
+  // task is granted again at a later bubble.  Run alone, the runner waits a
+  // millisecond before asking again.
+  bool idle = false;
 };
 
 // While Step() runs under a daemon: the longest the step may take and still

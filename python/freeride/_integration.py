@@ -9,26 +9,14 @@ training thread.
 from __future__ import annotations
 
 import os
-import threading
-import warnings
 
 import torch
 
 from freeride._marks import DEFAULT_MEMORY_MARGIN, BubbleMarks
 from freeride._native import FreeRideUnavailable
+from freeride._versions import tested, warn_once
 
-_warned: set = set()
-_warned_lock = threading.Lock()
-
-
-def warn_once(key, message: str, stacklevel: int = 3) -> bool:
-    """Warns `message` the first time `key` is seen in this process; True if it warned."""
-    with _warned_lock:
-        if key in _warned:
-            return False
-        _warned.add(key)
-    warnings.warn(message, stacklevel=stacklevel)
-    return True
+__all__ = ["Disabled", "Handle", "framework_usable", "installed_version", "open_marks", "warn_once"]
 
 
 class Disabled:
@@ -146,21 +134,6 @@ def installed_version(module: str) -> str:
         return str(getattr(importlib.import_module(module), "__version__", "unknown"))
     except Exception as e:
         return f"unknown ({type(e).__name__}: {e})"
-
-
-def version_tuple(version: str) -> tuple:
-    """'0.19.8' -> (0, 19, 8); stops at the first part that is not a number ('0.16.1rc1' -> (0, 16))."""
-    parts = []
-    for part in version.split("+")[0].split("."):
-        if not part.isdigit():
-            break
-        parts.append(int(part))
-    return tuple(parts)
-
-
-def tested(version: str, tested_series: tuple) -> bool:
-    """True when `version` is in the tested release series, e.g. (0, 19) for 0.19.x."""
-    return version_tuple(version)[:len(tested_series)] == tested_series
 
 
 def framework_usable(module: str, package: str, version: str, tested_version: str, tested_series: tuple,

@@ -105,6 +105,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "freeride_run_iterative_task": (c.c_int, [c.c_void_p, c.c_int, c.c_double]),
         "freeride_step_budget_ns": (c.c_int64, []),
         "freeride_step_parts": (None, [c.c_int]),
+        "freeride_step_idle": (None, []),
     }
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)

@@ -31,6 +31,9 @@ class StepResult:
     # Parts of the task's grain the step did, when it planned them to step_budget_ns(): the
     # daemon learns the length of one part, which is what must fit for a bubble to be granted.
     parts: int = 1
+    # True when the task found nothing to do now (a server whose next request has not come):
+    # the runner records no step and hands the bubble back; the task is granted again later.
+    idle: bool = False
 
 
 def report_parts(parts: int) -> None:
@@ -177,6 +180,8 @@ def _bind(task: IterativeTask) -> tuple[_Hooks, list]:
         try:
             r = _as_result(task.step())
             report_parts(int(r.parts))
+            if r.idle:
+                load_library().freeride_step_idle()
         except BaseException as e:  # noqa: BLE001
             return failed(e)
         units[0], done[0] = r.units, int(r.done)

@@ -16,6 +16,8 @@ namespace {
 
 // What freeride_step_parts() declared for the step running on this thread.
 thread_local int declared_parts = 1;
+// What freeride_step_idle() declared for the step running on this thread.
+thread_local bool declared_idle = false;
 
 // The C hooks as an IterativeTask, so that one runner serves both.
 class ForeignTask : public freeride::IterativeTask {
@@ -27,8 +29,9 @@ class ForeignTask : public freeride::IterativeTask {
     double units = 0;
     int done = 0;
     declared_parts = 1;
+    declared_idle = false;
     if (h_.step(h_.user, &units, &done) != 0) Fail("step");
-    return {units, done != 0, declared_parts};
+    return {units, done != 0, declared_parts, declared_idle};
   }
   void Pause() override { Check(h_.pause, "pause"); }
   void Resume() override { Check(h_.resume, "resume"); }
@@ -144,6 +147,8 @@ void freeride_task_detach(freeride_task* task) { delete task; }
 int64_t freeride_step_budget_ns(void) { return freeride::StepBudgetNs(); }
 
 void freeride_step_parts(int parts) { declared_parts = parts > 0 ? parts : 1; }
+
+void freeride_step_idle(void) { declared_idle = true; }
 
 int freeride_run_iterative_task(const freeride_iterative_task* hooks, int standalone,
                                 double seconds) {

@@ -80,10 +80,15 @@ int RunAlone(IterativeTask& task, const RunOptions& options) {
       SteppingScope scope(nullptr, /*alone=*/true);
       r = task.Step();
     }
+    done = r.done;
+    if (r.idle) {
+      // No bubble to hand back alone: wait a little instead of spinning.
+      if (!done) usleep(1000);
+      continue;
+    }
     step_ns.push_back(MonotonicNow() - t0);
     units += r.units;
     ++steps;
-    done = r.done;
   }
   task.Finish();
   double seconds = static_cast<double>(MonotonicNow() - start) / kSecond;
@@ -181,7 +186,10 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
         SteppingScope scope(&channel, /*alone=*/false);
         r = task.Step();
       }
-      channel.RecordStep(start, env->Now(), r.units, r.parts);
+      // An idle step did no work: nothing to record, and the rest of the
+      // bubble is handed back for the other tasks.
+      if (!r.idle) channel.RecordStep(start, env->Now(), r.units, r.parts);
+      if (r.idle && !r.done) break;
       if (r.done) {
         done = true;
         break;

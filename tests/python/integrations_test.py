@@ -40,6 +40,7 @@ from megatron.core.model_parallel_config import ModelParallelConfig  # noqa: E40
 from megatron.core.pipeline_parallel import p2p_communication, schedules  # noqa: E402
 
 import freeride._integration as integration  # noqa: E402
+import freeride._versions as versions  # noqa: E402
 import freeride.deepspeed  # noqa: E402
 import freeride.megatron  # noqa: E402
 
@@ -125,7 +126,7 @@ def fake_engine_class(log: Log, rename: str | None = None):
 
 class DeepSpeedTest(unittest.TestCase):
     def setUp(self):
-        integration._warned.clear()
+        versions._warned.clear()
 
     def test_waits_are_bubbles_numbered_within_train_batch(self):
         log = Log()
@@ -198,7 +199,7 @@ class DeepSpeedTest(unittest.TestCase):
 
 class MegatronTest(unittest.TestCase):
     def setUp(self):
-        integration._warned.clear()
+        versions._warned.clear()
         self.log = Log()
         self.saved = (p2p_communication._p2p_ops, torch.cuda.current_device)
         # Communication replaced: the requests log their waits; receive buffers on the CPU.

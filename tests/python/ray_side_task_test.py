@@ -1,0 +1,212 @@
+"""freeride.ray's node half without Ray: the wrapper's SideTask against the real daemon, and the
+runner it submits.  Work runs as an iterative side task, only inside bubbles; results, the user's
+exceptions, a failed side task, a killed daemon and an ended stage each reach the caller as what
+they are; a runner whose caller has gone does nothing."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import SOURCE_DIR, Daemon
+
+sys.path.insert(0, str(SOURCE_DIR / "python"))
+
+from freeride.ray import _wire  # noqa: E402
+from freeride.ray._daemon import NodeDaemon  # noqa: E402
+from freeride.ray._side_task import SideTask  # noqa: E402
+from freeride.ray.errors import LaneMemoryError, NodeUnavailable, SideTaskFailed  # noqa: E402
+
+import cloudpickle  # noqa: E402
+
+# The side task cannot import this test module: its functions travel by value, as a driver
+# script's do.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def counted(n: int, step_s: float):
+    """A generator task: n steps of step_s seconds each; returns n."""
+    for _ in range(n):
+        end = time.monotonic() + step_s
+        while time.monotonic() < end:
+            pass
+        yield 1
+    return n
+
+
+def fails() -> None:
+    raise KeyError("the user's own error")
+
+
+def exits() -> None:
+    os._exit(3)
+
+
+class Accumulator:
+    def __init__(self, start: int):
+        self.total = start
+
+    def add(self, n: int) -> int:
+        self.total += n
+        return self.total
+
+    def add_slowly(self, n: int):
+        for _ in range(n):
+            self.total += 1
+            yield 1
+        return self.total
+
+
+@pytest.fixture()
+def node(build_dir, freeride_env, monkeypatch):
+    """A daemon with one 1 GiB CPU lane, a stand-in stage marking bubbles, and this process's
+    environment set as a Ray worker's would be (FREERIDE_SOCKET, the client on PATH)."""
+    daemon = Daemon(build_dir, freeride_env, "--cpu-lanes", "1", "--lane-memory", "1GiB")
+    for key in ("FREERIDE_SOCKET", "FREERIDE_LIB", "PYTHONPATH"):
+        monkeypatch.setenv(key, daemon.env[key])
+    monkeypatch.setenv("PATH", f"{build_dir}{os.pathsep}{os.environ['PATH']}")
+    stage = daemon.stage("4", "6,6")
+    yield daemon, stage
+    stage.kill()
+    stage.wait()
+    if daemon.process.poll() is None:
+        daemon.stop()
+
+
+def steps_of_task(daemon: Daemon, task_id: int) -> tuple[list, dict]:
+    time.sleep(0.5)  # the event log is written in batches
+    events = daemon.events()
+    bubbles = {(e["lane"], e["seq"]): e for e in events if e["type"] == "bubble"}
+    steps = [e for e in events if e["type"] == "step" and e["task_id"] == task_id]
+    return steps, bubbles
+
+
+def test_a_generator_function_runs_a_step_per_yield_inside_bubbles(node):
+    daemon, _ = node
+    side = SideTask(_wire.Work("function", counted, call=("call", 0, None, (30, 0.001), {})), "counted", 1 << 20)
+    try:
+        assert side.result() == 30
+    finally:
+        side.close()
+    info = daemon.wait_for_state(str(side.task_id), ("FINISHED", "FAILED"), 30)
+    assert info["state"] == "FINISHED", info
+    steps, bubbles = steps_of_task(daemon, side.task_id)
+    assert sum(s["units"] for s in steps) == 30, steps
+    for s in steps:
+        b = bubbles.get((s["lane"], s["bubble_seq"]))
+        if b is not None or not s.get("late"):
+            assert b is not None and b["begin_ns"] <= s["start_ns"] <= b["end_ns"], (s, b)
+
+
+def test_an_actor_keeps_its_state_and_records_no_step_while_idle(node):
+    daemon, _ = node
+    side = SideTask(_wire.Work("actor", Accumulator, (10,)), "acc", 1 << 20)
+    try:
+        assert side.call("add", (5,), {}) == 15
+        time.sleep(1.0)  # idle: about a hundred bubbles pass with nothing to do
+        idle_steps, _ = steps_of_task(daemon, side.task_id)
+        assert side.call("add_slowly", (4,), {}) == 19
+    finally:
+        side.close()
+    steps, _ = steps_of_task(daemon, side.task_id)
+    # add: one step; add_slowly: a step per yield and one for its return.
+    assert len(idle_steps) == 1, f"steps recorded while idle: {idle_steps}"
+    assert len(steps) == 1 + 5, steps
+    assert daemon.wait_for_state(str(side.task_id), ("FINISHED",), 30)["state"] == "FINISHED"
+
+
+def test_the_users_exception_reaches_the_caller_with_the_side_tasks_traceback(node):
+    side = SideTask(_wire.Work("function", fails, call=("call", 0, None, (), {})), "fails", 0)
+    with pytest.raises(KeyError, match="the user's own error") as caught:
+        side.result()
+    side.close()
+    assert any("in the FreeRide side task" in note for note in getattr(caught.value, "__notes__", []))
+
+
+def test_a_side_task_that_dies_is_a_failure_with_the_daemons_reason(node):
+    side = SideTask(_wire.Work("function", exits, call=("call", 0, None, (), {})), "exits", 0)
+    with pytest.raises(SideTaskFailed, match="status 3"):
+        side.result()
+    side.close()
+
+
+def test_more_memory_than_the_lane_offers_is_refused_before_submitting(node):
+    daemon, _ = node
+    with pytest.raises(LaneMemoryError, match=r"lane_memory=2 GiB.*offers 1 GiB"):
+        SideTask(_wire.Work("function", fails, call=("call", 0, None, (), {})), "big", 2 << 30)
+    assert json.loads(daemon.cli_run("status", "--json", "--all"))["tasks"]["tasks"] == []
+
+
+def test_a_killed_daemon_is_a_lost_node_and_its_relaunched_runner_does_nothing(node, build_dir):
+    daemon, _ = node
+    side = SideTask(_wire.Work("function", counted, call=("call", 0, None, (100000, 0.001), {})), "long", 0)
+    deadline = time.monotonic() + 60
+    while daemon.show(str(side.task_id))["steps"] in ("0", 0) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    daemon.process.send_signal(signal.SIGKILL)
+    daemon.process.wait()
+    started = time.monotonic()
+    with pytest.raises(NodeUnavailable, match="daemon"):
+        side.result()
+    assert time.monotonic() - started < 15, "the loss was seen by the closed connection, at once"
+    side.close()
+    # Restarted on the same journal, the daemon relaunches the runner; its caller has gone.
+    restarted = subprocess.Popen([daemon.cli, "daemon", "--socket", daemon.socket, "--state-dir", daemon.state,
+                                  "--cpu-lanes", "1", "--lane-memory", "1GiB",
+                                  *(["--allow-root"] if os.geteuid() == 0 else [])],
+                                 env=daemon.env, stdout=subprocess.DEVNULL, stderr=daemon.log)
+    try:
+        info = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                info = daemon.show(str(side.task_id))
+            except subprocess.CalledProcessError:
+                info = {}
+            if info.get("state") in ("FINISHED", "FAILED", "CANCELLED"):
+                break
+            time.sleep(0.3)
+        assert info.get("state") in ("FINISHED", "CANCELLED"), info
+        assert int(info["attempts"]) >= 1
+        steps, _ = steps_of_task(daemon, side.task_id)
+        launches = [e for e in daemon.events() if e["type"] == "launch" and e["task_id"] == side.task_id]
+        last_launch = max(e["unix_ns"] for e in launches)
+        assert not [s for s in steps if s.get("unix_ns", 0) > last_launch], "the relaunched runner did work"
+    finally:
+        restarted.terminate()
+        restarted.wait(timeout=30)
+
+
+def test_an_ended_stage_moves_the_work_off_the_node(node):
+    daemon, stage = node
+    side = SideTask(_wire.Work("function", counted, call=("call", 0, None, (100000, 0.001), {})), "orphan", 0)
+    time.sleep(1.0)
+    stage.kill()
+    stage.wait()
+    with pytest.raises(NodeUnavailable, match="training stage of lane 0 has ended"):
+        side.result()
+    side.close()
+    assert daemon.wait_for_state(str(side.task_id), ("CANCELLED",), 30)["state"] == "CANCELLED"
+
+
+def test_a_runner_whose_caller_is_gone_exits_at_once_with_nothing_done(node, tmp_path):
+    daemon, _ = node
+    out = daemon.cli_run("submit", "--json", "--name", "orphan-runner", "--", sys.executable, "-m",
+                         "freeride.ray._runner", str(tmp_path / "nobody-listens"))
+    task = json.loads(out)
+    info = daemon.wait_for_state(str(task["id"]), ("FINISHED", "FAILED"), 60)
+    assert info["state"] == "FINISHED", info
+    assert "nothing to do" in info["stderr_tail"], info
+    assert info["steps"] in ("0", 0), info
+
+
+def test_node_daemon_reads_lanes(node):
+    daemon, _ = node
+    lanes = NodeDaemon().lanes()
+    assert [(l.index, l.capacity_bytes) for l in lanes] == [(0, 1 << 30)]
+    assert lanes[0].stage_alive and not lanes[0].stage_ended

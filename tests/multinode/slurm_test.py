@@ -12,8 +12,9 @@ From each node daemon's own event log it then checks that every node's
 daemon saw the training's bubbles, that each node's side-task steps started
 only inside bubbles (and that some ran: checks.require_side_steps), that
 each rank's task went to its node, that the refused start touched nothing,
-and that the daemons stopped with the job.  A second job ends with its
-daemons still running: Slurm must stop them.
+and that the daemons stopped with the job.  A second job, with two lanes
+per node, submits rank 3 (node 2, lane 1) and rank 4 (none: refused), and
+ends with its daemons still running: Slurm must stop them.
 
 Usage: slurm_test.py SOURCE_DIR BUILD_DIR [--steps N] [--keep].  Installs
 Slurm and munge with scripts/install-slurm.sh when they are missing.  Exit 77
@@ -63,12 +64,19 @@ trap - EXIT
 echo "job done"
 """
 
-# The job ends with its daemons still running (no stop, no trap): Slurm ends
-# the daemon step with the job, and each daemon stops on its SIGTERM.
+# Two lanes per node, as for two ranks per node: rank 3 is node 2's lane 1,
+# and there is no rank 4.  Then the job ends with its daemons still running
+# (no stop, no trap): Slurm ends the daemon step with the job, and each
+# daemon stops on its SIGTERM.
 JOB_ENDS = """#!/usr/bin/env bash
 set -euo pipefail
-srun --overlap --ntasks-per-node=1 {slurm} daemon --cpu-lanes 1 &
+srun --overlap --ntasks-per-node=1 {slurm} daemon --cpu-lanes 2 &
 {slurm} wait --timeout 120
+{slurm} submit --rank 3 --ranks-per-node 2 --name rank3 -- {task}
+if {slurm} submit --rank 4 --ranks-per-node 2 -- {task} 2>out-of-range.out; then
+  echo "rank 4 of 2 nodes x 2 was submitted"
+  exit 1
+fi
 echo "job ends with its daemons running"
 """
 
@@ -154,13 +162,21 @@ def main() -> None:
         expect(len({node_paths(nodes_dir, job, n)[0] for n in cluster.names}) == len(cluster.names),
                "two nodes shared a state directory")
 
-        # 2. A job that ends with its daemons running: Slurm stops them.
-        job = run_job(slurm, cluster, "ends", JOB_ENDS.format(slurm=freeride_slurm), env)
-        for name in cluster.names:
+        # 2. Ranks on two lanes per node; then a job that ends with its daemons running.
+        job = run_job(slurm, cluster, "ends", JOB_ENDS.format(slurm=freeride_slurm,
+                                                              task=" ".join(side_task(build))), env)
+        out_of_range = open(os.path.join(cluster.dir, "out-of-range.out")).read()
+        expect("rank 4 is beyond the job's 4 ranks (2 node(s) of 2)" in out_of_range,
+               f"rank 4 was not refused clearly: {out_of_range}")
+        for k, name in enumerate(cluster.names):
             state_dir, socket = node_paths(nodes_dir, job, name)
             only_start_and_stop(name, state_dir)
             expect(not os.path.exists(socket), f"{name}: the daemon left its socket {socket}")
-        print(f"job {job} ended with its daemons running: Slurm stopped each (daemon start -> stop)", flush=True)
+            placed = {(e["name"], e["lane"]) for e in read_events(state_dir) if e["type"] == "transition"}
+            expect(placed == ({("rank3", 1)} if k == 1 else set()),
+                   f"{name}: tasks (name, lane) {placed}; rank 3 belongs on node 2's lane 1")
+        print(f"job {job}: rank 3 went to {cluster.names[1]}'s lane 1, rank 4 was refused; the job ended with "
+              "its daemons running and Slurm stopped each (daemon start -> stop)", flush=True)
     print(f"PASS in {time.monotonic() - started:.0f} s", flush=True)
 
 

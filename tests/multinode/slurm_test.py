@@ -152,7 +152,7 @@ def main() -> None:
         for k, name in enumerate(cluster.names):
             state_dir, socket = node_paths(nodes_dir, job, name)
             records.append(check_node(name, state_dir, min_bubbles=a.steps, min_steps=0, stopped=True,
-                                      socket=socket))
+                                      socket=socket, freeride=os.path.join(build, "freeride")))
             # One daemon, started once: the refused second start wrote nothing here.
             only_start_and_stop(name, state_dir)
             tasks = {e["name"] for e in read_events(state_dir) if e["type"] == "transition"}

@@ -922,12 +922,37 @@ TEST_F(DaemonIntegration, SocketIsPrivateAndASecondDaemonIsRefused) {
   Daemon second(options_);
   std::string error;
   EXPECT_FALSE(second.Start(&error));
-  EXPECT_NE(error.find("in use by another daemon"), std::string::npos) << error;
+  EXPECT_NE(error.find(fmt::format("in use by another daemon (pid {})", getpid())), std::string::npos)
+      << error;
   DaemonOptions other = CpuOptions(dir_);
   other.state_dir = dir_.path() + "/state2";
   Daemon third(other);
   EXPECT_FALSE(third.Start(&error));
   EXPECT_NE(error.find("another daemon is listening"), std::string::npos) << error;
+}
+
+// `freeride env`: what a trainer needs to join this daemon, for a shell to
+// eval (freeride-slurm run uses it): the socket, and the MPS server its GPU
+// lanes' tasks run under, only when there is one.
+TEST_F(DaemonIntegration, EnvNamesTheSocketAndTheMpsPipe) {
+  options_.mps_pipe_dir = dir_.path() + "/mps pipe's dir";  // quoting is the point
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  const std::string cli = std::string(FREERIDE_BIN);
+  ShellResult r = RunShell(cli + " env --socket " + options_.socket_path, dir_.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, fmt::format("export FREERIDE_SOCKET='{}'\nexport CUDA_MPS_PIPE_DIRECTORY='{}/mps "
+                               "pipe'\\''s dir'\n",
+                               options_.socket_path, dir_.path()));
+  // Evaluated by a shell, it gives back the paths as they are.
+  ShellResult shell = RunShell("eval \"$(" + cli + " env --socket " + options_.socket_path +
+                                   ")\" && printf '%s|%s' \"$FREERIDE_SOCKET\" \"$CUDA_MPS_PIPE_DIRECTORY\"",
+                               dir_.path());
+  EXPECT_EQ(shell.out, options_.socket_path + "|" + options_.mps_pipe_dir);
+  // No daemon there: it fails, saying so, and prints nothing to eval.
+  ShellResult none = RunShell(cli + " env --socket " + dir_.path() + "/none.sock", dir_.path());
+  EXPECT_NE(none.status, 0);
+  EXPECT_EQ(none.out, "");
+  EXPECT_NE(none.err.find("freeride env:"), std::string::npos) << none.err;
 }
 
 // ---------------------------------------------------------------------------

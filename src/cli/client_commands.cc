@@ -247,8 +247,12 @@ std::string OverheadLine(const v1::LaneStats& l) {
 // of bubble time harvested since then.
 void PrintStatus(const StatusArgs& args, const v1::StatsReply& stats,
                  const v1::ListTasksReply& tasks, const v1::StatsReply* previous) {
-  fmt::print("daemon pid {}  up {}  state {}\n\n", stats.daemon_pid(),
+  fmt::print("daemon pid {}  up {}  state {}\n", stats.daemon_pid(),
              FormatDuration(stats.uptime_ns()), stats.state_dir());
+  if (!stats.mps_pipe_dir().empty())
+    fmt::print("MPS server {} (trainers join it: eval \"$(freeride env)\")\n",
+               stats.mps_pipe_dir());
+  fmt::print("\n");
   fmt::print("{:>4}  {:<7} {:>6} {:>8} {:>10} {:>10} {:>6} {:>7} {:>9} {:>7}  {}\n", "lane",
              "device", "stage", "bubbles", "idle", "harvested", "share",
              previous ? "recent" : "", "resident", "queued", "now");
@@ -410,6 +414,33 @@ int RunCancel(const TaskRefArgs& args) {
   return 0;
 }
 
+// ------------------------------------------------------------------- env --
+// `text` in single quotes for a POSIX shell.
+std::string ShellQuote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// Prints what a trainer's environment needs to join the daemon at `socket`,
+// as lines a shell can eval: its socket, and the MPS server its GPU lanes'
+// tasks run under (the trainer joins it at priority 0, above them).
+int RunEnv(const std::string& socket) {
+  DaemonTarget target;
+  target.socket = std::filesystem::absolute(socket).lexically_normal().string();
+  v1::StatsReply stats;
+  int rc = WithDaemon(target, "env", [&](v1::FreeRide::Stub& stub, const DaemonEndpoint& endpoint) {
+    grpc::ClientContext context;
+    PrepareContext(&context, endpoint, kRpcTimeout);
+    return stub.GetStats(&context, v1::StatsRequest(), &stats);
+  });
+  if (rc != 0) return rc;
+  fmt::print("export FREERIDE_SOCKET={}\n", ShellQuote(target.socket));
+  if (!stats.mps_pipe_dir().empty())
+    fmt::print("export CUDA_MPS_PIPE_DIRECTORY={}\n", ShellQuote(stats.mps_pipe_dir()));
+  return 0;
+}
+
 void AddDaemonTarget(CLI::App* cmd, DaemonTarget* target) {
   cmd->add_option("--socket", target->socket, "The daemon's Unix socket")->capture_default_str();
   cmd->add_option("--server", target->server,
@@ -468,6 +499,15 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
   cmd->add_option("task", cancel->task, "Task id or name")->required();
   cmd->add_flag("--json", cancel->json, "Print JSON");
   cmd->callback([cancel, exit_code] { *exit_code = RunCancel(*cancel); });
+
+  auto env_socket = std::make_shared<std::string>(DefaultSocketPath());
+  cmd = app.add_subcommand(
+      "env",
+      "Print a trainer's environment for the daemon at --socket, for a shell to eval: "
+      "FREERIDE_SOCKET, and CUDA_MPS_PIPE_DIRECTORY when its GPU lanes run side tasks under MPS "
+      "(the trainer then joins that server at priority 0). Fails when no daemon answers.");
+  cmd->add_option("--socket", *env_socket, "The daemon's Unix socket")->capture_default_str();
+  cmd->callback([env_socket, exit_code] { *exit_code = RunEnv(*env_socket); });
 }
 
 }  // namespace freeride::cli

@@ -27,11 +27,12 @@ grpc::Status ToGrpc(const Status& status) {
 }
 
 ControlService::ControlService(TaskManager* tasks, const std::vector<std::unique_ptr<Lane>>* lanes,
-                               std::string state_dir, TcpTokens tokens, bool remote_only,
-                               Env* env)
+                               std::string state_dir, std::string mps_pipe_dir,
+                               TcpTokens tokens, bool remote_only, Env* env)
     : tasks_(tasks),
       lanes_(lanes),
       state_dir_(std::move(state_dir)),
+      mps_pipe_dir_(std::move(mps_pipe_dir)),
       tokens_(std::move(tokens)),
       remote_only_(remote_only),
       env_(env),
@@ -152,6 +153,7 @@ void ControlService::FillStats(v1::StatsReply* reply) const {
   reply->set_daemon_pid(getpid());
   reply->set_uptime_ns(env_->Now() - started_ns_);
   reply->set_state_dir(state_dir_);
+  reply->set_mps_pipe_dir(mps_pipe_dir_);
   reply->set_version(FREERIDE_VERSION);
 }
 

@@ -29,9 +29,11 @@ class ControlService final : public v1::FreeRide::Service {
   // With `remote_only`, every peer counts as a TCP peer (the service behind
   // the TCP gate, whose peers all come through a local relay).  Its uptime
   // is on `env`'s clock.  `tasks`, `lanes` and `env` outlive the service.
+  // GetStats reports `state_dir` and `mps_pipe_dir` (the MPS server GPU
+  // lanes' tasks join; empty: none), which trainers are to join too.
   ControlService(TaskManager* tasks, const std::vector<std::unique_ptr<Lane>>* lanes,
-                 std::string state_dir, TcpTokens tokens = {}, bool remote_only = false,
-                 Env* env = Env::Default());
+                 std::string state_dir, std::string mps_pipe_dir = "", TcpTokens tokens = {},
+                 bool remote_only = false, Env* env = Env::Default());
 
   grpc::Status Submit(grpc::ServerContext*, const v1::SubmitRequest*, v1::SubmitReply*) override;
   grpc::Status ListTasks(grpc::ServerContext*, const v1::ListTasksRequest*,
@@ -59,6 +61,7 @@ class ControlService final : public v1::FreeRide::Service {
   TaskManager* tasks_;
   const std::vector<std::unique_ptr<Lane>>* lanes_;
   std::string state_dir_;
+  std::string mps_pipe_dir_;
   TcpTokens tokens_;
   bool remote_only_;
   Env* const env_;

@@ -35,8 +35,10 @@ def test_the_install_has_binaries_library_headers_and_python_package(prefix):
               "bin/example_stage_replay", "lib/libfreeride.so", "include/freeride/freeride.h",
               "include/freeride/task.h", "share/freeride/python/freeride/__init__.py",
               "share/freeride/python/freeride/py.typed", "share/freeride/examples/train_gpt_pipeline.py",
-              "share/freeride/examples/data/h200_1f1b_bubbles.json"]:
+              "share/freeride/examples/data/h200_1f1b_bubbles.json", "bin/freeride-slurm",
+              "share/freeride/deploy/slurm/train.sbatch"]:
         assert (prefix / f).exists(), f"{f} is not installed"
+    assert os.access(prefix / "bin" / "freeride-slurm", os.X_OK), "freeride-slurm is not executable"
 
 
 def test_the_installed_demo_runs_from_the_prefix(prefix, tmp_path):

@@ -689,6 +689,15 @@ TEST_F(DaemonIntegration, WhenTheStageDiesMidBubbleItsTasksArePaused) {
   v1::TaskInfo running = WaitForState(tasks(), info.id(), "RUNNING", 20 * kSecond);
   ASSERT_EQ(running.state(), "RUNNING");
   usleep(300 * 1000);
+  // Killed inside a bubble for sure: a kill in the 2 ms busy phase (likelier
+  // on a loaded machine, where the sleep runs long) leaves no bubble to end.
+  auto in_bubble = [&] {
+    v1::StatsReply stats;
+    daemon_->FillStats(&stats);
+    return stats.lanes_size() > 0 && stats.lanes(0).in_bubble();
+  };
+  for (int i = 0; i < 10000 && !in_bubble(); ++i) usleep(100);
+  ASSERT_TRUE(in_bubble()) << "the lane never showed an open bubble";
   kill(stage, SIGKILL);
   waitpid(stage, nullptr, 0);
   v1::TaskInfo paused = WaitForState(tasks(), info.id(), "PAUSED", 5 * kSecond);

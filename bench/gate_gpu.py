@@ -53,6 +53,9 @@ PROGRAMS = {
                  r"generated (\d+) batches.* at ([\d.]+)"),
     "compiled": (["python3", "examples/train_compiled.py", "--log-every", "5"], r"step (\d+):.* at ([\d.]+)"),
 }
+# What the daemon is told of each program's progress (--progress-regex).
+DAEMON_PROGRESS = {"resnet50": r"iteration (\d+):", "resnet18": r"iteration (\d+):",
+                   "generate": r"generated (\d+) batches", "compiled": r"step (\d+):"}
 SCHEDULES = {
     "interleaved": ["--schedule", "interleaved", "--stages", "4", "--microbatches", "8", "--virtual", "2",
                     "--times", "2,4"],
@@ -170,7 +173,7 @@ class Bench:
         cmd, _ = PROGRAMS[name]
         task = f"{name}-{len(self.rows)}"
         self.cli("submit", "--name", task, "--kind", "imperative", "--lane", "0", "--memory", "16GiB",
-                 "--", *cmd)
+                 "--progress-regex", DAEMON_PROGRESS[name], "--", *cmd)
         return task
 
     def task_log(self, task: str) -> str:
@@ -237,12 +240,19 @@ class Bench:
                "overhead_on_vs_no_side": diff_ci(on_iters, no_side),
                "overhead_off_vs_no_side": diff_ci(off_iters, no_side),
                "overhead_on_vs_off": diff_ci(on_iters, off_iters),
-               "task_state": show.get("state"), "task_message": show.get("message")}
+               "task_state": show.get("state"), "task_message": show.get("message"),
+               "daemon_progress": show.get("progress"), "daemon_allowed_ns": show.get("allowed_ns"),
+               "gate_margin_ns": self.lane_margin(), "_on": on_iters, "_off": off_iters}
         self.rows.append(row)
         log(f"{profile_name} {program}: harvest {harvest:.2f}; on {row['overhead_on_vs_no_side']['pct']:+.2f}% "
             f"[{row['overhead_on_vs_no_side']['low']:+.2f}, {row['overhead_on_vs_no_side']['high']:+.2f}], "
             f"off {row['overhead_off_vs_no_side']['pct']:+.2f}%; units off {off_units}")
         self.save()
+
+    def lane_margin(self) -> int:
+        """The lane's last close margin: the base plus the tasks' longest published work."""
+        lanes = json.loads(self.cli("status", "--json")).get("lanes", [])
+        return int(lanes[0].get("gate_margin_ns", 0)) if lanes else 0
 
     def latency(self) -> None:
         binary = os.path.join(self.work, "gate_latency")
@@ -282,7 +292,7 @@ class Bench:
 
     def save(self) -> None:
         with open(os.path.join(self.a.out, "gate_gpu.json"), "w") as f:
-            json.dump(self.results, f, indent=1)
+            json.dump(self.results, f, indent=1, default=lambda o: None)
 
     def close(self) -> None:
         if self.daemon:
@@ -325,10 +335,22 @@ def main() -> None:
             b.latency()
         for profile in [x for x in a.profiles.split(",") if x]:
             path, rank = b.profile_path(profile)
+            # The no-side arm brackets the programs' launches: one launch before
+            # them and one after, pooled, so that drift shows in its spread.
             base = b.stand_in(path, rank, f"{profile}-noside")
             no_side = [t for t in base["iter_ms"][base["warmup"]:]]
+            first = len(b.rows)
             for program in programs:
                 b.measure(profile, program, rates[program], no_side)
+            after = b.stand_in(path, rank, f"{profile}-noside-after")
+            pooled = no_side + [t for t in after["iter_ms"][after["warmup"]:]]
+            b.results.setdefault("no_side", {})[profile] = {"before_ms": mean_ci(no_side),
+                                                           "after_ms": mean_ci(pooled[len(no_side):])}
+            for row in b.rows[first:]:
+                row["no_side_ms"] = mean_ci(pooled)
+                row["overhead_on_vs_no_side"] = diff_ci(row.pop("_on"), pooled)
+                row["overhead_off_vs_no_side"] = diff_ci(row.pop("_off"), pooled)
+            b.save()
     finally:
         b.close()
         b.save()

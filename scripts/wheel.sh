@@ -56,6 +56,9 @@ mkdir -p "$package/_bin" "$package/_lib" "$package/_share"
 cp "$stage/prefix"/bin/* "$package/_bin/"
 # Under its soname only: the name the executables and ctypes load.
 cp -L "$stage/prefix/lib/libfreeride.so.0" "$package/_lib/"
+# The GPU gate's interposer, which the daemon preloads into side tasks
+# (docs/gate.md); it needs only libc.
+cp -L "$stage/prefix/lib/libfreeride_gate.so" "$package/_lib/"
 cp -r "$stage/prefix/share/freeride/examples" "$package/_share/"
 # The install's RPATH is $ORIGIN/../lib; in the package the library is in _lib.
 for f in "$package/_bin"/*; do patchelf --force-rpath --set-rpath '$ORIGIN/../_lib' "$f"; done

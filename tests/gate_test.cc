@@ -10,6 +10,8 @@
 #include "gate/gate_page.h"
 #include "gate/launch_gate.h"
 #include "gate/symbol_table.h"
+#include "gate/work_lengths.h"
+#include "policy/gate_close.h"
 #include "test_util.h"
 
 namespace freeride::gate {
@@ -28,8 +30,17 @@ struct FakeDriver {
   static inline CuResult register_result = kCudaSuccess;
   static inline CuResult wait_result = kCudaSuccess;
   static inline int registrations = 0;
+  // Events: a number each; an event is "ended" once its stream is released.
+  static inline std::vector<std::pair<intptr_t, CuStream>> recorded;
+  static inline bool events_done = false;
+  static inline float elapsed_ms = 0;
+  static inline int live_events = 0;
 
   static void Reset() {
+    recorded.clear();
+    events_done = false;
+    elapsed_ms = 0;
+    live_events = 0;
     waits.clear();
     capturing = nullptr;
     register_result = kCudaSuccess;
@@ -52,6 +63,25 @@ struct FakeDriver {
     };
     api.mem_host_get_device_pointer = [](CuDevicePtr* d, void* p, unsigned) {
       *d = reinterpret_cast<CuDevicePtr>(p);
+      return kCudaSuccess;
+    };
+    api.event_create = [](CuEvent* e, unsigned) {
+      static intptr_t next = 1;
+      *e = reinterpret_cast<CuEvent>(next++);
+      ++live_events;
+      return kCudaSuccess;
+    };
+    api.event_record = [](CuEvent e, CuStream s) {
+      recorded.push_back({reinterpret_cast<intptr_t>(e), s});
+      return kCudaSuccess;
+    };
+    api.event_query = [](CuEvent) { return events_done ? kCudaSuccess : kCudaErrorNotReady; };
+    api.event_elapsed_time = [](float* ms, CuEvent, CuEvent) {
+      *ms = elapsed_ms;
+      return kCudaSuccess;
+    };
+    api.event_destroy = [](CuEvent) {
+      --live_events;
       return kCudaSuccess;
     };
     return api;
@@ -130,6 +160,90 @@ TEST_F(LaunchGateTest, ADriverWithoutStreamMemoryOperationsIsRefused) {
   LaunchGate gate(api, page_, "");
   EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaErrorNotPermitted);
   EXPECT_NE(gate.refusal().find("stream memory operations"), std::string::npos);
+}
+
+TEST_F(LaunchGateTest, OnePieceInSixteenIsTimedAndItsLengthPublishedOnceItEnds) {
+  GateTaskSlot slot{};
+  LaunchGate gate(FakeDriver::Api(), page_, "", &slot);
+  FakeDriver::elapsed_ms = 1.5f;
+  int sampled = 0;
+  for (uint64_t i = 0; i < LaunchGate::kSampleEvery * 3; ++i) {
+    WorkSample sample;
+    ASSERT_EQ(gate.BeforeWork(stream_, false, &sample), kCudaSuccess);
+    sampled += sample.start != nullptr;
+    gate.AfterWork(sample);
+  }
+  EXPECT_EQ(sampled, 3);
+  ASSERT_EQ(FakeDriver::recorded.size(), 6u);  // a start and an end each, on the work's stream
+  for (const auto& [event, stream] : FakeDriver::recorded) EXPECT_EQ(stream, stream_);
+  EXPECT_EQ(slot.work_p95_ns.load(), 0);  // none has ended: nothing is published
+  FakeDriver::events_done = true;
+  WorkSample sample;
+  gate.BeforeWork(stream_, false, &sample);  // reads back what has ended
+  gate.AfterWork(sample);
+  EXPECT_EQ(slot.work_p95_ns.load(), 1'500'000);
+  EXPECT_EQ(slot.samples.load(), 3u);
+  EXPECT_EQ(FakeDriver::live_events, 0);  // every event was destroyed
+}
+
+TEST_F(LaunchGateTest, SynchronousCopiesAndCapturedWorkAreNotTimed) {
+  GateTaskSlot slot{};
+  LaunchGate gate(FakeDriver::Api(), page_, "", &slot);
+  FakeDriver::capturing = stream_;
+  for (uint64_t i = 0; i < LaunchGate::kSampleEvery * 2; ++i) {
+    WorkSample a, b;
+    gate.BeforeWork(nullptr, false, &a);  // the legacy default stream: a synchronous copy
+    gate.BeforeWork(stream_, false, &b);  // being captured into a graph
+    EXPECT_EQ(a.start, nullptr);
+    EXPECT_EQ(b.start, nullptr);
+  }
+  EXPECT_TRUE(FakeDriver::recorded.empty());
+}
+
+TEST(WorkLengths, TheNinetyFifthPercentileOfTheWindow) {
+  WorkLengths lengths;
+  EXPECT_EQ(lengths.P95(), 0);
+  for (int i = 1; i <= 100; ++i) lengths.Add(i * 1000);
+  EXPECT_EQ(lengths.P95(), 96'000);  // rank 95 of 0..99
+  for (int i = 0; i < 128; ++i) lengths.Add(7);  // the window forgets the old ones
+  EXPECT_EQ(lengths.P95(), 7);
+  lengths.Add(-5);  // ignored
+  EXPECT_EQ(lengths.P95(), 7);
+}
+
+TEST(GateClose, TheGateClosesAMarginBeforeTheForecastEndOrAtOnce) {
+  Admission serve;
+  serve.deadline = 0;
+  EXPECT_EQ(GateCloseAt(1000, 500, 100, serve), 1400);
+  EXPECT_EQ(GateCloseAt(1000, 0, 100, serve), 1000);  // no forecast: nothing is let through
+  EXPECT_EQ(GateCloseAt(1000, 80, 100, serve), 1000);  // less than the margin left
+  Admission withheld;
+  withheld.serve = false;
+  EXPECT_EQ(GateCloseAt(1000, 500, 100, withheld), 1000);
+  Admission window_inside;
+  window_inside.deadline = 1300;  // a withheld window starts at 1300
+  EXPECT_EQ(GateCloseAt(1000, 500, 100, window_inside), 1200);
+  EXPECT_EQ(GateMargin(200, 700), 900);  // the tasks' longest work widens the margin
+  EXPECT_EQ(GateMargin(200, -1), 200);
+}
+
+TEST(GatePage, EachProcessPublishesInASlotOfItsOwnAndDeadOnesAreForgotten) {
+  TempDir dir;
+  GatePage page;
+  std::string error;
+  ASSERT_TRUE(page.CreateOrOpen(dir.path() + "/gate", 0, &error));
+  GateTaskSlot* a = page.ClaimTaskSlot(100);
+  GateTaskSlot* b = page.ClaimTaskSlot(200);
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(page.ClaimTaskSlot(100), a);  // its own again
+  a->work_p95_ns.store(300);
+  b->work_p95_ns.store(900);
+  EXPECT_EQ(page.LongestTaskWork([](int64_t) { return true; }), 900);
+  EXPECT_EQ(page.LongestTaskWork([](int64_t pid) { return pid != 200; }), 300);
+  EXPECT_EQ(b->pid.load(), 0);  // 200 is gone: its slot is free
+  for (int pid = 1; pid < kGateTaskSlots; ++pid) EXPECT_NE(page.ClaimTaskSlot(1000 + pid), nullptr);
+  EXPECT_EQ(page.ClaimTaskSlot(5000), nullptr);  // all taken
 }
 
 TEST(GateSymbolTable, RuntimeLookupsFindTheVariantTheFlagsAskFor) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "gate/gate_page.h"
 #include "policy/step_estimator.h"
 #include "second_look_expectations.h"
 #include "virtual_lane.h"
@@ -273,6 +274,84 @@ TEST(LaneOnVirtualTime, ADemotedTaskThatSizesItsStepsToTheBudgetEndsAPartEarly) 
       << "slack " << demoted_slack / kMillisecond << " ms demoted, " << normal_slack / kMillisecond
       << " ms not";
   EXPECT_GE(demoted_fill, 0.7) << "(not demoted: " << normal_fill << ")";
+}
+
+// --- the GPU gate's closer --------------------------------------------------
+
+namespace {
+
+std::vector<VirtualBubble> SteadyBubbles(int count, Nanos length) {
+  return std::vector<VirtualBubble>(count, VirtualBubble{0, length, 5 * kMillisecond});
+}
+
+// A gated lane closing 2 ms before the forecast end (plus the tasks' work).
+DaemonOptions GateOptions() {
+  DaemonOptions options = GateOptions();
+  return options;
+}
+
+}  // namespace
+
+TEST(GateOnVirtualTime, TheGateClosesAMarginBeforeEachForecastEnd) {
+  DaemonOptions options = GateOptions();
+  VirtualGate gate;
+  gate.on = true;
+  gate.stage_drives = true;
+  VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(40, 10 * kMillisecond), options, gate);
+  // Every bubble is closed before its end mark: at once while the slot has
+  // no forecast, 2 ms before the 10 ms forecast after that.
+  EXPECT_EQ(run.gate_early_closes, 40u);
+  EXPECT_LE(run.gate_open_ns, 40 * 8 * kMillisecond);
+  EXPECT_GE(run.gate_open_ns, 35 * 8 * kMillisecond);
+  EXPECT_EQ(run.gate_forced_closes, 0u);
+  EXPECT_FALSE(GateIsOpen(run.gate_word_at_end));
+}
+
+TEST(GateOnVirtualTime, ATasksLongWorkWidensTheMargin) {
+  DaemonOptions options = GateOptions();
+  VirtualGate gate;
+  gate.on = true;
+  gate.stage_drives = true;
+  gate.task_work_p95 = 3 * kMillisecond;  // its pieces take 3 ms: closed 5 ms before the end
+  VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(40, 10 * kMillisecond), options, gate);
+  EXPECT_LE(run.gate_open_ns, 40 * 5 * kMillisecond);
+  EXPECT_GE(run.gate_open_ns, 35 * 5 * kMillisecond);
+  // Work longer than the bubble is held back: the gate closes at once.
+  gate.task_work_p95 = 20 * kMillisecond;
+  run = RunVirtualLane({}, SteadyBubbles(20, 10 * kMillisecond), options, gate);
+  EXPECT_EQ(run.gate_open_ns, 0);
+}
+
+TEST(GateOnVirtualTime, AStageThatMarksOnlyFromTheHostHasTheLaneOpenTheGate) {
+  DaemonOptions options = GateOptions();
+  VirtualGate gate;
+  gate.on = true;  // the stage never writes the word
+  VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(40, 10 * kMillisecond), options, gate);
+  EXPECT_GE(run.gate_open_ns, 35 * 8 * kMillisecond);
+  EXPECT_LE(run.gate_open_ns, 40 * 8 * kMillisecond);
+  EXPECT_FALSE(GateIsOpen(run.gate_word_at_end));
+}
+
+TEST(GateOnVirtualTime, WithOnlySdkTasksTheGateStaysOpenToTheEndMark) {
+  VirtualGate gate;
+  gate.on = true;
+  gate.stage_drives = true;
+  gate.gated_task = false;  // SDK tasks fit their steps to the forecast themselves
+  VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(20, 10 * kMillisecond), GateOptions(), gate);
+  EXPECT_EQ(run.gate_early_closes, 0u);
+  EXPECT_EQ(run.gate_open_ns, 20 * 10 * kMillisecond);
+}
+
+TEST(GateOnVirtualTime, AGateLeftOpenByAStageThatWentSilentIsForcedShut) {
+  DaemonOptions options = QuietOptions();
+  options.stage_timeout = 100 * kMillisecond;
+  VirtualGate gate;
+  gate.on = true;
+  gate.stage_drives = true;
+  gate.abandoned_open = kSecond;
+  VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(5, 10 * kMillisecond), options, gate);
+  EXPECT_EQ(run.gate_forced_closes, 1u);
+  EXPECT_FALSE(GateIsOpen(run.gate_word_at_end));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "base/paths.h"
 #include "channel/lane_segment.h"
 #include "channel/step_accounting.h"
 #include "daemon/event_log.h"
@@ -16,6 +17,7 @@
 #include "daemon/lane_tasks.h"
 #include "daemon/shared_probe_schedule.h"
 #include "fake_env.h"
+#include "gate/gate_page.h"
 #include "freeride/task.h"
 #include "sdk/task_loop.h"
 #include "test_util.h"
@@ -97,6 +99,12 @@ class ThreadTasks final : public LaneTasks {
   }
   void AddHarvest(int64_t, Nanos) override {}
   void AddAllowed(int64_t, Nanos) override {}
+  // A gated task (an imperative program under the GPU gate) resident, by id.
+  void GatedTasks(int, std::vector<int64_t>* out) const override {
+    out->clear();
+    if (gated_task_ > 0) out->push_back(gated_task_);
+  }
+  void SetGatedTask(int64_t id) { gated_task_ = id; }
   void RecordOverrun(int64_t, Nanos, Nanos) override {}
   void KillHung(int64_t id, Nanos) override { ADD_FAILURE() << "the lane killed task " << id; }
   void LaneCounts(int, uint32_t* resident, uint32_t* queued) const override {
@@ -112,14 +120,18 @@ class ThreadTasks final : public LaneTasks {
            state == TaskProcessState::kStepping;
   }
   std::vector<Entry> entries_;  // fixed before the lane starts
+  int64_t gated_task_ = 0;
   std::mutex mu_;
 };
 
 }  // namespace
 
 VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
-                              const std::vector<VirtualBubble>& bubbles, DaemonOptions options) {
+                              const std::vector<VirtualBubble>& bubbles, DaemonOptions options,
+                              const VirtualGate& virtual_gate) {
   VirtualLaneRun run;
+  // A gated lane needs only a library's name: no process is launched here.
+  if (virtual_gate.on) options.gate_library = "libfreeride_gate.so";
   TempDir dir;
   options.socket_path = dir.path() + "/freeride.sock";
   options.state_dir = dir.path();
@@ -138,6 +150,7 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
   }
   SharedProbeSchedule probe(options.probe);
   ThreadTasks lane_tasks;
+  if (virtual_gate.gated_task) lane_tasks.SetGatedTask(1000);
   Lane lane(options.lanes[0], options, &lane_tasks, &events, &probe, &env);
   if (!lane.Open(&error)) {
     ADD_FAILURE() << error;
@@ -148,6 +161,20 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     ADD_FAILURE() << error;
     return run;
   }
+  GatePage gate;
+  if (virtual_gate.on) {
+    if (!gate.Open(GatePagePath(options.socket_path, options.lanes[0].index), &error)) {
+      ADD_FAILURE() << error;
+      return run;
+    }
+    if (virtual_gate.stage_drives) gate.layout()->stage_pid.store(getpid());
+    if (virtual_gate.task_work_p95 > 0) {
+      const int64_t task_pid = getpid() + 1000000;  // a gated process, alive to the lane
+      env.SetAlive(static_cast<pid_t>(task_pid), true);
+      gate.ClaimTaskSlot(task_pid)->work_p95_ns.store(virtual_gate.task_work_p95);
+    }
+  }
+  uint32_t gate_bubble = 0;
   stage.set_env(&env);
   stage.layout()->stage_pid.store(getpid());
   stage.layout()->stage_heartbeat_ns.store(env.Now());
@@ -179,8 +206,8 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     run.task_ids.push_back(runtime->task_id);
   }
 
-  // Counted: the lane's thread, the stage's and each task's.
-  env.RunVirtualTime(static_cast<int>(2 + tasks.size()));
+  // Counted: the lane's thread (and its gate's), the stage's and each task's.
+  env.RunVirtualTime(static_cast<int>(2 + tasks.size() + (lane.gated() ? 1 : 0)));
   std::vector<std::thread> task_threads;
   for (size_t i = 0; i < tasks.size(); ++i) {
     task_threads.emplace_back([&, i] {
@@ -196,10 +223,17 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     run.started_ns = env.Now();
     for (const VirtualBubble& b : bubbles) {
       stage.layout()->stage_pid.store(b.stage_pid > 0 ? b.stage_pid : getpid());
+      if (virtual_gate.stage_drives) gate.layout()->word.store(GateOpenValue(++gate_bubble));
       stage.WriteBegin(b.slot, env.Now(), 0, UINT64_MAX);
       WaitFakeTime(&env, b.length);
+      if (virtual_gate.stage_drives) gate.layout()->word.store(GateClosedValue(gate_bubble));
       stage.WriteEnd(env.Now());
       WaitFakeTime(&env, b.busy_after);
+    }
+    if (virtual_gate.abandoned_open > 0) {
+      // The stream opened the gate, and the stage died before its mark.
+      gate.layout()->word.store(GateOpenValue(++gate_bubble));
+      WaitFakeTime(&env, virtual_gate.abandoned_open);
     }
     // The lane accounts for the last bubbles before the tasks stop.
     WaitFakeTime(&env, kSecond);
@@ -208,6 +242,14 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
   stage_thread.join();
   for (const auto& runtime : runtimes) runtime->segment->SendCommand(TaskCommand::kStop);
   for (std::thread& t : task_threads) t.join();
+  if (virtual_gate.on) {
+    v1::LaneStats stats;
+    lane.FillStats(&stats);
+    run.gate_early_closes = stats.gate_early_closes();
+    run.gate_forced_closes = stats.gate_forced_closes();
+    run.gate_open_ns = stats.gate_open_ns();
+    run.gate_word_at_end = gate.layout()->word.load();
+  }
   lane.Stop();
   events.Close();
   std::optional<report::EventLogData> data = report::ReadEventLog(log_path, &error);

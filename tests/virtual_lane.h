@@ -39,8 +39,26 @@ struct VirtualBubble {
   int64_t stage_pid = 0;
 };
 
+// The GPU gate on a virtual lane (docs/gate.md).
+struct VirtualGate {
+  bool on = false;            // a gated lane: the lane makes a gate page and runs its closer
+  bool stage_drives = false;  // the stage writes the gate word at each mark, as its stream would
+  bool gated_task = true;     // a gated (imperative) task is resident: the gate closes early
+  // A gated process (alive) has published this length of its work (0: none).
+  Nanos task_work_p95 = 0;
+  // After the bubbles, the stage's "stream" opens the gate with no mark at
+  // all and the stage falls silent for this long (0: not done).
+  Nanos abandoned_open = 0;
+};
+
 struct VirtualLaneRun {
   report::EventLogData events;  // the lane's event log
+  // The gate's counts (with VirtualGate::on): bubbles closed before their
+  // end mark, gates forced shut, the time it was open, and its word at the end.
+  uint64_t gate_early_closes = 0;
+  uint64_t gate_forced_closes = 0;
+  Nanos gate_open_ns = 0;
+  uint32_t gate_word_at_end = 0;
   std::vector<int64_t> task_ids;  // the task id of each VirtualTask, in order
   Nanos started_ns = 0;           // fake time at the first bubble's begin
 };
@@ -50,6 +68,7 @@ struct VirtualLaneRun {
 // here, in a fresh directory).  Blocks until done; the tasks are stopped at
 // the end.
 VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
-                              const std::vector<VirtualBubble>& bubbles, DaemonOptions options);
+                              const std::vector<VirtualBubble>& bubbles, DaemonOptions options,
+                              const VirtualGate& gate = {});
 
 }  // namespace freeride::testing

@@ -107,6 +107,9 @@ struct SubmitArgs {
   std::string step_time;
   int retries = 0;
   std::string profile;
+  std::string progress_regex;
+  std::string progress_file;
+  std::string progress_unit;
   bool json = false;
   std::vector<std::string> command;
 };
@@ -160,6 +163,9 @@ int RunSubmit(const SubmitArgs& args) {
                args.kind);
     return 2;
   }
+  spec->set_progress_regex(args.progress_regex);
+  spec->set_progress_file(args.progress_file);
+  spec->set_progress_unit(args.progress_unit);
   if (!args.step_time.empty()) {
     auto step = ParseDuration(args.step_time, &error);
     if (!step) {
@@ -460,6 +466,14 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
   cmd->add_option("--memory", submit->memory, "Declared peak device memory, e.g. 2GiB")
       ->capture_default_str();
   cmd->add_option("--priority", submit->priority, "Higher runs first")->capture_default_str();
+  cmd->add_option("--progress-regex", submit->progress_regex,
+                  "A program without the SDK: a regex over its output's lines that shows its "
+                  "progress (one capture group: the progress so far, e.g. 'iteration (\\d+)'; "
+                  "none: each matching line counts one)");
+  cmd->add_option("--progress-file", submit->progress_file,
+                  "A program without the SDK: a file it writes its progress into (a number)");
+  cmd->add_option("--progress-unit", submit->progress_unit,
+                  "What one unit of its progress is (e.g. iterations), for reports");
   cmd->add_option("--kind", submit->kind, "iterative (SDK task) or imperative (any program)")
       ->capture_default_str();
   cmd->add_option("--step-time", submit->step_time,

@@ -23,14 +23,16 @@ namespace freeride::cli {
 namespace {
 
 // libfreeride_gate.so: $FREERIDE_GATE_LIBRARY, else beside this binary (a
-// build tree), else in ../lib (an install or a bundle); "" when absent.
+// build tree), else in ../lib (an install or a bundle) or ../_lib (a
+// wheel); "" when absent.
 std::string FindGateLibrary() {
   if (const char* env = std::getenv("FREERIDE_GATE_LIBRARY"); env && *env)
     return access(env, R_OK) == 0 ? std::string(env) : std::string();
   std::string error;
   std::filesystem::path dir = ExecutableDir(&error);
   if (dir.empty()) return "";
-  for (const auto& candidate : {dir / "libfreeride_gate.so", dir / ".." / "lib" / "libfreeride_gate.so"})
+  for (const auto& candidate : {dir / "libfreeride_gate.so", dir / ".." / "lib" / "libfreeride_gate.so",
+                                dir / ".." / "_lib" / "libfreeride_gate.so"})
     if (access(candidate.c_str(), R_OK) == 0)
       return std::filesystem::weakly_canonical(candidate).string();
   return "";
@@ -43,7 +45,7 @@ struct DaemonArgs {
   std::string mps = "auto";
   int mps_side_threads = 0;
   std::string gate = "on";
-  int gate_margin_us = 300;
+  int gate_margin_us = 200;
   int cpu_lanes = 0;
   std::string lane_cores;
   std::string lane_memory;
@@ -325,7 +327,7 @@ int RunDaemon(const DaemonArgs& args) {
       if (options.gate_library.empty())
         fmt::print(stderr,
                    "freeride daemon: warning: libfreeride_gate.so was found neither in "
-                   "$FREERIDE_GATE_LIBRARY nor beside this binary (nor in ../lib): GPU lanes "
+                   "$FREERIDE_GATE_LIBRARY nor beside this binary (nor in ../lib, ../_lib): GPU lanes "
                    "dispatch from the host, with no GPU gate\n");
     }
   }
@@ -344,7 +346,8 @@ int RunDaemon(const DaemonArgs& args) {
   if (gpu_lanes)
     fmt::print("  dispatch: {}\n",
                options.IsGatedLane(options.lanes[0].index)
-                   ? fmt::format("GPU gate ({}), closed {} us before each forecast end",
+                   ? fmt::format("GPU gate ({}), closed {} us + the tasks' longest work before "
+                                 "each forecast end",
                                  options.gate_library, args.gate_margin_us)
                    : std::string("host-side (--gate off, or no gate library)"));
   if (daemon.tcp_port() > 0)
@@ -410,8 +413,9 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--gate-margin-us", args->gate_margin_us,
-                  "Close the gate this long before each bubble's forecast end, so that the side "
-                  "work let through finishes inside the bubble")
+                  "Close the gate this long, plus the longest piece of GPU work the lane's tasks "
+                  "have shown (their 95th percentile, measured by the interposer), before each "
+                  "bubble's forecast end, so that the work let through ends inside the bubble")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000000));
   cmd->add_option("--mps-side-threads", args->mps_side_threads,

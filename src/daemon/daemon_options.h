@@ -58,11 +58,12 @@ struct DaemonOptions {
   // gate_library preloaded, so its GPU work waits on the lane's gate page,
   // which the stage's stream opens and closes; imperative tasks then run
   // free on the CPU, their GPU work held on the GPU.  The lane closes the
-  // gate gate_margin before each bubble's forecast end.  Without a library
+  // gate before each bubble's forecast end by gate_margin plus the longest
+  // piece of work its tasks have published (policy/gate_close.h).  Without a library
   // (or with gate off) GPU lanes dispatch from the host alone.
   bool gate = true;
   std::string gate_library;  // libfreeride_gate.so; empty: not found
-  Nanos gate_margin = 300 * kMicrosecond;
+  Nanos gate_margin = 200 * kMicrosecond;
   DispatchConfig dispatch;
   // The live overhead probe (a period of 0 iterations turns it, and the
   // guard, off) and the guard that keeps the estimate within its budget.

@@ -268,7 +268,17 @@ void Lane::GateLoop() {
     const uint32_t bubble = word >> 1;
     const Nanos forecast = PublishedForecast(l, mark);
     const Admission admission = AdmissionFor(l, mark, now, mark.begin_ns + forecast);
-    const Nanos close_at = GateCloseAt(mark.begin_ns, forecast, options_.gate_margin, admission);
+    // Only gated (imperative) tasks are held to the early close: SDK tasks
+    // fit their steps to the forecast end themselves, and a close before it
+    // would hold the rest of a step over the busy time that follows.  With
+    // none resident the stage's own end mark closes the gate.
+    tasks_->GatedTasks(config_.index, &gated_tasks);
+    const Nanos margin = GateMargin(
+        options_.gate_margin,
+        gate_.LongestTaskWork([&](int64_t pid) { return env_->ProcessAlive(static_cast<pid_t>(pid)); }));
+    gate_margin_ns_.store(margin, std::memory_order_relaxed);
+    const Nanos close_at = gated_tasks.empty() ? std::numeric_limits<Nanos>::max()
+                                               : GateCloseAt(mark.begin_ns, forecast, margin, admission);
     Nanos closed_at = 0;
     while (!stopping_) {
       now = env_->Now();
@@ -290,7 +300,7 @@ void Lane::GateLoop() {
         closed_at = now;
         break;
       }
-      segment.WaitForChange(seq, std::min(close_at - now, kWatchInterval), kWakeOnEnd);
+      segment.WaitForChange(seq, std::min<Nanos>(close_at - now, kWatchInterval), kWakeOnEnd);
     }
     // The lane closes what it opened, at the end mark at the latest.
     if (!stage_drives) gate_.CloseEarly(bubble);
@@ -301,7 +311,6 @@ void Lane::GateLoop() {
     if (end == 0) end = segment.ClosedBubbleMark(seq, &closed) ? closed.end_ns : env_->Now();
     const Nanos open_ns = std::max<Nanos>(0, end - mark.begin_ns);
     gate_open_ns_.fetch_add(open_ns, std::memory_order_relaxed);
-    tasks_->GatedTasks(config_.index, &gated_tasks);
     for (int64_t id : gated_tasks) tasks_->AddAllowed(id, open_ns);
   }
 }
@@ -863,6 +872,7 @@ void Lane::FillStats(v1::LaneStats* stats) const {
   stats->set_gate_early_closes(gate_early_closes_.load());
   stats->set_gate_forced_closes(gate_forced_closes_.load());
   stats->set_gate_open_ns(gate_open_ns_.load());
+  stats->set_gate_margin_ns(gate_margin_ns_.load());
   stats->set_overrun_ns(overrun_ns_.load());
   stats->set_free_memory_bytes(l->free_memory_bytes.load());
   stats->set_capacity_bytes(config_.capacity_bytes);

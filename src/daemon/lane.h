@@ -205,6 +205,7 @@ class Lane {
   std::atomic<uint64_t> gate_early_closes_{0};
   std::atomic<uint64_t> gate_forced_closes_{0};
   std::atomic<int64_t> gate_open_ns_{0};
+  std::atomic<int64_t> gate_margin_ns_{0};  // the last bubble's close margin
 
   // Statistics, read by FillStats from other threads.
   std::atomic<uint64_t> bubbles_{0};

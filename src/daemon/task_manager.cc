@@ -439,7 +439,7 @@ v1::TaskInfo TaskManager::LiveInfoLocked(const Record& record) const {
   info.set_step_estimate_ns(segment.layout()->step_estimate_ns.load());
   // The segment's counters are exact and current; the record's are as of the
   // lane's last look, which can be a bubble old.
-  CopyCounters(*record.runtime, &info);
+  CopyCounters(record, &info);
   // A lane whose armed task has it to itself does not wake when a bubble
   // begins, so it marks the task RUNNING only when the bubble is over; the
   // task's own state says whether it is inside a step right now.
@@ -572,10 +572,28 @@ uint64_t TaskManager::DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* ou
 }
 
 void TaskManager::RefreshProgressLocked(TaskRuntime& runtime) {
-  if (Record* record = ByIdLocked(runtime.task_id)) CopyCounters(runtime, &record->info);
+  if (Record* record = ByIdLocked(runtime.task_id)) CopyCounters(*record, &record->info);
 }
 
-void TaskManager::CopyCounters(const TaskRuntime& runtime, v1::TaskInfo* info) {
+void TaskManager::PollProgressWatches() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [lane, ids] : resident_)
+    for (Record* record : ids)
+      if (record->progress_watch && record->runtime) {
+        record->progress_watch->Poll();
+        CopyCounters(*record, &record->info);
+      }
+}
+
+void TaskManager::CopyCounters(const Record& record, v1::TaskInfo* info) {
+  const TaskRuntime& runtime = *record.runtime;
+  if (record.progress_watch) {
+    if (auto shown = record.progress_watch->progress()) info->set_progress(runtime.base_progress + *shown);
+    if (info->progress_unit().empty())
+      info->set_progress_unit(record.info.spec().progress_unit().empty() ? "units"
+                                                                         : record.info.spec().progress_unit());
+    return;
+  }
   const TaskSegmentLayout* l = runtime.segment->layout();
   // Until an iterative task is ready, its counters do not yet say what it
   // resumed from.
@@ -687,6 +705,7 @@ void TaskManager::HousekeepingLoop() {
     lock.unlock();
     AdmitAndLaunch();
     PromoteReadyTasks();
+    PollProgressWatches();
     EscalateCancels();
     FailUnattachedTasks();
     lock.lock();
@@ -775,6 +794,12 @@ bool TaskManager::Launch(int64_t id) {
     plan.socket_path = options_.socket_path;
     plan.mps_pipe_dir = options_.mps_pipe_dir;
     plan.mps_thread_percentage = options_.mps_thread_percentage;
+    if (!spec.progress_regex().empty() || !spec.progress_file().empty()) {
+      std::string file = spec.progress_file();
+      if (!file.empty() && file[0] != '/') file = spec.working_dir() + "/" + file;
+      record.progress_watch =
+          std::make_unique<ProgressWatch>(spec.progress_regex(), dir + "/stdout.log", file);
+    }
     if (options_.IsGatedLane(record.info.lane())) {
       plan.gate_library = options_.gate_library;
       plan.gate_page_path = GatePagePath(options_.socket_path, record.info.lane());

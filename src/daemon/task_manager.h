@@ -25,6 +25,7 @@
 #include "daemon/task_cgroup.h"
 #include "daemon/task_spec.h"
 #include "events/task_state.h"
+#include "daemon/progress_watch.h"
 #include "freeride.pb.h"
 #include "policy/dispatch_policy.h"
 #include "policy/overrun_budget.h"
@@ -124,6 +125,9 @@ class TaskManager final : public LaneTasks {
     std::string policy_kill;  // why the daemon killed it; it then ends FAILED
     Nanos last_flip_logged_ns = 0;     // the last PAUSED <-> RUNNING flip in the event log
     Nanos last_flip_journaled_ns = 0;  // and in the journal
+    // The progress a program without the SDK shows (spec.progress_regex or
+    // progress_file), made at launch; null without either.
+    std::unique_ptr<ProgressWatch> progress_watch;
   };
 
   // The record's info as clients see it: with the task's step estimate, and
@@ -132,8 +136,11 @@ class TaskManager final : public LaneTasks {
   // Copies the task's progress and step count from its segment into its
   // record.  mu_ held.
   void RefreshProgressLocked(TaskRuntime& runtime);
-  // Copies the task's progress, step count and unit from its segment.
-  static void CopyCounters(const TaskRuntime& runtime, v1::TaskInfo* info);
+  // Copies the task's progress, step count and unit from its segment, or,
+  // for a task with a progress watch, the progress it has shown.
+  static void CopyCounters(const Record& record, v1::TaskInfo* info);
+  // Reads the progress watches of the resident tasks (housekeeping).
+  void PollProgressWatches();
   // An `overrun_budget` event (docs/event-log.md).  mu_ held.
   void EmitBudgetEventLocked(const Record& record, OverrunVerdict verdict, Nanos overrun,
                              const std::string& reason);

@@ -1,5 +1,7 @@
 #include "daemon/task_spec.h"
 
+#include "daemon/progress_watch.h"
+
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -115,6 +117,13 @@ std::string ValidateSpec(const v1::TaskSpec& spec, const std::vector<LaneLimits>
     return fmt::format("retries {} is outside 0..100", spec.max_retries());
   if (spec.kind() != v1::TASK_KIND_ITERATIVE && spec.kind() != v1::TASK_KIND_IMPERATIVE)
     return "unknown task kind";
+  if (!spec.progress_regex().empty()) {
+    if (spec.progress_regex().size() > 1024) return "the progress regex is longer than 1024 characters";
+    if (std::string problem = ProgressWatch::Check(spec.progress_regex()); !problem.empty())
+      return problem;
+  }
+  if (spec.progress_file().size() > 4096) return "the progress file's path is too long";
+  if (spec.progress_unit().size() > 64) return "the progress unit is longer than 64 characters";
   if (spec.working_dir().empty() || spec.working_dir()[0] != '/')
     return "the working directory must be an absolute path";
   struct stat st;

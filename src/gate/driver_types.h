@@ -12,12 +12,14 @@ namespace freeride::gate {
 using CuResult = int;  // CUresult
 using CuStream = void*;  // CUstream
 using CuDevicePtr = unsigned long long;  // CUdeviceptr
+using CuEvent = void*;  // CUevent
 
 constexpr CuResult kCudaSuccess = 0;
 constexpr CuResult kCudaErrorInvalidValue = 1;
 constexpr CuResult kCudaErrorNotSupported = 801;
 constexpr CuResult kCudaErrorNotPermitted = 800;
 constexpr CuResult kCudaErrorHostMemoryAlreadyRegistered = 712;
+constexpr CuResult kCudaErrorNotReady = 600;
 
 // CU_STREAM_PER_THREAD: the calling thread's default stream, explicitly.
 inline const CuStream kPerThreadStream = reinterpret_cast<CuStream>(0x2);
@@ -43,6 +45,12 @@ struct DriverApi {
   CuResult (*stream_is_capturing)(CuStream stream, int* status) = nullptr;
   CuResult (*mem_host_register)(void* pointer, size_t bytes, unsigned flags) = nullptr;
   CuResult (*mem_host_get_device_pointer)(CuDevicePtr* device, void* host, unsigned flags) = nullptr;
+  // For timing sampled pieces of work; without them nothing is timed.
+  CuResult (*event_create)(CuEvent* event, unsigned flags) = nullptr;
+  CuResult (*event_record)(CuEvent event, CuStream stream) = nullptr;
+  CuResult (*event_query)(CuEvent event) = nullptr;
+  CuResult (*event_elapsed_time)(float* ms, CuEvent start, CuEvent end) = nullptr;
+  CuResult (*event_destroy)(CuEvent event) = nullptr;
 };
 
 }  // namespace freeride::gate

@@ -19,6 +19,11 @@ bool GatePage::CreateOrOpen(const std::string& path, int lane, std::string* erro
     layout_->forced_closes.store(0);
     layout_->interposers_attached.store(0);
     layout_->stage_pid.store(0);
+    for (GateTaskSlot& slot : layout_->tasks) {
+      slot.pid.store(0);
+      slot.work_p95_ns.store(0);
+      slot.samples.store(0);
+    }
     layout_->lane = lane;
     layout_->version = kGatePageVersion;
     layout_->magic = kGatePageMagic;
@@ -42,6 +47,20 @@ bool GatePage::Open(const std::string& path, std::string* error) {
 bool GatePage::CloseEarly(uint32_t bubble) {
   uint32_t expected = GateOpenValue(bubble);
   return layout_->word.compare_exchange_strong(expected, GateClosedValue(bubble));
+}
+
+GateTaskSlot* GatePage::ClaimTaskSlot(int64_t pid) {
+  for (GateTaskSlot& slot : layout_->tasks)
+    if (slot.pid.load(std::memory_order_acquire) == pid) return &slot;
+  for (GateTaskSlot& slot : layout_->tasks) {
+    int64_t free = 0;
+    if (slot.pid.compare_exchange_strong(free, pid)) {
+      slot.work_p95_ns.store(0);
+      slot.samples.store(0);
+      return &slot;
+    }
+  }
+  return nullptr;
 }
 
 bool GatePage::ForceClose() {

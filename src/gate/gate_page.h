@@ -17,6 +17,7 @@
 // task, so the GPU reads and writes it over the bus; the daemon needs no
 // CUDA at all.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -26,13 +27,24 @@
 namespace freeride {
 
 constexpr uint64_t kGatePageMagic = 0x4652474154453031ULL;  // "FRGATE01"
-constexpr uint32_t kGatePageVersion = 1;
+constexpr uint32_t kGatePageVersion = 2;
+// Gated processes that publish their work's length at once; more share none.
+constexpr int kGateTaskSlots = 32;
 constexpr size_t kGatePageBytes = 4096;
 
 // The value the stage's stream writes at the begin (end) of its bubble n.
 constexpr uint32_t GateOpenValue(uint32_t bubble) { return (bubble << 1) | 1u; }
 constexpr uint32_t GateClosedValue(uint32_t bubble) { return bubble << 1; }
 constexpr bool GateIsOpen(uint32_t word) { return (word & 1u) != 0; }
+
+// What one gated process publishes of its GPU work: the 95th percentile of
+// the lengths of its sampled pieces (kernels, graphs, copies), so that the
+// daemon closes the gate early enough for them to end inside the bubble.
+struct GateTaskSlot {
+  std::atomic<int64_t> pid;  // 0: free; claimed with a compare-and-swap
+  std::atomic<int64_t> work_p95_ns;
+  std::atomic<uint64_t> samples;
+};
 
 struct GatePageLayout {
   // First in the page: the word the GPU reads and writes.
@@ -48,6 +60,8 @@ struct GatePageLayout {
   std::atomic<uint64_t> interposers_attached;
   // --- written by the stage ---
   std::atomic<int64_t> stage_pid;      // the process whose stream writes the word
+  // --- each gated process's own slot ---
+  GateTaskSlot tasks[kGateTaskSlots];
 };
 static_assert(sizeof(GatePageLayout) <= kGatePageBytes);
 
@@ -73,6 +87,25 @@ class GatePage {
   // Closes bubble `bubble` if it is still open: true when this call closed
   // it.  Wait-free; any thread or process.
   bool CloseEarly(uint32_t bubble);
+  // Claims a task slot for process `pid` (reusing one it already holds):
+  // null when all are taken.  Any process.
+  GateTaskSlot* ClaimTaskSlot(int64_t pid);
+  // The longest published work_p95_ns of the slots whose process `alive`
+  // says is alive; slots of dead processes are freed.  Daemon side.
+  template <typename Alive>
+  int64_t LongestTaskWork(Alive alive) {
+    int64_t longest = 0;
+    for (GateTaskSlot& slot : layout_->tasks) {
+      int64_t pid = slot.pid.load(std::memory_order_acquire);
+      if (pid <= 0) continue;
+      if (!alive(pid)) {
+        slot.pid.compare_exchange_strong(pid, 0);
+        continue;
+      }
+      longest = std::max(longest, slot.work_p95_ns.load(std::memory_order_relaxed));
+    }
+    return longest;
+  }
   // Closes whatever bubble is open (the stage went silent or died): true
   // when one was open.  Any thread or process.
   bool ForceClose();

@@ -99,6 +99,15 @@ LaunchGate& TheGate() {
         reinterpret_cast<decltype(api.mem_host_register)>(DriverSymbol("cuMemHostRegister_v2"));
     api.mem_host_get_device_pointer = reinterpret_cast<decltype(api.mem_host_get_device_pointer)>(
         DriverSymbol("cuMemHostGetDevicePointer_v2"));
+    api.event_create = reinterpret_cast<decltype(api.event_create)>(DriverSymbol("cuEventCreate"));
+    api.event_record = reinterpret_cast<decltype(api.event_record)>(DriverSymbol("cuEventRecord"));
+    api.event_query = reinterpret_cast<decltype(api.event_query)>(DriverSymbol("cuEventQuery"));
+    api.event_elapsed_time =
+        reinterpret_cast<decltype(api.event_elapsed_time)>(DriverSymbol("cuEventElapsedTime_v2"));
+    if (!api.event_elapsed_time)
+      api.event_elapsed_time =
+          reinterpret_cast<decltype(api.event_elapsed_time)>(DriverSymbol("cuEventElapsedTime"));
+    api.event_destroy = reinterpret_cast<decltype(api.event_destroy)>(DriverSymbol("cuEventDestroy_v2"));
     static freeride::GatePage page;
     std::string error;
     const char* path = std::getenv("FREERIDE_GATE_PAGE");
@@ -108,7 +117,8 @@ LaunchGate& TheGate() {
     } else if (page.Open(path, &error)) {
       page.layout()->interposers_attached.fetch_add(1);
     }
-    return new LaunchGate(api, page.is_open() ? page.page() : nullptr, error);
+    freeride::GateTaskSlot* slot = page.is_open() ? page.ClaimTaskSlot(getpid()) : nullptr;
+    return new LaunchGate(api, page.is_open() ? page.page() : nullptr, error, slot);
   }();
   return *gate;
 }
@@ -122,11 +132,14 @@ Fn RealAs(GatedFunction function, bool per_thread) {
 #define FREERIDE_GATE_WRAPPER(id, base, legacy, per_thread, min_version, params, args, stream) \
   template <bool kPerThread>                                                                \
   CuResult Gated##id params {                                                               \
-    CuResult gated = TheGate().BeforeWork(stream, kPerThread);                              \
+    WorkSample sample;                                                                      \
+    CuResult gated = TheGate().BeforeWork(stream, kPerThread, &sample);                     \
     if (gated != kCudaSuccess) return gated;                                                \
     using Fn = CuResult(*) params;                                                          \
     Fn fn = RealAs<Fn>(GatedFunction::k##id, kPerThread);                                   \
-    return fn ? fn args : kCudaErrorNotSupported;                                           \
+    CuResult result = fn ? fn args : kCudaErrorNotSupported;                                \
+    TheGate().AfterWork(sample);                                                            \
+    return result;                                                                          \
   }
 FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_WRAPPER)
 #undef FREERIDE_GATE_WRAPPER

@@ -11,6 +11,15 @@
 
 namespace freeride {
 
+// The margin before the forecast end: the closer's own allowance `base`
+// (its wake-up delay and the release of work already waiting) plus the
+// longest 95th-percentile piece of work any gated task on the lane has
+// published, so that a piece let through just before the close still ends
+// inside the bubble.
+inline Nanos GateMargin(Nanos base, Nanos longest_work_p95) {
+  return base + std::max<Nanos>(0, longest_work_p95);
+}
+
 // The time to close the gate of a bubble that began at `begin_ns`, whose
 // forecast length is `forecast_ns` (0: unknown) and whose admission is
 // `admission`.  A bubble with no forecast, or one that admits no side work

@@ -210,11 +210,17 @@ def main() -> None:
         lost = [json.loads(daemons["n1"].cli("show", name, "--json"))  # `show` has the stderr tail
                 for name, pid in live_at_kill.items() if pid not in worked]
         expect(lost, f"no attempt was lost with n1's daemon: {live_at_kill} all finished")
+        n1_events = read_events(daemons["n1"].state)
         for t in lost:
-            expect(t["state"] in ("FINISHED", "CANCELLED") and float(t["progress"]) == 0
+            # Its progress is the lost attempt's (the daemon keeps it across a relaunch); the relaunch
+            # itself must have done nothing: no step after its launch.
+            relaunched_ns = max(e["unix_ns"] for e in n1_events if e["type"] == "launch" and e["task_id"] == int(t["id"]))
+            later = [e for e in n1_events if e["type"] == "step" and e["task_id"] == int(t["id"])
+                     and e["unix_ns"] > relaunched_ns]
+            expect(t["state"] in ("FINISHED", "CANCELLED") and not later
                    and ("nothing to do" in t.get("stderr_tail", "") or t["state"] == "CANCELLED"),
-                   f"n1's relaunched runner {t['spec']['name']} is {t['state']} with {t['progress']} done: "
-                   f"{t.get('message')} {t.get('stderr_tail', '')[-500:]}")
+                   f"n1's relaunched runner {t['spec']['name']} is {t['state']} with {len(later)} steps after its "
+                   f"relaunch: {t.get('message')} {t.get('stderr_tail', '')[-500:]}")
         attempts = sum(len(v) for v in submitted.values())
         expect(attempts >= args.tasks + len(lost), f"{attempts} side tasks for {args.tasks} tasks and "
                                                     f"{len(lost)} lost attempts: nothing was retried")

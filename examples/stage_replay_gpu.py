@@ -36,12 +36,22 @@ import time
 from typing import Any
 
 
+def from_schedule(schedule: dict) -> dict:
+    """`freeride schedule --json` output as a profile, one unit of time taken as 1 ms."""
+    return {"ranks": [{"rank": r["rank"], "iteration_ms": float(schedule["iteration"]),
+                       "bubbles": [{"start_ms": float(b["start"]), "duration_ms": float(b["duration"])}
+                                   for b in r["idle"]]}
+                      for r in schedule["ranks"]]}
+
+
 def load_rank(path: str, rank: int) -> tuple[float, list[tuple[float, float]]]:
     """(iteration ms, [(start ms, duration ms)] sorted) of `rank` in a profile file; SystemExit
     with the reason when the file or the rank does not hold a usable iteration."""
     try:
         with open(path) as f:
             profile = json.load(f)
+        if "iteration" in profile and "iteration_ms" not in profile["ranks"][0]:
+            profile = from_schedule(profile)
         ranks = {int(r["rank"]): r for r in profile["ranks"]}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SystemExit(f"--profile {path}: not a `freeride profile --json` file ({e})") from None
@@ -180,13 +190,14 @@ def main() -> None:
           f"bubbles spin by {'the global timer' if stage.spin else 'clock cycles'}",
           flush=True)
 
-    times, modes = [], []
+    times, modes, starts = [], [], []
     for step in range(args.steps):
         on = marks is not None and (not args.freeride_alternate or (step // args.freeride_alternate) % 2 == 0)
         if marks is not None:
             (marks.resume if on else marks.pause)()
             marks.start_iteration()
         started = time.perf_counter()
+        starts.append(time.time())
         at = 0.0
         for start, duration in slots:
             stage.busy(start - at)
@@ -213,7 +224,7 @@ def main() -> None:
         with open(args.out, "w") as f:
             json.dump({"trainer": "stage_replay_gpu", "profile": args.profile, "rank": args.rank,
                        "ranks": 1, "freeride": args.freeride, "warmup": args.warmup, "iter_ms": times,
-                       "freeride_on": modes, "marks": [marks.marks if marks else 0],
+                       "iter_unix": starts, "freeride_on": modes, "marks": [marks.marks if marks else 0],
                        "product_ms": stage.product_ms,
                        "bubble_spin": "timer" if stage.spin else "cycles"}, f, indent=1)
 

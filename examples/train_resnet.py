@@ -22,6 +22,7 @@ parser.add_argument("--model", default="resnet18", help="a torchvision model, or
 parser.add_argument("--batch", type=int, default=64)
 parser.add_argument("--image-size", type=int, default=224)
 parser.add_argument("--iterations", type=int, default=1000)
+parser.add_argument("--log-every", type=int, default=100, help="print a progress line every N iterations")
 args = parser.parse_args()
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -43,6 +44,7 @@ for iteration in range(1, args.iterations + 1):
     loss = F.cross_entropy(model(images), labels)
     loss.backward()
     optimizer.step()
-    if iteration % 100 == 0:
-        print(f"iteration {iteration}: loss {loss.item():.3f}, {time.time() - start:.1f} s", flush=True)
+    if iteration % args.log_every == 0:
+        print(f"iteration {iteration}: loss {loss.item():.3f}, {time.time() - start:.1f} s, "
+              f"at {time.time():.6f}", flush=True)
 print(f"trained {args.iterations} iterations", flush=True)

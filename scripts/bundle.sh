@@ -15,6 +15,7 @@ rm -rf "$out/include"
 # The C library, loader and kernel-facing libraries come from the node.
 system='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libgcc_s\.|libstdc\+\+\.|libcuda\.)'
 for f in "$out"/bin/*; do
+  [ "$(head -c 4 "$f")" = $'\x7fELF' ] || continue  # scripts (freeride-slurm) need no libraries
   ldd "$f" | awk '/=> \//{print $1, $3}' | while read -r name path; do
     [[ "$name" =~ $system ]] && continue
     [ -e "$out/lib/$name" ] || cp -L "$path" "$out/lib/$name"

@@ -689,6 +689,15 @@ TEST_F(DaemonIntegration, WhenTheStageDiesMidBubbleItsTasksArePaused) {
   v1::TaskInfo running = WaitForState(tasks(), info.id(), "RUNNING", 20 * kSecond);
   ASSERT_EQ(running.state(), "RUNNING");
   usleep(300 * 1000);
+  // Killed inside a bubble for sure: a kill in the 2 ms busy phase (likelier
+  // on a loaded machine, where the sleep runs long) leaves no bubble to end.
+  auto in_bubble = [&] {
+    v1::StatsReply stats;
+    daemon_->FillStats(&stats);
+    return stats.lanes_size() > 0 && stats.lanes(0).in_bubble();
+  };
+  for (int i = 0; i < 10000 && !in_bubble(); ++i) usleep(100);
+  ASSERT_TRUE(in_bubble()) << "the lane never showed an open bubble";
   kill(stage, SIGKILL);
   waitpid(stage, nullptr, 0);
   v1::TaskInfo paused = WaitForState(tasks(), info.id(), "PAUSED", 5 * kSecond);
@@ -922,12 +931,37 @@ TEST_F(DaemonIntegration, SocketIsPrivateAndASecondDaemonIsRefused) {
   Daemon second(options_);
   std::string error;
   EXPECT_FALSE(second.Start(&error));
-  EXPECT_NE(error.find("in use by another daemon"), std::string::npos) << error;
+  EXPECT_NE(error.find(fmt::format("in use by another daemon (pid {})", getpid())), std::string::npos)
+      << error;
   DaemonOptions other = CpuOptions(dir_);
   other.state_dir = dir_.path() + "/state2";
   Daemon third(other);
   EXPECT_FALSE(third.Start(&error));
   EXPECT_NE(error.find("another daemon is listening"), std::string::npos) << error;
+}
+
+// `freeride env`: what a trainer needs to join this daemon, for a shell to
+// eval (freeride-slurm run uses it): the socket, and the MPS server its GPU
+// lanes' tasks run under, only when there is one.
+TEST_F(DaemonIntegration, EnvNamesTheSocketAndTheMpsPipe) {
+  options_.mps_pipe_dir = dir_.path() + "/mps pipe's dir";  // quoting is the point
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  const std::string cli = std::string(FREERIDE_BIN);
+  ShellResult r = RunShell(cli + " env --socket " + options_.socket_path, dir_.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, fmt::format("export FREERIDE_SOCKET='{}'\nexport CUDA_MPS_PIPE_DIRECTORY='{}/mps "
+                               "pipe'\\''s dir'\n",
+                               options_.socket_path, dir_.path()));
+  // Evaluated by a shell, it gives back the paths as they are.
+  ShellResult shell = RunShell("eval \"$(" + cli + " env --socket " + options_.socket_path +
+                                   ")\" && printf '%s|%s' \"$FREERIDE_SOCKET\" \"$CUDA_MPS_PIPE_DIRECTORY\"",
+                               dir_.path());
+  EXPECT_EQ(shell.out, options_.socket_path + "|" + options_.mps_pipe_dir);
+  // No daemon there: it fails, saying so, and prints nothing to eval.
+  ShellResult none = RunShell(cli + " env --socket " + dir_.path() + "/none.sock", dir_.path());
+  EXPECT_NE(none.status, 0);
+  EXPECT_EQ(none.out, "");
+  EXPECT_NE(none.err.find("freeride env:"), std::string::npos) << none.err;
 }
 
 // ---------------------------------------------------------------------------
@@ -971,6 +1005,89 @@ TEST(DaemonTcp, RequestsWithoutTheTokenAreRefusedAndTheSocketNeedsNone) {
   v1::SubmitReply reply;
   EXPECT_EQ(stub->Submit(&context, request, &reply).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_TRUE(daemon.tasks()->List(/*include_ended=*/true).empty());
+  daemon.Shutdown();
+}
+
+// A read-only token reads (stats, the task list, one task) and nothing
+// more: a monitor or the cluster view never holds a token that submits.
+TEST(DaemonTcp, AReadOnlyTokenReadsButNeverSubmitsOrCancels) {
+  TempDir dir;
+  DaemonOptions options = CpuOptions(dir);
+  options.listen_address = "127.0.0.1:0";
+  options.token = "0123456789abcdef0123456789abcdef";
+  options.read_token = options.token;
+  std::string error;
+  {
+    Daemon same(options);
+    EXPECT_FALSE(same.Start(&error)) << "one token for both rights must be refused";
+    EXPECT_NE(error.find("read-only token is the full token"), std::string::npos) << error;
+  }
+  options.read_token = "fedcba9876543210fedcba9876543210";
+  Daemon daemon(options);
+  ASSERT_TRUE(daemon.Start(&error)) << error;
+  v1::TaskInfo queued;
+  ASSERT_TRUE(daemon.tasks()->Submit(MakeSpec("queued", {"/bin/true"}), &queued).ok());
+
+  DaemonEndpoint reader;
+  reader.server = "127.0.0.1:" + std::to_string(daemon.tcp_port());
+  reader.token = options.read_token;
+  EXPECT_EQ(StatsCode(reader), grpc::StatusCode::OK);
+  auto stub = ConnectToDaemon(reader, &error);
+  ASSERT_TRUE(stub) << error;
+  v1::ListTasksReply list;
+  EXPECT_TRUE(ListAllTasks(*stub, reader, true, std::chrono::seconds(10), &list).ok());
+  EXPECT_EQ(list.tasks_size(), 1);
+  {
+    grpc::ClientContext context;
+    PrepareContext(&context, reader, std::chrono::seconds(10));
+    v1::GetTaskRequest request;
+    request.set_id(queued.id());
+    v1::TaskInfo info;
+    EXPECT_TRUE(stub->GetTask(&context, request, &info).ok());
+    EXPECT_TRUE(info.spec().env().empty()) << "environments are never sent over TCP";
+  }
+  {
+    grpc::ClientContext context;
+    PrepareContext(&context, reader, std::chrono::seconds(10));
+    v1::SubmitRequest request;
+    *request.mutable_spec() = MakeSpec("by-a-reader", {"/bin/true"});
+    v1::SubmitReply reply;
+    grpc::Status status = stub->Submit(&context, request, &reply);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_NE(status.error_message().find("may only read"), std::string::npos) << status.error_message();
+  }
+  {
+    grpc::ClientContext context;
+    PrepareContext(&context, reader, std::chrono::seconds(10));
+    v1::CancelRequest request;
+    request.set_id(queued.id());
+    v1::CancelReply reply;
+    EXPECT_EQ(stub->Cancel(&context, request, &reply).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  {
+    grpc::ClientContext context;
+    PrepareContext(&context, reader, std::chrono::seconds(10));
+    v1::AttachStageRequest request;
+    v1::AttachStageReply reply;
+    EXPECT_EQ(stub->AttachStage(&context, request, &reply).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  std::vector<v1::TaskInfo> after = daemon.tasks()->List(/*include_ended=*/true);
+  ASSERT_EQ(after.size(), 1u) << "the reader's Submit added nothing";
+  EXPECT_NE(after[0].state(), "CANCELLED") << "the reader's Cancel changed nothing";
+
+  // The full token still does everything; a wrong one nothing.
+  DaemonEndpoint writer = reader;
+  writer.token = options.token;
+  auto writer_stub = ConnectToDaemon(writer, &error);
+  grpc::ClientContext context;
+  PrepareContext(&context, writer, std::chrono::seconds(10));
+  v1::CancelRequest cancel;
+  cancel.set_id(queued.id());
+  v1::CancelReply cancelled;
+  EXPECT_TRUE(writer_stub->Cancel(&context, cancel, &cancelled).ok());
+  reader.token = "fedcba9876543210fedcba987654321X";
+  EXPECT_EQ(StatsCode(reader), grpc::StatusCode::UNAUTHENTICATED);
   daemon.Shutdown();
 }
 

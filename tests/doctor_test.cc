@@ -49,7 +49,26 @@ TEST(InstallLayout, AnInstallPrefixHasItsFilesInShareFreeride) {
   ASSERT_TRUE(layout) << error;
   EXPECT_EQ(layout->kind, LayoutKind::kInstall);
   EXPECT_EQ(layout->share, prefix / "share/freeride");
+  EXPECT_EQ(layout->python_path, prefix / "share/freeride/python");
   EXPECT_EQ(layout->bin_dirs, std::vector<fs::path>{prefix / "bin"});
+}
+
+// pip puts the package in site-packages; the executables are in its _bin.
+TEST(InstallLayout, AWheelHasItsFilesInsideThePackage) {
+  TempDir dir;
+  fs::path site = fs::path(dir.path()) / "lib/python3.12/site-packages";
+  Touch(site / "freeride/demo.py");
+  Touch(site / "freeride/_bin/freeride");
+  std::string error;
+  auto layout = FindInstallLayout(site / "freeride" / kWheelBinDir, &error);
+  ASSERT_TRUE(layout) << error;
+  EXPECT_EQ(layout->kind, LayoutKind::kWheel);
+  EXPECT_EQ(layout->share, site / "freeride" / kWheelShareDir);
+  EXPECT_EQ(layout->python_path, site);
+  EXPECT_EQ(layout->bin_dirs, std::vector<fs::path>{site / "freeride" / kWheelBinDir});
+  // Another folder beside a package is not taken for a wheel's.
+  EXPECT_FALSE(FindInstallLayout(site / "freeride/bin", &error));
+  EXPECT_NE(error.find("a wheel"), std::string::npos) << error;
 }
 
 TEST(InstallLayout, ABuildTreeAnywhereNamesItsSourceTree) {
@@ -61,6 +80,7 @@ TEST(InstallLayout, ABuildTreeAnywhereNamesItsSourceTree) {
   ASSERT_TRUE(layout) << error;
   EXPECT_EQ(layout->kind, LayoutKind::kBuildTree);
   EXPECT_EQ(layout->share, fs::path(source.path()));
+  EXPECT_EQ(layout->python_path, fs::path(source.path()) / "python");
   EXPECT_EQ(layout->bin_dirs, (std::vector<fs::path>{build.path(), fs::path(build.path()) / "tasks"}));
 }
 
@@ -302,6 +322,28 @@ TEST(DoctorCommand, ExitsNonZeroOnlyWhenSomethingBlocks) {
   EXPECT_NE(good.out.find("pytorch"), std::string::npos) << good.out;
   EXPECT_NE(good.out.find("ok    isolation       CPU lanes: side tasks in SCHED_IDLE"), std::string::npos)
       << good.out;
+  daemon.Shutdown();
+}
+
+// `doctor --ready`, the readiness probe of deploy/kubernetes: a missing
+// daemon blocks; a running one passes, without the slow checks.
+TEST(DoctorCommand, ReadyNeedsARunningDaemon) {
+  TempDir dir;
+  DaemonOptions options = CpuDaemon(dir, 1);
+  std::string ready = std::string(FREERIDE_BIN) + " doctor --ready --socket " + options.socket_path +
+                      " --state-dir " + options.state_dir;
+  ShellResult none = RunShell(ready, dir.path());
+  EXPECT_EQ(none.status, 1) << none.out << none.err;
+  EXPECT_NE(none.out.find("FAIL  daemon          none running at " + options.socket_path),
+            std::string::npos) << none.out;
+  Daemon daemon(options);
+  std::string error;
+  ASSERT_TRUE(daemon.Start(&error)) << error;
+  ShellResult up = RunShell(ready, dir.path());
+  EXPECT_EQ(up.status, 0) << up.out << up.err;
+  EXPECT_NE(up.out.find("ok    daemon          running"), std::string::npos) << up.out;
+  EXPECT_EQ(up.out.find("pytorch"), std::string::npos) << "no Python probe in a readiness check";
+  EXPECT_EQ(up.out.find("mps"), std::string::npos) << "no MPS start in a readiness check";
   daemon.Shutdown();
 }
 

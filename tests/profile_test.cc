@@ -311,11 +311,95 @@ TEST_F(MadeUpTraces, TracesWithoutWhatTheProfilerNeedsAreExplained) {
     }
     return std::string("no error");
   };
-  json cpu_only = Trace({Step("user_annotation", 1, 0, 1000),
-                         {{"ph", "X"}, {"cat", "cpu_op"}, {"name", "aten::mm"}, {"ts", 1}, {"dur", 5}}});
-  EXPECT_NE(message(cpu_only).find("no GPU kernels"), std::string::npos);
+  json nothing = Trace({Step("user_annotation", 1, 0, 1000)});
+  EXPECT_NE(message(nothing).find("no GPU kernels, and no CPU operators"), std::string::npos);
   json no_steps = Trace({Kernel(0, 10, 7)});
   EXPECT_NE(message(no_steps).find("no ProfilerStep"), std::string::npos);
+}
+
+json CpuOp(double ts, double dur, const std::string& name, int tid = 11) {
+  return {{"ph", "X"}, {"cat", "cpu_op"}, {"name", name}, {"ts", ts}, {"dur", dur}, {"tid", tid}};
+}
+
+// A CPU-only run (gloo): busy time is the CPU operators of the thread that
+// marks the steps; a blocking receive, and what runs inside it, is waiting.
+TEST_F(MadeUpTraces, CpuOnlyTracesAreReadFromTheTrainingThreadsOperators) {
+  json step = Step("user_annotation", 1, 0, 100000);
+  step["tid"] = 11;
+  json events = {step,
+                 CpuOp(0, 30000, "aten::mm"),
+                 CpuOp(30000, 25000, "c10d::recv_"),      // waits 30-55 ms
+                 CpuOp(31000, 100, "aten::empty"),        // inside the wait: not work
+                 CpuOp(55000, 20000, "freeride_test::spend"),
+                 CpuOp(80000, 20000, "aten::addmm"),
+                 CpuOp(0, 100000, "aten::mm", 12)};       // another thread: not this rank's work
+  KinetoTrace trace = LoadKinetoTrace(Write("cpu.json", Trace(events, 0, 2)));
+  EXPECT_TRUE(trace.gpu_ops.empty());
+  EXPECT_EQ(trace.cpu_ops.size(), 6u);
+  RankProfile p = AnalyzeRank(trace, -1);
+  EXPECT_EQ(p.busy_source, "cpu");
+  EXPECT_EQ(p.cpu_thread, 11);
+  EXPECT_DOUBLE_EQ(p.busy_ms, 70);
+  ASSERT_EQ(p.slots.size(), 2u);
+  EXPECT_DOUBLE_EQ(p.slots[0].start_ms, 30);
+  EXPECT_DOUBLE_EQ(p.slots[0].median_ms, 25);
+  EXPECT_DOUBLE_EQ(p.slots[1].start_ms, 75);
+  EXPECT_DOUBLE_EQ(p.slots[1].median_ms, 5);
+  EXPECT_EQ(p.free_memory_bytes, -1);
+  // A GPU trace is read as before: its CPU operators are not even parsed.
+  json gpu = {Step("user_annotation", 1, 0, 1000), Kernel(0, 10, 7), CpuOp(0, 1000, "aten::mm")};
+  EXPECT_TRUE(LoadKinetoTrace(Write("gpu.json", Trace(gpu))).cpu_ops.empty());
+}
+
+// The GPipe traces of issue 33: a gap typed "drain" in one iteration (the
+// GPU step mark ended before it) and "steady" in the others is one slot, not
+// two overlapping ones.
+TEST_F(MadeUpTraces, AGapIsOneSlotWhateverTypeEachIterationGivesIt) {
+  json events = json::array();
+  for (int i = 0; i < 3; ++i) {
+    double t0 = i * 100000.0;
+    events.push_back(Step("user_annotation", i + 1, t0, 100000));
+    // Step 1's GPU mark ends at 40 ms, before the gap; the others' cover it.
+    events.push_back(Step("gpu_user_annotation", i + 1, t0, i == 0 ? 40000 : 100000));
+    events.push_back(Kernel(t0, 40000, 7));
+    events.push_back(Kernel(t0 + 40000 + 20000 + i * 400, 40000 - i * 400, 7));
+  }
+  RankProfile p = AnalyzeRank(LoadKinetoTrace(Write("t.json", Trace(events, 1, 2))), -1);
+  EXPECT_EQ(p.iterations[0].gaps[0].type, BubbleType::kDrain);
+  EXPECT_EQ(p.iterations[1].gaps[0].type, BubbleType::kSteady);
+  ASSERT_EQ(p.slots.size(), 1u) << "the one gap, matched across the 3 iterations";
+  EXPECT_EQ(p.slots[0].iterations, 3);
+  EXPECT_EQ(p.slots[0].type, BubbleType::kSteady);  // the type most iterations gave it
+  EXPECT_DOUBLE_EQ(p.slots[0].median_ms, 20.4);
+  for (const Iteration& it : p.iterations) EXPECT_EQ(it.gaps[0].slot, 0);
+}
+
+// Gaps that split from one iteration to the next fit no list of slots: the
+// profile says so (and which steps), and the CLI exits 3 after printing.
+TEST_F(MadeUpTraces, GapsThatDoNotLineUpAreReportedNotListed) {
+  json events = json::array();
+  for (int i = 0; i < 2; ++i) {
+    double t0 = i * 100000.0;
+    events.push_back(Step("user_annotation", i + 1, t0, 100000));
+    events.push_back(Kernel(t0, 40000, 7));
+    if (i == 1) events.push_back(Kernel(t0 + 48000, 2000, 7));  // splits step 2's gap in two
+    events.push_back(Kernel(t0 + 60000, 40000, 7));
+  }
+  std::string path = Write("split.json", Trace(events, 1, 2));
+  RankProfile p = AnalyzeRank(LoadKinetoTrace(path), -1);
+  EXPECT_TRUE(p.slots.empty());
+  EXPECT_NE(p.slots_conflict.find("do not line up"), std::string::npos) << p.slots_conflict;
+  EXPECT_NE(p.slots_conflict.find("step 1"), std::string::npos) << p.slots_conflict;
+  EXPECT_NE(p.slots_conflict.find("step 2"), std::string::npos) << p.slots_conflict;
+  json out = ProfileToJson({p}, 1.0);
+  EXPECT_TRUE(out["ranks"][0]["bubbles"].empty());
+  EXPECT_EQ(out["ranks"][0]["slots_conflict"], p.slots_conflict);
+  ShellResult r = RunShell(std::string(FREERIDE_BIN) + " profile " + path, dir_.path());
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.out.find("no bubble slots"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step 2 gaps (start+length ms): 40.00+8.00 50.00+10.00"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("rank 1: the iterations' gaps do not line up"), std::string::npos) << r.err;
 }
 
 TEST_F(MadeUpTraces, RanksOfDifferentRunsAreRefused) {

@@ -46,7 +46,7 @@ std::string TorchLastRankOneFOneBFix(const std::string& torch_order) {
 }
 
 // Every line of tests/data/torch_pipeline_orders.txt, printed by torch itself
-// (tests/data/make_torch_orders.py), for all four schedule kinds.
+// (tests/data/make_torch_orders.py), for all seven schedule kinds.
 TEST(PipelineSchedule, ActionOrdersMatchTorchPipelineOrder) {
   std::ifstream file(TEST_DATA_DIR "/torch_pipeline_orders.txt");
   ASSERT_TRUE(file.good());
@@ -72,8 +72,8 @@ TEST(PipelineSchedule, ActionOrdersMatchTorchPipelineOrder) {
     ++checked;
     kinds.insert(kind_name);
   }
-  EXPECT_EQ(checked, 48);
-  EXPECT_EQ(kinds.size(), 4u);
+  EXPECT_EQ(checked, 85);
+  EXPECT_EQ(kinds.size(), 7u);
 }
 
 TEST(PipelineSchedule, InterleavingDividesTheBubbleByTheVirtualStages) {
@@ -151,7 +151,17 @@ TEST(PipelineSchedule, LatencyBetweenStagesWidensTheBubble) {
 TEST(PipelineSchedule, BadInputIsRefusedClearly) {
   std::string error;
   EXPECT_FALSE(ParseScheduleKind("bogus", &error).has_value());
-  EXPECT_NE(error.find("supported: gpipe, 1f1b, interleaved, zbv"), std::string::npos);
+  EXPECT_NE(error.find("supported: gpipe, 1f1b, interleaved, loopedbfs, interleavedzb, zbv, "
+                       "dualpipev"),
+            std::string::npos);
+  // torch's class names name the same kinds.
+  EXPECT_EQ(ParseScheduleKind("ScheduleLoopedBFS", &error), ScheduleKind::kLoopedBFS);
+  EXPECT_EQ(ParseScheduleKind("InterleavedZeroBubble", &error),
+            ScheduleKind::kInterleavedZeroBubble);
+  EXPECT_EQ(ParseScheduleKind("ScheduleZBVZeroBubble", &error), ScheduleKind::kZeroBubbleV);
+  EXPECT_EQ(ParseScheduleKind("DUALPIPEV", &error), ScheduleKind::kDualPipeV);
+  EXPECT_THROW(BuildActionOrder(ScheduleKind::kDualPipeV, 4, 7, 2), std::invalid_argument);
+  EXPECT_THROW(BuildActionOrder(ScheduleKind::kDualPipeV, 4, 8, 3), std::invalid_argument);
   EXPECT_THROW(BuildActionOrder(ScheduleKind::k1F1B, 0, 4), std::invalid_argument);
   EXPECT_THROW(BuildActionOrder(ScheduleKind::kGPipe, 4, 0), std::invalid_argument);
   EXPECT_THROW(BuildActionOrder(ScheduleKind::k1F1B, 4, 4, 2), std::invalid_argument);

@@ -58,6 +58,21 @@ int freeride_bubble_begin_on_stream(freeride_stage* stage, void* cuda_stream, ui
                                     int64_t predicted_ns, uint64_t free_memory_bytes);
 int freeride_bubble_end_on_stream(freeride_stage* stage, void* cuda_stream);
 
+/* The lane's GPU gate (src/gate/gate_page.h).  Opens (closes) the gate when
+ * `compute_stream` (the stage's own compute stream) reaches this point: one
+ * stream memory write (cuStreamWriteValue32) to a page of host memory, so
+ * the side tasks' GPU work, which waits on that word, starts within
+ * microseconds of the bubble's begin and never after its end.  The stream
+ * gains no host callback and no wait.  Call open where the bubble begins and
+ * close where it ends, on the same stream, from the training thread, with a
+ * CUDA context current (the first call registers the page with the driver).
+ * Returns 0 when enqueued; -1 when there is no gate (no daemon, a CPU lane,
+ * or no stream memory operations): side tasks are then served by host-side
+ * dispatch alone.  Keep calling the host marks above as well: they carry the
+ * slot and lengths the daemon learns from. */
+int freeride_gate_open_on_stream(freeride_stage* stage, void* compute_stream);
+int freeride_gate_close_on_stream(freeride_stage* stage, void* compute_stream);
+
 /* Closes the bubble if open and releases the handle.  NULL is allowed.  With
  * stream-ordered marks, synchronise the stream first: pending marks refer to
  * the handle. */

@@ -11,6 +11,10 @@ the same way for all of them:
   stream that first waits on an event of the stage's compute stream, so it is
   written when the GPU gets there (the CPU runs ahead under NCCL) and the
   compute stream itself never waits for a host callback;
+- on CUDA the compute stream also opens the lane's GPU gate where the bubble
+  begins and closes it where it ends (one stream memory write each), so side
+  tasks' GPU work, which waits on the gate on the GPU, starts within
+  microseconds and never runs past the end;
 - on CPU (gloo) the wait blocks the CPU, so the marks are written at once;
 - the free memory offered to side tasks comes from the allocator: the device's
   total less the trainer's peak reserved so far, less a margin;
@@ -80,10 +84,17 @@ class BubbleMarks:
         slot = self.slot
         self.slot += 1
         self.marks += 1
-        if self._cuda and self.stage.begin_on_stream(self._mark_point(), slot, 0, self._free_bytes):
-            result = wait(*args, **kwargs)
-            self.stage.end_on_stream(self._mark_point())
-            return result
+        if self._cuda:
+            compute = torch.cuda.current_stream(self._device).cuda_stream
+            gated = self.stage.gate_open_on_stream(compute)
+            if self.stage.begin_on_stream(self._mark_point(), slot, 0, self._free_bytes):
+                result = wait(*args, **kwargs)
+                if gated:
+                    self.stage.gate_close_on_stream(torch.cuda.current_stream(self._device).cuda_stream)
+                self.stage.end_on_stream(self._mark_point())
+                return result
+            if gated:
+                self.stage.gate_close_on_stream(compute)
         self.stage.begin(slot, 0, self._free_bytes)
         try:
             return wait(*args, **kwargs)

@@ -21,8 +21,9 @@ def _candidates() -> list[Path]:
     paths: list[Path] = []
     if os.environ.get("FREERIDE_LIB"):
         paths.append(Path(os.environ["FREERIDE_LIB"]))
-    # A wheel built by the `python_wheel` target carries the library.
-    paths.append(here / "_lib" / _LIB_NAME)
+    # A wheel (scripts/wheel.sh) carries the library under its soname, the
+    # name its executables ask the loader for.
+    paths.append(here / "_lib" / (_LIB_NAME + ".0"))
     if os.environ.get("FREERIDE_HOME"):
         paths.append(Path(os.environ["FREERIDE_HOME"]) / "lib" / _LIB_NAME)
     # An install or a bundle: PREFIX/share/freeride/python/freeride -> PREFIX/lib.
@@ -98,6 +99,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "freeride_bubble_begin_on_stream": (c.c_int, [stage, c.c_void_p, c.c_uint32, c.c_int64,
                                                       c.c_uint64]),
         "freeride_bubble_end_on_stream": (c.c_int, [stage, c.c_void_p]),
+        "freeride_gate_open_on_stream": (c.c_int, [stage, c.c_void_p]),
+        "freeride_gate_close_on_stream": (c.c_int, [stage, c.c_void_p]),
         "freeride_stage_close": (None, [stage]),
         "freeride_run_iterative_task": (c.c_int, [c.c_void_p, c.c_int, c.c_double]),
         "freeride_step_budget_ns": (c.c_int64, []),

@@ -62,12 +62,16 @@ class DemoError(RuntimeError):
 class Demo:
     def __init__(self, args):
         self.args = args
-        self.share = os.environ.get("FREERIDE_SHARE") or os.path.dirname(
-            os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        # The folder holding this package goes on the children's PYTHONPATH:
+        # share/freeride/python in an install, site-packages for a wheel.
+        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        # The examples: the CLI says where (an install's share/freeride, a
+        # wheel's freeride/_share, the source tree).
+        self.share = os.environ.get("FREERIDE_SHARE") or os.path.dirname(package_parent)
         self.out = args.out
         self.env = dict(os.environ)
         self.env["PYTHONPATH"] = os.pathsep.join(
-            p for p in [os.path.join(self.share, "python"), os.environ.get("PYTHONPATH", "")] if p)
+            p for p in [package_parent, os.environ.get("PYTHONPATH", "")] if p)
         self.env.pop("FREERIDE_SOCKET", None)
         self.daemons: list[subprocess.Popen] = []
 

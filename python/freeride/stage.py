@@ -47,6 +47,15 @@ class Stage:
         """Marks the end when the CUDA stream reaches this point; False if no CUDA driver."""
         return self._lib.freeride_bubble_end_on_stream(self._handle, ctypes.c_void_p(stream)) == 0
 
+    def gate_open_on_stream(self, stream: int) -> bool:
+        """Opens the lane's GPU gate when the compute stream reaches this point (a stream
+        memory write: no host callback, no wait).  False when the lane has no gate."""
+        return self._lib.freeride_gate_open_on_stream(self._handle, ctypes.c_void_p(stream)) == 0
+
+    def gate_close_on_stream(self, stream: int) -> bool:
+        """Closes the lane's GPU gate when the compute stream reaches this point."""
+        return self._lib.freeride_gate_close_on_stream(self._handle, ctypes.c_void_p(stream)) == 0
+
     def close(self) -> None:
         """Ends any open bubble and releases the handle (synchronise streams first)."""
         if self._handle:

@@ -46,6 +46,10 @@ std::string LaneSegmentPath(const std::string& socket_path, int lane) {
   return fmt::format("{}-lane{}", SegmentPrefix(socket_path), lane);
 }
 
+std::string GatePagePath(const std::string& socket_path, int lane) {
+  return LaneSegmentPath(socket_path, lane) + "-gate";
+}
+
 std::string TaskSegmentPath(const std::string& socket_path, int64_t task_id) {
   return fmt::format("{}-task{}", SegmentPrefix(socket_path), task_id);
 }

@@ -22,6 +22,10 @@ std::string DefaultStateDir();
 // socket_path: /dev/shm/freeride-<uid>-<hash of socket path>-lane<lane>.
 std::string LaneSegmentPath(const std::string& socket_path, int lane);
 
+// The GPU gate page of lane `lane` (gate/gate_page.h): the lane segment's
+// path with "-gate" appended.
+std::string GatePagePath(const std::string& socket_path, int lane);
+
 // The file backing one task's control segment.
 std::string TaskSegmentPath(const std::string& socket_path, int64_t task_id);
 

@@ -12,6 +12,7 @@
 #include "base/env.h"
 #include "channel/lane_segment.h"
 #include "freeride/freeride.h"
+#include "gate/gate_page.h"
 
 namespace freeride {
 
@@ -41,6 +42,13 @@ struct freeride_stage {
   // stream has long run its host function.
   std::array<freeride::PendingMark, freeride::kPendingMarks> pending_marks{};
   uint64_t next_pending_mark = 0;
+  // The lane's GPU gate, registered with the driver at the first gate mark
+  // (gate_state: 0 untried, 1 ready, -1 unavailable until the next retry).
+  freeride::GatePage gate_page;
+  unsigned long long gate_word = 0;  // its device address
+  int gate_state = 0;
+  freeride::Nanos gate_retry_ns = 0;
+  uint32_t gate_bubble = 0;  // the bubbles this stage has opened on the gate
 };
 
 namespace freeride {

@@ -1,8 +1,12 @@
 // Stream-ordered bubble marks: the stage enqueues a CUDA host function that
-// writes the mark when the GPU stream reaches it.  libcuda is opened with
+// writes the mark when the GPU stream reaches it, and opens or closes the
+// lane's GPU gate with a stream memory write.  libcuda is opened with
 // dlopen on first use, so libfreeride builds and loads on machines with no
 // CUDA at all.
 #include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include "channel/stage_handle.h"
 
@@ -13,12 +17,25 @@ using freeride::PendingMark;
 using CuResult = int;
 using CuHostFn = void (*)(void*);
 using CuLaunchHostFn = CuResult (*)(void* stream, CuHostFn fn, void* user_data);
+using CuStreamWriteValue32 = CuResult (*)(void* stream, unsigned long long address, uint32_t value,
+                                          unsigned flags);
+using CuMemHostRegister = CuResult (*)(void* pointer, size_t bytes, unsigned flags);
+using CuMemHostUnregister = CuResult (*)(void* pointer);
+using CuMemHostGetDevicePointer = CuResult (*)(unsigned long long* device, void* host, unsigned flags);
+
+void* Driver() {
+  static void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  return lib;
+}
+
+template <typename Fn>
+Fn DriverFn(const char* name) {
+  void* lib = Driver();
+  return lib ? reinterpret_cast<Fn>(dlsym(lib, name)) : nullptr;
+}
 
 CuLaunchHostFn LaunchHostFunc() {
-  static CuLaunchHostFn fn = [] {
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    return lib ? reinterpret_cast<CuLaunchHostFn>(dlsym(lib, "cuLaunchHostFunc")) : nullptr;
-  }();
+  static CuLaunchHostFn fn = DriverFn<CuLaunchHostFn>("cuLaunchHostFunc");
   return fn;
 }
 
@@ -39,6 +56,59 @@ int Enqueue(freeride_stage* stage, void* stream, const PendingMark& mark) {
   return launch(stream, RunMark, record) == 0 ? 0 : -1;
 }
 
+constexpr freeride::Nanos kGateRetryInterval = freeride::kSecond;
+constexpr unsigned kHostRegisterPortableDeviceMap = 0x1 | 0x2;
+constexpr CuResult kHostMemoryAlreadyRegistered = 712;
+
+// Maps and registers the lane's gate page, at most once per retry interval
+// while it is missing (no daemon yet, or a CPU lane); drops a page whose
+// file the daemon removed.  True when the gate can be written.
+bool GateReady(freeride_stage* stage) {
+  if (stage->disabled) return false;
+  freeride::Nanos now = stage->env->Now();
+  if (stage->gate_state == 1) {
+    if (now < stage->gate_retry_ns) return true;
+    stage->gate_retry_ns = now + kGateRetryInterval;
+    if (!stage->gate_page.mapping_unlinked()) return true;
+    static auto unregister = DriverFn<CuMemHostUnregister>("cuMemHostUnregister");
+    if (unregister) unregister(stage->gate_page.page());
+    stage->gate_page.Close();
+    stage->gate_state = 0;
+  }
+  if (stage->gate_state == -1 && now < stage->gate_retry_ns) return false;
+  stage->gate_state = -1;
+  stage->gate_retry_ns = now + kGateRetryInterval;
+  static auto write = DriverFn<CuStreamWriteValue32>("cuStreamWriteValue32_v2");
+  static auto host_register = DriverFn<CuMemHostRegister>("cuMemHostRegister_v2");
+  static auto device_pointer = DriverFn<CuMemHostGetDevicePointer>("cuMemHostGetDevicePointer_v2");
+  if (!write || !host_register || !device_pointer) return false;
+  std::string error;
+  if (!stage->gate_page.Open(stage->segment_path + "-gate", &error)) return false;
+  CuResult r = host_register(stage->gate_page.page(), freeride::kGatePageBytes,
+                             kHostRegisterPortableDeviceMap);
+  unsigned long long word = 0;
+  if ((r != 0 && r != kHostMemoryAlreadyRegistered) ||
+      device_pointer(&word, stage->gate_page.page(), 0) != 0 || word == 0) {
+    std::fprintf(stderr, "freeride: the lane's GPU gate cannot be registered (CUDA error %d); side "
+                 "tasks are dispatched from the host\n", r);
+    stage->gate_page.Close();
+    return false;
+  }
+  stage->gate_word = word;
+  stage->gate_page.layout()->stage_pid.store(getpid());
+  stage->gate_state = 1;
+  return true;
+}
+
+int WriteGate(freeride_stage* stage, void* stream, bool open) {
+  if (!stage || !GateReady(stage)) return -1;
+  static auto write = DriverFn<CuStreamWriteValue32>("cuStreamWriteValue32_v2");
+  if (open) ++stage->gate_bubble;
+  uint32_t value = open ? freeride::GateOpenValue(stage->gate_bubble)
+                        : freeride::GateClosedValue(stage->gate_bubble);
+  return write(stream, stage->gate_word, value, 0) == 0 ? 0 : -1;
+}
+
 }  // namespace
 
 extern "C" {
@@ -50,6 +120,14 @@ int freeride_bubble_begin_on_stream(freeride_stage* stage, void* cuda_stream, ui
 
 int freeride_bubble_end_on_stream(freeride_stage* stage, void* cuda_stream) {
   return Enqueue(stage, cuda_stream, {stage, false, 0, 0, 0});
+}
+
+int freeride_gate_open_on_stream(freeride_stage* stage, void* compute_stream) {
+  return WriteGate(stage, compute_stream, true);
+}
+
+int freeride_gate_close_on_stream(freeride_stage* stage, void* compute_stream) {
+  return WriteGate(stage, compute_stream, false);
 }
 
 }  // extern "C"

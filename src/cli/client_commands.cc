@@ -10,6 +10,7 @@
 
 #include "base/paths.h"
 #include "base/units.h"
+#include "cli/cluster_commands.h"
 #include "cli/commands.h"
 #include "client/client.h"
 #include "client/task_profile.h"
@@ -209,6 +210,7 @@ int RunSubmit(const SubmitArgs& args) {
 // ---------------------------------------------------------------- status --
 struct StatusArgs {
   DaemonTarget daemon;
+  ClusterRequest cluster;  // --servers/--cluster: the cluster view instead
   bool json = false;
   bool all = false;
   double watch_seconds = 0;  // > 0: refresh every this many seconds
@@ -245,8 +247,12 @@ std::string OverheadLine(const v1::LaneStats& l) {
 // of bubble time harvested since then.
 void PrintStatus(const StatusArgs& args, const v1::StatsReply& stats,
                  const v1::ListTasksReply& tasks, const v1::StatsReply* previous) {
-  fmt::print("daemon pid {}  up {}  state {}\n\n", stats.daemon_pid(),
+  fmt::print("daemon pid {}  up {}  state {}\n", stats.daemon_pid(),
              FormatDuration(stats.uptime_ns()), stats.state_dir());
+  if (!stats.mps_pipe_dir().empty())
+    fmt::print("MPS server {} (trainers join it: eval \"$(freeride env)\")\n",
+               stats.mps_pipe_dir());
+  fmt::print("\n");
   fmt::print("{:>4}  {:<7} {:>6} {:>8} {:>10} {:>10} {:>6} {:>7} {:>9} {:>7}  {}\n", "lane",
              "device", "stage", "bubbles", "idle", "harvested", "share",
              previous ? "recent" : "", "resident", "queued", "now");
@@ -290,6 +296,19 @@ void PrintStatus(const StatusArgs& args, const v1::StatsReply& stats,
 }
 
 int RunStatus(const StatusArgs& args) {
+  if (args.cluster.Requested()) {
+    if (!args.daemon.server.empty() || args.watch_seconds > 0 || args.all) {
+      fmt::print(stderr, "freeride status: --servers/--cluster show several daemons at once: "
+                         "without --server, --watch or --all (the view lists ended tasks' "
+                         "failures already)\n");
+      return 2;
+    }
+    ClusterRequest request = args.cluster;
+    request.token_file = args.daemon.token_file;
+    request.tls_ca = args.daemon.tls_ca;
+    request.json = args.json;
+    return RunClusterView(request, ClusterDetail::kStatus, "status");
+  }
   v1::StatsReply stats;
   v1::ListTasksReply tasks;
   if (args.watch_seconds <= 0) {
@@ -395,6 +414,33 @@ int RunCancel(const TaskRefArgs& args) {
   return 0;
 }
 
+// ------------------------------------------------------------------- env --
+// `text` in single quotes for a POSIX shell.
+std::string ShellQuote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// Prints what a trainer's environment needs to join the daemon at `socket`,
+// as lines a shell can eval: its socket, and the MPS server its GPU lanes'
+// tasks run under (the trainer joins it at priority 0, above them).
+int RunEnv(const std::string& socket) {
+  DaemonTarget target;
+  target.socket = std::filesystem::absolute(socket).lexically_normal().string();
+  v1::StatsReply stats;
+  int rc = WithDaemon(target, "env", [&](v1::FreeRide::Stub& stub, const DaemonEndpoint& endpoint) {
+    grpc::ClientContext context;
+    PrepareContext(&context, endpoint, kRpcTimeout);
+    return stub.GetStats(&context, v1::StatsRequest(), &stats);
+  });
+  if (rc != 0) return rc;
+  fmt::print("export FREERIDE_SOCKET={}\n", ShellQuote(target.socket));
+  if (!stats.mps_pipe_dir().empty())
+    fmt::print("export CUDA_MPS_PIPE_DIRECTORY={}\n", ShellQuote(stats.mps_pipe_dir()));
+  return 0;
+}
+
 void AddDaemonTarget(CLI::App* cmd, DaemonTarget* target) {
   cmd->add_option("--socket", target->socket, "The daemon's Unix socket")->capture_default_str();
   cmd->add_option("--server", target->server,
@@ -428,8 +474,9 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
   cmd->callback([submit, exit_code] { *exit_code = RunSubmit(*submit); });
 
   auto status = std::make_shared<StatusArgs>();
-  cmd = app.add_subcommand("status", "Show lanes and tasks.");
+  cmd = app.add_subcommand("status", "Show lanes and tasks; with --servers, of several nodes.");
   AddDaemonTarget(cmd, &status->daemon);
+  AddClusterOptions(cmd, &status->cluster);
   cmd->add_flag("--json", status->json, "Print JSON");
   cmd->add_flag("--all", status->all, "Include tasks that have ended");
   cmd->add_option("--watch", status->watch_seconds,
@@ -452,6 +499,15 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
   cmd->add_option("task", cancel->task, "Task id or name")->required();
   cmd->add_flag("--json", cancel->json, "Print JSON");
   cmd->callback([cancel, exit_code] { *exit_code = RunCancel(*cancel); });
+
+  auto env_socket = std::make_shared<std::string>(DefaultSocketPath());
+  cmd = app.add_subcommand(
+      "env",
+      "Print a trainer's environment for the daemon at --socket, for a shell to eval: "
+      "FREERIDE_SOCKET, and CUDA_MPS_PIPE_DIRECTORY when its GPU lanes run side tasks under MPS "
+      "(the trainer then joins that server at priority 0). Fails when no daemon answers.");
+  cmd->add_option("--socket", *env_socket, "The daemon's Unix socket")->capture_default_str();
+  cmd->callback([env_socket, exit_code] { *exit_code = RunEnv(*env_socket); });
 }
 
 }  // namespace freeride::cli

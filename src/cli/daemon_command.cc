@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "base/paths.h"
 #include "base/units.h"
 #include "cli/commands.h"
+#include "cli/install_layout.h"
 #include "client/client.h"
 #include "daemon/daemon.h"
 #include "daemon/gpu_query.h"
@@ -20,12 +22,28 @@
 namespace freeride::cli {
 namespace {
 
+// libfreeride_gate.so: $FREERIDE_GATE_LIBRARY, else beside this binary (a
+// build tree), else in ../lib (an install or a bundle); "" when absent.
+std::string FindGateLibrary() {
+  if (const char* env = std::getenv("FREERIDE_GATE_LIBRARY"); env && *env)
+    return access(env, R_OK) == 0 ? std::string(env) : std::string();
+  std::string error;
+  std::filesystem::path dir = ExecutableDir(&error);
+  if (dir.empty()) return "";
+  for (const auto& candidate : {dir / "libfreeride_gate.so", dir / ".." / "lib" / "libfreeride_gate.so"})
+    if (access(candidate.c_str(), R_OK) == 0)
+      return std::filesystem::weakly_canonical(candidate).string();
+  return "";
+}
+
 struct DaemonArgs {
   std::string socket_path = DefaultSocketPath();
   std::string state_dir;
   std::string gpus;
   std::string mps = "auto";
   int mps_side_threads = 0;
+  std::string gate = "on";
+  int gate_margin_us = 300;
   int cpu_lanes = 0;
   std::string lane_cores;
   std::string lane_memory;
@@ -47,6 +65,7 @@ struct DaemonArgs {
   bool accept_journal_loss = false;
   std::string listen;
   std::string token_file;
+  std::string read_token_file;
   std::string tls_cert, tls_key;
   int max_connections = 256;
   int max_connections_per_peer = 32;
@@ -180,24 +199,31 @@ int RunDaemon(const DaemonArgs& args) {
   std::string error;
   if (!args.listen.empty()) {
     // TCP reaches beyond this user's account, so it is never open without a token.
-    if (args.token_file.empty()) {
-      fmt::print(stderr, "freeride daemon: --listen needs --token-file: the control API is never "
+    if (args.token_file.empty() && args.read_token_file.empty()) {
+      fmt::print(stderr, "freeride daemon: --listen needs --token-file (or --read-token-file, for "
+                         "a daemon that TCP clients may only read): the control API is never "
                          "open on TCP without a token (see docs/security.md)\n");
       return 2;
     }
-    auto token = ReadTokenFile(args.token_file, &error);
-    if (!token) {
-      fmt::print(stderr, "freeride daemon: {}\n", error);
-      return 2;
+    for (auto [file, token] : {std::pair{&args.token_file, &options.token},
+                               std::pair{&args.read_token_file, &options.read_token}}) {
+      if (file->empty()) continue;
+      auto read = ReadTokenFile(*file, &error);
+      if (!read) {
+        fmt::print(stderr, "freeride daemon: {}\n", error);
+        return 2;
+      }
+      *token = *read;
     }
     options.listen_address = args.listen;
-    options.token = *token;
     options.tls_cert_file = args.tls_cert;
     options.tls_key_file = args.tls_key;
     options.max_tcp_connections = args.max_connections;
     options.max_tcp_connections_per_peer = args.max_connections_per_peer;
-  } else if (!args.token_file.empty() || !args.tls_cert.empty() || !args.tls_key.empty()) {
-    fmt::print(stderr, "freeride daemon: --token-file, --tls-cert and --tls-key go with --listen\n");
+  } else if (!args.token_file.empty() || !args.read_token_file.empty() || !args.tls_cert.empty() ||
+             !args.tls_key.empty()) {
+    fmt::print(stderr, "freeride daemon: --token-file, --read-token-file, --tls-cert and --tls-key "
+                       "go with --listen\n");
     return 2;
   }
   auto log_size = ParseBytes(args.event_log_max_size, &error);
@@ -292,6 +318,16 @@ int RunDaemon(const DaemonArgs& args) {
     }
     options.mps_pipe_dir = mps.pipe_dir;
     options.mps_thread_percentage = args.mps_side_threads;  // used only under MPS
+    options.gate = args.gate == "on";
+    options.gate_margin = static_cast<Nanos>(args.gate_margin_us) * kMicrosecond;
+    if (options.gate) {
+      options.gate_library = FindGateLibrary();
+      if (options.gate_library.empty())
+        fmt::print(stderr,
+                   "freeride daemon: warning: libfreeride_gate.so was found neither in "
+                   "$FREERIDE_GATE_LIBRARY nor beside this binary (nor in ../lib): GPU lanes "
+                   "dispatch from the host, with no GPU gate\n");
+    }
   }
   Daemon daemon(options);
   if (!daemon.Start(&error)) {
@@ -305,10 +341,19 @@ int RunDaemon(const DaemonArgs& args) {
   fmt::print("freeride daemon {} (pid {}) listening on {}\n  lanes: {}\n  state: {}\n",
              FREERIDE_VERSION, getpid(), options.socket_path, lanes, options.state_dir);
   if (gpu_lanes) fmt::print("  {}\n", mps.note);
+  if (gpu_lanes)
+    fmt::print("  dispatch: {}\n",
+               options.IsGatedLane(options.lanes[0].index)
+                   ? fmt::format("GPU gate ({}), closed {} us before each forecast end",
+                                 options.gate_library, args.gate_margin_us)
+                   : std::string("host-side (--gate off, or no gate library)"));
   if (daemon.tcp_port() > 0)
-    fmt::print("  tcp: {}:{} ({}, token required)\n",
+    fmt::print("  tcp: {}:{} ({}, {})\n",
                options.listen_address.substr(0, options.listen_address.rfind(':')),
-               daemon.tcp_port(), options.tls_cert_file.empty() ? "no TLS" : "TLS");
+               daemon.tcp_port(), options.tls_cert_file.empty() ? "no TLS" : "TLS",
+               options.token.empty()           ? "read-only token required: TCP clients only read"
+               : options.read_token.empty()    ? "token required"
+                                               : "token required; the read-only token reads");
   if (daemon.metrics_port() > 0)
     fmt::print("  metrics: http://{}:{}/metrics\n",
                options.metrics_address.substr(0, options.metrics_address.rfind(':')),
@@ -359,6 +404,16 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
                   "CUDA MPS for GPU lanes' tasks: auto (use or start it, else run without), on "
                   "(required), off")
       ->capture_default_str();
+  cmd->add_option("--gate", args->gate,
+                  "GPU lanes: on (tasks' GPU work waits on the lane's GPU gate, which the "
+                  "stage's stream opens and closes; docs/gate.md) or off (host-side dispatch)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--gate-margin-us", args->gate_margin_us,
+                  "Close the gate this long before each bubble's forecast end, so that the side "
+                  "work let through finishes inside the bubble")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
   cmd->add_option("--mps-side-threads", args->mps_side_threads,
                   "Under MPS, the percentage of each GPU's SMs side tasks' kernels may use "
                   "(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE); 0: all")
@@ -411,9 +466,13 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
                 "last commits: keep what can be read, mark the lost tasks' directories orphaned "
                 "(never reused); refused without this");
   cmd->add_option("--listen", args->listen,
-                  "Also serve the control API on TCP HOST:PORT (needs --token-file; port 0 picks one)");
+                  "Also serve the control API on TCP HOST:PORT (needs --token-file or "
+                  "--read-token-file; port 0 picks one)");
   cmd->add_option("--token-file", args->token_file,
                   "File holding the token TCP clients must send (mode 0600, 16+ characters)");
+  cmd->add_option("--read-token-file", args->read_token_file,
+                  "File holding a second token that may only read (status, show, the cluster "
+                  "view), never submit or cancel (mode 0600, 16+ characters)");
   cmd->add_option("--tls-cert", args->tls_cert, "TLS certificate chain for --listen (PEM)");
   cmd->add_option("--tls-key", args->tls_key, "TLS private key for --listen (PEM)");
   cmd->add_option("--max-connections", args->max_connections,

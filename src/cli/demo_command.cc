@@ -1,5 +1,5 @@
 // `freeride demo`: finds its parts relative to this executable (a build tree,
-// an install or a bundle: cli/install_layout.h) and runs the demo driver,
+// an install, a bundle or a wheel: cli/install_layout.h) and runs the demo driver,
 // python/freeride/demo.py, with them.
 #include <fmt/format.h>
 #include <unistd.h>
@@ -30,7 +30,7 @@ int RunDemo(const std::vector<std::string>& args) {
   if (const char* old = std::getenv("PATH")) path += old;
   setenv("PATH", path.c_str(), 1);
   setenv("FREERIDE_SHARE", parts->share.c_str(), 1);
-  std::string pythonpath = (parts->share / "python").string();
+  std::string pythonpath = parts->python_path.string();
   if (const char* old = std::getenv("PYTHONPATH"); old && *old) pythonpath += std::string(":") + old;
   setenv("PYTHONPATH", pythonpath.c_str(), 1);
   std::vector<std::string> argv = {python, "-u", "-m", "freeride.demo"};

@@ -227,8 +227,12 @@ std::vector<Finding> CheckGpus(const CudaDriverInfo& driver, bool nvidia_smi) {
                                   yes(gpu.stream_mem_ops), yes(gpu.stream_mem_ops_64),
                                   yes(gpu.stream_wait_value_nor));
     bool all = gpu.stream_mem_ops == 1 && gpu.stream_mem_ops_64 == 1 && gpu.stream_wait_value_nor == 1;
-    found.push_back(Make(area, all ? Severity::kOk : Severity::kNote,
-                         ops + (all ? "" : " (bubble marks use host functions and do not need them)"),
+    found.push_back(Make(area, gpu.stream_mem_ops == 1 ? Severity::kOk : Severity::kWarning,
+                         ops + (gpu.stream_mem_ops == 1
+                                    ? " (the GPU gate needs the 32-bit ones)"
+                                    : " (the GPU gate needs the 32-bit ones: without them its lanes' "
+                                      "tasks are refused; start the daemon with --gate off for "
+                                      "host-side dispatch)"),
                          all || driver.driver_version >= 12000
                              ? ""
                              : "drivers before CUDA 12 enable them with the nvidia module option "
@@ -383,6 +387,19 @@ std::vector<Finding> DescribeDaemon(const v1::StatsReply& stats) {
                                 lane.stage_pid(), lane.bubbles(), core)
                   : fmt::format("{}: no stage attached{}", lane.device(), core)));
   }
+  for (const v1::LaneStats& lane : stats.lanes()) {
+    if (lane.device().rfind("gpu:", 0) != 0) continue;
+    bool gate = lane.dispatch() == v1::DISPATCH_GPU_GATE;
+    found.push_back(Make(
+        fmt::format("lane {} dispatch", lane.lane()), gate ? Severity::kOk : Severity::kNote,
+        gate ? fmt::format("GPU gate: its tasks' GPU work waits on the lane's gate, which the stage's "
+                           "stream opens and closes ({} early closes, {} forced so far)",
+                           lane.gate_early_closes(), lane.gate_forced_closes())
+             : std::string("host-side dispatch: the daemon was started with --gate off, or found no "
+                           "libfreeride_gate.so"),
+        gate ? "" : "start the daemon with --gate on, from an install or bundle that has "
+                    "lib/libfreeride_gate.so (or set FREERIDE_GATE_LIBRARY)"));
+  }
   if (!stats.lanes().empty()) {
     v1::Isolation isolation = stats.lanes(0).isolation();
     found.push_back(Make("isolation", isolation == v1::ISOLATION_GPU_TIME_SLICED ? Severity::kWarning
@@ -466,7 +483,7 @@ std::vector<Finding> InterpretPythonProbe(const std::string& python, int exit_st
   } else {
     found.push_back(Make("python package", Severity::kWarning,
                          "the freeride package does not load: " + probe.value("freeride_error", ""),
-                         "pip install the wheel (cmake --build build --target python_wheel), or "
+                         "pip install the wheel (scripts/wheel.sh makes it), or "
                          "set PYTHONPATH to share/freeride/python of an install"));
   }
   return found;

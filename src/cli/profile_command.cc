@@ -75,7 +75,15 @@ int RunProfile(const ProfileArgs& args) {
     fmt::print("{}", profile::FormatProfileTable(ranks, args.options.min_bubble_ms));
   if (!args.svg.empty() && !args.json && !args.csv)
     fmt::print("timeline picture written to {}\n", args.svg);
-  return 0;
+  // Gaps that form no slots are an answer, not an input error: the figures
+  // above stand, but no bubble list does.
+  int unmatched = 0;
+  for (const profile::RankProfile& r : ranks)
+    if (!r.slots_conflict.empty()) {
+      fmt::print(stderr, "freeride profile: rank {}: {}\n", r.rank, r.slots_conflict);
+      ++unmatched;
+    }
+  return unmatched ? 3 : 0;
 }
 
 }  // namespace

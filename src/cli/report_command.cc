@@ -1,10 +1,12 @@
 // `freeride report EVENTS` and `freeride timeline EVENTS`: what a run did,
-// read from the daemon's event log (STATE_DIR/events.jsonl).
+// read from the daemon's event log (STATE_DIR/events.jsonl); `freeride report --servers`
+// asks several nodes' daemons instead (cli/cluster_commands.h).
 #include <fmt/format.h>
 
 #include <filesystem>
 
 #include "base/files.h"
+#include "cli/cluster_commands.h"
 #include "cli/commands.h"
 #include "report/event_log_reader.h"
 #include "report/run_report.h"
@@ -29,6 +31,7 @@ std::optional<report::EventLogData> LoadLog(const char* command, const std::stri
 
 struct ReportArgs {
   std::string events;
+  ClusterRequest cluster;  // --servers/--cluster: the nodes' daemons instead of a log
   std::string baseline;
   std::string alone_rates;
   double gpu_hour_price = 0;
@@ -36,6 +39,21 @@ struct ReportArgs {
 };
 
 int RunReport(const ReportArgs& args) {
+  if (args.cluster.Requested()) {
+    if (!args.events.empty() || !args.baseline.empty() || !args.alone_rates.empty()) {
+      fmt::print(stderr, "freeride report: --servers/--cluster ask the nodes' daemons; an event "
+                         "log, --baseline and --alone-rates go without them\n");
+      return 2;
+    }
+    ClusterRequest request = args.cluster;
+    request.json = args.json;
+    return RunClusterView(request, ClusterDetail::kReport, "report");
+  }
+  if (args.events.empty()) {
+    fmt::print(stderr, "freeride report: give an event log (or state directory), or the nodes "
+                       "with --servers/--cluster\n");
+    return 2;
+  }
   auto run = LoadLog("report", args.events);
   if (!run) return 2;
   std::optional<report::EventLogData> baseline;
@@ -105,9 +123,13 @@ void AddReportCommands(CLI::App& app, int* exit_code) {
   auto report = std::make_shared<ReportArgs>();
   CLI::App* cmd = app.add_subcommand(
       "report", "Idle time, what side tasks used of it, the training's slowdown and the saving, "
-                "from an event log.");
-  cmd->add_option("events", report->events, "The daemon's events.jsonl, or its state directory")
-      ->required();
+                "from an event log; with --servers, the cumulative figures of several nodes' daemons.");
+  cmd->add_option("events", report->events, "The daemon's events.jsonl, or its state directory");
+  AddClusterOptions(cmd, &report->cluster);
+  cmd->add_option("--token-file", report->cluster.token_file,
+                  "With --servers/--cluster: the daemons' token (a read-only one is enough)");
+  cmd->add_option("--tls-ca", report->cluster.tls_ca,
+                  "With --servers/--cluster: use TLS, trusting this CA certificate");
   cmd->add_option("--baseline", report->baseline,
                   "Event log of the same training without side tasks, for the overhead");
   cmd->add_option("--alone-rates", report->alone_rates,

@@ -106,15 +106,15 @@ void AddScheduleCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<ScheduleArgs>();
   CLI::App* cmd = app.add_subcommand(
       "schedule", "Model a pipeline schedule: per-rank actions, idle slots, bubble fraction.");
-  cmd->add_option("--schedule", args->schedule, "gpipe, 1f1b, interleaved or zbv")
+  cmd->add_option("--schedule", args->schedule, "gpipe, 1f1b, interleaved, loopedbfs, interleavedzb, zbv or dualpipev (or torch's class name)")
       ->capture_default_str();
   cmd->add_option("--stages", args->stages, "Pipeline ranks P")->capture_default_str();
   cmd->add_option("--virtual", args->virtual_stages,
-                  "Stages per rank V (default 1; 2 for interleaved and zbv)");
+                  "Stages per rank V (default 1 for gpipe and 1f1b, else 2)");
   cmd->add_option("--microbatches", args->microbatches, "Micro-batches M")->capture_default_str();
   cmd->add_option("--times", args->times,
                   "Times of one action on one stage: F,B or F,B,W (W: the weight-gradient "
-                  "part, split out by zbv)")
+                  "part, split out by interleavedzb, zbv and dualpipev)")
       ->capture_default_str();
   cmd->add_option("--p2p", args->p2p, "Send/receive latency between stages")->capture_default_str();
   cmd->add_flag("--json", args->json, "Print JSON");

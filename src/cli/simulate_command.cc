@@ -307,7 +307,7 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--config", a->config_file,
                   "Read options from a TOML file (key = value, keys as the flags without --); "
                   "flags on the command line win");
-  cmd->add_option("--schedule", a->schedule, "gpipe, 1f1b, interleaved or zbv")->capture_default_str();
+  cmd->add_option("--schedule", a->schedule, "gpipe, 1f1b, interleaved, loopedbfs, interleavedzb, zbv or dualpipev")->capture_default_str();
   cmd->add_option("--stages", a->stages, "Pipeline ranks P (GPUs per pipeline)")->capture_default_str();
   cmd->add_option("--virtual", a->virtual_stages, "Stages per rank V (default 1; 2 for interleaved and zbv)");
   cmd->add_option("--microbatches", a->microbatches,

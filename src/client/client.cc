@@ -113,6 +113,7 @@ std::string DescribeRpcError(const grpc::Status& status, const DaemonEndpoint& e
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       return fmt::format("{} did not answer in time", where);
     case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::PERMISSION_DENIED:
       return fmt::format("{} refused the request: {}", where, status.error_message());
     default:
       return status.error_message();

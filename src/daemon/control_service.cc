@@ -27,12 +27,13 @@ grpc::Status ToGrpc(const Status& status) {
 }
 
 ControlService::ControlService(TaskManager* tasks, const std::vector<std::unique_ptr<Lane>>* lanes,
-                               std::string state_dir, std::string token, bool remote_only,
-                               Env* env)
+                               std::string state_dir, std::string mps_pipe_dir,
+                               TcpTokens tokens, bool remote_only, Env* env)
     : tasks_(tasks),
       lanes_(lanes),
       state_dir_(std::move(state_dir)),
-      token_(std::move(token)),
+      mps_pipe_dir_(std::move(mps_pipe_dir)),
+      tokens_(std::move(tokens)),
       remote_only_(remote_only),
       env_(env),
       started_ns_(env->Now()) {}
@@ -53,22 +54,29 @@ bool ControlService::IsRemote(const grpc::ServerContext* context) const {
   return remote_only_ || context->peer().rfind("unix:", 0) != 0;
 }
 
-grpc::Status ControlService::Authorize(const grpc::ServerContext* context) const {
-  if (token_.empty() || !IsRemote(context)) return grpc::Status::OK;
+grpc::Status ControlService::Authorize(const grpc::ServerContext* context, Access access) const {
+  if ((tokens_.full.empty() && tokens_.read_only.empty()) || !IsRemote(context))
+    return grpc::Status::OK;
   const auto& metadata = context->client_metadata();
   auto it = metadata.find(kAuthorizationKey);
   if (it == metadata.end())
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "this daemon needs its token over TCP: pass --token-file");
   std::string_view given(it->second.data(), it->second.size());
-  if (!SameSecret(given, "Bearer " + token_))
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong token");
-  return grpc::Status::OK;
+  // Both compared every time, so the time taken does not tell which matched.
+  bool full = !tokens_.full.empty() && SameSecret(given, "Bearer " + tokens_.full);
+  bool read = !tokens_.read_only.empty() && SameSecret(given, "Bearer " + tokens_.read_only);
+  if (full || (read && access == Access::kRead)) return grpc::Status::OK;
+  if (read)
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "this token may only read (status, show, the cluster view); submitting, "
+                        "cancelling and attaching a stage need the daemon's full token");
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong token");
 }
 
 grpc::Status ControlService::Submit(grpc::ServerContext* context, const v1::SubmitRequest* request,
                                     v1::SubmitReply* reply) {
-  if (grpc::Status denied = Authorize(context); !denied.ok()) return denied;
+  if (grpc::Status denied = Authorize(context, Access::kWrite); !denied.ok()) return denied;
   grpc::Status status = ToGrpc(tasks_->Submit(request->spec(), reply->mutable_task()));
   reply->mutable_task()->mutable_spec()->clear_env();  // the submitter has it
   return status;
@@ -76,7 +84,7 @@ grpc::Status ControlService::Submit(grpc::ServerContext* context, const v1::Subm
 
 grpc::Status ControlService::ListTasks(grpc::ServerContext* context, const v1::ListTasksRequest* request,
                                        v1::ListTasksReply* reply) {
-  if (grpc::Status denied = Authorize(context); !denied.ok()) return denied;
+  if (grpc::Status denied = Authorize(context, Access::kRead); !denied.ok()) return denied;
   int page = request->page_size() > 0 ? std::min(request->page_size(), kListPageTasks)
                                       : kListPageTasks;
   // One more than the page, to know whether another page follows.
@@ -100,7 +108,7 @@ grpc::Status ControlService::ListTasks(grpc::ServerContext* context, const v1::L
 
 grpc::Status ControlService::GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request,
                                      v1::TaskInfo* reply) {
-  if (grpc::Status denied = Authorize(context); !denied.ok()) return denied;
+  if (grpc::Status denied = Authorize(context, Access::kRead); !denied.ok()) return denied;
   if (request->id() <= 0 && request->name().empty())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "give a task id or a name");
   grpc::Status status = ToGrpc(tasks_->Get(request->id(), request->name(), reply));
@@ -111,7 +119,7 @@ grpc::Status ControlService::GetTask(grpc::ServerContext* context, const v1::Get
 
 grpc::Status ControlService::Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
                                     v1::CancelReply* reply) {
-  if (grpc::Status denied = Authorize(context); !denied.ok()) return denied;
+  if (grpc::Status denied = Authorize(context, Access::kWrite); !denied.ok()) return denied;
   if (request->id() <= 0 && request->name().empty())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "give a task id or a name");
   grpc::Status status = ToGrpc(tasks_->Cancel(request->id(), request->name(), reply->mutable_task()));
@@ -122,7 +130,7 @@ grpc::Status ControlService::Cancel(grpc::ServerContext* context, const v1::Canc
 grpc::Status ControlService::AttachStage(grpc::ServerContext* context,
                                          const v1::AttachStageRequest* request,
                                          v1::AttachStageReply* reply) {
-  if (grpc::Status denied = Authorize(context); !denied.ok()) return denied;
+  if (grpc::Status denied = Authorize(context, Access::kWrite); !denied.ok()) return denied;
   if (request->lane() < 0 || request->lane() >= static_cast<int>(lanes_->size()))
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
                         fmt::format("lane {} does not exist; this daemon has lanes 0..{}",
@@ -135,7 +143,7 @@ grpc::Status ControlService::AttachStage(grpc::ServerContext* context,
 
 grpc::Status ControlService::GetStats(grpc::ServerContext* context, const v1::StatsRequest*,
                                       v1::StatsReply* reply) {
-  if (grpc::Status denied = Authorize(context); !denied.ok()) return denied;
+  if (grpc::Status denied = Authorize(context, Access::kRead); !denied.ok()) return denied;
   FillStats(reply);
   return grpc::Status::OK;
 }
@@ -145,6 +153,7 @@ void ControlService::FillStats(v1::StatsReply* reply) const {
   reply->set_daemon_pid(getpid());
   reply->set_uptime_ns(env_->Now() - started_ns_);
   reply->set_state_dir(state_dir_);
+  reply->set_mps_pipe_dir(mps_pipe_dir_);
   reply->set_version(FREERIDE_VERSION);
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -112,8 +113,9 @@ bool Daemon::TcpCredentials(std::shared_ptr<grpc::ServerCredentials>* credential
 bool Daemon::StartTcp(std::string* error) {
   std::shared_ptr<grpc::ServerCredentials> credentials;
   if (!TcpCredentials(&credentials, error)) return false;
-  remote_service_ = std::make_unique<ControlService>(tasks_.get(), &lanes_, options_.state_dir,
-                                                     options_.token, /*remote_only=*/true, env_);
+  remote_service_ = std::make_unique<ControlService>(
+      tasks_.get(), &lanes_, options_.state_dir, options_.mps_pipe_dir,
+      TcpTokens{options_.token, options_.read_token}, /*remote_only=*/true, env_);
   std::random_device random;
   std::string backend = fmt::format("freeride-{}-{:08x}", getpid(), random());
   grpc::ServerBuilder builder;
@@ -148,13 +150,25 @@ bool Daemon::Start(std::string* error) {
     return false;
   }
   if (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    *error = errno == EWOULDBLOCK
-                 ? fmt::format("state directory {} is in use by another daemon", options_.state_dir)
-                 : fmt::format("cannot lock {}: {}", lock_path, std::strerror(errno));
+    if (errno == EWOULDBLOCK) {
+      // The holder wrote its pid beneath the lock: name it, so that whoever
+      // started a second daemon (by hand, or Slurm or Kubernetes twice on one
+      // node) sees which one runs.
+      char holder[32] = {};
+      ssize_t n = pread(lock_fd_, holder, sizeof(holder) - 1, 0);
+      long pid = n > 0 ? std::strtol(holder, nullptr, 10) : 0;
+      *error = fmt::format("state directory {} is in use by another daemon{}", options_.state_dir,
+                           pid > 0 ? fmt::format(" (pid {})", pid) : "");
+    } else {
+      *error = fmt::format("cannot lock {}: {}", lock_path, std::strerror(errno));
+    }
     close(lock_fd_);
     lock_fd_ = -1;
     return false;
   }
+  // Only a refused second start's message reads the pid: a failed write costs nothing else.
+  std::string pid = std::to_string(getpid()) + "\n";
+  if (ftruncate(lock_fd_, 0) == 0) (void)!pwrite(lock_fd_, pid.data(), pid.size(), 0);
   if (!PrepareSocket(error)) return false;
   JournalOptions journal_options;
   journal_options.accept_loss = options_.accept_journal_loss;
@@ -186,12 +200,17 @@ bool Daemon::Start(std::string* error) {
     if (!lane->Open(error)) return false;
     lanes_.push_back(std::move(lane));
   }
-  if (!options_.listen_address.empty() && options_.token.empty()) {
-    *error = "the control API on TCP needs a token (--token-file)";
+  if (!options_.listen_address.empty() && options_.token.empty() && options_.read_token.empty()) {
+    *error = "the control API on TCP needs a token (--token-file, or --read-token-file to only read)";
     return false;
   }
-  service_ = std::make_unique<ControlService>(tasks_.get(), &lanes_, options_.state_dir,
-                                              options_.token, /*remote_only=*/false, env_);
+  if (!options_.token.empty() && options_.token == options_.read_token) {
+    *error = "the read-only token is the full token: give it a token of its own";
+    return false;
+  }
+  service_ = std::make_unique<ControlService>(
+      tasks_.get(), &lanes_, options_.state_dir, options_.mps_pipe_dir,
+      TcpTokens{options_.token, options_.read_token}, /*remote_only=*/false, env_);
   // Before the control socket: a bad --metrics address then stops the start
   // with nothing listening.
   if (!options_.metrics_address.empty()) {

@@ -36,9 +36,11 @@ struct DaemonOptions {
   int mps_thread_percentage = 0;  // their share of each GPU's SMs under MPS; 0: all
   std::string metrics_address;  // HOST:PORT for Prometheus /metrics; empty: off
   // The control API on TCP as well as the Unix socket: off unless set, and
-  // then every TCP request must carry this token (see docs/security.md).
+  // then every TCP request must carry `token`, or `read_token` for the calls
+  // that only read (see docs/security.md); at least one of them is needed.
   std::string listen_address;  // HOST:PORT
   std::string token;
+  std::string read_token;
   std::string tls_cert_file, tls_key_file;  // both set: TCP with TLS
   // TCP connections served at once, in all and from one address (the
   // daemon/tcp_gate.h limits; the total is lowered to fit RLIMIT_NOFILE).
@@ -52,6 +54,15 @@ struct DaemonOptions {
   // (daemon/event_log.h: EventLogRotation).
   uint64_t event_log_max_bytes = 256ULL << 20;
   int event_log_keep = 4;
+  // The GPU gate (src/gate/): on GPU lanes every task is started with
+  // gate_library preloaded, so its GPU work waits on the lane's gate page,
+  // which the stage's stream opens and closes; imperative tasks then run
+  // free on the CPU, their GPU work held on the GPU.  The lane closes the
+  // gate gate_margin before each bubble's forecast end.  Without a library
+  // (or with gate off) GPU lanes dispatch from the host alone.
+  bool gate = true;
+  std::string gate_library;  // libfreeride_gate.so; empty: not found
+  Nanos gate_margin = 300 * kMicrosecond;
   DispatchConfig dispatch;
   // The live overhead probe (a period of 0 iterations turns it, and the
   // guard, off) and the guard that keeps the estimate within its budget.
@@ -77,6 +88,9 @@ struct DaemonOptions {
   const OverheadGuardConfig& GuardForLane(int lane) const {
     return IsCpuLane(lane) ? cpu_guard : guard;
   }
+  // Whether lane `lane`'s tasks are gated on the GPU: a GPU lane, with the
+  // gate on and its library found.
+  bool IsGatedLane(int lane) const { return gate && !gate_library.empty() && !IsCpuLane(lane); }
   // Whether lane `lane` is configured with a "cpu:" device; false for a
   // lane not in `lanes`.
   bool IsCpuLane(int lane) const {

@@ -1,5 +1,7 @@
 #include "daemon/lane.h"
 
+#include "policy/gate_close.h"
+
 #include <fmt/format.h>
 #include <pthread.h>
 #include <sched.h>
@@ -11,6 +13,7 @@
 
 #include "base/futex.h"
 #include "base/paths.h"
+#include "policy/gate_close.h"
 #include "policy/quantile.h"
 #include "channel/step_accounting.h"
 
@@ -45,7 +48,8 @@ Lane::Lane(const LaneConfig& config, const DaemonOptions& options, LaneTasks* ta
       predictor_(options.predictor),
       policy_(options.dispatch),
       probe_(probe),
-      guard_(options.GuardForLane(config.index)) {}
+      guard_(options.GuardForLane(config.index)),
+      gated_(options.IsGatedLane(config.index)) {}
 
 Lane::~Lane() { Stop(); }
 
@@ -61,6 +65,9 @@ bool Lane::Open(std::string* error) {
   // Nor does it have forecasts: an armed task must not judge by the last
   // daemon's while this one's predictor is empty.
   ClearPublishedForecasts(0);
+  if (gated_ && !gate_.CreateOrOpen(GatePagePath(options_.socket_path, config_.index), config_.index,
+                                    error))
+    return false;
   return true;
 }
 
@@ -104,6 +111,7 @@ bool Lane::RemakeDeletedSegment() {
 void Lane::Start() {
   stopping_ = false;
   thread_ = std::thread([this] { Loop(); });
+  if (gated_) gate_thread_ = std::thread([this] { GateLoop(); });
 }
 
 void Lane::Stop() {
@@ -113,6 +121,9 @@ void Lane::Stop() {
     if (segment_.is_open()) env_->WakeAll(&segment_.layout()->bubble_seq);
   }
   if (thread_.joinable()) thread_.join();
+  if (gate_thread_.joinable()) gate_thread_.join();
+  // A stopped daemon leaves no gate open behind it.
+  if (gate_.is_open()) gate_.ForceClose();
 }
 
 void Lane::NoteStage(int64_t pid, int rank, const std::string& label) {
@@ -190,6 +201,109 @@ void Lane::Loop() {
   uint32_t current = segment_.layout()->bubble_seq.load(std::memory_order_acquire);
   seen = FinishClosedBubbles(seen, current);
   if ((current & 1u) != 0 && current != seen) ServeBubble(segment_.Read());
+}
+
+void Lane::CloseGate(const char* why, Nanos now) {
+  if (!gate_.ForceClose()) return;
+  gate_forced_closes_.fetch_add(1, std::memory_order_relaxed);
+  gate_.layout()->forced_closes.fetch_add(1, std::memory_order_relaxed);
+  events_->Emit({{"type", "gate"}, {"ts_ns", now}, {"lane", config_.index}, {"event", "forced_close"},
+                 {"reason", why}});
+}
+
+void Lane::CloseAbandonedGate(uint32_t seq, Nanos now) {
+  if (!GateIsOpen(gate_.layout()->word.load(std::memory_order_acquire)) || (seq & 1u) != 0) {
+    gate_open_unmarked_since_ = 0;
+    return;
+  }
+  if (gate_open_unmarked_since_ == 0) gate_open_unmarked_since_ = now;
+  if (!StageAlive())
+    CloseGate("the stage that opened it is gone", now);
+  else if (now - gate_open_unmarked_since_ > options_.stage_timeout)
+    CloseGate("open with no bubble marked for longer than --stage-timeout", now);
+  else
+    return;
+  gate_open_unmarked_since_ = 0;
+}
+
+void Lane::GateLoop() {
+  // Its own mapping of the lane segment: the dispatcher may replace its own
+  // (RemakeDeletedSegment) while this thread waits on it.
+  LaneSegment segment;
+  std::string error;
+  std::vector<int64_t> gated_tasks;
+  uint32_t seen = 0;
+  while (!stopping_) {
+    if (!segment.is_open() || segment.mapping().Unlinked()) {
+      if (!segment.Open(segment_path_, /*writable=*/true, &error)) {
+        std::atomic<uint32_t> nothing{0};
+        env_->Wait(&nothing, 0, kWatchInterval);  // the dispatcher remakes it meanwhile
+        continue;
+      }
+      segment.set_env(env_);
+      seen = segment.layout()->bubble_seq.load(std::memory_order_acquire);
+      if (seen & 1u) --seen;  // serve a bubble already open
+    }
+    const LaneSegmentLayout& l = *segment.layout();
+    uint32_t seq = segment.WaitForChange(seen, kIdleWakeInterval, kWakeOnBegin);
+    Nanos now = env_->Now();
+    CloseAbandonedGate(seq, now);
+    if (stopping_ || seq == seen) continue;
+    seen = seq;
+    BubbleMark mark = segment.Read();
+    if (!mark.open() || mark.seq != seq) continue;
+    // A stage that drives the gate (freeride_gate_open_on_stream) opened it
+    // before its host mark ran, so the word now holds this bubble's number
+    // (or a later one's, if the mark came very late: that one is then judged
+    // by this mark, conservatively).  For a stage that marks only from the
+    // host, the lane opens the gate itself, from here, at a later bubble
+    // number than any the stage wrote.
+    const bool stage_drives = gate_.layout()->stage_pid.load(std::memory_order_relaxed) ==
+                              l.stage_pid.load(std::memory_order_relaxed);
+    if (!stage_drives) {
+      uint32_t current = gate_.layout()->word.load(std::memory_order_acquire);
+      gate_.layout()->word.compare_exchange_strong(current, GateOpenValue((current >> 1) + 1));
+    }
+    const uint32_t word = gate_.layout()->word.load(std::memory_order_acquire);
+    const uint32_t bubble = word >> 1;
+    const Nanos forecast = PublishedForecast(l, mark);
+    const Admission admission = AdmissionFor(l, mark, now, mark.begin_ns + forecast);
+    const Nanos close_at = GateCloseAt(mark.begin_ns, forecast, options_.gate_margin, admission);
+    Nanos closed_at = 0;
+    while (!stopping_) {
+      now = env_->Now();
+      if (l.bubble_seq.load(std::memory_order_acquire) != seq) break;  // its end mark came
+      if (now >= close_at) {
+        if (GateIsOpen(word) && gate_.CloseEarly(bubble)) {
+          gate_early_closes_.fetch_add(1, std::memory_order_relaxed);
+          gate_.layout()->early_closes.fetch_add(1, std::memory_order_relaxed);
+        }
+        closed_at = now;
+        break;
+      }
+      if (!StageAlive() || BubbleSilent(mark.begin_ns,
+                                        l.stage_heartbeat_ns.load(std::memory_order_relaxed), now,
+                                        options_.stage_timeout)) {
+        CloseGate(StageAlive() ? "no marks for longer than --stage-timeout"
+                               : "the stage that opened it is gone",
+                  now);
+        closed_at = now;
+        break;
+      }
+      segment.WaitForChange(seq, std::min(close_at - now, kWatchInterval), kWakeOnEnd);
+    }
+    // The lane closes what it opened, at the end mark at the latest.
+    if (!stage_drives) gate_.CloseEarly(bubble);
+    // The gate was open from the begin until it was closed early, or until
+    // the end mark (the stage's stream closed it there).
+    BubbleMark closed;
+    Nanos end = closed_at;
+    if (end == 0) end = segment.ClosedBubbleMark(seq, &closed) ? closed.end_ns : env_->Now();
+    const Nanos open_ns = std::max<Nanos>(0, end - mark.begin_ns);
+    gate_open_ns_.fetch_add(open_ns, std::memory_order_relaxed);
+    tasks_->GatedTasks(config_.index, &gated_tasks);
+    for (int64_t id : gated_tasks) tasks_->AddAllowed(id, open_ns);
+  }
 }
 
 void Lane::Arm() {
@@ -744,7 +858,11 @@ void Lane::FillStats(v1::LaneStats* stats) const {
   stats->set_bubbles(bubbles_.load());
   stats->set_bubble_ns(bubble_ns_.load());
   stats->set_harvested_ns(harvested_ns_.load());
-  stats->set_allowed_ns(allowed_ns_.load());
+  stats->set_allowed_ns(allowed_ns_.load() + gate_open_ns_.load());
+  stats->set_dispatch(gated_ ? v1::DISPATCH_GPU_GATE : v1::DISPATCH_HOST);
+  stats->set_gate_early_closes(gate_early_closes_.load());
+  stats->set_gate_forced_closes(gate_forced_closes_.load());
+  stats->set_gate_open_ns(gate_open_ns_.load());
   stats->set_overrun_ns(overrun_ns_.load());
   stats->set_free_memory_bytes(l->free_memory_bytes.load());
   stats->set_capacity_bytes(config_.capacity_bytes);

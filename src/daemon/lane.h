@@ -19,6 +19,7 @@
 #include "daemon/shared_probe_schedule.h"
 #include "daemon/lane_tasks.h"
 #include "freeride.pb.h"
+#include "gate/gate_page.h"
 #include "policy/bubble_predictor.h"
 #include "policy/bubble_serving.h"
 #include "policy/dispatch_policy.h"
@@ -53,6 +54,8 @@ class Lane {
   // The lane's statistics, read from its counters and its segment.  After
   // Open.
   void FillStats(v1::LaneStats* stats) const;
+  // Whether the lane's tasks are gated on the GPU (DaemonOptions::IsGatedLane).
+  bool gated() const { return gated_; }
   // The lane segment's file, which stages and tasks map by path.
   const std::string& segment_path() const { return segment_path_; }
   // Logs a stage's attach request (a stage_attach event).
@@ -150,6 +153,17 @@ class Lane {
   void PublishWithholdWindow(Nanos now);
   void PublishGuardRestrictions();
 
+  // The GPU gate's closer (a gated lane only), on its own thread so that the
+  // dispatcher's batched accounting does not delay it: at each begin mark it
+  // closes the gate at the forecast end less the margin (GateCloseAt), and it
+  // closes a gate whose stage went silent or died.  It books each bubble's
+  // open-gate time as the gated tasks' allowed time.
+  void GateLoop();
+  // Closes the gate of a stage that is gone or silent while no bubble is
+  // marked open (the GPU opened it, then the stage died before its mark).
+  void CloseAbandonedGate(uint32_t seq, Nanos now);
+  void CloseGate(const char* why, Nanos now);
+
   const LaneConfig config_;
   const DaemonOptions& options_;
   LaneTasks* tasks_;
@@ -183,6 +197,14 @@ class Lane {
 
   std::atomic<bool> stopping_{false};
   std::thread thread_;
+
+  const bool gated_;
+  GatePage gate_;
+  std::thread gate_thread_;
+  Nanos gate_open_unmarked_since_ = 0;  // the gate's thread's: open with no bubble marked
+  std::atomic<uint64_t> gate_early_closes_{0};
+  std::atomic<uint64_t> gate_forced_closes_{0};
+  std::atomic<int64_t> gate_open_ns_{0};
 
   // Statistics, read by FillStats from other threads.
   std::atomic<uint64_t> bubbles_{0};

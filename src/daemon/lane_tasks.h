@@ -24,6 +24,9 @@ struct TaskRuntime {
   int64_t task_id = 0;
   pid_t pid = -1;
   bool imperative = false;
+  // An imperative task on a gated lane: it runs free on the CPU and its GPU
+  // work waits on the lane's gate, so the lane never stops or continues it.
+  bool gated = false;
   std::shared_ptr<TaskSegment> segment;
   // The task's whole process tree; null where cgroups cannot be used, and
   // then only its process group is reached.
@@ -38,7 +41,9 @@ struct TaskRuntime {
   std::atomic<Nanos> held_run_ns{0};  // bubble time it has run while held
 
   // Whether the lane continues it when a bubble begins and stops it at the end.
-  bool RunsOnlyInBubbles() const { return imperative || held.load(std::memory_order_acquire); }
+  bool RunsOnlyInBubbles() const {
+    return (imperative && !gated) || held.load(std::memory_order_acquire);
+  }
   // Whether the SDK in the task has opened its segment.  Any thread.
   bool Attached() const;
   // Stop, continue or SIGKILL every process of the task.  Any thread.
@@ -106,6 +111,9 @@ class LaneTasks {
   // Counts for lane statistics: tasks with a process, and tasks waiting to
   // be launched.
   virtual void LaneCounts(int lane, uint32_t* resident, uint32_t* queued) const = 0;
+  // The resident gated tasks of `lane` (TaskRuntime::gated), whose allowed
+  // time is each bubble's time with the gate open.
+  virtual void GatedTasks(int lane, std::vector<int64_t>* out) const { out->clear(); }
 };
 
 }  // namespace freeride

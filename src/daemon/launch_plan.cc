@@ -11,7 +11,8 @@ namespace freeride {
 
 bool IsChannelVariable(const std::string& key) {
   for (const char* name : {kEnvTaskSegment, kEnvLaneSegment, kEnvCheckpointDir, kEnvTaskId,
-                           kEnvStepHint, kEnvMemory, "FREERIDE_LANE", "FREERIDE_SOCKET"})
+                           kEnvStepHint, kEnvMemory, "FREERIDE_LANE", "FREERIDE_SOCKET",
+                           "FREERIDE_GATE_PAGE"})
     if (key == name) return true;
   return false;
 }
@@ -40,18 +41,31 @@ LaunchRequest PlanLaunch(const LaunchPlanInput& in) {
   std::vector<std::string> gpu_env;
   if (gpu >= 0) gpu_env = GpuTaskEnvironment(gpu, in.mps_pipe_dir, spec.memory_bytes(),
                                            in.mps_thread_percentage);
+  const bool gated = !in.gate_library.empty() && !in.gate_page_path.empty();
+  std::string preload = gated ? in.gate_library : "";
   auto set_by_lane = [&](const std::string& key) {
     if (IsChannelVariable(key)) return true;
+    if (gated && key == "LD_PRELOAD") return true;
     for (const std::string& entry : gpu_env)
       if (entry.compare(0, entry.find('='), key) == 0) return true;
     return false;
   };
+  // The gate's interposer goes first, ahead of whatever the task preloads
+  // itself, so that it sees the driver's look-ups before anyone else.
+  auto keep_preload = [&](const std::string& key, const std::string& value) {
+    if (gated && key == "LD_PRELOAD" && !value.empty()) preload += ":" + value;
+  };
   if (spec.env().empty()) {
-    for (const std::string& entry : in.daemon_environment)
-      if (!set_by_lane(entry.substr(0, entry.find('=')))) request.env.push_back(entry);
+    for (const std::string& entry : in.daemon_environment) {
+      std::string key = entry.substr(0, entry.find('='));
+      if (!set_by_lane(key)) request.env.push_back(entry);
+      else if (key.size() < entry.size()) keep_preload(key, entry.substr(key.size() + 1));
+    }
   } else {
-    for (const auto& [key, value] : spec.env())
+    for (const auto& [key, value] : spec.env()) {
       if (!set_by_lane(key)) request.env.push_back(key + "=" + value);
+      else keep_preload(key, value);
+    }
   }
   const int lane_index = in.lane ? in.lane->index : -1;
   request.env.push_back(fmt::format("{}={}", kEnvTaskSegment, in.task_segment_path));
@@ -62,6 +76,10 @@ LaunchRequest PlanLaunch(const LaunchPlanInput& in) {
   request.env.push_back(fmt::format("FREERIDE_LANE={}", lane_index));
   for (std::string& entry : gpu_env) request.env.push_back(std::move(entry));
   request.env.push_back(fmt::format("FREERIDE_SOCKET={}", in.socket_path));
+  if (gated) {
+    request.env.push_back("LD_PRELOAD=" + preload);
+    request.env.push_back("FREERIDE_GATE_PAGE=" + in.gate_page_path);
+  }
   if (spec.step_time_hint_ns() > 0)
     request.env.push_back(fmt::format("{}={}", kEnvStepHint, spec.step_time_hint_ns()));
   return request;

@@ -25,6 +25,10 @@ struct LaunchPlanInput {
   std::string socket_path;         // the daemon's
   std::string mps_pipe_dir;        // empty: no MPS
   int mps_thread_percentage = 0;   // the tasks' share of SMs under MPS; 0: all
+  // A gated lane's: the interposer preloaded into the task (LD_PRELOAD,
+  // ahead of any the task sets) and its lane's gate page; empty: no gate.
+  std::string gate_library;
+  std::string gate_page_path;
   // KEY=VALUE, the daemon's own: inherited when the spec names no
   // environment of its own.
   std::vector<std::string> daemon_environment;

@@ -672,6 +672,15 @@ void TaskManager::LaneCounts(int lane, uint32_t* resident, uint32_t* queued) con
       ++*queued;
 }
 
+void TaskManager::GatedTasks(int lane, std::vector<int64_t>* out) const {
+  out->clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto r = resident_.find(lane); r != resident_.end())
+    for (const Record* record : r->second)
+      if (record->runtime && record->runtime->gated && !record->runtime->exited)
+        out->push_back(record->info.id());
+}
+
 void TaskManager::HousekeepingLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
@@ -735,6 +744,7 @@ bool TaskManager::Launch(int64_t id) {
     }
     runtime->task_id = id;
     runtime->imperative = spec.kind() == v1::TASK_KIND_IMPERATIVE;
+    runtime->gated = runtime->imperative && options_.IsGatedLane(record.info.lane());
     runtime->held = !runtime->imperative;
     if (cgroups_) {
       runtime->cgroup = cgroups_->Create(id, &error);
@@ -765,6 +775,10 @@ bool TaskManager::Launch(int64_t id) {
     plan.socket_path = options_.socket_path;
     plan.mps_pipe_dir = options_.mps_pipe_dir;
     plan.mps_thread_percentage = options_.mps_thread_percentage;
+    if (options_.IsGatedLane(record.info.lane())) {
+      plan.gate_library = options_.gate_library;
+      plan.gate_page_path = GatePagePath(options_.socket_path, record.info.lane());
+    }
     for (char** e = environ; *e; ++e) plan.daemon_environment.emplace_back(*e);
     request = PlanLaunch(plan);
     request.cgroup = runtime->cgroup;
@@ -783,13 +797,18 @@ bool TaskManager::Launch(int64_t id) {
     return false;
   }
   runtime->pid = result.pid;
+  // A gated task starts stopped like any other, and is continued for good:
+  // its CPU start-up may run, its GPU work waits on the gate.
+  if (runtime->gated) runtime->Continue();
   // A process that exits at once may already have been reaped and its end
   // recorded; that outcome must not be overwritten with "launched".
   if (record.runtime != runtime) return true;
   record.info.set_pid(result.pid);
   record.info.set_message(fmt::format(
       "launched as pid {} (attempt {}){}", result.pid, record.info.attempts(),
-      runtime->imperative ? "" : "; runs only inside bubbles until it attaches to FreeRide"));
+      runtime->gated        ? "; its GPU work runs only while the lane's GPU gate is open"
+      : runtime->imperative ? ""
+                            : "; runs only inside bubbles until it attaches to FreeRide"));
   journal_->Record(record.info, nullptr);
   events_->Emit({{"type", "launch"},
                  {"ts_ns", env_->Now()},
@@ -813,6 +832,13 @@ void TaskManager::PromoteReadyTasks() {
     if (!ready) continue;
     // The CREATED transition carries what the task starts from (docs/event-log.md).
     RefreshProgressLocked(*record.runtime);
+    if (record.runtime->gated) {
+      TransitionLocked(record, TaskState::kCreated, "launched; its GPU work waits on the lane's gate");
+      TransitionLocked(record, TaskState::kPaused, "gated");
+      TransitionLocked(record, TaskState::kRunning,
+                       "gated: its GPU work runs whenever the lane's gate is open");
+      continue;
+    }
     TransitionLocked(record, TaskState::kCreated,
                      record.runtime->imperative ? "launched, stopped until a bubble" : "init done");
     TransitionLocked(record, TaskState::kPaused, "waiting for a bubble");

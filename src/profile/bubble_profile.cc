@@ -7,30 +7,14 @@
 #include <map>
 #include <set>
 
+#include "profile/sample_stats.h"
+
 namespace freeride::profile {
 namespace {
 
 // Marks within this distance count as touching (annotations and kernels are
 // timestamped by different clocks paths, a few microseconds apart).
 constexpr double kTouchUs = 50;
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-// Linear-interpolated quantile: with 3 iterations p10 lies near the minimum
-// rather than being the minimum itself.
-double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  double pos = q * (v.size() - 1);
-  size_t lo = static_cast<size_t>(std::floor(pos));
-  size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
-}
 
 using Interval = std::pair<double, double>;
 
@@ -95,23 +79,16 @@ class GapClassifier {
   std::set<int> interior_seen_;
 };
 
-}  // namespace
-
-RankProfile AnalyzeRank(const KinetoTrace& trace, int fallback_rank,
-                        const ProfileOptions& options) {
-  RankProfile out;
-  out.path = trace.path;
-  out.rank = trace.rank.value_or(fallback_rank);
-  out.world_size = trace.world_size.value_or(0);
-
+// The compute stream's kernels, memcpys and memsets (every stream's with
+// all_streams) on the busiest device, merged.  False when the trace has no
+// GPU work to read.
+bool ReadGpuBusy(const KinetoTrace& trace, const ProfileOptions& options, RankProfile& out,
+                 std::vector<Interval>& busy) {
   std::map<int, double> device_busy;
   for (const GpuOp& op : trace.gpu_ops)
     if (!op.communication) device_busy[op.device] += op.end_us - op.start_us;
-  if (trace.gpu_ops.empty() || device_busy.empty())
-    throw TraceError(fmt::format(
-        "{}: no GPU kernels in the trace (a CPU-only profile?). Profile with "
-        "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA].",
-        trace.path));
+  if (device_busy.empty()) return false;
+  out.busy_source = "gpu";
   out.device = Busiest(device_busy);
   std::map<int, double> stream_busy;
   for (const GpuOp& op : trace.gpu_ops)
@@ -127,13 +104,59 @@ RankProfile AnalyzeRank(const KinetoTrace& trace, int fallback_rank,
   if (out.total_memory_bytes > 0 && out.peak_reserved_bytes > 0)
     out.free_memory_bytes = static_cast<int64_t>(out.total_memory_bytes) -
                             static_cast<int64_t>(out.peak_reserved_bytes);
-
   std::vector<Interval> spans;
   for (const GpuOp& op : trace.gpu_ops)
     if (!op.communication && op.device == out.device &&
         (options.all_streams || op.stream == out.compute_stream))
       spans.emplace_back(op.start_us, op.end_us);
-  std::vector<Interval> busy = MergeIntervals(std::move(spans));
+  busy = MergeIntervals(std::move(spans));
+  return true;
+}
+
+// A CPU-only run: the CPU operators of the thread that marks the steps,
+// except communication and what runs inside it (a blocking receive is
+// waiting, not work).  False when that thread ran no operator.
+bool ReadCpuBusy(const KinetoTrace& trace, RankProfile& out, std::vector<Interval>& busy) {
+  if (trace.cpu_steps.empty()) return false;
+  std::map<int64_t, int> steps_of_thread;
+  for (const StepWindow& w : trace.cpu_steps) ++steps_of_thread[w.thread];
+  int64_t thread = std::max_element(steps_of_thread.begin(), steps_of_thread.end(),
+                                    [](const auto& a, const auto& b) { return a.second < b.second; })
+                       ->first;
+  std::vector<Interval> waits, spans;
+  for (const CpuOp& op : trace.cpu_ops)
+    if (op.thread == thread) (op.communication ? waits : spans).emplace_back(op.start_us, op.end_us);
+  waits = MergeIntervals(std::move(waits));
+  std::vector<Interval> work;
+  for (const Interval& s : spans) {
+    auto after = std::upper_bound(waits.begin(), waits.end(), Interval{s.first, 1e300});
+    bool inside = after != waits.begin() && std::prev(after)->second >= s.second;
+    if (!inside) work.push_back(s);
+  }
+  if (work.empty()) return false;
+  out.busy_source = "cpu";
+  out.device_name = "CPU";
+  out.cpu_thread = thread;
+  busy = MergeIntervals(std::move(work));
+  return true;
+}
+
+}  // namespace
+
+RankProfile AnalyzeRank(const KinetoTrace& trace, int fallback_rank,
+                        const ProfileOptions& options) {
+  RankProfile out;
+  out.path = trace.path;
+  out.rank = trace.rank.value_or(fallback_rank);
+  out.world_size = trace.world_size.value_or(0);
+
+  std::vector<Interval> busy;
+  if (!ReadGpuBusy(trace, options, out, busy) && !ReadCpuBusy(trace, out, busy))
+    throw TraceError(fmt::format(
+        "{}: no GPU kernels, and no CPU operators on the thread of the ProfilerStep marks, in "
+        "the trace. Profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] "
+        "(CPU only for a CPU run) and call prof.step() once per iteration.",
+        trace.path));
 
   // The training loop's own step marks are the iteration; the GPU marks only
   // span each step's GPU work and miss the fill before it.
@@ -156,12 +179,10 @@ RankProfile AnalyzeRank(const KinetoTrace& trace, int fallback_rank,
     it.length_ms = (w.end_us - w.start_us) / 1000;
     while (first_busy < busy.size() && busy[first_busy].second <= w.start_us) ++first_busy;
     double cursor = w.start_us;
-    std::map<BubbleType, int> ordinals;
     auto add_gap = [&](double s, double e) {
       double ms = (e - s) / 1000;
       if (ms < options.min_bubble_ms) return;
-      BubbleType type = classifier.Classify(s, e, w);
-      it.gaps.push_back({(s - w.start_us) / 1000, ms, type, ordinals[type]++});
+      it.gaps.push_back({(s - w.start_us) / 1000, ms, classifier.Classify(s, e, w)});
     };
     for (size_t i = first_busy; i < busy.size() && busy[i].first < w.end_us; ++i) {
       double s = std::max(busy[i].first, w.start_us), e = std::min(busy[i].second, w.end_us);
@@ -185,28 +206,16 @@ RankProfile AnalyzeRank(const KinetoTrace& trace, int fallback_rank,
   out.busy_ms = Median(busies);
   out.idle_fraction = Median(idles);
 
-  std::map<std::pair<BubbleType, int>, std::pair<std::vector<double>, std::vector<double>>> slots;
-  for (const Iteration& it : out.iterations)
-    for (const Gap& g : it.gaps) {
-      auto& [starts, durations] = slots[{g.type, g.ordinal}];
-      starts.push_back(g.start_ms);
-      durations.push_back(g.duration_ms);
-    }
-  for (const auto& [key, samples] : slots) {
-    const auto& [starts, durations] = samples;
-    SlotSummary s;
-    s.type = key.first;
-    s.ordinal = key.second;
-    s.iterations = static_cast<int>(durations.size());
-    s.start_ms = Median(starts);
-    s.median_ms = Median(durations);
-    s.p10_ms = Quantile(durations, 0.10);
-    s.min_ms = *std::min_element(durations.begin(), durations.end());
-    s.max_ms = *std::max_element(durations.begin(), durations.end());
-    out.slots.push_back(s);
+  std::vector<std::vector<Gap>> gaps;
+  std::vector<int> steps;
+  for (const Iteration& it : out.iterations) {
+    gaps.push_back(it.gaps);
+    steps.push_back(it.step);
   }
-  std::sort(out.slots.begin(), out.slots.end(),
-            [](const SlotSummary& a, const SlotSummary& b) { return a.start_ms < b.start_ms; });
+  SlotMatch match = MatchSlots(gaps, steps);
+  for (size_t i = 0; i < gaps.size(); ++i) out.iterations[i].gaps = std::move(gaps[i]);
+  out.slots = std::move(match.slots);
+  out.slots_conflict = std::move(match.conflict);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <cstring>
@@ -38,6 +39,24 @@ bool IsCommunicationKernel(std::string_view name) {
   return StartsWith(name, "nccl") || name.find("NCCL") != std::string_view::npos;
 }
 
+// CPU operators of torch.distributed (c10d::recv_, c10d::allreduce_, ...),
+// of its backends and the profiler's record of collectives: a blocking one
+// lasts as long as it waits for its peer.
+bool IsCommunicationCpuOp(std::string_view name) {
+  return StartsWith(name, "c10d::") || StartsWith(name, "gloo:") || StartsWith(name, "nccl:") ||
+         StartsWith(name, "record_param_comms") || StartsWith(name, "ProcessGroup");
+}
+
+// A thread id: Kineto writes numbers, some tools strings.
+int64_t ThreadField(dom::object object) {
+  dom::element v;
+  if (object["tid"].get(v) != simdjson::SUCCESS) return 0;
+  if (v.is_int64()) return v.get_int64().value();
+  if (v.is_number()) return static_cast<int64_t>(v.get_double().value());
+  if (v.is_string()) return static_cast<int64_t>(std::hash<std::string_view>{}(v.get_string().value()));
+  return 0;
+}
+
 // A number, or a number written as a string (some tools do); nullopt if the
 // field is absent.  Throws simdjson_error for any other type.
 std::optional<double> NumberField(dom::object object, std::string_view key) {
@@ -66,7 +85,7 @@ std::string_view StringField(dom::object object, std::string_view key) {
 // event object itself (no bracket before it, not escaped, followed by ':')
 // and its value is a plain string outside the wanted set.  Kineto writes
 // "cat" second, so the scan is short; anything unusual is parsed in full.
-bool MayBeWanted(std::string_view text) {
+bool MayBeWanted(std::string_view text, bool cpu_ops) {
   constexpr std::string_view kKey = "\"cat\"";
   size_t n = text.size(), at = 1;
   for (;; ++at) {
@@ -88,12 +107,13 @@ bool MayBeWanted(std::string_view text) {
   std::string_view cat = text.substr(i + 1, close - i - 1);
   if (cat.find('\\') != std::string_view::npos) return true;
   return cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" ||
-         cat == "user_annotation" || cat == "gpu_user_annotation" || cat == "cpu_instant_event";
+         cat == "user_annotation" || cat == "gpu_user_annotation" || cat == "cpu_instant_event" ||
+         (cpu_ops && cat == "cpu_op");
 }
 
 class TraceBuilder {
  public:
-  explicit TraceBuilder(KinetoTrace* trace) : trace_(trace) {}
+  TraceBuilder(KinetoTrace* trace, bool cpu_ops) : trace_(trace), cpu_ops_(cpu_ops) {}
 
   void TopLevel(std::string_view key, std::string_view value) {
     if (key != "deviceProperties" && key != "distributedInfo" && key != "baseTimeNanoseconds")
@@ -156,8 +176,13 @@ class TraceBuilder {
     bool gpu_op = cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset";
     bool cpu_step = cat == "user_annotation";
     bool gpu_step = cat == "gpu_user_annotation";
-    if (!gpu_op && !cpu_step && !gpu_step) return;
+    bool cpu_op = cpu_ops_ && cat == "cpu_op";
+    if (!gpu_op && !cpu_step && !gpu_step && !cpu_op) return;
     double dur = std::max(0.0, NumberField(event, "dur").value_or(0));
+    if (cpu_op) {
+      trace_->cpu_ops.push_back({*ts, *ts + dur, ThreadField(event), IsCommunicationCpuOp(name)});
+      return;
+    }
     if (gpu_op) {
       GpuOp op;
       op.start_us = *ts;
@@ -171,13 +196,14 @@ class TraceBuilder {
       return;
     }
     if (auto n = ProfilerStepNumber(name)) {
-      StepWindow w{*n, *ts, *ts + dur};
+      StepWindow w{*n, *ts, *ts + dur, ThreadField(event)};
       (cpu_step ? trace_->cpu_steps : trace_->gpu_steps).push_back(w);
     }
   }
 
  private:
   KinetoTrace* trace_;
+  bool cpu_ops_;
   dom::parser top_parser_;
   dom::parser event_parser_;
 };
@@ -290,10 +316,12 @@ class EventParseWorker {
 
 }  // namespace
 
-KinetoTrace LoadKinetoTrace(const std::string& path, const TraceStreamOptions& options) {
+namespace {
+
+KinetoTrace ReadTrace(const std::string& path, const TraceStreamOptions& options, bool cpu_ops) {
   KinetoTrace trace;
   trace.path = path;
-  TraceBuilder builder(&trace);
+  TraceBuilder builder(&trace, cpu_ops);
   EventParseWorker worker(&builder, path);
   TraceStreamVisitor visitor;
   uint64_t event_index = 0;
@@ -305,7 +333,7 @@ KinetoTrace LoadKinetoTrace(const std::string& path, const TraceStreamOptions& o
     }
   };
   visitor.on_event = [&](std::string_view event) {
-    if (MayBeWanted(event)) worker.Add(event, event_index);
+    if (MayBeWanted(event, cpu_ops)) worker.Add(event, event_index);
     ++event_index;
   };
   TraceStreamStats stats = StreamTrace(path, visitor, options);
@@ -316,7 +344,16 @@ KinetoTrace LoadKinetoTrace(const std::string& path, const TraceStreamOptions& o
   std::sort(trace.gpu_ops.begin(), trace.gpu_ops.end(), by_start);
   std::sort(trace.cpu_steps.begin(), trace.cpu_steps.end(), by_start);
   std::sort(trace.gpu_steps.begin(), trace.gpu_steps.end(), by_start);
+  std::sort(trace.cpu_ops.begin(), trace.cpu_ops.end(), by_start);
   return trace;
+}
+
+}  // namespace
+
+KinetoTrace LoadKinetoTrace(const std::string& path, const TraceStreamOptions& options) {
+  KinetoTrace trace = ReadTrace(path, options, /*cpu_ops=*/false);
+  if (!trace.gpu_ops.empty()) return trace;
+  return ReadTrace(path, options, /*cpu_ops=*/true);
 }
 
 }  // namespace freeride::profile

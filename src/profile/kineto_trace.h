@@ -1,6 +1,7 @@
 // What the bubble profiler needs from one rank's PyTorch profiler (Kineto)
-// trace: GPU operations with their streams, the ProfilerStep windows, device
-// memory sizes and the peak memory the caching allocator reserved.
+// trace: GPU operations with their streams (or, in a trace without any, the
+// CPU operators with their threads), the ProfilerStep windows, device memory
+// sizes and the peak memory the caching allocator reserved.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -19,9 +20,17 @@ struct GpuOp {
   bool communication = false;  // an NCCL kernel: it may spin while waiting
 };
 
+// A CPU operator (cat "cpu_op"): the work of a CPU-only run.
+struct CpuOp {
+  double start_us = 0, end_us = 0;
+  int64_t thread = 0;
+  bool communication = false;  // c10d / gloo / NCCL: it may block while it waits
+};
+
 struct StepWindow {
   int step = 0;  // N of ProfilerStep#N
   double start_us = 0, end_us = 0;
+  int64_t thread = 0;  // the thread that ran the step (CPU marks)
 };
 
 struct DeviceInfo {
@@ -37,6 +46,7 @@ struct KinetoTrace {
   std::map<int, DeviceInfo> devices;     // deviceProperties by id
   std::map<int, uint64_t> peak_reserved_bytes;  // by CUDA device id
   std::vector<GpuOp> gpu_ops;
+  std::vector<CpuOp> cpu_ops;            // only read for a trace without GPU operations
   std::vector<StepWindow> cpu_steps;     // user_annotation ProfilerStep#N
   std::vector<StepWindow> gpu_steps;     // gpu_user_annotation ProfilerStep#N
   uint64_t events = 0;
@@ -46,6 +56,9 @@ struct KinetoTrace {
 // Reads one trace (plain or .gz).  Throws TraceError for unreadable or
 // malformed files and for events whose fields have the wrong types.  It does
 // not judge content (no GPU events, no steps): the analysis does that.
+// CPU operators are most of a GPU trace's events and of no use there, so
+// they are skipped; a trace found to hold no GPU operation (a CPU-only run)
+// is read a second time for them.
 KinetoTrace LoadKinetoTrace(const std::string& path, const TraceStreamOptions& options = {});
 
 }  // namespace freeride::profile

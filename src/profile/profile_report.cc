@@ -29,15 +29,30 @@ const char* TypeColour(BubbleType type) {
 std::string FormatProfileTable(const std::vector<RankProfile>& ranks, double min_bubble_ms) {
   std::string out;
   for (const RankProfile& r : ranks) {
-    out += fmt::format("rank {}{}  {}  device {} ({}), compute stream {}\n", r.rank,
-                       r.world_size ? fmt::format(" of {}", r.world_size) : "", r.path, r.device,
-                       r.device_name.empty() ? "?" : r.device_name, r.compute_stream);
+    std::string where =
+        r.busy_source == "cpu"
+            ? fmt::format("CPU operators of thread {} (the trace has no GPU kernels)", r.cpu_thread)
+            : fmt::format("device {} ({}), compute stream {}", r.device,
+                          r.device_name.empty() ? "?" : r.device_name, r.compute_stream);
+    out += fmt::format("rank {}{}  {}  {}\n", r.rank,
+                       r.world_size ? fmt::format(" of {}", r.world_size) : "", r.path, where);
     out += fmt::format(
         "  {} iterations ({} ProfilerStep marks): {:.1f} ms each, busy {:.1f} ms, idle {:.1f}%\n",
         r.iterations.size(), r.window_source, r.iteration_ms, r.busy_ms, 100 * r.idle_fraction);
-    out += fmt::format("  free GPU memory {} (device {} minus peak reserved {})\n",
-                       Memory(r.free_memory_bytes), FormatBytes(r.total_memory_bytes),
-                       FormatBytes(r.peak_reserved_bytes));
+    if (r.busy_source != "cpu")
+      out += fmt::format("  free GPU memory {} (device {} minus peak reserved {})\n",
+                         Memory(r.free_memory_bytes), FormatBytes(r.total_memory_bytes),
+                         FormatBytes(r.peak_reserved_bytes));
+    if (!r.slots_conflict.empty()) {
+      out += fmt::format("  no bubble slots: {}\n", r.slots_conflict);
+      for (const Iteration& it : r.iterations) {
+        out += fmt::format("  step {} gaps (start+length ms):", it.step);
+        for (const Gap& g : it.gaps) out += fmt::format(" {:.2f}+{:.2f}", g.start_ms, g.duration_ms);
+        out += "\n";
+      }
+      out += "\n";
+      continue;
+    }
     if (r.slots.empty()) {
       out += fmt::format("  no bubbles of {} ms or more\n\n", min_bubble_ms);
       continue;
@@ -54,7 +69,8 @@ std::string FormatProfileTable(const std::vector<RankProfile>& ranks, double min
   }
   out += "types: fill (A) waiting for the first input, warmup_wait (B) waiting for the first\n"
          "gradient after warm-up, steady (D) gaps between steady-state actions, drain (C)\n"
-         "after the last action.  NCCL kernels count as idle: they spin while waiting.\n";
+         "after the last action.  NCCL kernels count as idle: they spin while waiting;\n"
+         "on CPU, communication operators (c10d, gloo) count as idle: they block while waiting.\n";
   return out;
 }
 
@@ -66,9 +82,11 @@ nlohmann::json ProfileToJson(const std::vector<RankProfile>& ranks, double min_b
     nlohmann::json rank{{"rank", r.rank},
                         {"world_size", r.world_size},
                         {"trace", r.path},
+                        {"busy_source", r.busy_source},
                         {"device", r.device},
                         {"device_name", r.device_name},
                         {"compute_stream", r.compute_stream},
+                        {"cpu_thread", r.cpu_thread},
                         {"iterations", r.iterations.size()},
                         {"window_source", r.window_source},
                         {"iteration_ms", r.iteration_ms},
@@ -77,6 +95,7 @@ nlohmann::json ProfileToJson(const std::vector<RankProfile>& ranks, double min_b
                         {"total_memory_bytes", r.total_memory_bytes},
                         {"peak_reserved_bytes", r.peak_reserved_bytes},
                         {"free_memory_bytes", r.free_memory_bytes}};
+    if (!r.slots_conflict.empty()) rank["slots_conflict"] = r.slots_conflict;
     rank["bubbles"] = nlohmann::json::array();
     for (size_t i = 0; i < r.slots.size(); ++i) {
       const SlotSummary& s = r.slots[i];
@@ -96,7 +115,8 @@ nlohmann::json ProfileToJson(const std::vector<RankProfile>& ranks, double min_b
       for (const Gap& g : it.gaps)
         gaps.push_back({{"start_ms", g.start_ms},
                         {"duration_ms", g.duration_ms},
-                        {"type", BubbleTypeName(g.type)}});
+                        {"type", BubbleTypeName(g.type)},
+                        {"slot", g.slot}});
       rank["per_iteration"].push_back({{"step", it.step},
                                        {"length_ms", it.length_ms},
                                        {"busy_ms", it.busy_ms},
@@ -133,7 +153,7 @@ std::string RenderProfileSvg(const std::vector<RankProfile>& ranks) {
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
       "font-family=\"sans-serif\" font-size=\"11\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text x=\"{}\" y=\"20\" font-size=\"14\">Compute-stream timeline, first profiled "
+      "<text x=\"{}\" y=\"20\" font-size=\"14\">Compute timeline, first profiled "
       "iteration per rank (bubbles coloured by type)</text>\n",
       kLeft + kWidth + 20, height, kLeft);
   for (size_t lane = 0; lane < ranks.size(); ++lane) {

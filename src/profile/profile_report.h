@@ -9,12 +9,14 @@
 
 namespace freeride::profile {
 
-// The readable report: one block per rank with its slots.
+// The readable report: one block per rank with its slots (or, for a rank
+// whose gaps form no slots, the reason and each iteration's gaps).
 std::string FormatProfileTable(const std::vector<RankProfile>& ranks, double min_bubble_ms);
 
 // Stable keys other tools read: top-level "ranks"; per rank "rank",
 // "iteration_ms", "idle_fraction", "free_memory_bytes" and "bubbles"
-// (objects with "start_ms", "duration_ms", "type"), all medians.
+// (objects with "start_ms", "duration_ms", "type"), all medians; a rank
+// whose gaps form no slots has no bubbles and a "slots_conflict" reason.
 nlohmann::json ProfileToJson(const std::vector<RankProfile>& ranks, double min_bubble_ms);
 
 // One row per rank and slot, with a header row.

@@ -1,8 +1,11 @@
 #include "schedule/pipeline_schedule.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <deque>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -10,12 +13,41 @@
 
 namespace freeride {
 
+namespace {
+
+constexpr ScheduleKind kAllKinds[] = {
+    ScheduleKind::kGPipe,     ScheduleKind::k1F1B,
+    ScheduleKind::kInterleaved1F1B, ScheduleKind::kLoopedBFS,
+    ScheduleKind::kInterleavedZeroBubble, ScheduleKind::kZeroBubbleV,
+    ScheduleKind::kDualPipeV};
+
+// torch's class name without "Schedule", lower case.
+const char* TorchClassName(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::kGPipe: return "gpipe";
+    case ScheduleKind::k1F1B: return "1f1b";
+    case ScheduleKind::kInterleaved1F1B: return "interleaved1f1b";
+    case ScheduleKind::kLoopedBFS: return "loopedbfs";
+    case ScheduleKind::kInterleavedZeroBubble: return "interleavedzerobubble";
+    case ScheduleKind::kZeroBubbleV: return "zbvzerobubble";
+    case ScheduleKind::kDualPipeV: return "dualpipev";
+  }
+  return "?";
+}
+
+}  // namespace
+
 std::optional<ScheduleKind> ParseScheduleKind(const std::string& name, std::string* error) {
-  if (name == "gpipe") return ScheduleKind::kGPipe;
-  if (name == "1f1b") return ScheduleKind::k1F1B;
-  if (name == "interleaved") return ScheduleKind::kInterleaved1F1B;
-  if (name == "zbv") return ScheduleKind::kZeroBubbleV;
-  *error = "unknown schedule '" + name + "'; supported: gpipe, 1f1b, interleaved, zbv";
+  std::string lower;
+  for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.rfind("schedule", 0) == 0) lower = lower.substr(8);
+  std::string supported;
+  for (ScheduleKind kind : kAllKinds) {
+    if (lower == ScheduleKindName(kind) || lower == TorchClassName(kind)) return kind;
+    supported += std::string(supported.empty() ? "" : ", ") + ScheduleKindName(kind);
+  }
+  *error = "unknown schedule '" + name + "'; supported: " + supported +
+           " (or torch's class name, e.g. ScheduleLoopedBFS)";
   return std::nullopt;
 }
 
@@ -24,17 +56,21 @@ const char* ScheduleKindName(ScheduleKind kind) {
     case ScheduleKind::kGPipe: return "gpipe";
     case ScheduleKind::k1F1B: return "1f1b";
     case ScheduleKind::kInterleaved1F1B: return "interleaved";
+    case ScheduleKind::kLoopedBFS: return "loopedbfs";
+    case ScheduleKind::kInterleavedZeroBubble: return "interleavedzb";
     case ScheduleKind::kZeroBubbleV: return "zbv";
+    case ScheduleKind::kDualPipeV: return "dualpipev";
   }
   return "?";
 }
 
 int DefaultVirtualStages(ScheduleKind kind) {
-  return kind == ScheduleKind::kInterleaved1F1B || kind == ScheduleKind::kZeroBubbleV ? 2 : 1;
+  return kind == ScheduleKind::kGPipe || kind == ScheduleKind::k1F1B ? 1 : 2;
 }
 
 int RankOfStage(ScheduleKind kind, int ranks, int stage) {
-  if (kind == ScheduleKind::kZeroBubbleV)  // V shape: down the ranks, then back up
+  if (kind == ScheduleKind::kZeroBubbleV || kind == ScheduleKind::kDualPipeV)
+    // V shape: down the ranks, then back up
     return stage < ranks ? stage : 2 * ranks - 1 - stage;
   return stage % ranks;
 }
@@ -78,19 +114,29 @@ void CheckShape(ScheduleKind kind, int ranks, int microbatches, int virtual_stag
         throw std::invalid_argument(std::string(ScheduleKindName(kind)) +
                                     " has one stage per rank; use interleaved for --virtual > 1");
       break;
-    case ScheduleKind::kInterleaved1F1B: {
+    case ScheduleKind::kInterleaved1F1B:
+    case ScheduleKind::kInterleavedZeroBubble: {
       if (virtual_stages < 1) throw std::invalid_argument("--virtual must be at least 1");
       int rounds = std::max(1, microbatches / ranks);
       if (microbatches % rounds != 0)
         throw std::invalid_argument(
-            "interleaved 1F1B needs the micro-batches to be a multiple of the rounds "
-            "max(1, M / P) = " + std::to_string(rounds) + "; got M = " +
-            std::to_string(microbatches));
+            std::string(ScheduleKindName(kind)) +
+            " needs the micro-batches to be a multiple of the rounds max(1, M / P) = " +
+            std::to_string(rounds) + "; got M = " + std::to_string(microbatches));
       break;
     }
+    case ScheduleKind::kLoopedBFS:
+      if (virtual_stages < 1) throw std::invalid_argument("--virtual must be at least 1");
+      break;
     case ScheduleKind::kZeroBubbleV:
+    case ScheduleKind::kDualPipeV:
       if (virtual_stages != 2)
-        throw std::invalid_argument("zbv runs exactly 2 stages per rank (--virtual 2)");
+        throw std::invalid_argument(std::string(ScheduleKindName(kind)) +
+                                    " runs exactly 2 stages per rank (--virtual 2)");
+      if (kind == ScheduleKind::kDualPipeV && microbatches < 2 * ranks)
+        throw std::invalid_argument("dualpipev needs at least as many micro-batches as stages (" +
+                                    std::to_string(2 * ranks) + "); got M = " +
+                                    std::to_string(microbatches));
       break;
   }
 }
@@ -109,13 +155,17 @@ void AppendOneFOneB(int ranks, int rank, int microbatches, std::vector<Action>& 
 
 // Interleaved 1F1B (Narayanan et al.), in torch's flexible form: micro-batches
 // go through the rank's V stages in rounds of M / rounds; the warm-up is
-// (V-1) rounds plus two actions per hop to the last rank.
-void AppendInterleaved(int ranks, int rank, int microbatches, int virtual_stages,
+// (V-1) rounds plus two actions per hop to the last rank.  With zero_bubble,
+// interleaved zero bubble (ZB1P): one warm-up action per hop, input
+// gradients in place of backwards, and each weight gradient deferred by
+// `rank` steps (the oldest pending first), as torch's _get_1f1b_rank_ops.
+void AppendInterleaved(int ranks, int rank, int microbatches, int virtual_stages, bool zero_bubble,
                        std::vector<Action>& out) {
   int rounds = std::max(1, microbatches / ranks);
   int per_round = microbatches / rounds;
   int total = microbatches * virtual_stages;
-  int warmup = std::min((virtual_stages - 1) * per_round + 2 * (ranks - 1 - rank), total);
+  int per_hop = zero_bubble ? 1 : 2;
+  int warmup = std::min((virtual_stages - 1) * per_round + per_hop * (ranks - 1 - rank), total);
   int steady = total - warmup;
   auto forward_stage = [&](int step) {
     return (step / per_round) % virtual_stages * ranks + rank;
@@ -123,7 +173,14 @@ void AppendInterleaved(int ranks, int rank, int microbatches, int virtual_stages
   auto backward_stage = [&](int step) {
     return (virtual_stages - 1 - (step - warmup) / per_round % virtual_stages) * ranks + rank;
   };
-  std::vector<int> next_forward(ranks * virtual_stages, 0), next_backward = next_forward;
+  std::vector<int> next_forward(ranks * virtual_stages, 0), next_backward = next_forward,
+                                                           next_weight = next_forward;
+  std::vector<int> backward_steps;
+  size_t weights_done = 0;
+  auto add_weight = [&] {
+    int s = backward_stage(backward_steps[weights_done++]);
+    out.push_back({Action::kBackwardWeight, s, next_weight[s]++});
+  };
   for (int step = 0; step < warmup + steady + warmup; ++step) {
     if (step < warmup + steady) {
       int s = forward_stage(step);
@@ -131,9 +188,12 @@ void AppendInterleaved(int ranks, int rank, int microbatches, int virtual_stages
     }
     if (step >= warmup) {
       int s = backward_stage(step);
-      out.push_back({Action::kBackward, s, next_backward[s]++});
+      out.push_back({zero_bubble ? Action::kBackwardInput : Action::kBackward, s, next_backward[s]++});
+      backward_steps.push_back(step);
+      if (zero_bubble && step - warmup >= rank) add_weight();
     }
   }
+  while (zero_bubble && weights_done < backward_steps.size()) add_weight();
 }
 
 // ZB-V: stage `rank` on the way down and stage 2P-1-rank on the way up, with
@@ -178,6 +238,76 @@ void AppendZeroBubbleV(int ranks, int rank, int microbatches, std::vector<Action
     if (a.microbatch < microbatches) out.push_back(a);
 }
 
+// Looped BFS (Lamy-Poirier): each local stage in turn runs the forwards of
+// all micro-batches; then the stages in reverse run their backwards, the
+// micro-batches in reverse too (as torch orders them).
+void AppendLoopedBFS(int ranks, int rank, int microbatches, int virtual_stages,
+                     std::vector<Action>& out) {
+  for (int k = 0; k < virtual_stages; ++k)
+    for (int m = 0; m < microbatches; ++m) out.push_back({Action::kForward, k * ranks + rank, m});
+  for (int k = virtual_stages; k-- > 0;)
+    for (int m = microbatches; m-- > 0;) out.push_back({Action::kBackward, k * ranks + rank, m});
+}
+
+// DualPipeV (DeepSeek's DualPipe on a V): stage `rank` down and 2P-1-rank
+// up; after the warm-up, a forward of one stage paired with a backward of
+// the other (torch runs the pair one after the other), then backwards that
+// turn into split input and weight gradients half-way, torch's steps 1-8.
+void AppendDualPipeV(int ranks, int rank, int microbatches, std::vector<Action>& out) {
+  const int down = rank, up = 2 * ranks - 1 - rank;
+  std::map<std::pair<int, Action::Type>, int> next;  // (stage, F/I/W) -> micro-batch
+  std::deque<std::pair<int, int>> pending_weights;   // (stage, micro-batch)
+  auto add = [&](int stage, Action::Type type) {
+    Action::Type counter = type == Action::kBackward ? Action::kBackwardInput : type;
+    int mb = next[{stage, counter}]++;
+    out.push_back({type, stage, mb});
+    if (type == Action::kBackward) ++next[{stage, Action::kBackwardWeight}];
+    if (type == Action::kBackwardInput) pending_weights.push_back({stage, mb});
+  };
+  auto add_pending_weight = [&] {
+    if (pending_weights.empty()) return;
+    auto [stage, mb] = pending_weights.front();
+    pending_weights.pop_front();
+    out.push_back({Action::kBackwardWeight, stage, mb});
+    ++next[{stage, Action::kBackwardWeight}];
+  };
+  auto forward_and_backward = [&](int forward_stage, int backward_stage) {
+    add(forward_stage, Action::kForward);
+    add(backward_stage, Action::kBackward);
+  };
+  for (int i = 0; i < 2 * (ranks - rank - 1); ++i) add(down, Action::kForward);
+  for (int i = 0; i < rank + 1; ++i) {
+    add(down, Action::kForward);
+    add(up, Action::kForward);
+  }
+  for (int i = 0; i < ranks - rank - 1; ++i) {
+    add(up, Action::kBackwardInput);
+    add_pending_weight();
+    add(up, Action::kForward);
+  }
+  for (int i = 0; i < microbatches - 2 * ranks + rank + 1; ++i) {
+    forward_and_backward(down, up);  // rank P-1's first pair is not overlapped: the same order
+    forward_and_backward(up, down);
+  }
+  for (int i = 0; i < ranks - rank - 1; ++i) {
+    add(up, Action::kBackward);
+    forward_and_backward(up, down);
+  }
+  const int tail = rank + 1;
+  bool split = false;
+  for (int i = 0; i < tail; ++i) {
+    if (i == tail / 2 && rank % 2 == 1) split = true;
+    add(up, split ? Action::kBackwardInput : Action::kBackward);
+    if (i == tail / 2 && rank % 2 == 0) split = true;
+    add(down, split ? Action::kBackwardInput : Action::kBackward);
+  }
+  for (int i = 0; i < ranks - rank - 1; ++i) {
+    add_pending_weight();
+    add(down, split ? Action::kBackwardInput : Action::kBackward);
+  }
+  for (int i = 0; i < rank + 1; ++i) add_pending_weight();
+}
+
 }  // namespace
 
 std::vector<std::vector<PipelineAction>> BuildActionOrder(ScheduleKind kind, int ranks,
@@ -195,10 +325,19 @@ std::vector<std::vector<PipelineAction>> BuildActionOrder(ScheduleKind kind, int
         AppendOneFOneB(ranks, rank, microbatches, actions);
         break;
       case ScheduleKind::kInterleaved1F1B:
-        AppendInterleaved(ranks, rank, microbatches, virtual_stages, actions);
+        AppendInterleaved(ranks, rank, microbatches, virtual_stages, /*zero_bubble=*/false, actions);
+        break;
+      case ScheduleKind::kLoopedBFS:
+        AppendLoopedBFS(ranks, rank, microbatches, virtual_stages, actions);
+        break;
+      case ScheduleKind::kInterleavedZeroBubble:
+        AppendInterleaved(ranks, rank, microbatches, virtual_stages, /*zero_bubble=*/true, actions);
         break;
       case ScheduleKind::kZeroBubbleV:
         AppendZeroBubbleV(ranks, rank, microbatches, actions);
+        break;
+      case ScheduleKind::kDualPipeV:
+        AppendDualPipeV(ranks, rank, microbatches, actions);
         break;
     }
   }

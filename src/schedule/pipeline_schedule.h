@@ -10,18 +10,30 @@
 
 namespace freeride {
 
-// The schedules of torch.distributed.pipelining that are modelled:
-// ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B (V stages per rank,
-// looped placement) and ScheduleZBVZeroBubble (2 stages per rank, V-shaped
-// placement, backward split into input (I) and weight (W) gradients).
-enum class ScheduleKind { kGPipe, k1F1B, kInterleaved1F1B, kZeroBubbleV };
+// Every schedule torch.distributed.pipelining offers (torch 2.13):
+// ScheduleGPipe, Schedule1F1B; with V stages per rank on a looped placement
+// (stage s on rank s mod P) ScheduleInterleaved1F1B, ScheduleLoopedBFS and
+// ScheduleInterleavedZeroBubble; with 2 stages per rank on a V-shaped
+// placement ScheduleZBVZeroBubble and ScheduleDualPipeV.  The zero-bubble
+// ones split some backwards into input (I) and weight (W) gradients.
+enum class ScheduleKind {
+  kGPipe,
+  k1F1B,
+  kInterleaved1F1B,
+  kLoopedBFS,
+  kInterleavedZeroBubble,
+  kZeroBubbleV,
+  kDualPipeV,
+};
 
-// Parses "gpipe" / "1f1b" / "interleaved" / "zbv"; sets *error (naming the
-// supported kinds) otherwise.
+// Parses "gpipe" / "1f1b" / "interleaved" / "loopedbfs" / "interleavedzb" /
+// "zbv" / "dualpipev", or torch's class name ("ScheduleLoopedBFS", with or
+// without "Schedule", any case); sets *error (naming the supported kinds)
+// otherwise.
 std::optional<ScheduleKind> ParseScheduleKind(const std::string& name, std::string* error);
 const char* ScheduleKindName(ScheduleKind kind);
 
-// Stages per rank when the user gives none: 2 for interleaved and zbv.
+// Stages per rank when the user gives none: 1 for gpipe and 1f1b, else 2.
 int DefaultVirtualStages(ScheduleKind kind);
 
 // The rank that runs `stage` (of ranks x virtual_stages stages).
@@ -38,11 +50,13 @@ struct PipelineAction {
 // Each rank's action order, as torch.distributed.pipelining builds its
 // pipeline_order, idle (None) steps left out.  Schedule1F1B: min(M, P-rank)
 // warm-up forwards, then backward/forward pairs, then the remaining
-// backwards; ScheduleGPipe: all forwards, then all backwards; interleaved
-// and ZBV follow torch's per-rank construction.  Throws std::invalid_argument
-// with a plain message for shapes torch refuses (ranks or micro-batches < 1,
-// virtual stages other than 1 for gpipe/1f1b or 2 for zbv, interleaved
-// micro-batches not a multiple of the rounds max(1, M / P)).
+// backwards; ScheduleGPipe: all forwards, then all backwards; the others
+// follow torch's per-rank construction (DualPipeV's overlapped forward and
+// backward pairs run one after the other, as torch runs them).  Throws
+// std::invalid_argument with a plain message for shapes torch refuses
+// (ranks or micro-batches < 1, virtual stages other than 1 for gpipe/1f1b
+// or 2 for zbv/dualpipev, interleaved micro-batches not a multiple of the
+// rounds max(1, M / P), dualpipev with fewer micro-batches than stages).
 std::vector<std::vector<PipelineAction>> BuildActionOrder(ScheduleKind kind, int ranks,
                                                           int microbatches,
                                                           int virtual_stages = 1);

@@ -2,15 +2,17 @@
 
 check_node() reads one daemon's event log (docs/event-log.md) and checks
 that its lanes saw the training's bubbles, that every side-task step it
-logged started inside the bubble it was granted, and, once the daemon was
-meant to be stopped, that it stopped: its last event is `daemon stop`, and
-its socket and lane segments are gone.
+logged started inside the bubble it was granted, that `freeride report`
+reads the same bubbles, and, once the daemon was meant to be stopped, that
+it stopped: its last event is `daemon stop`, and its socket and lane
+segments are gone.
 """
 from __future__ import annotations
 
 import glob
 import json
 import os
+import subprocess
 from dataclasses import dataclass, field
 
 from .paths import lane_segment_path
@@ -63,12 +65,15 @@ class NodeRecord:
 
 
 def check_node(node: str, state_dir: str, min_bubbles: int = 1, min_steps: int = 1,
-               stopped: bool = False, socket: str | None = None, lanes: int = 1) -> NodeRecord:
+               stopped: bool = False, socket: str | None = None, lanes: int = 1,
+               freeride: str | None = None) -> NodeRecord:
     """Checks one node daemon's record; raises CheckFailed naming `node`.
 
     min_bubbles / min_steps: the training's bubbles and side-task steps it must
     have logged.  stopped: the daemon must have stopped, and then `socket` (if
-    given) and the segments of its `lanes` lanes must be gone."""
+    given) and the segments of its `lanes` lanes must be gone.  freeride: the
+    CLI, to check that `freeride report` reads the same bubbles from the node's
+    state directory."""
     events = read_events(state_dir)
     record = NodeRecord(node)
     record.daemon_events = [e["event"] for e in events if e["type"] == "daemon"]
@@ -99,6 +104,13 @@ def check_node(node: str, state_dir: str, min_bubbles: int = 1, min_steps: int =
     expect(record.steps_in_unlogged_bubbles <= record.steps // 2,
            f"{node}: {record.steps_in_unlogged_bubbles} of {record.steps} steps ran in bubbles the "
            "lane never logged")
+    if freeride:
+        report = subprocess.run([freeride, "report", state_dir, "--json"], capture_output=True, text=True,
+                                timeout=120)
+        expect(report.returncode == 0, f"{node}: freeride report failed: {report.stderr.strip()}")
+        logged = sum(1 for e in events if e["type"] == "bubble")
+        total = json.loads(report.stdout)["total"]["bubbles"]
+        expect(total == logged, f"{node}: freeride report counts {total} bubbles, the log holds {logged}")
     if stopped:
         expect(record.daemon_events[-1:] == ["stop"],
                f"{node}: the daemon's log does not end with its stop: {record.daemon_events}")

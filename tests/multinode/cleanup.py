@@ -10,7 +10,8 @@ A run keeps, in its run directory:
   namespaces      the network namespaces it made, one a line.
 
 clean(run_dir) stops the processes by their pid files (SIGTERM, then
-SIGKILL), kills whatever is left in the namespaces and deletes them.
+SIGKILL), kills whatever is left in the namespaces and deletes them, and
+removes the shared-memory segments of daemons killed before they could.
 
 A Reaper is a process in its own session that waits for its owner to end
 (its stdin closes when the owner dies, however it dies, SIGKILL included)
@@ -20,11 +21,14 @@ no daemon or namespace behind.  Run as `python3 -m multinode.cleanup RUN_DIR`
 """
 from __future__ import annotations
 
+import glob
 import os
+import stat
 import subprocess
 import sys
 
 from .netns import end_processes, kill_namespace
+from .paths import segment_prefix
 
 
 def start_time(pid: int) -> str | None:
@@ -73,8 +77,24 @@ def stop_pids(paths: list[str], grace_s: float = 15.0) -> None:
     end_processes(lambda: [pid for pid in map(pid_from_file, paths) if pid is not None], grace_s)
 
 
+def remove_segments(run_dir: str) -> list[str]:
+    """Removes the /dev/shm segments of daemons whose sockets are under `run_dir`.
+    A daemon removes its own when it stops; one killed leaves them, and its
+    socket file, which names them (paths.py).  The removed paths."""
+    removed = []
+    for root, _, files in os.walk(run_dir):
+        for name in files:
+            path = os.path.join(root, name)
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                for segment in glob.glob(glob.escape(segment_prefix(path)) + "-*"):
+                    os.unlink(segment)
+                    removed.append(segment)
+    return removed
+
+
 def clean(run_dir: str) -> None:
-    """Stops the run's processes by their pid files, then empties and deletes its namespaces."""
+    """Stops the run's processes by their pid files, then empties and deletes its
+    namespaces, and removes the segments killed daemons left."""
     pid_dir = os.path.join(run_dir, "pids")
     if os.path.isdir(pid_dir):
         stop_pids([os.path.join(pid_dir, f) for f in sorted(os.listdir(pid_dir))])
@@ -84,6 +104,7 @@ def clean(run_dir: str) -> None:
         namespaces = []
     for namespace in reversed(namespaces):
         kill_namespace(namespace)
+    remove_segments(run_dir)
 
 
 class Reaper:

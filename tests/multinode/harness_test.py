@@ -49,8 +49,8 @@ def main() -> None:
         for daemon, _ in daemons:
             code = daemon.stop()
             assert code == 0, f"{daemon.net.name}'s daemon exited with {code}:\n{daemon.log()}"
-        records = [check_node(d.net.name, d.state, min_bubbles=STEPS, min_steps=0, stopped=True, socket=d.socket)
-                   for d, _ in daemons]
+        records = [check_node(d.net.name, d.state, min_bubbles=STEPS, min_steps=0, stopped=True, socket=d.socket,
+                              freeride=os.path.join(build, "freeride")) for d, _ in daemons]
         for record in records:
             print(record.line(), flush=True)
         require_side_steps(records)

@@ -93,8 +93,9 @@ class Daemon:
             time.sleep(0.2)
 
     def events(self) -> list[dict]:
+        """The event log's whole lines: read while the daemon writes, the last may be partial."""
         with open(os.path.join(self.state, "events.jsonl")) as f:
-            return [json.loads(line) for line in f if line.strip()]
+            return [json.loads(line) for line in f if line.endswith("\n") and line.strip()]
 
     def stage(self, busy_ms: str, bubbles_ms: str) -> subprocess.Popen:
         """A replayed training stage whose busy phases sleep, as a GPU stage's host thread

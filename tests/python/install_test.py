@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -36,8 +35,10 @@ def test_the_install_has_binaries_library_headers_and_python_package(prefix):
               "bin/example_stage_replay", "lib/libfreeride.so", "include/freeride/freeride.h",
               "include/freeride/task.h", "share/freeride/python/freeride/__init__.py",
               "share/freeride/python/freeride/py.typed", "share/freeride/examples/train_gpt_pipeline.py",
-              "share/freeride/examples/data/h200_1f1b_bubbles.json"]:
+              "share/freeride/examples/data/h200_1f1b_bubbles.json", "bin/freeride-slurm",
+              "share/freeride/deploy/slurm/train.sbatch"]:
         assert (prefix / f).exists(), f"{f} is not installed"
+    assert os.access(prefix / "bin" / "freeride-slurm", os.X_OK), "freeride-slurm is not executable"
 
 
 def test_the_installed_demo_runs_from_the_prefix(prefix, tmp_path):
@@ -61,24 +62,3 @@ def test_the_installed_python_package_loads_the_installed_library(prefix):
     package, library = p.stdout.split()
     assert Path(package).resolve().is_relative_to(prefix.resolve()), package
     assert Path(library).resolve() == (prefix / "lib" / "libfreeride.so").resolve(), library
-
-
-def test_the_wheel_carries_the_library_and_its_type_marker(build_dir, tmp_path):
-    p = subprocess.run(["cmake", "--build", str(build_dir), "--target", "python_wheel"], capture_output=True,
-                       text=True, timeout=300)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    wheels = sorted((build_dir / "dist").glob("freeride-*.whl"))
-    assert wheels, "no wheel in build/dist"
-    wheel = wheels[-1]
-    # It carries a native library: a platform wheel, never one tagged for any platform.
-    assert "-py3-none-" in wheel.name and not wheel.name.endswith("-any.whl"), wheel.name
-    with zipfile.ZipFile(wheel) as z:
-        names = set(z.namelist())
-        assert {"freeride/_lib/libfreeride.so", "freeride/py.typed", "freeride/__init__.py"} <= names, names
-        z.extractall(tmp_path / "site")
-    env = clean_env(tmp_path / "nowhere")
-    env["PYTHONPATH"] = str(tmp_path / "site")
-    p = subprocess.run([sys.executable, "-c", "import freeride, freeride._native as n; freeride.load_library(); "
-                        "print(n.loaded_path())"], capture_output=True, text=True, env=env, cwd="/", timeout=60)
-    assert p.returncode == 0, p.stderr
-    assert Path(p.stdout.strip()) == tmp_path / "site" / "freeride" / "_lib" / "libfreeride.so", p.stdout

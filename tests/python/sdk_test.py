@@ -84,8 +84,10 @@ def test_the_step_budget_is_unbounded_in_a_step_run_alone_and_0_outside_one(free
 
 
 def test_under_the_daemon_a_step_of_parts_is_learned_per_part(freeride_env, build_dir, tmp_path):
-    """StepResult.parts travels through the C ABI to the daemon's estimate: steps of 6 ms
-    in 6 parts are judged as 1 ms ones."""
+    """StepResult.parts travels through the C ABI to the daemon's estimate: the estimate the
+    daemon reads is one of the steps it recorded (the event log's start_ns/end_ns, as the
+    runner timed them) divided by the 6 parts the task returned.  No bound on how long a step
+    takes: on a loaded machine the steps are slower, and the estimate with them."""
     script = tmp_path / "parts.py"
     script.write_text(textwrap.dedent("""
         import time, freeride
@@ -100,13 +102,22 @@ def test_under_the_daemon_a_step_of_parts_is_learned_per_part(freeride_env, buil
     try:
         daemon.cli_run("submit", "--name", "parts", "--", sys.executable, str(script))
         stage = daemon.stage("2", "40")
+        # The estimate is the p90 of the last 32 steps, each divided by its parts, so it is
+        # always one of them.  A step's record reaches the event log after its bubble closes:
+        # wait for it (the deadline only guards a hang).
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and int(daemon.show("parts")["steps"]) < 10:
+        while True:
+            info = daemon.show("parts")
+            estimate = int(info["step_estimate_ns"])
+            steps = [e for e in daemon.events() if e["type"] == "step" and e["task_id"] == int(info["id"])]
+            per_part = {(e["end_ns"] - e["start_ns"]) // 6 for e in steps}
+            if len(steps) >= 10 and estimate in per_part:
+                break
+            whole = {e["end_ns"] - e["start_ns"] for e in steps}
+            assert time.monotonic() < deadline, (
+                f"after {len(steps)} recorded steps the estimate {estimate} ns is no step's sixth "
+                f"{sorted(per_part)[:40]}{' (it is a whole step)' if estimate in whole else ''}")
             time.sleep(0.1)
-        info = daemon.show("parts")
-        assert int(info["steps"]) >= 10, f"the task did not step: {info}"
-        estimate = int(info["step_estimate_ns"])
-        assert 0 < estimate < 3_000_000, f"a 6 ms step in 6 parts is estimated at {estimate} ns"
     finally:
         if stage:
             stage.kill()

@@ -1,0 +1,338 @@
+"""The GPU gate on one GPU: harvest, overhead in three arms, and release
+latency, with unmodified side programs against the stand-in stage.
+
+    python3 bench/gate_gpu.py --bundle bundle --out $OUT \\
+        --profiles h200:0,h200:1,h200:3,interleaved,zbv,gpipe \\
+        --programs resnet50,generate,compiled --latency
+
+One daemon (GPU lane 0, MPS, gate on) serves every run.  For each profile:
+
+- a stand-in launch with no side process at all (the "no side" arm),
+  marks alternating on and off in blocks;
+- for each program, submitted unmodified as an imperative task (so the
+  daemon preloads the gate interposer), a stand-in launch that alternates
+  blocks with marks on ("on": the stage opens the gate) and off ("off": the
+  gate stays shut, the task resident), then the task is cancelled;
+- a second no-side launch after the programs, so that drift shows.
+
+Harvest is the program's own progress (its printed lines, each stamped with
+the time) during "on" iterations, valued at its alone rate (measured first,
+without the daemon), over the bubble time of those iterations.  The side
+program's progress during "off" iterations is reported, and must be zero
+beyond the work in flight when the block began.  Overhead is the mean
+iteration time of "on" against the no-side arm, with a 95% interval (Welch),
+and of "off" against the no-side arm.
+
+--latency also runs bench/gate_latency.cu (built here with nvcc): the stage
+stamps %globaltimer before it opens the gate and after it closes it, a side
+program under the daemon stamps the start of each of its kernels; the
+release latency is the first side kernel's start after each open, and any
+side kernel that starts while the gate is closed is counted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROGRAMS = {
+    "resnet50": (["python3", "examples/train_resnet.py", "--model", "resnet50", "--batch", "32",
+                  "--iterations", "10000000", "--log-every", "1"], r"iteration (\d+):.* at ([\d.]+)"),
+    "resnet18": (["python3", "examples/train_resnet.py", "--model", "resnet18", "--batch", "32",
+                  "--iterations", "10000000", "--log-every", "1"], r"iteration (\d+):.* at ([\d.]+)"),
+    "generate": (["python3", "examples/generate_loop.py", "--batch", "8", "--new-tokens", "16"],
+                 r"generated (\d+) batches.* at ([\d.]+)"),
+    "compiled": (["python3", "examples/train_compiled.py", "--log-every", "5"], r"step (\d+):.* at ([\d.]+)"),
+}
+SCHEDULES = {
+    "interleaved": ["--schedule", "interleaved", "--stages", "4", "--microbatches", "8", "--virtual", "2",
+                    "--times", "2,4"],
+    "zbv": ["--schedule", "zbv", "--stages", "4", "--microbatches", "8", "--times", "1,1,1"],
+    "gpipe": ["--schedule", "gpipe", "--stages", "4", "--microbatches", "8", "--times", "1,2"],
+}
+
+
+def log(*args) -> None:
+    print(time.strftime("%H:%M:%S"), *args, flush=True)
+
+
+def mean_ci(xs: list[float]) -> tuple[float, float]:
+    if len(xs) < 2:
+        return (xs[0] if xs else float("nan"), float("nan"))
+    return statistics.fmean(xs), 1.96 * statistics.stdev(xs) / math.sqrt(len(xs))
+
+
+def diff_ci(a: list[float], b: list[float]) -> dict:
+    """(mean(a) / mean(b) - 1) in %, with a Welch 95% half-width."""
+    ma, ea = mean_ci(a)
+    mb, eb = mean_ci(b)
+    pct = (ma / mb - 1) * 100
+    half = 100 * math.sqrt((ea / mb) ** 2 + (ma * eb / mb**2) ** 2)
+    return {"pct": pct, "low": pct - half, "high": pct + half}
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.bundle = os.path.abspath(a.bundle)
+        self.work = a.work
+        shutil.rmtree(self.work, ignore_errors=True)
+        os.makedirs(self.work)
+        self.socket = os.path.join(self.work, "fr.sock")
+        self.env = dict(os.environ, PYTHONUNBUFFERED="1",
+                        PATH=f"{self.bundle}/bin:{os.environ['PATH']}",
+                        PYTHONPATH=f"{self.bundle}/share/freeride/python",
+                        FREERIDE_HOME=self.bundle, FREERIDE_SOCKET=self.socket)
+        self.daemon = None
+        self.rows: list[dict] = []
+        self.results = {"command": " ".join(sys.argv), "rows": self.rows}
+
+    def cli(self, *args: str) -> str:
+        return subprocess.run(["freeride", args[0], "--socket", self.socket, *args[1:]], env=self.env, cwd=ROOT,
+                              check=True, capture_output=True, text=True).stdout
+
+    def start_daemon(self) -> None:
+        self.daemon_log = open(os.path.join(self.a.out, "daemon.log"), "w")
+        self.daemon = subprocess.Popen(
+            ["freeride", "daemon", "--gpus", "0", "--allow-root", "--mps", self.a.mps, "--socket", self.socket,
+             "--state-dir", os.path.join(self.work, "state"), *self.a.daemon_args.split()],
+            env=self.env, cwd=ROOT, stdout=self.daemon_log, stderr=subprocess.STDOUT)
+        for _ in range(300):
+            if os.path.exists(self.socket):
+                break
+            time.sleep(0.1)
+        time.sleep(1)
+        pipe = os.path.join(self.work, "state", "mps", "pipe")
+        if os.path.exists(os.path.join(pipe, "control")):
+            self.env["CUDA_MPS_PIPE_DIRECTORY"] = pipe  # the stand-in joins at priority 0
+        log(open(os.path.join(self.a.out, "daemon.log")).read().strip())
+
+    def profile_path(self, name: str) -> tuple[str, int]:
+        if name.startswith("h200:"):
+            return os.path.join(ROOT, "examples/data/h200_1f1b_bubbles.json"), int(name.split(":")[1])
+        path = os.path.join(self.work, f"{name}.json")
+        with open(path, "w") as f:
+            f.write(subprocess.run(["freeride", "schedule", *SCHEDULES[name], "--json"], env=self.env,
+                                   check=True, capture_output=True, text=True).stdout)
+        return path, self.a.schedule_rank
+
+    def stand_in(self, profile: str, rank: int, tag: str, steps: int | None = None) -> dict:
+        out = os.path.join(self.work, f"{tag}.json")
+        cmd = ["python3", "examples/stage_replay_gpu.py", "--profile", profile, "--rank", str(rank),
+               "--steps", str(steps or self.a.steps), "--warmup", "3", "--freeride", "on",
+               "--freeride-alternate", str(self.a.alternate), "--socket", self.socket, "--out", out]
+        r = subprocess.run(cmd, env=self.env, cwd=ROOT, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"stand-in failed: {r.stderr[-2000:]}")
+        log(tag, r.stdout.strip().splitlines()[-1])
+        return json.load(open(out))
+
+    def alone_rate(self, name: str) -> float:
+        cmd, pattern = PROGRAMS[name]
+        proc = subprocess.Popen(cmd, env=dict(self.env, CUDA_MPS_PIPE_DIRECTORY="/nonexistent"), cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=open(os.path.join(self.a.out, f"alone-{name}.err"), "w"),
+                                text=True)
+        # Its warm-up (cuDNN's and cuBLAS's first calls, compilation) is left
+        # out: the rate is timed from the first line printed after
+        # `alone_warmup` seconds of progress, for `alone_seconds`.
+        marks, first, deadline = [], None, None
+        for line in proc.stdout:
+            m = re.search(pattern, line)
+            if not m:
+                continue
+            at = float(m.group(2))
+            first = first or at
+            if at - first < self.a.alone_warmup:
+                continue
+            marks.append((int(m.group(1)), at))
+            if deadline is None:
+                deadline = at + self.a.alone_seconds
+            if at > deadline:
+                break
+        proc.kill()
+        proc.wait()
+        if len(marks) < 2:
+            raise SystemExit(f"{name}: too few progress lines alone; see alone-{name}.err")
+        rate = (marks[-1][0] - marks[0][0]) / (marks[-1][1] - marks[0][1])
+        log(f"{name}: alone {rate:.2f} units/s")
+        return rate
+
+    def submit(self, name: str) -> str:
+        cmd, _ = PROGRAMS[name]
+        task = f"{name}-{len(self.rows)}"
+        self.cli("submit", "--name", task, "--kind", "imperative", "--lane", "0", "--memory", "16GiB",
+                 "--", *cmd)
+        return task
+
+    def task_log(self, task: str) -> str:
+        info = json.loads(self.cli("show", task, "--json"))
+        return os.path.join(self.work, "state", "tasks", str(info["id"]), "stdout.log")
+
+    def measure(self, profile_name: str, program: str, rate: float, no_side: list[float]) -> None:
+        profile, rank = self.profile_path(profile_name)
+        task = self.submit(program)
+        try:
+            # Its GPU start-up (upload, warm-up, compilation's benchmarks) runs in
+            # bubbles too: stand-in launches until it makes progress.
+            stdout = self.task_log(task)
+            deadline = time.time() + self.a.warm_seconds
+            _, pattern = PROGRAMS[program]
+            while time.time() < deadline:
+                lines = [l for l in open(stdout)] if os.path.exists(stdout) else []
+                if sum(1 for l in lines if re.search(pattern, l)) >= 3:
+                    break
+                self.stand_in(profile, rank, f"{profile_name}-{program}-warm", steps=24)
+            run = self.stand_in(profile, rank, f"{profile_name}-{program}")
+            show = json.loads(self.cli("show", task, "--json"))
+        finally:
+            self.cli("cancel", task)
+        with open(profile) as f:
+            p = json.load(f)
+        if "iteration" in p:
+            r = p["ranks"][rank]
+            bubble_ms = sum(b["duration"] for b in r["idle"])
+        else:
+            r = {int(x["rank"]): x for x in p["ranks"]}[rank]
+            bubble_ms = sum(b["duration_ms"] for b in r["bubbles"])
+        _, pattern = PROGRAMS[program]
+        done = [(int(m.group(1)), float(m.group(2)))
+                for m in (re.search(pattern, line) for line in open(stdout)) if m]
+        starts, times, modes = run["iter_unix"], run["iter_ms"], run["freeride_on"]
+        warm = run["warmup"]
+        on_units = off_units = 0
+        on_bubble_s = 0.0
+        on_iters, off_iters = [], []
+        first_of_block = set(i for i in range(len(modes)) if i == 0 or modes[i] != modes[i - 1])
+        # Each progress line is one unit (or a step of units) finished at its time.
+        last = None
+        for units, at in done:
+            step = units - last if last is not None else 0
+            last = units
+            for i in range(warm, len(starts)):
+                if starts[i] <= at < starts[i] + times[i] / 1e3:
+                    if modes[i]:
+                        on_units += step
+                    elif i not in first_of_block:
+                        off_units += step
+                    break
+        for i in range(warm, len(starts)):
+            (on_iters if modes[i] else off_iters).append(times[i])
+            if modes[i]:
+                on_bubble_s += bubble_ms / 1e3
+        harvest = (on_units / rate) / on_bubble_s if on_bubble_s else float("nan")
+        row = {"profile": profile_name, "rank": rank, "program": program, "alone_rate": rate,
+               "bubble_ms_per_iteration": bubble_ms, "harvest": harvest,
+               "units_on": on_units, "units_off_after_block_start": off_units,
+               "iterations_on": len(on_iters), "iterations_off": len(off_iters),
+               "no_side_ms": mean_ci(no_side), "on_ms": mean_ci(on_iters), "off_ms": mean_ci(off_iters),
+               "overhead_on_vs_no_side": diff_ci(on_iters, no_side),
+               "overhead_off_vs_no_side": diff_ci(off_iters, no_side),
+               "overhead_on_vs_off": diff_ci(on_iters, off_iters),
+               "task_state": show.get("state"), "task_message": show.get("message")}
+        self.rows.append(row)
+        log(f"{profile_name} {program}: harvest {harvest:.2f}; on {row['overhead_on_vs_no_side']['pct']:+.2f}% "
+            f"[{row['overhead_on_vs_no_side']['low']:+.2f}, {row['overhead_on_vs_no_side']['high']:+.2f}], "
+            f"off {row['overhead_off_vs_no_side']['pct']:+.2f}%; units off {off_units}")
+        self.save()
+
+    def latency(self) -> None:
+        binary = os.path.join(self.work, "gate_latency")
+        subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-I", os.path.join(ROOT, "include"), "-o", binary,
+                        os.path.join(ROOT, "bench/gate_latency.cu"), "-L", f"{self.bundle}/lib", "-lfreeride",
+                        f"-Xlinker=-rpath={self.bundle}/lib"], check=True)
+        side_out, stage_out = os.path.join(self.work, "side.txt"), os.path.join(self.work, "stage.txt")
+        self.cli("submit", "--name", "latency-side", "--kind", "imperative", "--lane", "0", "--memory", "2GiB",
+                 "--", binary, "side", str(self.a.latency_seconds), side_out)
+        time.sleep(3)  # the side program's CPU start-up (not gated)
+        iterations = int((self.a.latency_seconds + 6) * 1e6 / (2000 + 2000))
+        subprocess.run([binary, "stage", str(iterations), "2000", "2000", stage_out], env=self.env, check=True)
+        for _ in range(100):
+            if os.path.exists(side_out):
+                break
+            time.sleep(0.2)
+        bubbles = [tuple(map(int, l.split()[1:])) for l in open(stage_out) if l.startswith("B ")]
+        starts = sorted(int(l.split()[1]) for l in open(side_out) if l.startswith("S "))
+        import bisect
+        latencies, outside = [], 0
+        for i, (opened, closed) in enumerate(bubbles):
+            j = bisect.bisect_left(starts, opened)
+            if j < len(starts) and starts[j] < closed:
+                latencies.append((starts[j] - opened) / 1e3)
+        for s in starts:
+            i = bisect.bisect_right([b[0] for b in bubbles], s) - 1
+            if i < 0 or s > bubbles[i][1]:
+                outside += 1
+        latencies.sort()
+        q = lambda p: latencies[min(len(latencies) - 1, int(p * len(latencies)))] if latencies else float("nan")
+        res = {"bubbles": len(bubbles), "bubbles_with_side_kernel": len(latencies), "side_kernels": len(starts),
+               "side_kernels_outside_bubbles": outside, "latency_us_p50": q(0.5), "latency_us_p90": q(0.9),
+               "latency_us_p99": q(0.99), "latency_us_max": latencies[-1] if latencies else None}
+        self.results["latency"] = res
+        log("latency", res)
+        self.save()
+
+    def save(self) -> None:
+        with open(os.path.join(self.a.out, "gate_gpu.json"), "w") as f:
+            json.dump(self.results, f, indent=1)
+
+    def close(self) -> None:
+        if self.daemon:
+            self.daemon.send_signal(signal.SIGTERM)
+            try:
+                self.daemon.wait(20)
+            except subprocess.TimeoutExpired:
+                self.daemon.kill()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bundle", default="bundle")
+    p.add_argument("--out", required=True)
+    p.add_argument("--work", default="/tmp/gate_gpu")
+    p.add_argument("--profiles", default="h200:0,interleaved")
+    p.add_argument("--programs", default="resnet50,generate,compiled")
+    p.add_argument("--schedule-rank", type=int, default=1)
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--alternate", type=int, default=5)
+    p.add_argument("--alone-seconds", type=float, default=8)
+    p.add_argument("--alone-warmup", type=float, default=4)
+    p.add_argument("--latency", action="store_true")
+    p.add_argument("--latency-seconds", type=float, default=6)
+    p.add_argument("--daemon-args", default="")
+    p.add_argument("--mps", default="auto")
+    p.add_argument("--warm-seconds", type=float, default=120,
+                   help="stand-in launches until the program has printed 3 progress lines, at most this long")
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    b = Bench(a)
+    b.results["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                                         text=True).stdout.strip()
+    programs = [x for x in a.programs.split(",") if x]
+    rates = {name: b.alone_rate(name) for name in programs}
+    b.results["alone_rates"] = rates
+    b.start_daemon()
+    try:
+        if a.latency:
+            b.latency()
+        for profile in [x for x in a.profiles.split(",") if x]:
+            path, rank = b.profile_path(profile)
+            base = b.stand_in(path, rank, f"{profile}-noside")
+            no_side = [t for t in base["iter_ms"][base["warmup"]:]]
+            for program in programs:
+                b.measure(profile, program, rates[program], no_side)
+    finally:
+        b.close()
+        b.save()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+// The GPU gate, timed on the GPU: how long after the stage's stream opens
+// the gate does a side task's next kernel start, and does any side kernel
+// start while the gate is closed?
+//
+//   gate_latency stage ITERATIONS BUSY_US BUBBLE_US OUT   (a stand-in stage: libfreeride's marks)
+//   gate_latency side SECONDS OUT                         (an unmodified CUDA program)
+//
+// The stage stamps %globaltimer just before it opens the gate and just
+// after it closes it; the side program, run under the daemon (so the
+// interposer gates it), stamps the start of every tiny kernel it launches.
+// bench/gate_gpu.py pairs the two files.  Build on a GPU node:
+//   nvcc -O2 -arch=sm_90 -Iinclude -o gate_latency bench/gate_latency.cu -L$LIB -lfreeride
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "freeride/freeride.h"
+
+#define CHECK(x)                                                                   \
+  do {                                                                             \
+    cudaError_t e = (x);                                                           \
+    if (e != cudaSuccess) {                                                        \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
+      std::exit(1);                                                                \
+    }                                                                              \
+  } while (0)
+
+__device__ __forceinline__ unsigned long long GlobalTimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__global__ void Stamp(unsigned long long* out) { *out = GlobalTimer(); }
+__global__ void SpinFor(unsigned long long ns) {
+  unsigned long long end = GlobalTimer() + ns;
+  while (GlobalTimer() < end) {
+  }
+}
+
+int Stage(int iterations, int busy_us, int bubble_us, const char* out) {
+  freeride_stage* stage = freeride_stage_open(0, nullptr);
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  unsigned long long* stamps;
+  CHECK(cudaMalloc(&stamps, sizeof(unsigned long long) * 2 * iterations));
+  int gated = 0;
+  for (int i = 0; i < iterations; ++i) {
+    SpinFor<<<1, 1, 0, s>>>(busy_us * 1000ull);
+    Stamp<<<1, 1, 0, s>>>(&stamps[2 * i]);
+    gated += freeride_gate_open_on_stream(stage, s) == 0;
+    freeride_bubble_begin_on_stream(stage, s, 0, 0, UINT64_MAX);
+    SpinFor<<<1, 1, 0, s>>>(bubble_us * 1000ull);
+    freeride_gate_close_on_stream(stage, s);
+    freeride_bubble_end_on_stream(stage, s);
+    Stamp<<<1, 1, 0, s>>>(&stamps[2 * i + 1]);
+    if (i % 16 == 15) CHECK(cudaStreamSynchronize(s));
+  }
+  CHECK(cudaStreamSynchronize(s));
+  std::vector<unsigned long long> host(2 * iterations);
+  CHECK(cudaMemcpy(host.data(), stamps, host.size() * sizeof(host[0]), cudaMemcpyDeviceToHost));
+  freeride_stage_close(stage);
+  FILE* f = std::fopen(out, "w");
+  std::fprintf(f, "# stage gated %d of %d\n", gated, iterations);
+  for (int i = 0; i < iterations; ++i) std::fprintf(f, "B %llu %llu\n", host[2 * i], host[2 * i + 1]);
+  std::fclose(f);
+  std::printf("stage: %d bubbles, %d gated\n", iterations, gated);
+  return gated == iterations ? 0 : 3;
+}
+
+int Side(double seconds, const char* out) {
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const int capacity = 1 << 20;
+  unsigned long long* stamps;
+  CHECK(cudaMalloc(&stamps, sizeof(unsigned long long) * capacity));
+  auto begin = std::chrono::steady_clock::now();
+  int n = 0;
+  while (n < capacity &&
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() < seconds) {
+    Stamp<<<1, 1, 0, s>>>(&stamps[n++]);
+    SpinFor<<<1, 1, 0, s>>>(20000);  // 20 us of work per piece
+    if (n % 64 == 0) CHECK(cudaStreamSynchronize(s));
+  }
+  CHECK(cudaStreamSynchronize(s));
+  std::vector<unsigned long long> host(n);
+  CHECK(cudaMemcpy(host.data(), stamps, n * sizeof(host[0]), cudaMemcpyDeviceToHost));
+  FILE* f = std::fopen(out, "w");
+  for (int i = 0; i < n; ++i) std::fprintf(f, "S %llu\n", host[i]);
+  std::fclose(f);
+  std::printf("side: %d kernels\n", n);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  std::string role = argc > 1 ? argv[1] : "";
+  if (role == "stage" && argc == 6) return Stage(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), argv[5]);
+  if (role == "side" && argc == 4) return Side(std::atof(argv[2]), argv[3]);
+  std::fprintf(stderr, "usage: gate_latency stage ITERATIONS BUSY_US BUBBLE_US OUT | side SECONDS OUT\n");
+  return 2;
+}

@@ -1,0 +1,39 @@
+"""A plain Hugging Face `generate` loop, with nothing of FreeRide in it: a
+GPT-2-sized model built from its config (random weights, nothing is
+downloaded), greedy decoding of a batch of prompts, again and again.
+
+Run it as a side task, unmodified (on a GPU lane its GPU work waits on the
+lane's gate):
+
+    freeride submit --kind imperative --name gen -- python examples/generate_loop.py
+
+Each batch prints "generated N batches ... at UNIX_TIME", a progress line
+that `--progress-regex 'generated (\\d+) batches'` counts.
+"""
+import argparse
+import time
+
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--batch", type=int, default=8)
+parser.add_argument("--prompt", type=int, default=32, help="prompt tokens")
+parser.add_argument("--new-tokens", type=int, default=16)
+parser.add_argument("--layers", type=int, default=12)
+parser.add_argument("--batches", type=int, default=1_000_000)
+args = parser.parse_args()
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+config = GPT2Config(n_layer=args.layers)
+model = GPT2LMHeadModel(config).to(device).eval()
+if device == "cuda":
+    model = model.half()
+prompts = torch.randint(0, config.vocab_size, (args.batch, args.prompt), device=device)
+mask = torch.ones_like(prompts)
+with torch.no_grad():
+    for batch in range(1, args.batches + 1):
+        out = model.generate(input_ids=prompts, attention_mask=mask, max_new_tokens=args.new_tokens,
+                             min_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0)
+        tokens = int(out.shape[1] - args.prompt)  # a sync: the batch is done
+        print(f"generated {batch} batches ({tokens} new tokens each) at {time.time():.6f}", flush=True)

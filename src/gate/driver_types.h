@@ -1,0 +1,48 @@
+// The few CUDA driver types the gate needs, declared here rather than taken
+// from cuda.h: cuda.h renames entry points by macro (cuMemcpyHtoD becomes
+// cuMemcpyHtoD_v2, or _v2_ptds under per-thread streams), which would hide
+// the exact names the interposer must export, and the gate then builds on
+// machines without CUDA.  The layouts are the driver's ABI on LP64 Linux.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace freeride::gate {
+
+using CuResult = int;  // CUresult
+using CuStream = void*;  // CUstream
+using CuDevicePtr = unsigned long long;  // CUdeviceptr
+
+constexpr CuResult kCudaSuccess = 0;
+constexpr CuResult kCudaErrorInvalidValue = 1;
+constexpr CuResult kCudaErrorNotSupported = 801;
+constexpr CuResult kCudaErrorNotPermitted = 800;
+constexpr CuResult kCudaErrorHostMemoryAlreadyRegistered = 712;
+
+// CU_STREAM_PER_THREAD: the calling thread's default stream, explicitly.
+inline const CuStream kPerThreadStream = reinterpret_cast<CuStream>(0x2);
+constexpr unsigned kStreamWaitValueAnd = 0x2;  // CU_STREAM_WAIT_VALUE_AND
+constexpr unsigned kHostRegisterPortable = 0x1;
+constexpr unsigned kHostRegisterDeviceMap = 0x2;
+constexpr uint64_t kProcAddressPerThreadStream = 1u << 1;  // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+constexpr int kCaptureStatusNone = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
+
+// CUlaunchConfig's leading fields; the stream is all the gate reads.
+struct LaunchConfigHead {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared_mem_bytes;
+  CuStream stream;
+};
+
+// The driver entry points the gate itself calls.  The interposer fills them
+// from the real driver; tests fill them with fakes.
+struct DriverApi {
+  CuResult (*stream_wait_value32)(CuStream stream, CuDevicePtr address, uint32_t value,
+                                  unsigned flags) = nullptr;
+  CuResult (*stream_is_capturing)(CuStream stream, int* status) = nullptr;
+  CuResult (*mem_host_register)(void* pointer, size_t bytes, unsigned flags) = nullptr;
+  CuResult (*mem_host_get_device_pointer)(CuDevicePtr* device, void* host, unsigned flags) = nullptr;
+};
+
+}  // namespace freeride::gate

@@ -1,0 +1,111 @@
+// The driver entry points through which a program submits GPU work, and how
+// the gate finds the stream of each.  One list, expanded by the interposer
+// into its wrappers and by the symbol table into its names.
+//
+// X(id, base name (what cuGetProcAddress is asked), legacy export, per-thread
+//   export, least cudaVersion whose entry point has this signature,
+//   (parameters), (arguments), stream expression)
+// A stream expression of nullptr means the call is synchronous and runs on
+// the default stream (the legacy one, or the thread's own for _ptds).
+#pragma once
+#include "gate/driver_types.h"
+
+#define FREERIDE_GATED_FUNCTIONS(X)                                                              \
+  X(LaunchKernel, "cuLaunchKernel", "cuLaunchKernel", "cuLaunchKernel_ptsz", 0,                  \
+    (void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,      \
+     unsigned shm, CuStream s, void** p, void** e),                                              \
+    (f, gx, gy, gz, bx, by, bz, shm, s, p, e), s)                                                \
+  X(LaunchKernelEx, "cuLaunchKernelEx", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", 0,          \
+    (const LaunchConfigHead* c, void* f, void** p, void** e), (c, f, p, e),                      \
+    (c ? c->stream : nullptr))                                                                   \
+  X(LaunchCooperativeKernel, "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel",           \
+    "cuLaunchCooperativeKernel_ptsz", 0,                                                         \
+    (void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,      \
+     unsigned shm, CuStream s, void** p),                                                        \
+    (f, gx, gy, gz, bx, by, bz, shm, s, p), s)                                                   \
+  X(GraphLaunch, "cuGraphLaunch", "cuGraphLaunch", "cuGraphLaunch_ptsz", 0,                      \
+    (void* exec, CuStream s), (exec, s), s)                                                      \
+  X(MemcpyAsync, "cuMemcpyAsync", "cuMemcpyAsync", "cuMemcpyAsync_ptsz", 0,                      \
+    (CuDevicePtr d, CuDevicePtr src, size_t n, CuStream s), (d, src, n, s), s)                   \
+  X(MemcpyPeerAsync, "cuMemcpyPeerAsync", "cuMemcpyPeerAsync", "cuMemcpyPeerAsync_ptsz", 0,      \
+    (CuDevicePtr d, void* dc, CuDevicePtr src, void* sc, size_t n, CuStream s),                  \
+    (d, dc, src, sc, n, s), s)                                                                   \
+  X(MemcpyHtoDAsync, "cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync_v2", "cuMemcpyHtoDAsync_v2_ptsz",   \
+    3020, (CuDevicePtr d, const void* src, size_t n, CuStream s), (d, src, n, s), s)             \
+  X(MemcpyDtoHAsync, "cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoHAsync_v2_ptsz",   \
+    3020, (void* d, CuDevicePtr src, size_t n, CuStream s), (d, src, n, s), s)                   \
+  X(MemcpyDtoDAsync, "cuMemcpyDtoDAsync", "cuMemcpyDtoDAsync_v2", "cuMemcpyDtoDAsync_v2_ptsz",   \
+    3020, (CuDevicePtr d, CuDevicePtr src, size_t n, CuStream s), (d, src, n, s), s)             \
+  X(Memcpy2DAsync, "cuMemcpy2DAsync", "cuMemcpy2DAsync_v2", "cuMemcpy2DAsync_v2_ptsz", 3020,     \
+    (const void* desc, CuStream s), (desc, s), s)                                                \
+  X(Memcpy3DAsync, "cuMemcpy3DAsync", "cuMemcpy3DAsync_v2", "cuMemcpy3DAsync_v2_ptsz", 3020,     \
+    (const void* desc, CuStream s), (desc, s), s)                                                \
+  X(Memcpy3DPeerAsync, "cuMemcpy3DPeerAsync", "cuMemcpy3DPeerAsync",                             \
+    "cuMemcpy3DPeerAsync_ptsz", 0, (const void* desc, CuStream s), (desc, s), s)                 \
+  X(MemsetD8Async, "cuMemsetD8Async", "cuMemsetD8Async", "cuMemsetD8Async_ptsz", 0,              \
+    (CuDevicePtr d, unsigned char v, size_t n, CuStream s), (d, v, n, s), s)                     \
+  X(MemsetD16Async, "cuMemsetD16Async", "cuMemsetD16Async", "cuMemsetD16Async_ptsz", 0,          \
+    (CuDevicePtr d, unsigned short v, size_t n, CuStream s), (d, v, n, s), s)                    \
+  X(MemsetD32Async, "cuMemsetD32Async", "cuMemsetD32Async", "cuMemsetD32Async_ptsz", 0,          \
+    (CuDevicePtr d, unsigned v, size_t n, CuStream s), (d, v, n, s), s)                          \
+  X(MemsetD2D8Async, "cuMemsetD2D8Async", "cuMemsetD2D8Async", "cuMemsetD2D8Async_ptsz", 0,      \
+    (CuDevicePtr d, size_t pitch, unsigned char v, size_t w, size_t h, CuStream s),              \
+    (d, pitch, v, w, h, s), s)                                                                   \
+  X(MemsetD2D16Async, "cuMemsetD2D16Async", "cuMemsetD2D16Async", "cuMemsetD2D16Async_ptsz", 0,  \
+    (CuDevicePtr d, size_t pitch, unsigned short v, size_t w, size_t h, CuStream s),             \
+    (d, pitch, v, w, h, s), s)                                                                   \
+  X(MemsetD2D32Async, "cuMemsetD2D32Async", "cuMemsetD2D32Async", "cuMemsetD2D32Async_ptsz", 0,  \
+    (CuDevicePtr d, size_t pitch, unsigned v, size_t w, size_t h, CuStream s),                   \
+    (d, pitch, v, w, h, s), s)                                                                   \
+  X(Memcpy, "cuMemcpy", "cuMemcpy", "cuMemcpy_ptds", 0,                                          \
+    (CuDevicePtr d, CuDevicePtr src, size_t n), (d, src, n), nullptr)                            \
+  X(MemcpyPeer, "cuMemcpyPeer", "cuMemcpyPeer", "cuMemcpyPeer_ptds", 0,                          \
+    (CuDevicePtr d, void* dc, CuDevicePtr src, void* sc, size_t n), (d, dc, src, sc, n), nullptr) \
+  X(MemcpyHtoD, "cuMemcpyHtoD", "cuMemcpyHtoD_v2", "cuMemcpyHtoD_v2_ptds", 3020,                 \
+    (CuDevicePtr d, const void* src, size_t n), (d, src, n), nullptr)                            \
+  X(MemcpyDtoH, "cuMemcpyDtoH", "cuMemcpyDtoH_v2", "cuMemcpyDtoH_v2_ptds", 3020,                 \
+    (void* d, CuDevicePtr src, size_t n), (d, src, n), nullptr)                                  \
+  X(MemcpyDtoD, "cuMemcpyDtoD", "cuMemcpyDtoD_v2", "cuMemcpyDtoD_v2_ptds", 3020,                 \
+    (CuDevicePtr d, CuDevicePtr src, size_t n), (d, src, n), nullptr)                            \
+  X(Memcpy2D, "cuMemcpy2D", "cuMemcpy2D_v2", "cuMemcpy2D_v2_ptds", 3020, (const void* desc),     \
+    (desc), nullptr)                                                                             \
+  X(Memcpy3D, "cuMemcpy3D", "cuMemcpy3D_v2", "cuMemcpy3D_v2_ptds", 3020, (const void* desc),     \
+    (desc), nullptr)                                                                             \
+  X(MemsetD8, "cuMemsetD8", "cuMemsetD8_v2", "cuMemsetD8_v2_ptds", 3020,                         \
+    (CuDevicePtr d, unsigned char v, size_t n), (d, v, n), nullptr)                              \
+  X(MemsetD16, "cuMemsetD16", "cuMemsetD16_v2", "cuMemsetD16_v2_ptds", 3020,                     \
+    (CuDevicePtr d, unsigned short v, size_t n), (d, v, n), nullptr)                             \
+  X(MemsetD32, "cuMemsetD32", "cuMemsetD32_v2", "cuMemsetD32_v2_ptds", 3020,                     \
+    (CuDevicePtr d, unsigned v, size_t n), (d, v, n), nullptr)
+
+// Entry points that submit GPU work the gate does not cover.  A program
+// that calls one is refused at that call (it fails with
+// CUDA_ERROR_NOT_SUPPORTED and a message), never run ungated; looking one
+// up is allowed, since runtimes look up entry points they never call.
+#define FREERIDE_UNCOVERED_FUNCTIONS(X)                                              \
+  X(MemcpyBatchAsync, "cuMemcpyBatchAsync") X(Memcpy3DBatchAsync, "cuMemcpy3DBatchAsync") \
+  X(LaunchCooperativeKernelMultiDevice, "cuLaunchCooperativeKernelMultiDevice")     \
+  X(StreamBatchMemOp, "cuStreamBatchMemOp") X(MemcpyHtoA, "cuMemcpyHtoA")            \
+  X(MemcpyAtoH, "cuMemcpyAtoH") X(MemcpyHtoAAsync, "cuMemcpyHtoAAsync")              \
+  X(MemcpyAtoHAsync, "cuMemcpyAtoHAsync") X(MemcpyAtoD, "cuMemcpyAtoD")              \
+  X(MemcpyDtoA, "cuMemcpyDtoA") X(MemcpyAtoA, "cuMemcpyAtoA")                        \
+  X(Memcpy2DUnaligned, "cuMemcpy2DUnaligned") X(LaunchGrid, "cuLaunchGrid")          \
+  X(LaunchGridAsync, "cuLaunchGridAsync") X(Launch, "cuLaunch")
+
+namespace freeride::gate {
+
+enum class GatedFunction {
+#define FREERIDE_GATE_ENUM(id, ...) k##id,
+  FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_ENUM)
+#undef FREERIDE_GATE_ENUM
+  kCount
+};
+
+enum class UncoveredFunction {
+#define FREERIDE_GATE_ENUM(id, name) k##id,
+  FREERIDE_UNCOVERED_FUNCTIONS(FREERIDE_GATE_ENUM)
+#undef FREERIDE_GATE_ENUM
+  kCount
+};
+
+}  // namespace freeride::gate

@@ -1,0 +1,285 @@
+// libfreeride_gate.so: loaded into a side task with LD_PRELOAD by the
+// daemon, it makes every piece of the task's GPU work wait on its lane's
+// gate, on the GPU, without any change to the program.
+//
+// How launches are reached: since CUDA 11.3 the runtime does not call the
+// driver by name; it asks cuGetProcAddress for each entry point, and finds
+// cuGetProcAddress itself with dlsym on the driver's handle.  So the
+// interposer answers dlsym for cuGetProcAddress (and for the gated names,
+// for programs that load the driver themselves, as Triton's launcher
+// does), answers cuGetProcAddress with its wrappers for the gated entry
+// points, and exports the gated names for programs linked against libcuda.
+// Each wrapper asks the process's LaunchGate for a wait on the work's stream
+// and then calls the driver's own entry point.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "gate/gate_page.h"
+#include "gate/launch_gate.h"
+#include "gate/symbol_table.h"
+
+using namespace freeride::gate;
+
+extern "C" CuResult FreerideGetProcAddressV1(const char*, void**, int, uint64_t);
+extern "C" CuResult FreerideGetProcAddressV2(const char*, void**, int, uint64_t, int*);
+
+namespace {
+
+using DlsymFn = void* (*)(void*, const char*);
+using GetProcV1 = CuResult (*)(const char*, void**, int, uint64_t);
+using GetProcV2 = CuResult (*)(const char*, void**, int, uint64_t, int*);
+
+DlsymFn RealDlsym() {
+  static DlsymFn real = [] {
+    // glibc 2.34 moved dlsym into libc with a new version; older programs
+    // bind the old one.  Either reaches the same function.
+    auto fn = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
+    if (!fn) fn = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"));
+    return fn;
+  }();
+  return real;
+}
+
+void* LibCuda() {
+  static void* handle = [] {
+    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    return h ? h : dlopen("libcuda.so.1", RTLD_NOW);
+  }();
+  return handle;
+}
+
+void* DriverSymbol(const char* name) {
+  void* lib = LibCuda();
+  DlsymFn real = RealDlsym();
+  return lib && real ? real(lib, name) : nullptr;
+}
+
+constexpr size_t kGatedCount = static_cast<size_t>(GatedFunction::kCount);
+const char* const kLegacyExport[] = {
+#define FREERIDE_GATE_EXPORT(id, base, legacy, ...) legacy,
+    FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_EXPORT)
+#undef FREERIDE_GATE_EXPORT
+};
+const char* const kPerThreadExport[] = {
+#define FREERIDE_GATE_EXPORT(id, base, legacy, per_thread, ...) per_thread,
+    FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_EXPORT)
+#undef FREERIDE_GATE_EXPORT
+};
+
+// The driver's own entry point behind each wrapper, by variant; filled as
+// the program looks them up, else from the driver by name on first call.
+std::atomic<void*> g_real[kGatedCount][2];
+std::atomic<void*> g_real_get_proc_v1{nullptr};
+std::atomic<void*> g_real_get_proc_v2{nullptr};
+
+void* Real(GatedFunction function, bool per_thread) {
+  size_t i = static_cast<size_t>(function);
+  void* fn = g_real[i][per_thread].load(std::memory_order_acquire);
+  if (!fn) {
+    fn = DriverSymbol(per_thread ? kPerThreadExport[i] : kLegacyExport[i]);
+    g_real[i][per_thread].store(fn, std::memory_order_release);
+  }
+  return fn;
+}
+
+LaunchGate& TheGate() {
+  static LaunchGate* gate = [] {
+    DriverApi api;
+    api.stream_wait_value32 =
+        reinterpret_cast<decltype(api.stream_wait_value32)>(DriverSymbol("cuStreamWaitValue32_v2"));
+    api.stream_is_capturing =
+        reinterpret_cast<decltype(api.stream_is_capturing)>(DriverSymbol("cuStreamIsCapturing"));
+    api.mem_host_register =
+        reinterpret_cast<decltype(api.mem_host_register)>(DriverSymbol("cuMemHostRegister_v2"));
+    api.mem_host_get_device_pointer = reinterpret_cast<decltype(api.mem_host_get_device_pointer)>(
+        DriverSymbol("cuMemHostGetDevicePointer_v2"));
+    static freeride::GatePage page;
+    std::string error;
+    const char* path = std::getenv("FREERIDE_GATE_PAGE");
+    if (!path || !*path) {
+      error = "FREERIDE_GATE_PAGE is not set: this process was not started by a FreeRide daemon "
+              "with a gate";
+    } else if (page.Open(path, &error)) {
+      page.layout()->interposers_attached.fetch_add(1);
+    }
+    return new LaunchGate(api, page.is_open() ? page.page() : nullptr, error);
+  }();
+  return *gate;
+}
+
+template <typename Fn>
+Fn RealAs(GatedFunction function, bool per_thread) {
+  return reinterpret_cast<Fn>(Real(function, per_thread));
+}
+
+// One wrapper per entry point and variant.
+#define FREERIDE_GATE_WRAPPER(id, base, legacy, per_thread, min_version, params, args, stream) \
+  template <bool kPerThread>                                                                \
+  CuResult Gated##id params {                                                               \
+    CuResult gated = TheGate().BeforeWork(stream, kPerThread);                              \
+    if (gated != kCudaSuccess) return gated;                                                \
+    using Fn = CuResult(*) params;                                                          \
+    Fn fn = RealAs<Fn>(GatedFunction::k##id, kPerThread);                                   \
+    return fn ? fn args : kCudaErrorNotSupported;                                           \
+  }
+FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_WRAPPER)
+#undef FREERIDE_GATE_WRAPPER
+
+void* const kWrapper[kGatedCount][2] = {
+#define FREERIDE_GATE_WRAPPER_PTR(id, ...) \
+  {reinterpret_cast<void*>(&Gated##id<false>), reinterpret_cast<void*>(&Gated##id<true>)},
+    FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_WRAPPER_PTR)
+#undef FREERIDE_GATE_WRAPPER_PTR
+};
+
+// Entry points the gate does not cover: calling one fails with a message
+// (the x86-64 calling convention lets a function of no parameters stand in
+// for any signature: the caller cleans up its arguments).
+template <UncoveredFunction kFunction>
+CuResult RefuseUncovered() {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true))
+    std::fprintf(stderr,
+                 "freeride-gate: %s submits GPU work that the gate does not cover; it is refused "
+                 "(CUDA_ERROR_NOT_SUPPORTED) rather than run outside the bubbles\n",
+                 BaseName(kFunction));
+  return kCudaErrorNotSupported;
+}
+void* const kRefuser[] = {
+#define FREERIDE_GATE_REFUSER(id, name) reinterpret_cast<void*>(&RefuseUncovered<UncoveredFunction::k##id>),
+    FREERIDE_UNCOVERED_FUNCTIONS(FREERIDE_GATE_REFUSER)
+#undef FREERIDE_GATE_REFUSER
+};
+
+// Whether `address` lies in this library: dlsym(RTLD_DEFAULT, name) finds
+// our own export of a gated name before the driver's.
+bool FromThisLibrary(void* address) {
+  static void* our_base = [] {
+    Dl_info info{};
+    return dladdr(reinterpret_cast<void*>(&FromThisLibrary), &info) ? info.dli_fbase : nullptr;
+  }();
+  Dl_info info{};
+  return our_base && dladdr(address, &info) && info.dli_fbase == our_base;
+}
+
+// What the program gets for `name`, whose driver entry point is `real`
+// (the variant chosen by `gated`): our wrapper, our refuser, or `real`.
+void* Substitute(const char* name, void* real, std::optional<GatedSymbol> gated) {
+  if (gated) {
+    size_t i = static_cast<size_t>(gated->function);
+    void* ours = kWrapper[i][gated->per_thread];
+    // Our own export stands for the driver's, which Real() finds by name.
+    if (!FromThisLibrary(real)) g_real[i][gated->per_thread].store(real, std::memory_order_release);
+    return ours;
+  }
+  if (auto uncovered = UncoveredByName(name)) return kRefuser[static_cast<size_t>(*uncovered)];
+  return real;
+}
+
+CuResult AnswerProcLookup(const char* name, void** pfn, int version, uint64_t flags, CuResult real_result) {
+  if (real_result != kCudaSuccess || !pfn || !*pfn || !name) return real_result;
+  if (std::strcmp(name, "cuGetProcAddress") == 0) {
+    bool v2 = version >= 12000;
+    (v2 ? g_real_get_proc_v2 : g_real_get_proc_v1).store(*pfn);
+    *pfn = v2 ? reinterpret_cast<void*>(&FreerideGetProcAddressV2)
+              : reinterpret_cast<void*>(&FreerideGetProcAddressV1);
+    return real_result;
+  }
+  *pfn = Substitute(name, *pfn, GatedByBaseName(name, version, flags));
+  return real_result;
+}
+
+void ReportAtExit() {
+  const char* stats = std::getenv("FREERIDE_GATE_STATS");
+  const char* verbose = std::getenv("FREERIDE_GATE_VERBOSE");
+  if (!(stats && *stats) && !(verbose && *verbose == '1')) return;
+  GateCounters c = TheGate().counters();
+  const char* state = TheGate().state() == GateState::kArmed     ? "armed"
+                      : TheGate().state() == GateState::kRefused ? "refused"
+                                                                 : "unarmed";
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "{\"pid\": %d, \"state\": \"%s\", \"waits\": %llu, \"captured\": %llu, "
+                "\"failed_waits\": %llu, \"refused\": %llu}\n",
+                static_cast<int>(getpid()), state, static_cast<unsigned long long>(c.waits),
+                static_cast<unsigned long long>(c.captured),
+                static_cast<unsigned long long>(c.failed_waits),
+                static_cast<unsigned long long>(c.refused));
+  if (stats && *stats) {
+    if (FILE* f = std::fopen(stats, "a")) {
+      std::fputs(line, f);
+      std::fclose(f);
+    }
+  }
+  if (verbose && *verbose == '1') std::fprintf(stderr, "freeride-gate: %s", line);
+}
+
+__attribute__((constructor)) void RegisterExitReport() { std::atexit(ReportAtExit); }
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) CuResult FreerideGetProcAddressV2(const char* name, void** pfn,
+                                                                          int version, uint64_t flags,
+                                                                          int* status) {
+  if (LookupRefusedForVersion(name, version)) {
+    if (pfn) *pfn = nullptr;
+    return kCudaErrorNotSupported;
+  }
+  auto real = reinterpret_cast<GetProcV2>(g_real_get_proc_v2.load());
+  if (!real) real = reinterpret_cast<GetProcV2>(DriverSymbol("cuGetProcAddress_v2"));
+  if (!real) return kCudaErrorNotSupported;
+  return AnswerProcLookup(name, pfn, version, flags, real(name, pfn, version, flags, status));
+}
+
+__attribute__((visibility("default"))) CuResult FreerideGetProcAddressV1(const char* name, void** pfn,
+                                                                          int version, uint64_t flags) {
+  if (LookupRefusedForVersion(name, version)) {
+    if (pfn) *pfn = nullptr;
+    return kCudaErrorNotSupported;
+  }
+  auto real = reinterpret_cast<GetProcV1>(g_real_get_proc_v1.load());
+  if (!real) real = reinterpret_cast<GetProcV1>(DriverSymbol("cuGetProcAddress"));
+  if (!real) return kCudaErrorNotSupported;
+  return AnswerProcLookup(name, pfn, version, flags, real(name, pfn, version, flags));
+}
+
+// The driver's own names, for programs linked against libcuda.
+CuResult cuGetProcAddress_v2(const char* name, void** pfn, int version, uint64_t flags, int* status)
+    __attribute__((visibility("default"), alias("FreerideGetProcAddressV2")));
+CuResult cuGetProcAddress(const char* name, void** pfn, int version, uint64_t flags)
+    __attribute__((visibility("default"), alias("FreerideGetProcAddressV1")));
+
+#define FREERIDE_GATE_DIRECT(id, base, legacy, per_thread, min_version, params, args, stream) \
+  __attribute__((visibility("default"))) CuResult FreerideDirect##id params __asm__(legacy);  \
+  CuResult FreerideDirect##id params { return Gated##id<false> args; }                       \
+  __attribute__((visibility("default"))) CuResult FreerideDirectPt##id params                \
+      __asm__(per_thread);                                                                    \
+  CuResult FreerideDirectPt##id params { return Gated##id<true> args; }
+FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_DIRECT)
+#undef FREERIDE_GATE_DIRECT
+
+__attribute__((visibility("default"))) void* dlsym(void* handle, const char* name) {
+  DlsymFn real_dlsym = RealDlsym();
+  if (!real_dlsym) return nullptr;
+  void* real = real_dlsym(handle, name);
+  if (!real || !name || name[0] != 'c' || name[1] != 'u') return real;
+  if (std::strcmp(name, "cuGetProcAddress_v2") == 0) {
+    if (!FromThisLibrary(real)) g_real_get_proc_v2.store(real);
+    return reinterpret_cast<void*>(&FreerideGetProcAddressV2);
+  }
+  if (std::strcmp(name, "cuGetProcAddress") == 0) {
+    if (!FromThisLibrary(real)) g_real_get_proc_v1.store(real);
+    return reinterpret_cast<void*>(&FreerideGetProcAddressV1);
+  }
+  return Substitute(name, real, GatedByExportName(name));
+}
+
+}  // extern "C"

@@ -1,0 +1,79 @@
+#include "gate/symbol_table.h"
+
+#include <cstring>
+#include <string_view>
+
+namespace freeride::gate {
+
+namespace {
+
+struct Names {
+  const char* base;
+  const char* legacy;
+  const char* per_thread;
+  int min_version;
+};
+
+constexpr Names kGated[] = {
+#define FREERIDE_GATE_NAMES(id, base, legacy, per_thread, min_version, ...) \
+  {base, legacy, per_thread, min_version},
+    FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_NAMES)
+#undef FREERIDE_GATE_NAMES
+};
+
+constexpr const char* kUncovered[] = {
+#define FREERIDE_GATE_NAMES(id, base) base,
+    FREERIDE_UNCOVERED_FUNCTIONS(FREERIDE_GATE_NAMES)
+#undef FREERIDE_GATE_NAMES
+};
+
+// Only names of the driver API can match: a cheap filter for the dlsym of
+// every other symbol the process looks up.
+bool DriverName(const char* name) { return name && name[0] == 'c' && name[1] == 'u'; }
+
+}  // namespace
+
+std::optional<GatedSymbol> GatedByExportName(const char* name) {
+  if (!DriverName(name)) return std::nullopt;
+  for (size_t i = 0; i < std::size(kGated); ++i) {
+    if (std::strcmp(name, kGated[i].legacy) == 0) return GatedSymbol{GatedFunction(i), false};
+    if (std::strcmp(name, kGated[i].per_thread) == 0) return GatedSymbol{GatedFunction(i), true};
+  }
+  return std::nullopt;
+}
+
+std::optional<GatedSymbol> GatedByBaseName(const char* name, int cuda_version, uint64_t flags) {
+  if (!DriverName(name)) return std::nullopt;
+  for (size_t i = 0; i < std::size(kGated); ++i) {
+    if (std::strcmp(name, kGated[i].base) != 0) continue;
+    if (cuda_version < kGated[i].min_version) return std::nullopt;
+    return GatedSymbol{GatedFunction(i), (flags & kProcAddressPerThreadStream) != 0};
+  }
+  return std::nullopt;
+}
+
+bool LookupRefusedForVersion(const char* name, int cuda_version) {
+  if (!DriverName(name)) return false;
+  for (const Names& names : kGated)
+    if (std::strcmp(name, names.base) == 0) return cuda_version < names.min_version;
+  return false;
+}
+
+std::optional<UncoveredFunction> UncoveredByName(const char* name) {
+  if (!DriverName(name)) return std::nullopt;
+  std::string_view view(name);
+  for (std::string_view suffix : {"_ptsz", "_ptds"})
+    if (view.size() > suffix.size() && view.ends_with(suffix)) view.remove_suffix(suffix.size());
+  for (std::string_view suffix : {"_v2"})
+    if (view.size() > suffix.size() && view.ends_with(suffix)) view.remove_suffix(suffix.size());
+  for (size_t i = 0; i < std::size(kUncovered); ++i)
+    if (view == kUncovered[i]) return UncoveredFunction(i);
+  return std::nullopt;
+}
+
+const char* BaseName(GatedFunction function) { return kGated[static_cast<size_t>(function)].base; }
+const char* BaseName(UncoveredFunction function) {
+  return kUncovered[static_cast<size_t>(function)];
+}
+
+}  // namespace freeride::gate

@@ -1,0 +1,155 @@
+#include "profile/slot_matching.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include "profile/sample_stats.h"
+
+namespace freeride::profile {
+namespace {
+
+struct Interval {
+  double start = 0, end = 0;
+};
+
+double Overlap(const Interval& a, const Interval& b) {
+  return std::max(0.0, std::min(a.end, b.end) - std::max(a.start, b.start));
+}
+
+Interval Span(const Gap& g) { return {g.start_ms, g.start_ms + g.duration_ms}; }
+
+// A slot while matching: its gaps by iteration, and where it lies (the
+// median start and end of its gaps so far).
+struct Slot {
+  std::map<size_t, size_t> gap_of_iteration;
+  Interval where;
+};
+
+void Place(Slot& slot, const std::vector<std::vector<Gap>>& gaps) {
+  std::vector<double> starts, ends;
+  for (auto [it, g] : slot.gap_of_iteration) {
+    starts.push_back(gaps[it][g].start_ms);
+    ends.push_back(gaps[it][g].start_ms + gaps[it][g].duration_ms);
+  }
+  slot.where = {Median(starts), Median(ends)};
+}
+
+// The order-keeping matching of `iteration`'s gaps to `slots` (by start)
+// with the largest total overlap; pairs that do not overlap never match.
+// Returns, per gap, the slot index or -1.
+std::vector<int> Align(const std::vector<Gap>& iteration, const std::vector<Slot>& slots) {
+  size_t n = iteration.size(), m = slots.size();
+  // best[i][j]: the largest overlap matching gaps [i, n) to slots [j, m).
+  std::vector<std::vector<double>> best(n + 1, std::vector<double>(m + 1, 0));
+  for (size_t i = n; i-- > 0;)
+    for (size_t j = m; j-- > 0;) {
+      double value = std::max(best[i + 1][j], best[i][j + 1]);
+      double overlap = Overlap(Span(iteration[i]), slots[j].where);
+      if (overlap > 0) value = std::max(value, overlap + best[i + 1][j + 1]);
+      best[i][j] = value;
+    }
+  std::vector<int> match(n, -1);
+  for (size_t i = 0, j = 0; i < n && j < m;) {
+    double overlap = Overlap(Span(iteration[i]), slots[j].where);
+    if (overlap > 0 && best[i][j] == overlap + best[i + 1][j + 1]) {
+      match[i++] = static_cast<int>(j++);
+    } else if (best[i][j] == best[i + 1][j]) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  return match;
+}
+
+BubbleType MostCommonType(const Slot& slot, const std::vector<std::vector<Gap>>& gaps) {
+  std::map<BubbleType, int> count;
+  for (auto [it, g] : slot.gap_of_iteration) ++count[gaps[it][g].type];
+  // Ties go to the type listed first (fill, warmup_wait, steady, drain).
+  return std::max_element(count.begin(), count.end(),
+                          [](const auto& a, const auto& b) { return a.second < b.second; })
+      ->first;
+}
+
+// A gap of an iteration that lacks `other` lies where `other` has a gap in
+// another iteration: the two slots are one place, told apart differently.
+std::string Conflict(const Slot& slot, const Slot& other, const std::vector<std::vector<Gap>>& gaps,
+                     const std::vector<int>& steps) {
+  for (auto [it, g] : slot.gap_of_iteration) {
+    if (other.gap_of_iteration.count(it)) continue;
+    for (auto [other_it, other_g] : other.gap_of_iteration) {
+      const Gap& a = gaps[it][g];
+      const Gap& b = gaps[other_it][other_g];
+      if (Overlap(Span(a), Span(b)) <= 0) continue;
+      return fmt::format(
+          "the iterations' gaps do not line up into slots: step {} has a {:.2f} ms gap at "
+          "{:.2f} ms where step {} has a different one ({:.2f} ms at {:.2f} ms); the gaps move "
+          "or split from one iteration to the next, so no one list of bubbles fits them all",
+          steps[it], a.duration_ms, a.start_ms, steps[other_it], b.duration_ms, b.start_ms);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+SlotMatch MatchSlots(std::vector<std::vector<Gap>>& gaps, const std::vector<int>& steps) {
+  SlotMatch out;
+  // The iteration with the most gaps first: the others are aligned to it.
+  std::vector<size_t> order(gaps.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return gaps[a].size() > gaps[b].size(); });
+  std::vector<Slot> slots;
+  for (size_t it : order) {
+    std::vector<int> match = Align(gaps[it], slots);
+    for (size_t g = 0; g < gaps[it].size(); ++g) {
+      if (match[g] >= 0) {
+        slots[match[g]].gap_of_iteration[it] = g;
+      } else {
+        Slot fresh;
+        fresh.gap_of_iteration[it] = g;
+        slots.push_back(std::move(fresh));
+      }
+    }
+    for (Slot& s : slots) Place(s, gaps);
+    std::stable_sort(slots.begin(), slots.end(),
+                     [](const Slot& a, const Slot& b) { return a.where.start < b.where.start; });
+  }
+
+  for (size_t a = 0; a < slots.size(); ++a)
+    for (size_t b = 0; b < slots.size(); ++b) {
+      if (a == b) continue;
+      std::string conflict = Conflict(slots[a], slots[b], gaps, steps);
+      if (!conflict.empty()) {
+        out.conflict = std::move(conflict);
+        return out;
+      }
+    }
+
+  for (size_t k = 0; k < slots.size(); ++k) {
+    std::vector<double> starts, durations;
+    for (auto [it, g] : slots[k].gap_of_iteration) {
+      gaps[it][g].slot = static_cast<int>(k);
+      starts.push_back(gaps[it][g].start_ms);
+      durations.push_back(gaps[it][g].duration_ms);
+    }
+    SlotSummary s;
+    s.type = MostCommonType(slots[k], gaps);
+    s.iterations = static_cast<int>(durations.size());
+    s.start_ms = Median(starts);
+    s.median_ms = Median(durations);
+    s.p10_ms = Quantile(durations, 0.10);
+    s.min_ms = *std::min_element(durations.begin(), durations.end());
+    s.max_ms = *std::max_element(durations.begin(), durations.end());
+    if (!out.slots.empty())
+      s.start_ms = std::max(s.start_ms, out.slots.back().start_ms + out.slots.back().median_ms);
+    out.slots.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace freeride::profile

@@ -1,0 +1,96 @@
+// A stand-in for libcuda.so.1 that records every call, so the interposer's
+// path from lookup to launch is tested on machines with no GPU.  Built as
+// tests/gate/fake/libcuda.so.1; the client below finds it by
+// LD_LIBRARY_PATH.  Records go to a log the client prints.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace {
+std::string g_log;
+unsigned g_capturing_stream = 0;  // the stream (by value) that reads as capturing
+int g_register_result = 0;
+void Log(const std::string& line) { g_log += line + "\n"; }
+std::string Hex(const void* p) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%p", p);
+  return b;
+}
+}  // namespace
+
+extern "C" {
+using CuResult = int;
+using CuStream = void*;
+using CuDevicePtr = unsigned long long;
+
+const char* fake_cuda_log() { return g_log.c_str(); }
+void fake_cuda_set_capturing(unsigned stream) { g_capturing_stream = stream; }
+void fake_cuda_set_register_result(int r) { g_register_result = r; }
+
+CuResult cuStreamWaitValue32_v2(CuStream s, CuDevicePtr addr, uint32_t value, unsigned flags) {
+  Log("wait " + Hex(s) + " value " + std::to_string(value) + " flags " + std::to_string(flags) +
+      (addr ? " addr-set" : " addr-null"));
+  return 0;
+}
+CuResult cuStreamIsCapturing(CuStream s, int* status) {
+  *status = (g_capturing_stream && reinterpret_cast<uintptr_t>(s) == g_capturing_stream) ? 1 : 0;
+  return 0;
+}
+CuResult cuMemHostRegister_v2(void* p, size_t n, unsigned flags) {
+  Log("register " + std::to_string(n) + " flags " + std::to_string(flags));
+  return g_register_result;
+}
+CuResult cuMemHostGetDevicePointer_v2(CuDevicePtr* d, void* p, unsigned) {
+  *d = reinterpret_cast<CuDevicePtr>(p);
+  return 0;
+}
+CuResult cuLaunchKernel(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        CuStream s, void**, void**) {
+  Log("launch " + Hex(s));
+  return 0;
+}
+CuResult cuLaunchKernel_ptsz(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CuStream s, void**, void**) {
+  Log("launch_ptsz " + Hex(s));
+  return 0;
+}
+CuResult cuGraphLaunch(void*, CuStream s) {
+  Log("graph " + Hex(s));
+  return 0;
+}
+CuResult cuMemcpyHtoD_v2(CuDevicePtr, const void*, size_t n) {
+  Log("htod " + std::to_string(n));
+  return 0;
+}
+CuResult cuMemcpyHtoD(CuDevicePtr, const void*, unsigned n) {
+  Log("htod_v1 " + std::to_string(n));
+  return 0;
+}
+CuResult cuMemcpyBatchAsync_v2(...) {
+  Log("batch");
+  return 0;
+}
+CuResult cuCtxSynchronize() {
+  Log("sync");
+  return 0;
+}
+
+CuResult cuGetProcAddress_v2(const char* name, void** pfn, int version, uint64_t flags, int* status) {
+  Log(std::string("lookup ") + name + " " + std::to_string(version) + " " + std::to_string(flags));
+  bool pt = (flags & 2) != 0;
+  void* fn = nullptr;
+  if (!std::strcmp(name, "cuLaunchKernel"))
+    fn = pt ? reinterpret_cast<void*>(&cuLaunchKernel_ptsz) : reinterpret_cast<void*>(&cuLaunchKernel);
+  else if (!std::strcmp(name, "cuGraphLaunch")) fn = reinterpret_cast<void*>(&cuGraphLaunch);
+  else if (!std::strcmp(name, "cuMemcpyHtoD"))
+    fn = version >= 3020 ? reinterpret_cast<void*>(&cuMemcpyHtoD_v2) : reinterpret_cast<void*>(&cuMemcpyHtoD);
+  else if (!std::strcmp(name, "cuMemcpyBatchAsync")) fn = reinterpret_cast<void*>(&cuMemcpyBatchAsync_v2);
+  else if (!std::strcmp(name, "cuCtxSynchronize")) fn = reinterpret_cast<void*>(&cuCtxSynchronize);
+  else if (!std::strcmp(name, "cuGetProcAddress")) fn = reinterpret_cast<void*>(&cuGetProcAddress_v2);
+  if (status) *status = fn ? 0 : 1;
+  if (!fn) return 500;  // CUDA_ERROR_NOT_FOUND
+  *pfn = fn;
+  return 0;
+}
+}

@@ -1,0 +1,77 @@
+// Drives the interposer the way a CUDA runtime does, against the fake
+// driver: dlopen the driver, dlsym cuGetProcAddress_v2, look entry points
+// up and call them.  argv[1] names the scenario; the driver's log goes to
+// stdout, then "result <code>" of each call made.
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+using CuResult = int;
+using GetProc = CuResult (*)(const char*, void**, int, uint64_t, int*);
+using Launch = CuResult (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            unsigned, void*, void**, void**);
+using Graph = CuResult (*)(void*, void*);
+using HtoD = CuResult (*)(unsigned long long, const void*, size_t);
+using Sync = CuResult (*)();
+
+int main(int argc, char** argv) {
+  std::string scenario = argc > 1 ? argv[1] : "";
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!cuda) {
+    std::printf("no driver: %s\n", dlerror());
+    return 2;
+  }
+  auto log = reinterpret_cast<const char* (*)()>(dlsym(cuda, "fake_cuda_log"));
+  auto set_capturing = reinterpret_cast<void (*)(unsigned)>(dlsym(cuda, "fake_cuda_set_capturing"));
+  auto set_register = reinterpret_cast<void (*)(int)>(dlsym(cuda, "fake_cuda_set_register_result"));
+  auto get_proc = reinterpret_cast<GetProc>(dlsym(cuda, "cuGetProcAddress_v2"));
+  std::string results;
+  auto note = [&](CuResult r) { results += "result " + std::to_string(r) + "\n"; };
+  void* stream = reinterpret_cast<void*>(0x1000);
+  void* fn = nullptr;
+  int status = 0;
+  if (scenario == "runtime") {  // legacy and per-thread launches, a graph, a sync copy
+    get_proc("cuLaunchKernel", &fn, 12000, 1, &status);
+    note(reinterpret_cast<Launch>(fn)(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));
+    get_proc("cuLaunchKernel", &fn, 12000, 2, &status);
+    note(reinterpret_cast<Launch>(fn)(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr));
+    get_proc("cuGraphLaunch", &fn, 12000, 1, &status);
+    note(reinterpret_cast<Graph>(fn)(nullptr, stream));
+    get_proc("cuMemcpyHtoD", &fn, 12000, 1, &status);
+    note(reinterpret_cast<HtoD>(fn)(0, "x", 1));
+    get_proc("cuCtxSynchronize", &fn, 12000, 1, &status);
+    note(reinterpret_cast<Sync>(fn)());
+  } else if (scenario == "capture") {  // work captured into a graph, then the graph launched
+    set_capturing(0x1000);
+    get_proc("cuLaunchKernel", &fn, 12000, 1, &status);
+    note(reinterpret_cast<Launch>(fn)(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));
+    set_capturing(0);
+    get_proc("cuGraphLaunch", &fn, 12000, 1, &status);
+    note(reinterpret_cast<Graph>(fn)(nullptr, stream));
+  } else if (scenario == "old-version") {  // a pre-3.2 copy signature
+    CuResult r = get_proc("cuMemcpyHtoD", &fn, 3000, 1, &status);
+    note(r);
+    note(fn == nullptr ? 0 : 1);
+  } else if (scenario == "uncovered") {  // an entry point the gate does not cover
+    note(get_proc("cuMemcpyBatchAsync", &fn, 12080, 1, &status));
+    note(reinterpret_cast<Sync>(fn)());
+  } else if (scenario == "direct") {  // a program that binds the driver's names itself
+    fn = dlsym(RTLD_DEFAULT, "cuLaunchKernel");
+    note(fn ? reinterpret_cast<Launch>(fn)(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr) : -1);
+    fn = dlsym(cuda, "cuLaunchKernel_ptsz");
+    note(fn ? reinterpret_cast<Launch>(fn)(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) : -1);
+  } else if (scenario == "register-fails") {
+    set_register(2);  // CUDA_ERROR_OUT_OF_MEMORY
+    get_proc("cuLaunchKernel", &fn, 12000, 1, &status);
+    note(reinterpret_cast<Launch>(fn)(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));
+    note(reinterpret_cast<Launch>(fn)(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));
+  } else {
+    std::printf("unknown scenario\n");
+    return 2;
+  }
+  std::printf("%s%s", log(), results.c_str());
+  return 0;
+}

@@ -1,0 +1,309 @@
+// The GPU gate on CPU: the per-process gate logic against a fake driver
+// table, the names it answers, the page's early and forced closes, and the
+// whole interposer (libfreeride_gate.so) preloaded into a client that
+// drives a fake libcuda.so.1 the way a CUDA runtime does.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "gate/gate_page.h"
+#include "gate/launch_gate.h"
+#include "gate/symbol_table.h"
+#include "test_util.h"
+
+namespace freeride::gate {
+namespace {
+
+// A fake driver table: records waits, answers registration as told.
+struct FakeDriver {
+  struct Wait {
+    CuStream stream;
+    CuDevicePtr address;
+    uint32_t value;
+    unsigned flags;
+  };
+  static inline std::vector<Wait> waits;
+  static inline CuStream capturing = nullptr;
+  static inline CuResult register_result = kCudaSuccess;
+  static inline CuResult wait_result = kCudaSuccess;
+  static inline int registrations = 0;
+
+  static void Reset() {
+    waits.clear();
+    capturing = nullptr;
+    register_result = kCudaSuccess;
+    wait_result = kCudaSuccess;
+    registrations = 0;
+  }
+  static DriverApi Api() {
+    DriverApi api;
+    api.stream_wait_value32 = [](CuStream s, CuDevicePtr a, uint32_t v, unsigned f) {
+      if (wait_result == kCudaSuccess) waits.push_back({s, a, v, f});
+      return wait_result;
+    };
+    api.stream_is_capturing = [](CuStream s, int* status) {
+      *status = (capturing && s == capturing) ? 1 : 0;
+      return kCudaSuccess;
+    };
+    api.mem_host_register = [](void*, size_t, unsigned) {
+      ++registrations;
+      return register_result;
+    };
+    api.mem_host_get_device_pointer = [](CuDevicePtr* d, void* p, unsigned) {
+      *d = reinterpret_cast<CuDevicePtr>(p);
+      return kCudaSuccess;
+    };
+    return api;
+  }
+};
+
+class LaunchGateTest : public ::testing::Test {
+ protected:
+  void SetUp() override { FakeDriver::Reset(); }
+  alignas(4096) char page_[4096] = {};
+  CuStream stream_ = reinterpret_cast<CuStream>(0x1000);
+};
+
+TEST_F(LaunchGateTest, EachPieceOfWorkWaitsForTheGateWordToBeOpenOnItsOwnStream) {
+  LaunchGate gate(FakeDriver::Api(), page_, "");
+  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
+  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
+  ASSERT_EQ(FakeDriver::waits.size(), 2u);
+  for (const auto& wait : FakeDriver::waits) {
+    EXPECT_EQ(wait.stream, stream_);
+    EXPECT_EQ(wait.address, reinterpret_cast<CuDevicePtr>(page_));  // the page's first word
+    EXPECT_EQ(wait.value, 1u);                                      // the open bit
+    EXPECT_EQ(wait.flags, kStreamWaitValueAnd);
+  }
+  EXPECT_EQ(FakeDriver::registrations, 1);  // armed once
+  EXPECT_EQ(gate.state(), GateState::kArmed);
+  EXPECT_EQ(gate.counters().waits, 2u);
+}
+
+TEST_F(LaunchGateTest, TheDefaultStreamOfAPerThreadEntryPointIsTheThreadsOwn) {
+  LaunchGate gate(FakeDriver::Api(), page_, "");
+  gate.BeforeWork(nullptr, true);
+  gate.BeforeWork(nullptr, false);
+  ASSERT_EQ(FakeDriver::waits.size(), 2u);
+  EXPECT_EQ(FakeDriver::waits[0].stream, kPerThreadStream);
+  EXPECT_EQ(FakeDriver::waits[1].stream, nullptr);  // the legacy default stream
+}
+
+TEST_F(LaunchGateTest, WorkCapturedIntoAGraphGetsNoWaitOfItsOwn) {
+  LaunchGate gate(FakeDriver::Api(), page_, "");
+  FakeDriver::capturing = stream_;
+  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
+  EXPECT_TRUE(FakeDriver::waits.empty());
+  EXPECT_EQ(gate.counters().captured, 1u);
+}
+
+TEST_F(LaunchGateTest, AWaitTheDriverRefusesIsReturnedSoTheWorkIsNotSubmitted) {
+  LaunchGate gate(FakeDriver::Api(), page_, "");
+  FakeDriver::wait_result = 400;  // CUDA_ERROR_INVALID_HANDLE
+  EXPECT_EQ(gate.BeforeWork(stream_, false), 400);
+  EXPECT_EQ(gate.counters().failed_waits, 1u);
+}
+
+TEST_F(LaunchGateTest, AGateThatCannotBeArmedRefusesAllWorkForGood) {
+  FakeDriver::register_result = 2;  // out of memory
+  LaunchGate gate(FakeDriver::Api(), page_, "");
+  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaErrorNotPermitted);
+  FakeDriver::register_result = kCudaSuccess;  // it is not retried: one answer for the process
+  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaErrorNotPermitted);
+  EXPECT_EQ(gate.state(), GateState::kRefused);
+  EXPECT_NE(gate.refusal().find("cuMemHostRegister"), std::string::npos);
+  EXPECT_EQ(FakeDriver::registrations, 1);
+  EXPECT_TRUE(FakeDriver::waits.empty());
+  EXPECT_EQ(gate.counters().refused, 2u);
+}
+
+TEST_F(LaunchGateTest, NoPageMeansNoWorkAndSaysWhy) {
+  LaunchGate gate(FakeDriver::Api(), nullptr, "FREERIDE_GATE_PAGE is not set");
+  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaErrorNotPermitted);
+  EXPECT_EQ(gate.refusal(), "FREERIDE_GATE_PAGE is not set");
+}
+
+TEST_F(LaunchGateTest, ADriverWithoutStreamMemoryOperationsIsRefused) {
+  DriverApi api = FakeDriver::Api();
+  api.stream_wait_value32 = nullptr;
+  LaunchGate gate(api, page_, "");
+  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaErrorNotPermitted);
+  EXPECT_NE(gate.refusal().find("stream memory operations"), std::string::npos);
+}
+
+TEST(GateSymbolTable, RuntimeLookupsFindTheVariantTheFlagsAskFor) {
+  auto legacy = GatedByBaseName("cuLaunchKernel", 12000, 1);
+  auto per_thread = GatedByBaseName("cuLaunchKernel", 12000, 2);
+  ASSERT_TRUE(legacy && per_thread);
+  EXPECT_EQ(legacy->function, GatedFunction::kLaunchKernel);
+  EXPECT_FALSE(legacy->per_thread);
+  EXPECT_TRUE(per_thread->per_thread);
+  EXPECT_FALSE(GatedByBaseName("cuCtxSynchronize", 12000, 0));
+  EXPECT_FALSE(GatedByBaseName("cuLaunchKernel_ptsz", 12000, 0));  // base names only
+}
+
+TEST(GateSymbolTable, ExportedNamesCarryTheirVersionAndVariant) {
+  auto v2_ptds = GatedByExportName("cuMemcpyHtoD_v2_ptds");
+  ASSERT_TRUE(v2_ptds);
+  EXPECT_EQ(v2_ptds->function, GatedFunction::kMemcpyHtoD);
+  EXPECT_TRUE(v2_ptds->per_thread);
+  EXPECT_TRUE(GatedByExportName("cuGraphLaunch_ptsz"));
+  EXPECT_FALSE(GatedByExportName("cuMemcpyHtoD"));  // the 32-bit v1 is not wrapped
+  EXPECT_FALSE(GatedByExportName("malloc"));
+}
+
+TEST(GateSymbolTable, OldSignaturesAndUncoveredEntryPointsAreKnown) {
+  EXPECT_TRUE(LookupRefusedForVersion("cuMemcpyHtoD", 3000));
+  EXPECT_FALSE(LookupRefusedForVersion("cuMemcpyHtoD", 12000));
+  EXPECT_FALSE(LookupRefusedForVersion("cuLaunchKernel", 3000));  // one signature since 4.0
+  EXPECT_TRUE(UncoveredByName("cuMemcpyBatchAsync"));
+  EXPECT_TRUE(UncoveredByName("cuMemcpyBatchAsync_v2_ptsz"));
+  EXPECT_FALSE(UncoveredByName("cuMemcpyAsync"));
+}
+
+TEST(GatePage, AnEarlyCloseClosesItsOwnBubbleOnlyAndAForcedCloseAnyOpenOne) {
+  TempDir dir;
+  GatePage daemon, stage;
+  std::string error;
+  const std::string path = dir.path() + "/gate";
+  ASSERT_TRUE(daemon.CreateOrOpen(path, 3, &error)) << error;
+  ASSERT_TRUE(stage.Open(path, &error)) << error;
+  auto& word = stage.layout()->word;
+  word.store(GateOpenValue(7));  // what the stage's stream writes at bubble 7's begin
+  EXPECT_TRUE(daemon.CloseEarly(7));
+  EXPECT_EQ(word.load(), GateClosedValue(7));
+  EXPECT_FALSE(daemon.CloseEarly(7));  // already closed
+  word.store(GateOpenValue(8));        // the next bubble opened before a late close of 7
+  EXPECT_FALSE(daemon.CloseEarly(7));
+  EXPECT_TRUE(GateIsOpen(word.load()));
+  EXPECT_TRUE(daemon.ForceClose());  // the stage died with bubble 8 open
+  EXPECT_EQ(word.load(), GateClosedValue(8));
+  EXPECT_FALSE(daemon.ForceClose());
+}
+
+TEST(GatePage, ARestartedDaemonNeverInheritsAnOpenGate) {
+  TempDir dir;
+  const std::string path = dir.path() + "/gate";
+  std::string error;
+  {
+    GatePage first;
+    ASSERT_TRUE(first.CreateOrOpen(path, 0, &error));
+    first.layout()->word.store(GateOpenValue(5));
+  }
+  GatePage second;
+  ASSERT_TRUE(second.CreateOrOpen(path, 0, &error));
+  EXPECT_FALSE(GateIsOpen(second.layout()->word.load()));
+}
+
+TEST(GatePage, AFileThatIsNotAGatePageIsRefused) {
+  TempDir dir;
+  const std::string path = dir.path() + "/junk";
+  RunShell("head -c 4096 /dev/zero > " + path, dir.path());
+  GatePage page;
+  std::string error;
+  EXPECT_FALSE(page.Open(path, &error));
+  EXPECT_NE(error.find("not a FreeRide gate page"), std::string::npos);
+}
+
+// --- the interposer itself, preloaded, against the fake driver -------------
+
+class InterposerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    page_path_ = dir_.path() + "/gate";
+    ASSERT_TRUE(page_.CreateOrOpen(page_path_, 0, &error)) << error;
+  }
+  ShellResult Run(const std::string& scenario, bool with_page = true) {
+    std::string env = "LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " LD_PRELOAD=" GATE_LIBRARY " ";
+    if (with_page) env += "FREERIDE_GATE_PAGE=" + page_path_ + " ";
+    return RunShell("env -u FREERIDE_GATE_PAGE " + env + GATE_CLIENT_BIN " " + scenario, dir_.path());
+  }
+  TempDir dir_;
+  std::string page_path_;
+  GatePage page_;
+};
+
+TEST_F(InterposerTest, EveryLaunchGraphAndCopyWaitsOnItsStreamBeforeTheDriverRunsIt) {
+  ShellResult r = Run("runtime");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const std::string expected =
+      "lookup cuLaunchKernel 12000 1\n"
+      "register 4096 flags 3\n"
+      "wait 0x1000 value 1 flags 2 addr-set\n"
+      "launch 0x1000\n"
+      "lookup cuLaunchKernel 12000 2\n"
+      "wait 0x2 value 1 flags 2 addr-set\n"  // stream 0 of a _ptsz entry point: the thread's own
+      "launch_ptsz (nil)\n"
+      "lookup cuGraphLaunch 12000 1\n"
+      "wait 0x1000 value 1 flags 2 addr-set\n"
+      "graph 0x1000\n"
+      "lookup cuMemcpyHtoD 12000 1\n"
+      "wait (nil) value 1 flags 2 addr-set\n"  // a synchronous copy: the legacy stream
+      "htod 1\n"
+      "lookup cuCtxSynchronize 12000 1\n"
+      "sync\n";  // not work: passed through untouched
+  EXPECT_EQ(r.out.substr(0, expected.size()), expected) << r.out;
+  EXPECT_NE(r.out.find("result 0\nresult 0\nresult 0\nresult 0\nresult 0\n"), std::string::npos);
+  EXPECT_EQ(page_.layout()->interposers_attached.load(), 1u);
+}
+
+TEST_F(InterposerTest, CapturedWorkIsGatedWhereItsGraphIsLaunched) {
+  ShellResult r = Run("capture");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("lookup cuLaunchKernel 12000 1\nregister 4096 flags 3\nlaunch 0x1000\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("wait 0x1000 value 1 flags 2 addr-set\ngraph 0x1000\n"), std::string::npos)
+      << r.out;
+}
+
+TEST_F(InterposerTest, APreTwoPointThreeCopySignatureIsNotHandedOut) {
+  ShellResult r = Run("old-version");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.find("lookup"), std::string::npos) << r.out;  // never reached the driver
+  EXPECT_NE(r.out.find("result 801\nresult 0\n"), std::string::npos) << r.out;
+}
+
+TEST_F(InterposerTest, AnUncoveredEntryPointFailsWithAReasonInsteadOfRunning) {
+  ShellResult r = Run("uncovered");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.find("batch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("result 0\nresult 801\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("cuMemcpyBatchAsync submits GPU work that the gate does not cover"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(InterposerTest, AProgramLinkedToTheDriverByNameIsGatedToo) {
+  ShellResult r = Run("direct");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("wait 0x1000 value 1 flags 2 addr-set\nlaunch 0x1000\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("wait 0x2 value 1 flags 2 addr-set\nlaunch_ptsz (nil)\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("result 0\nresult 0\n"), std::string::npos) << r.out;
+}
+
+TEST_F(InterposerTest, WithoutAGatePageNoWorkRunsAndTheReasonIsSaid) {
+  ShellResult r = Run("runtime", /*with_page=*/false);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.find("launch"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("graph 0x1000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("result 800\nresult 800\nresult 800\nresult 800\nresult 0\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("FREERIDE_GATE_PAGE is not set"), std::string::npos) << r.err;
+}
+
+TEST_F(InterposerTest, AFailedRegistrationRefusesTheProgramsWork) {
+  ShellResult r = Run("register-fails");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.find("launch 0x1000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("result 800\nresult 800\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("cuMemHostRegister of the gate page failed"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace freeride::gate

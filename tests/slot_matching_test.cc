@@ -1,0 +1,97 @@
+// MatchSlots on made-up iterations: the same gap across iterations whatever
+// its type, gaps only some iterations have, jitter, and gaps that fit no list.
+#include "profile/slot_matching.h"
+
+#include <gtest/gtest.h>
+
+namespace freeride::profile {
+namespace {
+
+Gap G(double start, double length, BubbleType type = BubbleType::kSteady) {
+  return {start, length, type};
+}
+
+std::vector<int> Steps(size_t n) {
+  std::vector<int> steps;
+  for (size_t i = 0; i < n; ++i) steps.push_back(static_cast<int>(i) + 1);
+  return steps;
+}
+
+// No two slots overlap, as stage_replay_gpu.py and the simulator require.
+void ExpectOrderedAndApart(const SlotMatch& m) {
+  for (size_t i = 1; i < m.slots.size(); ++i)
+    EXPECT_GE(m.slots[i].start_ms, m.slots[i - 1].start_ms + m.slots[i - 1].median_ms)
+        << "slot " << i;
+}
+
+TEST(SlotMatching, TheSameGapIsOneSlotWhateverItsType) {
+  std::vector<std::vector<Gap>> gaps = {
+      {G(0, 10, BubbleType::kFill), G(56.81, 49.50, BubbleType::kSteady)},
+      {G(0, 11, BubbleType::kFill), G(56.41, 49.47, BubbleType::kDrain)},
+      {G(0, 10, BubbleType::kFill), G(56.50, 49.40, BubbleType::kDrain)}};
+  SlotMatch m = MatchSlots(gaps, Steps(3));
+  ASSERT_TRUE(m.conflict.empty()) << m.conflict;
+  ASSERT_EQ(m.slots.size(), 2u);
+  EXPECT_EQ(m.slots[1].iterations, 3);
+  EXPECT_EQ(m.slots[1].type, BubbleType::kDrain);
+  EXPECT_DOUBLE_EQ(m.slots[1].start_ms, 56.50);
+  EXPECT_DOUBLE_EQ(m.slots[1].median_ms, 49.47);
+  EXPECT_DOUBLE_EQ(m.slots[1].min_ms, 49.40);
+  EXPECT_DOUBLE_EQ(m.slots[1].max_ms, 49.50);
+  EXPECT_EQ(m.slots[0].median_ms, 10);
+  for (const auto& it : gaps) {
+    EXPECT_EQ(it[0].slot, 0);
+    EXPECT_EQ(it[1].slot, 1);
+  }
+}
+
+TEST(SlotMatching, AGapOnlySomeIterationsHaveIsASlotOfItsOwn) {
+  // Step 2 has a short gap at 30 ms, inside what the others spend busy.
+  std::vector<std::vector<Gap>> gaps = {
+      {G(10, 5), G(50, 20)}, {G(10, 5), G(30, 1.2), G(50, 20)}, {G(11, 5), G(50, 21)}};
+  SlotMatch m = MatchSlots(gaps, Steps(3));
+  ASSERT_TRUE(m.conflict.empty()) << m.conflict;
+  ASSERT_EQ(m.slots.size(), 3u);
+  EXPECT_EQ(m.slots[0].iterations, 3);
+  EXPECT_EQ(m.slots[1].iterations, 1);
+  EXPECT_DOUBLE_EQ(m.slots[1].start_ms, 30);
+  EXPECT_EQ(m.slots[2].iterations, 3);
+  EXPECT_EQ(gaps[1][2].slot, 2);
+  ExpectOrderedAndApart(m);
+}
+
+TEST(SlotMatching, JitterNeverMakesSlotsOverlap) {
+  // Two gaps 0.5 ms apart that wander by more than that between iterations:
+  // their medians would overlap; the later slot starts at the earlier's end.
+  std::vector<std::vector<Gap>> gaps = {
+      {G(10, 10), G(20.3, 5)}, {G(12, 8), G(20.2, 6)}, {G(10.5, 11), G(22, 5)}};
+  SlotMatch m = MatchSlots(gaps, Steps(3));
+  ASSERT_TRUE(m.conflict.empty()) << m.conflict;
+  ASSERT_EQ(m.slots.size(), 2u);
+  EXPECT_DOUBLE_EQ(m.slots[0].start_ms, 10.5);
+  EXPECT_DOUBLE_EQ(m.slots[0].median_ms, 10);
+  EXPECT_DOUBLE_EQ(m.slots[1].start_ms, 20.5);  // its median start is 20.3
+  EXPECT_DOUBLE_EQ(m.slots[1].median_ms, 5);
+  ExpectOrderedAndApart(m);
+}
+
+TEST(SlotMatching, GapsThatSplitOrMergeFitNoList) {
+  std::vector<std::vector<Gap>> split = {{G(10, 10)}, {G(9, 3), G(13, 8)}};
+  SlotMatch m = MatchSlots(split, {7, 8});
+  EXPECT_TRUE(m.slots.empty());
+  EXPECT_NE(m.conflict.find("step 7"), std::string::npos) << m.conflict;
+  EXPECT_NE(m.conflict.find("step 8"), std::string::npos) << m.conflict;
+  // The same the other way round: the iteration with most gaps comes first.
+  std::vector<std::vector<Gap>> merged = {{G(9, 3), G(13, 8)}, {G(10, 10)}, {G(9, 3), G(13, 8)}};
+  EXPECT_FALSE(MatchSlots(merged, Steps(3)).conflict.empty());
+}
+
+TEST(SlotMatching, NoGapsNoSlots) {
+  std::vector<std::vector<Gap>> none = {{}, {}};
+  SlotMatch m = MatchSlots(none, Steps(2));
+  EXPECT_TRUE(m.slots.empty());
+  EXPECT_TRUE(m.conflict.empty());
+}
+
+}  // namespace
+}  // namespace freeride::profile

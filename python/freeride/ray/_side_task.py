@@ -86,6 +86,7 @@ class SideTask:
         try:
             self._start(work, name, priority)
         except BaseException:
+            self._cancel()  # a runner still queued or starting would only find nobody listening
             self.close()
             raise
 

@@ -14,7 +14,10 @@ block_spread).  The harvest is the lane's harvested time over its bubble time wh
 
     scripts/bundle.sh && python3 bench/ray_process_model_gpu.py --bundle bundle \\
         --out bench/results/ray_process_model_gpu
-    python3 bench/ray_process_model_gpu.py --cpu --bundle build --out /tmp/rpm     # a dry run, no GPU
+    python3 bench/ray_process_model_gpu.py --cpu --bundle build --out /tmp/rpm --size 128 --chunks 10  # no GPU
+
+Each side task starts a Python process that imports torch and makes its CUDA context, outside
+bubbles (as every side task's start-up runs): seconds, which --chunks steps of work amortise.
 """
 from __future__ import annotations
 
@@ -54,7 +57,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=400, help="the stand-in's iterations")
     p.add_argument("--alternate", type=int, default=10, help="FreeRide on/off every this many iterations")
     p.add_argument("--slots", type=int, default=2, help="side tasks in flight at once (Ray's slots on the lane)")
-    p.add_argument("--chunks", type=int, default=50, help="steps per side task")
+    p.add_argument("--chunks", type=int, default=1000, help="steps per side task")
     p.add_argument("--size", type=int, default=2048, help="matrix size of a step's product")
     p.add_argument("--mps", default="auto", help="the daemon's --mps")
     p.add_argument("--cpu", action="store_true", help="a dry run on a CPU lane with the C stand-in stage")

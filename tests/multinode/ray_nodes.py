@@ -8,6 +8,7 @@ run's pid files and the namespaces' cleanup (cleanup.py) stop it with the rest.
 from __future__ import annotations
 
 import os
+import secrets
 import shlex
 import subprocess
 import sys
@@ -17,15 +18,16 @@ from .netns import NetNode
 from .node import NodeDaemon, wait_for
 
 RAY_PORT = 6379
+RUN_TOKEN = secrets.token_hex(32)
 
 
 def ray_env(base: dict[str, str], build: str, socket: str | None) -> dict[str, str]:
     """The environment `ray start` runs in, and so the one its workers inherit: this build's
     client on PATH, its node's daemon (if any) in FREERIDE_SOCKET."""
-    # Ray's token authentication, explicitly (unset, it depends on whether ~/.ray/auth_token exists);
-    # every node and the driver read the same token file: the namespaces share the filesystem.
+    # Ray's token authentication, explicitly (unset, it depends on whether ~/.ray/auth_token exists),
+    # with the run's own token: every node and the driver get it.
     env = dict(base, PATH=f"{build}{os.pathsep}{base.get('PATH', os.defpath)}", RAY_USAGE_STATS_ENABLED="0",
-               RAY_AUTH_MODE="token")
+               RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=RUN_TOKEN)
     env.pop("FREERIDE_SOCKET", None)
     if socket:
         env["FREERIDE_SOCKET"] = socket

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shlex
 import socket
 import subprocess
@@ -22,9 +23,10 @@ from conftest import SOURCE_DIR, Daemon
 
 sys.path.insert(0, str(SOURCE_DIR / "python"))
 
-# Ray's token authentication, explicitly (unset, it depends on whether ~/.ray/auth_token exists);
-# Ray reads it when imported.
+# Ray's token authentication, explicitly (unset, it depends on whether ~/.ray/auth_token exists),
+# with a token of the test's own in the environment of every Ray process; Ray reads it on import.
 os.environ["RAY_AUTH_MODE"] = "token"
+os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 import ray  # noqa: E402  (scripts/python-env.sh installs ray[data]==2.60.0)
 
 import freeride.ray  # noqa: E402
@@ -44,9 +46,8 @@ def cluster(build_dir, freeride_env):
     """(daemon, head address, env): a daemon with one 512 MiB CPU lane, a stand-in stage, and a
     one-node Ray head offering the lane, started with node-args as docs/ray.md says."""
     daemon = Daemon(build_dir, freeride_env, "--cpu-lanes", "1", "--lane-memory", "512MiB")
-    # Ray's token authentication, explicitly: unset, it depends on whether ~/.ray/auth_token exists.
     env = dict(daemon.env, PATH=f"{build_dir}{os.pathsep}{os.environ['PATH']}", RAY_USAGE_STATS_ENABLED="0",
-               RAY_AUTH_MODE="token")
+               RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=os.environ["RAY_AUTH_TOKEN"])
     stage = daemon.stage("4", "8,8")
     args = subprocess.run([sys.executable, "-m", "freeride.ray", "node-args"], env=env, capture_output=True,
                           text=True, timeout=60)
@@ -63,6 +64,12 @@ def cluster(build_dir, freeride_env):
                             env=env, stdout=log, stderr=subprocess.STDOUT)
     address = f"127.0.0.1:{port}"
     try:
+        # Joined only once started: the head makes Ray's token on a machine that has none.
+        deadline = time.monotonic() + 300
+        while "Ray runtime started" not in open(log.name).read():
+            assert head.poll() is None, f"ray start failed:\n{open(log.name).read()[-3000:]}"
+            assert time.monotonic() < deadline, "Ray did not start in 300 s"
+            time.sleep(0.5)
         ray.init(address=address, logging_level="ERROR")
         yield daemon, address, env
     finally:

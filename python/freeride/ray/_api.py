@@ -20,7 +20,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from freeride._versions import tested, warn_once
 from freeride.ray import _wire
-from freeride.ray._daemon import DaemonUnreachable, NodeDaemon
+from freeride.ray._daemon import NodeDaemon
 from freeride.ray._resources import LANE_RESOURCE, placement
 from freeride.ray._side_task import SideTask
 from freeride.ray.errors import NodeUnavailable
@@ -123,9 +123,13 @@ def _lost(error: NodeUnavailable) -> None:
 class RemoteFunction:
     """A function whose calls run as Ray tasks, in bubbles.  .remote(...) and .options(...) as Ray's."""
 
-    def __init__(self, fn: Callable, lane_memory: int, priority: int, unit: str, ray_options: dict):
+    def __init__(self, fn: Callable, lane_memory: int, priority: int, unit: str, ray_options: dict,
+                 _remote: Any = None):
         self._fn, self._lane_memory, self._priority, self._unit = fn, lane_memory, priority, unit
         self._ray_options = ray_options
+        if _remote is not None:  # .options(): the same Ray function, other options at each call
+            self._remote = _remote
+            return
 
         def run_in_bubbles(*args: Any, **kwargs: Any) -> Any:
             work = _wire.Work("function", fn, unit=unit, call=("call", 0, None, args, kwargs))
@@ -141,7 +145,7 @@ class RemoteFunction:
 
     def options(self, **ray_options: Any) -> "RemoteFunction":
         return RemoteFunction(self._fn, self._lane_memory, self._priority, self._unit,
-                              {**self._ray_options, **ray_options})
+                              {**self._ray_options, **ray_options}, self._remote)
 
     def remote(self, *args: Any, **kwargs: Any) -> ray.ObjectRef:
         return self._remote.options(**options(self._lane_memory, **self._ray_options)).remote(*args, **kwargs)
@@ -179,16 +183,19 @@ def _proxy_class(cls: type, work_kind: str, lane_memory: int, priority: int, uni
 class RemoteClass:
     """A class whose instances are Ray actors whose method calls run in bubbles."""
 
-    def __init__(self, cls: type, lane_memory: int, priority: int, unit: str, ray_options: dict):
+    def __init__(self, cls: type, lane_memory: int, priority: int, unit: str, ray_options: dict,
+                 _remote: Any = None):
         self._cls, self._lane_memory, self._priority, self._unit = cls, lane_memory, priority, unit
         self._ray_options = ray_options
-        defaults = {"num_cpus": 0, "max_restarts": DEFAULT_RETRIES, "max_task_retries": DEFAULT_RETRIES}
-        proxy = _proxy_class(cls, "actor", lane_memory, priority, unit)
-        self._remote = ray.remote(**{**defaults, **ray_options})(proxy)
+        if _remote is None:
+            defaults = {"num_cpus": 0, "max_restarts": DEFAULT_RETRIES, "max_task_retries": DEFAULT_RETRIES}
+            proxy = _proxy_class(cls, "actor", lane_memory, priority, unit)
+            _remote = ray.remote(**{**defaults, **ray_options})(proxy)
+        self._remote = _remote
 
     def options(self, **ray_options: Any) -> "RemoteClass":
         return RemoteClass(self._cls, self._lane_memory, self._priority, self._unit,
-                           {**self._ray_options, **ray_options})
+                           {**self._ray_options, **ray_options}, self._remote)
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
         return self._remote.options(**options(self._lane_memory, **self._ray_options)).remote(*args, **kwargs)
@@ -249,7 +256,7 @@ def _node_status() -> dict:
     try:
         daemon = NodeDaemon()
         return {"socket": daemon.where(), "status": daemon.status()}
-    except (DaemonUnreachable, FileNotFoundError, Exception) as e:  # noqa: BLE001 - reported, not raised
+    except Exception as e:  # noqa: BLE001 - reported, not raised (no daemon, no client, a refusal)
         return {"error": f"{type(e).__name__}: {e}"}
 
 

@@ -33,9 +33,10 @@ from freeride.ray import _wire
 from freeride.ray._daemon import CommandFailed, DaemonUnreachable, NodeDaemon, lanes_of
 from freeride.ray.errors import LaneMemoryError, NodeUnavailable, SideTaskFailed
 
-# How often a waiting wrapper asks the daemon how its side task and lane are.  The runner's
-# death is seen at once (its connection closes); this only finds stages that ended.
-_CHECK_EVERY_S = 2.0
+# How often a waiting wrapper asks the daemon how its side task and lane are (one `freeride
+# status`: a process start, which a 2-core node feels if it comes often).  The runner's death is
+# seen at once (its connection closes); this finds stages that ended.
+_CHECK_EVERY_S = 5.0
 # A lane whose stage has ended for this long gets no more bubbles: its work moves elsewhere.
 STAGE_GONE_S = 5.0
 # The runner connects once it is launched; it waits in the daemon's queue until then (behind
@@ -85,6 +86,7 @@ class SideTask:
         try:
             self._start(work, name, priority)
         except BaseException:
+            self._cancel()  # a runner still queued or starting would only find nobody listening
             self.close()
             raise
 
@@ -173,13 +175,11 @@ class SideTask:
     def _check(self) -> None:
         """Raises when the daemon is gone, the side task ended, or its lane's stage has ended."""
         try:
-            task = self.daemon.show(self.task_id)
-            status = self.daemon.status()
+            status = self.daemon.status()  # the lanes and the live tasks, in one call
         except DaemonUnreachable as e:
             raise self._unavailable(str(e)) from None
-        except CommandFailed:
-            raise self._runner_ended() from None
-        if task.get("state") in _ENDED:
+        task = next((t for t in status.get("tasks", {}).get("tasks", []) if int(t["id"]) == self.task_id), None)
+        if task is None or task.get("state") in _ENDED:
             raise self._runner_ended()
         lane = int(task.get("lane", -1))
         lanes = lanes_of(status)

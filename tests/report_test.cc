@@ -84,6 +84,26 @@ TEST(EventLogReader, ReadsTheEventsItNeedsAndCountsBadLines) {
   EXPECT_EQ(log.steps[8].overrun_ns, 2 * kMs);
 }
 
+// A daemon killed mid-write leaves a cut last line; the next daemon's first
+// event must not be glued to it.
+TEST(EventLogReader, AnEventAfterACutLineStartsALineOfItsOwn) {
+  TempDir dir;
+  const std::string path = dir.path() + "/events.jsonl";
+  std::string whole = Bubble(0, 0, 0, 1, 0, 0, 0);
+  std::ofstream(path) << whole << whole.substr(0, whole.size() / 2);  // cut by a SIGKILL
+  EventLog log;
+  std::string error;
+  ASSERT_TRUE(log.Open(path, &error)) << error;
+  std::string line = Bubble(0, 0, 2, 3, 0, 0, 0);
+  line.pop_back();
+  log.EmitLine(std::move(line));
+  log.Close();
+  auto read = ReadEventLog(path, &error);
+  ASSERT_TRUE(read) << error;
+  EXPECT_EQ(read->bubbles.size(), 2u);  // the whole first one and the new one
+  EXPECT_EQ(read->skipped_lines, 1u);   // only the cut one
+}
+
 // The daemon's log rotates by size; what is kept is whole lines, the newest
 // ones, and the reader reads the files in the order they were written.
 TEST(EventLogReader, ReadsARotatedLogOldestFileFirst) {

@@ -42,6 +42,18 @@ bool EventLog::OpenFile(std::string* error) {
   std::error_code ec;
   uintmax_t size = std::filesystem::file_size(path_, ec);
   file_bytes_ = ec ? 0 : size;
+  // A daemon killed mid-write leaves a cut last line: the next event starts
+  // a line of its own, so that it stays readable.
+  if (!ec && size > 0) {
+    if (FILE* in = std::fopen(path_.c_str(), "re")) {
+      bool ends_with_newline = std::fseek(in, -1, SEEK_END) == 0 && std::fgetc(in) == '\n';
+      std::fclose(in);
+      if (!ends_with_newline) {
+        std::fputc('\n', file_);
+        ++file_bytes_;
+      }
+    }
+  }
   return true;
 }
 

@@ -61,7 +61,11 @@ cp -L "$stage/prefix/lib/libfreeride.so.0" "$package/_lib/"
 cp -L "$stage/prefix/lib/libfreeride_gate.so" "$package/_lib/"
 cp -r "$stage/prefix/share/freeride/examples" "$package/_share/"
 # The install's RPATH is $ORIGIN/../lib; in the package the library is in _lib.
-for f in "$package/_bin"/*; do patchelf --force-rpath --set-rpath '$ORIGIN/../_lib' "$f"; done
+# (Scripts such as freeride-slurm are not ELF files and keep no RPATH.)
+for f in "$package/_bin"/*; do
+  [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] || continue
+  patchelf --force-rpath --set-rpath '$ORIGIN/../_lib' "$f"
+done
 
 setuptools_there=$("$python" -c "import setuptools.command.bdist_wheel" 2>/dev/null && echo 1 || true)
 "$python" -m pip wheel -q --disable-pip-version-check --no-deps ${setuptools_there:+--no-build-isolation} \

@@ -4,6 +4,7 @@
 // drives a fake libcuda.so.1 the way a CUDA runtime does.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -313,7 +314,7 @@ TEST(GatePage, ARestartedDaemonNeverInheritsAnOpenGate) {
 TEST(GatePage, AFileThatIsNotAGatePageIsRefused) {
   TempDir dir;
   const std::string path = dir.path() + "/junk";
-  RunShell("head -c 4096 /dev/zero > " + path, dir.path());
+  std::ofstream(path) << std::string(4096, '\0');
   GatePage page;
   std::string error;
   EXPECT_FALSE(page.Open(path, &error));

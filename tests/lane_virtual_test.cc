@@ -286,7 +286,8 @@ std::vector<VirtualBubble> SteadyBubbles(int count, Nanos length) {
 
 // A gated lane closing 2 ms before the forecast end (plus the tasks' work).
 DaemonOptions GateOptions() {
-  DaemonOptions options = GateOptions();
+  DaemonOptions options = QuietOptions();
+  options.gate_margin = 2 * kMillisecond;
   return options;
 }
 

@@ -120,6 +120,7 @@ void Lane::Stop() {
     std::shared_lock<std::shared_mutex> no_swap(segment_swap_mu_);
     if (segment_.is_open()) env_->WakeAll(&segment_.layout()->bubble_seq);
   }
+  if (std::atomic<uint32_t>* word = gate_wait_word_.load()) env_->WakeAll(word);
   if (thread_.joinable()) thread_.join();
   if (gate_thread_.joinable()) gate_thread_.join();
   // A stopped daemon leaves no gate open behind it.
@@ -241,6 +242,8 @@ void Lane::GateLoop() {
         continue;
       }
       segment.set_env(env_);
+      gate_wait_word_.store(&segment.layout()->bubble_seq);
+      if (stopping_) break;  // Stop may have looked for the word before it was set
       seen = segment.layout()->bubble_seq.load(std::memory_order_acquire);
       if (seen & 1u) --seen;  // serve a bubble already open
     }
@@ -313,6 +316,7 @@ void Lane::GateLoop() {
     gate_open_ns_.fetch_add(open_ns, std::memory_order_relaxed);
     for (int64_t id : gated_tasks) tasks_->AddAllowed(id, open_ns);
   }
+  gate_wait_word_.store(nullptr);
 }
 
 void Lane::Arm() {

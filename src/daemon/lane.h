@@ -201,6 +201,9 @@ class Lane {
   const bool gated_;
   GatePage gate_;
   std::thread gate_thread_;
+  // The word the gate's thread sleeps on (in its own mapping of the lane
+  // segment), so that Stop can wake it; null while it has none.
+  std::atomic<std::atomic<uint32_t>*> gate_wait_word_{nullptr};
   Nanos gate_open_unmarked_since_ = 0;  // the gate's thread's: open with no bubble marked
   std::atomic<uint64_t> gate_early_closes_{0};
   std::atomic<uint64_t> gate_forced_closes_{0};

@@ -3,8 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <limits>
+#include <cmath>
 #include <map>
+#include <optional>
 
 #include "profile/sample_stats.h"
 
@@ -37,24 +38,42 @@ void Place(Slot& slot, const std::vector<std::vector<Gap>>& gaps) {
   slot.where = {Median(starts), Median(ends)};
 }
 
+// Gaps of two iterations may be one slot when they overlap, or lie apart by
+// less than the shorter one's length: the iterations' windows start a
+// little earlier or later relative to the work, so gaps drift.
+bool Matchable(const Interval& a, const Interval& b) {
+  double apart = std::max(a.start, b.start) - std::min(a.end, b.end);
+  return apart < std::min(a.end - a.start, b.end - b.start);
+}
+
+double Distance(const Interval& a, const Interval& b) {
+  return std::abs(a.start - b.start) + std::abs(a.end - b.end);
+}
+
 // The order-keeping matching of `iteration`'s gaps to `slots` (by start)
-// with the largest total overlap; pairs that do not overlap never match.
+// that matches the most gaps, and of those the one whose pairs lie closest.
 // Returns, per gap, the slot index or -1.
 std::vector<int> Align(const std::vector<Gap>& iteration, const std::vector<Slot>& slots) {
   size_t n = iteration.size(), m = slots.size();
-  // best[i][j]: the largest overlap matching gaps [i, n) to slots [j, m).
-  std::vector<std::vector<double>> best(n + 1, std::vector<double>(m + 1, 0));
+  // best[i][j]: (pairs, -distance) of the best matching of gaps [i, n) to slots [j, m).
+  using Score = std::pair<int, double>;
+  auto plus = [](Score a, const Score& b) { return Score{a.first + b.first, a.second + b.second}; };
+  std::vector<std::vector<Score>> best(n + 1, std::vector<Score>(m + 1, Score{0, 0}));
+  auto pair_score = [&](size_t i, size_t j) -> std::optional<Score> {
+    Interval g = Span(iteration[i]);
+    if (!Matchable(g, slots[j].where)) return std::nullopt;
+    return Score{1, -Distance(g, slots[j].where)};
+  };
   for (size_t i = n; i-- > 0;)
     for (size_t j = m; j-- > 0;) {
-      double value = std::max(best[i + 1][j], best[i][j + 1]);
-      double overlap = Overlap(Span(iteration[i]), slots[j].where);
-      if (overlap > 0) value = std::max(value, overlap + best[i + 1][j + 1]);
+      Score value = std::max(best[i + 1][j], best[i][j + 1]);
+      if (auto pair = pair_score(i, j)) value = std::max(value, plus(*pair, best[i + 1][j + 1]));
       best[i][j] = value;
     }
   std::vector<int> match(n, -1);
   for (size_t i = 0, j = 0; i < n && j < m;) {
-    double overlap = Overlap(Span(iteration[i]), slots[j].where);
-    if (overlap > 0 && best[i][j] == overlap + best[i + 1][j + 1]) {
+    auto pair = pair_score(i, j);
+    if (pair && best[i][j] == plus(*pair, best[i + 1][j + 1])) {
       match[i++] = static_cast<int>(j++);
     } else if (best[i][j] == best[i + 1][j]) {
       ++i;

@@ -34,14 +34,17 @@ struct SlotMatch {
 
 // `gaps[i]` are iteration i's gaps by start and `steps[i]` its step number
 // (for messages).  Gaps of different iterations are the same slot when they
-// overlap in time from their windows' starts: each iteration is aligned to
-// the slots found so far by the order-keeping matching of largest total
-// overlap, starting from the iteration with the most gaps; a gap left over
-// starts a slot of its own (a gap near --min-bubble-ms that only some
-// iterations have).  The result conflicts when a gap of one iteration
-// overlaps where another iteration has a different slot that the first one
-// lacks (a gap split in two in one iteration, or gaps that move by more than
-// their length): no list of slots describes both.
+// lie at about the same time from their windows' starts (they overlap, or
+// are apart by less than the shorter one's length: windows drift against
+// the work).  Starting from the iteration with the most gaps, each
+// iteration is aligned to the slots found so far by the order-keeping
+// matching that pairs the most gaps, and of those the closest pairs; a gap
+// left over starts a slot of its own (a gap near --min-bubble-ms, or a
+// one-off pause, that only some iterations have).  The result conflicts
+// when a gap of one iteration overlaps where another iteration has a
+// different slot that the first one lacks (a gap split in two in one
+// iteration, or gaps that move by more than their length): no list of
+// slots describes both.
 //
 // Sets each gap's `slot`.  A slot's start is the median of its starts, moved
 // later where jitter would make it begin before the previous slot's median

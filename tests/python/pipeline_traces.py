@@ -2,23 +2,25 @@
 """Makes PyTorch profiler traces of a real torch.distributed.pipelining run on
 CPU (gloo), one trace per rank, for any of torch's schedules.
 
-    python3 tests/python/pipeline_traces.py --schedule gpipe --ranks 4 --microbatches 4 \\
-        --forward-ms 20 --backward-ms 40 --out DIR
+    python3 tests/python/pipeline_traces.py --schedule gpipe --ranks 4 --microbatches 8 \\
+        --forward-ms 50 --input-ms 50 --weight-ms 50 --out DIR
 
-Each stage's work is a pair of custom operators that take a stated time
-(they sleep, so 4 ranks fit on 2 cores without slowing each other): the
-forward takes F ms, the input gradient I ms and the weight gradient W ms.
-Schedules that split the backward (zbv, izb, dualpipev) run I and W apart;
-the others run both in one backward of I + W ms.  That is exactly what
-`freeride schedule --times F,I,W` models, so the traces' idle slots can be
-compared with the model's.
+(--schedule takes `freeride schedule`'s names: gpipe, 1f1b, interleaved,
+loopedbfs, interleavedzb, zbv, dualpipev.)  Each stage's work is custom
+operators that take a stated time (they sleep, so 4 ranks fit on 2 cores
+without slowing each other): the forward takes F ms, the input gradient I ms
+and the weight gradient W ms.  Schedules that split the backward
+(interleavedzb, zbv, dualpipev) run I and W apart; the others run both in one
+backward of I + W ms.  That is what `freeride schedule --times F,I,W` models,
+so the traces' idle slots can be compared with the model's
+(tests/python/profile_schedules_test.py).
 
-One warm-up step runs before the profiler starts; then --steps steps are
-profiled (CPU activity, prof.step() after each, so each has its
-ProfilerStep#N mark).  Writes DIR/rank<R>.json.gz and DIR/run.json (the
-configuration, torch's version and the wall time).
+The profiler (CPU activity) runs 1 + --steps steps: its warm-up step is the
+run's first step (shape inference, buffers, the first communication), traced
+but not kept; the --steps after it are kept, each with its ProfilerStep#N
+mark.  Writes DIR/rank<R>.json.gz and DIR/run.json (the configuration,
+torch's version, the wall time and the machine's load average).
 """
-
 
 import argparse
 import gzip
@@ -35,7 +37,7 @@ SCHEDULES = {
     "1f1b": ("Schedule1F1B", 1),
     "interleaved": ("ScheduleInterleaved1F1B", 2),
     "loopedbfs": ("ScheduleLoopedBFS", 2),
-    "izb": ("ScheduleInterleavedZeroBubble", 2),
+    "interleavedzb": ("ScheduleInterleavedZeroBubble", 2),
     "zbv": ("ScheduleZBVZeroBubble", 2),
     "dualpipev": ("ScheduleDualPipeV", 2),
 }
@@ -50,11 +52,11 @@ def stages_of_rank(schedule, ranks, rank):
 
 
 def define_operators(torch):
-    """freeride_test::spend(x, ms) -> x, taking ms in forward, and
-    freeride_test::spend_weight(w, ms) -> w, whose backward takes ms: one on
-    the activations' path (its backward is the input gradient), one on the
-    weight's (its backward is the weight gradient).  Operators, not Python
-    code, so the profiler records each as a cpu_op."""
+    """freeride_test::spend(x, forward_ms, backward_ms) -> a copy of x that took
+    forward_ms, and whose gradient takes backward_ms (freeride_test::sleep_ms).
+    The stage puts one on the activations' path (its backward is the input
+    gradient) and one on the weight's (its backward is the weight gradient).
+    Operators, not Python code, so the profiler records each as a cpu_op."""
     from torch.library import custom_op
 
     @custom_op("freeride_test::sleep_ms", mutates_args=())
@@ -175,7 +177,8 @@ def main() -> None:
                    "ranks": args.ranks, "virtual_stages": SCHEDULES[args.schedule][1],
                    "microbatches": args.microbatches, "forward_ms": args.forward_ms,
                    "input_ms": args.input_ms, "weight_ms": args.weight_ms, "steps": args.steps,
-                   "torch": torch.__version__, "wall_s": round(time.monotonic() - started, 1)}, f, indent=1)
+                   "torch": torch.__version__, "wall_s": round(time.monotonic() - started, 1),
+                   "load_average_1m": round(os.getloadavg()[0], 2), "cpus": os.cpu_count()}, f, indent=1)
 
 
 if __name__ == "__main__":

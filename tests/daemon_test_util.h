@@ -70,6 +70,18 @@ class ScriptedStage {
   std::thread thread_;
 };
 
+// How long a test waits for what takes milliseconds on an idle machine (a
+// process to start or die, a file to appear, a state to change): only a hang
+// takes longer, however loaded the machine.  Every wait ends as soon as the
+// thing happens, so the bound costs nothing when it does.
+inline constexpr Nanos kHangGuard = 60 * kSecond;
+// How long a test waits for a side task to get work done: side tasks on CPU
+// lanes run in SCHED_IDLE and get a core only when nothing else wants it.
+inline constexpr Nanos kSideTaskGuard = 240 * kSecond;
+
+// Polls `done` every 20 ms until it holds or `timeout` passes; whether it held.
+bool WaitUntil(const std::function<bool()>& done, Nanos timeout = kHangGuard);
+
 // A spec for `command` with the test's own environment and working directory.
 v1::TaskSpec MakeSpec(const std::string& name, std::vector<std::string> command);
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <tuple>
 #include <sstream>
@@ -146,6 +147,90 @@ TEST(PipelineSchedule, LatencyBetweenStagesWidensTheBubble) {
   ScheduleTimeline fast = TimeSchedule(ScheduleKind::k1F1B, 4, 8, StageTimes{1, 2, 0});
   ScheduleTimeline slow = TimeSchedule(ScheduleKind::k1F1B, 4, 8, StageTimes{1, 2, 0.5});
   EXPECT_GT(slow.bubble_fraction, fast.bubble_fraction);
+}
+
+// A training loop runs iterations back to back with no barrier between
+// them: each rank's drain joins the next iteration's fill.
+TEST(PipelineSchedule, TheSteadyStateJoinsEachRanksDrainToItsNextFill) {
+  ScheduleTimeline alone = TimeSchedule(ScheduleKind::kGPipe, 4, 8, StageTimes{1, 2, 0});
+  ScheduleTimeline loop = TimeSteadyState(ScheduleKind::kGPipe, 4, 8, StageTimes{1, 2, 0});
+  EXPECT_DOUBLE_EQ(loop.iteration, alone.iteration);  // rank 0 starts first and ends last
+  EXPECT_DOUBLE_EQ(loop.bubble_fraction, alone.bubble_fraction);
+  for (int rank = 0; rank < 4; ++rank) {
+    SCOPED_TRACE(rank);
+    const RankTimeline& r = loop.ranks[rank];
+    EXPECT_DOUBLE_EQ(r.busy, 8 * 3.0);
+    double fill = 0, drain = 0;
+    std::vector<double> inside, inside_loop;
+    for (const IdleSlot& s : alone.ranks[rank].idle) {
+      if (s.type == BubbleType::kFill) fill = s.duration;
+      else if (s.type == BubbleType::kDrain) drain = s.duration;
+      else inside.push_back(s.duration);
+    }
+    for (const IdleSlot& s : r.idle) {
+      EXPECT_NE(s.type, BubbleType::kDrain);
+      if (s.type != BubbleType::kFill) inside_loop.push_back(s.duration);
+    }
+    EXPECT_EQ(inside_loop, inside) << "the gaps between actions are the same";
+    if (fill + drain > 0) {
+      ASSERT_FALSE(r.idle.empty());
+      EXPECT_EQ(r.idle.front().type, BubbleType::kFill);
+      EXPECT_DOUBLE_EQ(r.idle.front().start, 0);
+      EXPECT_DOUBLE_EQ(r.idle.front().duration, fill + drain);
+    }
+    EXPECT_DOUBLE_EQ(r.actions.back().end, loop.iteration) << "the window ends with the work";
+  }
+}
+
+// ZB-V's first rank ends early, so in a loop its next iteration overlaps
+// the others' tails: the 3-action fills and drains of one iteration alone
+// vanish, as the CPU traces of ScheduleZBVZeroBubble show.
+TEST(PipelineSchedule, ZeroBubbleVHasNoBubbleInItsSteadyState) {
+  StageTimes equal{1, 2, 0, 1};
+  ScheduleTimeline alone = TimeSchedule(ScheduleKind::kZeroBubbleV, 4, 8, equal, 1e-9, 2);
+  ScheduleTimeline loop = TimeSteadyState(ScheduleKind::kZeroBubbleV, 4, 8, equal, 1e-9, 2);
+  EXPECT_GT(alone.bubble_fraction, 0.05);
+  EXPECT_NEAR(loop.bubble_fraction, 0, 1e-9);
+  EXPECT_DOUBLE_EQ(loop.iteration, 8 * 2 * 3.0);
+}
+
+// torch computes no input gradient for the first stage (its input is data):
+// there I takes nothing and W the whole backward.
+TEST(PipelineSchedule, TheFirstStagesWeightGradientIsItsWholeBackward) {
+  StageTimes t{1, 3, 0, 1};
+  EXPECT_DOUBLE_EQ(t.ActionTime({PipelineAction::kBackwardInput, 0, 0}), 0);
+  EXPECT_DOUBLE_EQ(t.ActionTime({PipelineAction::kBackwardWeight, 0, 0}), 3);
+  EXPECT_DOUBLE_EQ(t.ActionTime({PipelineAction::kBackwardInput, 5, 0}), 2);
+  EXPECT_DOUBLE_EQ(t.ActionTime({PipelineAction::kBackwardWeight, 5, 0}), 1);
+  ScheduleTimeline zbv = TimeSchedule(ScheduleKind::kZeroBubbleV, 4, 8, t, 1e-9, 2);
+  for (const TimedAction& a : zbv.ranks[0].actions)
+    if (a.action.stage == 0 && a.action.type == PipelineAction::kBackwardInput)
+      EXPECT_DOUBLE_EQ(a.end, a.start) << a.action.Label();
+}
+
+// DualPipeV runs a forward and a backward of its two stages as one action
+// and torch sends both outputs when the pair ends: the next stage's forward
+// waits for the whole pair.
+TEST(PipelineSchedule, AnOverlappedPairHandsItsForwardOnWhenThePairEnds) {
+  ScheduleTimeline t = TimeSchedule(ScheduleKind::kDualPipeV, 4, 8, StageTimes{1, 2, 0, 1}, 1e-9, 2);
+  std::map<std::string, const TimedAction*> by_label;
+  for (const RankTimeline& r : t.ranks)
+    for (const TimedAction& a : r.actions) by_label[a.action.Label()] = &a;
+  int pairs = 0;
+  for (const RankTimeline& r : t.ranks)
+    for (size_t i = 0; i + 1 < r.actions.size(); ++i) {
+      const PipelineAction& a = r.actions[i].action;
+      if (!a.paired) continue;
+      ++pairs;
+      EXPECT_EQ(a.type, PipelineAction::kForward);
+      EXPECT_EQ(r.actions[i + 1].action.type, PipelineAction::kBackward);
+      // Stage s+1's forward of the same micro-batch, on another rank.
+      auto next = by_label.find(std::to_string(a.stage + 1) + "F" + std::to_string(a.microbatch));
+      if (next == by_label.end() || RankOfStage(ScheduleKind::kDualPipeV, 4, a.stage + 1) == r.rank)
+        continue;
+      EXPECT_GE(next->second->start, r.actions[i + 1].end) << a.Label();
+    }
+  EXPECT_GT(pairs, 10);
 }
 
 TEST(PipelineSchedule, BadInputIsRefusedClearly) {

@@ -18,6 +18,7 @@ struct ScheduleArgs {
   std::string times = "1,2";
   double p2p = 0;
   int virtual_stages = 0;  // 0: the schedule's default
+  bool steady = false;
   bool json = false;
 };
 
@@ -37,7 +38,9 @@ int RunSchedule(const ScheduleArgs& args) {
   int virtual_stages = args.virtual_stages > 0 ? args.virtual_stages : DefaultVirtualStages(*kind);
   ScheduleTimeline t;
   try {
-    t = TimeSchedule(*kind, args.stages, args.microbatches, times, 1e-9, virtual_stages);
+    t = args.steady ? TimeSteadyState(*kind, args.stages, args.microbatches, times, 1e-9,
+                                      virtual_stages)
+                    : TimeSchedule(*kind, args.stages, args.microbatches, times, 1e-9, virtual_stages);
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "freeride schedule: {}\n", e.what());
     return 2;
@@ -56,6 +59,7 @@ int RunSchedule(const ScheduleArgs& args) {
     out["stages"] = args.stages;
     out["microbatches"] = args.microbatches;
     out["virtual_stages"] = virtual_stages;
+    out["steady_state"] = args.steady;
     out["iteration"] = t.iteration;
     out["bubble_fraction"] = t.bubble_fraction;
     out["closed_form_bubble_fraction"] = ideal ? nlohmann::json(*ideal) : nlohmann::json();
@@ -78,6 +82,9 @@ int RunSchedule(const ScheduleArgs& args) {
   fmt::print("{} schedule, {} ranks x {} stage(s), {} micro-batches, F={} B={} (time units)\n",
              ScheduleKindName(*kind), args.stages, virtual_stages, args.microbatches,
              times.forward, times.backward);
+  if (args.steady)
+    fmt::print("steady state of a training loop: times from each rank's own iteration start; "
+               "the fill joins the previous iteration's drain\n");
   for (const RankTimeline& r : t.ranks) {
     std::string order;
     for (const TimedAction& a : r.actions) order += a.action.Label() + " ";
@@ -117,6 +124,9 @@ void AddScheduleCommand(CLI::App& app, int* exit_code) {
                   "part, split out by interleavedzb, zbv and dualpipev)")
       ->capture_default_str();
   cmd->add_option("--p2p", args->p2p, "Send/receive latency between stages")->capture_default_str();
+  cmd->add_flag("--steady", args->steady,
+                "Time the steady state of a training loop (iterations back to back, as "
+                "`freeride profile` sees them) instead of one iteration on its own");
   cmd->add_flag("--json", args->json, "Print JSON");
   cmd->callback([args, exit_code] { *exit_code = RunSchedule(*args); });
 }

@@ -212,10 +212,12 @@ RankProfile AnalyzeRank(const KinetoTrace& trace, int fallback_rank,
     gaps.push_back(it.gaps);
     steps.push_back(it.step);
   }
-  SlotMatch match = MatchSlots(gaps, steps);
+  SlotMatch match = MatchSlots(gaps, steps, lengths);
   for (size_t i = 0; i < gaps.size(); ++i) out.iterations[i].gaps = std::move(gaps[i]);
   out.slots = std::move(match.slots);
   out.slots_conflict = std::move(match.conflict);
+  out.left_out_gaps = match.left_out_gaps;
+  out.left_out_ms = match.left_out_ms;
   return out;
 }
 

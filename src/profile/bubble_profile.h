@@ -47,6 +47,8 @@ struct RankProfile {
   int64_t free_memory_bytes = -1;  // -1 when memory was not profiled
   std::vector<SlotSummary> slots;  // by median start; empty when slots_conflict is set
   std::string slots_conflict;      // MatchSlots' reason when the gaps form no slots
+  int left_out_gaps = 0;           // MatchSlots' gaps of a minority of iterations, in no slot
+  double left_out_ms = 0;
 };
 
 // Analyses one trace.  Throws TraceError with a plain explanation when the

@@ -65,6 +65,11 @@ std::string FormatProfileTable(const std::vector<RankProfile>& ranks, double min
                          fmt::format("{} ({})", BubbleTypeName(s.type), BubbleTypeLetter(s.type)),
                          s.start_ms, s.median_ms, s.p10_ms, s.min_ms, s.iterations);
     }
+    if (r.left_out_gaps > 0)
+      out += fmt::format(
+          "  {} gap(s), {:.2f} ms in all, of fewer than half the iterations (splitting a slot the "
+          "others have, or past the median iteration's end): idle time, in no slot\n",
+          r.left_out_gaps, r.left_out_ms);
     out += "\n";
   }
   out += "types: fill (A) waiting for the first input, warmup_wait (B) waiting for the first\n"
@@ -96,6 +101,8 @@ nlohmann::json ProfileToJson(const std::vector<RankProfile>& ranks, double min_b
                         {"peak_reserved_bytes", r.peak_reserved_bytes},
                         {"free_memory_bytes", r.free_memory_bytes}};
     if (!r.slots_conflict.empty()) rank["slots_conflict"] = r.slots_conflict;
+    rank["left_out_gaps"] = r.left_out_gaps;
+    rank["left_out_ms"] = r.left_out_ms;
     rank["bubbles"] = nlohmann::json::array();
     for (size_t i = 0; i < r.slots.size(); ++i) {
       const SlotSummary& s = r.slots[i];

@@ -271,8 +271,9 @@ void AppendDualPipeV(int ranks, int rank, int microbatches, std::vector<Action>&
     out.push_back({Action::kBackwardWeight, stage, mb});
     ++next[{stage, Action::kBackwardWeight}];
   };
-  auto forward_and_backward = [&](int forward_stage, int backward_stage) {
+  auto forward_and_backward = [&](int forward_stage, int backward_stage, bool overlapped = true) {
     add(forward_stage, Action::kForward);
+    out.back().paired = overlapped;
     add(backward_stage, Action::kBackward);
   };
   for (int i = 0; i < 2 * (ranks - rank - 1); ++i) add(down, Action::kForward);
@@ -286,7 +287,7 @@ void AppendDualPipeV(int ranks, int rank, int microbatches, std::vector<Action>&
     add(up, Action::kForward);
   }
   for (int i = 0; i < microbatches - 2 * ranks + rank + 1; ++i) {
-    forward_and_backward(down, up);  // rank P-1's first pair is not overlapped: the same order
+    forward_and_backward(down, up, /*overlapped=*/i > 0 || rank < ranks - 1);
     forward_and_backward(up, down);
   }
   for (int i = 0; i < ranks - rank - 1; ++i) {
@@ -344,29 +345,63 @@ std::vector<std::vector<PipelineAction>> BuildActionOrder(ScheduleKind kind, int
   return order;
 }
 
+double StageTimes::ActionTime(const PipelineAction& a) const {
+  switch (a.type) {
+    case Action::kForward: return forward;
+    case Action::kBackward: return backward;
+    case Action::kBackwardInput: return InputTimeOf(a.stage);
+    case Action::kBackwardWeight: return WeightTimeOf(a.stage);
+  }
+  return 0;
+}
+
+namespace {
+
+// Fixed action times; each finished action is appended to `ranks` (one
+// iteration's timeline per rank).
+struct FixedTimes {
+  const StageTimes& times;
+  const PipelineTimer& timer;
+  std::vector<RankTimeline>& ranks;
+  double Duration(int, int, const PipelineAction& a) const { return times.ActionTime(a); }
+  double Start(int, int, double, double ready) const { return ready; }
+  void Done(int rank, int index, double start, double end) {
+    ranks[rank].actions.push_back({timer.order()[rank][index], start, end});
+  }
+};
+
+// Fills r.busy and r.idle from r.actions, for the rank's window [from, to):
+// the gap before the first action is the fill, the one after the last the
+// drain, the one before the first backward the wait after the warm-up.
+void FindIdle(RankTimeline& r, double from, double to, double min_idle) {
+  int first_backward = -1;
+  r.busy = 0;
+  for (size_t i = 0; i < r.actions.size(); ++i) {
+    r.busy += r.actions[i].end - r.actions[i].start;
+    if (first_backward < 0 && r.actions[i].action.IsBackwardStart())
+      first_backward = static_cast<int>(i);
+  }
+  auto add_idle = [&](double start, double end, BubbleType type) {
+    if (end - start < min_idle) return;
+    r.idle.push_back({static_cast<int>(r.idle.size()), start, end - start, type});
+  };
+  add_idle(from, r.actions.front().start, BubbleType::kFill);
+  for (size_t i = 1; i < r.actions.size(); ++i) {
+    BubbleType type = static_cast<int>(i) == first_backward ? BubbleType::kWarmupWait
+                                                            : BubbleType::kSteady;
+    add_idle(r.actions[i - 1].end, r.actions[i].start, type);
+  }
+  add_idle(r.actions.back().end, to, BubbleType::kDrain);
+}
+
+}  // namespace
+
 ScheduleTimeline TimeSchedule(ScheduleKind kind, int ranks, int microbatches,
                               const StageTimes& times, double min_idle, int virtual_stages) {
   PipelineTimer timer(kind, ranks, microbatches, virtual_stages);
   ScheduleTimeline timeline;
   timeline.ranks.resize(ranks);
-  struct FixedTimes {
-    const StageTimes& times;
-    const PipelineTimer& timer;
-    ScheduleTimeline& timeline;
-    double Duration(int, int, const PipelineAction& a) const {
-      switch (a.type) {
-        case Action::kForward: return times.forward;
-        case Action::kBackward: return times.backward;
-        case Action::kBackwardInput: return times.InputTime();
-        case Action::kBackwardWeight: return times.WeightTime();
-      }
-      return 0;
-    }
-    double Start(int, int, double, double ready) const { return ready; }
-    void Done(int rank, int index, double start, double end) {
-      timeline.ranks[rank].actions.push_back({timer.order()[rank][index], start, end});
-    }
-  } hooks{times, timer, timeline};
+  FixedTimes hooks{times, timer, timeline.ranks};
   std::vector<double> rank_start(ranks, 0), rank_free(ranks, 0);
   timer.Run(rank_start.data(), times.p2p_latency, hooks, rank_free.data());
   timeline.iteration = *std::max_element(rank_free.begin(), rank_free.end());
@@ -374,23 +409,46 @@ ScheduleTimeline TimeSchedule(ScheduleKind kind, int ranks, int microbatches,
   for (int rank = 0; rank < ranks; ++rank) {
     RankTimeline& r = timeline.ranks[rank];
     r.rank = rank;
-    int first_backward = -1;
-    for (size_t i = 0; i < r.actions.size(); ++i) {
-      r.busy += r.actions[i].end - r.actions[i].start;
-      if (first_backward < 0 && r.actions[i].action.IsBackwardStart())
-        first_backward = static_cast<int>(i);
-    }
-    auto add_idle = [&](double start, double end, BubbleType type) {
-      if (end - start < min_idle) return;
-      r.idle.push_back({static_cast<int>(r.idle.size()), start, end - start, type});
-    };
-    add_idle(0, r.actions.front().start, BubbleType::kFill);
-    for (size_t i = 1; i < r.actions.size(); ++i) {
-      BubbleType type = static_cast<int>(i) == first_backward ? BubbleType::kWarmupWait
-                                                              : BubbleType::kSteady;
-      add_idle(r.actions[i - 1].end, r.actions[i].start, type);
-    }
-    add_idle(r.actions.back().end, timeline.iteration, BubbleType::kDrain);
+    FindIdle(r, 0, timeline.iteration, min_idle);
+    idle_total += timeline.iteration - r.busy;
+  }
+  timeline.bubble_fraction = idle_total / (ranks * timeline.iteration);
+  return timeline;
+}
+
+ScheduleTimeline TimeSteadyState(ScheduleKind kind, int ranks, int microbatches,
+                                 const StageTimes& times, double min_idle, int virtual_stages) {
+  PipelineTimer timer(kind, ranks, microbatches, virtual_stages);
+  std::vector<double> start(ranks, 0), end(ranks, 0);
+  std::vector<RankTimeline> now;
+  // With fixed times the timeline turns periodic once the start-up has
+  // passed through the pipeline: a few iterations per rank at most.
+  const int kMaxIterations = 8 * ranks * virtual_stages + 16;
+  std::vector<double> period(ranks, 0), last_period(ranks, -1);
+  for (int i = 0; i < kMaxIterations; ++i) {
+    now.assign(ranks, RankTimeline{});
+    FixedTimes hooks{times, timer, now};
+    timer.Run(start.data(), times.p2p_latency, hooks, end.data());
+    last_period = period;
+    for (int r = 0; r < ranks; ++r) period[r] = end[r] - start[r];
+    bool repeats = i > 0;
+    for (int r = 0; r < ranks && repeats; ++r)
+      repeats = std::abs(period[r] - last_period[r]) <= 1e-9 * period[r];
+    if (repeats) break;
+    if (i + 1 < kMaxIterations) start = end;
+  }
+  ScheduleTimeline timeline;
+  timeline.ranks = std::move(now);
+  timeline.iteration = *std::max_element(period.begin(), period.end());
+  double idle_total = 0;
+  for (int rank = 0; rank < ranks; ++rank) {
+    RankTimeline& r = timeline.ranks[rank];
+    r.rank = rank;
+    // This iteration began where the rank's previous one ended: before the
+    // last Run, `start` held those ends.
+    double from = start[rank];
+    for (TimedAction& a : r.actions) a.start -= from, a.end -= from;
+    FindIdle(r, 0, end[rank] - from, min_idle);
     idle_total += timeline.iteration - r.busy;
   }
   timeline.bubble_fraction = idle_total / (ranks * timeline.iteration);

@@ -43,6 +43,9 @@ struct PipelineAction {
   enum Type { kForward, kBackward, kBackwardInput, kBackwardWeight } type;
   int stage;  // global stage index; equals the rank without virtual stages
   int microbatch;
+  // DualPipeV's overlapped pair (OVERLAP_F_B): this action runs with the
+  // next one as one, and torch sends the outputs of both when the pair ends.
+  bool paired = false;
   bool IsBackwardStart() const { return type == kBackward || type == kBackwardInput; }
   std::string Label() const;  // "0F2", "7I0": as torch's pipeline_order prints them
 };
@@ -98,6 +101,13 @@ struct StageTimes {
   double weight = -1;      // the weight-gradient part of backward; < 0: half
   double WeightTime() const { return weight >= 0 ? weight : backward / 2; }
   double InputTime() const { return backward - WeightTime(); }
+  // The split of `stage`'s backward as torch runs it: the first stage's
+  // input is the data, which needs no gradient, so torch computes no input
+  // gradient there (I is empty) and its weight gradient is the whole
+  // backward.
+  double InputTimeOf(int stage) const { return stage == 0 ? 0 : InputTime(); }
+  double WeightTimeOf(int stage) const { return stage == 0 ? backward : WeightTime(); }
+  double ActionTime(const PipelineAction& a) const;
 };
 
 // Parses "F,B" or "F,B,W" (forward, backward and its weight-gradient part;
@@ -111,13 +121,27 @@ struct ScheduleTimeline {
   double bubble_fraction = 0; // idle time / (ranks x iteration)
 };
 
-// Times the schedule: an action starts when its rank is free and its input
-// (the previous stage's forward, the next stage's backward, the same
-// stage's input gradient for W) has arrived.  Idle periods shorter than
-// min_idle are not reported as slots.  Throws as BuildActionOrder does.
+// Times one iteration of the schedule on its own, every rank starting at 0:
+// an action starts when its rank is free and its input (the previous
+// stage's forward, the next stage's backward, the same stage's input
+// gradient for W) has arrived.  Idle periods shorter than min_idle are not
+// reported as slots.  Throws as BuildActionOrder does.
 ScheduleTimeline TimeSchedule(ScheduleKind kind, int ranks, int microbatches,
                               const StageTimes& times, double min_idle = 1e-9,
                               int virtual_stages = 1);
+
+// Times a training loop's steady state, what a profiler sees: iterations
+// back to back, each rank starting its next iteration as soon as its own
+// last action ends (torch's schedules have no barrier between steps), until
+// the timeline repeats.  Each rank's times are from its own iteration start
+// (its previous iteration's end); the wait for the next iteration's first
+// input, which joins the previous drain, is its fill, and there is no
+// drain.  `iteration` is the period.  Where one iteration's tail overlaps
+// the next one's start (ZB-V, whose first rank ends early), the bubbles of
+// TimeSchedule shrink or vanish here.
+ScheduleTimeline TimeSteadyState(ScheduleKind kind, int ranks, int microbatches,
+                                 const StageTimes& times, double min_idle = 1e-9,
+                                 int virtual_stages = 1);
 
 // (P - 1) / (M + P - 1): the bubble fraction of GPipe and 1F1B.
 double ClosedFormBubbleFraction(int stages, int microbatches);

@@ -43,6 +43,8 @@ class PipelineTimer {
   //       overrun it);
   //   void Done(int rank, int index, double start, double end)
   // `p2p_latency` is added to every dependency that crosses ranks.  The
+  // output of the first action of an overlapped pair (PipelineAction::paired)
+  // is there only when the second ends, as torch sends both then.  The
   // order in which hooks are called depends on the schedule alone, not on
   // the times, so that two runs with the same random draws stay in step.
   template <class Hooks>
@@ -82,8 +84,9 @@ class PipelineTimer {
           int index = static_cast<int>(next_[rank]);
           double start = std::max(ready, hooks.Start(rank, index, rank_free_[rank], ready));
           double end = start + hooks.Duration(rank, index, a);
-          if (a.type == PipelineAction::kForward) forward_end_[Index(a.stage, a.microbatch)] = end;
-          if (a.IsBackwardStart()) backward_end_[Index(a.stage, a.microbatch)] = end;
+          // The first of an overlapped pair hands its output on when the pair ends.
+          if (!a.paired) Publish(a, end);
+          if (index > 0 && order_[rank][index - 1].paired) Publish(order_[rank][index - 1], end);
           rank_free_[rank] = end;
           hooks.Done(rank, index, start, end);
           ++next_[rank];
@@ -98,6 +101,11 @@ class PipelineTimer {
 
  private:
   static constexpr double kUnset = -1e300;
+  // `a`'s output is there for the actions that wait on it from `end` on.
+  void Publish(const PipelineAction& a, double end) {
+    if (a.type == PipelineAction::kForward) forward_end_[Index(a.stage, a.microbatch)] = end;
+    if (a.IsBackwardStart()) backward_end_[Index(a.stage, a.microbatch)] = end;
+  }
   size_t Index(int stage, int mb) const {
     return static_cast<size_t>(stage) * microbatches_ + mb;
   }

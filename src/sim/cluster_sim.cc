@@ -63,8 +63,8 @@ class ClusterRun {
       const StageTimes& t = c_.TimesOf(s);
       forward_ns_.push_back(t.forward * kNsPerMs);
       backward_ns_.push_back(t.backward * kNsPerMs);
-      input_ns_.push_back(t.InputTime() * kNsPerMs);
-      weight_ns_.push_back(t.WeightTime() * kNsPerMs);
+      input_ns_.push_back(t.InputTimeOf(s) * kNsPerMs);
+      weight_ns_.push_back(t.WeightTimeOf(s) * kNsPerMs);
     }
     for (const SimTask& task : c_.tasks) samplers_.emplace_back(task);
     if (c_.jitter_cv > 0) jitter_sigma_ = std::sqrt(std::log1p(c_.jitter_cv * c_.jitter_cv));

@@ -68,7 +68,7 @@ class Daemon:
         self.process = subprocess.Popen([self.cli, "daemon", "--socket", self.socket, "--state-dir",
                                          self.state, *as_root, *args], env=self.env,
                                         stdout=subprocess.DEVNULL, stderr=self.log)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # a hang guard: the socket appears in milliseconds
         while time.monotonic() < deadline and not os.path.exists(self.socket):
             time.sleep(0.05)
         assert os.path.exists(self.socket), f"the daemon did not start: {self.tail()}"

@@ -143,11 +143,8 @@ class Harness:
 
     def steps_in_bubbles(self, min_bubbles: int) -> tuple[dict, list, list]:
         """Checks each logged side-task step started inside its bubble; (bubbles, steps, unlogged steps)."""
-        time.sleep(0.5)  # the event log is written in batches
         bubbles, steps = {}, []
-        with open(os.path.join(self.state, "events.jsonl")) as f:
-            for line in f:
-                e = json.loads(line)
+        for e in self.settled_events():
                 if e["type"] == "bubble":
                     bubbles[(e["lane"], e["seq"])] = e
                 elif e["type"] == "step":
@@ -172,6 +169,22 @@ class Harness:
                 check(b["begin_ns"] <= s["start_ns"] <= b["end_ns"],
                       f"step started outside its bubble: step {s}, bubble {b}")
         return bubbles, steps, unlogged
+
+    def settled_events(self, timeout: float = 60) -> list[dict]:
+        """The event log once the daemon has written what it had: it writes in batches, a bubble's
+        events up to 100 ms after the bubble (more on a loaded machine), so the log is read until
+        two reads 0.5 s apart agree (the timeout only guards a hang).  Whole lines only."""
+        path = os.path.join(self.state, "events.jsonl")
+        deadline = time.monotonic() + timeout
+        last = None
+        while True:
+            with open(path) as f:
+                text = f.read()
+            if text == last or time.monotonic() > deadline:
+                break
+            last = text
+            time.sleep(0.5)
+        return [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n") and line.strip()]
 
     def harvested_by_lane(self, bubbles: dict, steps: list) -> dict[int, float]:
         work = {lane: 0.0 for lane in range(self.lanes)}

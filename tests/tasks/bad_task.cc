@@ -5,12 +5,12 @@
 //   --hang-after N        step N never returns
 //   --crash-after N       step N dereferences null (SIGSEGV)
 //   --total N             steps before it finishes
-//   --steal-us US --steal-for-ms MS --device-lock PATH   for its first MS
-//                         ms, each bubble it hands back leaves a thread
-//                         holding the stage's device (an exclusive lock on
-//                         PATH, as example_stage_replay --device-lock takes
-//                         it) for US, as a GPU kernel outlives the step that
-//                         launched it: no step record shows it, but the
+//   --steal-us US --steal-until-file STOP --device-lock PATH   until the
+//                         file STOP exists, each bubble it hands back leaves
+//                         a thread holding the stage's device (an exclusive
+//                         lock on PATH, as example_stage_replay --device-lock
+//                         takes it) for US, as a GPU kernel outlives the step
+//                         that launched it: no step record shows it, but the
 //                         training's iterations do
 #include <freeride/task.h>
 #include <fcntl.h>
@@ -36,7 +36,8 @@ void Burn(long us) {
 struct Settings {
   long step_us = 300, slow_every = 0, slow_us = 0, hang_after = 0, crash_after = 0;
   long total = 1000000;
-  long steal_us = 0, steal_for_ms = 0;
+  long steal_us = 0;
+  const char* steal_until_file = nullptr;
   const char* device_lock = nullptr;
 };
 
@@ -77,15 +78,13 @@ class DeviceThief {
 class BadTask : public freeride::IterativeTask {
  public:
   explicit BadTask(Settings s)
-      : s_(s), started_(std::chrono::steady_clock::now()),
-        thief_(s.steal_us > 0 && s.device_lock
+      : s_(s),
+        thief_(s.steal_us > 0 && s.device_lock && s.steal_until_file
                    ? new DeviceThief(s.steal_us, open(s.device_lock, O_RDWR | O_CREAT, 0600))
                    : nullptr) {}
   std::string unit() const override { return "steps"; }
   void Pause() override {
-    if (thief_ && std::chrono::steady_clock::now() - started_ <
-                      std::chrono::milliseconds(s_.steal_for_ms))
-      thief_->Steal();
+    if (thief_ && access(s_.steal_until_file, F_OK) != 0) thief_->Steal();
   }
   freeride::StepResult Step() override {
     ++steps_;
@@ -102,7 +101,6 @@ class BadTask : public freeride::IterativeTask {
  private:
   Settings s_;
   long steps_ = 0;
-  std::chrono::steady_clock::time_point started_;
   DeviceThief* thief_;  // lives as long as the process: its thread may still burn
 };
 
@@ -120,7 +118,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--crash-after")) s.crash_after = v;
     else if (!std::strcmp(argv[i], "--total")) s.total = v;
     else if (!std::strcmp(argv[i], "--steal-us")) s.steal_us = v;
-    else if (!std::strcmp(argv[i], "--steal-for-ms")) s.steal_for_ms = v;
+    else if (!std::strcmp(argv[i], "--steal-until-file")) s.steal_until_file = argv[i + 1];
     else if (!std::strcmp(argv[i], "--device-lock")) s.device_lock = argv[i + 1];
     else {
       std::fprintf(stderr, "bad_task: unknown option %s\n", argv[i]);

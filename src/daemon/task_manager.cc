@@ -439,7 +439,7 @@ v1::TaskInfo TaskManager::LiveInfoLocked(const Record& record) const {
   info.set_step_estimate_ns(segment.layout()->step_estimate_ns.load());
   // The segment's counters are exact and current; the record's are as of the
   // lane's last look, which can be a bubble old.
-  CopyCounters(record, &info);
+  CopyCounters(record, *record.runtime, &info);
   // A lane whose armed task has it to itself does not wake when a bubble
   // begins, so it marks the task RUNNING only when the bubble is over; the
   // task's own state says whether it is inside a step right now.
@@ -572,7 +572,7 @@ uint64_t TaskManager::DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* ou
 }
 
 void TaskManager::RefreshProgressLocked(TaskRuntime& runtime) {
-  if (Record* record = ByIdLocked(runtime.task_id)) CopyCounters(*record, &record->info);
+  if (Record* record = ByIdLocked(runtime.task_id)) CopyCounters(*record, runtime, &record->info);
 }
 
 void TaskManager::PollProgressWatches() {
@@ -581,12 +581,14 @@ void TaskManager::PollProgressWatches() {
     for (Record* record : ids)
       if (record->progress_watch && record->runtime) {
         record->progress_watch->Poll();
-        CopyCounters(*record, &record->info);
+        CopyCounters(*record, *record->runtime, &record->info);
       }
 }
 
-void TaskManager::CopyCounters(const Record& record, v1::TaskInfo* info) {
-  const TaskRuntime& runtime = *record.runtime;
+void TaskManager::CopyCounters(const Record& record, const TaskRuntime& runtime,
+                               v1::TaskInfo* info) {
+  // `runtime` is the caller's: the lane may still drain a process whose
+  // record has already let it go (record.runtime null or a new attempt's).
   if (record.progress_watch) {
     if (auto shown = record.progress_watch->progress()) info->set_progress(runtime.base_progress + *shown);
     if (info->progress_unit().empty())

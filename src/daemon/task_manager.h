@@ -138,7 +138,9 @@ class TaskManager final : public LaneTasks {
   void RefreshProgressLocked(TaskRuntime& runtime);
   // Copies the task's progress, step count and unit from its segment, or,
   // for a task with a progress watch, the progress it has shown.
-  static void CopyCounters(const Record& record, v1::TaskInfo* info);
+  // `runtime` is the process's counters are read from (not always
+  // record.runtime: the lane may drain a process the record has let go).
+  static void CopyCounters(const Record& record, const TaskRuntime& runtime, v1::TaskInfo* info);
   // Reads the progress watches of the resident tasks (housekeeping).
   void PollProgressWatches();
   // An `overrun_budget` event (docs/event-log.md).  mu_ held.

@@ -691,7 +691,6 @@ TEST_F(DaemonIntegration, WhenTheStageDiesMidBubbleItsTasksArePaused) {
                   ->Submit(MakeSpec("counter", {COUNT_TASK_BIN, "--total", "100000000", "--step-us", "200"}),
                            &info)
                   .ok());
-  // Bubbles fill 95% of each iteration, so a kill almost surely lands in one.
   pid_t stage = fork();
   if (stage == 0) {
     execl(STAGE_REPLAY_BIN, STAGE_REPLAY_BIN, "--socket", options_.socket_path.c_str(),
@@ -701,16 +700,26 @@ TEST_F(DaemonIntegration, WhenTheStageDiesMidBubbleItsTasksArePaused) {
   }
   v1::TaskInfo running = WaitForState(tasks(), info.id(), "RUNNING", kSideTaskGuard);
   ASSERT_EQ(running.state(), "RUNNING");
-  usleep(300 * 1000);
-  // Killed inside a bubble for sure: a kill in the 2 ms busy phase (likelier
-  // on a loaded machine, where the sleep runs long) leaves no bubble to end.
-  auto in_bubble = [&] {
-    v1::StatsReply stats;
-    daemon_->FillStats(&stats);
-    return stats.lanes_size() > 0 && stats.lanes(0).in_bubble();
+  // The stage is stopped inside a bubble, then killed: the bubble it had open
+  // can end only by its death (or its silence), never by a mark, however the
+  // machine's load stretches its phases.
+  LaneSegment lane;
+  std::string error;
+  ASSERT_TRUE(WaitUntil(
+      [&] { return lane.Open(LaneSegmentPath(options_.socket_path, 0), /*writable=*/false, &error); }))
+      << error;
+  auto stopped = [&] {
+    std::string stat = FileText("/proc/" + std::to_string(stage) + "/stat");
+    size_t close = stat.rfind(')');
+    return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
   };
-  for (int i = 0; i < 10000 && !in_bubble(); ++i) usleep(100);
-  ASSERT_TRUE(in_bubble()) << "the lane never showed an open bubble";
+  ASSERT_TRUE(WaitUntil([&] {
+    kill(stage, SIGSTOP);
+    if (!WaitUntil(stopped)) return false;
+    if (lane.layout()->bubble_seq.load() % 2 == 1) return true;  // a begin mark without its end
+    kill(stage, SIGCONT);
+    return false;
+  })) << "never caught the stage inside a bubble";
   kill(stage, SIGKILL);
   waitpid(stage, nullptr, 0);
   v1::TaskInfo paused = WaitForState(tasks(), info.id(), "PAUSED", kHangGuard);

@@ -251,7 +251,7 @@ class Bench:
 
     def lane_margin(self) -> int:
         """The lane's last close margin: the base plus the tasks' longest published work."""
-        lanes = json.loads(self.cli("status", "--json")).get("lanes", [])
+        lanes = json.loads(self.cli("status", "--json")).get("stats", {}).get("lanes", [])
         return int(lanes[0].get("gate_margin_ns", 0)) if lanes else 0
 
     def latency(self) -> None:

@@ -135,10 +135,16 @@ def main() -> None:
     stage.wait()
     seconds = time.monotonic() - started
     end_totals = lane_totals(daemon)
-    for t in threads:
-        t.join(timeout=120)
+    # The side tasks still in flight have no more bubbles: the daemon's end ends them.  The
+    # figures are the queue's while the stage ran; a worker stuck in its last result (its runner
+    # waiting for a bubble that will not come) must not hold them back.
     daemon_proc.terminate()
     daemon_proc.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    for t in threads:
+        t.join(timeout=max(0.0, deadline - time.monotonic()))
+    with lock:
+        done = list(done)
 
     bubble_ns, harvested_ns = (end_totals[0] - start_totals[0]), (end_totals[1] - start_totals[1])
     summary = {"command": " ".join(sys.argv), "seconds": seconds, "side_tasks_done": len(done),

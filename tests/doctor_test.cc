@@ -155,7 +155,8 @@ TEST(DoctorGpus, ProhibitedComputeModeBlocksAndOldDriversSayHowToEnableMemOps) {
   info.gpus[1].stream_mem_ops = 0;
   std::vector<Finding> found = CheckGpus(info, false);
   EXPECT_TRUE(Has(found, "gpu 0", Severity::kBlocker, "nvidia-smi -i 0 -c DEFAULT")) << Dump(found);
-  EXPECT_TRUE(Has(found, "gpu 1", Severity::kNote, "NVreg_EnableStreamMemOPs=1")) << Dump(found);
+  EXPECT_TRUE(Has(found, "gpu 1", Severity::kWarning, "NVreg_EnableStreamMemOPs=1")) << Dump(found);
+  EXPECT_TRUE(Has(found, "gpu 1", Severity::kWarning, "--gate off")) << Dump(found);
   EXPECT_TRUE(Has(found, "nvidia-smi", Severity::kWarning)) << Dump(found);
   info.has_launch_host_func = false;
   EXPECT_TRUE(Has(CheckGpus(info, true), "stream marks", Severity::kBlocker));

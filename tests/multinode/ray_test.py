@@ -44,6 +44,9 @@ from freeride.ray._api import format_report  # noqa: E402
 
 DAEMON_ARGS = ["--cpu-lanes", "1", "--lane-memory", "1GiB"]
 RESTART_AFTER_S = 15
+# The queue takes 1 to 3 minutes on a loaded 2-core machine; a queue not done in 20 fails the
+# test with what each node was doing, inside ctest's 40-minute limit.
+QUEUE_TIMEOUT_S = 1200
 CHUNKS = 20  # steps per task of the queue
 TRAIN = ["--device", "cpu", "--preset", "tiny", "--schedule", "1f1b", "--warmup", "3", "--freeride", "on"]
 
@@ -71,6 +74,24 @@ def without_the_killed_daemons_cut_tail(state: str, killed_ns: int, run_dir: str
     with open(os.path.join(copy, "events.jsonl"), "w") as f:
         f.writelines(json.dumps(e) + "\n" for e in events if not any(e is c for c in cut))
     return copy, len(cut)
+
+
+def stuck_report(daemons: dict[str, NodeDaemon], driver_log: str) -> str:
+    """What each node's lane and side tasks were doing, for a queue that did not end."""
+    lines = []
+    for name, d in daemons.items():
+        try:
+            status = d.status()
+            lanes = status["stats"]["lanes"]
+            lines.append(f"{name}: lanes {json.dumps(lanes)[:1500]}")
+            for t in status["tasks"].get("tasks", []):
+                lines.append(f"  {t['spec']['name']} {t.get('state')} pid {t.get('pid')} progress "
+                             f"{t.get('progress')} {t.get('message', '')}")
+        except Exception as e:  # noqa: BLE001 - a report of what could be seen
+            lines.append(f"{name}: no status ({e})")
+        lines.append(f"{name}'s daemon log, last lines:\n{d.log()[-1500:]}")
+    lines.append("the driver's log, last lines:\n" + open(driver_log).read()[-3000:])
+    return "\n".join(lines)
 
 
 class Training(threading.Thread):
@@ -169,7 +190,10 @@ def main() -> None:
         say(f"restarted n1's daemon on its journal after {RESTART_AFTER_S} s")
 
         try:
-            code = driver.wait(timeout=3600)
+            try:
+                code = driver.wait(timeout=QUEUE_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                expect(False, f"the queue was not done in {QUEUE_TIMEOUT_S} s:\n" + stuck_report(daemons, driver_log.name))
         finally:
             if driver.poll() is None:
                 driver.kill()

@@ -5,15 +5,20 @@ latency, with unmodified side programs against the stand-in stage.
         --profiles h200:0,h200:1,h200:3,interleaved,zbv,gpipe \\
         --programs resnet50,generate,compiled --latency
 
-One daemon (GPU lane 0, MPS, gate on) serves every run.  For each profile:
+One daemon (GPU lane 0, MPS, gate on) serves every run.  For each profile and
+program, one stand-in launch holds the three arms, marks alternating on and
+off in blocks throughout:
 
-- a stand-in launch with no side process at all (the "no side" arm),
-  marks alternating on and off in blocks;
-- for each program, submitted unmodified as an imperative task (so the
-  daemon preloads the gate interposer), a stand-in launch that alternates
-  blocks with marks on ("on": the stage opens the gate) and off ("off": the
-  gate stays shut, the task resident), then the task is cancelled;
-- a second no-side launch after the programs, so that drift shows.
+- "no side": no side process at all, for --noside-seconds before the program
+  is submitted and again after its process has exited;
+- "off" and "on": the program, submitted unmodified as an imperative task (so
+  the daemon preloads the gate interposer), resident once it has warmed up
+  (its GPU start-up runs in the launch's bubbles, and is left out), for
+  --measure-seconds; in "off" blocks the gate stays shut, in "on" blocks the
+  stage opens it in each bubble.
+
+nvidia-smi samples the SM clock, power and temperature every 50 ms, and
+each row gives their means per arm.
 
 Harvest is the program's own progress (its printed lines, each stamped with
 the time) during "on" iterations, valued at its alone rate (measured first,
@@ -21,7 +26,7 @@ without the daemon), over the bubble time of those iterations.  The side
 program's progress during "off" iterations is reported, and must be zero
 beyond the work in flight when the block began.  Overhead is the mean
 iteration time of "on" against the no-side arm, with a 95% interval (Welch),
-and of "off" against the no-side arm.
+and of "off" against the no-side arm, all from the same launch.
 
 --latency also runs bench/gate_latency.cu (built here with nvcc): the stage
 stamps %globaltimer before it opens the gate and after it closes it, a side
@@ -83,6 +88,89 @@ def diff_ci(a: list[float], b: list[float]) -> dict:
     return {"pct": pct, "low": pct - half, "high": pct + half}
 
 
+def label_arms(starts: list[float], times_ms: list[float], modes: list[bool], warmup: int,
+               t_submit: float, t_warm: float, t_cancel: float, t_gone: float) -> list[str]:
+    """Each iteration's arm: "noside_on"/"noside_off" (it ended before the program was submitted or
+    began after its process had gone; by its marks), "on"/"off" (it ran wholly between the
+    program's warm-up and its cancel), or "" (warm-up iterations, and those that straddle a
+    change)."""
+    arms = []
+    for i, (begin, ms, on) in enumerate(zip(starts, times_ms, modes)):
+        end = begin + ms / 1e3
+        if i < warmup:
+            arms.append("")
+        elif end <= t_submit or begin >= t_gone:
+            arms.append("noside_on" if on else "noside_off")
+        elif begin >= t_warm and end <= t_cancel:
+            arms.append("on" if on else "off")
+        else:
+            arms.append("")
+    return arms
+
+
+def units_by_arm(done: list[tuple[int, float]], starts: list[float], times_ms: list[float],
+                 modes: list[bool], arms: list[str]) -> dict[str, int]:
+    """The program's progress (cumulative counts, each with its time) that fell in "on" iterations,
+    and in "off" iterations other than each block's first (work in flight when the gate shut)."""
+    first_of_block = {i for i in range(len(modes)) if i == 0 or modes[i] != modes[i - 1]}
+    units = {"on": 0, "off": 0}
+    last = None
+    for count, at in done:
+        step = count - last if last is not None else 0
+        last = count
+        for i, begin in enumerate(starts):
+            if begin <= at < begin + times_ms[i] / 1e3:
+                if arms[i] == "on":
+                    units["on"] += step
+                elif arms[i] == "off" and i not in first_of_block:
+                    units["off"] += step
+                break
+    return units
+
+
+class GpuSampler:
+    """nvidia-smi's SM clock, power and temperature every 50 ms, in the background: does the side
+    work move the clocks the stage runs at?"""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.proc = subprocess.Popen(
+            ["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu",
+             "--format=csv,noheader,nounits", "-lms", "50"],
+            stdout=open(path, "w"), stderr=subprocess.DEVNULL)
+
+    def samples(self) -> list[tuple[float, float, float, float]]:
+        out = []
+        for line in open(self.path):
+            parts = [x.strip() for x in line.split(",")]
+            try:
+                stamp, ms = parts[0].rsplit(".", 1)
+                at = time.mktime(time.strptime(stamp, "%Y/%m/%d %H:%M:%S")) + int(ms) / 1e3
+                out.append((at, float(parts[1]), float(parts[2]), float(parts[3])))
+            except (ValueError, IndexError):
+                continue
+        return out
+
+    def by_arm(self, starts: list[float], times_ms: list[float], arms: list[str]) -> dict:
+        """Mean SM MHz, power W and temperature C of the samples inside each arm's iterations."""
+        import bisect
+        samples = self.samples()
+        stamps = [x[0] for x in samples]
+        acc: dict[str, list] = {}
+        for begin, ms, arm in zip(starts, times_ms, arms):
+            if not arm:
+                continue
+            lo, hi = bisect.bisect_left(stamps, begin), bisect.bisect_right(stamps, begin + ms / 1e3)
+            acc.setdefault(arm, []).extend(samples[lo:hi])
+        return {arm: {"samples": len(xs), "sm_mhz": statistics.fmean(x[1] for x in xs),
+                      "power_w": statistics.fmean(x[2] for x in xs), "temp_c": statistics.fmean(x[3] for x in xs)}
+                for arm, xs in acc.items() if xs}
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
 class Bench:
     def __init__(self, a):
         self.a = a
@@ -96,6 +184,7 @@ class Bench:
                         PYTHONPATH=f"{self.bundle}/share/freeride/python",
                         FREERIDE_HOME=self.bundle, FREERIDE_SOCKET=self.socket)
         self.daemon = None
+        self.sampler: GpuSampler | None = None
         self.rows: list[dict] = []
         self.results = {"command": " ".join(sys.argv), "rows": self.rows}
 
@@ -127,17 +216,6 @@ class Bench:
             f.write(subprocess.run(["freeride", "schedule", *SCHEDULES[name], "--json"], env=self.env,
                                    check=True, capture_output=True, text=True).stdout)
         return path, self.a.schedule_rank
-
-    def stand_in(self, profile: str, rank: int, tag: str, steps: int | None = None) -> dict:
-        out = os.path.join(self.work, f"{tag}.json")
-        cmd = ["python3", "examples/stage_replay_gpu.py", "--profile", profile, "--rank", str(rank),
-               "--steps", str(steps or self.a.steps), "--warmup", "3", "--freeride", "on",
-               "--freeride-alternate", str(self.a.alternate), "--socket", self.socket, "--out", out]
-        r = subprocess.run(cmd, env=self.env, cwd=ROOT, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise SystemExit(f"stand-in failed: {r.stderr[-2000:]}")
-        log(tag, r.stdout.strip().splitlines()[-1])
-        return json.load(open(out))
 
     def alone_rate(self, name: str) -> float:
         cmd, pattern = PROGRAMS[name]
@@ -180,24 +258,60 @@ class Bench:
         info = json.loads(self.cli("show", task, "--json"))
         return os.path.join(self.work, "state", "tasks", str(info["id"]), "stdout.log")
 
-    def measure(self, profile_name: str, program: str, rate: float, no_side: list[float]) -> None:
+    def stand_in_async(self, profile: str, rank: int, tag: str, stop_file: str) -> tuple[subprocess.Popen, str]:
+        """A stand-in launch that runs until stop_file exists (at a block boundary); (process, its JSON)."""
+        out = os.path.join(self.work, f"{tag}.json")
+        cmd = ["python3", "examples/stage_replay_gpu.py", "--profile", profile, "--rank", str(rank),
+               "--steps", "1000000", "--warmup", "3", "--freeride", "on", "--freeride-alternate",
+               str(self.a.alternate), "--stop-file", stop_file, "--socket", self.socket, "--out", out]
+        proc = subprocess.Popen(cmd, env=self.env, cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=open(os.path.join(self.a.out, f"{tag}.err"), "w"), text=True)
+        first = proc.stdout.readline()  # "replaying rank ...": its set-up is done
+        if not first.startswith("replaying"):
+            proc.kill()
+            raise SystemExit(f"stand-in failed to start: {first}; see {tag}.err")
+        return proc, out
+
+    def task_ended(self, task: str) -> bool:
+        info = json.loads(self.cli("show", task, "--json"))
+        pid = int(info.get("pid", 0))
+        return info.get("state") in ("CANCELLED", "FINISHED", "FAILED") and not (pid and os.path.exists(f"/proc/{pid}"))
+
+    def measure(self, profile_name: str, program: str, rate: float) -> None:
+        """One stand-in launch holds all three arms: no side process (before the program is
+        submitted and after it has exited), and, in between, marks off and on in alternating
+        blocks once the program has warmed up."""
         profile, rank = self.profile_path(profile_name)
-        task = self.submit(program)
+        tag = f"{profile_name}-{program}"
+        stop = os.path.join(self.work, f"{tag}.stop")
+        stage, out = self.stand_in_async(profile, rank, tag, stop)
         try:
-            # Its GPU start-up (upload, warm-up, compilation's benchmarks) runs in
-            # bubbles too: stand-in launches until it makes progress.
+            time.sleep(self.a.noside_seconds)
+            t_submit = time.time()
+            task = self.submit(program)
+            # Its GPU start-up (upload, warm-up, compilation's benchmarks) runs in bubbles too,
+            # in this launch; the arms with the program start once it makes progress.
             stdout = self.task_log(task)
-            deadline = time.time() + self.a.warm_seconds
             _, pattern = PROGRAMS[program]
+            deadline = time.time() + self.a.warm_seconds
             while time.time() < deadline:
                 lines = [l for l in open(stdout)] if os.path.exists(stdout) else []
                 if sum(1 for l in lines if re.search(pattern, l)) >= 3:
                     break
-                self.stand_in(profile, rank, f"{profile_name}-{program}-warm", steps=24)
-            run = self.stand_in(profile, rank, f"{profile_name}-{program}")
+                time.sleep(0.2)
+            t_warm = time.time()
+            time.sleep(self.a.measure_seconds)
+            t_cancel = time.time()
             show = json.loads(self.cli("show", task, "--json"))
-        finally:
             self.cli("cancel", task)
+            while not self.task_ended(task):
+                time.sleep(0.1)
+            t_gone = time.time()
+            time.sleep(self.a.noside_seconds)
+        finally:
+            open(stop, "w").close()
+            stage.wait()
+        run = json.load(open(out))
         with open(profile) as f:
             p = json.load(f)
         if "iteration" in p:
@@ -206,47 +320,35 @@ class Bench:
         else:
             r = {int(x["rank"]): x for x in p["ranks"]}[rank]
             bubble_ms = sum(b["duration_ms"] for b in r["bubbles"])
-        _, pattern = PROGRAMS[program]
         done = [(int(m.group(1)), float(m.group(2)))
                 for m in (re.search(pattern, line) for line in open(stdout)) if m]
-        starts, times, modes = run["iter_unix"], run["iter_ms"], run["freeride_on"]
-        warm = run["warmup"]
-        on_units = off_units = 0
-        on_bubble_s = 0.0
-        on_iters, off_iters = [], []
-        first_of_block = set(i for i in range(len(modes)) if i == 0 or modes[i] != modes[i - 1])
-        # Each progress line is one unit (or a step of units) finished at its time.
-        last = None
-        for units, at in done:
-            step = units - last if last is not None else 0
-            last = units
-            for i in range(warm, len(starts)):
-                if starts[i] <= at < starts[i] + times[i] / 1e3:
-                    if modes[i]:
-                        on_units += step
-                    elif i not in first_of_block:
-                        off_units += step
-                    break
-        for i in range(warm, len(starts)):
-            (on_iters if modes[i] else off_iters).append(times[i])
-            if modes[i]:
-                on_bubble_s += bubble_ms / 1e3
-        harvest = (on_units / rate) / on_bubble_s if on_bubble_s else float("nan")
+        arm = label_arms(run["iter_unix"], run["iter_ms"], run["freeride_on"], run["warmup"],
+                         t_submit, t_warm, t_cancel, t_gone)
+        units = units_by_arm(done, run["iter_unix"], run["iter_ms"], run["freeride_on"], arm)
+        iters = {k: [t for t, a in zip(run["iter_ms"], arm) if a == k]
+                 for k in ("noside_on", "noside_off", "on", "off")}
+        no_side = iters["noside_on"] + iters["noside_off"]
+        on_bubble_s = len(iters["on"]) * bubble_ms / 1e3
+        harvest = (units["on"] / rate) / on_bubble_s if on_bubble_s else float("nan")
         row = {"profile": profile_name, "rank": rank, "program": program, "alone_rate": rate,
                "bubble_ms_per_iteration": bubble_ms, "harvest": harvest,
-               "units_on": on_units, "units_off_after_block_start": off_units,
-               "iterations_on": len(on_iters), "iterations_off": len(off_iters),
-               "no_side_ms": mean_ci(no_side), "on_ms": mean_ci(on_iters), "off_ms": mean_ci(off_iters),
-               "overhead_on_vs_no_side": diff_ci(on_iters, no_side),
-               "overhead_off_vs_no_side": diff_ci(off_iters, no_side),
-               "overhead_on_vs_off": diff_ci(on_iters, off_iters),
+               "units_on": units["on"], "units_off_after_block_start": units["off"],
+               "iterations": {k: len(v) for k, v in iters.items()},
+               "no_side_ms": mean_ci(no_side), "on_ms": mean_ci(iters["on"]), "off_ms": mean_ci(iters["off"]),
+               "overhead_on_vs_no_side": diff_ci(iters["on"], no_side),
+               "overhead_off_vs_no_side": diff_ci(iters["off"], no_side),
+               "overhead_on_vs_off": diff_ci(iters["on"], iters["off"]),
+               "marks_alone_on_vs_off": diff_ci(iters["noside_on"], iters["noside_off"]),
+               "seconds": {"warm": t_warm - t_submit, "measured": t_cancel - t_warm, "exit": t_gone - t_cancel},
+               "gpu_samples": self.sampler.by_arm(run["iter_unix"], run["iter_ms"], arm) if self.sampler else None,
                "task_state": show.get("state"), "task_message": show.get("message"),
                "daemon_progress": show.get("progress"), "daemon_allowed_ns": show.get("allowed_ns"),
-               "gate_margin_ns": self.lane_margin(), "_on": on_iters, "_off": off_iters}
+               "gate_margin_ns": self.lane_margin()}
         self.rows.append(row)
-        log(f"{profile_name} {program}: harvest {harvest:.2f}; on {row['overhead_on_vs_no_side']['pct']:+.2f}% "
-            f"[{row['overhead_on_vs_no_side']['low']:+.2f}, {row['overhead_on_vs_no_side']['high']:+.2f}], "
-            f"off {row['overhead_off_vs_no_side']['pct']:+.2f}%; units off {off_units}")
+        o = row["overhead_on_vs_no_side"]
+        log(f"{tag}: harvest {harvest:.2f}; on {o['pct']:+.2f}% [{o['low']:+.2f}, {o['high']:+.2f}], off "
+            f"{row['overhead_off_vs_no_side']['pct']:+.2f}%, on vs off {row['overhead_on_vs_off']['pct']:+.2f}% "
+            f"(same launch); units off {units['off']}; iterations {row['iterations']}")
         self.save()
 
     def lane_margin(self) -> int:
@@ -295,6 +397,8 @@ class Bench:
             json.dump(self.results, f, indent=1, default=lambda o: None)
 
     def close(self) -> None:
+        if self.sampler:
+            self.sampler.close()
         if self.daemon:
             self.daemon.send_signal(signal.SIGTERM)
             try:
@@ -311,7 +415,10 @@ def main() -> None:
     p.add_argument("--profiles", default="h200:0,interleaved")
     p.add_argument("--programs", default="resnet50,generate,compiled")
     p.add_argument("--schedule-rank", type=int, default=1)
-    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--noside-seconds", type=float, default=8,
+                   help="the no-side arm: this long before the program is submitted and after it exits")
+    p.add_argument("--measure-seconds", type=float, default=16,
+                   help="the on and off arms: this long once the program has warmed up")
     p.add_argument("--alternate", type=int, default=5)
     p.add_argument("--alone-seconds", type=float, default=8)
     p.add_argument("--alone-warmup", type=float, default=4)
@@ -333,24 +440,11 @@ def main() -> None:
     try:
         if a.latency:
             b.latency()
+        if shutil.which("nvidia-smi"):
+            b.sampler = GpuSampler(os.path.join(a.out, "gpu_samples.csv"))
         for profile in [x for x in a.profiles.split(",") if x]:
-            path, rank = b.profile_path(profile)
-            # The no-side arm brackets the programs' launches: one launch before
-            # them and one after, pooled, so that drift shows in its spread.
-            base = b.stand_in(path, rank, f"{profile}-noside")
-            no_side = [t for t in base["iter_ms"][base["warmup"]:]]
-            first = len(b.rows)
             for program in programs:
-                b.measure(profile, program, rates[program], no_side)
-            after = b.stand_in(path, rank, f"{profile}-noside-after")
-            pooled = no_side + [t for t in after["iter_ms"][after["warmup"]:]]
-            b.results.setdefault("no_side", {})[profile] = {"before_ms": mean_ci(no_side),
-                                                           "after_ms": mean_ci(pooled[len(no_side):])}
-            for row in b.rows[first:]:
-                row["no_side_ms"] = mean_ci(pooled)
-                row["overhead_on_vs_no_side"] = diff_ci(row.pop("_on"), pooled)
-                row["overhead_off_vs_no_side"] = diff_ci(row.pop("_off"), pooled)
-            b.save()
+                b.measure(profile, program, rates[program])
     finally:
         b.close()
         b.save()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from typing import Any
@@ -161,6 +162,9 @@ def main() -> None:
     p.add_argument("--freeride", choices=["on", "off"], default="on")
     p.add_argument("--freeride-alternate", type=int, default=0, metavar="K",
                    help="marks on and off every K iterations (0: always as --freeride says)")
+    p.add_argument("--stop-file", default=None, metavar="PATH",
+                   help="end at the first block boundary (or iteration, without --freeride-alternate) "
+                        "once PATH exists, or at --steps, whichever comes first")
     p.add_argument("--out", default=None, help="JSON results")
     args = p.parse_args()
     if args.warmup < 0 or args.freeride_alternate < 0:
@@ -192,6 +196,9 @@ def main() -> None:
 
     times, modes, starts = [], [], []
     for step in range(args.steps):
+        block_start = not args.freeride_alternate or step % args.freeride_alternate == 0
+        if args.stop_file and step > args.warmup and block_start and os.path.exists(args.stop_file):
+            break
         on = marks is not None and (not args.freeride_alternate or (step // args.freeride_alternate) % 2 == 0)
         if marks is not None:
             (marks.resume if on else marks.pause)()

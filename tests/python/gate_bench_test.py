@@ -1,0 +1,42 @@
+"""bench/gate_gpu.py's arms: which iterations of the one stand-in launch count as no side
+process, marks off and marks on, and which of the program's progress counts as harvest or as
+work outside bubbles.  (The benchmark itself needs a GPU; this is its arithmetic.)"""
+from __future__ import annotations
+
+import sys
+
+from conftest import SOURCE_DIR
+
+sys.path.insert(0, str(SOURCE_DIR / "bench"))
+from gate_gpu import label_arms, units_by_arm  # noqa: E402
+
+# Twelve 1-second iterations from t=100, marks on and off in blocks of 2, 1 warm-up iteration.
+STARTS = [100.0 + i for i in range(12)]
+TIMES_MS = [1000.0] * 12
+MODES = [(i // 2) % 2 == 0 for i in range(12)]
+
+
+def test_iterations_straddling_a_change_and_the_warm_up_belong_to_no_arm() -> None:
+    # Submitted at 102.5, warm at 103.5, cancelled at 108.2, its process gone at 109.0.
+    arms = label_arms(STARTS, TIMES_MS, MODES, 1, 102.5, 103.5, 108.2, 109.0)
+    assert arms == ["",                         # warm-up
+                    "noside_on",                # ends at 102, before the submit
+                    "", "",                     # the submit and the warm-up cut through them
+                    "on", "on", "off", "off",   # 104..108: wholly between warm and cancel
+                    "",                         # 108..109: cancelled inside it
+                    "noside_on", "noside_off", "noside_off"]  # after the process has gone
+
+
+def test_progress_in_an_off_blocks_first_iteration_is_work_in_flight_not_work_outside() -> None:
+    arms = label_arms(STARTS, TIMES_MS, MODES, 1, 102.5, 103.5, 108.2, 109.0)
+    # Cumulative counts: the first line sets the base; 3 units in iteration 4 and 2 in 5 (on),
+    # 1 in 6 (off, its block's first: in flight), 1 in 7 (off, not the first: outside), 4 in 11
+    # (no side process: another program's, or a count that lagged; neither arm's).
+    done = [(10, 103.9), (13, 104.5), (15, 105.5), (16, 106.5), (17, 107.5), (21, 111.5)]
+    assert units_by_arm(done, STARTS, TIMES_MS, MODES, arms) == {"on": 5, "off": 1}
+
+
+def test_a_program_that_never_warmed_leaves_only_the_no_side_arm() -> None:
+    arms = label_arms(STARTS, TIMES_MS, MODES, 1, 102.5, 109.0, 108.2, 109.0)
+    assert not {"on", "off"} & set(arms)
+    assert arms.count("noside_on") + arms.count("noside_off") == 4

@@ -48,6 +48,10 @@ bool FakeEnv::Wait(std::atomic<uint32_t>* word, uint32_t expected, Nanos timeout
   changed_.wait(lock, [&] { return !SleepingLocked(sleeper); });
   sleepers_.remove(&sleeper);
   changed_.notify_all();
+  // A woken sleeper holds time until it has gone: if the others all went to
+  // sleep meanwhile, the look they took ended at it, and time must move now
+  // (this thread runs, so only a thread that ends uncounted lets it move).
+  AdvanceIfAllSleepLocked();
   return sleeper.woken;
 }
 

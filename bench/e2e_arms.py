@@ -217,8 +217,9 @@ def markdown(results: list[dict]) -> str:
     for row in rows:
         it = row.get("iterations", {})
         missed = row.get("missed_targets", missed_targets(row))
+        v = f" V={row['virtual_stages']}" if row.get("virtual_stages", 1) > 1 else ""
         out.append(
-            f"| {row['framework']} | {row['schedule']} | {row['microbatches']} | {row['side']} "
+            f"| {row['framework']} | {row['schedule']}{v} | {row['microbatches']} | {row['side']} "
             f"| {row['harvest']:.2f} | {_interval(row['overhead_on_vs_no_side'])} "
             f"| {_interval(row['overhead_off_vs_no_side'])} | {_interval(row['overhead_on_vs_off'])} "
             f"| {_interval(row['marks_alone_on_vs_off'])} | {row['units_off_after_block_start']:g} "
@@ -256,13 +257,13 @@ class Trainer:
             tail = open(self.log_path).read()[-3000:]
             raise SystemExit(f"the trainer ended (exit status {self.proc.returncode}):\n{tail}")
 
-    def wait(self, since: float, seconds: float, per_mode: int, first_index: int = 0, limit: float = 600) -> None:
+    def wait(self, since: float, seconds: float, per_mode: int, limit: float = 600) -> None:
         """Until `seconds` have passed since `since` and at least `per_mode` iterations of each mode
-        (marks on, off) have begun after it and ended, past iteration `first_index`."""
+        (marks on, off) have begun after it and ended."""
         deadline = time.time() + limit
         while True:
             self.poll()
-            done = [on for index, on, at in self.iterations if at >= since and index >= first_index]
+            done = [on for _, on, at in self.iterations if at >= since]
             if time.time() >= since + seconds and min(done.count(True), done.count(False)) >= per_mode:
                 return
             if time.time() > deadline:
@@ -530,7 +531,8 @@ class Arms:
             units.append(units_by_arm(done, starts, spans, modes, arms))
             bubble_on.append(bubble_seconds_by_arm(lane_bubbles(events, lane, self.mono_to_unix), starts, spans,
                                                    arms).get("on", 0.0))
-        row = dict(config, side=side, side_kind="program" if side in self.programs else "built-in task",
+        row = dict(config, virtual_stages=run.get("virtual_stages", 1), side=side,
+                   side_kind="program" if side in self.programs else "built-in task",
                    alone_rate_per_s=self.rates[side], warm=not seg["why_not_warm"],
                    **arms_summary(run["iter_ms"], arms, units, bubble_on, self.rates[side]))
         if seg["why_not_warm"]:

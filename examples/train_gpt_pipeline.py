@@ -304,7 +304,7 @@ def main() -> None:
                                               one_step, device, cuda)
     harvest.close()
     write_results(args, {"framework": "torch", "preset": preset, "parameters": count,
-                         "schedule": args.torchtitan_schedule or args.schedule,
+                         "schedule": args.torchtitan_schedule or args.schedule, "virtual_stages": virtual,
                          "device": "cuda" if cuda else "cpu"},
                   params, times, modes, losses, harvest.marks, starts)
     dist.destroy_process_group()

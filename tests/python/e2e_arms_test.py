@@ -9,6 +9,7 @@ import math
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 from conftest import SOURCE_DIR, require_torch
@@ -95,6 +96,27 @@ def test_each_missed_target_is_named() -> None:
         "the side never warmed up (task 3 FAILED: oom)"]
 
 
+def test_the_table_gives_each_row_its_figures_per_gpu_and_its_verdict() -> None:
+    interval = {"pct": 0.21, "low": -0.05, "high": 0.47}
+    met = {"gpus": 2, "framework": "torch", "schedule": "interleaved", "virtual_stages": 2, "microbatches": 8,
+           "side": "resnet50", "harvest": 0.83, "overhead_on_vs_no_side": interval,
+           "overhead_off_vs_no_side": interval, "overhead_on_vs_off": None, "marks_alone_on_vs_off": interval,
+           "units_off_after_block_start": 0, "iterations": {"noside_on": 20, "noside_off": 21, "off": 30, "on": 31},
+           "gpu_samples": {"1": {"noside": {"sm_mhz": 1980.4, "power_w": 400.2},
+                                 "on": {"sm_mhz": 1950, "power_w": 450}},
+                           "0": {"noside": {"sm_mhz": 1970, "power_w": 390}, "off": {"sm_mhz": 1975, "power_w": 395},
+                                 "on": {"sm_mhz": 1940, "power_w": 440}}}}
+    missed = dict(met, schedule="1f1b", virtual_stages=1, side="pagerank", harvest=0.5, gpu_samples=None)
+    table = markdown([{"command": "python3 bench/e2e_gpu.py --arms", "commit": "abc", "rows": [met, missed],
+                       "skipped": ["torch-1f1b-m8 generate"]}])
+    assert ("| torch | interleaved V=2 | 8 | resnet50 | 0.83 | +0.21% [-0.05, +0.47] | +0.21% [-0.05, +0.47] | – "
+            "| +0.21% [-0.05, +0.47] | 0 | 41/30/31 | 1970/1975/1940; 1980/–/1950 | 390/395/440; 400/–/450 | met |"
+            ) in table
+    assert "| torch | 1f1b | 8 | pagerank | 0.50 |" in table and "| missed: harvest 0.50 < 0.8 |" in table
+    assert "`python3 bench/e2e_gpu.py --arms`" in table and "commit `abc`" in table
+    assert "Not run (out of the time budget): torch-1f1b-m8 generate" in table
+
+
 def test_the_trainers_iteration_line_is_what_the_benchmark_follows() -> None:
     m = ITERATION_LINE.search("iteration 12: 171.3 ms, FreeRide off, at 1795689633.128901")
     assert m and m.groups() == ("12", "171.3", "off", "1795689633.128901")
@@ -147,5 +169,12 @@ def test_the_three_arms_run_end_to_end_on_cpu_lanes(build_dir, tmp_path) -> None
             assert units <= float(task["daemon_progress"]), (side, units, task)
     table = (out / "e2e_gpu_2gpu.md").read_text()
     assert "| torch | 1f1b | 4 | loop |" in table and "| torch | 1f1b | 4 | pagerank |" in table
-    # The packed logs hold the trainer's JSON with each iteration's start and end.
+    # The rest is packed: among it the trainer's JSON, with each iteration's start and end, which
+    # ended at a block boundary when the stop file appeared.
     assert sorted(os.listdir(out)) == ["e2e_gpu_2gpu.json", "e2e_gpu_2gpu.md", "logs.tar.gz"]
+    with tarfile.open(out / "logs.tar.gz") as tar:
+        run = json.load(tar.extractfile("train-torch-1f1b-m4.json"))
+    count = len(run["iter_ms"])
+    assert len(run["iter_unix"]) == len(run["iter_end_unix"]) == len(run["freeride_on"]) == count
+    assert count % alternate == 0 and count > run["warmup"], count
+    assert all(end > start for start, end in zip(run["iter_unix"], run["iter_end_unix"]))

@@ -31,8 +31,11 @@ budget ends the runs in time, and what it left out is listed in the table):
     timeout -s TERM 585 python3 bench/e2e_gpu.py --arms --gpus 2 --bundle bundle --out $OUT --budget-seconds 540
     # DeepSpeed and megatron-core (wheels carried in .whl/, docs/integrations.md), PageRank and ResNet-50:
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
-    PYTHONPATH=/tmp/site timeout -s TERM 585 python3 bench/e2e_frameworks_gpu.py --arms --bundle bundle \
-        --out $OUT --frameworks deepspeed,megatron --budget-seconds 540
+    PYTHONPATH=/tmp/site timeout -s TERM 540 python3 bench/e2e_frameworks_gpu.py --arms --bundle bundle \
+        --out $OUT --frameworks deepspeed,megatron --budget-seconds 500
+
+On a 4- or 8-GPU kind, --gpus 4 (or 8) gives the 4- (8-) stage rows the same way
+(OUT/e2e_gpu_4gpu.json); --configs picks fewer configurations for a shorter call.
 
 A dry run of the same path on CPU lanes (gloo, a small GPT, a Python loop and
 PageRank on the CPU), as tests/python/e2e_arms_test.py runs it:

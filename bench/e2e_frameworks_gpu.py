@@ -13,6 +13,13 @@ OUT/e2e_gpu_frameworks.json as they finish.
     # The logic on CPU (CPU lanes, a tiny GPT, PageRank on the CPU):
     python3 bench/e2e_frameworks_gpu.py --bundle bundle --out /tmp/fw --device cpu
 
+With --arms, each framework's launch holds the three arms of bench/e2e_arms.py instead (no side
+process, marks off, marks on), serving --sides one after another (default PageRank and the
+unmodified ResNet-50 training script) on every GPU lane; rows and the markdown table go to
+OUT/e2e_gpu_frameworks_2gpu.{json,md}:
+
+    python3 bench/e2e_frameworks_gpu.py --bundle bundle --out $OUT --arms --frameworks deepspeed,megatron
+
 deepspeed (0.19.8) and megatron-core (0.16.1) are imported by the trainers
 (through PYTHONPATH on a node without them: see docs/integrations.md); a
 framework that cannot be imported is reported and skipped, the others run,
@@ -26,6 +33,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_arms import Arms, add_arms_arguments  # noqa: E402
 from e2e_gpu import PY, TASKS, Bench, add_bench_arguments, log  # noqa: E402
 
 FRAMEWORKS = {  # name: (trainer, module it needs, extra trainer options)
@@ -44,23 +52,37 @@ def main() -> None:
     p.add_argument("--microbatches", type=int, default=4)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                    help="cpu: a dry run of the logic with CPU lanes (no GPU needed)")
+    add_arms_arguments(p)
+    p.add_argument("--sides", default=None,
+                   help="--arms: the sides served in each launch (default pagerank,resnet50; with --device cpu "
+                        "pagerank,loop)")
     a = p.parse_args()
-    a.preset = a.preset or ("1.3b" if a.device == "cuda" else "tiny")
+    a.preset = a.preset or ("1.3b" if a.device == "cuda" else "cpu-small" if a.arms else "tiny")
     os.makedirs(a.out, exist_ok=True)
     cpu = a.device == "cpu"
-    bench = Bench(a, tasks=CPU_TASKS if cpu else TASKS, results="e2e_gpu_frameworks.json")
+    runnable, skipped = [], []  # (framework, its trainer, its options)
+    for framework in a.frameworks.split(","):
+        script, module, extra = FRAMEWORKS[framework]
+        if importlib.util.find_spec(module.split(".")[0]) is None:
+            log(f"== {framework}: {module} is not importable by {PY}; skipped")
+            skipped.append(framework)
+        else:
+            runnable.append((framework, script, (*extra, *(["--device", "cpu"] if cpu else []))))
+    tasks = CPU_TASKS if cpu else TASKS
+    if a.arms:
+        bench = Bench(a, tasks=tasks, results=f"e2e_gpu_frameworks_{a.gpus}gpu.json")
+        sides = (a.sides or ("pagerank,loop" if cpu else "pagerank,resnet50")).split(",")
+        Arms(bench, sides, cpu).run([("1f1b", a.microbatches, *launch) for launch in runnable])
+        if skipped:
+            raise SystemExit(f"skipped (not importable): {', '.join(skipped)}")
+        return
+    bench = Bench(a, tasks=tasks, results="e2e_gpu_frameworks.json")
     bench.start_daemon()
-    skipped = []
     try:
-        for framework in a.frameworks.split(","):
-            script, module, extra = FRAMEWORKS[framework]
-            if importlib.util.find_spec(module.split(".")[0]) is None:
-                log(f"== {framework}: {module} is not importable by {PY}; skipped")
-                skipped.append(framework)
-                continue
+        for framework, script, extra in runnable:
             log(f"== {framework} 1f1b m{a.microbatches} pagerank")
-            bench.run("1f1b", a.microbatches, "pagerank", framework=framework, script=script,
-                      extra=(*extra, *(["--device", "cpu"] if cpu else [])), naive=False)
+            bench.run("1f1b", a.microbatches, "pagerank", framework=framework, script=script, extra=extra,
+                      naive=False)
     finally:
         bench.close()
     base = {row["framework"]: row["iter_ms"] for row in bench.rows if row["mode"] == "baseline"}

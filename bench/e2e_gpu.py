@@ -14,6 +14,34 @@ GPU per task, in parallel) and reports overhead, harvest ratio, cost saving
 and signal latency.  Rows are appended to OUT/e2e_gpu.json as they finish.
 
     python3 bench/e2e_gpu.py --bundle bundle --out $OUT --tasks pagerank,sgd --configs 1f1b:4
+
+--arms (issue 34): three arms per row in ONE launch per configuration, with the
+GPU gate on (bench/e2e_arms.py): no side process, marks off, marks on.  The
+sides -- unmodified programs (resnet50, generate: bench/gate_gpu.py's PROGRAMS,
+submitted as imperative tasks with --progress-regex) and built-in tasks
+(pagerank, sgd, ...) -- are served one after another on every GPU lane while
+the pipeline trains.  Rows go to OUT/e2e_gpu_<N>gpu.json, the table to
+OUT/e2e_gpu_<N>gpu.md (`python3 bench/e2e_arms.py --table FILE...` merges
+several).  On a 2-GPU machine (kind nvidia-h200-x2 or nvidia-h100-x2), carrying
+bundle/ from scripts/bundle.sh, one call each (about 8-9 and 5 minutes; the
+budget ends the runs in time, and what it left out is listed in the table):
+
+    export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+    # 1F1B M=4 and M=8, Interleaved1F1B V=2 M=8; ResNet-50, generate, PageRank:
+    timeout -s TERM 585 python3 bench/e2e_gpu.py --arms --gpus 2 --bundle bundle --out $OUT --budget-seconds 540
+    # DeepSpeed and megatron-core (wheels carried in .whl/, docs/integrations.md), PageRank and ResNet-50:
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
+    PYTHONPATH=/tmp/site timeout -s TERM 540 python3 bench/e2e_frameworks_gpu.py --arms --bundle bundle \
+        --out $OUT --frameworks deepspeed,megatron --budget-seconds 500
+
+On a 4- or 8-GPU kind, --gpus 4 (or 8) gives the 4- (8-) stage rows the same way
+(OUT/e2e_gpu_4gpu.json); --configs picks fewer configurations for a shorter call.
+
+A dry run of the same path on CPU lanes (gloo, a small GPT, a Python loop and
+PageRank on the CPU), as tests/python/e2e_arms_test.py runs it:
+
+    python3 bench/e2e_gpu.py --arms --device cpu --gpus 2 --bundle bundle --out /tmp/arms \
+        --configs 1f1b:4 --noside-seconds 2 --measure-seconds 3 --alternate 3 --side-memory 256MiB
 """
 from __future__ import annotations
 
@@ -27,6 +55,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from e2e_arms import Arms, add_arms_arguments
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -82,6 +112,8 @@ class Bench:
                                                                   os.environ.get("PYTHONPATH")])),
                         FREERIDE_SOCKET=self.socket)
         self.rows: list[dict] = []
+        self.keep: list[str] = []  # files in `out` beside `results` that pack_logs leaves out
+        self.trainer_warmup = 4  # iterations each launch leaves out of its timing
         self.alone: dict[str, dict] = {}
         self.gpus = a.gpus
         self.live: dict[str, list] = {}  # the daemon's own estimate per configuration (--live-steps)
@@ -127,22 +159,26 @@ class Bench:
     def profile_alone(self, names: list[str]) -> None:
         pending = [n for n in names if n not in self.alone]
         for i in range(0, len(pending), self.gpus):
-            batch = pending[i:i + self.gpus]
-            procs = []
-            for gpu, name in enumerate(batch):
-                env = dict(self.env, CUDA_VISIBLE_DEVICES=str(gpu))
-                env.pop("CUDA_MPS_PIPE_DIRECTORY", None)  # alone: a dedicated GPU, no MPS
-                path = os.path.join(self.out, f"profile-{name}.json")
-                procs.append((name, path, subprocess.Popen(
-                    ["freeride", "task-profile", "--seconds", str(self.a.alone_seconds), "-o", path,
-                     "--", *self.tasks[name]], env=env, stdout=subprocess.DEVNULL,
-                    stderr=open(os.path.join(self.out, f"profile-{name}.log"), "w"))))
-            for name, path, p in procs:
-                if p.wait(timeout=300) != 0:
-                    raise SystemExit(f"task-profile of {name} failed; see profile-{name}.log")
-                self.alone[name] = json.load(open(path))
-                log(f"alone {name}: {self.alone[name]['rate_per_s']:.4g} {self.alone[name]['unit']}/s, "
-                    f"step p99 {self.alone[name]['step_ms']['p99']:.2f} ms")
+            batch = [(name, self.start_profile(name, gpu)) for gpu, name in enumerate(pending[i:i + self.gpus])]
+            for name, proc in batch:
+                self.finish_profile(name, proc)
+
+    def start_profile(self, name: str, gpu: int) -> subprocess.Popen:
+        """`freeride task-profile` of built-in task `name` alone on GPU `gpu`, started."""
+        env = dict(self.env, CUDA_VISIBLE_DEVICES=str(gpu))
+        env.pop("CUDA_MPS_PIPE_DIRECTORY", None)  # alone: a dedicated GPU, no MPS
+        return subprocess.Popen(
+            ["freeride", "task-profile", "--seconds", str(self.a.alone_seconds), "-o",
+             os.path.join(self.out, f"profile-{name}.json"), "--", *self.tasks[name]], env=env,
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.out, f"profile-{name}.log"), "w"))
+
+    def finish_profile(self, name: str, proc: subprocess.Popen) -> None:
+        """Waits for start_profile's process and keeps its profile in self.alone."""
+        if proc.wait(timeout=300) != 0:
+            raise SystemExit(f"task-profile of {name} failed; see profile-{name}.log")
+        self.alone[name] = json.load(open(os.path.join(self.out, f"profile-{name}.json")))
+        log(f"alone {name}: {self.alone[name]['rate_per_s']:.4g} {self.alone[name]['unit']}/s, "
+            f"step p99 {self.alone[name]['step_ms']['p99']:.2f} ms")
 
     # -- training -------------------------------------------------------------
     def train(self, schedule: str, microbatches: int, freeride: str, name: str,
@@ -150,18 +186,8 @@ class Bench:
               alternate: int | None = None) -> dict:
         """One launch of examples/`script` (its options are train_gpt_pipeline.py's, plus `extra`)."""
         out = os.path.join(self.out, f"train-{name}.json")
-        if schedule == "replay":  # a stand-in stage on one GPU: `microbatches` is the profiled rank
-            cmd = [PY, os.path.join(ROOT, "examples", "stage_replay_gpu.py"), "--profile",
-                   self.a.replay_profile, "--rank", str(microbatches), "--freeride", freeride,
-                   "--steps", str(steps or self.a.steps), "--warmup", "4", "--out", out]
-        else:
-            cmd = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(self.gpus),
-                   os.path.join(ROOT, "examples", script), "--schedule", schedule,
-                   "--microbatches", str(microbatches), "--freeride", freeride,
-                   "--steps", str(steps or self.a.steps), "--warmup", "4", "--preset", self.a.preset,
-                   "--out", out, *extra]
-        if freeride == "on":
-            cmd += ["--freeride-alternate", str(self.a.alternate if alternate is None else alternate)]
+        cmd = self.trainer_command(schedule, microbatches, freeride, out, script, extra, steps or self.a.steps,
+                                   self.a.alternate if alternate is None else alternate)
         started = time.monotonic()
         tracing = threading.Event()
         tracer = None
@@ -183,6 +209,24 @@ class Bench:
         result["wall_s"] = time.monotonic() - started
         log(f"train {name}: {p.stdout.strip().splitlines()[-1]}")
         return result
+
+    def trainer_command(self, schedule: str, microbatches: int, freeride: str, out: str, script: str,
+                        extra: tuple, steps: int, alternate: int) -> list[str]:
+        """The command of one launch of examples/`script` (a torchrun of --gpus ranks), or of the
+        stand-in stage for schedule "replay" (`microbatches` is then the profiled rank)."""
+        if schedule == "replay":
+            cmd = [PY, os.path.join(ROOT, "examples", "stage_replay_gpu.py"), "--profile",
+                   self.a.replay_profile, "--rank", str(microbatches), "--freeride", freeride,
+                   "--steps", str(steps), "--warmup", str(self.trainer_warmup), "--out", out]
+        else:
+            cmd = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(self.gpus),
+                   os.path.join(ROOT, "examples", script), "--schedule", schedule,
+                   "--microbatches", str(microbatches), "--freeride", freeride,
+                   "--steps", str(steps), "--warmup", str(self.trainer_warmup), "--preset", self.a.preset,
+                   "--out", out, *extra]
+        if freeride == "on":
+            cmd += ["--freeride-alternate", str(alternate)]
+        return cmd
 
     def trace_tasks(self, path: str, done: threading.Event) -> None:
         """Until `done`: every 50 ms, each task's state, steps and step estimate (the
@@ -450,7 +494,7 @@ class Bench:
         rows file and the tarball: a device run returns only a few files."""
         import glob
         import tarfile
-        keep = {os.path.join(self.out, self.results)}
+        keep = {os.path.join(self.out, name) for name in (self.results, *self.keep)}
         loose = [f for f in glob.glob(os.path.join(self.out, "*"))
                  if os.path.isfile(f) and f not in keep and not f.endswith(".tar.gz")]
         task_logs = glob.glob(os.path.join(self.state, "tasks", "*", "std*.log"))
@@ -511,9 +555,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_bench_arguments(p, work="/tmp/freeride-e2e", gpus=4, preset="1.3b")
     p.add_argument("--tasks", default="pagerank,sgd,image,llm-inference,resnet18,resnet50,vgg19,mix")
-    p.add_argument("--configs", default="1f1b:4",
-                   help="schedule:microbatches,...; replay:RANK replays that rank of --replay-profile "
-                        "on one GPU (examples/stage_replay_gpu.py) instead of training a pipeline")
+    p.add_argument("--configs", default=None,
+                   help="schedule:microbatches,... (default 1f1b:4; with --arms 1f1b:4,1f1b:8,interleaved:8); "
+                        "replay:RANK replays that rank of --replay-profile on one GPU "
+                        "(examples/stage_replay_gpu.py) instead of training a pipeline")
     p.add_argument("--replay-profile", default=os.path.join(ROOT, "examples", "data", "h200_1f1b_bubbles.json"),
                    help="for replay:RANK configurations: bubbles per rank (`freeride profile --json`)")
     p.add_argument("--no-naive", action="store_true", help="skip the naive co-location launch")
@@ -526,13 +571,17 @@ def main() -> None:
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                    help="cpu: a dry run of the benchmark's logic with CPU lanes, a tiny GPT and "
                         "small CPU tasks (pagerank, sgd, llm-inference)")
+    add_arms_arguments(p)
+    p.add_argument("--sides", default=None,
+                   help="--arms: the side programs and built-in tasks, served one after another in each launch "
+                        "(default resnet50,generate,pagerank; with --device cpu loop,pagerank)")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     cpu = a.device == "cpu"
     if cpu and a.preset == "1.3b":
-        a.preset = "tiny"
+        a.preset = "cpu-small" if a.arms else "tiny"
     configs = []
-    for config in a.configs.split(","):
+    for config in (a.configs or ("1f1b:4,1f1b:8,interleaved:8" if a.arms else "1f1b:4")).split(","):
         schedule, _, m = config.partition(":")
         if not m.isdigit():
             raise SystemExit(f"--configs: {config!r} is not schedule:microbatches (e.g. 1f1b:4)")
@@ -546,6 +595,14 @@ def main() -> None:
             if schedule == "replay":
                 load_rank(a.replay_profile, rank)  # a bad profile or rank stops here, before any launch
     tasks = CPU_TASKS if cpu else TASKS
+    if a.arms:
+        if any(s == "replay" for s, _ in configs):
+            raise SystemExit("--arms trains real pipelines; the stand-in stage's arms are bench/gate_gpu.py's")
+        sides = (a.sides or ("loop,pagerank" if cpu else "resnet50,generate,pagerank")).split(",")
+        bench = Bench(a, tasks=tasks, results=f"e2e_gpu_{a.gpus}gpu.json")
+        Arms(bench, sides, cpu).run([(schedule, m, "torch", "train_gpt_pipeline.py", ("--device", "cpu") if cpu else ())
+                                     for schedule, m in configs])
+        return
     for task in a.tasks.split(","):
         if task != "mix" and task not in tasks:
             raise SystemExit(f"--tasks: unknown task {task!r}; known: {', '.join(sorted(tasks))}, mix")

@@ -89,15 +89,17 @@ def diff_ci(a: list[float], b: list[float]) -> dict:
 
 
 def label_arms(starts: list[float], times_ms: list[float], modes: list[bool], warmup: int,
-               t_submit: float, t_warm: float, t_cancel: float, t_gone: float) -> list[str]:
+               t_submit: float, t_warm: float, t_cancel: float, t_gone: float,
+               t_from: float = -math.inf, t_until: float = math.inf) -> list[str]:
     """Each iteration's arm: "noside_on"/"noside_off" (it ended before the program was submitted or
     began after its process had gone; by its marks), "on"/"off" (it ran wholly between the
     program's warm-up and its cancel), or "" (warm-up iterations, and those that straddle a
-    change)."""
+    change).  Iterations that begin before t_from or end after t_until belong to no arm: a launch
+    that serves several programs in turn gives each the no-side time next to its own."""
     arms = []
     for i, (begin, ms, on) in enumerate(zip(starts, times_ms, modes)):
         end = begin + ms / 1e3
-        if i < warmup:
+        if i < warmup or begin < t_from or end > t_until:
             arms.append("")
         elif end <= t_submit or begin >= t_gone:
             arms.append("noside_on" if on else "noside_off")
@@ -128,47 +130,90 @@ def units_by_arm(done: list[tuple[int, float]], starts: list[float], times_ms: l
     return units
 
 
-class GpuSampler:
-    """nvidia-smi's SM clock, power and temperature every 50 ms, in the background: does the side
-    work move the clocks the stage runs at?"""
+def read_gpu_samples(path: str) -> list[tuple[float, int, float, float, float]]:
+    """GpuSampler's CSV as (unix time, GPU index, SM MHz, power W, temperature C); lines that do
+    not parse (a last line cut short) are skipped."""
+    out = []
+    for line in open(path):
+        parts = [x.strip() for x in line.split(",")]
+        try:
+            stamp, ms = parts[0].rsplit(".", 1)
+            at = time.mktime(time.strptime(stamp, "%Y/%m/%d %H:%M:%S")) + int(ms) / 1e3
+            out.append((at, int(parts[1]), float(parts[2]), float(parts[3]), float(parts[4])))
+        except (ValueError, IndexError):
+            continue
+    return out
 
-    def __init__(self, path: str):
+
+def gpu_means_by_arm(samples: list[tuple[float, int, float, float, float]], starts: list[float],
+                     times_ms: list[float], arms: list[str], gpu: int | None = None) -> dict:
+    """Mean SM MHz, power W and temperature C of the samples (of GPU `gpu`, or of every GPU) inside
+    each arm's iterations."""
+    import bisect
+    samples = sorted(x for x in samples if gpu is None or x[1] == gpu)
+    stamps = [x[0] for x in samples]
+    acc: dict[str, list] = {}
+    for begin, ms, arm in zip(starts, times_ms, arms):
+        if not arm:
+            continue
+        lo, hi = bisect.bisect_left(stamps, begin), bisect.bisect_right(stamps, begin + ms / 1e3)
+        acc.setdefault(arm, []).extend(samples[lo:hi])
+    return {arm: {"samples": len(xs), "sm_mhz": statistics.fmean(x[2] for x in xs),
+                  "power_w": statistics.fmean(x[3] for x in xs), "temp_c": statistics.fmean(x[4] for x in xs)}
+            for arm, xs in acc.items() if xs}
+
+
+class GpuSampler:
+    """nvidia-smi's SM clock, power and temperature of `gpus` (default: every GPU) every 50 ms, in
+    the background: does the side work move the clocks the stage runs at?"""
+
+    def __init__(self, path: str, gpus: list[int] | None = None):
         self.path = path
+        select = ["-i", ",".join(map(str, gpus))] if gpus else []
         self.proc = subprocess.Popen(
-            ["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu",
+            ["nvidia-smi", *select, "--query-gpu=timestamp,index,clocks.sm,power.draw,temperature.gpu",
              "--format=csv,noheader,nounits", "-lms", "50"],
             stdout=open(path, "w"), stderr=subprocess.DEVNULL)
 
-    def samples(self) -> list[tuple[float, float, float, float]]:
-        out = []
-        for line in open(self.path):
-            parts = [x.strip() for x in line.split(",")]
-            try:
-                stamp, ms = parts[0].rsplit(".", 1)
-                at = time.mktime(time.strptime(stamp, "%Y/%m/%d %H:%M:%S")) + int(ms) / 1e3
-                out.append((at, float(parts[1]), float(parts[2]), float(parts[3])))
-            except (ValueError, IndexError):
-                continue
-        return out
-
-    def by_arm(self, starts: list[float], times_ms: list[float], arms: list[str]) -> dict:
+    def by_arm(self, starts: list[float], times_ms: list[float], arms: list[str], gpu: int | None = None) -> dict:
         """Mean SM MHz, power W and temperature C of the samples inside each arm's iterations."""
-        import bisect
-        samples = self.samples()
-        stamps = [x[0] for x in samples]
-        acc: dict[str, list] = {}
-        for begin, ms, arm in zip(starts, times_ms, arms):
-            if not arm:
-                continue
-            lo, hi = bisect.bisect_left(stamps, begin), bisect.bisect_right(stamps, begin + ms / 1e3)
-            acc.setdefault(arm, []).extend(samples[lo:hi])
-        return {arm: {"samples": len(xs), "sm_mhz": statistics.fmean(x[1] for x in xs),
-                      "power_w": statistics.fmean(x[2] for x in xs), "temp_c": statistics.fmean(x[3] for x in xs)}
-                for arm, xs in acc.items() if xs}
+        return gpu_means_by_arm(read_gpu_samples(self.path), starts, times_ms, arms, gpu)
 
     def close(self) -> None:
         self.proc.terminate()
         self.proc.wait()
+
+
+def program_alone_rate(cmd: list[str], pattern: str, env: dict, err_path: str, warmup_s: float,
+                       seconds: float, limit_s: float = 180) -> float:
+    """An unmodified program's rate alone (units a second), from its own progress lines (`pattern`:
+    the count, then the unix time).  Its warm-up (cuDNN's and cuBLAS's first calls, compilation) is
+    left out: the rate is timed from the first line printed after `warmup_s` seconds of progress,
+    for `seconds`.  A program still short of that after `limit_s` seconds is killed."""
+    import threading
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=open(err_path, "w"), text=True)
+    watchdog = threading.Timer(limit_s, proc.kill)
+    watchdog.start()
+    marks, first, deadline = [], None, None
+    for line in proc.stdout:
+        m = re.search(pattern, line)
+        if not m:
+            continue
+        at = float(m.group(2))
+        first = first or at
+        if at - first < warmup_s:
+            continue
+        marks.append((int(m.group(1)), at))
+        if deadline is None:
+            deadline = at + seconds
+        if at > deadline:
+            break
+    watchdog.cancel()
+    proc.kill()
+    proc.wait()
+    if len(marks) < 2:
+        raise SystemExit(f"{' '.join(cmd)}: too few progress lines alone (in {limit_s:.0f} s at most); see {err_path}")
+    return (marks[-1][0] - marks[0][0]) / (marks[-1][1] - marks[0][1])
 
 
 class Bench:
@@ -219,31 +264,9 @@ class Bench:
 
     def alone_rate(self, name: str) -> float:
         cmd, pattern = PROGRAMS[name]
-        proc = subprocess.Popen(cmd, env=dict(self.env, CUDA_MPS_PIPE_DIRECTORY="/nonexistent"), cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=open(os.path.join(self.a.out, f"alone-{name}.err"), "w"),
-                                text=True)
-        # Its warm-up (cuDNN's and cuBLAS's first calls, compilation) is left
-        # out: the rate is timed from the first line printed after
-        # `alone_warmup` seconds of progress, for `alone_seconds`.
-        marks, first, deadline = [], None, None
-        for line in proc.stdout:
-            m = re.search(pattern, line)
-            if not m:
-                continue
-            at = float(m.group(2))
-            first = first or at
-            if at - first < self.a.alone_warmup:
-                continue
-            marks.append((int(m.group(1)), at))
-            if deadline is None:
-                deadline = at + self.a.alone_seconds
-            if at > deadline:
-                break
-        proc.kill()
-        proc.wait()
-        if len(marks) < 2:
-            raise SystemExit(f"{name}: too few progress lines alone; see alone-{name}.err")
-        rate = (marks[-1][0] - marks[0][0]) / (marks[-1][1] - marks[0][1])
+        rate = program_alone_rate(cmd, pattern, dict(self.env, CUDA_MPS_PIPE_DIRECTORY="/nonexistent"),
+                                  os.path.join(self.a.out, f"alone-{name}.err"), self.a.alone_warmup,
+                                  self.a.alone_seconds)
         log(f"{name}: alone {rate:.2f} units/s")
         return rate
 
@@ -441,7 +464,7 @@ def main() -> None:
         if a.latency:
             b.latency()
         if shutil.which("nvidia-smi"):
-            b.sampler = GpuSampler(os.path.join(a.out, "gpu_samples.csv"))
+            b.sampler = GpuSampler(os.path.join(a.out, "gpu_samples.csv"), [0])  # the daemon's one lane
         for profile in [x for x in a.profiles.split(",") if x]:
             for program in programs:
                 b.measure(profile, program, rates[program])

@@ -88,12 +88,13 @@ def main() -> None:
         micro = iter(zip(inputs.split(mbs), target.split(mbs)))
         return [engine.train_batch(data_iter=micro)]
 
-    times, modes, losses = train_loop(args, harvest, lambda: make_batch(args, generator, vocab, seq, mbs, device),
-                                      one_step, device, cuda)
+    times, modes, losses, starts = train_loop(args, harvest,
+                                              lambda: make_batch(args, generator, vocab, seq, mbs, device),
+                                              one_step, device, cuda)
     harvest.close()
     write_results(args, {"framework": "deepspeed", "deepspeed": deepspeed.__version__, "preset": preset,
                          "parameters": count, "schedule": "1f1b", "device": "cuda" if cuda else "cpu"},
-                  params, times, modes, losses if engine.is_last_stage() else [], harvest.marks)
+                  params, times, modes, losses if engine.is_last_stage() else [], harvest.marks, starts)
     dist.destroy_process_group()
 
 

@@ -139,13 +139,14 @@ def main() -> None:
         optimizer.step()
         return [r["lm loss"] for r in results] if results else []
 
-    times, modes, losses = train_loop(args, harvest, partial(make_batch, args, generator, vocab, seq, mbs, device),
-                                      one_step, device, cuda)
+    times, modes, losses, starts = train_loop(args, harvest,
+                                              partial(make_batch, args, generator, vocab, seq, mbs, device),
+                                              one_step, device, cuda)
     harvest.close()
     write_results(args, {"framework": "megatron", "megatron_core": megatron.core.__version__, "preset": preset,
                          "parameters": count, "schedule": args.schedule, "p2p": args.p2p,
                          "device": "cuda" if cuda else "cpu"},
-                  params, times, modes, losses, harvest.marks)
+                  params, times, modes, losses, harvest.marks, starts)
     parallel_state.destroy_model_parallel()
     dist.destroy_process_group()
 

@@ -26,6 +26,7 @@ from torch.distributed.pipelining import schedules
 
 PRESETS = {  # layers, dim, heads, vocab, seq, micro-batch size
     "tiny": (8, 64, 4, 256, 32, 2),
+    "cpu-small": (4, 128, 4, 512, 64, 4),  # CPU dry runs of bench/e2e_gpu.py --arms: bubbles of ~10 ms
     "small": (8, 512, 8, 8192, 256, 4),
     "1.3b": (24, 2048, 16, 32000, 1024, 4),
 }
@@ -120,8 +121,12 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
                    help="model size (default: 1.3b on GPUs, tiny on CPU)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--stop-file", default=None, metavar="PATH",
-                   help="end after the iteration in which PATH exists (all ranks agree), at most --steps "
-                        "iterations: a run as long as some other work")
+                   help="end at the first block boundary (every iteration without --freeride-alternate) "
+                        "past the warm-up at which some rank sees PATH, at most --steps iterations: a run as "
+                        "long as some other work, with whole marks-on and marks-off blocks")
+    p.add_argument("--log-every", type=int, default=0, metavar="N",
+                   help="rank 0 prints 'iteration I: T ms, FreeRide on|off, at UNIX' every N iterations "
+                        "(0: never), for a driver that follows the run")
     p.add_argument("--warmup", type=int, default=3, help="iterations left out of the timing")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--seed", type=int, default=0)
@@ -167,13 +172,17 @@ def make_batch(args, generator, vocab: int, seq: int, mbs: int, device):
 
 def train_loop(args, harvest, next_batch, one_step, device, cuda: bool):
     """Runs args.steps timed iterations of one_step(next_batch()) -> [losses], switching
-    FreeRide on and off every --freeride-alternate iterations; (times ms, FreeRide on?, losses)."""
-    times, losses, modes = [], [], []
+    FreeRide on and off every --freeride-alternate iterations; (times ms, FreeRide on?, losses,
+    unix start times)."""
+    times, losses, modes, starts = [], [], [], []
+    block = args.freeride_alternate if args.freeride == "on" else 0
+    printing = args.log_every > 0 and dist.get_rank() == 0
     for step in range(args.steps):
-        if args.freeride_alternate and args.freeride == "on":
-            on = (step // args.freeride_alternate) % 2 == 0
+        if block:
+            on = (step // block) % 2 == 0
             (harvest.resume if on else harvest.pause)()
         batch = next_batch()
+        starts.append(time.time())
         start = time.perf_counter()
         step_losses = one_step(batch)
         if cuda:
@@ -182,9 +191,15 @@ def train_loop(args, harvest, next_batch, one_step, device, cuda: bool):
         modes.append(args.freeride == "on" and getattr(harvest, "enabled", False))
         if step_losses:
             losses.append(float(torch.stack([l.detach().float().reshape(()) for l in step_losses]).mean()))
-        if args.stop_file and stop_asked(args.stop_file, device):
+        if printing and (step + 1) % args.log_every == 0:
+            print(f"iteration {step}: {times[-1]:.1f} ms, FreeRide {'on' if modes[-1] else 'off'}, "
+                  f"at {starts[-1]:.6f}", flush=True)
+        # Checked only where a block ends (a collective: every rank asks at the same steps), so
+        # that the run ends with whole blocks and the ranks sync no more often than that.
+        block_ends = not block or (step + 1) % block == 0
+        if args.stop_file and step >= args.warmup and block_ends and stop_asked(args.stop_file, device):
             break
-    return times, modes, losses
+    return times, modes, losses, starts
 
 
 def stop_asked(path: str, device) -> bool:
@@ -194,15 +209,21 @@ def stop_asked(path: str, device) -> bool:
     return bool(seen.item())
 
 
-def write_results(args, result: dict, params, times, modes, losses, marks: int) -> None:
-    """Gathers every rank's times, losses, parameter checksum and marks; rank 0 prints and writes --out."""
+def write_results(args, result: dict, params, times, modes, losses, marks: int, starts: list[float]) -> None:
+    """Gathers every rank's times, start times, losses, parameter checksum and marks; rank 0 prints
+    and writes --out.  Iteration i's time is the slowest rank's; it began (iter_unix) when the
+    first rank began it and ended (iter_end_unix) when the last rank ended it."""
     rank, world = dist.get_rank(), dist.get_world_size()
     checksum = float(sum(p.detach().double().sum() for p in params))
     gathered = [None] * world
-    dist.all_gather_object(gathered, {"times": times, "losses": losses, "checksum": checksum, "marks": marks})
+    dist.all_gather_object(gathered, {"times": times, "starts": starts, "losses": losses, "checksum": checksum,
+                                      "marks": marks})
     if rank != 0:
         return
-    iter_ms = [max(g["times"][i] for g in gathered) for i in range(min(len(g["times"]) for g in gathered))]
+    count = min(len(g["times"]) for g in gathered)
+    iter_ms = [max(g["times"][i] for g in gathered) for i in range(count)]
+    iter_unix = [min(g["starts"][i] for g in gathered) for i in range(count)]
+    iter_end_unix = [max(g["starts"][i] + g["times"][i] / 1e3 for g in gathered) for i in range(count)]
     all_losses = next((g["losses"] for g in gathered if g["losses"]), [])
     timed = [(t, m) for t, m in zip(iter_ms[args.warmup:], modes[args.warmup:])]
     mean = sum(t for t, _ in timed) / max(1, len(timed))
@@ -212,7 +233,8 @@ def write_results(args, result: dict, params, times, modes, losses, marks: int) 
     if args.out:
         with open(args.out, "w") as f:
             json.dump(dict(result, microbatches=args.microbatches, ranks=world, freeride=args.freeride,
-                           warmup=args.warmup, iter_ms=iter_ms, freeride_on=modes, losses=all_losses,
+                           warmup=args.warmup, iter_ms=iter_ms, iter_unix=iter_unix, iter_end_unix=iter_end_unix,
+                           freeride_on=modes[:count], losses=all_losses,
                            checksums=[g["checksum"] for g in gathered],
                            marks=[g["marks"] for g in gathered]), f, indent=1)
 
@@ -277,13 +299,14 @@ def main() -> None:
         optimizer.step()
         return step_losses
 
-    times, modes, losses = train_loop(args, harvest, lambda: make_batch(args, generator, vocab, seq, mbs, device),
-                                      one_step, device, cuda)
+    times, modes, losses, starts = train_loop(args, harvest,
+                                              lambda: make_batch(args, generator, vocab, seq, mbs, device),
+                                              one_step, device, cuda)
     harvest.close()
     write_results(args, {"framework": "torch", "preset": preset, "parameters": count,
-                         "schedule": args.torchtitan_schedule or args.schedule,
+                         "schedule": args.torchtitan_schedule or args.schedule, "virtual_stages": virtual,
                          "device": "cuda" if cuda else "cpu"},
-                  params, times, modes, losses, harvest.marks)
+                  params, times, modes, losses, harvest.marks, starts)
     dist.destroy_process_group()
 
 

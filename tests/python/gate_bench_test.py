@@ -4,6 +4,7 @@ work outside bubbles.  (The benchmark itself needs a GPU; this is its arithmetic
 from __future__ import annotations
 
 import sys
+import time
 
 from conftest import SOURCE_DIR
 
@@ -40,3 +41,31 @@ def test_a_program_that_never_warmed_leaves_only_the_no_side_arm() -> None:
     arms = label_arms(STARTS, TIMES_MS, MODES, 1, 102.5, 109.0, 108.2, 109.0)
     assert not {"on", "off"} & set(arms)
     assert arms.count("noside_on") + arms.count("noside_off") == 4
+
+
+def test_a_launch_that_serves_programs_in_turn_gives_each_only_the_no_side_time_next_to_it() -> None:
+    # The program before this one was gone at 101.5; the next one is submitted at 110.5.
+    arms = label_arms(STARTS, TIMES_MS, MODES, 1, 102.5, 103.5, 108.2, 109.0, t_from=101.5, t_until=110.5)
+    assert arms == ["", "",                     # warm-up; 101..102 began before the window
+                    "", "", "on", "on", "off", "off", "",
+                    "noside_on",                # 109..110
+                    "", ""]                     # 110..111 ends after the next submit
+
+
+def test_gpu_samples_are_averaged_per_arm_and_per_gpu(tmp_path) -> None:
+    from gate_gpu import gpu_means_by_arm, read_gpu_samples
+    csv = tmp_path / "samples.csv"
+    # nvidia-smi's timestamp is local time; two GPUs, sampled in iterations 4 (on) and 6 (off).
+    stamp = lambda t: time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(int(t))) + f".{round(t % 1 * 1000):03d}"
+    csv.write_text(f"{stamp(104.25)}, 0, 1980, 500.5, 60\n{stamp(104.25)}, 1, 1900, 400.0, 55\n"
+                   f"{stamp(104.75)}, 0, 1960, 510.5, 62\n{stamp(106.5)}, 0, 1990, 300.0, 58\n"
+                   "2026/11/26 10:00:0\n")  # a last line cut short
+    samples = read_gpu_samples(str(csv))
+    assert len(samples) == 4
+    arms = ["", "", "", "", "on", "", "off", "", "", "", "", ""]
+    gpu0 = gpu_means_by_arm(samples, STARTS, TIMES_MS, arms, gpu=0)
+    assert gpu0["on"] == {"samples": 2, "sm_mhz": 1970, "power_w": 505.5, "temp_c": 61}
+    assert gpu0["off"]["samples"] == 1 and gpu0["off"]["sm_mhz"] == 1990
+    assert gpu_means_by_arm(samples, STARTS, TIMES_MS, arms, gpu=1) == {
+        "on": {"samples": 1, "sm_mhz": 1900, "power_w": 400.0, "temp_c": 55}}
+    assert gpu_means_by_arm(samples, STARTS, TIMES_MS, arms)["on"]["samples"] == 3

@@ -1,0 +1,635 @@
+"""Three arms per row in one launch of a real pipeline (issue 34), for bench/e2e_gpu.py --arms and
+bench/e2e_frameworks_gpu.py --arms.
+
+One torchrun launch of a GPT pipeline (examples/train_gpt_pipeline.py, or the DeepSpeed and
+megatron-core examples) per configuration; its marks alternate on and off every --alternate
+iterations from start to end.  While it trains, the sides are served one after another, each on
+every GPU lane at once:
+
+    warm-up | no side | side A: starts, warms up, on/off blocks | A exits | no side | side B ... | no side
+
+- "no side": no side process on any lane; before the first side is submitted, between one side's
+  exit and the next one's submission, and after the last one's exit.  Its marks-on and marks-off
+  iterations compared are the cost of the marks alone.
+- "off" and "on": the side resident on every lane once it has warmed up (its GPU start-up runs in
+  bubbles too, and is left out): in "off" blocks the gate stays shut, in "on" blocks the stage
+  opens it in each bubble.
+
+A row is one (configuration, side): its on and off iterations and the no-side iterations next to
+it (bench/gate_gpu.py's label_arms, limited to the window from the previous side's exit to the
+next side's submission).  Each wait lasts its seconds and at least --alternate iterations of each
+mode, so every arm has iterations however slow the machine.
+
+Sides are of two kinds:
+- an unmodified program (bench/gate_gpu.py's PROGRAMS: resnet50, generate, ...), submitted as an
+  imperative task with --progress-regex; its work is its own progress lines (each stamped with the
+  time), valued at its rate alone (measured first, alone on one GPU, without the daemon);
+- a built-in task (bench/e2e_gpu.py's TASKS: pagerank, sgd, ...), submitted with its
+  `freeride task-profile`; its work is its steps in the daemon's event log, valued at the
+  profile's rate.
+Harvest is that work in "on" iterations, in seconds alone, over the lanes' bubble time (the
+daemon's bubble events) in those iterations, summed over the lanes.  Overheads are Welch 95%
+intervals of mean iteration times between arms of the same launch.
+
+    python3 bench/e2e_arms.py --table OUT/e2e_gpu_2gpu.json [more.json ...]   # the markdown table
+"""
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(BENCH)
+sys.path.insert(0, BENCH)
+from gate_gpu import (DAEMON_PROGRESS, PROGRAMS, GpuSampler, diff_ci, label_arms, mean_ci,  # noqa: E402
+                      program_alone_rate, units_by_arm)
+
+# For --device cpu (a dry run of the logic): an unmodified CPU-bound loop that prints stamped
+# progress lines, and starts at once (on a CPU lane a side runs only inside bubbles, start-up too).
+CPU_LOOP = ("import time\ni = 0\nwhile True:\n    x = 0\n    for _ in range(20000):\n        x += 1\n"
+            "    i += 1\n    print(f'iteration {i}: at {time.time():.6f}', flush=True)\n")
+CPU_PROGRAMS = {"loop": (["python3", "-c", CPU_LOOP], r"iteration (\d+):.* at ([\d.]+)")}
+CPU_DAEMON_PROGRESS = {"loop": r"iteration (\d+):"}
+# Issues 30 and 34: harvest at least 0.8; the training's slowdown with side work (marks on against
+# no side process) at most +0.3% on average and its 95% interval's upper bound at most +0.5%.
+TARGETS = {"harvest_min": 0.8, "overhead_mean_max_pct": 0.3, "overhead_high_max_pct": 0.5}
+# What train_loop prints with --log-every 1 (examples/train_gpt_pipeline.py).
+ITERATION_LINE = re.compile(r"iteration (\d+): ([\d.]+) ms, FreeRide (on|off), at ([\d.]+)")
+ARMS = ("noside_on", "noside_off", "off", "on")
+
+
+def log(*args) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}]", *args, flush=True)
+
+
+# -- the arithmetic (tests/python/e2e_arms_test.py) ---------------------------------------------
+def iteration_windows(run: dict) -> tuple[list[float], list[float]]:
+    """(unix start, length in ms) of each iteration of a trainer's JSON: from the first rank's
+    start to the last rank's end where the trainer gives both (iter_end_unix), else iter_ms."""
+    starts = run["iter_unix"]
+    if run.get("iter_end_unix"):
+        return starts, [(end - begin) * 1e3 for begin, end in zip(starts, run["iter_end_unix"])]
+    return starts, run["iter_ms"]
+
+
+def bubble_seconds_by_arm(bubbles: list[tuple[float, float]], starts: list[float], spans_ms: list[float],
+                          arms: list[str]) -> dict[str, float]:
+    """Seconds of `bubbles` ((unix begin, unix end)) in each arm's iterations: each bubble belongs to
+    the iteration it began in, and is cut at that iteration's end."""
+    out: dict[str, float] = {}
+    for begin, end in bubbles:
+        i = bisect.bisect_right(starts, begin) - 1
+        if i < 0 or not arms[i]:
+            continue
+        inside = min(end, starts[i] + spans_ms[i] / 1e3) - begin
+        if inside > 0:
+            out[arms[i]] = out.get(arms[i], 0.0) + inside
+    return out
+
+
+def step_progress(steps: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """A task's steps ((unix end, units)) as units_by_arm's cumulative counts, each at its step's end;
+    a zero count first, at no iteration, so that the first step counts too."""
+    done, total = [(0.0, -math.inf)], 0.0
+    for end, units in sorted(steps):
+        total += units
+        done.append((total, end))
+    return done
+
+
+def read_events(path: str) -> list[dict]:
+    """The daemon's event log (docs/event-log.md), less a last line cut short.  One run of this
+    benchmark writes far less than the 256 MiB at which the log rotates."""
+    with open(path) as f:
+        return [json.loads(line) for line in f.read().splitlines() if line.endswith("}")]
+
+
+def lane_bubbles(events: list[dict], lane: int, mono_to_unix: float) -> list[tuple[float, float]]:
+    """Lane `lane`'s bubbles as (unix begin, unix end), sorted; `mono_to_unix` is added to the
+    events' CLOCK_MONOTONIC seconds."""
+    return sorted((int(e["begin_ns"]) / 1e9 + mono_to_unix, int(e["end_ns"]) / 1e9 + mono_to_unix)
+                  for e in events if e.get("type") == "bubble" and int(e.get("lane", -1)) == lane)
+
+
+def task_steps(events: list[dict], task_id: int, mono_to_unix: float) -> list[tuple[float, float]]:
+    """Task `task_id`'s steps as (unix end, units)."""
+    return [(int(e["end_ns"]) / 1e9 + mono_to_unix, float(e.get("units", 0)))
+            for e in events if e.get("type") == "step" and int(e.get("task_id", -1)) == task_id]
+
+
+def program_progress(path: str, pattern: str) -> list[tuple[int, float]]:
+    """A program's progress lines (`pattern`: the count, then the unix time) as (count, time)."""
+    if not os.path.exists(path):
+        return []
+    return [(int(m.group(1)), float(m.group(2))) for m in (re.search(pattern, line) for line in open(path)) if m]
+
+
+def arms_summary(iter_ms: list[float], arms: list[str], units_by_lane: list[dict], bubble_on_s_by_lane: list[float],
+                 rate: float) -> dict:
+    """One row's figures: the iterations of each arm, their mean times, the overheads between
+    arms, and harvest (the lanes' "on" work in seconds alone, at `rate` units a second, over their
+    bubble seconds in "on" iterations)."""
+    iters = {arm: [t for t, a in zip(iter_ms, arms) if a == arm] for arm in ARMS}
+    no_side = iters["noside_on"] + iters["noside_off"]
+    enough = lambda *xs: all(len(x) >= 2 for x in xs)  # noqa: E731
+    work_s = sum(u["on"] for u in units_by_lane) / rate if rate > 0 else float("nan")
+    bubble_s = sum(bubble_on_s_by_lane)
+    return {
+        "harvest": work_s / bubble_s if bubble_s > 0 else float("nan"),
+        "harvest_by_lane": [u["on"] / rate / b if b > 0 and rate > 0 else float("nan")
+                            for u, b in zip(units_by_lane, bubble_on_s_by_lane)],
+        "units_on_by_lane": [u["on"] for u in units_by_lane],
+        "units_off_after_block_start": sum(u["off"] for u in units_by_lane),
+        "units_off_after_block_start_by_lane": [u["off"] for u in units_by_lane],
+        "bubble_s_on_by_lane": bubble_on_s_by_lane,
+        "iterations": {arm: len(xs) for arm, xs in iters.items()},
+        "no_side_ms": mean_ci(no_side), "off_ms": mean_ci(iters["off"]), "on_ms": mean_ci(iters["on"]),
+        "overhead_on_vs_no_side": diff_ci(iters["on"], no_side) if enough(iters["on"], no_side) else None,
+        "overhead_off_vs_no_side": diff_ci(iters["off"], no_side) if enough(iters["off"], no_side) else None,
+        "overhead_on_vs_off": diff_ci(iters["on"], iters["off"]) if enough(iters["on"], iters["off"]) else None,
+        "marks_alone_on_vs_off": (diff_ci(iters["noside_on"], iters["noside_off"])
+                                  if enough(iters["noside_on"], iters["noside_off"]) else None),
+    }
+
+
+def missed_targets(row: dict) -> list[str]:
+    """What a row misses of TARGETS and of "no work outside bubbles", in words; [] when it meets
+    them all."""
+    if not row.get("warm", True):
+        return [f"the side never warmed up ({row.get('why_not_warm', 'no progress')})"]
+    missed = []
+    if not row["harvest"] >= TARGETS["harvest_min"]:
+        missed.append(f"harvest {row['harvest']:.2f} < {TARGETS['harvest_min']}")
+    o = row["overhead_on_vs_no_side"]
+    if o is None:
+        missed.append("too few iterations to measure the overhead")
+    else:
+        if not o["pct"] <= TARGETS["overhead_mean_max_pct"]:
+            missed.append(f"overhead mean {o['pct']:+.2f}% > +{TARGETS['overhead_mean_max_pct']}%")
+        if not o["high"] <= TARGETS["overhead_high_max_pct"]:
+            missed.append(f"overhead upper bound {o['high']:+.2f}% > +{TARGETS['overhead_high_max_pct']}%")
+    if row["units_off_after_block_start"]:
+        missed.append(f"{row['units_off_after_block_start']:g} units in marks-off iterations")
+    return missed
+
+
+def _interval(d: dict | None) -> str:
+    return "–" if d is None else f"{d['pct']:+.2f}% [{d['low']:+.2f}, {d['high']:+.2f}]"
+
+
+def _per_gpu(row: dict, key: str, digits: int) -> str:
+    """Per GPU, the mean of `key` in the no-side, off and on iterations ("a/b/c"), GPUs apart by "; "."""
+    samples = row.get("gpu_samples") or {}
+    parts = []
+    for gpu in sorted(samples, key=int):
+        by_arm = samples[gpu]
+        parts.append("/".join(f"{by_arm[arm][key]:.{digits}f}" if arm in by_arm else "–"
+                              for arm in ("noside", "off", "on")))
+    return "; ".join(parts) or "–"
+
+
+def markdown(results: list[dict]) -> str:
+    """The table of one or more result files (their rows, each with its command and commit)."""
+    rows = [row for r in results for row in r["rows"]]
+    gpus = sorted({row["gpus"] for row in rows})
+    out = [f"# Three arms per row on {'/'.join(map(str, gpus))} GPUs: real pipelines with side work in "
+           "their bubbles", ""]
+    for r in results:
+        out += [f"- `{r['command']}`", f"  - commit `{r['commit']}`; device: {r.get('device', '?')}; "
+                f"{r.get('started', '')}"]
+    out += ["",
+            f"Targets (issues 30 and 34): harvest ≥ {TARGETS['harvest_min']}; overhead (marks on against no "
+            f"side process, the same launch) mean ≤ +{TARGETS['overhead_mean_max_pct']}% and 95% upper bound "
+            f"≤ +{TARGETS['overhead_high_max_pct']}%; no side work in marks-off iterations past each block's "
+            "first.  Intervals are Welch 95%.  SM MHz and power W per GPU: no side / off / on.", "",
+            "| framework | schedule | M | side | harvest | on vs no side | off vs no side | on vs off | marks alone "
+            "| units off | iterations no side/off/on | SM MHz | power W | targets |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        it = row.get("iterations", {})
+        missed = row.get("missed_targets", missed_targets(row))
+        v = f" V={row['virtual_stages']}" if row.get("virtual_stages", 1) > 1 else ""
+        out.append(
+            f"| {row['framework']} | {row['schedule']}{v} | {row['microbatches']} | {row['side']} "
+            f"| {row['harvest']:.2f} | {_interval(row['overhead_on_vs_no_side'])} "
+            f"| {_interval(row['overhead_off_vs_no_side'])} | {_interval(row['overhead_on_vs_off'])} "
+            f"| {_interval(row['marks_alone_on_vs_off'])} | {row['units_off_after_block_start']:g} "
+            f"| {it.get('noside_on', 0) + it.get('noside_off', 0)}/{it.get('off', 0)}/{it.get('on', 0)} "
+            f"| {_per_gpu(row, 'sm_mhz', 0)} | {_per_gpu(row, 'power_w', 0)} "
+            f"| {'met' if not missed else 'missed: ' + '; '.join(missed)} |")
+    skipped = [s for r in results for s in r.get("skipped", [])]
+    if skipped:
+        out += ["", "Not run (out of the time budget): " + ", ".join(skipped)]
+    return "\n".join(out) + "\n"
+
+
+# -- the runs --------------------------------------------------------------------------------------
+class Trainer:
+    """One launch of a trainer with --log-every 1, its output in a file that is followed."""
+
+    def __init__(self, cmd: list[str], env: dict, log_path: str):
+        self.log_path = log_path
+        self.proc = subprocess.Popen(cmd, env=env, stdout=open(log_path, "w"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.offset = 0
+        self.iterations: list[tuple[int, bool, float]] = []  # (index, marks on?, unix start)
+
+    def poll(self) -> None:
+        """Reads the iteration lines printed since the last call; stops the benchmark if the
+        trainer has ended."""
+        with open(self.log_path) as f:
+            f.seek(self.offset)
+            text = f.read()
+        complete = text[:text.rfind("\n") + 1]
+        self.offset += len(complete.encode())
+        for m in ITERATION_LINE.finditer(complete):
+            self.iterations.append((int(m.group(1)), m.group(3) == "on", float(m.group(4))))
+        if self.proc.poll() is not None:
+            tail = open(self.log_path).read()[-3000:]
+            raise SystemExit(f"the trainer ended (exit status {self.proc.returncode}):\n{tail}")
+
+    def wait(self, since: float, seconds: float, per_mode: int, limit: float = 600) -> None:
+        """Until `seconds` have passed since `since` and at least `per_mode` iterations of each mode
+        (marks on, off) have begun after it and ended."""
+        deadline = time.time() + limit
+        while True:
+            self.poll()
+            done = [on for _, on, at in self.iterations if at >= since]
+            if time.time() >= since + seconds and min(done.count(True), done.count(False)) >= per_mode:
+                return
+            if time.time() > deadline:
+                raise SystemExit(f"the trainer did not get {per_mode} iterations of each mode in {limit:.0f} s; "
+                                 f"see {self.log_path}")
+            time.sleep(0.2)
+
+    def wait_warm(self, first_index: int, limit: float = 600) -> None:
+        """Until iteration `first_index` (the first one past the trainer's warm-up) has ended."""
+        deadline = time.time() + limit
+        while not any(index >= first_index for index, _, _ in self.iterations):
+            if time.time() > deadline:
+                raise SystemExit(f"the trainer did not reach iteration {first_index} in {limit:.0f} s; "
+                                 f"see {self.log_path}")
+            time.sleep(0.2)
+            self.poll()
+
+    def finish(self, stop_file: str, graceful: bool) -> None:
+        """Asks the trainer to end at its next block boundary (or kills it at once), and waits."""
+        open(stop_file, "w").close()
+        if graceful:
+            try:
+                self.proc.wait(timeout=180)
+                return
+            except subprocess.TimeoutExpired:
+                log("the trainer did not stop within 180 s of its stop file; killed")
+        try:
+            os.killpg(self.proc.pid, 9)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+
+class Arms:
+    """The three-arm launches against the daemon of `bench` (bench/e2e_gpu.py's Bench: its CLI,
+    built-in tasks and their profiles, trainer command and logs).  Rows go to bench.results in
+    bench.out, with the markdown table beside it."""
+
+    def __init__(self, bench, sides: list[str], cpu: bool):
+        self.b, self.a = bench, bench.a
+        self.cpu = cpu
+        self.programs = CPU_PROGRAMS if cpu else PROGRAMS
+        self.progress_regex = CPU_DAEMON_PROGRESS if cpu else DAEMON_PROGRESS
+        for side in sides:
+            if side not in self.programs and side not in bench.tasks:
+                raise SystemExit(f"--sides: unknown side {side!r}; programs: {', '.join(sorted(self.programs))}; "
+                                 f"built-in tasks: {', '.join(sorted(bench.tasks))}")
+        self.sides = sides
+        self.resident: list[int] = []  # the side tasks submitted and not yet gone
+        self.rates: dict[str, float] = {}
+        self.sampler: GpuSampler | None = None
+        self.started = time.monotonic()
+        self.side_seconds: list[float] = []  # how long each side took, for the budget
+        self.launch_seconds: list[float] = []  # a launch's start-up to its first no-side arm
+        self.mono_to_unix = time.time() - time.monotonic()
+        self.results = {"command": " ".join(sys.argv), "commit": git_commit(), "gpus": bench.gpus,
+                        "device": describe_device(cpu), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                        "targets": TARGETS, "alone_rates": self.rates, "rows": bench.rows, "skipped": []}
+        self.markdown_name = os.path.splitext(bench.results)[0] + ".md"
+        bench.keep.append(self.markdown_name)
+
+    # -- alone rates ---------------------------------------------------------------------------
+    def program(self, name: str) -> tuple[list[str], str]:
+        """Program `name`'s command (this Python, the script's full path) and progress pattern."""
+        cmd, pattern = self.programs[name]
+        cmd = [sys.executable if cmd[0] == "python3" else cmd[0],
+               *[os.path.join(ROOT, x) if x.startswith("examples/") else x for x in cmd[1:]]]
+        return cmd, pattern
+
+    def measure_alone(self) -> None:
+        """Each side's rate alone, the sides spread over the GPUs (one at a time on each)."""
+        pending, errors, lock = list(self.sides), [], threading.Lock()
+
+        def worker(gpu: int) -> None:
+            while True:
+                with lock:
+                    if not pending or errors:
+                        return
+                    name = pending.pop(0)
+                try:
+                    if name in self.programs:
+                        cmd, pattern = self.program(name)
+                        env = dict(self.b.env, CUDA_VISIBLE_DEVICES=str(gpu), CUDA_MPS_PIPE_DIRECTORY="/nonexistent")
+                        self.rates[name] = program_alone_rate(cmd, pattern, env,
+                                                              os.path.join(self.b.out, f"alone-{name}.err"),
+                                                              self.a.alone_warmup, self.a.alone_seconds)
+                        log(f"alone {name}: {self.rates[name]:.3f} units/s")
+                    else:
+                        self.b.finish_profile(name, self.b.start_profile(name, gpu))
+                        self.rates[name] = self.b.alone[name]["rate_per_s"]
+                except BaseException as e:  # noqa: BLE001  (a SystemExit of the worker's, told below)
+                    with lock:
+                        errors.append(f"{name}: {e}")
+
+        threads = [threading.Thread(target=worker, args=(gpu,), daemon=True) for gpu in range(self.b.gpus)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise SystemExit("alone rates failed: " + "; ".join(errors))
+
+    # -- one side, on every lane -----------------------------------------------------------------
+    def submit(self, side: str, lane: int, tag: str) -> int:
+        name = f"{side}-{lane}-{tag}"
+        if side in self.programs:
+            cmd, _ = self.program(side)
+            args = ["--kind", "imperative", "--memory", self.a.side_memory,
+                    "--progress-regex", self.progress_regex[side], "--", *cmd]
+        else:
+            args = ["--profile", os.path.join(self.b.out, f"profile-{side}.json")]
+            if self.cpu:
+                # A loaded CPU's 99th-percentile step (the profile's hint) is its preemptions: it
+                # would fit none of a small CPU pipeline's bubbles, and the task would never step.
+                args += ["--step-time", f"{int(self.b.alone[side]['step_ms']['p50'] * 1000) + 1}us"]
+        return int(json.loads(self.b.cli("submit", "--json", "--lane", str(lane), "--name", name, *args))["id"])
+
+    def show(self, task_id: int) -> dict:
+        return json.loads(self.b.cli("show", str(task_id), "--json"))
+
+    def task_log(self, task_id: int) -> str:
+        return os.path.join(self.b.state, "tasks", str(task_id), "stdout.log")
+
+    def progress_count(self, side: str, task_id: int, info: dict) -> float:
+        if side in self.programs:
+            return len(program_progress(self.task_log(task_id), self.program(side)[1]))
+        return float(info.get("steps", 0))
+
+    def wait_warm(self, side: str, ids: list[int], trainer: Trainer) -> str:
+        """Until each lane's side has made 3 units of progress: "" then, else why not."""
+        deadline = time.time() + self.a.warm_seconds
+        while time.time() < deadline:
+            trainer.poll()
+            infos = [self.show(i) for i in ids]
+            ended = [f"task {i} {info.get('state')}: {info.get('message', '')}" for i, info in zip(ids, infos)
+                     if info.get("state") in ("FAILED", "CANCELLED", "FINISHED")]
+            if ended:
+                return "; ".join(ended)
+            if all(self.progress_count(side, i, info) >= 3 for i, info in zip(ids, infos)):
+                return ""
+            time.sleep(0.3)
+        return f"less than 3 units of progress on some lane in {self.a.warm_seconds:.0f} s"
+
+    def gone(self, task_id: int) -> bool:
+        info = self.show(task_id)
+        pid = int(info.get("pid", 0) or 0)
+        return info.get("state") in ("CANCELLED", "FINISHED", "FAILED") and not (pid and os.path.exists(f"/proc/{pid}"))
+
+    def serve(self, side: str, trainer: Trainer, tag: str) -> dict:
+        """Side `side` on every lane: submitted, warmed up, measured (marks on and off blocks),
+        cancelled, its processes gone; then the no-side arm after it."""
+        began = time.monotonic()
+        seg: dict = {"side": side, "t_submit": time.time()}
+        seg["ids"] = self.resident = []
+        for lane in range(self.b.gpus):
+            seg["ids"].append(self.submit(side, lane, tag))
+        seg["why_not_warm"] = self.wait_warm(side, seg["ids"], trainer)
+        seg["t_warm"] = time.time()
+        if not seg["why_not_warm"]:
+            trainer.wait(seg["t_warm"], self.a.measure_seconds, self.a.alternate)
+        else:
+            log(f"{tag} {side}: not warm ({seg['why_not_warm']}); no on/off arms")
+        seg["t_cancel"] = time.time()
+        seg["tasks"] = []
+        for lane, i in enumerate(seg["ids"]):
+            info = self.show(i)
+            seg["tasks"].append({"lane": lane, "id": i, "state": info.get("state"), "message": info.get("message"),
+                                 "daemon_progress": info.get("progress"), "steps": info.get("steps"),
+                                 "allowed_ns": info.get("allowed_ns")})
+        status = self.b.status()
+        seg["gate_margin_ns"] = [int(l.get("gate_margin_ns", 0)) for l in status["stats"].get("lanes", [])]
+        seg["live_overhead"] = self.b.live_overhead()
+        for i in seg["ids"]:
+            try:
+                self.b.cli("cancel", str(i))
+            except subprocess.CalledProcessError:
+                pass  # it has ended already
+        deadline = time.time() + 60
+        while not all(self.gone(i) for i in seg["ids"]):
+            if time.time() > deadline:
+                raise SystemExit(f"{side}: its processes still run 60 s after the cancel")
+            trainer.poll()
+            time.sleep(0.1)
+        seg["t_gone"] = time.time()
+        self.resident = []
+        trainer.wait(seg["t_gone"], self.a.noside_seconds, self.a.alternate)
+        self.side_seconds.append(time.monotonic() - began)
+        return seg
+
+    # -- one launch ------------------------------------------------------------------------------
+    def time_left(self) -> float:
+        return math.inf if not self.a.budget_seconds else self.a.budget_seconds - (time.monotonic() - self.started)
+
+    def side_estimate(self) -> float:
+        return max(self.side_seconds, default=self.a.measure_seconds + self.a.noside_seconds + 30)
+
+    def launch(self, schedule: str, m: int, framework: str = "torch", script: str = "train_gpt_pipeline.py",
+               extra: tuple = ()) -> None:
+        """One launch of `script` with `schedule` and `m` micro-batches serving every side in turn;
+        a row per side."""
+        tag = f"{framework}-{schedule}-m{m}"
+        if self.time_left() < max(self.launch_seconds, default=60) + self.side_estimate():
+            self.results["skipped"].append(f"{tag} (all sides)")
+            log(f"{tag}: skipped, {self.time_left():.0f} s left of the budget")
+            return
+        out = os.path.join(self.b.out, f"train-{tag}.json")
+        stop = os.path.join(self.a.work, f"{tag}.stop")
+        cmd = self.b.trainer_command(schedule, m, "on", out, script,
+                                     (*extra, "--stop-file", stop, "--log-every", "1"), 10_000_000, self.a.alternate)
+        log(f"== {tag}: {' '.join(cmd)}")
+        began = time.monotonic()
+        trainer = Trainer(cmd, self.b.env, os.path.join(self.b.out, f"train-{tag}.log"))
+        segments: list[dict] = []
+        graceful = False
+        try:
+            trainer.wait_warm(self.b.trainer_warmup)
+            trainer.wait(time.time(), self.a.noside_seconds, self.a.alternate)
+            self.launch_seconds.append(time.monotonic() - began)
+            for side in self.sides:
+                if self.time_left() < self.side_estimate() + 15:
+                    self.results["skipped"].append(f"{tag} {side}")
+                    log(f"{tag} {side}: skipped, {self.time_left():.0f} s left of the budget")
+                    continue
+                segments.append(self.serve(side, trainer, tag))
+            graceful = True
+        finally:
+            trainer.finish(stop, graceful)
+            self.cancel_resident()
+        if trainer.proc.returncode != 0:
+            raise SystemExit(f"{tag}: the trainer failed ({trainer.proc.returncode}); see train-{tag}.log")
+        self.b.settle()
+        self.mono_to_unix = time.time() - time.monotonic()
+        run = json.load(open(out))
+        events = read_events(os.path.join(self.b.state, "events.jsonl"))
+        for k, seg in enumerate(segments):
+            t_from = segments[k - 1]["t_gone"] if k else -math.inf
+            t_until = segments[k + 1]["t_submit"] if k + 1 < len(segments) else math.inf
+            self.add_row(run, seg, t_from, t_until, events,
+                         {"gpus": self.b.gpus, "framework": framework, "schedule": schedule, "microbatches": m,
+                          "preset": self.a.preset, "trainer": " ".join(cmd), "trainer_out": os.path.basename(out)})
+        self.save()
+
+    def cancel_resident(self) -> None:
+        """Cancels the side tasks still resident (a launch that failed while serving them), so
+        that none is left for the next launch's no-side arm."""
+        for i in self.resident:
+            try:
+                self.b.cli("cancel", str(i))
+            except subprocess.SubprocessError:
+                pass  # ended already, or the daemon is gone
+        self.resident = []
+
+    def add_row(self, run: dict, seg: dict, t_from: float, t_until: float, events: list[dict], config: dict) -> None:
+        side = seg["side"]
+        starts, spans = iteration_windows(run)
+        modes = run["freeride_on"][:len(starts)]
+        arms = label_arms(starts, spans, modes, run["warmup"], seg["t_submit"], seg["t_warm"], seg["t_cancel"],
+                          seg["t_gone"], t_from, t_until)
+        units, bubble_on = [], []
+        for lane, task_id in enumerate(seg["ids"]):
+            if side in self.programs:
+                done = program_progress(self.task_log(task_id), self.program(side)[1])
+            else:
+                done = step_progress(task_steps(events, task_id, self.mono_to_unix))
+            units.append(units_by_arm(done, starts, spans, modes, arms))
+            bubble_on.append(bubble_seconds_by_arm(lane_bubbles(events, lane, self.mono_to_unix), starts, spans,
+                                                   arms).get("on", 0.0))
+        row = dict(config, virtual_stages=run.get("virtual_stages", 1), side=side,
+                   side_kind="program" if side in self.programs else "built-in task",
+                   alone_rate_per_s=self.rates[side], warm=not seg["why_not_warm"],
+                   **arms_summary(run["iter_ms"], arms, units, bubble_on, self.rates[side]))
+        if seg["why_not_warm"]:
+            row["why_not_warm"] = seg["why_not_warm"]
+        if self.sampler:
+            pooled = ["noside" if a.startswith("noside") else a for a in arms]
+            row["gpu_samples"] = {str(g): self.sampler.by_arm(starts, spans, pooled, gpu=g) for g in range(self.b.gpus)}
+        row.update(seconds={"warm": seg["t_warm"] - seg["t_submit"], "measured": seg["t_cancel"] - seg["t_warm"],
+                            "exit": seg["t_gone"] - seg["t_cancel"]},
+                   tasks=seg["tasks"], gate_margin_ns=seg["gate_margin_ns"], live_overhead=seg["live_overhead"],
+                   command=self.results["command"], commit=self.results["commit"])
+        row["missed_targets"] = missed_targets(row)
+        self.b.rows.append(row)
+        o = row["overhead_on_vs_no_side"]
+        log(f"ROW {config['framework']} {config['schedule']} m{config['microbatches']} {side}: harvest "
+            f"{row['harvest']:.2f}; on vs no side {_interval(o)}, off vs no side "
+            f"{_interval(row['overhead_off_vs_no_side'])}, on vs off {_interval(row['overhead_on_vs_off'])}; "
+            f"units off {row['units_off_after_block_start']:g}; iterations {row['iterations']}; "
+            f"{'targets met' if not row['missed_targets'] else 'missed: ' + '; '.join(row['missed_targets'])}")
+
+    def save(self) -> None:
+        with open(os.path.join(self.b.out, self.b.results), "w") as f:
+            json.dump(self.results, f, indent=1, default=lambda o: None)
+        with open(os.path.join(self.b.out, self.markdown_name), "w") as f:
+            f.write(markdown([self.results]))
+
+    def run(self, launches: list[tuple]) -> None:
+        """The alone rates, then the bench's daemon and every launch ((schedule, micro-batches,
+        framework, script, extra trainer options)), a row per launch and side; one launch's failure
+        is recorded and the next one runs.  The daemon is stopped and the logs packed at the end,
+        also on SIGTERM (a time limit's)."""
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        try:
+            self.measure_alone()
+            self.b.start_daemon()
+            if not self.cpu and shutil.which("nvidia-smi"):
+                self.sampler = GpuSampler(os.path.join(self.b.out, "gpu_samples.csv"), list(range(self.b.gpus)))
+            for launch in launches:
+                try:
+                    self.launch(*launch)
+                except SystemExit as e:
+                    if e.code == 143:
+                        raise
+                    log(f"{launch[:3]} failed: {e}")
+                    self.results.setdefault("failed", []).append(f"{' '.join(map(str, launch[:3]))}: {e}"[:2000])
+        finally:
+            self.save()
+            if self.sampler:
+                self.sampler.close()
+            if getattr(self.b, "daemon", None):
+                self.b.close()
+            sys.stdout.write(markdown([self.results]))
+        if self.results.get("failed"):
+            raise SystemExit(f"{len(self.results['failed'])} launch(es) failed")
+
+
+def git_commit() -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
+def describe_device(cpu: bool) -> str:
+    if cpu:
+        return f"CPU dry run ({os.cpu_count()} cores)"
+    try:
+        gpus = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
+    except (OSError, subprocess.SubprocessError):
+        gpus = []
+    return f"{len(gpus)} x {gpus[0]}" if gpus else "unknown GPUs (no nvidia-smi)"
+
+
+def add_arms_arguments(p) -> None:
+    """The options Arms reads."""
+    p.add_argument("--arms", action="store_true",
+                   help="three arms per row in one launch per configuration (bench/e2e_arms.py): no side "
+                        "process, marks off, marks on; sides served one after another")
+    p.add_argument("--noside-seconds", type=float, default=5,
+                   help="--arms: the no-side arm before the first side and after each side's exit")
+    p.add_argument("--measure-seconds", type=float, default=12,
+                   help="--arms: the on and off arms, once the side has warmed up")
+    p.add_argument("--warm-seconds", type=float, default=60,
+                   help="--arms: at most this long for a side to make 3 units of progress on every lane")
+    p.add_argument("--alone-warmup", type=float, default=4,
+                   help="--arms: a program's first seconds of progress alone, left out of its rate")
+    p.add_argument("--side-memory", default="16GiB", help="--arms: a program's --memory")
+    p.add_argument("--budget-seconds", type=float, default=0,
+                   help="--arms: skip the sides and launches that would not end within this many seconds of "
+                        "the start (0: no budget), so that the rows done are written before a time limit")
+
+
+def main() -> None:
+    import argparse
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--table", nargs="+", required=True, metavar="JSON", help="result files to tabulate")
+    a = p.parse_args()
+    sys.stdout.write(markdown([json.load(open(path)) for path in a.table]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""bench/e2e_arms.py: the three arms (no side process, marks off, marks on) of one launch of a real
+pipeline, its arithmetic (harvest from the lanes' bubble events and the sides' own progress,
+overheads, the targets), and the whole path run on CPU lanes: torchrun over gloo, an unmodified
+program and a built-in task served in turn.  The GPU figures need a GPU; the logic does not."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from conftest import SOURCE_DIR, require_torch
+
+sys.path.insert(0, str(SOURCE_DIR / "bench"))
+from e2e_arms import (ITERATION_LINE, arms_summary, bubble_seconds_by_arm, iteration_windows,  # noqa: E402
+                      lane_bubbles, markdown, missed_targets, step_progress, task_steps)
+from gate_gpu import label_arms, units_by_arm  # noqa: E402
+
+# Ten 1-second iterations from t=100, marks on and off in blocks of 2.
+STARTS = [100.0 + i for i in range(10)]
+TIMES_MS = [1000.0] * 10
+MODES = [(i // 2) % 2 == 0 for i in range(10)]
+
+
+def test_an_iteration_spans_from_the_first_ranks_start_to_the_last_ranks_end() -> None:
+    run = {"iter_unix": [10.0, 11.0], "iter_end_unix": [10.9, 12.2], "iter_ms": [800.0, 1100.0]}
+    starts, spans = iteration_windows(run)
+    assert starts == [10.0, 11.0] and [round(s) for s in spans] == [900, 1200]
+    # The stand-in stage (one process) gives only its own times.
+    assert iteration_windows({"iter_unix": [10.0], "iter_ms": [800.0]}) == ([10.0], [800.0])
+
+
+def test_bubble_time_counts_in_the_iteration_it_began_in_cut_at_its_end() -> None:
+    arms = ["", "noside_on", "on", "on", "off", "off", "on", "", "", ""]
+    bubbles = [(99.0, 99.5),     # before the first iteration
+               (101.2, 101.5),   # noside_on
+               (102.1, 102.4), (102.6, 102.8), (103.9, 104.3),  # on; the last one cut at 104
+               (104.5, 104.6),   # off (counted under its iteration's arm, whatever that is)
+               (107.5, 107.7)]   # an iteration of no arm
+    got = bubble_seconds_by_arm(bubbles, STARTS, TIMES_MS, arms)
+    assert set(got) == {"noside_on", "on", "off"}
+    assert math.isclose(got["on"], 0.3 + 0.2 + 0.1) and math.isclose(got["noside_on"], 0.3)
+
+
+def test_a_built_in_tasks_steps_are_its_progress_at_each_steps_end_from_the_first_step_on() -> None:
+    mono_to_unix = 1000.0  # unix = monotonic + 1000
+    events = [
+        {"type": "step", "task_id": 7, "lane": 0, "start_ns": int(-895.4e9), "end_ns": int(-895.3e9), "units": 5},
+        {"type": "step", "task_id": 7, "lane": 0, "start_ns": int(-897.2e9), "end_ns": int(-897.1e9), "units": 2},
+        {"type": "step", "task_id": 8, "lane": 1, "start_ns": int(-897.2e9), "end_ns": int(-897.1e9), "units": 9},
+        {"type": "step", "task_id": 7, "lane": 0, "start_ns": int(-893.6e9), "end_ns": int(-893.5e9), "units": 4},
+        {"type": "step", "task_id": 7, "lane": 0, "start_ns": int(-892.6e9), "end_ns": int(-892.5e9), "units": 1},
+        {"type": "bubble", "lane": 0, "begin_ns": int(-897.3e9), "end_ns": int(-897.0e9)},
+        {"type": "bubble", "lane": 1, "begin_ns": int(-895.5e9), "end_ns": int(-895.0e9)},
+    ]
+    done = step_progress(task_steps(events, 7, mono_to_unix))
+    assert [round(at, 1) for _, at in done[1:]] == [102.9, 104.7, 106.5, 107.5]
+    arms = ["", "", "off", "off", "on", "on", "off", "off", "", ""]
+    # 2 units in 102 and 4 in 106 (each an off block's first iteration: work in flight), 5 in 104
+    # (on), 1 in 107 (off, past its block's first: work outside bubbles).
+    assert units_by_arm(done, STARTS, TIMES_MS, MODES, arms) == {"on": 5, "off": 1}
+    assert [(round(b, 1), round(e, 1)) for b, e in lane_bubbles(events, 1, mono_to_unix)] == [(104.5, 105.0)]
+
+
+def test_harvest_is_the_lanes_work_alone_over_their_bubble_time_and_overheads_are_between_arms() -> None:
+    arms = ["noside_on", "noside_off", "on", "off", "on", "off", "noside_on", "noside_off", "", ""]
+    iter_ms = [100.0, 100.0, 101.0, 100.5, 101.0, 100.5, 100.2, 99.8, 500.0, 500.0]
+    # Two lanes at 10 units a second alone: 4 and 2 units in "on" iterations, over 0.5 s and 0.25 s of bubbles.
+    row = arms_summary(iter_ms, arms, [{"on": 4, "off": 0}, {"on": 2, "off": 1}], [0.5, 0.25], 10.0)
+    assert math.isclose(row["harvest"], 0.6 / 0.75)
+    assert [round(h, 2) for h in row["harvest_by_lane"]] == [0.8, 0.8]
+    assert row["units_off_after_block_start"] == 1
+    assert row["iterations"] == {"noside_on": 2, "noside_off": 2, "off": 2, "on": 2}
+    assert math.isclose(row["overhead_on_vs_no_side"]["pct"], 1.0)
+    assert math.isclose(row["overhead_on_vs_off"]["pct"], 100 * (101 / 100.5 - 1))
+    assert math.isclose(row["marks_alone_on_vs_off"]["pct"], 100 * (100.1 / 99.9 - 1))
+    # One "on" iteration is too few for an interval: no figure, rather than a made-up one.
+    row = arms_summary(iter_ms, ["noside_on"] * 2 + ["on"] + [""] * 7, [{"on": 1, "off": 0}], [0.1], 10.0)
+    assert row["overhead_on_vs_no_side"] is None and row["overhead_on_vs_off"] is None
+
+
+def test_each_missed_target_is_named() -> None:
+    row = {"harvest": 0.85, "units_off_after_block_start": 0,
+           "overhead_on_vs_no_side": {"pct": 0.2, "low": -0.1, "high": 0.45}}
+    assert missed_targets(row) == []
+    row.update(harvest=0.7, units_off_after_block_start=3,
+               overhead_on_vs_no_side={"pct": 0.35, "low": 0.1, "high": 0.6})
+    assert missed_targets(row) == ["harvest 0.70 < 0.8", "overhead mean +0.35% > +0.3%",
+                                   "overhead upper bound +0.60% > +0.5%", "3 units in marks-off iterations"]
+    row["harvest"] = float("nan")  # no bubble time: not a pass
+    assert missed_targets(row)[0] == "harvest nan < 0.8"
+    assert missed_targets({"warm": False, "why_not_warm": "task 3 FAILED: oom"}) == [
+        "the side never warmed up (task 3 FAILED: oom)"]
+
+
+def test_the_table_gives_each_row_its_figures_per_gpu_and_its_verdict() -> None:
+    interval = {"pct": 0.21, "low": -0.05, "high": 0.47}
+    met = {"gpus": 2, "framework": "torch", "schedule": "interleaved", "virtual_stages": 2, "microbatches": 8,
+           "side": "resnet50", "harvest": 0.83, "overhead_on_vs_no_side": interval,
+           "overhead_off_vs_no_side": interval, "overhead_on_vs_off": None, "marks_alone_on_vs_off": interval,
+           "units_off_after_block_start": 0, "iterations": {"noside_on": 20, "noside_off": 21, "off": 30, "on": 31},
+           "gpu_samples": {"1": {"noside": {"sm_mhz": 1980.4, "power_w": 400.2},
+                                 "on": {"sm_mhz": 1950, "power_w": 450}},
+                           "0": {"noside": {"sm_mhz": 1970, "power_w": 390}, "off": {"sm_mhz": 1975, "power_w": 395},
+                                 "on": {"sm_mhz": 1940, "power_w": 440}}}}
+    missed = dict(met, schedule="1f1b", virtual_stages=1, side="pagerank", harvest=0.5, gpu_samples=None)
+    table = markdown([{"command": "python3 bench/e2e_gpu.py --arms", "commit": "abc", "rows": [met, missed],
+                       "skipped": ["torch-1f1b-m8 generate"]}])
+    assert ("| torch | interleaved V=2 | 8 | resnet50 | 0.83 | +0.21% [-0.05, +0.47] | +0.21% [-0.05, +0.47] | – "
+            "| +0.21% [-0.05, +0.47] | 0 | 41/30/31 | 1970/1975/1940; 1980/–/1950 | 390/395/440; 400/–/450 | met |"
+            ) in table
+    assert "| torch | 1f1b | 8 | pagerank | 0.50 |" in table and "| missed: harvest 0.50 < 0.8 |" in table
+    assert "`python3 bench/e2e_gpu.py --arms`" in table and "commit `abc`" in table
+    assert "Not run (out of the time budget): torch-1f1b-m8 generate" in table
+
+
+def test_the_trainers_iteration_line_is_what_the_benchmark_follows() -> None:
+    m = ITERATION_LINE.search("iteration 12: 171.3 ms, FreeRide off, at 1795689633.128901")
+    assert m and m.groups() == ("12", "171.3", "off", "1795689633.128901")
+
+
+def make_bundle(build: Path, where: Path) -> Path:
+    """The build tree laid out as a bundle (bin/, lib/), as bench/e2e_gpu.py's --bundle expects."""
+    build = build.resolve()
+    (where / "bin").mkdir(parents=True)
+    (where / "lib").mkdir()
+    for binary in [build / "freeride", build / "tasks" / "freeride-pagerank"]:
+        (where / "bin" / binary.name).symlink_to(binary)
+    for library in build.glob("libfreeride*.so*"):
+        (where / "lib" / library.name).symlink_to(library)
+    return where
+
+
+def test_the_three_arms_run_end_to_end_on_cpu_lanes(build_dir, tmp_path) -> None:
+    """Two gloo ranks of the GPT pipeline, an unmodified program and then PageRank on both lanes:
+    every row has all three arms, and nothing was done in marks-off iterations past each block's
+    first (the daemon stops a CPU lane's side at the bubble's end)."""
+    require_torch()
+    out = tmp_path / "out"
+    alternate = 3
+    cmd = [sys.executable, str(SOURCE_DIR / "bench" / "e2e_gpu.py"), "--arms", "--device", "cpu", "--gpus", "2",
+           "--bundle", str(make_bundle(build_dir, tmp_path / "bundle")), "--out", str(out),
+           "--work", str(tmp_path / "work"), "--configs", "1f1b:4", "--sides", "loop,pagerank",
+           "--noside-seconds", "2", "--measure-seconds", "3", "--warm-seconds", "240", "--alone-seconds", "2",
+           "--alone-warmup", "0.5", "--alternate", str(alternate), "--side-memory", "256MiB"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=800,
+                       env=dict(os.environ, PYTHONPATH=str(SOURCE_DIR / "python")))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    results = json.loads((out / "e2e_gpu_2gpu.json").read_text())
+    assert results["gpus"] == 2 and results["command"].startswith(str(SOURCE_DIR / "bench" / "e2e_gpu.py"))
+    rows = {row["side"]: row for row in results["rows"]}
+    assert set(rows) == {"loop", "pagerank"}
+    for side, row in rows.items():
+        assert row["warm"], row
+        it = row["iterations"]
+        # Each wait lasts at least `alternate` iterations of each mode, whatever the machine's speed.
+        assert it["on"] >= alternate and it["off"] >= alternate, (side, it)
+        assert it["noside_on"] >= alternate and it["noside_off"] >= alternate, (side, it)
+        assert row["units_off_after_block_start"] == 0, (side, row)
+        # Every marks-on iteration of a pipeline has bubbles, on each lane.
+        assert all(b > 0 for b in row["bubble_s_on_by_lane"]), (side, row["bubble_s_on_by_lane"])
+        assert row["harvest"] >= 0 and all(o is not None for o in (
+            row["overhead_on_vs_no_side"], row["overhead_off_vs_no_side"], row["overhead_on_vs_off"])), row
+        # The benchmark counts no more than the daemon saw the task do.
+        for units, task in zip(row["units_on_by_lane"], row["tasks"]):
+            assert units <= float(task["daemon_progress"]), (side, units, task)
+    table = (out / "e2e_gpu_2gpu.md").read_text()
+    assert "| torch | 1f1b | 4 | loop |" in table and "| torch | 1f1b | 4 | pagerank |" in table
+    # The rest is packed: among it the trainer's JSON, with each iteration's start and end, which
+    # ended at a block boundary when the stop file appeared.
+    assert sorted(os.listdir(out)) == ["e2e_gpu_2gpu.json", "e2e_gpu_2gpu.md", "logs.tar.gz"]
+    with tarfile.open(out / "logs.tar.gz") as tar:
+        run = json.load(tar.extractfile("train-torch-1f1b-m4.json"))
+    count = len(run["iter_ms"])
+    assert len(run["iter_unix"]) == len(run["iter_end_unix"]) == len(run["freeride_on"]) == count
+    assert count % alternate == 0 and count > run["warmup"], count
+    assert all(end > start for start, end in zip(run["iter_unix"], run["iter_end_unix"]))

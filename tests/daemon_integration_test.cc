@@ -1550,6 +1550,15 @@ TEST_F(DaemonIntegration, ALostJournalIsNotStartedOverAndNoCheckpointIsReused) {
   ASSERT_NO_FATAL_FAILURE(StartDaemon());
   int64_t old_id = SubmitSleepingCounter(300);
   ASSERT_GT(old_id, 0);
+  {
+    // One step in a bubble: the lane has then let the task go (an attached
+    // task is held to bubbles until the end of the bubble it attached in, and
+    // a held task is terminated at shutdown, not asked to checkpoint).
+    ScriptedStage stage(options_.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
+    v1::TaskInfo stepped = WaitForTask(
+        tasks(), old_id, [](const v1::TaskInfo& info) { return info.steps() > 0; }, kSideTaskGuard);
+    ASSERT_GT(stepped.steps(), 0u) << stepped.state() << " " << stepped.message();
+  }
   daemon_->Shutdown();  // the task checkpoints as it stops
   daemon_.reset();
   std::string checkpoint = options_.state_dir + "/tasks/" + std::to_string(old_id) + "/checkpoint/checkpoint";

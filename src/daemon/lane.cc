@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <signal.h>
 
+#include <chrono>
 #include <algorithm>
 #include <limits>
 #include <cerrno>
@@ -110,17 +111,33 @@ bool Lane::RemakeDeletedSegment() {
 
 void Lane::Start() {
   stopping_ = false;
-  thread_ = std::thread([this] { Loop(); });
-  if (gated_) gate_thread_ = std::thread([this] { GateLoop(); });
+  loop_ended_ = false;
+  thread_ = std::thread([this] {
+    Loop();
+    loop_ended_ = true;
+  });
+  if (gated_) {
+    gate_loop_ended_ = false;
+    gate_thread_ = std::thread([this] {
+      GateLoop();
+      gate_loop_ended_ = true;
+    });
+  }
 }
 
 void Lane::Stop() {
   stopping_ = true;
-  {
-    std::shared_lock<std::shared_mutex> no_swap(segment_swap_mu_);
-    if (segment_.is_open()) env_->WakeAll(&segment_.layout()->bubble_seq);
+  // A wake that lands between a thread's look at stopping_ and its wait is
+  // lost; the thread would then sleep to its wait's deadline, on a clock that
+  // a test may never move.  So wake until both threads have ended.
+  while (!loop_ended_.load() || !gate_loop_ended_.load()) {
+    {
+      std::shared_lock<std::shared_mutex> no_swap(segment_swap_mu_);
+      if (segment_.is_open()) env_->WakeAll(&segment_.layout()->bubble_seq);
+    }
+    if (std::atomic<uint32_t>* word = gate_wait_word_.load()) env_->WakeAll(word);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (std::atomic<uint32_t>* word = gate_wait_word_.load()) env_->WakeAll(word);
   if (thread_.joinable()) thread_.join();
   if (gate_thread_.joinable()) gate_thread_.join();
   // A stopped daemon leaves no gate open behind it.

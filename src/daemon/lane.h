@@ -196,6 +196,9 @@ class Lane {
   std::atomic<bool> schedule_probing_{false};
 
   std::atomic<bool> stopping_{false};
+  // Set by each thread as it ends, so that Stop wakes until both have gone.
+  std::atomic<bool> loop_ended_{true};
+  std::atomic<bool> gate_loop_ended_{true};
   std::thread thread_;
 
   const bool gated_;

@@ -250,12 +250,6 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     run.gate_open_ns = stats.gate_open_ns();
     run.gate_word_at_end = gate.layout()->word.load();
   }
-  // The lane's threads end at Stop without leaving virtual time: once the
-  // gate's thread has ended, the lane's could sleep to a deadline that time,
-  // still counting two threads, would never reach (it missed Stop's wake when
-  // Stop came between its look at the flag and its wait).  One thread counted
-  // lets time move whenever every thread still here sleeps.
-  env.RunVirtualTime(1);
   lane.Stop();
   events.Close();
   std::optional<report::EventLogData> data = report::ReadEventLog(log_path, &error);

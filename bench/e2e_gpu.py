@@ -56,7 +56,7 @@ import sys
 import threading
 import time
 
-from e2e_arms import Arms, add_arms_arguments
+from e2e_arms import Arms, add_arms_arguments, log  # noqa: F401 - log: also for the benchmarks that import it from here
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -89,10 +89,6 @@ CPU_TASKS = {
     "llm-inference": [PY, "-m", "freeride.tasks.llm_inference", "--preset", "tiny", "--batch", "2",
                       "--prompt", "16", "--generate", "32", "--device", "cpu"],
 }
-
-
-def log(*args) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}]", *args, flush=True)
 
 
 class Bench:

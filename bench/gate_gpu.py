@@ -49,6 +49,28 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DIAG_CPU_SPIN = ("import time\ni = 0\nwhile True:\n    end = time.perf_counter() + 0.05\n"
+                 "    while time.perf_counter() < end:\n        pass\n"
+                 "    i += 1\n    print(f'iteration {i}: at {time.time():.6f}', flush=True)\n")
+DIAG_GPU_HELD = ("import time, torch\nx = torch.zeros(1 << 20, device='cuda')\ni = 0\nwhile True:\n"
+                 "    for _ in range(50):\n        x.add_(1)\n"
+                 "    done = torch.cuda.Event(blocking=True)\n    done.record()\n    done.synchronize()\n"
+                 "    i += 1\n    print(f'iteration {i}: at {time.time():.6f}', flush=True)\n")
+# A wait on a word that never matches, left pending on a stream of the program's own (no kernel
+# behind it, nothing gated): in device memory (DIAG_HELD_WAIT % "dev") or in registered host memory
+# ("host"); the host thread only sleeps and prints.
+DIAG_HELD_WAIT = ("import ctypes, mmap, time, torch\ncuda = ctypes.CDLL('libcuda.so.1')\n"
+                  "word = torch.empty(64, dtype=torch.int32, device='cuda')\nstream = torch.cuda.Stream()\n"
+                  "where = '%s'\nif where == 'dev':\n    ptr = word.data_ptr()\nelse:\n"
+                  "    page = mmap.mmap(-1, 4096)\n    host = ctypes.addressof(ctypes.c_char.from_buffer(page))\n"
+                  "    assert cuda.cuMemHostRegister_v2(ctypes.c_void_p(host), ctypes.c_size_t(4096), 3) == 0\n"
+                  "    dev = ctypes.c_uint64()\n"
+                  "    assert cuda.cuMemHostGetDevicePointer_v2(ctypes.byref(dev), ctypes.c_void_p(host), 0) == 0\n"
+                  "    ptr = dev.value\n"
+                  "assert cuda.cuStreamWaitValue32_v2(ctypes.c_void_p(stream.cuda_stream), ctypes.c_uint64(ptr), "
+                  "ctypes.c_uint32(0xdeadbeef), 1) == 0\n"
+                  "i = 0\nwhile True:\n    time.sleep(0.05)\n    i += 1\n"
+                  "    print(f'iteration {i}: at {time.time():.6f}', flush=True)\n")
 PROGRAMS = {
     "resnet50": (["python3", "examples/train_resnet.py", "--model", "resnet50", "--batch", "32",
                   "--iterations", "10000000", "--log-every", "1"], r"iteration (\d+):.* at ([\d.]+)"),
@@ -57,10 +79,23 @@ PROGRAMS = {
     "generate": (["python3", "examples/generate_loop.py", "--batch", "8", "--new-tokens", "16"],
                  r"generated (\d+) batches.* at ([\d.]+)"),
     "compiled": (["python3", "examples/train_compiled.py", "--log-every", "5"], r"step (\d+):.* at ([\d.]+)"),
+    # Diagnostics of what a resident side process costs the trainer with the gate shut: a program
+    # that only spins on the CPU (no CUDA), one that holds GPU work behind the gate while its host
+    # thread sleeps (a blocking event), and ResNet-50 with its threads in SCHED_IDLE.
+    "cpuspin": (["python3", "-c", DIAG_CPU_SPIN], r"iteration (\d+):.* at ([\d.]+)"),
+    "gpuheld": (["python3", "-c", DIAG_GPU_HELD], r"iteration (\d+):.* at ([\d.]+)"),
+    "helddev": (["python3", "-c", DIAG_HELD_WAIT % "dev"], r"iteration (\d+):.* at ([\d.]+)"),
+    "heldhost": (["python3", "-c", DIAG_HELD_WAIT % "host"], r"iteration (\d+):.* at ([\d.]+)"),
+    "resnet50-idle": (["chrt", "--idle", "0", "python3", "examples/train_resnet.py", "--model", "resnet50",
+                       "--batch", "32", "--iterations", "10000000", "--log-every", "1"],
+                      r"iteration (\d+):.* at ([\d.]+)"),
 }
 # What the daemon is told of each program's progress (--progress-regex).
 DAEMON_PROGRESS = {"resnet50": r"iteration (\d+):", "resnet18": r"iteration (\d+):",
-                   "generate": r"generated (\d+) batches", "compiled": r"step (\d+):"}
+                   "generate": r"generated (\d+) batches", "compiled": r"step (\d+):",
+                   "cpuspin": r"iteration (\d+):", "gpuheld": r"iteration (\d+):",
+                   "resnet50-idle": r"iteration (\d+):", "helddev": r"iteration (\d+):",
+                   "heldhost": r"iteration (\d+):"}
 SCHEDULES = {
     "interleaved": ["--schedule", "interleaved", "--stages", "4", "--microbatches", "8", "--virtual", "2",
                     "--times", "2,4"],

@@ -4,12 +4,16 @@
 // drives a fake libcuda.so.1 the way a CUDA runtime does.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "gate/gate_page.h"
 #include "gate/launch_gate.h"
+#include "gate/piece_admission.h"
 #include "gate/symbol_table.h"
 #include "gate/work_lengths.h"
 #include "policy/gate_close.h"
@@ -17,6 +21,30 @@
 
 namespace freeride::gate {
 namespace {
+
+// The host's clock for the hold, on fake time: a sleep moves it on and
+// runs `on_sleep` (where a test plays the stage and the daemon).
+struct FakeClock {
+  static inline int64_t now = 0;
+  static inline int sleeps = 0;
+  static inline std::function<void()> on_sleep;
+  static void Reset() {
+    now = 1'000'000'000;
+    sleeps = 0;
+    on_sleep = nullptr;
+  }
+  static HostClock Clock() {
+    HostClock clock;
+    clock.now_ns = [] { return now; };
+    clock.sleep_ns = [](int64_t ns) {
+      now += ns;
+      ++sleeps;
+      if (on_sleep) on_sleep();
+    };
+    return clock;
+  }
+};
+int64_t FakeClockNow() { return FakeClock::now; }
 
 // A fake driver table: records waits, answers registration as told.
 struct FakeDriver {
@@ -27,6 +55,7 @@ struct FakeDriver {
     unsigned flags;
   };
   static inline std::vector<Wait> waits;
+  static inline std::vector<int64_t> wait_times;  // FakeClock::now at each wait
   static inline CuStream capturing = nullptr;
   static inline CuResult register_result = kCudaSuccess;
   static inline CuResult wait_result = kCudaSuccess;
@@ -36,13 +65,16 @@ struct FakeDriver {
   static inline bool events_done = false;
   static inline float elapsed_ms = 0;
   static inline int live_events = 0;
+  static inline std::map<intptr_t, unsigned> event_flags;
 
   static void Reset() {
     recorded.clear();
     events_done = false;
     elapsed_ms = 0;
     live_events = 0;
+    event_flags.clear();
     waits.clear();
+    wait_times.clear();
     capturing = nullptr;
     register_result = kCudaSuccess;
     wait_result = kCudaSuccess;
@@ -52,6 +84,7 @@ struct FakeDriver {
     DriverApi api;
     api.stream_wait_value32 = [](CuStream s, CuDevicePtr a, uint32_t v, unsigned f) {
       if (wait_result == kCudaSuccess) waits.push_back({s, a, v, f});
+      if (wait_result == kCudaSuccess) wait_times.push_back(FakeClockNow());
       return wait_result;
     };
     api.stream_is_capturing = [](CuStream s, int* status) {
@@ -66,8 +99,9 @@ struct FakeDriver {
       *d = reinterpret_cast<CuDevicePtr>(p);
       return kCudaSuccess;
     };
-    api.event_create = [](CuEvent* e, unsigned) {
+    api.event_create = [](CuEvent* e, unsigned flags) {
       static intptr_t next = 1;
+      event_flags[next] = flags;
       *e = reinterpret_cast<CuEvent>(next++);
       ++live_events;
       return kCudaSuccess;
@@ -89,9 +123,26 @@ struct FakeDriver {
   }
 };
 
+bool IsTimingEvent(intptr_t event) { return (FakeDriver::event_flags[event] & 0x2) == 0; }
+
 class LaunchGateTest : public ::testing::Test {
  protected:
-  void SetUp() override { FakeDriver::Reset(); }
+  // Bubble 1 is open and admits work without a deadline, unless a test says
+  // otherwise.
+  void SetUp() override {
+    FakeDriver::Reset();
+    FakeClock::Reset();
+    Open(1, INT64_MAX);
+  }
+  void TearDown() override { FakeClock::on_sleep = nullptr; }
+  GatePageLayout& layout() { return *reinterpret_cast<GatePageLayout*>(page_); }
+  // The stage's stream opens bubble `bubble`; the daemon publishes its deadline.
+  void Open(uint32_t bubble, int64_t until_ns) {
+    layout().word.store(GateOpenValue(bubble));
+    layout().admit_until_ns.store(until_ns);
+    layout().admit_bubble.store(bubble);
+  }
+  void Shut(uint32_t bubble) { layout().word.store(GateClosedValue(bubble)); }
   alignas(4096) char page_[4096] = {};
   CuStream stream_ = reinterpret_cast<CuStream>(0x1000);
 };
@@ -165,26 +216,35 @@ TEST_F(LaunchGateTest, ADriverWithoutStreamMemoryOperationsIsRefused) {
 
 TEST_F(LaunchGateTest, OnePieceInSixteenIsTimedAndItsLengthPublishedOnceItEnds) {
   GateTaskSlot slot{};
-  LaunchGate gate(FakeDriver::Api(), page_, "", &slot);
-  FakeDriver::elapsed_ms = 1.5f;
-  int sampled = 0;
-  for (uint64_t i = 0; i < LaunchGate::kSampleEvery * 3; ++i) {
+  {
+    LaunchGate gate(FakeDriver::Api(), page_, "", &slot);
+    FakeDriver::elapsed_ms = 1.5f;
+    int sampled = 0;
+    for (uint64_t i = 0; i < LaunchGate::kSampleEvery * 3; ++i) {
+      WorkSample sample;
+      ASSERT_EQ(gate.BeforeWork(stream_, false, &sample), kCudaSuccess);
+      sampled += sample.start != nullptr;
+      gate.AfterWork(sample);
+    }
+    EXPECT_EQ(sampled, 3);
+    int timing = 0;
+    for (const auto& [event, stream] : FakeDriver::recorded) {
+      EXPECT_EQ(stream, stream_);  // every event on the work's own stream
+      timing += IsTimingEvent(event);
+    }
+    EXPECT_EQ(timing, 6);  // a start and an end each
+    EXPECT_EQ(FakeDriver::recorded.size(), 6u + LaunchGate::kSampleEvery * 3);  // and a fence per piece
+    EXPECT_EQ(gate.unfinished_pieces(), LaunchGate::kSampleEvery * 3);
+    EXPECT_EQ(slot.work_p95_ns.load(), 0);  // none has ended: nothing is published
+    FakeDriver::events_done = true;
     WorkSample sample;
-    ASSERT_EQ(gate.BeforeWork(stream_, false, &sample), kCudaSuccess);
-    sampled += sample.start != nullptr;
+    gate.BeforeWork(stream_, false, &sample);  // reads back what has ended
     gate.AfterWork(sample);
+    EXPECT_EQ(slot.work_p95_ns.load(), 1'500'000);
+    EXPECT_EQ(slot.samples.load(), 3u);
+    EXPECT_EQ(gate.unfinished_pieces(), 0u);
   }
-  EXPECT_EQ(sampled, 3);
-  ASSERT_EQ(FakeDriver::recorded.size(), 6u);  // a start and an end each, on the work's stream
-  for (const auto& [event, stream] : FakeDriver::recorded) EXPECT_EQ(stream, stream_);
-  EXPECT_EQ(slot.work_p95_ns.load(), 0);  // none has ended: nothing is published
-  FakeDriver::events_done = true;
-  WorkSample sample;
-  gate.BeforeWork(stream_, false, &sample);  // reads back what has ended
-  gate.AfterWork(sample);
-  EXPECT_EQ(slot.work_p95_ns.load(), 1'500'000);
-  EXPECT_EQ(slot.samples.load(), 3u);
-  EXPECT_EQ(FakeDriver::live_events, 0);  // every event was destroyed
+  EXPECT_EQ(FakeDriver::live_events, 0);  // every event was destroyed, the spare fences with the gate
 }
 
 TEST_F(LaunchGateTest, SynchronousCopiesAndCapturedWorkAreNotTimed) {
@@ -197,8 +257,105 @@ TEST_F(LaunchGateTest, SynchronousCopiesAndCapturedWorkAreNotTimed) {
     gate.BeforeWork(stream_, false, &b);  // being captured into a graph
     EXPECT_EQ(a.start, nullptr);
     EXPECT_EQ(b.start, nullptr);
+    gate.AfterWork(a);
+    gate.AfterWork(b);
   }
-  EXPECT_TRUE(FakeDriver::recorded.empty());
+  // The copies' fences only, none for the captured work.
+  EXPECT_EQ(FakeDriver::recorded.size(), LaunchGate::kSampleEvery * 2);
+  for (const auto& [event, stream] : FakeDriver::recorded) {
+    EXPECT_FALSE(IsTimingEvent(event));
+    EXPECT_EQ(stream, nullptr);
+  }
+}
+
+// --- holding pieces on the host: no wait is left pending through busy time --
+
+TEST(PieceAdmission, APieceIsQueuedOnlyInAnOpenBubbleWhenItCanEndByTheDeadline) {
+  GateView view{GateOpenValue(4), 4, 1000};
+  EXPECT_EQ(JudgePiece(view, 500, 0, 400), PieceVerdict::kQueue);
+  EXPECT_EQ(JudgePiece(view, 500, 100, 400), PieceVerdict::kQueue);  // ends at 1000 exactly
+  EXPECT_EQ(JudgePiece(view, 500, 200, 400), PieceVerdict::kWaitForQueue);  // after the queue drains
+  EXPECT_EQ(JudgePiece(view, 700, 0, 400), PieceVerdict::kWaitForBubble);  // cannot end in this one
+  view.word = GateClosedValue(4);
+  EXPECT_EQ(JudgePiece(view, 0, 0, 1), PieceVerdict::kWaitForBubble);
+  view = {GateOpenValue(5), 4, 1000};  // bubble 5's deadline is not published yet
+  EXPECT_EQ(JudgePiece(view, 0, 0, 1), PieceVerdict::kWaitForQueue);
+}
+
+TEST_F(LaunchGateTest, APieceIsHeldOnTheHostWhileTheGateIsShutAndQueuedOnceItOpens) {
+  LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
+  Shut(1);
+  const int64_t opens_at = FakeClock::now + 3'000'000;
+  FakeClock::on_sleep = [&] {
+    if (FakeClock::now >= opens_at && !GateIsOpen(layout().word.load())) Open(2, opens_at + 5'000'000);
+  };
+  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
+  ASSERT_EQ(FakeDriver::waits.size(), 1u);
+  EXPECT_GE(FakeDriver::wait_times[0], opens_at);  // nothing was queued while it was shut
+  EXPECT_EQ(gate.counters().held, 1u);
+  EXPECT_EQ(gate.counters().waits, 1u);
+}
+
+TEST_F(LaunchGateTest, NothingIsQueuedBeforeTheDaemonPublishesTheBubblesDeadline) {
+  LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
+  layout().word.store(GateOpenValue(2));  // the stream opened bubble 2; the deadline is bubble 1's
+  const int64_t published_at = FakeClock::now + 40'000;
+  FakeClock::on_sleep = [&] {
+    if (FakeClock::now >= published_at && layout().admit_bubble.load() != 2) Open(2, INT64_MAX);
+  };
+  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
+  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
+  EXPECT_GE(FakeDriver::wait_times[0], published_at);
+}
+
+TEST_F(LaunchGateTest, APieceThatCannotEndByTheDeadlineWaitsForTheNextBubble) {
+  LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
+  // Bubble 1 has 50 us left; an untimed piece is predicted to take 100 us.
+  Open(1, FakeClock::now + LaunchGate::kUnknownPieceNs / 2);
+  const int64_t next_at = FakeClock::now + 2'000'000;
+  FakeClock::on_sleep = [&] {
+    if (FakeClock::now >= next_at && layout().admit_bubble.load() == 1) Open(2, next_at + 1'000'000);
+  };
+  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
+  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
+  EXPECT_GE(FakeDriver::wait_times[0], next_at);
+  EXPECT_EQ(gate.counters().held, 1u);
+}
+
+TEST_F(LaunchGateTest, QueuedPiecesCountAgainstTheDeadlineUntilTheirFencesAreReached) {
+  LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
+  // Room for three untimed pieces (100 us each) and a half.
+  Open(1, FakeClock::now + 350'000);
+  auto piece = [&] {
+    WorkSample sample;
+    EXPECT_EQ(gate.BeforeWork(stream_, false, &sample), kCudaSuccess);
+    gate.AfterWork(sample);
+  };
+  for (int i = 0; i < 3; ++i) piece();
+  EXPECT_EQ(gate.counters().held, 0u);
+  EXPECT_EQ(gate.unfinished_pieces(), 3u);
+  // The fourth waits until the GPU has reached the queued pieces' fences.
+  const int64_t drained_at = FakeClock::now + 30'000;
+  FakeClock::on_sleep = [&] { FakeDriver::events_done = FakeClock::now >= drained_at; };
+  piece();
+  ASSERT_EQ(FakeDriver::wait_times.size(), 4u);
+  EXPECT_GE(FakeDriver::wait_times[3], drained_at);
+  EXPECT_EQ(gate.counters().held, 1u);
+}
+
+TEST(GatePage, TheAdmissionDeadlineIsReadWholeOrNotAtAll) {
+  TempDir dir;
+  GatePage page;
+  std::string error;
+  ASSERT_TRUE(page.CreateOrOpen(dir.path() + "/gate", 0, &error)) << error;
+  uint32_t bubble = 0;
+  int64_t until = 0;
+  page.PublishAdmission(7, 123456);
+  ASSERT_TRUE(ReadAdmission(*page.layout(), &bubble, &until));
+  EXPECT_EQ(bubble, 7u);
+  EXPECT_EQ(until, 123456);
+  page.layout()->admit_bubble.store(kAdmissionBeingWritten);  // a writer in the middle
+  EXPECT_FALSE(ReadAdmission(*page.layout(), &bubble, &until));
 }
 
 TEST(WorkLengths, TheNinetyFifthPercentileOfTheWindow) {
@@ -329,6 +486,9 @@ class InterposerTest : public ::testing::Test {
     std::string error;
     page_path_ = dir_.path() + "/gate";
     ASSERT_TRUE(page_.CreateOrOpen(page_path_, 0, &error)) << error;
+    // A bubble is open with no deadline: the client's work is queued at once.
+    page_.layout()->word.store(GateOpenValue(1));
+    page_.PublishAdmission(1, INT64_MAX);
   }
   ShellResult Run(const std::string& scenario, bool with_page = true) {
     std::string env = "LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " LD_PRELOAD=" GATE_LIBRARY " ";

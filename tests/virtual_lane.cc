@@ -224,9 +224,19 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     for (const VirtualBubble& b : bubbles) {
       stage.layout()->stage_pid.store(b.stage_pid > 0 ? b.stage_pid : getpid());
       if (virtual_gate.stage_drives) gate.layout()->word.store(GateOpenValue(++gate_bubble));
-      stage.WriteBegin(b.slot, env.Now(), 0, UINT64_MAX);
+      const Nanos begin = env.Now();
+      stage.WriteBegin(b.slot, begin, 0, UINT64_MAX);
       WaitFakeTime(&env, b.length);
-      if (virtual_gate.stage_drives) gate.layout()->word.store(GateClosedValue(gate_bubble));
+      if (virtual_gate.stage_drives) {
+        if (gate.layout()->word.load() != GateOpenValue(gate_bubble)) ++run.gate_shut_before_end;
+        uint32_t admitted = 0;
+        int64_t until = 0;
+        const bool read = ReadAdmission(*gate.layout(), &admitted, &until);
+        run.gate_admission_ns.push_back(read && admitted == gate_bubble
+                                            ? (until == INT64_MAX ? INT64_MAX : until - begin)
+                                            : -1);
+        gate.layout()->word.store(GateClosedValue(gate_bubble));
+      }
       stage.WriteEnd(env.Now());
       WaitFakeTime(&env, b.busy_after);
     }
@@ -248,6 +258,7 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     run.gate_early_closes = stats.gate_early_closes();
     run.gate_forced_closes = stats.gate_forced_closes();
     run.gate_open_ns = stats.gate_open_ns();
+    run.gate_margin_ns = stats.gate_margin_ns();
     run.gate_word_at_end = gate.layout()->word.load();
   }
   lane.Stop();

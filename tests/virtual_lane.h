@@ -56,6 +56,13 @@ struct VirtualLaneRun {
   // The gate's counts (with VirtualGate::on): bubbles closed before their
   // end mark, gates forced shut, the time it was open, and its word at the end.
   uint64_t gate_early_closes = 0;
+  // With VirtualGate::stage_drives: bubbles whose word was no longer open
+  // when the stage's "stream" came to close it (the lane shut it), and each
+  // bubble's published admission deadline after its begin (INT64_MAX: none;
+  // -1: nothing published for it).
+  uint64_t gate_shut_before_end = 0;
+  Nanos gate_margin_ns = 0;  // the lane's last reported margin (status)
+  std::vector<int64_t> gate_admission_ns;
   uint64_t gate_forced_closes = 0;
   Nanos gate_open_ns = 0;
   uint32_t gate_word_at_end = 0;

@@ -346,8 +346,8 @@ int RunDaemon(const DaemonArgs& args) {
   if (gpu_lanes)
     fmt::print("  dispatch: {}\n",
                options.IsGatedLane(options.lanes[0].index)
-                   ? fmt::format("GPU gate ({}), closed {} us + the tasks' longest work before "
-                                 "each forecast end",
+                   ? fmt::format("GPU gate ({}); side work queued only when predicted to end {} us "
+                                 "before each forecast end",
                                  options.gate_library, args.gate_margin_us)
                    : std::string("host-side (--gate off, or no gate library)"));
   if (daemon.tcp_port() > 0)
@@ -413,9 +413,9 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--gate-margin-us", args->gate_margin_us,
-                  "Close the gate this long, plus the longest piece of GPU work the lane's tasks "
-                  "have shown (their 95th percentile, measured by the interposer), before each "
-                  "bubble's forecast end, so that the work let through ends inside the bubble")
+                  "Admit side work until this long before each bubble's forecast end: each task's "
+                  "interposer queues a piece of GPU work only when it is predicted (by the 95th "
+                  "percentile of its timed pieces) to end by then, so that it ends inside the bubble")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000000));
   cmd->add_option("--mps-side-threads", args->mps_side_threads,

@@ -57,9 +57,10 @@ struct DaemonOptions {
   // The GPU gate (src/gate/): on GPU lanes every task is started with
   // gate_library preloaded, so its GPU work waits on the lane's gate page,
   // which the stage's stream opens and closes; imperative tasks then run
-  // free on the CPU, their GPU work held on the GPU.  The lane closes the
-  // gate before each bubble's forecast end by gate_margin plus the longest
-  // piece of work its tasks have published (policy/gate_close.h).  Without a library
+  // free on the CPU, their GPU work held on the GPU.  The lane ends each
+  // bubble's admission gate_margin before its forecast end (policy/
+  // gate_close.h); each interposer queues a piece only when it is predicted
+  // to end by then (gate/piece_admission.h).  Without a library
   // (or with gate off) GPU lanes dispatch from the host alone.
   bool gate = true;
   std::string gate_library;  // libfreeride_gate.so; empty: not found

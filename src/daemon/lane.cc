@@ -288,23 +288,29 @@ void Lane::GateLoop() {
     const uint32_t bubble = word >> 1;
     const Nanos forecast = PublishedForecast(l, mark);
     const Admission admission = AdmissionFor(l, mark, now, mark.begin_ns + forecast);
-    // Only gated (imperative) tasks are held to the early close: SDK tasks
-    // fit their steps to the forecast end themselves, and a close before it
-    // would hold the rest of a step over the busy time that follows.  With
-    // none resident the stage's own end mark closes the gate.
+    // Only gated (imperative) tasks are held to the admission deadline: SDK
+    // tasks fit their steps to the forecast end themselves, and a deadline
+    // before it would hold the rest of a step over the busy time that
+    // follows.  With none resident, work is admitted to the stage's end mark.
+    // The deadline is applied by each task's interposer before it queues a
+    // piece, with the piece's learned length (gate/piece_admission.h); the
+    // word itself is left to the stage, so that no piece already queued is
+    // held behind a shut gate through the busy time.
     tasks_->GatedTasks(config_.index, &gated_tasks);
     const Nanos margin = GateMargin(
         options_.gate_margin,
         gate_.LongestTaskWork([&](int64_t pid) { return env_->ProcessAlive(static_cast<pid_t>(pid)); }));
     gate_margin_ns_.store(margin, std::memory_order_relaxed);
-    const Nanos close_at = gated_tasks.empty() ? std::numeric_limits<Nanos>::max()
-                                               : GateCloseAt(mark.begin_ns, forecast, margin, admission);
+    const Nanos close_at = gated_tasks.empty()
+                               ? std::numeric_limits<Nanos>::max()
+                               : GateCloseAt(mark.begin_ns, forecast, options_.gate_margin, admission);
+    if (GateIsOpen(word)) gate_.PublishAdmission(bubble, close_at);
     Nanos closed_at = 0;
     while (!stopping_) {
       now = env_->Now();
       if (l.bubble_seq.load(std::memory_order_acquire) != seq) break;  // its end mark came
       if (now >= close_at) {
-        if (GateIsOpen(word) && gate_.CloseEarly(bubble)) {
+        if (GateIsOpen(word) && gate_.layout()->word.load(std::memory_order_acquire) == word) {
           gate_early_closes_.fetch_add(1, std::memory_order_relaxed);
           gate_.layout()->early_closes.fetch_add(1, std::memory_order_relaxed);
         }

@@ -211,7 +211,9 @@ class Lane {
   std::atomic<uint64_t> gate_early_closes_{0};
   std::atomic<uint64_t> gate_forced_closes_{0};
   std::atomic<int64_t> gate_open_ns_{0};
-  std::atomic<int64_t> gate_margin_ns_{0};  // the last bubble's close margin
+  // The last bubble's margin for its longest task: the base margin plus
+  // that task's 95th-percentile piece (how early its last piece starts).
+  std::atomic<int64_t> gate_margin_ns_{0};
 
   // Statistics, read by FillStats from other threads.
   std::atomic<uint64_t> bubbles_{0};

@@ -15,6 +15,8 @@ bool GatePage::CreateOrOpen(const std::string& path, int lane, std::string* erro
   if (!mapping_.Map(path, kGatePageBytes, /*writable=*/true, /*create=*/true, error)) return false;
   layout_ = static_cast<GatePageLayout*>(mapping_.data());
   if (!Valid(*layout_) || layout_->lane != lane) {
+    layout_->admit_bubble.store(0);
+    layout_->admit_until_ns.store(0);
     layout_->early_closes.store(0);
     layout_->forced_closes.store(0);
     layout_->interposers_attached.store(0);
@@ -47,6 +49,13 @@ bool GatePage::Open(const std::string& path, std::string* error) {
 bool GatePage::CloseEarly(uint32_t bubble) {
   uint32_t expected = GateOpenValue(bubble);
   return layout_->word.compare_exchange_strong(expected, GateClosedValue(bubble));
+}
+
+void GatePage::PublishAdmission(uint32_t bubble, int64_t until_ns) {
+  layout_->admit_bubble.store(kAdmissionBeingWritten, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  layout_->admit_until_ns.store(until_ns, std::memory_order_relaxed);
+  layout_->admit_bubble.store(bubble, std::memory_order_release);
 }
 
 GateTaskSlot* GatePage::ClaimTaskSlot(int64_t pid) {

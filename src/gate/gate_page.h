@@ -7,12 +7,18 @@
 // (cuStreamWriteValue32, so the trainer's path gains no host callback and no
 // wait).  Side streams wait with CU_STREAM_WAIT_VALUE_AND and mask 1, so
 // they pass exactly while some bubble is open.  The daemon may close bubble
-// n early, on the CPU, with a compare-and-swap from OpenValue(n) to
+// n, on the CPU, with a compare-and-swap from OpenValue(n) to
 // ClosedValue(n): it closes that bubble only, never a later one that the
-// stage has opened meanwhile.
+// stage has opened meanwhile.  It does so only for a stage that marks from
+// the host alone, and for a silent or dead stage: a bubble's early end is
+// published instead as its admission deadline (admit_bubble,
+// admit_until_ns), which each task's interposer applies on the host before
+// it queues a piece of work (gate/piece_admission.h), so that no wait is
+// left pending on the GPU through the busy time.
 //
-// Writers: the stage's GPU stream (word), the daemon (word by CAS, and the
-// counters below), the interposer in each task (its registration count).
+// Writers: the stage's GPU stream (word), the daemon (word by CAS, the
+// admission deadline and the counters below), the interposer in each task
+// (its registration count and its slot).
 // The page is registered with cuMemHostRegister in the stage and in each
 // task, so the GPU reads and writes it over the bus; the daemon needs no
 // CUDA at all.
@@ -27,7 +33,7 @@
 namespace freeride {
 
 constexpr uint64_t kGatePageMagic = 0x4652474154453031ULL;  // "FRGATE01"
-constexpr uint32_t kGatePageVersion = 2;
+constexpr uint32_t kGatePageVersion = 3;
 // Gated processes that publish their work's length at once; more share none.
 constexpr int kGateTaskSlots = 32;
 constexpr size_t kGatePageBytes = 4096;
@@ -54,7 +60,14 @@ struct GatePageLayout {
   uint32_t version;
   int32_t lane;
   // --- written by the daemon ---
-  std::atomic<uint64_t> early_closes;  // bubbles closed before their end mark
+  // Work queued in bubble admit_bubble must be predicted to end by
+  // admit_until_ns (CLOCK_MONOTONIC).  Written at each begin mark, as a
+  // sequence lock: the bubble becomes kAdmissionBeingWritten, then the
+  // deadline, then the bubble (ReadAdmission reads it).
+  std::atomic<uint32_t> admit_bubble;
+  uint32_t reserved_admission;
+  std::atomic<int64_t> admit_until_ns;
+  std::atomic<uint64_t> early_closes;  // bubbles whose admission ended before their end mark
   std::atomic<uint64_t> forced_closes; // gates closed for a silent or dead stage
   // --- written by each interposer, once, as it registers the page ---
   std::atomic<uint64_t> interposers_attached;
@@ -64,6 +77,21 @@ struct GatePageLayout {
   GateTaskSlot tasks[kGateTaskSlots];
 };
 static_assert(sizeof(GatePageLayout) <= kGatePageBytes);
+
+constexpr uint32_t kAdmissionBeingWritten = 0xffffffffu;
+
+// Reads the admission deadline that `layout` publishes: false while it is
+// being written (then nothing is read).  Any process; wait-free.
+inline bool ReadAdmission(const GatePageLayout& layout, uint32_t* bubble, int64_t* until_ns) {
+  uint32_t first = layout.admit_bubble.load(std::memory_order_acquire);
+  if (first == kAdmissionBeingWritten) return false;
+  int64_t until = layout.admit_until_ns.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (layout.admit_bubble.load(std::memory_order_relaxed) != first) return false;
+  *bubble = first;
+  *until_ns = until;
+  return true;
+}
 
 // One process's mapping of a gate page.  Not synchronised itself; the
 // layout's fields are atomics shared as described above.
@@ -87,6 +115,9 @@ class GatePage {
   // Closes bubble `bubble` if it is still open: true when this call closed
   // it.  Wait-free; any thread or process.
   bool CloseEarly(uint32_t bubble);
+  // Publishes bubble `bubble`'s admission deadline (see the layout).  The
+  // daemon's lane thread only.
+  void PublishAdmission(uint32_t bubble, int64_t until_ns);
   // Claims a task slot for process `pid` (reusing one it already holds):
   // null when all are taken.  Any process.
   GateTaskSlot* ClaimTaskSlot(int64_t pid);

@@ -1,12 +1,44 @@
 #include "gate/launch_gate.h"
 
+#include <sys/prctl.h>
+#include <time.h>
+
 #include <cstdio>
 #include <utility>
 
 namespace freeride::gate {
 
-LaunchGate::LaunchGate(const DriverApi& api, void* page, std::string page_error, GateTaskSlot* slot)
-    : api_(api), page_(page), refusal_(std::move(page_error)), slot_(slot) {}
+namespace {
+
+constexpr unsigned kEventDisableTiming = 0x2;  // CU_EVENT_DISABLE_TIMING
+
+int64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void SleepNs(int64_t ns) {
+  // The default timer slack (50 us) would stretch every poll by that much.
+  thread_local bool slack_set = [] { return prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) == 0; }();
+  (void)slack_set;
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  nanosleep(&ts, nullptr);
+}
+
+}  // namespace
+
+HostClock RealHostClock() { return {&MonotonicNs, &SleepNs}; }
+
+LaunchGate::LaunchGate(const DriverApi& api, void* page, std::string page_error, GateTaskSlot* slot,
+                       HostClock clock)
+    : api_(api), page_(page), refusal_(std::move(page_error)), slot_(slot), clock_(clock) {}
+
+LaunchGate::~LaunchGate() {
+  if (!api_.event_destroy) return;
+  for (CuEvent fence : fences_) api_.event_destroy(fence);
+  for (CuEvent fence : spare_fences_) api_.event_destroy(fence);
+}
 
 CuResult LaunchGate::Arm() {
   std::lock_guard<std::mutex> lock(arm_mutex_);
@@ -54,17 +86,58 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
       return kCudaSuccess;
     }
   }
+  if (pending_count_.load(std::memory_order_relaxed) > 0) CollectSamples();
+  HoldUntilAdmitted();
   CuResult r = api_.stream_wait_value32(target, word_, 1u, kStreamWaitValueAnd);
   if (r != kCudaSuccess) {
     failed_waits_.fetch_add(1, std::memory_order_relaxed);
     return r;
   }
   uint64_t n = waits_.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (pending_count_.load(std::memory_order_relaxed) > 0) CollectSamples();
+  if (sample) {
+    sample->stream = target;
+    sample->queued = true;
+  }
   // Synchronous copies (the default stream, legacy or the thread's own)
   // are not timed: the caller waits for them anyway.
   if (sample && stream != nullptr && n % kSampleEvery == 0) StartSample(target, sample);
   return kCudaSuccess;
+}
+
+int64_t LaunchGate::PieceEstimateNs() const {
+  int64_t p95 = piece_p95_ns_.load(std::memory_order_relaxed);
+  return p95 > 0 ? p95 : kUnknownPieceNs;
+}
+
+size_t LaunchGate::DrainFencesLocked() {
+  while (!fences_.empty() && api_.event_query(fences_.front()) != kCudaErrorNotReady) {
+    spare_fences_.push_back(fences_.front());
+    fences_.pop_front();
+  }
+  return fences_.size();
+}
+
+size_t LaunchGate::unfinished_pieces() {
+  std::lock_guard<std::mutex> lock(fence_mutex_);
+  return api_.event_query ? DrainFencesLocked() : 0;
+}
+
+void LaunchGate::HoldUntilAdmitted() {
+  const auto& layout = *static_cast<const GatePageLayout*>(page_);
+  bool held = false;
+  for (;;) {
+    GateView view;
+    view.word = layout.word.load(std::memory_order_acquire);
+    if (!ReadAdmission(layout, &view.admit_bubble, &view.admit_until_ns))
+      view.admit_bubble = kAdmissionBeingWritten;  // matches no bubble: wait
+    const int64_t piece = PieceEstimateNs();
+    const int64_t queued = static_cast<int64_t>(unfinished_pieces()) * piece;
+    const PieceVerdict verdict = JudgePiece(view, clock_.now_ns(), queued, piece);
+    if (verdict == PieceVerdict::kQueue) break;
+    held = true;
+    clock_.sleep_ns(verdict == PieceVerdict::kWaitForBubble ? kShutPollNs : kDrainPollNs);
+  }
+  if (held) held_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void LaunchGate::StartSample(CuStream stream, WorkSample* sample) {
@@ -79,10 +152,26 @@ void LaunchGate::StartSample(CuStream stream, WorkSample* sample) {
     if (end) api_.event_destroy(end);
     return;
   }
-  *sample = {start, end, stream};
+  sample->start = start;
+  sample->end = end;
+  sample->stream = stream;
 }
 
 void LaunchGate::AfterWork(const WorkSample& sample) {
+  if (sample.queued && api_.event_create && api_.event_record && api_.event_query) {
+    std::lock_guard<std::mutex> lock(fence_mutex_);
+    if (fences_.size() < kMaxFences) {
+      CuEvent fence = nullptr;
+      if (!spare_fences_.empty()) {
+        fence = spare_fences_.back();
+        spare_fences_.pop_back();
+      } else if (api_.event_create(&fence, kEventDisableTiming) != kCudaSuccess) {
+        fence = nullptr;
+      }
+      if (fence && api_.event_record(fence, sample.stream) == kCudaSuccess) fences_.push_back(fence);
+      else if (fence) spare_fences_.push_back(fence);
+    }
+  }
   if (!sample.start) return;
   if (api_.event_record(sample.end, sample.stream) != kCudaSuccess) {
     api_.event_destroy(sample.start);
@@ -111,6 +200,7 @@ void LaunchGate::CollectSamples() {
   if (done == 0) return;
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
   pending_count_.store(pending_.size(), std::memory_order_relaxed);
+  piece_p95_ns_.store(lengths_.P95(), std::memory_order_relaxed);
   slot_->work_p95_ns.store(lengths_.P95(), std::memory_order_relaxed);
   slot_->samples.fetch_add(done, std::memory_order_relaxed);
 }
@@ -121,7 +211,8 @@ int64_t LaunchGate::work_p95_ns() const {
 
 GateCounters LaunchGate::counters() const {
   return {waits_.load(std::memory_order_relaxed), captured_.load(std::memory_order_relaxed),
-          failed_waits_.load(std::memory_order_relaxed), refused_.load(std::memory_order_relaxed)};
+          failed_waits_.load(std::memory_order_relaxed), refused_.load(std::memory_order_relaxed),
+          held_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace freeride::gate

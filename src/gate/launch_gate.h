@@ -1,9 +1,16 @@
 // The gate of one side-task process: before each piece of GPU work the
 // program submits (a kernel, a graph, a copy or a fill), a wait on its own
 // stream for the lane's gate word to be open.  The wait runs on the GPU, so
-// the work starts within microseconds of the stage's stream opening the
-// gate, and never while it is closed; the program's host threads are not
-// held.
+// no piece starts while the gate is closed.
+//
+// A wait left pending through the busy time costs the training (see
+// gate/piece_admission.h), so the piece is queued at all only when the
+// gate is open and the piece, after what the program has queued before it,
+// is predicted to end by the bubble's admission deadline; until then the
+// calling thread is held on the host, polling the gate page (every 50 us
+// while the gate is shut, every 10 us while queued work drains).  What is
+// queued is tracked with one event per piece (a fence), and a piece's
+// length is predicted by the 95th percentile of the timed pieces.
 //
 // Armed lazily, at the first piece of work (a CUDA context is current then):
 // the lane's gate page is registered as mapped host memory.  If that fails
@@ -22,9 +29,10 @@
 //
 // Threading: BeforeWork and AfterWork are called from any of the program's
 // threads at once; arming happens once (the first caller arms, the others
-// wait for it).
+// wait for it).  BeforeWork blocks its caller while the piece is held.
 #pragma once
 #include <atomic>
+#include <deque>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -32,6 +40,7 @@
 
 #include "gate/driver_types.h"
 #include "gate/gate_page.h"
+#include "gate/piece_admission.h"
 #include "gate/work_lengths.h"
 
 namespace freeride::gate {
@@ -43,37 +52,59 @@ struct GateCounters {
   uint64_t captured = 0;       // pieces recorded into a graph (gated at its launch)
   uint64_t failed_waits = 0;   // waits the driver refused (the work was not submitted)
   uint64_t refused = 0;        // pieces refused because the gate could not be armed
+  uint64_t held = 0;           // pieces whose thread was held on the host before queueing
 };
 
-// A piece of work chosen for timing: its events, recorded around it.
+// The host's clock and sleep, injected so that the hold is tested on fake
+// time.  The real ones: CLOCK_MONOTONIC and nanosleep.
+struct HostClock {
+  int64_t (*now_ns)() = nullptr;
+  void (*sleep_ns)(int64_t ns) = nullptr;
+};
+HostClock RealHostClock();
+
+// A piece of work on its way: the stream it was queued on (for its fence)
+// and, when it is chosen for timing, its events, recorded around it.
 struct WorkSample {
   CuEvent start = nullptr;
   CuEvent end = nullptr;
   CuStream stream = nullptr;
+  bool queued = false;  // it got a wait: AfterWork records its fence
 };
 
 // Where the gate word is: a page of shared memory, mapped by the caller.
 class LaunchGate {
  public:
   static constexpr uint64_t kSampleEvery = 16;
+  // A piece's predicted length before any has been timed.
+  static constexpr int64_t kUnknownPieceNs = 100'000;
+  static constexpr int64_t kShutPollNs = 50'000;
+  static constexpr int64_t kDrainPollNs = 10'000;
+  // Fences kept at most; past this many unfinished pieces, the next waits.
+  static constexpr size_t kMaxFences = 1024;
 
   // `page` is the mapped gate page (its first word is the gate), or null
   // when it could not be mapped, with `page_error` saying why.  `slot` is
   // where this process publishes its work's length (null: nowhere).
+  // `page` must be a GatePageLayout (its word, and the admission deadline
+  // the daemon publishes, are read on the host).
   LaunchGate(const DriverApi& api, void* page, std::string page_error,
-             GateTaskSlot* slot = nullptr);
+             GateTaskSlot* slot = nullptr, HostClock clock = RealHostClock());
+  ~LaunchGate();
 
   // Called before the program's piece of work on `stream` (as the program
   // passed it; `per_thread` when the entry point is the per-thread-stream
   // variant, so that stream 0 means the thread's own default stream).
   // kCudaSuccess: submit the work.  Anything else: do not submit it, and
-  // return this to the program.
-  // When `sample` is given and this piece is chosen for timing, its start
-  // event is recorded and `sample` filled; the caller then calls AfterWork
-  // once the work is submitted.
+  // return this to the program.  Blocks while the piece is held (above).
+  // When `sample` is given it is filled, and the caller then calls
+  // AfterWork once the work is submitted: the piece's fence, and when it
+  // is chosen for timing, its start event (recorded here) and end event.
   CuResult BeforeWork(CuStream stream, bool per_thread, WorkSample* sample = nullptr);
-  // Records the end of a sampled piece (a no-op for one not sampled).
+  // Records the fence of a queued piece and the end of a sampled one.
   void AfterWork(const WorkSample& sample);
+  // Pieces queued whose fences have not been reached yet.
+  size_t unfinished_pieces();
   // The published 95th percentile of the timed pieces (0: none yet).
   int64_t work_p95_ns() const;
 
@@ -84,6 +115,12 @@ class LaunchGate {
 
  private:
   CuResult Arm();
+  // Holds the calling thread until JudgePiece lets a piece be queued.
+  void HoldUntilAdmitted();
+  // Pops the fences that have been reached; the number left.  Caller holds
+  // fence_mutex_.
+  size_t DrainFencesLocked();
+  int64_t PieceEstimateNs() const;
   void StartSample(CuStream stream, WorkSample* sample);
   // Reads back the timed pieces that have ended; at most one caller at once.
   void CollectSamples();
@@ -94,7 +131,12 @@ class LaunchGate {
   std::mutex arm_mutex_;
   std::atomic<GateState> state_{GateState::kUnarmed};
   CuDevicePtr word_ = 0;
-  std::atomic<uint64_t> waits_{0}, captured_{0}, failed_waits_{0}, refused_{0};
+  HostClock clock_;
+  std::atomic<uint64_t> waits_{0}, captured_{0}, failed_waits_{0}, refused_{0}, held_{0};
+  std::mutex fence_mutex_;
+  std::deque<CuEvent> fences_;       // queued pieces' fences, oldest first
+  std::vector<CuEvent> spare_fences_;
+  std::atomic<int64_t> piece_p95_ns_{0};
   GateTaskSlot* slot_;
   std::mutex samples_mutex_;
   std::vector<WorkSample> pending_;  // recorded, not yet read back (oldest first)

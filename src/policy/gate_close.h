@@ -1,8 +1,9 @@
-// When a lane closes its GPU gate ahead of the bubble's end mark.  A kernel
-// that has started cannot be stopped, so the gate lets work through only
-// while what starts is predicted to finish inside the bubble: it closes at
-// the forecast end less a margin (the length of the task's longest likely
-// piece of work plus the closer's own wake-up delay).  Pure; no clock.
+// When a lane stops admitting side work to a bubble, ahead of its end mark.
+// A kernel that has started cannot be stopped, so work is queued only while
+// it is predicted to finish inside the bubble: by the admission deadline,
+// the forecast end less a margin (the lane's wake-up delay and the release
+// of queued work); each task's interposer adds its own pieces' length
+// (gate/piece_admission.h).  Pure; no clock.
 #pragma once
 #include <algorithm>
 
@@ -11,16 +12,14 @@
 
 namespace freeride {
 
-// The margin before the forecast end: the closer's own allowance `base`
-// (its wake-up delay and the release of work already waiting) plus the
-// longest 95th-percentile piece of work any gated task on the lane has
-// published, so that a piece let through just before the close still ends
-// inside the bubble.
+// How long before the forecast end the lane's longest task queues its last
+// piece: the base margin plus the longest 95th-percentile piece of work any
+// gated task on the lane has published (shown in `freeride status`).
 inline Nanos GateMargin(Nanos base, Nanos longest_work_p95) {
   return base + std::max<Nanos>(0, longest_work_p95);
 }
 
-// The time to close the gate of a bubble that began at `begin_ns`, whose
+// The admission deadline of a bubble that began at `begin_ns`, whose
 // forecast length is `forecast_ns` (0: unknown) and whose admission is
 // `admission`.  A bubble with no forecast, or one that admits no side work
 // (a withheld window, a paused guard), closes at once; so does one whose

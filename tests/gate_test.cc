@@ -247,25 +247,33 @@ TEST_F(LaunchGateTest, OnePieceInSixteenIsTimedAndItsLengthPublishedOnceItEnds) 
   EXPECT_EQ(FakeDriver::live_events, 0);  // every event was destroyed, the spare fences with the gate
 }
 
-TEST_F(LaunchGateTest, SynchronousCopiesAndCapturedWorkAreNotTimed) {
-  GateTaskSlot slot{};
-  LaunchGate gate(FakeDriver::Api(), page_, "", &slot);
+TEST_F(LaunchGateTest, WorkOnTheLegacyDefaultStreamIsTimedButSynchronousAndCapturedWorkIsNot) {
+  LaunchGate gate(FakeDriver::Api(), page_, "");  // no slot: it still learns its pieces' length
   FakeDriver::capturing = stream_;
+  FakeDriver::elapsed_ms = 2.0f;
+  int sampled = 0;
   for (uint64_t i = 0; i < LaunchGate::kSampleEvery * 2; ++i) {
-    WorkSample a, b;
-    gate.BeforeWork(nullptr, false, &a);  // the legacy default stream: a synchronous copy
-    gate.BeforeWork(stream_, false, &b);  // being captured into a graph
-    EXPECT_EQ(a.start, nullptr);
-    EXPECT_EQ(b.start, nullptr);
-    gate.AfterWork(a);
-    gate.AfterWork(b);
+    WorkSample legacy, captured;
+    gate.BeforeWork(nullptr, false, &legacy);  // PyTorch's default stream: asynchronous work
+    gate.BeforeWork(stream_, false, &captured);  // being captured into a graph
+    gate.BeforeWork(nullptr, false);  // a synchronous copy: the wrapper passes no sample
+    sampled += legacy.start != nullptr;
+    EXPECT_EQ(captured.start, nullptr);
+    EXPECT_FALSE(captured.queued);
+    gate.AfterWork(legacy);
+    gate.AfterWork(captured);
   }
-  // The copies' fences only, none for the captured work.
-  EXPECT_EQ(FakeDriver::recorded.size(), LaunchGate::kSampleEvery * 2);
+  EXPECT_GT(sampled, 0);
+  int fences = 0;
   for (const auto& [event, stream] : FakeDriver::recorded) {
-    EXPECT_FALSE(IsTimingEvent(event));
-    EXPECT_EQ(stream, nullptr);
+    EXPECT_EQ(stream, nullptr);  // none on the captured stream
+    fences += !IsTimingEvent(event);
   }
+  EXPECT_EQ(fences, static_cast<int>(LaunchGate::kSampleEvery * 2));  // the legacy pieces' only
+  EXPECT_EQ(gate.work_p95_ns(), 0);  // nothing published without a slot...
+  FakeDriver::events_done = true;
+  gate.BeforeWork(nullptr, false);
+  EXPECT_EQ(gate.unfinished_pieces(), 0u);
 }
 
 // --- holding pieces on the host: no wait is left pending through busy time --
@@ -276,6 +284,7 @@ TEST(PieceAdmission, APieceIsQueuedOnlyInAnOpenBubbleWhenItCanEndByTheDeadline) 
   EXPECT_EQ(JudgePiece(view, 500, 100, 400), PieceVerdict::kQueue);  // ends at 1000 exactly
   EXPECT_EQ(JudgePiece(view, 500, 200, 400), PieceVerdict::kWaitForQueue);  // after the queue drains
   EXPECT_EQ(JudgePiece(view, 700, 0, 400), PieceVerdict::kWaitForBubble);  // cannot end in this one
+  EXPECT_EQ(JudgePiece(view, 700, 300, 400), PieceVerdict::kWaitForBubble);  // not even once drained
   view.word = GateClosedValue(4);
   EXPECT_EQ(JudgePiece(view, 0, 0, 1), PieceVerdict::kWaitForBubble);
   view = {GateOpenValue(5), 4, 1000};  // bubble 5's deadline is not published yet

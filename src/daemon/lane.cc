@@ -305,17 +305,18 @@ void Lane::GateLoop() {
                                ? std::numeric_limits<Nanos>::max()
                                : GateCloseAt(mark.begin_ns, forecast, options_.gate_margin, admission);
     if (GateIsOpen(word)) gate_.PublishAdmission(bubble, close_at);
-    Nanos closed_at = 0;
+    // Until the end mark: past the deadline the lane still watches for a
+    // stage that dies or goes silent with the gate open.
+    Nanos closed_at = 0;  // when admission ended, if before the end mark
     while (!stopping_) {
       now = env_->Now();
       if (l.bubble_seq.load(std::memory_order_acquire) != seq) break;  // its end mark came
-      if (now >= close_at) {
+      if (closed_at == 0 && now >= close_at) {
         if (GateIsOpen(word) && gate_.layout()->word.load(std::memory_order_acquire) == word) {
           gate_early_closes_.fetch_add(1, std::memory_order_relaxed);
           gate_.layout()->early_closes.fetch_add(1, std::memory_order_relaxed);
         }
         closed_at = now;
-        break;
       }
       if (!StageAlive() || BubbleSilent(mark.begin_ns,
                                         l.stage_heartbeat_ns.load(std::memory_order_relaxed), now,
@@ -323,15 +324,17 @@ void Lane::GateLoop() {
         CloseGate(StageAlive() ? "no marks for longer than --stage-timeout"
                                : "the stage that opened it is gone",
                   now);
-        closed_at = now;
+        if (closed_at == 0) closed_at = now;
         break;
       }
-      segment.WaitForChange(seq, std::min<Nanos>(close_at - now, kWatchInterval), kWakeOnEnd);
+      segment.WaitForChange(seq, closed_at == 0 ? std::min<Nanos>(close_at - now, kWatchInterval)
+                                                : kWatchInterval,
+                            kWakeOnEnd);
     }
     // The lane closes what it opened, at the end mark at the latest.
     if (!stage_drives) gate_.CloseEarly(bubble);
-    // The gate was open from the begin until it was closed early, or until
-    // the end mark (the stage's stream closed it there).
+    // Side work was admitted from the begin until the deadline, or until
+    // the end mark (the stage's stream closed the gate there).
     BubbleMark closed;
     Nanos end = closed_at;
     if (end == 0) end = segment.ClosedBubbleMark(seq, &closed) ? closed.end_ns : env_->Now();

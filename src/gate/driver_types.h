@@ -28,6 +28,7 @@ constexpr unsigned kHostRegisterPortable = 0x1;
 constexpr unsigned kHostRegisterDeviceMap = 0x2;
 constexpr uint64_t kProcAddressPerThreadStream = 1u << 1;  // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
 constexpr int kCaptureStatusNone = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
+constexpr int kCaptureModeRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED
 
 // CUlaunchConfig's leading fields; the stream is all the gate reads.
 struct LaunchConfigHead {
@@ -51,6 +52,9 @@ struct DriverApi {
   CuResult (*event_query)(CuEvent event) = nullptr;
   CuResult (*event_elapsed_time)(float* ms, CuEvent start, CuEvent end) = nullptr;
   CuResult (*event_destroy)(CuEvent event) = nullptr;
+  // Lets this thread query and record events while another thread captures
+  // a graph in global mode (null: not done).
+  CuResult (*thread_exchange_capture_mode)(int* mode) = nullptr;
 };
 
 }  // namespace freeride::gate

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "gate/gate_page.h"
 #include "gate/launch_gate.h"
@@ -108,7 +109,10 @@ LaunchGate& TheGate() {
       api.event_elapsed_time =
           reinterpret_cast<decltype(api.event_elapsed_time)>(DriverSymbol("cuEventElapsedTime"));
     api.event_destroy = reinterpret_cast<decltype(api.event_destroy)>(DriverSymbol("cuEventDestroy_v2"));
-    static freeride::GatePage page;
+    api.thread_exchange_capture_mode = reinterpret_cast<decltype(api.thread_exchange_capture_mode)>(
+        DriverSymbol("cuThreadExchangeStreamCaptureMode"));
+    // Never unmapped: a thread held at exit still reads it (LaunchGate's hold).
+    static freeride::GatePage& page = *new freeride::GatePage;
     std::string error;
     const char* path = std::getenv("FREERIDE_GATE_PAGE");
     if (!path || !*path) {
@@ -132,8 +136,10 @@ Fn RealAs(GatedFunction function, bool per_thread) {
 #define FREERIDE_GATE_WRAPPER(id, base, legacy, per_thread, min_version, params, args, stream) \
   template <bool kPerThread>                                                                \
   CuResult Gated##id params {                                                               \
+    /* A stream expression of nullptr: a synchronous call, neither timed nor fenced. */   \
+    constexpr bool kSynchronous = std::is_same_v<std::decay_t<decltype(stream)>, std::nullptr_t>; \
     WorkSample sample;                                                                      \
-    CuResult gated = TheGate().BeforeWork(stream, kPerThread, &sample);                     \
+    CuResult gated = TheGate().BeforeWork(stream, kPerThread, kSynchronous ? nullptr : &sample); \
     if (gated != kCudaSuccess) return gated;                                                \
     using Fn = CuResult(*) params;                                                          \
     Fn fn = RealAs<Fn>(GatedFunction::k##id, kPerThread);                                   \

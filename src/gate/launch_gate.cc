@@ -26,6 +26,26 @@ void SleepNs(int64_t ns) {
   nanosleep(&ts, nullptr);
 }
 
+// Lets the calling thread use events while another thread captures a graph
+// in global mode, where such calls would otherwise invalidate the capture.
+class RelaxedCaptureMode {
+ public:
+  explicit RelaxedCaptureMode(const DriverApi& api) : api_(api) {
+    if (api_.thread_exchange_capture_mode && api_.thread_exchange_capture_mode(&mode_) == kCudaSuccess)
+      active_ = true;
+  }
+  ~RelaxedCaptureMode() {
+    if (active_) api_.thread_exchange_capture_mode(&mode_);
+  }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  const DriverApi& api_;
+  int mode_ = kCaptureModeRelaxed;
+  bool active_ = false;
+};
+
 }  // namespace
 
 HostClock RealHostClock() { return {&MonotonicNs, &SleepNs}; }
@@ -36,7 +56,8 @@ LaunchGate::LaunchGate(const DriverApi& api, void* page, std::string page_error,
 
 LaunchGate::~LaunchGate() {
   if (!api_.event_destroy) return;
-  for (CuEvent fence : fences_) api_.event_destroy(fence);
+  for (auto& [stream, fences] : fences_)
+    for (CuEvent fence : fences) api_.event_destroy(fence);
   for (CuEvent fence : spare_fences_) api_.event_destroy(fence);
 }
 
@@ -93,14 +114,14 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
     failed_waits_.fetch_add(1, std::memory_order_relaxed);
     return r;
   }
-  uint64_t n = waits_.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (sample) {
-    sample->stream = target;
-    sample->queued = true;
-  }
+  waits_.fetch_add(1, std::memory_order_relaxed);
+  if (!sample) return kCudaSuccess;  // synchronous: neither fenced nor timed
+  sample->stream = target;
+  sample->queued = true;
+  const uint64_t n = asynchronous_.fetch_add(1, std::memory_order_relaxed) + 1;
   // Synchronous copies (the default stream, legacy or the thread's own)
   // are not timed: the caller waits for them anyway.
-  if (sample && stream != nullptr && n % kSampleEvery == 0) StartSample(target, sample);
+  if (n % kSampleEvery == 0) StartSample(target, sample);
   return kCudaSuccess;
 }
 
@@ -110,11 +131,20 @@ int64_t LaunchGate::PieceEstimateNs() const {
 }
 
 size_t LaunchGate::DrainFencesLocked() {
-  while (!fences_.empty() && api_.event_query(fences_.front()) != kCudaErrorNotReady) {
-    spare_fences_.push_back(fences_.front());
-    fences_.pop_front();
+  if (fence_count_ == 0) return 0;
+  RelaxedCaptureMode relaxed(api_);
+  for (auto it = fences_.begin(); it != fences_.end();) {
+    std::deque<CuEvent>& fences = it->second;
+    // An error (not "not ready") counts as reached: a fence that can never
+    // be reached must not hold the program for good.
+    while (!fences.empty() && api_.event_query(fences.front()) != kCudaErrorNotReady) {
+      spare_fences_.push_back(fences.front());
+      fences.pop_front();
+      --fence_count_;
+    }
+    it = fences.empty() ? fences_.erase(it) : std::next(it);
   }
-  return fences_.size();
+  return fence_count_;
 }
 
 size_t LaunchGate::unfinished_pieces() {
@@ -141,10 +171,11 @@ void LaunchGate::HoldUntilAdmitted() {
 }
 
 void LaunchGate::StartSample(CuStream stream, WorkSample* sample) {
-  if (!slot_ || !api_.event_create || !api_.event_record || !api_.event_query ||
+  if (!api_.event_create || !api_.event_record || !api_.event_query ||
       !api_.event_elapsed_time || !api_.event_destroy)
     return;
   if (pending_count_.load(std::memory_order_relaxed) >= 64) return;  // reading back lags: skip
+  RelaxedCaptureMode relaxed(api_);
   CuEvent start = nullptr, end = nullptr;
   if (api_.event_create(&start, 0) != kCudaSuccess) return;
   if (api_.event_create(&end, 0) != kCudaSuccess || api_.event_record(start, stream) != kCudaSuccess) {
@@ -160,7 +191,8 @@ void LaunchGate::StartSample(CuStream stream, WorkSample* sample) {
 void LaunchGate::AfterWork(const WorkSample& sample) {
   if (sample.queued && api_.event_create && api_.event_record && api_.event_query) {
     std::lock_guard<std::mutex> lock(fence_mutex_);
-    if (fences_.size() < kMaxFences) {
+    if (fence_count_ < kMaxFences) {
+      RelaxedCaptureMode relaxed(api_);
       CuEvent fence = nullptr;
       if (!spare_fences_.empty()) {
         fence = spare_fences_.back();
@@ -168,11 +200,16 @@ void LaunchGate::AfterWork(const WorkSample& sample) {
       } else if (api_.event_create(&fence, kEventDisableTiming) != kCudaSuccess) {
         fence = nullptr;
       }
-      if (fence && api_.event_record(fence, sample.stream) == kCudaSuccess) fences_.push_back(fence);
-      else if (fence) spare_fences_.push_back(fence);
+      if (fence && api_.event_record(fence, sample.stream) == kCudaSuccess) {
+        fences_[sample.stream].push_back(fence);
+        ++fence_count_;
+      } else if (fence) {
+        spare_fences_.push_back(fence);
+      }
     }
   }
   if (!sample.start) return;
+  RelaxedCaptureMode relaxed(api_);
   if (api_.event_record(sample.end, sample.stream) != kCudaSuccess) {
     api_.event_destroy(sample.start);
     api_.event_destroy(sample.end);
@@ -187,6 +224,7 @@ void LaunchGate::CollectSamples() {
   std::unique_lock<std::mutex> lock(samples_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return;  // another thread is at it
   size_t done = 0;
+  RelaxedCaptureMode relaxed(api_);
   for (const WorkSample& sample : pending_) {
     CuResult r = api_.event_query(sample.end);
     if (r == kCudaErrorNotReady) break;  // in order on its stream; later ones may be on others, but wait
@@ -201,6 +239,7 @@ void LaunchGate::CollectSamples() {
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
   pending_count_.store(pending_.size(), std::memory_order_relaxed);
   piece_p95_ns_.store(lengths_.P95(), std::memory_order_relaxed);
+  if (!slot_) return;
   slot_->work_p95_ns.store(lengths_.P95(), std::memory_order_relaxed);
   slot_->samples.fetch_add(done, std::memory_order_relaxed);
 }

@@ -33,6 +33,7 @@
 #pragma once
 #include <atomic>
 #include <deque>
+#include <map>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -80,7 +81,8 @@ class LaunchGate {
   static constexpr int64_t kUnknownPieceNs = 100'000;
   static constexpr int64_t kShutPollNs = 50'000;
   static constexpr int64_t kDrainPollNs = 10'000;
-  // Fences kept at most; past this many unfinished pieces, the next waits.
+  // Fences kept at most; pieces past this many unfinished ones are queued
+  // without a fence (the count then stays at the cap until they drain).
   static constexpr size_t kMaxFences = 1024;
 
   // `page` is the mapped gate page (its first word is the gate), or null
@@ -117,8 +119,8 @@ class LaunchGate {
   CuResult Arm();
   // Holds the calling thread until JudgePiece lets a piece be queued.
   void HoldUntilAdmitted();
-  // Pops the fences that have been reached; the number left.  Caller holds
-  // fence_mutex_.
+  // Pops the fences that have been reached, stream by stream; the number
+  // left.  Caller holds fence_mutex_.
   size_t DrainFencesLocked();
   int64_t PieceEstimateNs() const;
   void StartSample(CuStream stream, WorkSample* sample);
@@ -131,13 +133,15 @@ class LaunchGate {
   std::mutex arm_mutex_;
   std::atomic<GateState> state_{GateState::kUnarmed};
   CuDevicePtr word_ = 0;
-  HostClock clock_;
   std::atomic<uint64_t> waits_{0}, captured_{0}, failed_waits_{0}, refused_{0}, held_{0};
+  std::atomic<uint64_t> asynchronous_{0};  // pieces given a sample: one in kSampleEvery is timed
   std::mutex fence_mutex_;
-  std::deque<CuEvent> fences_;       // queued pieces' fences, oldest first
+  std::map<CuStream, std::deque<CuEvent>> fences_;  // per stream, oldest first
+  size_t fence_count_ = 0;
   std::vector<CuEvent> spare_fences_;
   std::atomic<int64_t> piece_p95_ns_{0};
   GateTaskSlot* slot_;
+  HostClock clock_;
   std::mutex samples_mutex_;
   std::vector<WorkSample> pending_;  // recorded, not yet read back (oldest first)
   std::atomic<size_t> pending_count_{0};

@@ -35,7 +35,9 @@ inline PieceVerdict JudgePiece(const GateView& view, int64_t now_ns, int64_t que
   if ((view.word & 1u) == 0) return PieceVerdict::kWaitForBubble;
   if (view.admit_bubble != (view.word >> 1)) return PieceVerdict::kWaitForQueue;
   if (now_ns + queued_ns + piece_ns <= view.admit_until_ns) return PieceVerdict::kQueue;
-  return queued_ns > 0 ? PieceVerdict::kWaitForQueue : PieceVerdict::kWaitForBubble;
+  // Worth waiting for the queue only while the piece alone could still end in time.
+  return queued_ns > 0 && now_ns + piece_ns <= view.admit_until_ns ? PieceVerdict::kWaitForQueue
+                                                                   : PieceVerdict::kWaitForBubble;
 }
 
 }  // namespace freeride::gate

@@ -353,6 +353,18 @@ TEST(GateOnVirtualTime, WithOnlySdkTasksTheGateStaysOpenToTheEndMark) {
   EXPECT_EQ(run.gate_admission_ns.back(), INT64_MAX);
 }
 
+TEST(GateOnVirtualTime, AStageThatFallsSilentPastTheAdmissionDeadlineHasItsGateForcedShut) {
+  DaemonOptions options = GateOptions();
+  options.stage_timeout = 100 * kMillisecond;
+  VirtualGate gate;
+  gate.on = true;
+  gate.stage_drives = true;
+  gate.silent_in_bubble = kSecond;  // its 10 ms slot's deadline passes at 8 ms; the stage never ends it
+  VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(20, 10 * kMillisecond), options, gate);
+  EXPECT_EQ(run.gate_forced_closes, 1u);
+  EXPECT_FALSE(GateIsOpen(run.gate_word_at_end));
+}
+
 TEST(GateOnVirtualTime, AGateLeftOpenByAStageThatWentSilentIsForcedShut) {
   DaemonOptions options = QuietOptions();
   options.stage_timeout = 100 * kMillisecond;

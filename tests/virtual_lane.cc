@@ -240,6 +240,12 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
       stage.WriteEnd(env.Now());
       WaitFakeTime(&env, b.busy_after);
     }
+    if (virtual_gate.silent_in_bubble > 0) {
+      // The stream opened the gate and the begin mark came; then nothing.
+      gate.layout()->word.store(GateOpenValue(++gate_bubble));
+      stage.WriteBegin(bubbles.empty() ? 0 : bubbles.back().slot, env.Now(), 0, UINT64_MAX);
+      WaitFakeTime(&env, virtual_gate.silent_in_bubble);
+    }
     if (virtual_gate.abandoned_open > 0) {
       // The stream opened the gate, and the stage died before its mark.
       gate.layout()->word.store(GateOpenValue(++gate_bubble));

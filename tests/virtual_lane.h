@@ -49,6 +49,9 @@ struct VirtualGate {
   // After the bubbles, the stage's "stream" opens the gate with no mark at
   // all and the stage falls silent for this long (0: not done).
   Nanos abandoned_open = 0;
+  // After the bubbles, the stage opens one more bubble, marks its begin and
+  // falls silent for this long, past its admission deadline (0: not done).
+  Nanos silent_in_bubble = 0;
 };
 
 struct VirtualLaneRun {

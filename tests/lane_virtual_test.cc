@@ -353,26 +353,28 @@ TEST(GateOnVirtualTime, WithOnlySdkTasksTheGateStaysOpenToTheEndMark) {
   EXPECT_EQ(run.gate_admission_ns.back(), INT64_MAX);
 }
 
-TEST(GateOnVirtualTime, AStageThatFallsSilentPastTheAdmissionDeadlineHasItsGateForcedShut) {
+// A gated lane whose stage (driving the word) goes silent after `bubbles`
+// bubbles of 10 ms, in the way `silence` sets up; stage timeout 100 ms.
+VirtualLaneRun SilentStage(int bubbles, void (*silence)(VirtualGate*)) {
   DaemonOptions options = GateOptions();
   options.stage_timeout = 100 * kMillisecond;
   VirtualGate gate;
   gate.on = true;
   gate.stage_drives = true;
-  gate.silent_in_bubble = kSecond;  // its 10 ms slot's deadline passes at 8 ms; the stage never ends it
-  VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(20, 10 * kMillisecond), options, gate);
+  silence(&gate);
+  return RunVirtualLane({}, SteadyBubbles(bubbles, 10 * kMillisecond), options, gate);
+}
+
+TEST(GateOnVirtualTime, AStageThatFallsSilentPastTheAdmissionDeadlineHasItsGateForcedShut) {
+  // Its 10 ms slot's deadline passes at 8 ms; the stage never ends the bubble.
+  VirtualLaneRun run = SilentStage(20, [](VirtualGate* gate) { gate->silent_in_bubble = kSecond; });
   EXPECT_EQ(run.gate_forced_closes, 1u);
   EXPECT_FALSE(GateIsOpen(run.gate_word_at_end));
 }
 
 TEST(GateOnVirtualTime, AGateLeftOpenByAStageThatWentSilentIsForcedShut) {
-  DaemonOptions options = QuietOptions();
-  options.stage_timeout = 100 * kMillisecond;
-  VirtualGate gate;
-  gate.on = true;
-  gate.stage_drives = true;
-  gate.abandoned_open = kSecond;
-  VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(5, 10 * kMillisecond), options, gate);
+  // The stream opens the gate with no begin mark at all.
+  VirtualLaneRun run = SilentStage(5, [](VirtualGate* gate) { gate->abandoned_open = kSecond; });
   EXPECT_EQ(run.gate_forced_closes, 1u);
   EXPECT_FALSE(GateIsOpen(run.gate_word_at_end));
 }

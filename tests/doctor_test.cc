@@ -267,6 +267,21 @@ TEST(DoctorDaemon, GpuLanesSayWhetherMpsIsolatesTheirTasks) {
   EXPECT_FALSE(Has(found, "stages", Severity::kNote)) << Dump(found);
 }
 
+TEST(DoctorDaemon, CpuLanesSayWhetherTheirTasksRunInSchedIdle) {
+  v1::StatsReply stats;
+  stats.set_daemon_pid(42);
+  v1::LaneStats* lane = stats.add_lanes();
+  lane->set_lane(0);
+  lane->set_device("cpu:0");
+  lane->set_cpu_core(1);
+  lane->set_isolation(v1::ISOLATION_CPU_NORMAL);
+  std::vector<Finding> found = DescribeDaemon(stats);
+  EXPECT_TRUE(Has(found, "isolation", Severity::kWarning, "--cpu-task-priority normal")) << Dump(found);
+  lane->set_isolation(v1::ISOLATION_CPU_SCHED_IDLE);
+  found = DescribeDaemon(stats);
+  EXPECT_TRUE(Has(found, "isolation", Severity::kOk, "SCHED_IDLE")) << Dump(found);
+}
+
 TEST(DoctorPython, TorchPipeliningAndThePackageAreReported) {
   std::vector<Finding> found = InterpretPythonProbe(
       "py", 0, R"({"python": "3.11.7", "torch_error": "ModuleNotFoundError: No module named 'torch'",)"

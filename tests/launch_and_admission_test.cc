@@ -92,6 +92,22 @@ TEST(LaunchPlan, ACpuTaskInheritsTheDaemonsEnvironmentWithoutStaleChannelVariabl
   EXPECT_EQ(CountKey(r.env, "CUDA_VISIBLE_DEVICES"), 0);
 }
 
+TEST(LaunchPlan, WithNormalCpuTaskPriorityACpuLanesTaskIsNotIdleAndAGpuLanesNeverIs) {
+  v1::TaskSpec spec;
+  spec.add_command("train");
+  LaneConfig cpu{0, "cpu:0", 0, 1};
+  LaunchPlanInput in = Input(spec, cpu);
+  in.cpu_task_priority = CpuTaskPriority::kNormal;
+  LaunchRequest r = PlanLaunch(in);
+  EXPECT_FALSE(r.idle_cpu_priority) << "--cpu-task-priority normal";
+  EXPECT_EQ(r.cpu_core, 1) << "still pinned to its lane's core";
+  EXPECT_TRUE(r.stop_after_exec) << "still started stopped, for the bubbles";
+  LaneConfig gpu{1, "gpu:1", 0, -1};
+  in = Input(spec, gpu);
+  in.cpu_task_priority = CpuTaskPriority::kIdle;
+  EXPECT_FALSE(PlanLaunch(in).idle_cpu_priority) << "the CPU priority is a CPU lane's";
+}
+
 TEST(LaunchPlan, ASubmittedEnvironmentReplacesTheDaemonsAndAGpuLaneSetsItsDeviceLast) {
   v1::TaskSpec spec;
   spec.add_command("infer");

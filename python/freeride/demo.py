@@ -13,6 +13,9 @@ paths of ``freeride timeline`` pictures:
           as cores (2 to 4), stage k and lane k's side task pinned to the same
           core, the side task in SCHED_IDLE (it gets the core only while its
           stage waits), the daemon's own threads below the stages' priority.
+          (--cpu-task-priority normal runs the tasks at the normal policy
+          instead, still only in bubbles: for machines that other work keeps
+          busy, where a SCHED_IDLE task may get no core at all.)
   replay  no PyTorch: stand-in stages replay the bubble timings of the profiled
           4xH200 run (examples/data/h200_1f1b_bubbles.json) through the same
           shared-memory data plane.
@@ -118,8 +121,9 @@ class Demo:
         # unless told, since its side tasks then run as root too.
         as_root = ["--allow-root"] if os.geteuid() == 0 else []
         nice = ["nice", "-n", "10"] if self.mode != "gpu" else []
+        priority = ["--cpu-task-priority", self.args.cpu_task_priority] if self.mode != "gpu" else []
         daemon = self.spawn([*nice, "freeride", "daemon", "--socket", socket, "--state-dir", state,
-                             *as_root, *lanes_args], f"{phase}-daemon.log")
+                             *as_root, *lanes_args, *priority], f"{phase}-daemon.log")
         self.daemons.append(daemon)
         for _ in range(200):
             if os.path.exists(socket) or daemon.poll() is not None:
@@ -345,6 +349,10 @@ class Demo:
         allowed = sorted(os.sched_getaffinity(0))
         self.cores = [allowed[k % len(allowed)] for k in range(self.lanes)]
         tasks = GPU_TASKS if self.mode == "gpu" else CPU_TASKS
+        idle = a.cpu_task_priority == "idle"
+        how_tasks_run = ("in SCHED_IDLE so it gets the core only while the stage waits" if idle else
+                         "at the normal policy (--cpu-task-priority normal), run only while the stage "
+                         "waits but sharing the core with other work then")
         say("== FreeRide demo: " + {
             "gpu": f"GPU mode: {self.lanes} GPUs, a GPT ({a.preset}) pipeline with CUDA side tasks",
             "cpu": f"CPU mode (no GPU here): real PyTorch pipeline training on CPU (gloo), {self.lanes} "
@@ -359,15 +367,16 @@ class Demo:
             "cpu": f"the training's iteration time with side tasks in its bubbles against a run without "
                    f"them, with stage k and lane k's task pinned together to core k "
                    f"({', '.join(f'stage {k}: core {c}' for k, c in enumerate(self.cores))}), the task "
-                   "in SCHED_IDLE so it gets the core only while the stage waits; the bubble time the "
-                   "tasks used; the saving (their work at their alone rate, less the slowdown)"
+                   f"{how_tasks_run}; the bubble time the tasks used; the saving (their work at their "
+                   "alone rate, less the slowdown)"
                    + ("" if len(allowed) > LANES else
                       f"; with {len(allowed)} cores there is none to spare for the daemon and the rest, "
                       "and a task on a stage's core slows its compute even though it yields at once, "
                       "so the slowdown here is mostly that (the replay mode, the default here, avoids it)"),
             "replay": "how much of the profiled 4xH200 bubble time the daemon hands to real side "
                       "tasks and their overrun, with stage k and lane k's task pinned together to core "
-                      f"{', '.join(map(str, self.cores))} respectively (the task in SCHED_IDLE); the stand-in "
+                      f"{', '.join(map(str, self.cores))} respectively (the task "
+                      f"{'in SCHED_IDLE' if idle else 'at the normal policy'}); the stand-in "
                       "stages sleep through their busy time (the GPU's compute), so the slowdown "
                       "shows what the marks, the dispatch and the tasks cost a stage's timeline, not "
                       "a GPU kernel's interference",
@@ -464,6 +473,10 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=2,
                    help="CPU and replay modes: baseline and side-task trainings run in turn, B F F B "
                         "for 2 rounds, each of --steps steps")
+    p.add_argument("--cpu-task-priority", choices=["idle", "normal"], default="idle",
+                   help="CPU and replay modes: the daemon's --cpu-task-priority.  idle (SCHED_IDLE) keeps "
+                        "a side task from taking its stage's core; normal runs it at the normal policy, "
+                        "still only in bubbles, for machines that other work keeps busy (tests)")
     p.add_argument("--quick", action="store_true",
                    help="a short run to see that it works (30 steps, 0.5 s per alone rate); "
                         "its figures are rough")

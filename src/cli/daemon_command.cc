@@ -45,6 +45,7 @@ struct DaemonArgs {
   std::string mps = "auto";
   int mps_side_threads = 0;
   std::string gate = "on";
+  std::string cpu_task_priority = "idle";
   int gate_margin_us = 200;
   int cpu_lanes = 0;
   std::string lane_cores;
@@ -198,6 +199,8 @@ int RunDaemon(const DaemonArgs& args) {
   options.max_resident_per_lane = args.max_resident;
   options.accept_journal_loss = args.accept_journal_loss;
   options.metrics_address = args.metrics;
+  options.cpu_task_priority =
+      args.cpu_task_priority == "normal" ? CpuTaskPriority::kNormal : CpuTaskPriority::kIdle;
   std::string error;
   if (!args.listen.empty()) {
     // TCP reaches beyond this user's account, so it is never open without a token.
@@ -343,6 +346,9 @@ int RunDaemon(const DaemonArgs& args) {
   fmt::print("freeride daemon {} (pid {}) listening on {}\n  lanes: {}\n  state: {}\n",
              FREERIDE_VERSION, getpid(), options.socket_path, lanes, options.state_dir);
   if (gpu_lanes) fmt::print("  {}\n", mps.note);
+  if (!gpu_lanes && options.cpu_task_priority == CpuTaskPriority::kNormal)
+    fmt::print("  side tasks: normal policy (--cpu-task-priority normal), not SCHED_IDLE: a step "
+               "that overruns its bubble shares the core with the stage\n");
   if (gpu_lanes)
     fmt::print("  dispatch: {}\n",
                options.IsGatedLane(options.lanes[0].index)
@@ -418,6 +424,15 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
                   "percentile of its timed pieces) to end by then, so that it ends inside the bubble")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--cpu-task-priority", args->cpu_task_priority,
+                  "CPU lanes: the scheduling policy of side tasks.  idle (SCHED_IDLE): a task gets "
+                  "its core only when nothing else wants it, which is what keeps it from slowing a "
+                  "CPU stage on the same core, even in a step that overruns its bubble.  normal: "
+                  "the daemon's own policy, sharing a busy core fairly; tasks still run only in "
+                  "bubbles.  normal is for tests and demos on machines that other work keeps busy, "
+                  "where an idle task may wait minutes for a core")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"idle", "normal"}));
   cmd->add_option("--mps-side-threads", args->mps_side_threads,
                   "Under MPS, the percentage of each GPU's SMs side tasks' kernels may use "
                   "(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE); 0: all")

@@ -142,6 +142,9 @@ std::string_view IsolationWords(v1::Isolation isolation) {
     case v1::ISOLATION_CPU_SCHED_IDLE: return "CPU lanes: side tasks in SCHED_IDLE, on a core only when it is free";
     case v1::ISOLATION_GPU_TIME_SLICED: return "GPU time-slicing without MPS: a side task's kernels can delay the training's";
     case v1::ISOLATION_GPU_MPS: return "MPS: side tasks at client priority 1, below the training";
+    case v1::ISOLATION_CPU_NORMAL:
+      return "CPU lanes: side tasks at the normal policy (--cpu-task-priority normal), sharing a "
+             "busy core with the stage when a step overruns its bubble";
     default: return "unknown (a daemon older than this CLI)";
   }
 }
@@ -402,12 +405,15 @@ std::vector<Finding> DescribeDaemon(const v1::StatsReply& stats) {
   }
   if (!stats.lanes().empty()) {
     v1::Isolation isolation = stats.lanes(0).isolation();
-    found.push_back(Make("isolation", isolation == v1::ISOLATION_GPU_TIME_SLICED ? Severity::kWarning
-                                                                                  : Severity::kOk,
+    const bool weak = isolation == v1::ISOLATION_GPU_TIME_SLICED || isolation == v1::ISOLATION_CPU_NORMAL;
+    found.push_back(Make("isolation", weak ? Severity::kWarning : Severity::kOk,
                          std::string(IsolationWords(isolation)),
                          isolation == v1::ISOLATION_GPU_TIME_SLICED
                              ? "restart the daemon with --mps on (see the mps line above for why "
                                "it did not start)"
+                         : isolation == v1::ISOLATION_CPU_NORMAL
+                             ? "restart the daemon without --cpu-task-priority normal (idle, the "
+                               "default, runs CPU lanes' tasks in SCHED_IDLE)"
                              : ""));
   }
   if (attached == 0 && !stats.lanes().empty())

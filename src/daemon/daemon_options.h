@@ -12,6 +12,22 @@
 
 namespace freeride {
 
+// The scheduling policy CPU lanes' side tasks are launched at.  Either way
+// the dispatcher runs a task only inside bubbles (SIGSTOP, or blocked in the
+// SDK, outside them); the policy decides who wins the core when both want it.
+enum class CpuTaskPriority {
+  // SCHED_IDLE: a task gets its core only when nothing else wants it, so it
+  // never takes the core from a CPU stage, even in a step that overruns its
+  // bubble.  The default.
+  kIdle,
+  // The daemon's own policy and niceness (SCHED_OTHER, unless the daemon
+  // was started under another): a task shares a busy core fairly.  For
+  // tests and demos on machines loaded by other work, where an idle task
+  // would wait for a core that other processes keep busy; a stage on the
+  // task's core is then no longer protected.
+  kNormal,
+};
+
 struct LaneConfig {
   int index = 0;
   std::string device;           // "gpu:0" or "cpu:0"
@@ -47,6 +63,7 @@ struct DaemonOptions {
   int max_tcp_connections = 256;
   int max_tcp_connections_per_peer = 32;
   bool realtime_dispatch = true;   // SCHED_FIFO for lane threads when permitted
+  CpuTaskPriority cpu_task_priority = CpuTaskPriority::kIdle;  // CPU lanes' side tasks
   // Start over a damaged, stale or lost journal (docs/reliability.md):
   // off, the daemon refuses and says why.
   bool accept_journal_loss = false;

@@ -879,9 +879,11 @@ void Lane::FillStats(v1::LaneStats* stats) const {
   stats->set_lane(config_.index);
   stats->set_device(config_.device);
   stats->set_segment_path(segment_path_);
-  stats->set_isolation(options_.IsCpuLane(config_.index) ? v1::ISOLATION_CPU_SCHED_IDLE
-                       : options_.mps_pipe_dir.empty()      ? v1::ISOLATION_GPU_TIME_SLICED
-                                                            : v1::ISOLATION_GPU_MPS);
+  const bool idle = options_.cpu_task_priority == CpuTaskPriority::kIdle;
+  stats->set_isolation(options_.IsCpuLane(config_.index)
+                           ? (idle ? v1::ISOLATION_CPU_SCHED_IDLE : v1::ISOLATION_CPU_NORMAL)
+                       : options_.mps_pipe_dir.empty() ? v1::ISOLATION_GPU_TIME_SLICED
+                                                       : v1::ISOLATION_GPU_MPS);
   stats->set_cpu_core(config_.cpu_core);
   int64_t running_task = running_task_.load();
   if (in_bubble && running_task == 0) {

@@ -31,7 +31,7 @@ LaunchRequest PlanLaunch(const LaunchPlanInput& in) {
   if (in.lane) {
     request.cpu_core = in.lane->cpu_core;
     if (in.lane->device.rfind("gpu:", 0) == 0) gpu = std::atoi(in.lane->device.c_str() + 4);
-    else request.idle_cpu_priority = true;
+    else request.idle_cpu_priority = in.cpu_task_priority == CpuTaskPriority::kIdle;
   }
   // GPU lanes: the task sees only its GPU, and under MPS runs below the
   // trainer's priority within its memory grant.  A process sees the first of

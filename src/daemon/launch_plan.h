@@ -23,6 +23,8 @@ struct LaunchPlanInput {
   std::string task_segment_path;
   std::string lane_segment_path;
   std::string socket_path;         // the daemon's
+  // A CPU lane's task: idle (SCHED_IDLE) or the normal policy.
+  CpuTaskPriority cpu_task_priority = CpuTaskPriority::kIdle;
   std::string mps_pipe_dir;        // empty: no MPS
   int mps_thread_percentage = 0;   // the tasks' share of SMs under MPS; 0: all
   // A gated lane's: the interposer preloaded into the task (LD_PRELOAD,
@@ -44,7 +46,8 @@ bool IsChannelVariable(const std::string& key);
 // an iterative task only until it attaches to the SDK.  Every key the lane
 // sets (the channel's, and a GPU lane's device and MPS settings) appears
 // once, with the lane's value.  `input.spec` must be set; without
-// `input.lane` there is no core, device or idle priority.
+// `input.lane` there is no core, device or idle priority; a GPU lane's task
+// is never idle (MPS priority and the gate isolate it).
 LaunchRequest PlanLaunch(const LaunchPlanInput& input);
 
 }  // namespace freeride

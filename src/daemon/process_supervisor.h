@@ -39,8 +39,10 @@ struct LaunchRequest {
   std::shared_ptr<TaskCgroup> cgroup;
   int cpu_core = -1;               // pin to this core; -1: no pinning
   // SCHED_IDLE: the task gets a core only when nothing else wants it.  CPU
-  // lanes use it so that a side task never takes a core from a training
-  // stage, the CPU counterpart of MPS priority 1 on GPUs.
+  // lanes use it (unless the daemon runs with --cpu-task-priority normal) so
+  // that a side task never takes a core from a training stage, the CPU
+  // counterpart of MPS priority 1 on GPUs.  False: the daemon's own policy
+  // (SCHED_OTHER unless it was started under another) and niceness.
   bool idle_cpu_priority = false;
 };
 

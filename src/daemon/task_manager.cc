@@ -794,6 +794,7 @@ bool TaskManager::Launch(int64_t id) {
     plan.task_segment_path = segment_path;
     plan.lane_segment_path = LaneSegmentPath(options_.socket_path, record.info.lane());
     plan.socket_path = options_.socket_path;
+    plan.cpu_task_priority = options_.cpu_task_priority;
     plan.mps_pipe_dir = options_.mps_pipe_dir;
     plan.mps_thread_percentage = options_.mps_thread_percentage;
     if (!spec.progress_regex().empty() || !spec.progress_file().empty()) {

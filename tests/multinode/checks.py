@@ -125,10 +125,12 @@ def check_node(node: str, state_dir: str, min_bubbles: int = 1, min_steps: int =
 def require_side_steps(records: list[NodeRecord]) -> None:
     """Side-task steps ran in the training's bubbles, on the nodes together.
 
-    Not on each node: a CPU lane's task runs at SCHED_IDLE, which yields to
-    every other process, so on a loaded machine one node's task can get no
-    core in any of its bubbles (seen with 2 cores shared by many processes:
-    one node 400 steps, the other none).  Each node's steps were checked to
-    lie inside bubbles by check_node."""
+    Not on each node: a node's task gets a core only in its bubbles, and
+    shares it there with whatever else runs, so on a loaded machine one
+    node's task can get none in any of them (seen with the tasks at
+    SCHED_IDLE, the daemon's default, and 2 cores shared by many processes:
+    one node 400 steps, the other none; the tests now run them at the normal
+    policy).  Each node's steps were checked to lie inside bubbles by
+    check_node."""
     expect(sum(r.steps for r in records) > 0,
            "no side-task step ran in the training's bubbles on any node: " + "; ".join(r.line() for r in records))

@@ -31,10 +31,13 @@ def main() -> None:
     with Cluster(build, source, ["n1", "n2"]) as cluster:
         daemons = []
         for k, name in enumerate(cluster.names):
-            # Stage k and its lane's side task share core k: the task, in
-            # SCHED_IDLE, gets the core only while the stage waits.
+            # Stage k and its lane's side task share core k; the task runs only
+            # while the stage waits (in its bubbles), at the normal policy rather
+            # than SCHED_IDLE, so that on a machine other work keeps busy it still
+            # gets the core in them (tests/python/conftest.py: NORMAL_CPU_TASKS).
             core = str(cores[k % len(cores)])
-            daemon = cluster.start_daemon(name, "--cpu-lanes", "1", "--lane-cores", core)
+            daemon = cluster.start_daemon(name, "--cpu-lanes", "1", "--lane-cores", core,
+                                          "--cpu-task-priority", "normal")
             daemon.submit(0, f"sgd-{name}", side_task(build))
             daemons.append((daemon, core))
         for daemon, _ in daemons:

@@ -37,10 +37,12 @@ from multinode.prereqs import require_root_and_torch, side_task  # noqa: E402
 from multinode.slurm import SlurmCluster, missing_programs  # noqa: E402
 
 JOB = """#!/usr/bin/env bash
-# The recipe of docs/slurm.md, as deploy/slurm/train.sbatch has it, on CPU lanes.
+# The recipe of docs/slurm.md, as deploy/slurm/train.sbatch has it, on CPU lanes, with the
+# side tasks at the normal policy rather than SCHED_IDLE, so that they get a core in the bubbles
+# of a machine other work keeps busy (tests/python/conftest.py: NORMAL_CPU_TASKS).
 set -euo pipefail
 slurm={slurm}
-srun --overlap --ntasks-per-node=1 "$slurm" daemon --cpu-lanes 1 &
+srun --overlap --ntasks-per-node=1 "$slurm" daemon --cpu-lanes 1 --cpu-task-priority normal &
 daemons=$!
 trap '"$slurm" stop || true; wait $daemons || true' EXIT
 "$slurm" wait --timeout 120

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import NORMAL_CPU_TASKS
+
 FULL_TOKEN = "full-token-0123456789abcdef"
 READ_TOKEN = "read-token-0123456789abcdef"
 
@@ -24,7 +26,8 @@ def token_file(path: Path, token: str) -> str:
 
 
 class TcpDaemon:
-    """A daemon with one CPU lane, listening on a port of 127.0.0.1 it picks."""
+    """A daemon with one CPU lane, listening on a port of 127.0.0.1 it picks.  Its side tasks at
+    the normal policy: the fixture waits for node a's task to harvest (conftest.NORMAL_CPU_TASKS)."""
 
     def __init__(self, build: Path, dir: Path, full: str, read: str) -> None:
         dir.mkdir()
@@ -36,7 +39,7 @@ class TcpDaemon:
             self.process = subprocess.Popen(
                 [str(build / "freeride"), "daemon", "--cpu-lanes", "1", "--socket", self.socket,
                  "--state-dir", str(dir / "state"), "--listen", "127.0.0.1:0", "--token-file", full,
-                 "--read-token-file", read, *as_root], stdout=out, stderr=subprocess.STDOUT)
+                 "--read-token-file", read, *NORMAL_CPU_TASKS, *as_root], stdout=out, stderr=subprocess.STDOUT)
         self.port = self._port()
         self.stage: subprocess.Popen | None = None
 

@@ -53,6 +53,17 @@ def freeride_env(build_dir: Path) -> dict[str, str]:
                 FREERIDE_LIB=str(build_dir / "libfreeride.so"))
 
 
+# Daemon arguments for the tests that assert that a CPU lane's side task makes
+# progress (finishes, takes steps, harvests).  By default a CPU lane's tasks run
+# in SCHED_IDLE, which keeps them off a CPU stage's core; on a machine that other
+# work keeps busy (CI, a newcomer's laptop, bench/loaded_tests.sh) such a task can
+# get no core for minutes, and those tests would measure the load, not FreeRide.
+# At the normal policy a task still runs only inside bubbles (the dispatcher stops
+# it outside them), so what they assert (steps inside bubbles, pieces, cancel,
+# resume) is unchanged.  cpu_task_priority_test.py asserts the default itself.
+NORMAL_CPU_TASKS = ("--cpu-task-priority", "normal")
+
+
 class Daemon:
     """A freeride daemon on a private socket and state directory."""
 

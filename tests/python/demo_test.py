@@ -46,14 +46,20 @@ def test_demo_runs_and_writes_report_svg_and_trace(mode, build_dir, tmp_path):
     if mode == "cpu":
         require_torch()
     out = str(tmp_path / "out")
+    # The side tasks at the normal policy, so that they harvest on a machine other work keeps
+    # busy too (conftest.NORMAL_CPU_TASKS); the first line says so.
     p = run_demo(str(build_dir / "freeride"), "--mode", mode, "--out", out, "--steps", "40",
-                 "--profile-seconds", "1")
+                 "--profile-seconds", "1", "--cpu-task-priority", "normal")
     print(p.stdout[-3000:])
     assert p.returncode == 0, f"demo --mode {mode} failed:\n{p.stderr[-3000:]}"
     first = p.stdout.splitlines()[0]
     want = {"cpu": "CPU mode", "replay": "replay mode"}[mode]
     assert want in first, f"the demo's first line does not say it runs {want}: {first}"
     assert "measures" in p.stdout.splitlines()[1], "the second line says what the figures measure"
+    assert "normal policy" in p.stdout.splitlines()[1] and "SCHED_IDLE" not in p.stdout.splitlines()[1], \
+        "the second line says how the side tasks run"
+    daemon_log = open(os.path.join(out, "freeride-daemon.log")).read()
+    assert "--cpu-task-priority normal" in daemon_log, f"not passed on to the daemon:\n{daemon_log}"
     assert "[4/4]" in p.stdout and "FreeRide report" in p.stdout
     lanes = max(2, min(4, len(os.sched_getaffinity(0))))  # the pipeline fitted to the cores
     report = check_outputs(out, lanes)

@@ -12,7 +12,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from conftest import SOURCE_DIR, require_torch
+from conftest import NORMAL_CPU_TASKS, SOURCE_DIR, require_torch
 
 sys.path.insert(0, str(SOURCE_DIR / "bench"))
 from e2e_arms import (ITERATION_LINE, arms_summary, bubble_seconds_by_arm, iteration_windows,  # noqa: E402
@@ -145,7 +145,9 @@ def test_the_three_arms_run_end_to_end_on_cpu_lanes(build_dir, tmp_path) -> None
            "--bundle", str(make_bundle(build_dir, tmp_path / "bundle")), "--out", str(out),
            "--work", str(tmp_path / "work"), "--configs", "1f1b:4", "--sides", "loop,pagerank",
            "--noside-seconds", "2", "--measure-seconds", "3", "--warm-seconds", "240", "--alone-seconds", "2",
-           "--alone-warmup", "0.5", "--alternate", str(alternate), "--side-memory", "256MiB"]
+           "--alone-warmup", "0.5", "--alternate", str(alternate), "--side-memory", "256MiB",
+           # Every row must warm up: its side at the normal policy, not SCHED_IDLE (conftest.NORMAL_CPU_TASKS).
+           "--daemon-args", " ".join(NORMAL_CPU_TASKS)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=800,
                        env=dict(os.environ, PYTHONPATH=str(SOURCE_DIR / "python")))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import SOURCE_DIR, Daemon
+from conftest import NORMAL_CPU_TASKS, SOURCE_DIR, Daemon
 
 sys.path.insert(0, str(SOURCE_DIR / "python"))
 
@@ -66,7 +66,7 @@ class Accumulator:
 def node(build_dir, freeride_env, monkeypatch):
     """A daemon with one 1 GiB CPU lane, a stand-in stage marking bubbles, and this process's
     environment set as a Ray worker's would be (FREERIDE_SOCKET, the client on PATH)."""
-    daemon = Daemon(build_dir, freeride_env, "--cpu-lanes", "1", "--lane-memory", "1GiB")
+    daemon = Daemon(build_dir, freeride_env, "--cpu-lanes", "1", "--lane-memory", "1GiB", *NORMAL_CPU_TASKS)
     for key in ("FREERIDE_SOCKET", "FREERIDE_LIB", "PYTHONPATH"):
         monkeypatch.setenv(key, daemon.env[key])
     monkeypatch.setenv("PATH", f"{build_dir}{os.pathsep}{os.environ['PATH']}")
@@ -157,7 +157,7 @@ def test_a_killed_daemon_is_a_lost_node_and_its_relaunched_runner_does_nothing(n
     side.close()
     # Restarted on the same journal, the daemon relaunches the runner; its caller has gone.
     restarted = subprocess.Popen([daemon.cli, "daemon", "--socket", daemon.socket, "--state-dir", daemon.state,
-                                  "--cpu-lanes", "1", "--lane-memory", "1GiB",
+                                  "--cpu-lanes", "1", "--lane-memory", "1GiB", *NORMAL_CPU_TASKS,
                                   *(["--allow-root"] if os.geteuid() == 0 else [])],
                                  env=daemon.env, stdout=subprocess.DEVNULL, stderr=daemon.log)
     try:

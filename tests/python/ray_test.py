@@ -19,7 +19,7 @@ import warnings
 
 import pytest
 
-from conftest import SOURCE_DIR, Daemon
+from conftest import NORMAL_CPU_TASKS, SOURCE_DIR, Daemon
 
 sys.path.insert(0, str(SOURCE_DIR / "python"))
 
@@ -45,7 +45,7 @@ def free_port() -> int:
 def cluster(build_dir, freeride_env):
     """(daemon, head address, env): a daemon with one 512 MiB CPU lane, a stand-in stage, and a
     one-node Ray head offering the lane, started with node-args as docs/ray.md says."""
-    daemon = Daemon(build_dir, freeride_env, "--cpu-lanes", "1", "--lane-memory", "512MiB")
+    daemon = Daemon(build_dir, freeride_env, "--cpu-lanes", "1", "--lane-memory", "512MiB", *NORMAL_CPU_TASKS)
     env = dict(daemon.env, PATH=f"{build_dir}{os.pathsep}{os.environ['PATH']}", RAY_USAGE_STATS_ENABLED="0",
                RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=os.environ["RAY_AUTH_TOKEN"])
     stage = daemon.stage("4", "8,8")

@@ -119,10 +119,11 @@ def test_freeride_is_on_the_environments_path_and_doctor_finds_the_wheel(venv, t
 def run_demo(venv: Path, home: Path, mode: str, extra_env: dict[str, str] | None = None):
     out = home / f"demo-{mode}"
     env = dict(user_env(venv, home), **(extra_env or {}))
-    # The sizes the source tree's demo test uses (tests/python/demo_test.py): --quick's 30
-    # steps can end on a loaded 2-core machine before a side task was served.
+    # The sizes and task priority the source tree's demo test uses (tests/python/demo_test.py):
+    # --quick's 30 steps can end on a loaded 2-core machine before a side task was served, and
+    # a SCHED_IDLE task can get no core there at all.
     p = subprocess.run(["freeride", "demo", "--mode", mode, "--out", str(out), "--steps", "40",
-                        "--profile-seconds", "1"],
+                        "--profile-seconds", "1", "--cpu-task-priority", "normal"],
                        capture_output=True, text=True, env=env, cwd="/", timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     return p.stdout, json.loads((out / "report.json").read_text())

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import require_torch
+from conftest import assert_harvested_or_said_why, require_torch
 
 
 def run_demo(freeride: str, *args: str) -> subprocess.CompletedProcess:
@@ -21,23 +21,29 @@ def run_demo(freeride: str, *args: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
-def check_outputs(out: str, lanes: int) -> dict:
+def check_outputs(out: str, lanes: int, harvest_required: bool) -> dict:
+    """harvest_required: replay mode, whose bubbles (1.5-51 ms, from a 4xH200 run) fit the
+    tasks' steps on any machine; in CPU mode the mechanism is asserted instead."""
     report = json.load(open(os.path.join(out, "report.json")))
     assert len(report["lanes"]) == lanes, report["lanes"]
     assert report["bubble_fraction"] > 0.15, report["bubble_fraction"]
-    assert report["total"]["harvested_ns"] > 0, "side tasks harvested nothing"
+    if harvest_required:
+        assert report["total"]["harvested_ns"] > 0, "side tasks harvested nothing"
+    else:
+        assert_harvested_or_said_why(out, report)
     assert report["overhead_pct"] is not None and report["cost_saving_pct"] is not None
     # Every task was valued; on a loaded machine a task whose measured steps fit
-    # no bubble of its lane may do nothing, but the lanes as a whole must.
+    # no bubble of its lane may do nothing.
     assert len(report["tasks"]) == lanes and all(t["alone_rate_per_s"] > 0 for t in report["tasks"]), report["tasks"]
-    assert sum(t["work_gpu_s"] for t in report["tasks"]) > 0, report["tasks"]
+    if harvest_required:
+        assert sum(t["work_gpu_s"] for t in report["tasks"]) > 0, report["tasks"]
     svg = ET.parse(os.path.join(out, "timeline.svg")).getroot()
     assert svg.tag.endswith("svg")
     rects = [r for r in svg.iter() if r.tag.endswith("rect")]
     assert len(rects) > 20, f"the SVG draws only {len(rects)} rectangles"
     trace = json.load(open(os.path.join(out, "timeline.perfetto.json")))
     steps = [e for e in trace["traceEvents"] if e.get("cat") == "side_task"]
-    assert steps and all(e["ph"] == "X" and e["dur"] >= 0 for e in steps)
+    assert (steps or not harvest_required) and all(e["ph"] == "X" and e["dur"] >= 0 for e in steps)
     return report
 
 
@@ -62,7 +68,7 @@ def test_demo_runs_and_writes_report_svg_and_trace(mode, build_dir, tmp_path):
     assert "--cpu-task-priority normal" in daemon_log, f"not passed on to the daemon:\n{daemon_log}"
     assert "[4/4]" in p.stdout and "FreeRide report" in p.stdout
     lanes = max(2, min(4, len(os.sched_getaffinity(0))))  # the pipeline fitted to the cores
-    report = check_outputs(out, lanes)
+    report = check_outputs(out, lanes, harvest_required=mode == "replay")
     print(f"demo --mode {mode}: harvest {report['harvest_ratio']:.2f}, overhead "
           f"{report['overhead_pct']:+.1f}%, saving {report['cost_saving_pct']:+.1f}%")
 
@@ -72,3 +78,23 @@ def test_demo_refuses_a_folder_that_is_not_empty(build_dir, tmp_path):
     p = run_demo(str(build_dir / "freeride"), "--out", str(tmp_path))
     assert p.returncode == 2 and "not empty" in p.stderr, p.stderr
     assert (tmp_path / "something").read_text() == "kept"
+
+
+def test_the_cpu_demos_mechanism_check_fails_where_it_should(tmp_path):
+    from conftest import NO_TIME_FIT
+
+    def check(bubbles, steps, harvested_ns):
+        events = [{"cat": "bubble", "pid": lane, "ts": ts, "dur": dur, "args": {"verdict": verdict}}
+                  for lane, ts, dur, verdict in bubbles]
+        events += [{"cat": "side_task", "pid": lane, "ts": ts, "dur": 1, "args": args}
+                   for lane, ts, args in steps]
+        (tmp_path / "timeline.perfetto.json").write_text(json.dumps({"traceEvents": events}))
+        assert_harvested_or_said_why(tmp_path, {"total": {"harvested_ns": harvested_ns}})
+
+    check([(0, 100, 50, "run")], [(0, 120, {})], 5)
+    check([(0, 100, 50, NO_TIME_FIT)], [], 0)  # nothing done, and the dispatcher said why
+    check([(0, 100, 50, "run")], [(0, 300, {"late": True})], 5)  # marked late by the daemon
+    with pytest.raises(AssertionError, match="no bubble says why"):
+        check([(0, 100, 50, "no runnable task")], [], 0)
+    with pytest.raises(AssertionError, match="outside every bubble of lane 1"):
+        check([(0, 100, 50, "run"), (1, 400, 50, "run")], [(1, 120, {})], 5)

@@ -162,6 +162,12 @@ TEST_F(DaemonIntegration, StepsRunOnlyInsideBubblesAndOnlyWhenTheyFit) {
 // PAUSED <-> RUNNING flips, twice a bubble, reach the event log at most once
 // a second of the daemon's clock, whatever the number of bubbles between.
 TEST_F(DaemonIntegration, BubbleFlipsAreLoggedAtMostOnceASecondOfTheDaemonsClock) {
+  // The task at the normal policy: what is tested is the log's rate, not the
+  // isolation.  In SCHED_IDLE on a loaded machine it once stopped at 593 of
+  // 600 steps for 4 minutes, the likely cause: its 0.2 ms steps, delayed for
+  // a core, were judged too long for the 2 ms bubbles, and on the daemon's
+  // frozen fake clock that estimate never ages (bench/results/loaded_tests.md).
+  options_.cpu_task_priority = CpuTaskPriority::kNormal;
   ASSERT_NO_FATAL_FAILURE(StartDaemon(&fake_env_));
   int64_t id = SubmitSleepingCounter(200);
   ASSERT_GT(id, 0);

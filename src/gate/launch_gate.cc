@@ -6,17 +6,13 @@
 #include <cstdio>
 #include <utility>
 
+#include "base/clock.h"
+
 namespace freeride::gate {
 
 namespace {
 
 constexpr unsigned kEventDisableTiming = 0x2;  // CU_EVENT_DISABLE_TIMING
-
-int64_t MonotonicNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 void SleepNs(int64_t ns) {
   // The default timer slack (50 us) would stretch every poll by that much.
@@ -48,7 +44,7 @@ class RelaxedCaptureMode {
 
 }  // namespace
 
-HostClock RealHostClock() { return {&MonotonicNs, &SleepNs}; }
+HostClock RealHostClock() { return {&MonotonicNow, &SleepNs}; }
 
 LaunchGate::LaunchGate(const DriverApi& api, void* page, std::string page_error, GateTaskSlot* slot,
                        HostClock clock)

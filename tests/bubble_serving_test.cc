@@ -83,6 +83,29 @@ TEST(BubbleServing, AnImperativeTaskIsStoppedAtAWithheldWindowsStart) {
   EXPECT_EQ(grant.until, 12 * kMs);
 }
 
+// The serving judges an imperative task's slice against the bubble's own
+// forecast length: a lane of 0.6 ms bubbles runs a task starting up in the
+// first half of each one, though the full slice is 2 ms.
+TEST(BubbleServing, AStartingTaskRunsInBubblesShorterThanTheFullSlice) {
+  DispatchPolicy policy;
+  DispatchCandidate starting = Task(1, 0);
+  starting.imperative = true;
+  starting.starting = true;
+  std::vector<DispatchCandidate> all = {starting};
+  const Nanos begin = 50 * kMs;
+  const Nanos end = begin + 600 * kMicrosecond;
+  {
+    BubbleServing serving(policy, {1, begin, end, SecondLook{}, UINT64_MAX});
+    ServingAction grant = serving.Next(begin + 10 * kMicrosecond, all, AdmissionGate{});
+    ASSERT_EQ(grant.kind, ServingActionKind::kGrant);
+    EXPECT_EQ(grant.task_id, 1);
+  }
+  BubbleServing late(policy, {1, begin, end, SecondLook{}, UINT64_MAX});
+  ServingAction none = late.Next(begin + 400 * kMicrosecond, all, AdmissionGate{});
+  EXPECT_EQ(none.kind, ServingActionKind::kDone);
+  EXPECT_EQ(none.verdict, DispatchVerdict::kNoTimeFit) << "less than half of it is left";
+}
+
 TEST(BubbleServing, NothingIsGrantedWhileTheGuardPausesOrInsideAWithheldWindow) {
   DispatchPolicy policy;
   std::vector<DispatchCandidate> all = {Task(1, 1 * kMs)};

@@ -301,14 +301,15 @@ TEST(DispatchPolicy, OnlyShorterStepsOrSmallerMemoryCanUseWhatATaskLeaves) {
   EXPECT_EQ(policy.LeftoverNeeded(first, demoted), kNever) << "must fit 3 ms";
   DispatchCandidate imperative = Task(2, 0, 2, 100, 5 * kMillisecond);
   imperative.imperative = true;
-  EXPECT_EQ(policy.LeftoverNeeded(first, imperative), 2 * kMillisecond) << "one slice";
+  EXPECT_EQ(policy.LeftoverNeeded(first, imperative), 250 * kMicrosecond)
+      << "the least slice, that of the shortest bubbles";
   // Under the guard's wider margins, the least leftover the step fits, as
   // StepFits (and so Choose) judges it.
   const Nanos wide = policy.LeftoverNeeded(first, Task(2, 0, 2, 100, 1 * kMillisecond), 1.5);
   EXPECT_NEAR(wide, 1650 * kMicrosecond, 1);
   EXPECT_TRUE(policy.StepFits(0, wide, 1 * kMillisecond, 1.5));
   EXPECT_FALSE(policy.StepFits(0, wide - 1, 1 * kMillisecond, 1.5));
-  EXPECT_EQ(policy.LeftoverNeeded(first, imperative, 1.5), 2 * kMillisecond)
+  EXPECT_EQ(policy.LeftoverNeeded(first, imperative, 1.5), 250 * kMicrosecond)
       << "a slice is a slice";
 
   // Against Choose itself: whenever `first` cannot run in what is left of a
@@ -365,6 +366,36 @@ TEST(DispatchPolicy, ImperativeTasksNeedAMinimumSlice) {
             DispatchVerdict::kNoTimeFit);
   EXPECT_EQ(policy.Choose(list, {.now = 0, .predicted_end = 3 * kMillisecond}).verdict,
             DispatchVerdict::kRun);
+}
+
+// A lane whose bubbles are all shorter than the minimum slice still runs an
+// imperative task, or a task starting up (held to bubbles until it attaches):
+// in the first half of each bubble.  Without this, a submission to such a
+// lane never started (multinode_ray hung on a stage with 0.5 ms bubbles).
+TEST(DispatchPolicy, ImperativeSliceShrinksWithShortBubbles) {
+  DispatchPolicy policy(DispatchConfig{.min_imperative_slice = 2 * kMillisecond,
+                                       .imperative_slice_share = 0.5,
+                                       .imperative_slice_floor = 250 * kMicrosecond});
+  DispatchCandidate c = Task(1, 0, 1, 0, 0);
+  c.imperative = true;
+  c.starting = true;
+  std::vector<DispatchCandidate> list = {c};
+  auto verdict = [&](Nanos now, Nanos length) {
+    return policy.Choose(list, {.now = now, .predicted_end = length, .forecast_length = length})
+        .verdict;
+  };
+  const Nanos short_bubble = 600 * kMicrosecond;
+  EXPECT_EQ(verdict(0, short_bubble), DispatchVerdict::kRun) << "its start";
+  EXPECT_EQ(verdict(300 * kMicrosecond, short_bubble), DispatchVerdict::kRun) << "half left";
+  EXPECT_EQ(verdict(300 * kMicrosecond + 1, short_bubble), DispatchVerdict::kNoTimeFit);
+  // Never below the floor, however short the bubble.
+  EXPECT_EQ(verdict(0, 249 * kMicrosecond), DispatchVerdict::kNoTimeFit);
+  EXPECT_EQ(verdict(0, 250 * kMicrosecond), DispatchVerdict::kRun);
+  // Long bubbles keep the full slice: 2 ms must remain.
+  EXPECT_EQ(verdict(8 * kMillisecond, 10 * kMillisecond), DispatchVerdict::kRun);
+  EXPECT_EQ(verdict(8 * kMillisecond + 1, 10 * kMillisecond), DispatchVerdict::kNoTimeFit);
+  EXPECT_EQ(policy.ImperativeSlice(3 * kMillisecond), 1500 * kMicrosecond);
+  EXPECT_EQ(policy.ImperativeSlice(0), 2 * kMillisecond) << "length unknown";
 }
 
 TEST(OverrunBudget, OverrunsBeyondTheShareOfBubbleTimeDemoteThenKill) {

@@ -56,7 +56,8 @@ ServingAction BubbleServing::Next(Nanos now, std::span<const DispatchCandidate> 
     Admission admission = AdmitAt(gate, bubble_.seq, now, predicted_end_);
     action.verdict = last_verdict_;
     if (!admission.serve) return action;
-    BubbleView view{now, admission.deadline, bubble_.free_memory_bytes, admission.fit_factor};
+    BubbleView view{now, admission.deadline, bubble_.free_memory_bytes, admission.fit_factor,
+                    predicted_end_ - bubble_.begin_ns};
     DispatchDecision decision = policy_.Choose(candidates, view);
     last_verdict_ = action.verdict = decision.verdict;
     if (decision.verdict == DispatchVerdict::kNoTimeFit && !second_look_taken_) {

@@ -1,5 +1,6 @@
 #include "policy/dispatch_policy.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace freeride {
@@ -32,8 +33,17 @@ Nanos DispatchPolicy::LongestFittingStep(Nanos now, Nanos predicted_end, double 
 }
 
 bool DispatchPolicy::TimeFits(const DispatchCandidate& c, const BubbleView& bubble) const {
-  if (c.imperative) return bubble.predicted_end - bubble.now >= config_.min_imperative_slice;
+  if (c.imperative) return bubble.predicted_end - bubble.now >= ImperativeSlice(bubble.forecast_length);
   return StepFits(bubble.now, bubble.predicted_end, StepToFit(c), bubble.fit_factor);
+}
+
+Nanos DispatchPolicy::ImperativeSlice(Nanos forecast_length) const {
+  const Nanos least = std::min(config_.min_imperative_slice, config_.imperative_slice_floor);
+  if (forecast_length <= 0) return config_.min_imperative_slice;
+  const double share = config_.imperative_slice_share * static_cast<double>(forecast_length);
+  if (!(share < static_cast<double>(config_.min_imperative_slice)))  // also a NaN
+    return config_.min_imperative_slice;
+  return std::max(least, static_cast<Nanos>(std::ceil(share)));
 }
 
 Nanos DispatchPolicy::StepToFit(const DispatchCandidate& c) const {
@@ -44,7 +54,7 @@ Nanos DispatchPolicy::StepToFit(const DispatchCandidate& c) const {
 
 Nanos DispatchPolicy::LeftoverNeeded(const DispatchCandidate& first,
                                      const DispatchCandidate& other, double fit_factor) const {
-  if (other.imperative) return config_.min_imperative_slice;
+  if (other.imperative) return std::min(config_.min_imperative_slice, config_.imperative_slice_floor);
   bool could_fit_where_first_did_not = first.imperative || StepToFit(other) < StepToFit(first) ||
                                        other.memory_bytes < first.memory_bytes;
   if (!could_fit_where_first_did_not) return kNeverUsable;

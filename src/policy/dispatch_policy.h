@@ -16,9 +16,15 @@ struct DispatchConfig {
   double step_margin = 1.10;
   // Assumed step time of a task that has never stepped and declared none.
   Nanos unknown_step_estimate = 1 * kMillisecond;
-  // An imperative task is continued only when at least this much of the
-  // bubble remains: stopping and continuing a process is not free.
+  // An imperative task (or a task still starting up) is continued only when
+  // enough of the bubble remains, since stopping and continuing a process is
+  // not free: min_imperative_slice, or, in bubbles forecast shorter than
+  // that, imperative_slice_share of the forecast length but never less than
+  // imperative_slice_floor.  Without the share a lane whose bubbles are all
+  // short would never run such a task (a new submission would never start).
   Nanos min_imperative_slice = 2 * kMillisecond;
+  double imperative_slice_share = 0.5;
+  Nanos imperative_slice_floor = 250 * kMicrosecond;
 };
 
 struct DispatchCandidate {
@@ -43,6 +49,9 @@ struct BubbleView {
   Nanos predicted_end = 0;
   uint64_t free_memory_bytes = UINT64_MAX;  // UINT64_MAX: unknown, no limit
   double fit_factor = 1.0;  // the overhead guard's: step estimates are multiplied by it
+  // The bubble's whole forecast length, begin to predicted end; 0: unknown
+  // (an imperative task then needs the full min_imperative_slice).
+  Nanos forecast_length = 0;
 };
 
 enum class DispatchVerdict { kRun, kNoCandidates, kNoMemoryFit, kNoTimeFit };
@@ -70,6 +79,8 @@ class DispatchPolicy {
   // memory than is free, so a stepping task with no shorter step and no
   // smaller memory never fits what is left.
   // `fit_factor` is the overhead guard's, as in BubbleView.
+  // An imperative `other` needs the least slice of any bubble
+  // (ImperativeSlice's floor), since the caller judges bubbles to come.
   Nanos LeftoverNeeded(const DispatchCandidate& first, const DispatchCandidate& other,
                        double fit_factor = 1.0) const;
   static constexpr Nanos kNeverUsable = INT64_MAX;
@@ -83,6 +94,10 @@ class DispatchPolicy {
   // divides finely may plan for the rest of its grant, never longer than
   // that rest.  0 when the bubble is predicted over.
   Nanos LongestFittingStep(Nanos now, Nanos predicted_end, double fit_factor = 1.0) const;
+
+  // How much of a bubble forecast `forecast_length` long (0: unknown) must
+  // remain for an imperative or starting task to be continued in it.
+  Nanos ImperativeSlice(Nanos forecast_length) const;
 
   const DispatchConfig& config() const { return config_; }
 

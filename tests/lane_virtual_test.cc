@@ -103,6 +103,25 @@ TEST(LaneOnVirtualTime, AnIdleTaskHandsEachBubbleBackToTheOthers) {
   EXPECT_EQ(outside, 0);
 }
 
+// The same when the idle task's steps are the shorter ones: a task that hands
+// a bubble back because it has nothing to do leaves all of it, so the lane
+// must wake for any task that fits the rest, not only for one whose step is
+// shorter than the idle task's (which is all a task that stopped because
+// its next step did not fit could leave room for).
+TEST(LaneOnVirtualTime, AnIdleTaskWithShortStepsHandsEachBubbleBackToATaskWithLongOnes) {
+  std::vector<VirtualBubble> bubbles(200, {0, 8 * kMillisecond, 2 * kMillisecond});
+  VirtualTask idle_server{.priority = 5, .steps = {300 * kMicrosecond},
+                          .prior = 300 * kMicrosecond, .idle = true};
+  VirtualTask worker{.priority = 0, .steps = {2 * kMillisecond}, .prior = 2 * kMillisecond};
+  VirtualLaneRun run = RunVirtualLane({idle_server, worker}, bubbles, QuietOptions());
+  const int64_t busy = run.task_ids[1];
+  std::set<uint64_t> worked_in;
+  for (const auto& s : run.events.steps)
+    if (s.task_id == busy) worked_in.insert(s.bubble_seq);
+  EXPECT_GE(worked_in.size(), 180u) << "the worker stepped in " << worked_in.size() << " of "
+                                    << run.events.bubbles.size() << " bubbles";
+}
+
 // A new training process may run another schedule: its slot 0 is 12 ms where
 // the last process's was 6 ms, too little longer for a second look to pay.
 // The lane forgets the old forecasts as soon as it sees the new process

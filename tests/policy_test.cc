@@ -339,6 +339,32 @@ TEST(DispatchPolicy, OnlyShorterStepsOrSmallerMemoryCanUseWhatATaskLeaves) {
   EXPECT_GT(judged, 1000);
 }
 
+// What a task can use of a bubble that another handed back idle: its own
+// need, whatever the other's step.  Against Choose: with less left than
+// LeastUsable the task never runs; with that much (and the memory) it does.
+TEST(DispatchPolicy, LeastUsableIsWhatATaskNeedsOfABubbleLeftWhole) {
+  DispatchPolicy policy;
+  EXPECT_EQ(policy.LeastUsable(Task(2, 0, 2, 100, 2 * kMillisecond)), 2200 * kMicrosecond);
+  DispatchCandidate demoted = Task(2, 0, 2, 100, 1 * kMillisecond);
+  demoted.demoted = true;
+  EXPECT_EQ(policy.LeastUsable(demoted), 2200 * kMicrosecond) << "twice its step";
+  DispatchCandidate imperative = Task(2, 0, 2, 100, 0);
+  imperative.imperative = true;
+  EXPECT_EQ(policy.LeastUsable(imperative), 250 * kMicrosecond);
+  for (Nanos step : {Nanos{0}, 300 * kMicrosecond, 2 * kMillisecond, 5 * kMillisecond})
+    for (bool is_demoted : {false, true}) {
+      DispatchCandidate c = Task(2, 0, 2, 0, step);
+      c.demoted = is_demoted;
+      const Nanos need = policy.LeastUsable(c);
+      auto runs = [&](Nanos left) {
+        BubbleView view{.now = 0, .predicted_end = left, .free_memory_bytes = 10};
+        return policy.Choose(std::span(&c, 1), view).verdict == DispatchVerdict::kRun;
+      };
+      EXPECT_FALSE(runs(need - 1)) << step << (is_demoted ? " demoted" : "");
+      EXPECT_TRUE(runs(need)) << step << (is_demoted ? " demoted" : "");
+    }
+}
+
 TEST(DispatchPolicy, SaysWhyNothingRuns) {
   DispatchPolicy policy;
   BubbleView bubble{.now = 0, .predicted_end = 1 * kMillisecond, .free_memory_bytes = 10};

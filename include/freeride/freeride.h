@@ -129,8 +129,13 @@ void freeride_task_record_step(freeride_task* task, int64_t start_ns, int64_t en
 /* Adds progress without a step boundary (imperative tasks). */
 void freeride_task_add_progress(freeride_task* task, double units);
 
-/* Hands the grant back to the dispatcher. */
+/* Hands the grant back to the dispatcher, after a step that did not fit. */
 void freeride_task_yield(freeride_task* task);
+
+/* Hands the grant back because the task has nothing to do now (a server
+ * with no request): the rest of the bubble goes to any other task, not only
+ * to one whose steps are shorter than this task's. */
+void freeride_task_yield_idle(freeride_task* task);
 
 /* The learned step time in nanoseconds (0 before the first step). */
 int64_t freeride_task_step_estimate_ns(const freeride_task* task);

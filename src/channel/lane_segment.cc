@@ -35,6 +35,7 @@ bool LaneSegment::CreateOrOpen(const std::string& path, int lane, std::string* e
   layout->end_waiters.store(0);
   layout->armed_task_id.store(0);
   layout->handback_wake_ns.store(INT64_MAX);
+  layout->idle_handback_wake_ns.store(INT64_MAX);
   layout->daemon_pid.store(getpid());
   layout->daemon_generation.fetch_add(1);
   layout_ = layout;

@@ -27,7 +27,7 @@
 namespace freeride {
 
 constexpr uint64_t kLaneSegmentMagic = 0x4652454552494445ULL;  // "FREERIDE"
-constexpr uint32_t kLaneSegmentVersion = 8;
+constexpr uint32_t kLaneSegmentVersion = 9;
 // The wake-up bits of the two marks (see FutexWait), and of an armed task
 // that hands back a bubble with enough left for another task.
 constexpr uint32_t kWakeOnBegin = 1u;
@@ -86,6 +86,10 @@ struct LaneSegmentLayout {
   // much of the forecast left wakes the lane with kWakeOnHandBack, so that
   // the rest is offered to the other tasks; INT64_MAX: none could use it.
   std::atomic<int64_t> handback_wake_ns;
+  // The same for a hand-back that leaves all of the rest (the armed task
+  // found nothing to do, or finished: TaskSegmentLayout::rest_free_bubble_seq),
+  // which any other task may use, not only one with a shorter step.
+  std::atomic<int64_t> idle_handback_wake_ns;
   // The stage process (stage_pid) whose bubbles the forecasts below were
   // learned from; 0: none yet.  While another process is attached, the
   // forecasts are not its bubbles' and read as none.

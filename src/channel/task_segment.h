@@ -17,7 +17,7 @@
 namespace freeride {
 
 constexpr uint64_t kTaskSegmentMagic = 0x46525441534b3031ULL;  // "FRTASK01"
-constexpr uint32_t kTaskSegmentVersion = 5;
+constexpr uint32_t kTaskSegmentVersion = 6;
 // Step records kept for the lane, which reads them in batches (up to every
 // 100 ms while a task has its lane to itself): room for steps of 25 us.
 constexpr uint32_t kStepRingSize = 4096;
@@ -66,6 +66,10 @@ struct TaskSegmentLayout {
   std::atomic<int64_t> step_estimate_ns;
   std::atomic<uint32_t> served_bubble_seq;  // the bubble the last yield was for
   std::atomic<uint32_t> taken_bubble_seq;   // the bubble the task took last (stepping in it)
+  // The bubble the task last handed back without using the rest because it
+  // had nothing to do (an idle step) or finished, rather than because its
+  // next step did not fit.  Stored before served_bubble_seq.
+  std::atomic<uint32_t> rest_free_bubble_seq;
   // 1: steps_done and progress count the work the task resumed from (its
   // checkpoint's, or none for a fresh start), so they are the task's totals;
   // 0: they count this process's work only.  Set before kReady.

@@ -365,6 +365,7 @@ void Lane::Disarm() {
   armed_->segment->SetArmed(false);
   l->armed_task_id.store(0, std::memory_order_release);
   l->handback_wake_ns.store(INT64_MAX, std::memory_order_relaxed);  // only an armed task reads it
+  l->idle_handback_wake_ns.store(INT64_MAX, std::memory_order_relaxed);
   l->begin_waiters.fetch_sub(1, std::memory_order_seq_cst);
   env_->WakeAll(&l->bubble_seq);  // the task sleeps there; let it notice
   // Steps it took by itself in bubbles not finished yet (it may have exited
@@ -373,23 +374,27 @@ void Lane::Disarm() {
   armed_.reset();
 }
 
-Nanos Lane::HandBackWakeThreshold() const {
+Lane::HandBackThresholds Lane::HandBackWakeThresholds() const {
   auto armed = std::find_if(candidates_.begin(), candidates_.end(),
                             [&](const DispatchCandidate& c) { return c.task_id == armed_->task_id; });
-  if (armed == candidates_.end()) return 0;  // not a candidate now: any hand-back is news
+  if (armed == candidates_.end()) return {0, 0};  // not a candidate now: any hand-back is news
   // Judged as the dispatcher will judge the leftover: with the guard's margins.
   const double fit_factor = RestrictionsFor(guard_.level()).fit_factor;
-  Nanos threshold = DispatchPolicy::kNeverUsable;
-  for (const DispatchCandidate& c : candidates_)
-    if (c.task_id != armed->task_id)
-      threshold = std::min(threshold, policy_.LeftoverNeeded(*armed, c, fit_factor));
-  return threshold;
+  HandBackThresholds thresholds{DispatchPolicy::kNeverUsable, DispatchPolicy::kNeverUsable};
+  for (const DispatchCandidate& c : candidates_) {
+    if (c.task_id == armed->task_id) continue;
+    thresholds.after_no_fit =
+        std::min(thresholds.after_no_fit, policy_.LeftoverNeeded(*armed, c, fit_factor));
+    thresholds.after_idle = std::min(thresholds.after_idle, policy_.LeastUsable(c, fit_factor));
+  }
+  return thresholds;
 }
 
 uint32_t Lane::ServeQuietly(uint32_t seen) {
   LaneSegmentLayout* l = segment_.layout();
-  const Nanos handback_wake = HandBackWakeThreshold();
-  l->handback_wake_ns.store(handback_wake, std::memory_order_relaxed);
+  const HandBackThresholds handback_wake = HandBackWakeThresholds();
+  l->handback_wake_ns.store(handback_wake.after_no_fit, std::memory_order_relaxed);
+  l->idle_handback_wake_ns.store(handback_wake.after_idle, std::memory_order_relaxed);
   uint32_t current = l->bubble_seq.load(std::memory_order_acquire);
   // The armed task takes each bubble by itself, so the lane need not wake at
   // every mark: while bubbles flow it sleeps through them and accounts for a
@@ -431,13 +436,17 @@ uint32_t Lane::ServeQuietly(uint32_t seen) {
   return seen;
 }
 
-bool Lane::LeftoverWorthServing(const BubbleMark& open, Nanos threshold) const {
+bool Lane::LeftoverWorthServing(const BubbleMark& open,
+                                const HandBackThresholds& thresholds) const {
   if (!open.open() || !armed_) return false;
   const TaskSegmentLayout* task = armed_->segment->layout();
   bool handed_back = task->served_bubble_seq.load(std::memory_order_acquire) == open.seq &&
                      task->state.load(std::memory_order_acquire) !=
                          static_cast<uint32_t>(TaskProcessState::kStepping);
   if (!handed_back) return false;
+  const Nanos threshold = task->rest_free_bubble_seq.load(std::memory_order_relaxed) == open.seq
+                              ? thresholds.after_idle
+                              : thresholds.after_no_fit;
   const Nanos now = env_->Now();
   const Nanos forecast_end =
       open.begin_ns + predictor_.PredictOpenFor(open.slot, open.hint_ns, now - open.begin_ns);

@@ -95,16 +95,22 @@ class Lane {
                      const std::function<void()>& started);
   void FinishBubble(BubbleContext& bubble);
   // The least of a bubble's forecast that another candidate could use after
-  // the armed task hands it back (DispatchPolicy::LeftoverNeeded).
-  Nanos HandBackWakeThreshold() const;
+  // the armed task hands it back: `after_no_fit` when its next step did not
+  // fit (DispatchPolicy::LeftoverNeeded), `after_idle` when it had nothing
+  // to do or finished (DispatchPolicy::LeastUsable).
+  struct HandBackThresholds {
+    Nanos after_no_fit = 0;
+    Nanos after_idle = 0;
+  };
+  HandBackThresholds HandBackWakeThresholds() const;
   // The lane's loop while a task is armed: sleeps until an end mark, a
   // hand-back worth serving, or a timeout; accounts for each bubble closed
   // since `seen`, the bubble_seq already dealt with, and serves the open one
   // when the armed task left enough of it.  Returns the new `seen`.
   uint32_t ServeQuietly(uint32_t seen);
-  // Whether the armed task has handed back the open bubble with at least
-  // `threshold` left by HandBackLeftover.
-  bool LeftoverWorthServing(const BubbleMark& open, Nanos threshold) const;
+  // Whether the armed task has handed back the open bubble with at least the
+  // threshold for its kind of hand-back left by HandBackLeftover.
+  bool LeftoverWorthServing(const BubbleMark& open, const HandBackThresholds& thresholds) const;
   // Accounts for every bubble that closed after `seen` (a bubble_seq value
   // already dealt with) and before `current`.  Returns the new `seen`: an open
   // bubble at `current` is left unserved.

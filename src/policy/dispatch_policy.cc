@@ -54,10 +54,15 @@ Nanos DispatchPolicy::StepToFit(const DispatchCandidate& c) const {
 
 Nanos DispatchPolicy::LeftoverNeeded(const DispatchCandidate& first,
                                      const DispatchCandidate& other, double fit_factor) const {
-  if (other.imperative) return std::min(config_.min_imperative_slice, config_.imperative_slice_floor);
+  if (other.imperative) return LeastUsable(other, fit_factor);
   bool could_fit_where_first_did_not = first.imperative || StepToFit(other) < StepToFit(first) ||
                                        other.memory_bytes < first.memory_bytes;
   if (!could_fit_where_first_did_not) return kNeverUsable;
+  return LeastUsable(other, fit_factor);
+}
+
+Nanos DispatchPolicy::LeastUsable(const DispatchCandidate& other, double fit_factor) const {
+  if (other.imperative) return std::min(config_.min_imperative_slice, config_.imperative_slice_floor);
   // Rounded up, so that anything shorter fails StepFits for `other`.
   return static_cast<Nanos>(
       std::ceil(config_.step_margin * fit_factor * static_cast<double>(StepToFit(other))));

@@ -83,6 +83,10 @@ class DispatchPolicy {
   // (ImperativeSlice's floor), since the caller judges bubbles to come.
   Nanos LeftoverNeeded(const DispatchCandidate& first, const DispatchCandidate& other,
                        double fit_factor = 1.0) const;
+  // The least of a bubble that `other` could run in whatever handed it back
+  // (a task that found nothing to do, or finished, leaves all of the rest):
+  // its step to fit with the margin, or an imperative task's least slice.
+  Nanos LeastUsable(const DispatchCandidate& other, double fit_factor = 1.0) const;
   static constexpr Nanos kNeverUsable = INT64_MAX;
 
   // True when a step of the estimated length (0: unknown, the configured

@@ -130,6 +130,10 @@ void freeride_task_yield(freeride_task* task) {
   if (task) task->channel->Yield();
 }
 
+void freeride_task_yield_idle(freeride_task* task) {
+  if (task) task->channel->Yield(/*idle=*/true);
+}
+
 int64_t freeride_task_step_estimate_ns(const freeride_task* task) {
   return task ? task->channel->StepEstimate() : 0;
 }

@@ -225,22 +225,25 @@ void TaskChannel::ResumeCounters(double progress, uint64_t steps) {
   l->counters_are_totals.store(1, std::memory_order_release);
 }
 
-void TaskChannel::Yield() {
+void TaskChannel::Yield(bool idle) {
   last_served_seq_ = granted_seq_;
-  task_.layout()->served_bubble_seq.store(granted_seq_, std::memory_order_relaxed);
+  if (idle) task_.layout()->rest_free_bubble_seq.store(granted_seq_, std::memory_order_relaxed);
+  // Released: a lane that sees this bubble served sees whether it was idle.
+  task_.layout()->served_bubble_seq.store(granted_seq_, std::memory_order_release);
   task_.set_state(TaskProcessState::kYielded);
   task_.Acknowledge();
-  WakeLaneIfWorthIt();
+  WakeLaneIfWorthIt(idle);
 }
 
 void TaskChannel::Finished(bool ok) {
-  task_.layout()->served_bubble_seq.store(granted_seq_, std::memory_order_relaxed);
+  task_.layout()->rest_free_bubble_seq.store(granted_seq_, std::memory_order_relaxed);
+  task_.layout()->served_bubble_seq.store(granted_seq_, std::memory_order_release);
   task_.set_state(ok ? TaskProcessState::kFinished : TaskProcessState::kFailed);
   task_.Acknowledge();
-  WakeLaneIfWorthIt();
+  WakeLaneIfWorthIt(/*rest_free=*/true);
 }
 
-void TaskChannel::WakeLaneIfWorthIt() {
+void TaskChannel::WakeLaneIfWorthIt(bool rest_free) {
   // A granted task's lane waits for the acknowledgement; an armed task's
   // lane sleeps until the bubble ends unless the rest is worth offering.
   if (!armed_grant_) return;
@@ -249,7 +252,8 @@ void TaskChannel::WakeLaneIfWorthIt() {
   SecondLook look;
   PublishedSecondLook(*lane, armed_slot_, &look.after, &look.length);
   const Nanos left = HandBackLeftover(armed_begin_ns_, deadline_, look, env_->Now());
-  if (left >= lane->handback_wake_ns.load(std::memory_order_relaxed))
+  const auto& threshold = rest_free ? lane->idle_handback_wake_ns : lane->handback_wake_ns;
+  if (left >= threshold.load(std::memory_order_relaxed))
     env_->WakeAll(const_cast<std::atomic<uint32_t>*>(&lane->bubble_seq), kWakeOnHandBack);
 }
 

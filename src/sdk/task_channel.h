@@ -80,8 +80,10 @@ class TaskChannel {
   // after a restart counts once.
   void ResumeCounters(double progress, uint64_t steps);
   // Hands the grant back (an armed task's bubble too, waking the lane when
-  // enough of it is left for another task).
-  void Yield();
+  // enough of it is left for another task).  `idle`: the task stops because
+  // it has nothing to do, not because its next step does not fit, so any
+  // other task may use the rest.
+  void Yield(bool idle = false);
   // Reports the end of the task (kFinished, or kFailed when !ok) and wakes
   // the lane as Yield does.
   void Finished(bool ok);
@@ -114,7 +116,8 @@ class TaskChannel {
   void MaybeReattachLane();
   // After handing back a bubble it took while armed: wakes the lane when what
   // is left of the bubble's forecast is worth offering to another task.
-  void WakeLaneIfWorthIt();
+  // `rest_free`: the hand-back leaves the rest to any task (idle, finished).
+  void WakeLaneIfWorthIt(bool rest_free);
 
   uint32_t seen_grant_ = 0;
   uint32_t aged_through_seq_ = 0;  // the lane's bubble_seq at the last AgeStepEstimate

@@ -170,6 +170,7 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
     }
     if (wake != TaskChannel::Wake::kGranted) continue;
     task.Resume();
+    bool idle = false;
     for (;;) {
       // Timed before the check: a step that passed it started while its
       // bubble was open, even if the bubble ends before Step() is entered.
@@ -189,7 +190,10 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
       // An idle step did no work: nothing to record, and the rest of the
       // bubble is handed back for the other tasks.
       if (!r.idle) channel.RecordStep(start, env->Now(), r.units, r.parts);
-      if (r.idle && !r.done) break;
+      if (r.idle && !r.done) {
+        idle = true;
+        break;
+      }
       if (r.done) {
         done = true;
         break;
@@ -197,7 +201,7 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
     }
     task.Pause();
     if (done) break;
-    channel.Yield();
+    channel.Yield(idle);
     // Saved after handing the bubble back, never inside it.
     if (const Nanos now = env->Now(); checkpoints.Due(now)) {
       SaveCheckpoint(task, channel);

@@ -334,6 +334,18 @@ TEST(GateOnVirtualTime, EachBubblesAdmissionEndsAMarginBeforeItsForecastEnd) {
   EXPECT_FALSE(GateIsOpen(run.gate_word_at_end));
 }
 
+// A lane stopped cleanly leaves nothing in /dev/shm: before, a gated lane's
+// gate page stayed behind after every daemon run (and the test harness left
+// both files after every test).
+TEST(GateOnVirtualTime, AStoppedLaneRemovesItsSegmentAndGatePage) {
+  VirtualGate gate;
+  gate.on = true;
+  gate.stage_drives = true;
+  VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(4, 10 * kMillisecond), GateOptions(), gate);
+  EXPECT_EQ(run.files_made.size(), 2u) << "the segment and the gate page";
+  EXPECT_TRUE(run.files_left.empty()) << run.files_left.front();
+}
+
 TEST(GateOnVirtualTime, ATasksPieceLengthIsLeftToItsInterposerAndShownAsTheMargin) {
   DaemonOptions options = GateOptions();
   VirtualGate gate;

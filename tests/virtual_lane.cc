@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -156,6 +157,8 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     ADD_FAILURE() << error;
     return run;
   }
+  for (const std::string& file : {lane.segment_path(), GatePagePath(options.socket_path, 0)})
+    if (std::filesystem::exists(file)) run.files_made.push_back(file);
   LaneSegment stage;
   if (!stage.Open(lane.segment_path(), /*writable=*/true, &error)) {
     ADD_FAILURE() << error;
@@ -268,6 +271,9 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     run.gate_word_at_end = gate.layout()->word.load();
   }
   lane.Stop();
+  lane.RemoveFiles();
+  for (const std::string& file : run.files_made)
+    if (std::filesystem::exists(file)) run.files_left.push_back(file);
   events.Close();
   std::optional<report::EventLogData> data = report::ReadEventLog(log_path, &error);
   if (!data) ADD_FAILURE() << error;

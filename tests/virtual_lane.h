@@ -71,6 +71,9 @@ struct VirtualLaneRun {
   uint32_t gate_word_at_end = 0;
   std::vector<int64_t> task_ids;  // the task id of each VirtualTask, in order
   Nanos started_ns = 0;           // fake time at the first bubble's begin
+  // The lane's files (segment, gate page) that existed after Open, and
+  // those still there after Stop and RemoveFiles.
+  std::vector<std::string> files_made, files_left;
 };
 
 // Serves `bubbles` (after a second of fake time for the tasks to start) to

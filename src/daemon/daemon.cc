@@ -271,7 +271,7 @@ void Daemon::Shutdown() {
   events_.Close();
   if (Status closed = journal_.Close(); !closed.ok())
     fmt::print(stderr, "freeride daemon: {}\n", closed.message);
-  for (auto& lane : lanes_) unlink(lane->segment_path().c_str());
+  for (auto& lane : lanes_) lane->RemoveFiles();
   unlink(options_.socket_path.c_str());
   if (lock_fd_ >= 0) close(lock_fd_);
   lock_fd_ = -1;

@@ -14,6 +14,7 @@
 
 #include "base/futex.h"
 #include "base/paths.h"
+#include <unistd.h>
 #include "policy/gate_close.h"
 #include "policy/quantile.h"
 #include "channel/step_accounting.h"
@@ -372,6 +373,11 @@ void Lane::Disarm() {
   // in one) are kept for them.
   tasks_->DrainSteps(*armed_, &steps_ahead_);
   armed_.reset();
+}
+
+void Lane::RemoveFiles() const {
+  unlink(segment_path_.c_str());
+  if (gated_) unlink(GatePagePath(options_.socket_path, config_.index).c_str());
 }
 
 Lane::HandBackThresholds Lane::HandBackWakeThresholds() const {

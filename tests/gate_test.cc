@@ -3,18 +3,12 @@
 // whole interposer (libfreeride_gate.so) preloaded into a client that
 // drives a fake libcuda.so.1 the way a CUDA runtime does.
 #include <gtest/gtest.h>
-#include <pthread.h>
-#include <signal.h>
 
-#include <atomic>
-#include <chrono>
 #include <climits>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <string>
-#include <thread>
-#include <utility>
 #include <vector>
 
 #include "gate/gate_page.h"
@@ -34,12 +28,10 @@ struct FakeClock {
   static inline int64_t now = 0;
   static inline int sleeps = 0;
   static inline std::function<void()> on_sleep;
-  static inline bool signalled = false;  // the next sleep is cut short by a signal
   static void Reset() {
     now = 1'000'000'000;
     sleeps = 0;
     on_sleep = nullptr;
-    signalled = false;
   }
   static HostClock Clock() {
     HostClock clock;
@@ -48,7 +40,6 @@ struct FakeClock {
       now += ns;
       ++sleeps;
       if (on_sleep) on_sleep();
-      return std::exchange(signalled, false);
     };
     return clock;
   }
@@ -312,54 +303,6 @@ TEST_F(LaunchGateTest, APieceIsHeldOnTheHostWhileTheGateIsShutAndQueuedOnceItOpe
   EXPECT_GE(FakeDriver::wait_times[0], opens_at);  // nothing was queued while it was shut
   EXPECT_EQ(gate.counters().held, 1u);
   EXPECT_EQ(gate.counters().waits, 1u);
-}
-
-// A signal ends the hold: the piece goes to its GPU wait (the word is still
-// shut, so its work waits there for a bubble) and the call returns, so that
-// the program's handler runs.
-TEST_F(LaunchGateTest, ASignalLetsAHeldPieceGoToItsGpuWaitWhileTheGateIsShut) {
-  LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
-  Shut(1);
-  FakeClock::on_sleep = [&] {
-    if (FakeClock::sleeps == 3) FakeClock::signalled = true;
-  };
-  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
-  EXPECT_EQ(FakeClock::sleeps, 3);
-  ASSERT_EQ(FakeDriver::waits.size(), 1u);
-  EXPECT_EQ(FakeDriver::waits[0].value, 1u) << "it still waits for the open bit";
-  EXPECT_FALSE(GateIsOpen(layout().word.load()));
-  EXPECT_EQ(gate.counters().held, 1u);
-  EXPECT_EQ(gate.counters().released_by_signal, 1u);
-}
-
-// The same on the real clock, with a real signal: a thread held while the
-// gate stays shut returns once signalled (before, it slept through every
-// signal until a bubble came, and this test hung).
-TEST_F(LaunchGateTest, ARealSignalWakesAThreadHeldOnARealClock) {
-  struct sigaction action{};
-  action.sa_handler = [](int) {};
-  sigemptyset(&action.sa_mask);
-  struct sigaction previous{};
-  ASSERT_EQ(sigaction(SIGUSR1, &action, &previous), 0);
-  LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, RealHostClock());
-  Shut(1);
-  std::atomic<bool> returned{false};
-  CuResult result = kCudaErrorNotPermitted;
-  std::thread held([&] {
-    result = gate.BeforeWork(stream_, false);
-    returned = true;
-  });
-  // A signal that lands between two sleeps wakes nothing: send until one does.
-  while (!returned.load()) {
-    pthread_kill(held.native_handle(), SIGUSR1);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  held.join();
-  sigaction(SIGUSR1, &previous, nullptr);
-  EXPECT_EQ(result, kCudaSuccess);
-  EXPECT_EQ(FakeDriver::waits.size(), 1u);
-  EXPECT_GE(gate.counters().released_by_signal, 1u);
-  EXPECT_FALSE(GateIsOpen(layout().word.load()));
 }
 
 TEST_F(LaunchGateTest, NothingIsQueuedBeforeTheDaemonPublishesTheBubblesDeadline) {

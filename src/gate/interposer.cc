@@ -225,13 +225,11 @@ void ReportAtExit() {
   char line[512];
   std::snprintf(line, sizeof line,
                 "{\"pid\": %d, \"state\": \"%s\", \"waits\": %llu, \"captured\": %llu, "
-                "\"failed_waits\": %llu, \"refused\": %llu, \"held\": %llu, "
-                "\"released_by_signal\": %llu}\n",
+                "\"failed_waits\": %llu, \"refused\": %llu}\n",
                 static_cast<int>(getpid()), state, static_cast<unsigned long long>(c.waits),
                 static_cast<unsigned long long>(c.captured),
                 static_cast<unsigned long long>(c.failed_waits),
-                static_cast<unsigned long long>(c.refused), static_cast<unsigned long long>(c.held),
-                static_cast<unsigned long long>(c.released_by_signal));
+                static_cast<unsigned long long>(c.refused));
   if (stats && *stats) {
     if (FILE* f = std::fopen(stats, "a")) {
       std::fputs(line, f);

@@ -3,7 +3,6 @@
 #include <sys/prctl.h>
 #include <time.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <utility>
 
@@ -15,12 +14,12 @@ namespace {
 
 constexpr unsigned kEventDisableTiming = 0x2;  // CU_EVENT_DISABLE_TIMING
 
-bool SleepNs(int64_t ns) {
+void SleepNs(int64_t ns) {
   // The default timer slack (50 us) would stretch every poll by that much.
   thread_local bool slack_set = [] { return prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) == 0; }();
   (void)slack_set;
   timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-  return nanosleep(&ts, nullptr) != 0 && errno == EINTR;
+  nanosleep(&ts, nullptr);
 }
 
 // Lets the calling thread use events while another thread captures a graph
@@ -162,13 +161,7 @@ void LaunchGate::HoldUntilAdmitted() {
     const PieceVerdict verdict = JudgePiece(view, clock_.now_ns(), queued, piece);
     if (verdict == PieceVerdict::kQueue) break;
     held = true;
-    if (clock_.sleep_ns(verdict == PieceVerdict::kWaitForBubble ? kShutPollNs : kDrainPollNs)) {
-      // A pending wait on the GPU costs the training a little while it
-      // lasts (docs/gate.md), a program deaf to SIGTERM costs its operator
-      // more: the work still runs only once the stage opens the word.
-      released_by_signal_.fetch_add(1, std::memory_order_relaxed);
-      break;
-    }
+    clock_.sleep_ns(verdict == PieceVerdict::kWaitForBubble ? kShutPollNs : kDrainPollNs);
   }
   if (held) held_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -254,7 +247,7 @@ int64_t LaunchGate::work_p95_ns() const {
 GateCounters LaunchGate::counters() const {
   return {waits_.load(std::memory_order_relaxed), captured_.load(std::memory_order_relaxed),
           failed_waits_.load(std::memory_order_relaxed), refused_.load(std::memory_order_relaxed),
-          held_.load(std::memory_order_relaxed), released_by_signal_.load(std::memory_order_relaxed)};
+          held_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace freeride::gate

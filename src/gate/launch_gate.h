@@ -54,17 +54,13 @@ struct GateCounters {
   uint64_t failed_waits = 0;   // waits the driver refused (the work was not submitted)
   uint64_t refused = 0;        // pieces refused because the gate could not be armed
   uint64_t held = 0;           // pieces whose thread was held on the host before queueing
-  // Held pieces let go to their GPU wait early because a signal woke the
-  // thread (their work still waits for a bubble, on the GPU).
-  uint64_t released_by_signal = 0;
 };
 
 // The host's clock and sleep, injected so that the hold is tested on fake
-// time.  The real ones: CLOCK_MONOTONIC and nanosleep.  sleep_ns returns
-// true when a signal cut the sleep short (nanosleep's EINTR).
+// time.  The real ones: CLOCK_MONOTONIC and nanosleep.
 struct HostClock {
   int64_t (*now_ns)() = nullptr;
-  bool (*sleep_ns)(int64_t ns) = nullptr;
+  void (*sleep_ns)(int64_t ns) = nullptr;
 };
 HostClock RealHostClock();
 
@@ -121,10 +117,7 @@ class LaunchGate {
 
  private:
   CuResult Arm();
-  // Holds the calling thread until JudgePiece lets a piece be queued, or
-  // until a signal wakes it: the piece then goes to its GPU wait at once, so
-  // that the call returns and the program's own handler (a Python one runs
-  // only between calls) is not put off until a bubble comes.
+  // Holds the calling thread until JudgePiece lets a piece be queued.
   void HoldUntilAdmitted();
   // Pops the fences that have been reached, stream by stream; the number
   // left.  Caller holds fence_mutex_.
@@ -140,8 +133,7 @@ class LaunchGate {
   std::mutex arm_mutex_;
   std::atomic<GateState> state_{GateState::kUnarmed};
   CuDevicePtr word_ = 0;
-  std::atomic<uint64_t> waits_{0}, captured_{0}, failed_waits_{0}, refused_{0}, held_{0},
-      released_by_signal_{0};
+  std::atomic<uint64_t> waits_{0}, captured_{0}, failed_waits_{0}, refused_{0}, held_{0};
   std::atomic<uint64_t> asynchronous_{0};  // pieces given a sample: one in kSampleEvery is timed
   std::mutex fence_mutex_;
   std::map<CuStream, std::deque<CuEvent>> fences_;  // per stream, oldest first

@@ -72,7 +72,8 @@ struct VirtualLaneRun {
   std::vector<int64_t> task_ids;  // the task id of each VirtualTask, in order
   Nanos started_ns = 0;           // fake time at the first bubble's begin
   // The lane's files (segment, gate page) that existed after Open, and
-  // those still there after Stop and RemoveFiles.
+  // those still there after Stop and RemoveFiles (before the harness
+  // removes the gate page itself).
   std::vector<std::string> files_made, files_left;
 };
 

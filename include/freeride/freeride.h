@@ -144,7 +144,8 @@ int64_t freeride_task_step_estimate_ns(const freeride_task* task);
  * exists.  Valid until freeride_task_detach. */
 const char* freeride_task_checkpoint_dir(const freeride_task* task);
 
-/* Reports the end of the task: ok != 0 for success. */
+/* Reports the end of the task: ok != 0 for success.  Hands the bubble back
+ * too, leaving the rest to any other task (as freeride_task_yield_idle). */
 void freeride_task_finished(freeride_task* task, int ok);
 
 /* Releases the handle.  NULL is allowed. */

@@ -6,7 +6,9 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/env.h"
@@ -45,6 +47,8 @@ struct freeride_stage {
   // The lane's GPU gate, registered with the driver at the first gate mark
   // (gate_state: 0 untried, 1 ready, -1 unavailable until the next retry).
   freeride::GatePage gate_page;
+  // Pages whose files were removed: kept mapped and registered (GateReady).
+  std::vector<std::unique_ptr<freeride::GatePage>> retired_gate_pages;
   unsigned long long gate_word = 0;  // its device address
   int gate_state = 0;
   freeride::Nanos gate_retry_ns = 0;

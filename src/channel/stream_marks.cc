@@ -20,7 +20,6 @@ using CuLaunchHostFn = CuResult (*)(void* stream, CuHostFn fn, void* user_data);
 using CuStreamWriteValue32 = CuResult (*)(void* stream, unsigned long long address, uint32_t value,
                                           unsigned flags);
 using CuMemHostRegister = CuResult (*)(void* pointer, size_t bytes, unsigned flags);
-using CuMemHostUnregister = CuResult (*)(void* pointer);
 using CuMemHostGetDevicePointer = CuResult (*)(unsigned long long* device, void* host, unsigned flags);
 
 void* Driver() {
@@ -70,9 +69,13 @@ bool GateReady(freeride_stage* stage) {
     if (now < stage->gate_retry_ns) return true;
     stage->gate_retry_ns = now + kGateRetryInterval;
     if (!stage->gate_page.mapping_unlinked()) return true;
-    static auto unregister = DriverFn<CuMemHostUnregister>("cuMemHostUnregister");
-    if (unregister) unregister(stage->gate_page.page());
-    stage->gate_page.Close();
+    // The removed page stays mapped and registered for the process's life:
+    // gate writes already queued on the compute stream still target it, and
+    // unregistering or unmapping it under them could fault the training's
+    // context.  4 KiB for each page a daemon removes.
+    stage->retired_gate_pages.push_back(
+        std::make_unique<freeride::GatePage>(std::move(stage->gate_page)));
+    stage->gate_page = freeride::GatePage();
     stage->gate_state = 0;
   }
   if (stage->gate_state == -1 && now < stage->gate_retry_ns) return false;

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <algorithm>
@@ -14,7 +15,6 @@
 
 #include "base/futex.h"
 #include "base/paths.h"
-#include <unistd.h>
 #include "policy/gate_close.h"
 #include "policy/quantile.h"
 #include "channel/step_accounting.h"
@@ -375,10 +375,7 @@ void Lane::Disarm() {
   armed_.reset();
 }
 
-void Lane::RemoveFiles() const {
-  unlink(segment_path_.c_str());
-  if (gated_) unlink(GatePagePath(options_.socket_path, config_.index).c_str());
-}
+void Lane::RemoveFiles() const { unlink(segment_path_.c_str()); }
 
 Lane::HandBackThresholds Lane::HandBackWakeThresholds() const {
   auto armed = std::find_if(candidates_.begin(), candidates_.end(),

@@ -58,9 +58,12 @@ class Lane {
   bool gated() const { return gated_; }
   // The lane segment's file, which stages and tasks map by path.
   const std::string& segment_path() const { return segment_path_; }
-  // Removes the lane's files in /dev/shm (its segment and, on a gated lane,
-  // its gate page), so that a clean stop leaves nothing behind; processes
-  // that map them keep their mappings.  After Stop; the owner's thread.
+  // Removes the lane's segment file, so that a clean stop leaves it
+  // behind; processes that map it keep their mappings.  The gate page is
+  // kept: a stage that finds its page removed registers a new one, which
+  // puts it on host marks for up to a second, so a daemon restarted on the
+  // same socket reopens the old page instead (GatePage::CreateOrOpen shuts
+  // its gate).  After Stop; the owner's thread.
   void RemoveFiles() const;
   // Logs a stage's attach request (a stage_attach event).
   void NoteStage(int64_t pid, int rank, const std::string& label);

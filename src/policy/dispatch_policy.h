@@ -19,8 +19,8 @@ struct DispatchConfig {
   // An imperative task (or a task still starting up) is continued only when
   // enough of the bubble remains, since stopping and continuing a process is
   // not free: min_imperative_slice, or, in bubbles forecast shorter than
-  // that, imperative_slice_share of the forecast length but never less than
-  // imperative_slice_floor.  Without the share a lane whose bubbles are all
+  // min_imperative_slice / imperative_slice_share (4 ms), that share of the
+  // forecast length, never less than imperative_slice_floor.  Without the share a lane whose bubbles are all
   // short would never run such a task (a new submission would never start).
   Nanos min_imperative_slice = 2 * kMillisecond;
   double imperative_slice_share = 0.5;

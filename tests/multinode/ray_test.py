@@ -168,19 +168,40 @@ def main() -> None:
              str(args.tasks), "--chunks", str(CHUNKS), "--per-chunk", "1500", "--record", record, "--out", out]),
             env=ray_env(cluster.env, build, None), stdout=driver_log, stderr=subprocess.STDOUT)
 
-        # Kill n1's daemon while a task of the queue is halfway through there (it has chunks left to
-        # do, so it cannot finish between the look and the kill).
+        # Kill n1's daemon while a task of the queue is halfway through there.  The daemon's view of a
+        # task's progress lags its steps (an armed task's are accounted in batches, up to 100 ms
+        # apart, later under load), so a task it shows halfway may have finished meanwhile: the
+        # task's runner is frozen (SIGSTOP) first, and taken only if it has not recorded its
+        # result.  Frozen, it cannot finish before the kill; it dies with the daemon (SIGKILL
+        # through its parent-death signal ends a stopped process too).
         n1 = daemons["n1"]
         halfway = lambda t: t["state"] in ("RUNNING", "PAUSED") and 1 <= float(t["progress"]) <= CHUNKS // 2
         live_at_kill: dict[str, int] = {}
 
-        def halfway_seen() -> bool:
+        def recorded_pids() -> set[int]:
+            if not os.path.exists(record):
+                return set()
+            with open(record) as f:
+                return {json.loads(line)["pid"] for line in f if line.strip()}
+
+        def halfway_frozen() -> bool:
             tasks = ray_side_tasks(n1)
-            live_at_kill.clear()
-            live_at_kill.update({t["spec"]["name"]: int(t["pid"]) for t in tasks
-                                 if t["state"] not in ("FINISHED", "FAILED", "CANCELLED")})
-            return any(map(halfway, tasks))
-        wait_for("a task of the queue halfway through on n1", halfway_seen, 600, interval_s=0.1)
+            for t in filter(halfway, tasks):
+                pid = int(t["pid"])
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except ProcessLookupError:
+                    continue
+                if pid not in recorded_pids():
+                    live_at_kill.clear()
+                    live_at_kill.update({t["spec"]["name"]: int(t["pid"]) for t in ray_side_tasks(n1)
+                                         if t["state"] not in ("FINISHED", "FAILED", "CANCELLED")})
+                    live_at_kill[t["spec"]["name"]] = pid
+                    return True
+                os.kill(pid, signal.SIGCONT)  # finished already: not the one
+            return False
+        wait_for("a task of the queue halfway through on n1, frozen before its end", halfway_frozen, 600,
+                 interval_s=0.1)
         n1.process.send_signal(signal.SIGKILL)
         killed_ns = time.monotonic_ns()  # CLOCK_MONOTONIC, the clock of the events' *_ns
         n1.process.wait()

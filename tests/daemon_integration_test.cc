@@ -1063,7 +1063,11 @@ TEST(DaemonTcp, AReadOnlyTokenReadsButNeverSubmitsOrCancels) {
   Daemon daemon(options);
   ASSERT_TRUE(daemon.Start(&error)) << error;
   v1::TaskInfo queued;
-  ASSERT_TRUE(daemon.tasks()->Submit(MakeSpec("queued", {"/bin/true"}), &queued).ok());
+  // A task that cannot end by itself, so that the writer's Cancel below
+  // finds it live: a launched task runs from its exec until the daemon's
+  // SIGSTOP, and /bin/true sometimes ended in that window (then FAILED, as
+  // an iterative program that exits without the SDK).
+  ASSERT_TRUE(daemon.tasks()->Submit(MakeSpec("queued", {"/bin/sleep", "3600"}), &queued).ok());
 
   DaemonEndpoint reader;
   reader.server = "127.0.0.1:" + std::to_string(daemon.tcp_port());
@@ -1122,7 +1126,8 @@ TEST(DaemonTcp, AReadOnlyTokenReadsButNeverSubmitsOrCancels) {
   v1::CancelRequest cancel;
   cancel.set_id(queued.id());
   v1::CancelReply cancelled;
-  EXPECT_TRUE(writer_stub->Cancel(&context, cancel, &cancelled).ok());
+  grpc::Status cancel_status = writer_stub->Cancel(&context, cancel, &cancelled);
+  EXPECT_TRUE(cancel_status.ok()) << cancel_status.error_message();
   reader.token = "fedcba9876543210fedcba987654321X";
   EXPECT_EQ(StatsCode(reader), grpc::StatusCode::UNAUTHENTICATED);
   daemon.Shutdown();

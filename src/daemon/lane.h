@@ -58,7 +58,7 @@ class Lane {
   bool gated() const { return gated_; }
   // The lane segment's file, which stages and tasks map by path.
   const std::string& segment_path() const { return segment_path_; }
-  // Removes the lane's segment file, so that a clean stop leaves it
+  // Removes the lane's segment file, so that a clean stop does not leave it
   // behind; processes that map it keep their mappings.  The gate page is
   // kept: a stage that finds its page removed registers a new one, which
   // puts it on host marks for up to a second, so a daemon restarted on the

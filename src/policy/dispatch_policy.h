@@ -20,8 +20,9 @@ struct DispatchConfig {
   // enough of the bubble remains, since stopping and continuing a process is
   // not free: min_imperative_slice, or, in bubbles forecast shorter than
   // min_imperative_slice / imperative_slice_share (4 ms), that share of the
-  // forecast length, never less than imperative_slice_floor.  Without the share a lane whose bubbles are all
-  // short would never run such a task (a new submission would never start).
+  // forecast length, never less than imperative_slice_floor.  Without the
+  // share a lane whose bubbles are all short would never run such a task (a
+  // new submission would never start).
   Nanos min_imperative_slice = 2 * kMillisecond;
   double imperative_slice_share = 0.5;
   Nanos imperative_slice_floor = 250 * kMicrosecond;

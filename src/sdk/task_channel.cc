@@ -227,20 +227,23 @@ void TaskChannel::ResumeCounters(double progress, uint64_t steps) {
 
 void TaskChannel::Yield(bool idle) {
   last_served_seq_ = granted_seq_;
-  if (idle) task_.layout()->rest_free_bubble_seq.store(granted_seq_, std::memory_order_relaxed);
-  // Released: a lane that sees this bubble served sees whether it was idle.
-  task_.layout()->served_bubble_seq.store(granted_seq_, std::memory_order_release);
+  MarkServed(idle);
   task_.set_state(TaskProcessState::kYielded);
   task_.Acknowledge();
   WakeLaneIfWorthIt(idle);
 }
 
 void TaskChannel::Finished(bool ok) {
-  task_.layout()->rest_free_bubble_seq.store(granted_seq_, std::memory_order_relaxed);
-  task_.layout()->served_bubble_seq.store(granted_seq_, std::memory_order_release);
+  MarkServed(/*rest_free=*/true);
   task_.set_state(ok ? TaskProcessState::kFinished : TaskProcessState::kFailed);
   task_.Acknowledge();
   WakeLaneIfWorthIt(/*rest_free=*/true);
+}
+
+void TaskChannel::MarkServed(bool rest_free) {
+  if (rest_free) task_.layout()->rest_free_bubble_seq.store(granted_seq_, std::memory_order_relaxed);
+  // Released: a lane that sees this bubble served sees whether its rest is free.
+  task_.layout()->served_bubble_seq.store(granted_seq_, std::memory_order_release);
 }
 
 void TaskChannel::WakeLaneIfWorthIt(bool rest_free) {

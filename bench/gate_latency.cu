@@ -7,7 +7,8 @@
 //
 // The stage stamps %globaltimer just before it opens the gate and just
 // after it closes it; the side program, run under the daemon (so the
-// interposer gates it), stamps the start of every tiny kernel it launches.
+// interposer gates it), stamps the start of every kernel it launches (each
+// then works for 20 us).
 // bench/gate_gpu.py pairs the two files.  Build on a GPU node:
 //   nvcc -O2 -arch=sm_90 -Iinclude -o gate_latency bench/gate_latency.cu -L$LIB -lfreeride
 #include <cuda_runtime.h>
@@ -35,6 +36,14 @@ __device__ __forceinline__ unsigned long long GlobalTimer() {
   return t;
 }
 __global__ void Stamp(unsigned long long* out) { *out = GlobalTimer(); }
+// A side program's piece: stamps its own start, then works for `ns`, so
+// that the first piece after an open is timed whichever it is.
+__global__ void StampThenSpin(unsigned long long* out, unsigned long long ns) {
+  unsigned long long start = GlobalTimer();
+  *out = start;
+  while (GlobalTimer() < start + ns) {
+  }
+}
 __global__ void SpinFor(unsigned long long ns) {
   unsigned long long end = GlobalTimer() + ns;
   while (GlobalTimer() < end) {
@@ -81,8 +90,7 @@ int Side(double seconds, const char* out) {
   int n = 0;
   while (n < capacity &&
          std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() < seconds) {
-    Stamp<<<1, 1, 0, s>>>(&stamps[n++]);
-    SpinFor<<<1, 1, 0, s>>>(20000);  // 20 us of work per piece
+    StampThenSpin<<<1, 1, 0, s>>>(&stamps[n++], 20000);  // 20 us of work per piece
     if (n % 64 == 0) CHECK(cudaStreamSynchronize(s));
   }
   CHECK(cudaStreamSynchronize(s));

@@ -291,6 +291,78 @@ TEST(PieceAdmission, APieceIsQueuedOnlyInAnOpenBubbleWhenItCanEndByTheDeadline) 
   EXPECT_EQ(JudgePiece(view, 0, 0, 1), PieceVerdict::kWaitForQueue);
 }
 
+TEST(PieceAdmission, BehindTheShutGateAPieceIsQueuedOnlyInTheNextBubblesLeadIfItFitsItsForecast) {
+  GateView view;
+  view.word = GateClosedValue(4);
+  view.ahead_bubble = 5;
+  view.ahead_from_ns = 900;
+  view.ahead_begin_ns = 1000;  // a lead of 100
+  view.ahead_until_ns = 1500;
+  EXPECT_EQ(JudgePiece(view, 899, 0, 100), PieceVerdict::kWaitForBubble);  // before the lead
+  EXPECT_EQ(JudgePiece(view, 900, 0, 100), PieceVerdict::kQueue);
+  EXPECT_EQ(JudgePiece(view, 950, 400, 100), PieceVerdict::kQueue);  // starts at the begin: ends at 1500
+  EXPECT_EQ(JudgePiece(view, 950, 401, 100), PieceVerdict::kWaitForBubble);
+  EXPECT_EQ(JudgePiece(view, 1100, 300, 100), PieceVerdict::kQueue);  // late: counted from now
+  EXPECT_EQ(JudgePiece(view, 1100, 301, 100), PieceVerdict::kWaitForBubble);
+  EXPECT_EQ(JudgePiece(view, 1101, 0, 100), PieceVerdict::kWaitForBubble);  // later than the lead past it
+  view.ahead_bubble = 6;  // a forecast for another bubble than the next
+  EXPECT_EQ(JudgePiece(view, 950, 0, 100), PieceVerdict::kWaitForBubble);
+  view.ahead_bubble = 4;  // the one that just ended
+  EXPECT_EQ(JudgePiece(view, 950, 0, 100), PieceVerdict::kWaitForBubble);
+}
+
+TEST(PieceAdmission, AnOpenBubbleWhoseDeadlineIsNotPublishedYetIsJudgedByItsForecast) {
+  GateView view;
+  view.word = GateOpenValue(5);
+  view.admit_bubble = 4;  // the daemon's deadline is the last bubble's
+  view.ahead_bubble = 5;
+  view.ahead_from_ns = 900;
+  view.ahead_begin_ns = 1000;
+  view.ahead_until_ns = 1500;
+  EXPECT_EQ(JudgePiece(view, 1200, 200, 100), PieceVerdict::kQueue);  // ends at 1500
+  EXPECT_EQ(JudgePiece(view, 1200, 201, 100), PieceVerdict::kWaitForQueue);
+  // Open before its forecast begin: its window is counted from now, not from the later begin.
+  EXPECT_EQ(JudgePiece(view, 950, 0, 500), PieceVerdict::kQueue);
+  EXPECT_EQ(JudgePiece(view, 950, 1, 500), PieceVerdict::kWaitForQueue);
+  view.ahead_bubble = 4;  // no forecast for this bubble: wait for the daemon
+  EXPECT_EQ(JudgePiece(view, 1200, 0, 1), PieceVerdict::kWaitForQueue);
+  // Once published, the daemon's deadline rules, not the forecast.
+  view.admit_bubble = 5;
+  view.admit_until_ns = 1250;
+  view.ahead_bubble = 5;
+  EXPECT_EQ(JudgePiece(view, 1200, 0, 100), PieceVerdict::kWaitForBubble);
+}
+
+TEST(PieceAdmission, AShutGateIsLookedAtAgainWhenTheNextBubblesLeadBegins) {
+  GateView view;
+  view.word = GateClosedValue(4);
+  EXPECT_EQ(ShutPollNs(view, 0, 50'000), 50'000);  // no forecast
+  view.ahead_bubble = 5;
+  view.ahead_from_ns = 20'000;
+  view.ahead_begin_ns = 120'000;
+  EXPECT_EQ(ShutPollNs(view, 0, 50'000), 20'000);
+  EXPECT_EQ(ShutPollNs(view, 19'999, 50'000), 1'000);  // never less than 1 us
+  EXPECT_EQ(ShutPollNs(view, 200'000, 50'000), 50'000);
+}
+
+TEST_F(LaunchGateTest, APieceThatFitsTheNextBubblesForecastIsQueuedBehindTheShutGateInItsLead) {
+  LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
+  Shut(1);
+  const int64_t begin = FakeClock::now + 3'000'000;
+  AheadAdmission ahead;
+  ahead.bubble = 2;
+  ahead.from_ns = begin - 100'000;
+  ahead.begin_ns = begin;
+  ahead.until_ns = begin + 1'000'000;
+  PublishAheadAdmission(&layout(), ahead);
+  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
+  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
+  // Queued in the lead, behind the shut gate: the GPU starts it when the stage opens bubble 2.
+  EXPECT_EQ(FakeDriver::wait_times[0], ahead.from_ns);
+  EXPECT_FALSE(GateIsOpen(layout().word.load()));
+  EXPECT_EQ(gate.counters().held, 1u);
+}
+
 TEST_F(LaunchGateTest, APieceIsHeldOnTheHostWhileTheGateIsShutAndQueuedOnceItOpens) {
   LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
   Shut(1);
@@ -365,6 +437,29 @@ TEST(GatePage, TheAdmissionDeadlineIsReadWholeOrNotAtAll) {
   EXPECT_EQ(until, 123456);
   page.layout()->admit_bubble.store(kAdmissionBeingWritten);  // a writer in the middle
   EXPECT_FALSE(ReadAdmission(*page.layout(), &bubble, &until));
+}
+
+TEST(GatePage, TheNextBubblesForecastIsReadWholeOrNotAtAllAndANewDaemonWithdrawsIt) {
+  TempDir dir;
+  std::string error;
+  AheadAdmission read;
+  {
+    GatePage page;
+    ASSERT_TRUE(page.CreateOrOpen(dir.path() + "/gate", 0, &error)) << error;
+    EXPECT_FALSE(ReadAheadAdmission(*page.layout(), &read));  // a new page forecasts nothing
+    page.PublishAhead({8, 100, 200, 900});
+    ASSERT_TRUE(ReadAheadAdmission(*page.layout(), &read));
+    EXPECT_EQ(read.bubble, 8u);
+    EXPECT_EQ(read.from_ns, 100);
+    EXPECT_EQ(read.begin_ns, 200);
+    EXPECT_EQ(read.until_ns, 900);
+    page.PublishAhead({});  // withdrawn
+    EXPECT_FALSE(ReadAheadAdmission(*page.layout(), &read));
+    page.PublishAhead({9, 100, 200, 900});
+  }
+  GatePage restarted;
+  ASSERT_TRUE(restarted.CreateOrOpen(dir.path() + "/gate", 0, &error)) << error;
+  EXPECT_FALSE(ReadAheadAdmission(*restarted.layout(), &read));
 }
 
 TEST(WorkLengths, TheNinetyFifthPercentileOfTheWindow) {

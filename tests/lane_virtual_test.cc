@@ -334,6 +334,57 @@ TEST(GateOnVirtualTime, EachBubblesAdmissionEndsAMarginBeforeItsForecastEnd) {
   EXPECT_FALSE(GateIsOpen(run.gate_word_at_end));
 }
 
+// The next bubble is forecast as each one ends (policy/next_bubble.h), so
+// that interposers may queue work a lead before its begin: its begin from
+// the busy time that followed the same slot, its deadline from its slot's
+// forecast less the margin.
+TEST(GateOnVirtualTime, EachBubbleIsForecastAheadWithItsBeginAndDeadlineOnceItsSlotIsLearned) {
+  DaemonOptions options = GateOptions();
+  VirtualGate gate;
+  gate.on = true;
+  gate.stage_drives = true;
+  // Slot 0: 10 ms, then 3 ms of busy time; slot 1: 6 ms, then 7 ms.
+  std::vector<VirtualBubble> bubbles;
+  for (int i = 0; i < 20; ++i) {
+    bubbles.push_back({0, 10 * kMillisecond, 3 * kMillisecond});
+    bubbles.push_back({1, 6 * kMillisecond, 7 * kMillisecond});
+  }
+  VirtualLaneRun run = RunVirtualLane({}, bubbles, options, gate);
+  ASSERT_EQ(run.gate_ahead.size(), bubbles.size());
+  // The first bubble follows none; a forecast needs three busy times after
+  // its slot that agree on the slot that follows.
+  for (size_t i = 0; i < 7; ++i) EXPECT_FALSE(run.gate_ahead[i].published) << "bubble " << i;
+  for (size_t i = 7; i < bubbles.size(); ++i) {
+    const VirtualAhead& ahead = run.gate_ahead[i];
+    ASSERT_TRUE(ahead.published) << "bubble " << i;
+    EXPECT_EQ(ahead.begin_error, 0) << "bubble " << i;
+    EXPECT_EQ(ahead.lead, options.gate_lead);
+    EXPECT_EQ(ahead.window, bubbles[i].length - options.gate_margin) << "bubble " << i;
+  }
+}
+
+TEST(GateOnVirtualTime, NothingIsForecastAheadWithoutAGatedTaskOrWithNoLead) {
+  VirtualGate gate;
+  gate.on = true;
+  gate.stage_drives = true;
+  gate.gated_task = false;
+  VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(12, 10 * kMillisecond), GateOptions(), gate);
+  ASSERT_EQ(run.gate_ahead.size(), 12u);
+  for (const VirtualAhead& ahead : run.gate_ahead) EXPECT_FALSE(ahead.published);
+
+  gate.gated_task = true;
+  DaemonOptions no_lead = GateOptions();
+  no_lead.gate_lead = 0;
+  run = RunVirtualLane({}, SteadyBubbles(12, 10 * kMillisecond), no_lead, gate);
+  ASSERT_EQ(run.gate_ahead.size(), 12u);
+  for (const VirtualAhead& ahead : run.gate_ahead) EXPECT_FALSE(ahead.published);
+
+  // The control: the same with the default lead forecasts the later bubbles.
+  run = RunVirtualLane({}, SteadyBubbles(12, 10 * kMillisecond), GateOptions(), gate);
+  ASSERT_EQ(run.gate_ahead.size(), 12u);
+  EXPECT_TRUE(run.gate_ahead.back().published);
+}
+
 // A lane stopped cleanly removes its segment and keeps its gate page, which
 // a daemon restarted on the same socket reopens (a stage whose page is
 // removed moves to a new one, on host marks meanwhile).

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "policy/bubble_predictor.h"
+#include "policy/next_bubble.h"
 #include "policy/dispatch_policy.h"
 #include "policy/overrun_budget.h"
 #include "policy/quantile.h"
@@ -487,6 +488,50 @@ TEST(OverrunBudget, ZeroDisablesTheBudgetAndSmallTotalsStayUnderTheFloor) {
   for (int i = 0; i < 18; ++i) EXPECT_EQ(floor.Record(400, 1000).verdict, OverrunVerdict::kWithin);
   EXPECT_EQ(floor.Record(20000, 1000).verdict, OverrunVerdict::kDemote)
       << "27.2 us in all: over the floor";
+}
+
+}  // namespace
+}  // namespace freeride
+
+namespace freeride {
+namespace {
+
+TEST(NextBubble, TheNextBeginIsTheMedianBusyTimeAfterTheSlotThatEnded) {
+  NextBubblePredictor next;
+  EXPECT_FALSE(next.Forecast(0, 0).known);  // nothing learned
+  // After slot 0 comes slot 1, after busy times of 3, 5 and 4 ms.
+  next.Observe(0, 10 * kMillisecond, 1, 13 * kMillisecond);
+  next.Observe(0, 30 * kMillisecond, 1, 35 * kMillisecond);
+  EXPECT_FALSE(next.Forecast(0, 50 * kMillisecond).known);  // two are too few
+  next.Observe(0, 50 * kMillisecond, 1, 54 * kMillisecond);
+  NextBubbleForecast forecast = next.Forecast(0, 70 * kMillisecond);
+  ASSERT_TRUE(forecast.known);
+  EXPECT_EQ(forecast.slot, 1u);
+  EXPECT_EQ(forecast.begin_ns, 74 * kMillisecond);
+  EXPECT_FALSE(next.Forecast(1, 70 * kMillisecond).known);  // slot 1's follower is not known
+}
+
+TEST(NextBubble, ASlotWhoseFollowerChangesIsNotForecastUntilItIsSteadyAgain) {
+  NextBubblePredictor next;
+  for (int i = 0; i < 4; ++i) next.Observe(2, 0, 3, kMillisecond);
+  ASSERT_TRUE(next.Forecast(2, 0).known);
+  next.Observe(2, 0, 0, kMillisecond);  // the iteration ended after slot 2 this time
+  EXPECT_FALSE(next.Forecast(2, 0).known);
+  next.Observe(2, 0, 0, kMillisecond);
+  next.Observe(2, 0, 0, kMillisecond);
+  NextBubbleForecast forecast = next.Forecast(2, 0);
+  ASSERT_TRUE(forecast.known);
+  EXPECT_EQ(forecast.slot, 0u);
+}
+
+TEST(NextBubble, ABeginBeforeTheLastEndIsNotLearnedAndResetForgetsAll) {
+  NextBubblePredictor next;
+  for (int i = 0; i < 3; ++i) next.Observe(0, 5 * kMillisecond, 0, 4 * kMillisecond);
+  EXPECT_FALSE(next.Forecast(0, 0).known);
+  for (int i = 0; i < 3; ++i) next.Observe(0, 0, 0, 2 * kMillisecond);
+  ASSERT_TRUE(next.Forecast(0, 0).known);
+  next.Reset();
+  EXPECT_FALSE(next.Forecast(0, 0).known);
 }
 
 }  // namespace

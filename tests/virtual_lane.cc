@@ -226,7 +226,18 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     run.started_ns = env.Now();
     for (const VirtualBubble& b : bubbles) {
       stage.layout()->stage_pid.store(b.stage_pid > 0 ? b.stage_pid : getpid());
-      if (virtual_gate.stage_drives) gate.layout()->word.store(GateOpenValue(++gate_bubble));
+      if (virtual_gate.stage_drives) {
+        AheadAdmission ahead;
+        VirtualAhead seen;
+        if (ReadAheadAdmission(*gate.layout(), &ahead) && ahead.bubble == gate_bubble + 1) {
+          seen.published = true;
+          seen.begin_error = ahead.begin_ns - env.Now();
+          seen.lead = ahead.begin_ns - ahead.from_ns;
+          seen.window = ahead.until_ns - ahead.begin_ns;
+        }
+        run.gate_ahead.push_back(seen);
+        gate.layout()->word.store(GateOpenValue(++gate_bubble));
+      }
       const Nanos begin = env.Now();
       stage.WriteBegin(b.slot, begin, 0, UINT64_MAX);
       WaitFakeTime(&env, b.length);

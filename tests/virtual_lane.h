@@ -54,6 +54,15 @@ struct VirtualGate {
   Nanos silent_in_bubble = 0;
 };
 
+// The next bubble's forecast that the lane had published in the gate page
+// when the stage opened a bubble (with VirtualGate::stage_drives).
+struct VirtualAhead {
+  bool published = false;  // for this bubble
+  Nanos begin_error = 0;   // the forecast begin less the bubble's begin
+  Nanos lead = 0;          // how long before the forecast begin work may be queued
+  Nanos window = 0;        // from the forecast begin to its admission deadline
+};
+
 struct VirtualLaneRun {
   report::EventLogData events;  // the lane's event log
   // The gate's counts (with VirtualGate::on): bubbles closed before their
@@ -66,6 +75,7 @@ struct VirtualLaneRun {
   uint64_t gate_shut_before_end = 0;
   Nanos gate_margin_ns = 0;  // the lane's last reported margin (status)
   std::vector<int64_t> gate_admission_ns;
+  std::vector<VirtualAhead> gate_ahead;  // one per bubble, with VirtualGate::stage_drives
   uint64_t gate_forced_closes = 0;
   Nanos gate_open_ns = 0;
   uint32_t gate_word_at_end = 0;

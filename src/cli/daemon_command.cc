@@ -47,6 +47,7 @@ struct DaemonArgs {
   std::string gate = "on";
   std::string cpu_task_priority = "idle";
   int gate_margin_us = 200;
+  int gate_lead_us = 300;
   int cpu_lanes = 0;
   std::string lane_cores;
   std::string lane_memory;
@@ -325,6 +326,7 @@ int RunDaemon(const DaemonArgs& args) {
     options.mps_thread_percentage = args.mps_side_threads;  // used only under MPS
     options.gate = args.gate == "on";
     options.gate_margin = static_cast<Nanos>(args.gate_margin_us) * kMicrosecond;
+    options.gate_lead = static_cast<Nanos>(args.gate_lead_us) * kMicrosecond;
     if (options.gate) {
       options.gate_library = FindGateLibrary();
       if (options.gate_library.empty())
@@ -353,8 +355,8 @@ int RunDaemon(const DaemonArgs& args) {
     fmt::print("  dispatch: {}\n",
                options.IsGatedLane(options.lanes[0].index)
                    ? fmt::format("GPU gate ({}); side work queued only when predicted to end {} us "
-                                 "before each forecast end",
-                                 options.gate_library, args.gate_margin_us)
+                                 "before each forecast end, from {} us before each forecast begin",
+                                 options.gate_library, args.gate_margin_us, args.gate_lead_us)
                    : std::string("host-side (--gate off, or no gate library)"));
   if (daemon.tcp_port() > 0)
     fmt::print("  tcp: {}:{} ({}, {})\n",
@@ -424,6 +426,13 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
                   "percentile of its timed pieces) to end by then, so that it ends inside the bubble")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--gate-lead-us", args->gate_lead_us,
+                  "Let each task queue GPU work behind the shut gate from this long before the "
+                  "next bubble's forecast begin (learned from the stage's busy times), so that the "
+                  "GPU starts it as the stage opens the gate; its wait is left pending for about "
+                  "this long.  0: work waits on the host until the daemon sees the bubble begin")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
   cmd->add_option("--cpu-task-priority", args->cpu_task_priority,
                   "CPU lanes: the scheduling policy of side tasks.  idle (SCHED_IDLE): a task gets "
                   "its core only when nothing else wants it, which is what keeps it from slowing a "

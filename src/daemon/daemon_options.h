@@ -82,6 +82,11 @@ struct DaemonOptions {
   bool gate = true;
   std::string gate_library;  // libfreeride_gate.so; empty: not found
   Nanos gate_margin = 200 * kMicrosecond;
+  // How long before the next bubble's forecast begin a task may queue a
+  // piece behind the shut gate (policy/next_bubble.h), so that the GPU
+  // starts it as the stage's stream opens the gate.  0: never ahead; a
+  // piece then waits on the host for the daemon's deadline.
+  Nanos gate_lead = 300 * kMicrosecond;
   DispatchConfig dispatch;
   // The live overhead probe (a period of 0 iterations turns it, and the
   // guard, off) and the guard that keeps the estimate within its budget.

@@ -16,6 +16,7 @@
 #include "base/futex.h"
 #include "base/paths.h"
 #include "policy/gate_close.h"
+#include "policy/next_bubble.h"
 #include "policy/quantile.h"
 #include "channel/step_accounting.h"
 
@@ -252,6 +253,13 @@ void Lane::GateLoop() {
   std::string error;
   std::vector<int64_t> gated_tasks;
   uint32_t seen = 0;
+  // The next bubble's forecast, learned here from the marks this thread
+  // serves (policy/next_bubble.h), and the bubble before the current one.
+  NextBubblePredictor next_bubbles;
+  int64_t forecast_stage = 0;
+  bool have_previous = false;
+  uint32_t previous_slot = 0;
+  Nanos previous_end = 0;
   while (!stopping_) {
     if (!segment.is_open() || segment.mapping().Unlinked()) {
       if (!segment.Open(segment_path_, /*writable=*/true, &error)) {
@@ -287,6 +295,15 @@ void Lane::GateLoop() {
     }
     const uint32_t word = gate_.layout()->word.load(std::memory_order_acquire);
     const uint32_t bubble = word >> 1;
+    // A new stage process may have another schedule: its busy times are learned afresh.
+    const int64_t stage_pid = l.stage_pid.load(std::memory_order_relaxed);
+    if (stage_pid != forecast_stage) {
+      next_bubbles.Reset();
+      forecast_stage = stage_pid;
+      have_previous = false;
+    }
+    if (have_previous) next_bubbles.Observe(previous_slot, previous_end, mark.slot, mark.begin_ns);
+    have_previous = false;
     const Nanos forecast = PublishedForecast(l, mark);
     const Admission admission = AdmissionFor(l, mark, now, mark.begin_ns + forecast);
     // Only gated (imperative) tasks are held to the admission deadline: SDK
@@ -309,9 +326,13 @@ void Lane::GateLoop() {
     // Until the end mark: past the deadline the lane still watches for a
     // stage that dies or goes silent with the gate open.
     Nanos closed_at = 0;  // when admission ended, if before the end mark
+    bool ended_by_mark = false;
     while (!stopping_) {
       now = env_->Now();
-      if (l.bubble_seq.load(std::memory_order_acquire) != seq) break;  // its end mark came
+      if (l.bubble_seq.load(std::memory_order_acquire) != seq) {  // its end mark came
+        ended_by_mark = true;
+        break;
+      }
       if (closed_at == 0 && now >= close_at) {
         if (GateIsOpen(word) && gate_.layout()->word.load(std::memory_order_acquire) == word) {
           gate_early_closes_.fetch_add(1, std::memory_order_relaxed);
@@ -337,11 +358,34 @@ void Lane::GateLoop() {
     // Side work was admitted from the begin until the deadline, or until
     // the end mark (the stage's stream closed the gate there).
     BubbleMark closed;
+    const bool have_end = segment.ClosedBubbleMark(seq, &closed);
     Nanos end = closed_at;
-    if (end == 0) end = segment.ClosedBubbleMark(seq, &closed) ? closed.end_ns : env_->Now();
+    if (end == 0) end = have_end ? closed.end_ns : env_->Now();
     const Nanos open_ns = std::max<Nanos>(0, end - mark.begin_ns);
     gate_open_ns_.fetch_add(open_ns, std::memory_order_relaxed);
     for (int64_t id : gated_tasks) tasks_->AddAllowed(id, open_ns);
+    // The next bubble's forecast, for queueing ahead of its begin.  Only
+    // after an end mark: a silent or dead stage's next bubble is unknown.
+    AheadAdmission ahead;  // unpublished: nothing is queued ahead
+    if (ended_by_mark && have_end && !stopping_) {
+      have_previous = true;
+      previous_slot = mark.slot;
+      previous_end = closed.end_ns;
+      tasks_->GatedTasks(config_.index, &gated_tasks);
+      const NextBubbleForecast next = next_bubbles.Forecast(mark.slot, closed.end_ns);
+      if (next.known && !gated_tasks.empty() && options_.gate_lead > 0) {
+        BubbleMark upcoming;
+        upcoming.seq = seq + 2;  // its begin mark's sequence
+        upcoming.slot = next.slot;
+        const Nanos length = PublishedForecast(l, upcoming);
+        const Nanos until =
+            GateCloseAt(next.begin_ns, length, options_.gate_margin,
+                        AdmissionFor(l, upcoming, next.begin_ns, next.begin_ns + length));
+        if (until > next.begin_ns)
+          ahead = {bubble + 1, next.begin_ns - options_.gate_lead, next.begin_ns, until};
+      }
+    }
+    gate_.PublishAhead(ahead);
   }
   gate_wait_word_.store(nullptr);
 }

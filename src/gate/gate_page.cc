@@ -31,6 +31,7 @@ bool GatePage::CreateOrOpen(const std::string& path, int lane, std::string* erro
     layout_->magic = kGatePageMagic;
   }
   ForceClose();
+  PublishAhead({});  // nor a forecast of the bubbles of a stage it has not seen
   return true;
 }
 
@@ -56,6 +57,16 @@ void GatePage::PublishAdmission(uint32_t bubble, int64_t until_ns) {
   std::atomic_thread_fence(std::memory_order_release);
   layout_->admit_until_ns.store(until_ns, std::memory_order_relaxed);
   layout_->admit_bubble.store(bubble, std::memory_order_release);
+}
+
+void PublishAheadAdmission(GatePageLayout* layout, const AheadAdmission& ahead) {
+  layout->ahead_bubble.store(kAdmissionBeingWritten, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  layout->ahead_from_ns.store(ahead.from_ns, std::memory_order_relaxed);
+  layout->ahead_begin_ns.store(ahead.begin_ns, std::memory_order_relaxed);
+  layout->ahead_until_ns.store(ahead.until_ns, std::memory_order_relaxed);
+  if (ahead.bubble != kAdmissionBeingWritten)
+    layout->ahead_bubble.store(ahead.bubble, std::memory_order_release);
 }
 
 GateTaskSlot* GatePage::ClaimTaskSlot(int64_t pid) {

@@ -33,7 +33,7 @@
 namespace freeride {
 
 constexpr uint64_t kGatePageMagic = 0x4652474154453031ULL;  // "FRGATE01"
-constexpr uint32_t kGatePageVersion = 3;
+constexpr uint32_t kGatePageVersion = 4;
 // Gated processes that publish their work's length at once; more share none.
 constexpr int kGateTaskSlots = 32;
 constexpr size_t kGatePageBytes = 4096;
@@ -67,6 +67,19 @@ struct GatePageLayout {
   std::atomic<uint32_t> admit_bubble;
   uint32_t reserved_admission;
   std::atomic<int64_t> admit_until_ns;
+  // The next bubble, forecast at the end of the last one (policy/next_bubble.h),
+  // so that a piece may be queued behind the shut gate just before that
+  // bubble begins and start on the GPU when the stage's stream opens it:
+  // from ahead_from_ns, for bubble ahead_bubble forecast to begin at
+  // ahead_begin_ns, work that is predicted to end by ahead_until_ns when it
+  // starts at that begin.  A sequence lock like the admission's
+  // (ReadAheadAdmission).  Nothing is published for a bubble that admits no
+  // work, or whose begin cannot be forecast.
+  std::atomic<uint32_t> ahead_bubble;
+  uint32_t reserved_ahead;
+  std::atomic<int64_t> ahead_from_ns;
+  std::atomic<int64_t> ahead_begin_ns;
+  std::atomic<int64_t> ahead_until_ns;
   std::atomic<uint64_t> early_closes;  // bubbles whose admission ended before their end mark
   std::atomic<uint64_t> forced_closes; // gates closed for a silent or dead stage
   // --- written by each interposer, once, as it registers the page ---
@@ -93,6 +106,34 @@ inline bool ReadAdmission(const GatePageLayout& layout, uint32_t* bubble, int64_
   return true;
 }
 
+// The next bubble's forecast, as the daemon published it (see the layout).
+struct AheadAdmission {
+  uint32_t bubble = kAdmissionBeingWritten;  // matches no bubble: nothing published
+  int64_t from_ns = 0;
+  int64_t begin_ns = 0;
+  int64_t until_ns = 0;
+};
+
+// Reads the next bubble's forecast: false while it is being written (then
+// nothing is read).  Any process; wait-free.
+inline bool ReadAheadAdmission(const GatePageLayout& layout, AheadAdmission* ahead) {
+  uint32_t first = layout.ahead_bubble.load(std::memory_order_acquire);
+  if (first == kAdmissionBeingWritten) return false;
+  AheadAdmission read;
+  read.from_ns = layout.ahead_from_ns.load(std::memory_order_relaxed);
+  read.begin_ns = layout.ahead_begin_ns.load(std::memory_order_relaxed);
+  read.until_ns = layout.ahead_until_ns.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (layout.ahead_bubble.load(std::memory_order_relaxed) != first) return false;
+  read.bubble = first;
+  *ahead = read;
+  return true;
+}
+
+// Publishes the next bubble's forecast in `layout` (see the layout);
+// bubble kAdmissionBeingWritten withdraws it.  One writer at a time.
+void PublishAheadAdmission(GatePageLayout* layout, const AheadAdmission& ahead);
+
 // One process's mapping of a gate page.  Not synchronised itself; the
 // layout's fields are atomics shared as described above.
 class GatePage {
@@ -118,6 +159,9 @@ class GatePage {
   // Publishes bubble `bubble`'s admission deadline (see the layout).  The
   // daemon's lane thread only.
   void PublishAdmission(uint32_t bubble, int64_t until_ns);
+  // Publishes the next bubble's forecast (see the layout); bubble
+  // kAdmissionBeingWritten withdraws it.  The daemon's lane thread only.
+  void PublishAhead(const AheadAdmission& ahead) { PublishAheadAdmission(layout_, ahead); }
   // Claims a task slot for process `pid` (reusing one it already holds):
   // null when all are taken.  Any process.
   GateTaskSlot* ClaimTaskSlot(int64_t pid);

@@ -156,12 +156,21 @@ void LaunchGate::HoldUntilAdmitted() {
     view.word = layout.word.load(std::memory_order_acquire);
     if (!ReadAdmission(layout, &view.admit_bubble, &view.admit_until_ns))
       view.admit_bubble = kAdmissionBeingWritten;  // matches no bubble: wait
+    AheadAdmission ahead;
+    if (ReadAheadAdmission(layout, &ahead)) {
+      view.ahead_bubble = ahead.bubble;
+      view.ahead_from_ns = ahead.from_ns;
+      view.ahead_begin_ns = ahead.begin_ns;
+      view.ahead_until_ns = ahead.until_ns;
+    }
     const int64_t piece = PieceEstimateNs();
     const int64_t queued = static_cast<int64_t>(unfinished_pieces()) * piece;
-    const PieceVerdict verdict = JudgePiece(view, clock_.now_ns(), queued, piece);
+    const int64_t now = clock_.now_ns();
+    const PieceVerdict verdict = JudgePiece(view, now, queued, piece);
     if (verdict == PieceVerdict::kQueue) break;
     held = true;
-    clock_.sleep_ns(verdict == PieceVerdict::kWaitForBubble ? kShutPollNs : kDrainPollNs);
+    clock_.sleep_ns(verdict == PieceVerdict::kWaitForBubble ? ShutPollNs(view, now, kShutPollNs)
+                                                            : kDrainPollNs);
   }
   if (held) held_.fetch_add(1, std::memory_order_relaxed);
 }

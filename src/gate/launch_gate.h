@@ -6,9 +6,12 @@
 // A wait left pending through the busy time costs the training (see
 // gate/piece_admission.h), so the piece is queued at all only when the
 // gate is open and the piece, after what the program has queued before it,
-// is predicted to end by the bubble's admission deadline; until then the
-// calling thread is held on the host, polling the gate page (every 50 us
-// while the gate is shut, every 10 us while queued work drains).  What is
+// is predicted to end by the bubble's admission deadline, or, behind the
+// shut gate, when the next bubble is forecast to begin within a short lead
+// and the piece fits its forecast; until then the calling thread is held on
+// the host, polling the gate page (every 50 us while the gate is shut, or
+// until the next bubble's lead begins if that is sooner; every 10 us while
+// queued work drains).  What is
 // queued is tracked with one event per piece (a fence), and a piece's
 // length is predicted by the 95th percentile of the timed pieces.
 //

@@ -8,8 +8,18 @@
 // queued before it, are predicted to end by the bubble's admission deadline
 // (the forecast end less the lane's margin, which the daemon publishes in
 // the gate page).  Nothing is then left waiting on the GPU when the stage
-// closes the gate, unless a prediction was wrong.  Pure; no clock.
+// closes the gate, unless a prediction was wrong.
+//
+// Held on the host alone, a piece would start only after the stage's host
+// mark, the daemon's deadline and the host's poll: about 200 us after the
+// gate opened (bench/results/gate_latency_host_hold.json).  So the daemon
+// also forecasts the next bubble, its begin and its deadline
+// (policy/next_bubble.h), and a piece that fits it is queued a short lead
+// before the forecast begin: its wait is left pending for about that lead,
+// and the GPU starts it when the stage's stream opens the gate.  Pure; no
+// clock.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 namespace freeride::gate {
@@ -19,25 +29,70 @@ struct GateView {
   uint32_t word = 0;             // (bubble << 1) | open, as the stage's stream wrote it
   uint32_t admit_bubble = 0;     // the bubble the deadline below is for
   int64_t admit_until_ns = 0;    // CLOCK_MONOTONIC: queued work must end by then
+  // The next bubble's forecast (gate/gate_page.h): ahead_bubble may be
+  // queued for from ahead_from_ns; it is forecast to begin at
+  // ahead_begin_ns, and work starting then must end by ahead_until_ns.
+  uint32_t ahead_bubble = 0xffffffffu;  // matches no bubble: no forecast
+  int64_t ahead_from_ns = 0;
+  int64_t ahead_begin_ns = 0;
+  int64_t ahead_until_ns = 0;
 };
 
 enum class PieceVerdict {
-  kQueue,           // queue it now (behind its GPU wait, which passes at once)
+  kQueue,           // queue it now (behind its GPU wait: it passes at once, or when the gate opens)
   kWaitForQueue,    // the gate is open; wait for queued work to drain, or the deadline
   kWaitForBubble,   // the gate is shut, or the piece cannot end in this bubble
 };
 
+// Whether a piece may be queued behind the shut gate now, for the next
+// bubble: from the forecast's lead before its begin until as long after
+// it.  A bubble later than that was mispredicted this time; a wait queued
+// for it could be left pending through the busy time, so the piece waits
+// for the gate to open instead.
+inline bool InAheadWindow(const GateView& view, int64_t now_ns) {
+  if (view.ahead_bubble != (view.word >> 1) + 1) return false;
+  const int64_t lead = view.ahead_begin_ns - view.ahead_from_ns;
+  return now_ns >= view.ahead_from_ns && now_ns <= view.ahead_begin_ns + lead;
+}
+
 // The verdict on a piece predicted to take `piece_ns`, with `queued_ns` of
-// the program's earlier work predicted still to run, at `now_ns`.  Before
-// the daemon has published this bubble's deadline (its mark comes tens of
-// microseconds after the stage's stream opened the gate) the piece waits.
+// the program's earlier work predicted still to run, at `now_ns`.
+// - Gate open, this bubble's deadline published: queue if the piece and
+//   the queue end by it.
+// - Gate open, the deadline not yet published (the daemon's mark comes tens
+//   to hundreds of microseconds after the stage's stream opened the gate):
+//   judged by the forecast for this bubble, counted from its forecast
+//   begin or from now, whichever is earlier; with no forecast, wait.
+// - Gate shut: queued ahead, behind the shut gate, in the next bubble's
+//   ahead window (InAheadWindow), if the queue and the piece fit the
+//   forecast when they start at the bubble's begin (or now, if later).
 inline PieceVerdict JudgePiece(const GateView& view, int64_t now_ns, int64_t queued_ns, int64_t piece_ns) {
-  if ((view.word & 1u) == 0) return PieceVerdict::kWaitForBubble;
-  if (view.admit_bubble != (view.word >> 1)) return PieceVerdict::kWaitForQueue;
-  if (now_ns + queued_ns + piece_ns <= view.admit_until_ns) return PieceVerdict::kQueue;
+  const uint32_t bubble = view.word >> 1;
+  if ((view.word & 1u) == 0) {
+    if (InAheadWindow(view, now_ns) &&
+        std::max(now_ns, view.ahead_begin_ns) + queued_ns + piece_ns <= view.ahead_until_ns)
+      return PieceVerdict::kQueue;
+    return PieceVerdict::kWaitForBubble;
+  }
+  int64_t until_ns = view.admit_until_ns;
+  if (view.admit_bubble != bubble) {
+    if (view.ahead_bubble != bubble) return PieceVerdict::kWaitForQueue;
+    until_ns = view.ahead_until_ns - std::max<int64_t>(0, view.ahead_begin_ns - now_ns);
+    return now_ns + queued_ns + piece_ns <= until_ns ? PieceVerdict::kQueue : PieceVerdict::kWaitForQueue;
+  }
+  if (now_ns + queued_ns + piece_ns <= until_ns) return PieceVerdict::kQueue;
   // Worth waiting for the queue only while the piece alone could still end in time.
-  return queued_ns > 0 && now_ns + piece_ns <= view.admit_until_ns ? PieceVerdict::kWaitForQueue
-                                                                   : PieceVerdict::kWaitForBubble;
+  return queued_ns > 0 && now_ns + piece_ns <= until_ns ? PieceVerdict::kWaitForQueue
+                                                        : PieceVerdict::kWaitForBubble;
+}
+
+// How long a piece told to wait for the bubble sleeps before it looks
+// again: `poll_ns`, or less, to wake at the start of the next bubble's
+// ahead window.  At least 1 us.
+inline int64_t ShutPollNs(const GateView& view, int64_t now_ns, int64_t poll_ns) {
+  if ((view.word & 1u) == 0 && view.ahead_bubble == (view.word >> 1) + 1 && now_ns < view.ahead_from_ns)
+    poll_ns = std::min(poll_ns, view.ahead_from_ns - now_ns);
+  return std::max<int64_t>(1'000, poll_ns);
 }
 
 }  // namespace freeride::gate

@@ -29,9 +29,11 @@ iteration time of "on" against the no-side arm, with a 95% interval (Welch),
 and of "off" against the no-side arm, all from the same launch.
 
 --latency also runs bench/gate_latency.cu (built here with nvcc): the stage
-stamps %globaltimer before it opens the gate and after it closes it, a side
-program under the daemon stamps the start of each of its kernels; the
-release latency is the first side kernel's start after each open, and any
+marks iterations of 8 bubbles and stamps %globaltimer before it opens the
+gate and after it closes it, a side program under the daemon stamps the
+start of each of its kernels; the release latency is the first side
+kernel's start after each open (over all bubbles, and apart for an
+iteration's first bubble, which the daemon does not forecast ahead), and any
 side kernel that starts while the gate is closed is counted.
 """
 from __future__ import annotations
@@ -433,19 +435,27 @@ class Bench:
         starts = sorted(int(l.split()[1]) for l in open(side_out) if l.startswith("S "))
         import bisect
         latencies, outside = [], 0
+        by_position = {"first": [], "rest": []}  # an iteration's first bubble (slot 0), and the others
         for i, (opened, closed) in enumerate(bubbles):
             j = bisect.bisect_left(starts, opened)
             if j < len(starts) and starts[j] < closed:
                 latencies.append((starts[j] - opened) / 1e3)
+                by_position["first" if i % 8 == 0 else "rest"].append(latencies[-1])
         for s in starts:
             i = bisect.bisect_right([b[0] for b in bubbles], s) - 1
             if i < 0 or s > bubbles[i][1]:
                 outside += 1
-        latencies.sort()
-        q = lambda p: latencies[min(len(latencies) - 1, int(p * len(latencies)))] if latencies else float("nan")
+        def quantiles(values: list, prefix: str) -> dict:
+            values = sorted(values)
+            q = lambda p: values[min(len(values) - 1, int(p * len(values)))] if values else float("nan")
+            return {f"{prefix}p50": q(0.5), f"{prefix}p90": q(0.9), f"{prefix}p99": q(0.99),
+                    f"{prefix}max": values[-1] if values else None, f"{prefix}count": len(values)}
         res = {"bubbles": len(bubbles), "bubbles_with_side_kernel": len(latencies), "side_kernels": len(starts),
-               "side_kernels_outside_bubbles": outside, "latency_us_p50": q(0.5), "latency_us_p90": q(0.9),
-               "latency_us_p99": q(0.99), "latency_us_max": latencies[-1] if latencies else None}
+               "side_kernels_outside_bubbles": outside, **quantiles(latencies, "latency_us_"),
+               # The daemon forecasts every bubble but an iteration's first (slot 0): those are
+               # released from the host, after the daemon has seen them begin.
+               **quantiles(by_position["first"], "latency_first_in_iteration_us_"),
+               **quantiles(by_position["rest"], "latency_rest_us_")}
         self.results["latency"] = res
         log("latency", res)
         self.save()

@@ -5,7 +5,8 @@
 //   gate_latency stage ITERATIONS BUSY_US BUBBLE_US OUT   (a stand-in stage: libfreeride's marks)
 //   gate_latency side SECONDS OUT                         (an unmodified CUDA program)
 //
-// The stage stamps %globaltimer just before it opens the gate and just
+// The stage marks iterations of 8 bubbles (slots 0 to 7) and stamps
+// %globaltimer just before it opens the gate and just
 // after it closes it; the side program, run under the daemon (so the
 // interposer gates it), stamps the start of every kernel it launches (each
 // then works for 20 us).
@@ -50,6 +51,8 @@ __global__ void SpinFor(unsigned long long ns) {
   }
 }
 
+constexpr int kSlots = 8;
+
 int Stage(int iterations, int busy_us, int bubble_us, const char* out) {
   freeride_stage* stage = freeride_stage_open(0, nullptr);
   cudaStream_t s;
@@ -61,7 +64,9 @@ int Stage(int iterations, int busy_us, int bubble_us, const char* out) {
     SpinFor<<<1, 1, 0, s>>>(busy_us * 1000ull);
     Stamp<<<1, 1, 0, s>>>(&stamps[2 * i]);
     gated += freeride_gate_open_on_stream(stage, s) == 0;
-    freeride_bubble_begin_on_stream(stage, s, 0, 0, UINT64_MAX);
+    // Iterations of kSlots bubbles: the daemon forecasts each but an
+    // iteration's first, so that a piece can be queued ahead of it.
+    freeride_bubble_begin_on_stream(stage, s, i % kSlots, 0, UINT64_MAX);
     SpinFor<<<1, 1, 0, s>>>(bubble_us * 1000ull);
     freeride_gate_close_on_stream(stage, s);
     freeride_bubble_end_on_stream(stage, s);

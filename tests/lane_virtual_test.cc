@@ -334,28 +334,44 @@ TEST(GateOnVirtualTime, EachBubblesAdmissionEndsAMarginBeforeItsForecastEnd) {
   EXPECT_FALSE(GateIsOpen(run.gate_word_at_end));
 }
 
+namespace {
+
+// Iterations of two bubbles: slot 0 for 10 ms, then 3 ms of busy time;
+// slot 1 for 6 ms, then 7 ms.
+std::vector<VirtualBubble> TwoSlotIterations(int iterations) {
+  std::vector<VirtualBubble> bubbles;
+  for (int i = 0; i < iterations; ++i) {
+    bubbles.push_back({0, 10 * kMillisecond, 3 * kMillisecond});
+    bubbles.push_back({1, 6 * kMillisecond, 7 * kMillisecond});
+  }
+  return bubbles;
+}
+
+}  // namespace
+
 // The next bubble is forecast as each one ends (policy/next_bubble.h), so
 // that interposers may queue work a lead before its begin: its begin from
 // the busy time that followed the same slot, its deadline from its slot's
-// forecast less the margin.
-TEST(GateOnVirtualTime, EachBubbleIsForecastAheadWithItsBeginAndDeadlineOnceItsSlotIsLearned) {
+// forecast less the margin.  Not an iteration's first bubble: a trainer may
+// pause between iterations, and a wait queued for it would stay pending.
+TEST(GateOnVirtualTime, EachBubbleButAnIterationsFirstIsForecastAheadOnceItsSlotIsLearned) {
   DaemonOptions options = GateOptions();
   VirtualGate gate;
   gate.on = true;
   gate.stage_drives = true;
-  // Slot 0: 10 ms, then 3 ms of busy time; slot 1: 6 ms, then 7 ms.
-  std::vector<VirtualBubble> bubbles;
-  for (int i = 0; i < 20; ++i) {
-    bubbles.push_back({0, 10 * kMillisecond, 3 * kMillisecond});
-    bubbles.push_back({1, 6 * kMillisecond, 7 * kMillisecond});
-  }
+  const std::vector<VirtualBubble> bubbles = TwoSlotIterations(20);
   VirtualLaneRun run = RunVirtualLane({}, bubbles, options, gate);
   ASSERT_EQ(run.gate_ahead.size(), bubbles.size());
   // The first bubble follows none; a forecast needs three busy times after
-  // its slot that agree on the slot that follows.
+  // the slot that ended, agreeing on the slot that follows (bubbles 1, 3
+  // and 5 after slot 0).
   for (size_t i = 0; i < 7; ++i) EXPECT_FALSE(run.gate_ahead[i].published) << "bubble " << i;
   for (size_t i = 7; i < bubbles.size(); ++i) {
     const VirtualAhead& ahead = run.gate_ahead[i];
+    if (bubbles[i].slot == 0) {
+      EXPECT_FALSE(ahead.published) << "bubble " << i << " begins an iteration";
+      continue;
+    }
     ASSERT_TRUE(ahead.published) << "bubble " << i;
     EXPECT_EQ(ahead.begin_error, 0) << "bubble " << i;
     EXPECT_EQ(ahead.lead, options.gate_lead);
@@ -368,19 +384,19 @@ TEST(GateOnVirtualTime, NothingIsForecastAheadWithoutAGatedTaskOrWithNoLead) {
   gate.on = true;
   gate.stage_drives = true;
   gate.gated_task = false;
-  VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(12, 10 * kMillisecond), GateOptions(), gate);
+  VirtualLaneRun run = RunVirtualLane({}, TwoSlotIterations(6), GateOptions(), gate);
   ASSERT_EQ(run.gate_ahead.size(), 12u);
   for (const VirtualAhead& ahead : run.gate_ahead) EXPECT_FALSE(ahead.published);
 
   gate.gated_task = true;
   DaemonOptions no_lead = GateOptions();
   no_lead.gate_lead = 0;
-  run = RunVirtualLane({}, SteadyBubbles(12, 10 * kMillisecond), no_lead, gate);
+  run = RunVirtualLane({}, TwoSlotIterations(6), no_lead, gate);
   ASSERT_EQ(run.gate_ahead.size(), 12u);
   for (const VirtualAhead& ahead : run.gate_ahead) EXPECT_FALSE(ahead.published);
 
-  // The control: the same with the default lead forecasts the later bubbles.
-  run = RunVirtualLane({}, SteadyBubbles(12, 10 * kMillisecond), GateOptions(), gate);
+  // The control: the same with the default lead forecasts the iterations' second bubbles.
+  run = RunVirtualLane({}, TwoSlotIterations(6), GateOptions(), gate);
   ASSERT_EQ(run.gate_ahead.size(), 12u);
   EXPECT_TRUE(run.gate_ahead.back().published);
 }

@@ -515,20 +515,36 @@ TEST(NextBubble, ASlotWhoseFollowerChangesIsNotForecastUntilItIsSteadyAgain) {
   NextBubblePredictor next;
   for (int i = 0; i < 4; ++i) next.Observe(2, 0, 3, kMillisecond);
   ASSERT_TRUE(next.Forecast(2, 0).known);
-  next.Observe(2, 0, 0, kMillisecond);  // the iteration ended after slot 2 this time
+  next.Observe(2, 0, 5, kMillisecond);  // slot 5 followed this time
   EXPECT_FALSE(next.Forecast(2, 0).known);
-  next.Observe(2, 0, 0, kMillisecond);
-  next.Observe(2, 0, 0, kMillisecond);
+  next.Observe(2, 0, 5, kMillisecond);
+  next.Observe(2, 0, 5, kMillisecond);
   NextBubbleForecast forecast = next.Forecast(2, 0);
   ASSERT_TRUE(forecast.known);
+  EXPECT_EQ(forecast.slot, 5u);
+}
+
+TEST(NextBubble, AnIterationsFirstBubbleIsNotForecastUnlessAskedTo) {
+  NextBubbleConfig config;
+  NextBubblePredictor within(config);
+  config.across_iterations = true;
+  NextBubblePredictor across(config);
+  for (int i = 0; i < 4; ++i) {
+    within.Observe(7, 0, 0, kMillisecond);  // slot 0 follows the iteration's last slot, 7
+    across.Observe(7, 0, 0, kMillisecond);
+  }
+  EXPECT_FALSE(within.Forecast(7, 0).known);
+  NextBubbleForecast forecast = across.Forecast(7, 0);
+  ASSERT_TRUE(forecast.known);
   EXPECT_EQ(forecast.slot, 0u);
+  EXPECT_EQ(forecast.begin_ns, kMillisecond);
 }
 
 TEST(NextBubble, ABeginBeforeTheLastEndIsNotLearnedAndResetForgetsAll) {
   NextBubblePredictor next;
-  for (int i = 0; i < 3; ++i) next.Observe(0, 5 * kMillisecond, 0, 4 * kMillisecond);
+  for (int i = 0; i < 3; ++i) next.Observe(0, 5 * kMillisecond, 1, 4 * kMillisecond);
   EXPECT_FALSE(next.Forecast(0, 0).known);
-  for (int i = 0; i < 3; ++i) next.Observe(0, 0, 0, 2 * kMillisecond);
+  for (int i = 0; i < 3; ++i) next.Observe(0, 0, 1, 2 * kMillisecond);
   ASSERT_TRUE(next.Forecast(0, 0).known);
   next.Reset();
   EXPECT_FALSE(next.Forecast(0, 0).known);

@@ -11,7 +11,17 @@
 // the slot that followed it (when the last few agree) and the median of the
 // busy times between them.  A median, not a low quantile: a forecast early
 // by d leaves a wait pending for d longer, one late by d costs d of the
-// bubble; neither is the safe side.  Pure; no clock.
+// bubble; neither is the safe side.
+//
+// The first bubble of an iteration (slot 0, as the lane's overhead probe
+// counts iterations) is never forecast.  Trainers pause between iterations:
+// evaluation, a checkpoint, marks turned off.  A wait queued for a bubble
+// that does not come stays pending on the GPU until the next one does, and
+// a pending wait slows the training (gate/piece_admission.h): on two H200s,
+// a trainer alternating its marks off for 5 iterations at a time ran its
+// marks-off iterations 0.70% slower than with no side process, against
+// -0.05% with nothing queued ahead (bench/results/gate_ahead.md).
+// Within an iteration the next bubble is the schedule's.  Pure; no clock.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -26,6 +36,8 @@ struct NextBubbleConfig {
   double quantile = 0.5;
   int min_samples = 3;   // a forecast needs this many busy times, and as many agreeing next slots
   int max_slots = 1024;  // slots at or above this share one history
+  // Forecast slot 0 too, across the iteration's end (see above).
+  bool across_iterations = false;
 };
 
 struct NextBubbleForecast {
@@ -45,7 +57,8 @@ class NextBubblePredictor {
 
   // The bubble that will follow one in `slot` that ended at `end_ns`:
   // unknown until `min_samples` bubbles have followed that slot, the last
-  // `min_samples` of them in the same slot.  Never allocates.
+  // `min_samples` of them in the same slot, and unknown when that is slot 0
+  // (unless across_iterations).  Never allocates.
   NextBubbleForecast Forecast(uint32_t slot, Nanos end_ns) const;
 
   // Forgets everything (a new stage process).  Never allocates.

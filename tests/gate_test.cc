@@ -302,9 +302,10 @@ TEST(PieceAdmission, BehindTheShutGateAPieceIsQueuedOnlyInTheNextBubblesLeadIfIt
   EXPECT_EQ(JudgePiece(view, 900, 0, 100), PieceVerdict::kQueue);
   EXPECT_EQ(JudgePiece(view, 950, 400, 100), PieceVerdict::kQueue);  // starts at the begin: ends at 1500
   EXPECT_EQ(JudgePiece(view, 950, 401, 100), PieceVerdict::kWaitForBubble);
-  EXPECT_EQ(JudgePiece(view, 1100, 300, 100), PieceVerdict::kQueue);  // late: counted from now
-  EXPECT_EQ(JudgePiece(view, 1100, 301, 100), PieceVerdict::kWaitForBubble);
-  EXPECT_EQ(JudgePiece(view, 1101, 0, 100), PieceVerdict::kWaitForBubble);  // later than the lead past it
+  EXPECT_EQ(JudgePiece(view, 1000, 0, 100), PieceVerdict::kQueue);
+  // Still shut past the forecast begin: the bubble is late this time, and a
+  // wait queued for it might be left pending through the busy time.
+  EXPECT_EQ(JudgePiece(view, 1001, 0, 100), PieceVerdict::kWaitForBubble);
   view.ahead_bubble = 6;  // a forecast for another bubble than the next
   EXPECT_EQ(JudgePiece(view, 950, 0, 100), PieceVerdict::kWaitForBubble);
   view.ahead_bubble = 4;  // the one that just ended
@@ -324,6 +325,8 @@ TEST(PieceAdmission, AnOpenBubbleWhoseDeadlineIsNotPublishedYetIsJudgedByItsFore
   // Open before its forecast begin: its window is counted from now, not from the later begin.
   EXPECT_EQ(JudgePiece(view, 950, 0, 500), PieceVerdict::kQueue);
   EXPECT_EQ(JudgePiece(view, 950, 1, 500), PieceVerdict::kWaitForQueue);
+  // Open before the forecast's lead: the forecast was wrong; wait for the daemon's deadline.
+  EXPECT_EQ(JudgePiece(view, 899, 0, 1), PieceVerdict::kWaitForQueue);
   view.ahead_bubble = 4;  // no forecast for this bubble: wait for the daemon
   EXPECT_EQ(JudgePiece(view, 1200, 0, 1), PieceVerdict::kWaitForQueue);
   // Once published, the daemon's deadline rules, not the forecast.

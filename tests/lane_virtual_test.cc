@@ -379,6 +379,44 @@ TEST(GateOnVirtualTime, EachBubbleButAnIterationsFirstIsForecastAheadOnceItsSlot
   }
 }
 
+// For a stage that marks from the host alone the lane opens and closes the
+// word itself, at the marks: the forecast carries the number the lane will
+// open next.
+TEST(GateOnVirtualTime, AHostMarkingStagesBubblesAreForecastUnderTheNumbersTheLaneOpens) {
+  VirtualGate gate;
+  gate.on = true;
+  gate.stage_drives = false;
+  const std::vector<VirtualBubble> bubbles = TwoSlotIterations(10);
+  VirtualLaneRun run = RunVirtualLane({}, bubbles, GateOptions(), gate);
+  ASSERT_EQ(run.gate_ahead.size(), bubbles.size());
+  for (size_t i = 7; i < bubbles.size(); ++i) {
+    EXPECT_EQ(run.gate_ahead[i].published, bubbles[i].slot == 1) << "bubble " << i;
+    if (bubbles[i].slot == 1) EXPECT_EQ(run.gate_ahead[i].begin_error, 0) << "bubble " << i;
+  }
+}
+
+// A new training process may have another schedule: its busy times are
+// learned afresh, so its first bubbles are not forecast from the old one's.
+TEST(GateOnVirtualTime, ANewStageProcessIsForecastOnlyFromItsOwnBubbles) {
+  VirtualGate gate;
+  gate.on = true;
+  gate.stage_drives = true;
+  std::vector<VirtualBubble> bubbles = TwoSlotIterations(10);
+  for (VirtualBubble b : TwoSlotIterations(10)) {
+    b.stage_pid = 4242;  // another process takes over the lane
+    b.busy_after *= 2;
+    bubbles.push_back(b);
+  }
+  VirtualLaneRun run = RunVirtualLane({}, bubbles, GateOptions(), gate);
+  ASSERT_EQ(run.gate_ahead.size(), 40u);
+  EXPECT_TRUE(run.gate_ahead[19].published);  // the first process's last slot-1 bubble
+  for (size_t i = 20; i < 27; ++i) EXPECT_FALSE(run.gate_ahead[i].published) << "bubble " << i;
+  for (size_t i = 27; i < 40; i += 2) {
+    ASSERT_TRUE(run.gate_ahead[i].published) << "bubble " << i;
+    EXPECT_EQ(run.gate_ahead[i].begin_error, 0) << "bubble " << i << ": from the new busy times";
+  }
+}
+
 TEST(GateOnVirtualTime, NothingIsForecastAheadWithoutAGatedTaskOrWithNoLead) {
   VirtualGate gate;
   gate.on = true;

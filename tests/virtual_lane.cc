@@ -226,18 +226,25 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     run.started_ns = env.Now();
     for (const VirtualBubble& b : bubbles) {
       stage.layout()->stage_pid.store(b.stage_pid > 0 ? b.stage_pid : getpid());
-      if (virtual_gate.stage_drives) {
+      // A stage that drives the gate registers its page as it attaches.
+      if (virtual_gate.stage_drives) gate.layout()->stage_pid.store(b.stage_pid > 0 ? b.stage_pid : getpid());
+      if (virtual_gate.on) {
+        // The forecast for the bubble about to open: the stage's own count,
+        // or, for a stage that marks from the host alone, the one after the
+        // word's (the lane opens it at the begin mark).
+        const uint32_t opening = virtual_gate.stage_drives ? gate_bubble + 1
+                                                           : (gate.layout()->word.load() >> 1) + 1;
         AheadAdmission ahead;
         VirtualAhead seen;
-        if (ReadAheadAdmission(*gate.layout(), &ahead) && ahead.bubble == gate_bubble + 1) {
+        if (ReadAheadAdmission(*gate.layout(), &ahead) && ahead.bubble == opening) {
           seen.published = true;
           seen.begin_error = ahead.begin_ns - env.Now();
           seen.lead = ahead.begin_ns - ahead.from_ns;
           seen.window = ahead.until_ns - ahead.begin_ns;
         }
         run.gate_ahead.push_back(seen);
-        gate.layout()->word.store(GateOpenValue(++gate_bubble));
       }
+      if (virtual_gate.stage_drives) gate.layout()->word.store(GateOpenValue(++gate_bubble));
       const Nanos begin = env.Now();
       stage.WriteBegin(b.slot, begin, 0, UINT64_MAX);
       WaitFakeTime(&env, b.length);

@@ -55,7 +55,7 @@ struct VirtualGate {
 };
 
 // The next bubble's forecast that the lane had published in the gate page
-// when the stage opened a bubble (with VirtualGate::stage_drives).
+// when the stage opened a bubble (with VirtualGate::on).
 struct VirtualAhead {
   bool published = false;  // for this bubble
   Nanos begin_error = 0;   // the forecast begin less the bubble's begin
@@ -75,7 +75,7 @@ struct VirtualLaneRun {
   uint64_t gate_shut_before_end = 0;
   Nanos gate_margin_ns = 0;  // the lane's last reported margin (status)
   std::vector<int64_t> gate_admission_ns;
-  std::vector<VirtualAhead> gate_ahead;  // one per bubble, with VirtualGate::stage_drives
+  std::vector<VirtualAhead> gate_ahead;  // one per bubble, with VirtualGate::on
   uint64_t gate_forced_closes = 0;
   Nanos gate_open_ns = 0;
   uint32_t gate_word_at_end = 0;

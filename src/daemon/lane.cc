@@ -258,6 +258,7 @@ void Lane::GateLoop() {
   NextBubblePredictor next_bubbles;
   int64_t forecast_stage = 0;
   bool have_previous = false;
+  uint32_t previous_seq = 0;  // its begin mark's sequence
   uint32_t previous_slot = 0;
   Nanos previous_end = 0;
   while (!stopping_) {
@@ -280,7 +281,17 @@ void Lane::GateLoop() {
     if (stopping_ || seq == seen) continue;
     seen = seq;
     BubbleMark mark = segment.Read();
-    if (!mark.open() || mark.seq != seq) continue;
+    if (!mark.open() || mark.seq != seq) {
+      // Past the end of the bubble served last, a bubble ended before this
+      // thread read its begin (a short one, whose marks ran back to back):
+      // the forecast made at the last end was for that one, and busy times
+      // now span it.  Neither is used.
+      if (!(have_previous && seq == previous_seq + 1)) {
+        have_previous = false;
+        gate_.PublishAhead({});
+      }
+      continue;
+    }
     // A stage that drives the gate (freeride_gate_open_on_stream) opened it
     // before its host mark ran, so the word now holds this bubble's number
     // (or a later one's, if the mark came very late: that one is then judged
@@ -302,7 +313,8 @@ void Lane::GateLoop() {
       forecast_stage = stage_pid;
       have_previous = false;
     }
-    if (have_previous) next_bubbles.Observe(previous_slot, previous_end, mark.slot, mark.begin_ns);
+    if (have_previous && mark.seq == previous_seq + 2)
+      next_bubbles.Observe(previous_slot, previous_end, mark.slot, mark.begin_ns);
     have_previous = false;
     const Nanos forecast = PublishedForecast(l, mark);
     const Admission admission = AdmissionFor(l, mark, now, mark.begin_ns + forecast);
@@ -369,11 +381,17 @@ void Lane::GateLoop() {
     AheadAdmission ahead;  // unpublished: nothing is queued ahead
     if (ended_by_mark && have_end && !stopping_) {
       have_previous = true;
+      previous_seq = seq;
       previous_slot = mark.slot;
       previous_end = closed.end_ns;
       tasks_->GatedTasks(config_.index, &gated_tasks);
       const NextBubbleForecast next = next_bubbles.Forecast(mark.slot, closed.end_ns);
-      if (next.known && !gated_tasks.empty() && options_.gate_lead > 0) {
+      // Only while this bubble's end is the latest thing that happened: the
+      // word still holds its close, and no later begin has been marked.  A
+      // late look would label another bubble with this forecast.
+      const bool latest = gate_.layout()->word.load(std::memory_order_acquire) == GateClosedValue(bubble) &&
+                          l.bubble_seq.load(std::memory_order_acquire) == seq + 1;
+      if (next.known && latest && !gated_tasks.empty() && options_.gate_lead > 0) {
         BubbleMark upcoming;
         upcoming.seq = seq + 2;  // its begin mark's sequence
         upcoming.slot = next.slot;
@@ -387,6 +405,7 @@ void Lane::GateLoop() {
     }
     gate_.PublishAhead(ahead);
   }
+  if (gate_.is_open()) gate_.PublishAhead({});  // no forecast outlives the lane's thread
   gate_wait_word_.store(nullptr);
 }
 

@@ -45,14 +45,14 @@ enum class PieceVerdict {
 };
 
 // Whether a piece may be queued behind the shut gate now, for the next
-// bubble: from the forecast's lead before its begin until as long after
-// it.  A bubble later than that was mispredicted this time; a wait queued
-// for it could be left pending through the busy time, so the piece waits
-// for the gate to open instead.
+// bubble: from the forecast's lead before its begin until that begin.  The
+// forecast begin is the time of the host's begin mark, which comes after the
+// stream opened the gate, so a gate still shut then means the bubble is late
+// this time; a wait queued for it could be left pending through the busy
+// time, so the piece waits for the gate to open instead.
 inline bool InAheadWindow(const GateView& view, int64_t now_ns) {
-  if (view.ahead_bubble != (view.word >> 1) + 1) return false;
-  const int64_t lead = view.ahead_begin_ns - view.ahead_from_ns;
-  return now_ns >= view.ahead_from_ns && now_ns <= view.ahead_begin_ns + lead;
+  return view.ahead_bubble == (view.word >> 1) + 1 && now_ns >= view.ahead_from_ns &&
+         now_ns <= view.ahead_begin_ns;
 }
 
 // The verdict on a piece predicted to take `piece_ns`, with `queued_ns` of
@@ -62,21 +62,21 @@ inline bool InAheadWindow(const GateView& view, int64_t now_ns) {
 // - Gate open, the deadline not yet published (the daemon's mark comes tens
 //   to hundreds of microseconds after the stage's stream opened the gate):
 //   judged by the forecast for this bubble, counted from its forecast
-//   begin or from now, whichever is earlier; with no forecast, wait.
+//   begin or from now, whichever is earlier; with no forecast, or a gate
+//   that opened before the forecast's lead (so the forecast was wrong), wait.
 // - Gate shut: queued ahead, behind the shut gate, in the next bubble's
 //   ahead window (InAheadWindow), if the queue and the piece fit the
-//   forecast when they start at the bubble's begin (or now, if later).
+//   forecast when they start at the bubble's forecast begin.
 inline PieceVerdict JudgePiece(const GateView& view, int64_t now_ns, int64_t queued_ns, int64_t piece_ns) {
   const uint32_t bubble = view.word >> 1;
   if ((view.word & 1u) == 0) {
-    if (InAheadWindow(view, now_ns) &&
-        std::max(now_ns, view.ahead_begin_ns) + queued_ns + piece_ns <= view.ahead_until_ns)
+    if (InAheadWindow(view, now_ns) && view.ahead_begin_ns + queued_ns + piece_ns <= view.ahead_until_ns)
       return PieceVerdict::kQueue;
     return PieceVerdict::kWaitForBubble;
   }
   int64_t until_ns = view.admit_until_ns;
   if (view.admit_bubble != bubble) {
-    if (view.ahead_bubble != bubble) return PieceVerdict::kWaitForQueue;
+    if (view.ahead_bubble != bubble || now_ns < view.ahead_from_ns) return PieceVerdict::kWaitForQueue;
     until_ns = view.ahead_until_ns - std::max<int64_t>(0, view.ahead_begin_ns - now_ns);
     return now_ns + queued_ns + piece_ns <= until_ns ? PieceVerdict::kQueue : PieceVerdict::kWaitForQueue;
   }

@@ -71,7 +71,9 @@ class Handle:
         return self._marks.slot
 
     def pause(self) -> None:
-        """Stops marking bubbles (side tasks get none) until resume()."""
+        """Stops marking bubbles (side tasks get none) until resume().  Call it between
+        iterations: on a GPU lane, side work queued ahead for the iteration's next bubble
+        waits on the GPU until that bubble comes (docs/gate.md)."""
         self._marks.pause()
 
     def resume(self) -> None:

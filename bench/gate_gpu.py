@@ -435,12 +435,13 @@ class Bench:
         starts = sorted(int(l.split()[1]) for l in open(side_out) if l.startswith("S "))
         import bisect
         latencies, outside = [], 0
+        slots = 8  # bubbles per iteration in gate_latency.cu's stage (its kSlots)
         by_position = {"first": [], "rest": []}  # an iteration's first bubble (slot 0), and the others
         for i, (opened, closed) in enumerate(bubbles):
             j = bisect.bisect_left(starts, opened)
             if j < len(starts) and starts[j] < closed:
                 latencies.append((starts[j] - opened) / 1e3)
-                by_position["first" if i % 8 == 0 else "rest"].append(latencies[-1])
+                by_position["first" if i % slots == 0 else "rest"].append(latencies[-1])
         for s in starts:
             i = bisect.bisect_right([b[0] for b in bubbles], s) - 1
             if i < 0 or s > bubbles[i][1]:

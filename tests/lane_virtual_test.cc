@@ -310,13 +310,30 @@ DaemonOptions GateOptions() {
   return options;
 }
 
+// A gated lane whose stage writes the gate word at each mark, as its stream would.
+VirtualGate StageDrivenGate() {
+  VirtualGate gate;
+  gate.on = true;
+  gate.stage_drives = true;
+  return gate;
+}
+
+// Iterations of two bubbles: slot 0 for 10 ms, then 3 ms of busy time;
+// slot 1 for 6 ms, then 7 ms.
+std::vector<VirtualBubble> TwoSlotIterations(int iterations) {
+  std::vector<VirtualBubble> bubbles;
+  for (int i = 0; i < iterations; ++i) {
+    bubbles.push_back({0, 10 * kMillisecond, 3 * kMillisecond});
+    bubbles.push_back({1, 6 * kMillisecond, 7 * kMillisecond});
+  }
+  return bubbles;
+}
+
 }  // namespace
 
 TEST(GateOnVirtualTime, EachBubblesAdmissionEndsAMarginBeforeItsForecastEnd) {
   DaemonOptions options = GateOptions();
-  VirtualGate gate;
-  gate.on = true;
-  gate.stage_drives = true;
+  VirtualGate gate = StageDrivenGate();
   VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(40, 10 * kMillisecond), options, gate);
   // Every bubble's admission ends before its end mark: at once while the
   // slot has no forecast, 2 ms before the 10 ms forecast after that.
@@ -334,21 +351,6 @@ TEST(GateOnVirtualTime, EachBubblesAdmissionEndsAMarginBeforeItsForecastEnd) {
   EXPECT_FALSE(GateIsOpen(run.gate_word_at_end));
 }
 
-namespace {
-
-// Iterations of two bubbles: slot 0 for 10 ms, then 3 ms of busy time;
-// slot 1 for 6 ms, then 7 ms.
-std::vector<VirtualBubble> TwoSlotIterations(int iterations) {
-  std::vector<VirtualBubble> bubbles;
-  for (int i = 0; i < iterations; ++i) {
-    bubbles.push_back({0, 10 * kMillisecond, 3 * kMillisecond});
-    bubbles.push_back({1, 6 * kMillisecond, 7 * kMillisecond});
-  }
-  return bubbles;
-}
-
-}  // namespace
-
 // The next bubble is forecast as each one ends (policy/next_bubble.h), so
 // that interposers may queue work a lead before its begin: its begin from
 // the busy time that followed the same slot, its deadline from its slot's
@@ -356,9 +358,7 @@ std::vector<VirtualBubble> TwoSlotIterations(int iterations) {
 // pause between iterations, and a wait queued for it would stay pending.
 TEST(GateOnVirtualTime, EachBubbleButAnIterationsFirstIsForecastAheadOnceItsSlotIsLearned) {
   DaemonOptions options = GateOptions();
-  VirtualGate gate;
-  gate.on = true;
-  gate.stage_drives = true;
+  VirtualGate gate = StageDrivenGate();
   const std::vector<VirtualBubble> bubbles = TwoSlotIterations(20);
   VirtualLaneRun run = RunVirtualLane({}, bubbles, options, gate);
   ASSERT_EQ(run.gate_ahead.size(), bubbles.size());
@@ -398,9 +398,7 @@ TEST(GateOnVirtualTime, AHostMarkingStagesBubblesAreForecastUnderTheNumbersTheLa
 // A new training process may have another schedule: its busy times are
 // learned afresh, so its first bubbles are not forecast from the old one's.
 TEST(GateOnVirtualTime, ANewStageProcessIsForecastOnlyFromItsOwnBubbles) {
-  VirtualGate gate;
-  gate.on = true;
-  gate.stage_drives = true;
+  VirtualGate gate = StageDrivenGate();
   std::vector<VirtualBubble> bubbles = TwoSlotIterations(10);
   for (VirtualBubble b : TwoSlotIterations(10)) {
     b.stage_pid = 4242;  // another process takes over the lane
@@ -418,9 +416,7 @@ TEST(GateOnVirtualTime, ANewStageProcessIsForecastOnlyFromItsOwnBubbles) {
 }
 
 TEST(GateOnVirtualTime, NothingIsForecastAheadWithoutAGatedTaskOrWithNoLead) {
-  VirtualGate gate;
-  gate.on = true;
-  gate.stage_drives = true;
+  VirtualGate gate = StageDrivenGate();
   gate.gated_task = false;
   VirtualLaneRun run = RunVirtualLane({}, TwoSlotIterations(6), GateOptions(), gate);
   ASSERT_EQ(run.gate_ahead.size(), 12u);
@@ -443,9 +439,7 @@ TEST(GateOnVirtualTime, NothingIsForecastAheadWithoutAGatedTaskOrWithNoLead) {
 // a daemon restarted on the same socket reopens (a stage whose page is
 // removed moves to a new one, on host marks meanwhile).
 TEST(GateOnVirtualTime, AStoppedLaneRemovesItsSegmentAndKeepsItsGatePage) {
-  VirtualGate gate;
-  gate.on = true;
-  gate.stage_drives = true;
+  VirtualGate gate = StageDrivenGate();
   VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(4, 10 * kMillisecond), GateOptions(), gate);
   ASSERT_EQ(run.files_made.size(), 2u) << "the segment and the gate page";
   ASSERT_EQ(run.files_left.size(), 1u);
@@ -454,9 +448,7 @@ TEST(GateOnVirtualTime, AStoppedLaneRemovesItsSegmentAndKeepsItsGatePage) {
 
 TEST(GateOnVirtualTime, ATasksPieceLengthIsLeftToItsInterposerAndShownAsTheMargin) {
   DaemonOptions options = GateOptions();
-  VirtualGate gate;
-  gate.on = true;
-  gate.stage_drives = true;
+  VirtualGate gate = StageDrivenGate();
   gate.task_work_p95 = 3 * kMillisecond;  // its pieces take 3 ms
   VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(40, 10 * kMillisecond), options, gate);
   // The deadline stays 2 ms before the forecast end: the interposer keeps
@@ -479,9 +471,7 @@ TEST(GateOnVirtualTime, AStageThatMarksOnlyFromTheHostHasTheLaneOpenTheGate) {
 }
 
 TEST(GateOnVirtualTime, WithOnlySdkTasksTheGateStaysOpenToTheEndMark) {
-  VirtualGate gate;
-  gate.on = true;
-  gate.stage_drives = true;
+  VirtualGate gate = StageDrivenGate();
   gate.gated_task = false;  // SDK tasks fit their steps to the forecast themselves
   VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(20, 10 * kMillisecond), GateOptions(), gate);
   EXPECT_EQ(run.gate_early_closes, 0u);
@@ -495,9 +485,7 @@ TEST(GateOnVirtualTime, WithOnlySdkTasksTheGateStaysOpenToTheEndMark) {
 VirtualLaneRun SilentStage(int bubbles, void (*silence)(VirtualGate*)) {
   DaemonOptions options = GateOptions();
   options.stage_timeout = 100 * kMillisecond;
-  VirtualGate gate;
-  gate.on = true;
-  gate.stage_drives = true;
+  VirtualGate gate = StageDrivenGate();
   silence(&gate);
   return RunVirtualLane({}, SteadyBubbles(bubbles, 10 * kMillisecond), options, gate);
 }

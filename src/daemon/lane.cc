@@ -246,6 +246,28 @@ void Lane::CloseAbandonedGate(uint32_t seq, Nanos now) {
   gate_open_unmarked_since_ = 0;
 }
 
+namespace {
+
+// What the gate page says of the bubble after gate bubble `bubble` (its
+// begin mark's sequence `seq`), from its forecast `next`: queue work from
+// `gate_lead` before the forecast begin, to end by its admission deadline.
+// Unpublished (AheadAdmission{}) when the forecast is unknown or the bubble
+// admits no work.
+AheadAdmission AheadOf(const LaneSegmentLayout& l, const NextBubbleForecast& next, uint32_t seq,
+                       uint32_t bubble, const DaemonOptions& options) {
+  if (!next.known) return {};
+  BubbleMark upcoming;
+  upcoming.seq = seq + 2;  // its begin mark's sequence
+  upcoming.slot = next.slot;
+  const Nanos length = PublishedForecast(l, upcoming);
+  const Nanos until = GateCloseAt(next.begin_ns, length, options.gate_margin,
+                                  AdmissionFor(l, upcoming, next.begin_ns, next.begin_ns + length));
+  if (until <= next.begin_ns) return {};
+  return {bubble + 1, next.begin_ns - options.gate_lead, next.begin_ns, until};
+}
+
+}  // namespace
+
 void Lane::GateLoop() {
   // Its own mapping of the lane segment: the dispatcher may replace its own
   // (RemakeDeletedSegment) while this thread waits on it.
@@ -384,24 +406,14 @@ void Lane::GateLoop() {
       previous_seq = seq;
       previous_slot = mark.slot;
       previous_end = closed.end_ns;
-      tasks_->GatedTasks(config_.index, &gated_tasks);
-      const NextBubbleForecast next = next_bubbles.Forecast(mark.slot, closed.end_ns);
       // Only while this bubble's end is the latest thing that happened: the
       // word still holds its close, and no later begin has been marked.  A
-      // late look would label another bubble with this forecast.
+      // late look would label another bubble with this forecast.  (The
+      // gated tasks are the bubble's, as its begin found them.)
       const bool latest = gate_.layout()->word.load(std::memory_order_acquire) == GateClosedValue(bubble) &&
                           l.bubble_seq.load(std::memory_order_acquire) == seq + 1;
-      if (next.known && latest && !gated_tasks.empty() && options_.gate_lead > 0) {
-        BubbleMark upcoming;
-        upcoming.seq = seq + 2;  // its begin mark's sequence
-        upcoming.slot = next.slot;
-        const Nanos length = PublishedForecast(l, upcoming);
-        const Nanos until =
-            GateCloseAt(next.begin_ns, length, options_.gate_margin,
-                        AdmissionFor(l, upcoming, next.begin_ns, next.begin_ns + length));
-        if (until > next.begin_ns)
-          ahead = {bubble + 1, next.begin_ns - options_.gate_lead, next.begin_ns, until};
-      }
+      if (latest && !gated_tasks.empty() && options_.gate_lead > 0)
+        ahead = AheadOf(l, next_bubbles.Forecast(mark.slot, closed.end_ns), seq, bubble, options_);
     }
     gate_.PublishAhead(ahead);
   }

@@ -114,12 +114,12 @@ class TaskChannel {
   // daemon remakes it: systemd's RemoveIPC deletes /dev/shm files).  At most
   // once a second; the task's own thread only.
   void MaybeReattachLane();
-  // After handing back a bubble it took while armed: wakes the lane when what
-  // is left of the bubble's forecast is worth offering to another task.
   // Records the granted bubble as handed back; `rest_free`: leaving the rest
   // to any task (idle, finished), not only to tasks with shorter steps.
   void MarkServed(bool rest_free);
-  // `rest_free` as for MarkServed.
+  // After handing back a bubble it took while armed: wakes the lane when what
+  // is left of the bubble's forecast is worth offering to another task
+  // (`rest_free` as for MarkServed).
   void WakeLaneIfWorthIt(bool rest_free);
 
   uint32_t seen_grant_ = 0;

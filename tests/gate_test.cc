@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "base/paths.h"
+#include "channel/lane_segment.h"
 #include "gate/gate_page.h"
 #include "gate/launch_gate.h"
 #include "gate/piece_admission.h"
@@ -685,6 +687,36 @@ TEST_F(InterposerTest, AFailedRegistrationRefusesTheProgramsWork) {
   EXPECT_EQ(r.out.find("launch 0x1000"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("result 800\nresult 800\n"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("cuMemHostRegister of the gate page failed"), std::string::npos) << r.err;
+}
+
+// The stage's writes of its lane's gate, through libfreeride against the fake
+// driver (whose stream write stores the value at once).  A stage that
+// synchronised after its wait closes the gate from the host: the same word a
+// stream write would leave, with the bubble's own number, and the next
+// bubble opens and closes on the stream as before.
+TEST(StageGate, AStageClosesItsGateFromTheHostWithTheSameWordAStreamWriteWould) {
+  TempDir dir;
+  const std::string socket = dir.path() + "/d.sock";
+  const int lane = 3;
+  LaneSegment segment;
+  GatePage page;
+  std::string error;
+  ASSERT_TRUE(segment.CreateOrOpen(LaneSegmentPath(socket, lane), lane, &error)) << error;
+  ASSERT_TRUE(page.CreateOrOpen(LaneSegmentPath(socket, lane) + "-gate", lane, &error)) << error;
+  ShellResult r = RunShell("env -u FREERIDE_DISABLE LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " " STAGE_GATE_CLIENT_BIN " " +
+                               socket + " " + std::to_string(lane),
+                           dir.path());
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const std::string expected =
+      "close_now -1 word " + std::to_string(GateClosedValue(0)) + "\n" +  // no gate written yet
+      "open_on_stream 0 word " + std::to_string(GateOpenValue(1)) + "\n" +
+      "close_now 0 word " + std::to_string(GateClosedValue(1)) + "\n" +
+      "open_on_stream 0 word " + std::to_string(GateOpenValue(2)) + "\n" +
+      "close_on_stream 0 word " + std::to_string(GateClosedValue(2)) + "\n" +
+      "close_now after close -1 word " + std::to_string(GateClosedValue(2)) + "\n";
+  EXPECT_EQ(r.out, expected) << r.err;
+  unlink(LaneSegmentPath(socket, lane).c_str());
+  unlink((LaneSegmentPath(socket, lane) + "-gate").c_str());
 }
 
 }  // namespace

@@ -15,6 +15,10 @@ the same way for all of them:
   begins and closes it where it ends (one stream memory write each), so side
   tasks' GPU work, which waits on the gate on the GPU, starts within
   microseconds and never runs past the end;
+- a wait that returns with the GPU drained (the framework synchronised, as
+  megatron-core's batched p2p does after every exchange) is ended from the
+  host, because nothing is left for a stream-ordered end to wait on and the
+  next kernel would queue behind it;
 - on CPU (gloo) the wait blocks the CPU, so the marks are written at once;
 - the free memory offered to side tasks comes from the allocator: the device's
   total less the trainer's peak reserved so far, less a margin;
@@ -24,6 +28,8 @@ the same way for all of them:
 Every method is called from the training thread only.
 """
 from __future__ import annotations
+
+import os
 
 import torch
 
@@ -42,6 +48,9 @@ class BubbleMarks:
         self.marks = 0
         self.iterations = 0
         self.enabled = True
+        # A wait that leaves the GPU drained is ended from the host (see around());
+        # FREERIDE_END_FROM_HOST=0 keeps every end on the stream.
+        self.end_from_host_when_drained = os.environ.get("FREERIDE_END_FROM_HOST", "1") != "0"
         self._memory_margin = memory_margin
         self._free_bytes = None
         self._device = torch.device(device) if device is not None else None
@@ -89,8 +98,19 @@ class BubbleMarks:
             gated = self.stage.gate_open_on_stream(compute)
             if self.stage.begin_on_stream(self._mark_point(), slot, 0, self._free_bytes):
                 result = wait(*args, **kwargs)
+                after = torch.cuda.current_stream(self._device)
+                if self.end_from_host_when_drained and after.query() and self._mark_stream.query():
+                    # The wait synchronised (megatron-core's batched p2p synchronises the device
+                    # after every exchange): the GPU is idle and the begin mark has been written,
+                    # so the bubble ends here, on the host -- two stores.  Stream-ordered end
+                    # marks would put a stream write, an event and a host function ahead of the
+                    # next kernel, on the trainer's path.
+                    if gated:
+                        self.stage.gate_close_now()
+                    self.stage.end()
+                    return result
                 if gated:
-                    self.stage.gate_close_on_stream(torch.cuda.current_stream(self._device).cuda_stream)
+                    self.stage.gate_close_on_stream(after.cuda_stream)
                 self.stage.end_on_stream(self._mark_point())
                 return result
             if gated:

@@ -33,6 +33,13 @@ CuResult cuStreamWaitValue32_v2(CuStream s, CuDevicePtr addr, uint32_t value, un
       (addr ? " addr-set" : " addr-null"));
   return 0;
 }
+// The page's "device pointer" is its host address (below), so the write lands
+// where the daemon and the tasks read the word.
+CuResult cuStreamWriteValue32_v2(CuStream s, CuDevicePtr addr, uint32_t value, unsigned flags) {
+  Log("write " + Hex(s) + " value " + std::to_string(value) + " flags " + std::to_string(flags));
+  *reinterpret_cast<volatile uint32_t*>(addr) = value;
+  return 0;
+}
 CuResult cuStreamIsCapturing(CuStream s, int* status) {
   *status = (g_capturing_stream && reinterpret_cast<uintptr_t>(s) == g_capturing_stream) ? 1 : 0;
   return 0;

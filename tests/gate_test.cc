@@ -690,11 +690,11 @@ TEST_F(InterposerTest, AFailedRegistrationRefusesTheProgramsWork) {
 }
 
 // The stage's writes of its lane's gate, through libfreeride against the fake
-// driver (whose stream write stores the value at once).  A stage that
-// synchronised after its wait closes the gate from the host: the same word a
-// stream write would leave, with the bubble's own number, and the next
-// bubble opens and closes on the stream as before.
-TEST(StageGate, AStageClosesItsGateFromTheHostWithTheSameWordAStreamWriteWould) {
+// driver (whose stream write stores the value at once).  A stage whose GPU
+// has drained opens or closes the gate from the host: the same word a stream
+// write would leave, each bubble numbered once, however its open and close
+// were written.
+TEST(StageGate, HostAndStreamWritesOfTheGateNumberTheBubblesAlike) {
   TempDir dir;
   const std::string socket = dir.path() + "/d.sock";
   const int lane = 3;
@@ -711,9 +711,9 @@ TEST(StageGate, AStageClosesItsGateFromTheHostWithTheSameWordAStreamWriteWould) 
       "close_now -1 word " + std::to_string(GateClosedValue(0)) + "\n" +  // no gate written yet
       "open_on_stream 0 word " + std::to_string(GateOpenValue(1)) + "\n" +
       "close_now 0 word " + std::to_string(GateClosedValue(1)) + "\n" +
-      "open_on_stream 0 word " + std::to_string(GateOpenValue(2)) + "\n" +
+      "open_now 0 word " + std::to_string(GateOpenValue(2)) + "\n" +
       "close_on_stream 0 word " + std::to_string(GateClosedValue(2)) + "\n" +
-      "close_now after close -1 word " + std::to_string(GateClosedValue(2)) + "\n";
+      "open_now after close -1 word " + std::to_string(GateClosedValue(2)) + "\n";
   EXPECT_EQ(r.out, expected) << r.err;
   unlink(LaneSegmentPath(socket, lane).c_str());
   unlink((LaneSegmentPath(socket, lane) + "-gate").c_str());

@@ -1,7 +1,8 @@
 // The training stage's side of the gate, against the fake driver: opens
-// lane argv[2] of the daemon at socket argv[1] and writes the gate the way a
-// stage that synchronises after a wait does (open on the stream, close from
-// the host), then the way one that does not does (both on the stream).
+// lane argv[2] of the daemon at socket argv[1] and writes the gate as a
+// stage does whose GPU drains in the middle of a bubble (open on the stream,
+// close from the host), then at its begin (open from the host, close on the
+// stream).
 // Prints each call's result and the gate word after it.  The test made the
 // lane's gate page, as a daemon does.
 #include <cstdio>
@@ -32,9 +33,9 @@ int main(int argc, char** argv) {
   show("close_now", freeride_gate_close_now(stage));  // nothing opened yet: no gate written
   show("open_on_stream", freeride_gate_open_on_stream(stage, stream));
   show("close_now", freeride_gate_close_now(stage));
-  show("open_on_stream", freeride_gate_open_on_stream(stage, stream));
+  show("open_now", freeride_gate_open_now(stage));
   show("close_on_stream", freeride_gate_close_on_stream(stage, stream));
   freeride_stage_close(stage);
-  show("close_now after close", freeride_gate_close_now(nullptr));
+  show("open_now after close", freeride_gate_open_now(nullptr));
   return 0;
 }

@@ -1,13 +1,14 @@
 """freeride._marks.BubbleMarks.around on CUDA, with the streams and the stage
 replaced by fakes (the stage's gate writes have their own test against a fake
 driver: StageGate in gate_test.cc):
-  - a wait that leaves the GPU drained (megatron-core's batched p2p
-    synchronises the device after every exchange) is ended from the host:
-    the gate closed by a store and the end marked at once, with no stream
-    write, event or host function queued ahead of the trainer's next kernel;
-  - a wait that leaves work queued (the usual case: the CPU runs ahead) is
-    ended on the stream, as is one whose begin mark (a host function on the
-    mark stream) has not run yet, so the end can never precede it."""
+  - where the GPU is drained (megatron-core's batched p2p synchronises the
+    device after every exchange), a bubble begins or ends from the host: the
+    gate opened or closed by a store and the mark written at once, with no
+    stream write, event or host function for the trainer's next kernel or
+    synchronisation to wait behind;
+  - where work is queued (the usual case: the CPU runs ahead), on the
+    stream; also while a mark enqueued before (a host function on the mark
+    stream) has not run yet, so that marks are never written out of order."""
 from __future__ import annotations
 
 import sys
@@ -47,6 +48,10 @@ class RecordingStage:
 
     def gate_close_on_stream(self, stream):
         self.log.append(("gate_close_on_stream", stream))
+        return True
+
+    def gate_open_now(self):
+        self.log.append("gate_open_now")
         return True
 
     def gate_close_now(self):
@@ -117,13 +122,41 @@ def test_the_end_never_precedes_a_begin_mark_still_queued() -> None:
     compute, mark = FakeStream(7, drained=False), FakeStream(9, drained=False)
     marks = cuda_marks(log, compute, mark)
     run_wait(marks, compute, log, drains=True)
-    assert log[-2:] == [("gate_close_on_stream", 7), "end_on_stream"]
+    assert log == [("gate_open_on_stream", 7), ("begin_on_stream", 0), "wait",
+                   ("gate_close_on_stream", 7), "end_on_stream"]
 
 
-def test_the_host_end_can_be_turned_off() -> None:
+def test_a_wait_that_starts_and_ends_drained_is_marked_from_the_host_only() -> None:
     log: list = []
-    compute, mark = FakeStream(7, drained=False), FakeStream(9, drained=True)
+    compute, mark = FakeStream(7, drained=True), FakeStream(9, drained=True)
     marks = cuda_marks(log, compute, mark)
-    marks.end_from_host_when_drained = False
     run_wait(marks, compute, log, drains=True)
-    assert log[-2:] == [("gate_close_on_stream", 7), "end_on_stream"]
+    run_wait(marks, compute, log, drains=True)
+    assert log == ["gate_open_now", ("begin", 0), "wait", "gate_close_now", "end",
+                   "gate_open_now", ("begin", 1), "wait", "gate_close_now", "end"]
+
+
+def test_a_drained_begin_with_work_queued_after_the_wait_ends_on_the_stream() -> None:
+    log: list = []
+    compute, mark = FakeStream(7, drained=True), FakeStream(9, drained=True)
+    marks = cuda_marks(log, compute, mark)
+    run_wait(marks, compute, log, drains=False)
+    assert log == ["gate_open_now", ("begin", 0), "wait", ("gate_close_on_stream", 7), "end_on_stream"]
+
+
+def test_a_begin_waits_for_the_marks_still_queued_before_it() -> None:
+    log: list = []
+    compute, mark = FakeStream(7, drained=True), FakeStream(9, drained=False)
+    marks = cuda_marks(log, compute, mark)
+    run_wait(marks, compute, log, drains=False)
+    assert log[:2] == [("gate_open_on_stream", 7), ("begin_on_stream", 0)]
+
+
+def test_host_marks_can_be_turned_off() -> None:
+    log: list = []
+    compute, mark = FakeStream(7, drained=True), FakeStream(9, drained=True)
+    marks = cuda_marks(log, compute, mark)
+    marks.host_marks_when_drained = False
+    run_wait(marks, compute, log, drains=True)
+    assert log == [("gate_open_on_stream", 7), ("begin_on_stream", 0), "wait",
+                   ("gate_close_on_stream", 7), "end_on_stream"]

@@ -290,6 +290,21 @@ TEST(SimulateCommand, PrintsTheDocumentedJsonAndRefusesBadFlags) {
   refused("--free-memory-gib 0.25", "could never run");
   refused("--stage-times /nonexistent.json", "cannot open");
 
+  // A profile taken at 4 micro-batches, simulated at 8: each micro-batch keeps
+  // the profiled stage times (60 ms busy / (4 x 3): F 5, B 10), so the 1F1B
+  // iteration is (8 + 2 - 1) x 15 ms, not half of it.
+  std::ofstream(dir.path() + "/profile.json") << R"({"ranks": [{"busy_ms": 60}, {"busy_ms": 60}]})";
+  const std::string from_profile = "--stages 2 --microbatches 8 --iterations 3 --json --stage-times " +
+                                   dir.path() + "/profile.json";
+  ShellResult profiled = RunShell(cli + from_profile + " --profile-microbatches 4", dir.path());
+  ASSERT_EQ(profiled.status, 0) << profiled.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(profiled.out)["iteration_ms_baseline"].get<double>(), 135.0);
+  ShellResult as_simulated = RunShell(cli + from_profile, dir.path());
+  ASSERT_EQ(as_simulated.status, 0) << as_simulated.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(as_simulated.out)["iteration_ms_baseline"].get<double>(), 67.5)
+      << "without the flag the profile is taken to have run the simulated count";
+  refused(from_profile + " --profile-microbatches 0", "--profile-microbatches must be at least 1");
+
   // A config file fills what the command line leaves out.
   std::string config = dir.path() + "/sim.toml";
   std::ofstream(config) << "schedule = \"gpipe\"\nstages = 8\ngpus = 16\niterations = 4\n"

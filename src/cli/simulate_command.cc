@@ -33,6 +33,7 @@ struct SimulateArgs {
   std::string times = "5.7,11.4";
   std::string stage_times_file;
   double backward_ratio = 2;
+  int profile_microbatches = kUnset;
   double p2p = 0, allreduce = 0, optimizer = 0;
   double jitter = 0, straggler_prob = 0, straggler_slowdown = 1.5;
   std::vector<std::string> tasks;
@@ -147,9 +148,21 @@ bool BuildConfig(const SimulateArgs& a, sim::SimConfig* c, std::string* error) {
     return false;
   }
   if (!a.stage_times_file.empty()) {
+    if (a.profile_microbatches != kUnset && a.profile_microbatches < 1) {
+      *error = fmt::format("--profile-microbatches must be at least 1, not {}", a.profile_microbatches);
+      return false;
+    }
+    // A profile's busy time is split over the micro-batches of the run it was
+    // taken from, which need not be the ones simulated.
     int m = a.microbatches != kUnset ? a.microbatches : a.stages;
-    auto file = sim::ReadStageTimesFile(a.stage_times_file, m, a.backward_ratio, error);
+    int profiled = a.profile_microbatches != kUnset ? a.profile_microbatches : m;
+    auto file = sim::ReadStageTimesFile(a.stage_times_file, profiled, a.backward_ratio, error);
     if (!file) return false;
+    if (file->source == "profile" && a.profile_microbatches == kUnset && !a.quiet)
+      fmt::print(stderr,
+                 "simulate: the profile is taken to have run {} micro-batches, as simulated; give "
+                 "--profile-microbatches if it ran another count\n",
+                 m);
     if (file->ranks != c->ModelStages()) {
       *error = fmt::format("{} describes {} stages but the simulation has {} (--stages {}{})",
                            a.stage_times_file, file->ranks, c->ModelStages(), a.stages,
@@ -327,6 +340,9 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
                   "or `freeride profile --json` output");
   cmd->add_option("--backward-ratio", a->backward_ratio,
                   "Backward / forward time when times come from a profile")->capture_default_str();
+  cmd->add_option("--profile-microbatches", a->profile_microbatches,
+                  "Micro-batches of the run a --stage-times profile was taken from (default: the "
+                  "simulated --microbatches)");
   cmd->add_option("--p2p", a->p2p, "Milliseconds added to each send between ranks")->capture_default_str();
   cmd->add_option("--allreduce-ms", a->allreduce, "Gradient all-reduce per iteration")->capture_default_str();
   cmd->add_option("--optimizer-ms", a->optimizer, "Optimizer step per iteration")->capture_default_str();

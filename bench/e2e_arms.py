@@ -120,6 +120,44 @@ def lane_bubbles(events: list[dict], lane: int, mono_to_unix: float) -> list[tup
                   for e in events if e.get("type") == "bubble" and int(e.get("lane", -1)) == lane)
 
 
+def slot_breakdown(events: list[dict], lane: int, mono_to_unix: float, starts: list[float],
+                   spans_ms: list[float], arms: list[str], arm: str = "on") -> list[dict]:
+    """Where lane `lane`'s bubbles in `arm` iterations went, slot by slot: how many, their mean
+    length, the mean length the daemon predicted at their begin, the mean wait from begin to the
+    first grant (or gate admission), the share of their time side work was let run (harvested
+    plus allowed: steps of built-in tasks, gate-open time of programs), and the verdicts.  Says
+    whether harvest was lost to short predictions, late starts or the side program itself."""
+    slots: dict[int, dict] = {}
+    for e in events:
+        if e.get("type") != "bubble" or int(e.get("lane", -1)) != lane:
+            continue
+        begin_ns, end_ns = int(e["begin_ns"]), int(e["end_ns"])
+        i = bisect.bisect_right(starts, begin_ns / 1e9 + mono_to_unix) - 1
+        if i < 0 or arms[i] != arm or end_ns <= begin_ns:
+            continue
+        s = slots.setdefault(int(e.get("slot", 0)), {"n": 0, "ms": 0.0, "predicted_ms": 0.0, "first_grant_ms": 0.0,
+                                                     "granted": 0, "used_ms": 0.0, "verdicts": {}})
+        s["n"] += 1
+        s["ms"] += (end_ns - begin_ns) / 1e6
+        predicted = int(e.get("predicted_end_ns", 0) or 0)
+        if predicted > begin_ns:
+            s["predicted_ms"] += (predicted - begin_ns) / 1e6
+        first = int(e.get("first_grant_ns", 0) or 0)
+        if first >= begin_ns:
+            s["granted"] += 1
+            s["first_grant_ms"] += (first - begin_ns) / 1e6
+        s["used_ms"] += (int(e.get("harvested_ns", 0) or 0) + int(e.get("allowed_ns", 0) or 0)) / 1e6
+        verdict = str(e.get("verdict", "unknown"))
+        s["verdicts"][verdict] = s["verdicts"].get(verdict, 0) + 1
+    out = []
+    for slot, s in sorted(slots.items()):
+        out.append({"slot": slot, "bubbles": s["n"], "mean_ms": s["ms"] / s["n"],
+                    "mean_predicted_ms": s["predicted_ms"] / s["n"],
+                    "mean_first_grant_ms": s["first_grant_ms"] / s["granted"] if s["granted"] else None,
+                    "used_share": s["used_ms"] / s["ms"] if s["ms"] else 0.0, "verdicts": s["verdicts"]})
+    return out
+
+
 def task_steps(events: list[dict], task_id: int, mono_to_unix: float) -> list[tuple[float, float]]:
     """Task `task_id`'s steps as (unix end, units)."""
     return [(int(e["end_ns"]) / 1e9 + mono_to_unix, float(e.get("units", 0)))
@@ -435,6 +473,7 @@ class Arms:
                                  "allowed_ns": info.get("allowed_ns")})
         status = self.b.status()
         seg["gate_margin_ns"] = [int(l.get("gate_margin_ns", 0)) for l in status["stats"].get("lanes", [])]
+        seg["lanes"] = status["stats"].get("lanes", [])  # each lane's counters, gate_open_ns among them
         seg["live_overhead"] = self.b.live_overhead()
         for i in seg["ids"]:
             try:
@@ -522,8 +561,9 @@ class Arms:
         modes = run["freeride_on"][:len(starts)]
         arms = label_arms(starts, spans, modes, run["warmup"], seg["t_submit"], seg["t_warm"], seg["t_cancel"],
                           seg["t_gone"], t_from, t_until)
-        units, bubble_on = [], []
+        units, bubble_on, slots = [], [], []
         for lane, task_id in enumerate(seg["ids"]):
+            slots.append(slot_breakdown(events, lane, self.mono_to_unix, starts, spans, arms))
             if side in self.programs:
                 done = program_progress(self.task_log(task_id), self.program(side)[1])
             else:
@@ -543,6 +583,7 @@ class Arms:
         row.update(seconds={"warm": seg["t_warm"] - seg["t_submit"], "measured": seg["t_cancel"] - seg["t_warm"],
                             "exit": seg["t_gone"] - seg["t_cancel"]},
                    tasks=seg["tasks"], gate_margin_ns=seg["gate_margin_ns"], live_overhead=seg["live_overhead"],
+                   slots_on_by_lane=slots, lanes=seg["lanes"],
                    command=self.results["command"], commit=self.results["commit"])
         row["missed_targets"] = missed_targets(row)
         self.b.rows.append(row)
@@ -552,6 +593,11 @@ class Arms:
             f"{_interval(row['overhead_off_vs_no_side'])}, on vs off {_interval(row['overhead_on_vs_off'])}; "
             f"units off {row['units_off_after_block_start']:g}; iterations {row['iterations']}; "
             f"{'targets met' if not row['missed_targets'] else 'missed: ' + '; '.join(row['missed_targets'])}")
+        for lane, lane_slots in enumerate(slots):
+            log(f"  lane {lane} on: " + "; ".join(
+                f"slot {x['slot']} {x['bubbles']}x {x['mean_ms']:.2f} ms (predicted {x['mean_predicted_ms']:.2f}, "
+                f"first grant {'-' if x['mean_first_grant_ms'] is None else format(x['mean_first_grant_ms'], '.2f')}, "
+                f"used {x['used_share']:.2f})" for x in lane_slots))
 
     def save(self) -> None:
         with open(os.path.join(self.b.out, self.b.results), "w") as f:

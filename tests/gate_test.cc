@@ -690,11 +690,10 @@ TEST_F(InterposerTest, AFailedRegistrationRefusesTheProgramsWork) {
 }
 
 // The stage's writes of its lane's gate, through libfreeride against the fake
-// driver (whose stream write stores the value at once).  A stage whose GPU
-// has drained opens or closes the gate from the host: the same word a stream
-// write would leave, each bubble numbered once, however its open and close
-// were written.
-TEST(StageGate, HostAndStreamWritesOfTheGateNumberTheBubblesAlike) {
+// driver (whose stream write stores the value at once): each bubble's open
+// and close carry its own number, and the page names the stage's process, so
+// that the daemon leaves the word to it.
+TEST(StageGate, EachBubbleIsOpenedAndClosedOnTheStreamWithItsOwnNumber) {
   TempDir dir;
   const std::string socket = dir.path() + "/d.sock";
   const int lane = 3;
@@ -708,12 +707,12 @@ TEST(StageGate, HostAndStreamWritesOfTheGateNumberTheBubblesAlike) {
                            dir.path());
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   const std::string expected =
-      "close_now -1 word " + std::to_string(GateClosedValue(0)) + "\n" +  // no gate written yet
       "open_on_stream 0 word " + std::to_string(GateOpenValue(1)) + "\n" +
-      "close_now 0 word " + std::to_string(GateClosedValue(1)) + "\n" +
-      "open_now 0 word " + std::to_string(GateOpenValue(2)) + "\n" +
+      "close_on_stream 0 word " + std::to_string(GateClosedValue(1)) + "\n" +
+      "open_on_stream 0 word " + std::to_string(GateOpenValue(2)) + "\n" +
       "close_on_stream 0 word " + std::to_string(GateClosedValue(2)) + "\n" +
-      "open_now after close -1 word " + std::to_string(GateClosedValue(2)) + "\n";
+      "stage_pid matches 1\n" +
+      "open_on_stream without a stage -1 word " + std::to_string(GateClosedValue(2)) + "\n";
   EXPECT_EQ(r.out, expected) << r.err;
   unlink(LaneSegmentPath(socket, lane).c_str());
   unlink((LaneSegmentPath(socket, lane) + "-gate").c_str());

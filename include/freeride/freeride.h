@@ -73,18 +73,6 @@ int freeride_bubble_end_on_stream(freeride_stage* stage, void* cuda_stream);
 int freeride_gate_open_on_stream(freeride_stage* stage, void* compute_stream);
 int freeride_gate_close_on_stream(freeride_stage* stage, void* compute_stream);
 
-/* Opens (closes) the gate from the host, now: one store to the page, with
- * no stream write.  Only for a stage whose compute stream has drained past
- * every gate write it enqueued (it synchronised, or a stream query said so),
- * with the GPU idle: a store made while a stream write is still queued would
- * be undone by it.  A stage that synchronises around its waits (as
- * megatron-core's batched p2p does after every exchange) marks them this
- * way, because its next kernel, or its synchronisation, would otherwise wait
- * behind the stream-ordered marks.  Returns 0 when stored; -1 when there is
- * no gate. */
-int freeride_gate_open_now(freeride_stage* stage);
-int freeride_gate_close_now(freeride_stage* stage);
-
 /* Closes the bubble if open and releases the handle.  NULL is allowed.  With
  * stream-ordered marks, synchronise the stream first: pending marks refer to
  * the handle. */

@@ -15,11 +15,6 @@ the same way for all of them:
   begins and closes it where it ends (one stream memory write each), so side
   tasks' GPU work, which waits on the gate on the GPU, starts within
   microseconds and never runs past the end;
-- where the GPU is drained (the framework synchronised, as megatron-core's
-  batched p2p does after every exchange), a bubble begins or ends from the
-  host: the GPU is idle, so "now" is the point in stream order, and stream
-  marks would only give the trainer's next kernel or synchronisation
-  something to wait for;
 - on CPU (gloo) the wait blocks the CPU, so the marks are written at once;
 - the free memory offered to side tasks comes from the allocator: the device's
   total less the trainer's peak reserved so far, less a margin;
@@ -29,8 +24,6 @@ the same way for all of them:
 Every method is called from the training thread only.
 """
 from __future__ import annotations
-
-import os
 
 import torch
 
@@ -49,9 +42,6 @@ class BubbleMarks:
         self.marks = 0
         self.iterations = 0
         self.enabled = True
-        # Marks made while the GPU is drained are written from the host (see around());
-        # FREERIDE_DRAINED_MARKS=stream keeps every mark on the stream.
-        self.host_marks_when_drained = os.environ.get("FREERIDE_DRAINED_MARKS", "host") != "stream"
         self._memory_margin = memory_margin
         self._free_bytes = None
         self._device = torch.device(device) if device is not None else None
@@ -95,47 +85,22 @@ class BubbleMarks:
         self.slot += 1
         self.marks += 1
         if self._cuda:
-            stream = torch.cuda.current_stream(self._device)
-            if self.host_marks_when_drained and self._drained(stream):
-                # The GPU is idle (the framework synchronised after its last wait, as
-                # megatron-core's batched p2p does after every exchange): the bubble begins now,
-                # on the host -- two stores.  Stream-ordered marks would give the framework's
-                # next synchronisation a host function to wait for.
-                gated = self.stage.gate_open_now()
-                self.stage.begin(slot, 0, self._free_bytes)
-                began = True
-            else:
-                gated = self.stage.gate_open_on_stream(stream.cuda_stream)
-                began = self.stage.begin_on_stream(self._mark_point(), slot, 0, self._free_bytes)
-                if not began and gated:
-                    self.stage.gate_close_on_stream(stream.cuda_stream)
-            if began:
-                result = wait(*args, **kwargs)
-                self._end_after_wait(gated)
-                return result
+            compute = torch.cuda.current_stream(self._device).cuda_stream
+            gated = self.stage.gate_open_on_stream(compute)
+            if self.stage.begin_on_stream(self._mark_point(), slot, 0, self._free_bytes):
+                try:
+                    return wait(*args, **kwargs)
+                finally:  # a wait that raised must not leave the gate open
+                    if gated:
+                        self.stage.gate_close_on_stream(torch.cuda.current_stream(self._device).cuda_stream)
+                    self.stage.end_on_stream(self._mark_point())
+            if gated:
+                self.stage.gate_close_on_stream(compute)
         self.stage.begin(slot, 0, self._free_bytes)
         try:
             return wait(*args, **kwargs)
         finally:
             self.stage.end()
-
-    def _drained(self, stream) -> bool:
-        """True when `stream` (the compute stream) and the mark stream have no work left: the
-        GPU is idle here and every mark enqueued before has been written."""
-        return stream.query() and self._mark_stream.query()
-
-    def _end_after_wait(self, gated: bool) -> None:
-        stream = torch.cuda.current_stream(self._device)
-        if self.host_marks_when_drained and self._drained(stream):
-            # The wait synchronised: the bubble ends here, on the host, instead of with a stream
-            # write, an event and a host function queued ahead of the trainer's next kernel.
-            if gated:
-                self.stage.gate_close_now()
-            self.stage.end()
-            return
-        if gated:
-            self.stage.gate_close_on_stream(stream.cuda_stream)
-        self.stage.end_on_stream(self._mark_point())
 
     def _mark_point(self) -> int:
         """The side stream, made to wait until the compute stream reaches this point."""

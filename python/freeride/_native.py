@@ -101,8 +101,6 @@ def _declare(lib: ctypes.CDLL) -> None:
         "freeride_bubble_end_on_stream": (c.c_int, [stage, c.c_void_p]),
         "freeride_gate_open_on_stream": (c.c_int, [stage, c.c_void_p]),
         "freeride_gate_close_on_stream": (c.c_int, [stage, c.c_void_p]),
-        "freeride_gate_open_now": (c.c_int, [stage]),
-        "freeride_gate_close_now": (c.c_int, [stage]),
         "freeride_stage_close": (None, [stage]),
         "freeride_run_iterative_task": (c.c_int, [c.c_void_p, c.c_int, c.c_double]),
         "freeride_step_budget_ns": (c.c_int64, []),

@@ -56,16 +56,6 @@ class Stage:
         """Closes the lane's GPU gate when the compute stream reaches this point."""
         return self._lib.freeride_gate_close_on_stream(self._handle, ctypes.c_void_p(stream)) == 0
 
-    def gate_open_now(self) -> bool:
-        """Opens the lane's GPU gate from the host, now.  Only while the GPU is idle with the
-        compute stream drained past its gate writes (a queued write would undo the store)."""
-        return self._lib.freeride_gate_open_now(self._handle) == 0
-
-    def gate_close_now(self) -> bool:
-        """Closes the lane's GPU gate from the host, now.  Only once the compute stream has
-        drained past its gate writes (a close stored before a queued open would be undone)."""
-        return self._lib.freeride_gate_close_now(self._handle) == 0
-
     def close(self) -> None:
         """Ends any open bubble and releases the handle (synchronise streams first)."""
         if self._handle:

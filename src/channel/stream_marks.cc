@@ -133,21 +133,4 @@ int freeride_gate_close_on_stream(freeride_stage* stage, void* compute_stream) {
   return WriteGate(stage, compute_stream, false);
 }
 
-int freeride_gate_open_now(freeride_stage* stage) {
-  if (!stage || !GateReady(stage)) return -1;
-  ++stage->gate_bubble;
-  stage->gate_page.layout()->word.store(freeride::GateOpenValue(stage->gate_bubble),
-                                        std::memory_order_release);
-  return 0;
-}
-
-int freeride_gate_close_now(freeride_stage* stage) {
-  // Only a page the stream writes to: GateReady would map one first, and no
-  // open can have been enqueued on a page that was not there.
-  if (!stage || stage->disabled || stage->gate_state != 1) return -1;
-  stage->gate_page.layout()->word.store(freeride::GateClosedValue(stage->gate_bubble),
-                                        std::memory_order_release);
-  return 0;
-}
-
 }  // extern "C"

@@ -1,10 +1,11 @@
-// The training stage's side of the gate, against the fake driver: opens
-// lane argv[2] of the daemon at socket argv[1] and writes the gate as a
-// stage does whose GPU drains in the middle of a bubble (open on the stream,
-// close from the host), then at its begin (open from the host, close on the
-// stream).
-// Prints each call's result and the gate word after it.  The test made the
-// lane's gate page, as a daemon does.
+// The training stage's side of the gate, against the fake driver (whose
+// stream write stores the value at once): opens lane argv[2] of the daemon
+// at socket argv[1], opens and closes the gate on a stream for two bubbles,
+// and prints each call's result and the gate word after it, then the pid the
+// page names as its stage.  The test made the lane's gate page, as a daemon
+// does.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -30,12 +31,12 @@ int main(int argc, char** argv) {
   auto show = [&](const char* call, int result) {
     std::printf("%s %d word %u\n", call, result, page.layout()->word.load());
   };
-  show("close_now", freeride_gate_close_now(stage));  // nothing opened yet: no gate written
   show("open_on_stream", freeride_gate_open_on_stream(stage, stream));
-  show("close_now", freeride_gate_close_now(stage));
-  show("open_now", freeride_gate_open_now(stage));
   show("close_on_stream", freeride_gate_close_on_stream(stage, stream));
+  show("open_on_stream", freeride_gate_open_on_stream(stage, stream));
+  show("close_on_stream", freeride_gate_close_on_stream(stage, stream));
+  std::printf("stage_pid matches %d\n", page.layout()->stage_pid.load() == getpid());
   freeride_stage_close(stage);
-  show("open_now after close", freeride_gate_open_now(nullptr));
+  show("open_on_stream without a stage", freeride_gate_open_on_stream(nullptr, stream));
   return 0;
 }

@@ -15,7 +15,7 @@ from pathlib import Path
 from conftest import NORMAL_CPU_TASKS, SOURCE_DIR, require_torch
 
 sys.path.insert(0, str(SOURCE_DIR / "bench"))
-from e2e_arms import (ITERATION_LINE, arms_summary, bubble_seconds_by_arm, iteration_windows,  # noqa: E402
+from e2e_arms import (ITERATION_LINE, arms_summary, bubble_seconds_by_arm, iteration_windows, slot_breakdown,  # noqa: E402
                       lane_bubbles, markdown, missed_targets, step_progress, task_steps)
 from gate_gpu import label_arms, units_by_arm  # noqa: E402
 
@@ -43,6 +43,32 @@ def test_bubble_time_counts_in_the_iteration_it_began_in_cut_at_its_end() -> Non
     got = bubble_seconds_by_arm(bubbles, STARTS, TIMES_MS, arms)
     assert set(got) == {"noside_on", "on", "off"}
     assert math.isclose(got["on"], 0.3 + 0.2 + 0.1) and math.isclose(got["noside_on"], 0.3)
+
+
+def test_the_slot_breakdown_says_where_each_slots_on_bubbles_went() -> None:
+    def bubble(lane, slot, begin_ms, end_ms, predicted_ms, grant_ms, used_ms, verdict="ran"):
+        ns = 1_000_000
+        return {"type": "bubble", "lane": lane, "slot": slot, "begin_ns": begin_ms * ns, "end_ns": end_ms * ns,
+                "predicted_end_ns": predicted_ms * ns if predicted_ms else 0,
+                "first_grant_ns": grant_ms * ns if grant_ms is not None else 0,
+                "harvested_ns": used_ms * ns, "allowed_ns": 0, "verdict": verdict}
+    # Iterations of 100 ms at 0 (on), 100 (off) and 200 (on), on a clock 1000 s behind unix time.
+    starts, spans, arms = [1000.0, 1000.1, 1000.2], [100.0, 100.0, 100.0], ["on", "off", "on"]
+    events = [bubble(0, 0, 10, 30, 25, 11, 16), bubble(0, 1, 50, 54, 54, None, 0, "nothing fits"),
+              bubble(0, 0, 110, 130, 25, 111, 16),  # an off iteration: left out
+              bubble(0, 0, 210, 240, 235, 212, 20), bubble(1, 0, 10, 20, 20, 11, 9),  # another lane
+              {"type": "step", "lane": 0, "begin_ns": 0, "end_ns": 1}]
+    slots = slot_breakdown(events, 0, 1000.0, starts, spans, arms)
+    assert [x["slot"] for x in slots] == [0, 1]
+    first, second = slots
+    assert first["bubbles"] == 2
+    assert math.isclose(first["mean_ms"], 25.0)
+    assert math.isclose(first["mean_predicted_ms"], 20.0)  # (15 + 25) / 2
+    assert math.isclose(first["mean_first_grant_ms"], 1.5)
+    assert math.isclose(first["used_share"], 36 / 50)
+    assert first["verdicts"] == {"ran": 2}
+    assert second["mean_first_grant_ms"] is None and second["used_share"] == 0.0
+    assert second["verdicts"] == {"nothing fits": 1}
 
 
 def test_a_built_in_tasks_steps_are_its_progress_at_each_steps_end_from_the_first_step_on() -> None:

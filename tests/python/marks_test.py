@@ -1,14 +1,9 @@
 """freeride._marks.BubbleMarks.around on CUDA, with the streams and the stage
 replaced by fakes (the stage's gate writes have their own test against a fake
-driver: StageGate in gate_test.cc):
-  - where the GPU is drained (megatron-core's batched p2p synchronises the
-    device after every exchange), a bubble begins or ends from the host: the
-    gate opened or closed by a store and the mark written at once, with no
-    stream write, event or host function for the trainer's next kernel or
-    synchronisation to wait behind;
-  - where work is queued (the usual case: the CPU runs ahead), on the
-    stream; also while a mark enqueued before (a host function on the mark
-    stream) has not run yet, so that marks are never written out of order."""
+driver: StageGate in gate_test.cc): the gate opens on the compute stream
+before the begin mark and closes on it before the end mark, the end marks
+follow the stream current after the wait, and a wait that raises still
+closes the gate and ends the bubble."""
 from __future__ import annotations
 
 import sys
@@ -28,43 +23,31 @@ def _torch(monkeypatch) -> None:
 
 
 class FakeStream:
-    def __init__(self, handle: int, drained: bool) -> None:
+    def __init__(self, handle: int) -> None:
         self.cuda_stream = handle
-        self.drained = drained
-
-    def query(self) -> bool:
-        return self.drained
 
 
 class RecordingStage:
-    """The stage's calls, in order; every gate and stream mark succeeds."""
+    """The stage's calls, in order; a gate and stream marks exist unless told otherwise."""
 
-    def __init__(self, log: list) -> None:
-        self.log = log
+    def __init__(self, log: list, gate: bool = True, stream_marks: bool = True) -> None:
+        self.log, self.gate, self.stream_marks = log, gate, stream_marks
 
     def gate_open_on_stream(self, stream):
         self.log.append(("gate_open_on_stream", stream))
-        return True
+        return self.gate
 
     def gate_close_on_stream(self, stream):
         self.log.append(("gate_close_on_stream", stream))
-        return True
-
-    def gate_open_now(self):
-        self.log.append("gate_open_now")
-        return True
-
-    def gate_close_now(self):
-        self.log.append("gate_close_now")
-        return True
+        return self.gate
 
     def begin_on_stream(self, stream, slot, predicted_ns=0, free_memory_bytes=None):
         self.log.append(("begin_on_stream", slot))
-        return True
+        return self.stream_marks
 
     def end_on_stream(self, stream):
         self.log.append("end_on_stream")
-        return True
+        return self.stream_marks
 
     def begin(self, slot, predicted_ns=0, free_memory_bytes=None):
         self.log.append(("begin", slot))
@@ -76,87 +59,59 @@ class RecordingStage:
         pass
 
 
-def cuda_marks(log: list, compute: FakeStream, mark: FakeStream):
-    """BubbleMarks set up as on a CUDA device, its streams and stage the fakes above."""
+def cuda_marks(stage: RecordingStage):
+    """BubbleMarks set up as on a CUDA device, with `stage` and a fake mark stream."""
     from freeride._marks import BubbleMarks
     marks = BubbleMarks(0, "/nonexistent/freeride.sock", device=None)
     marks.stage.close()
-    marks.stage = RecordingStage(log)
+    marks.stage = stage
     marks._cuda = True
     marks._device = "cuda:0"
-    marks._mark_stream = mark
-    marks._mark_point = lambda: mark.cuda_stream
+    marks._mark_point = lambda: 9
     return marks
 
 
-def run_wait(marks, compute: FakeStream, log: list, drains: bool):
-    """One marked wait on `compute`; the wait leaves it drained when `drains`."""
+def test_the_gate_opens_before_the_begin_and_closes_on_the_stream_current_after_the_wait() -> None:
+    log: list = []
+    marks = cuda_marks(RecordingStage(log))
+    streams = iter([FakeStream(7), FakeStream(8)])
+
     def wait(value):
         log.append("wait")
-        compute.drained = drains
         return value
-    with mock.patch("torch.cuda.current_stream", return_value=compute):
-        return marks.around(wait, 42)
-
-
-def test_a_wait_that_drains_the_gpu_is_ended_from_the_host() -> None:
-    log: list = []
-    compute, mark = FakeStream(7, drained=False), FakeStream(9, drained=True)
-    marks = cuda_marks(log, compute, mark)
-    assert run_wait(marks, compute, log, drains=True) == 42
-    assert log == [("gate_open_on_stream", 7), ("begin_on_stream", 0), "wait", "gate_close_now", "end"]
+    with mock.patch("torch.cuda.current_stream", side_effect=lambda *a: next(streams)):
+        assert marks.around(wait, 42) == 42
+    assert log == [("gate_open_on_stream", 7), ("begin_on_stream", 0), "wait", ("gate_close_on_stream", 8),
+                   "end_on_stream"]
     assert marks.slot == 1
 
 
-def test_a_wait_that_leaves_work_queued_is_ended_on_the_stream() -> None:
+def test_a_wait_that_raises_still_closes_the_gate_and_ends_the_bubble() -> None:
     log: list = []
-    compute, mark = FakeStream(7, drained=False), FakeStream(9, drained=True)
-    marks = cuda_marks(log, compute, mark)
-    run_wait(marks, compute, log, drains=False)
-    assert log == [("gate_open_on_stream", 7), ("begin_on_stream", 0), "wait",
-                   ("gate_close_on_stream", 7), "end_on_stream"]
+    marks = cuda_marks(RecordingStage(log))
+
+    def wait():
+        log.append("wait")
+        raise RuntimeError("NCCL error")
+    with mock.patch("torch.cuda.current_stream", return_value=FakeStream(7)):
+        with pytest.raises(RuntimeError, match="NCCL error"):
+            marks.around(wait)
+    assert log == [("gate_open_on_stream", 7), ("begin_on_stream", 0), "wait", ("gate_close_on_stream", 7),
+                   "end_on_stream"]
 
 
-def test_the_end_never_precedes_a_begin_mark_still_queued() -> None:
+def test_without_stream_marks_the_gate_is_closed_again_and_the_bubble_marked_from_the_host() -> None:
     log: list = []
-    compute, mark = FakeStream(7, drained=False), FakeStream(9, drained=False)
-    marks = cuda_marks(log, compute, mark)
-    run_wait(marks, compute, log, drains=True)
-    assert log == [("gate_open_on_stream", 7), ("begin_on_stream", 0), "wait",
-                   ("gate_close_on_stream", 7), "end_on_stream"]
+    marks = cuda_marks(RecordingStage(log, stream_marks=False))
+    with mock.patch("torch.cuda.current_stream", return_value=FakeStream(7)):
+        marks.around(lambda: log.append("wait"))
+    assert log == [("gate_open_on_stream", 7), ("begin_on_stream", 0), ("gate_close_on_stream", 7),
+                   ("begin", 0), "wait", "end"]
 
 
-def test_a_wait_that_starts_and_ends_drained_is_marked_from_the_host_only() -> None:
+def test_without_a_gate_only_the_marks_are_written() -> None:
     log: list = []
-    compute, mark = FakeStream(7, drained=True), FakeStream(9, drained=True)
-    marks = cuda_marks(log, compute, mark)
-    run_wait(marks, compute, log, drains=True)
-    run_wait(marks, compute, log, drains=True)
-    assert log == ["gate_open_now", ("begin", 0), "wait", "gate_close_now", "end",
-                   "gate_open_now", ("begin", 1), "wait", "gate_close_now", "end"]
-
-
-def test_a_drained_begin_with_work_queued_after_the_wait_ends_on_the_stream() -> None:
-    log: list = []
-    compute, mark = FakeStream(7, drained=True), FakeStream(9, drained=True)
-    marks = cuda_marks(log, compute, mark)
-    run_wait(marks, compute, log, drains=False)
-    assert log == ["gate_open_now", ("begin", 0), "wait", ("gate_close_on_stream", 7), "end_on_stream"]
-
-
-def test_a_begin_waits_for_the_marks_still_queued_before_it() -> None:
-    log: list = []
-    compute, mark = FakeStream(7, drained=True), FakeStream(9, drained=False)
-    marks = cuda_marks(log, compute, mark)
-    run_wait(marks, compute, log, drains=False)
-    assert log[:2] == [("gate_open_on_stream", 7), ("begin_on_stream", 0)]
-
-
-def test_host_marks_can_be_turned_off() -> None:
-    log: list = []
-    compute, mark = FakeStream(7, drained=True), FakeStream(9, drained=True)
-    marks = cuda_marks(log, compute, mark)
-    marks.host_marks_when_drained = False
-    run_wait(marks, compute, log, drains=True)
-    assert log == [("gate_open_on_stream", 7), ("begin_on_stream", 0), "wait",
-                   ("gate_close_on_stream", 7), "end_on_stream"]
+    marks = cuda_marks(RecordingStage(log, gate=False))
+    with mock.patch("torch.cuda.current_stream", return_value=FakeStream(7)):
+        marks.around(lambda: log.append("wait"))
+    assert log == [("gate_open_on_stream", 7), ("begin_on_stream", 0), "wait", "end_on_stream"]

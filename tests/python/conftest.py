@@ -53,6 +53,21 @@ def freeride_env(build_dir: Path) -> dict[str, str]:
                 FREERIDE_LIB=str(build_dir / "libfreeride.so"))
 
 
+def make_bundle(build: Path, where: Path) -> Path:
+    """The build tree laid out as a bundle (bin/, lib/, share/freeride/python), as the GPU
+    benchmarks' --bundle expects."""
+    build = build.resolve()
+    (where / "bin").mkdir(parents=True)
+    (where / "lib").mkdir()
+    (where / "share" / "freeride").mkdir(parents=True)
+    (where / "share" / "freeride" / "python").symlink_to(SOURCE_DIR / "python")
+    for binary in [build / "freeride", build / "tasks" / "freeride-pagerank"]:
+        (where / "bin" / binary.name).symlink_to(binary)
+    for library in build.glob("libfreeride*.so*"):
+        (where / "lib" / library.name).symlink_to(library)
+    return where
+
+
 # Daemon arguments for the tests that assert that a CPU lane's side task makes
 # progress (finishes, takes steps, harvests).  By default a CPU lane's tasks run
 # in SCHED_IDLE, which keeps them off a CPU stage's core; on a machine that other

@@ -10,9 +10,8 @@ import os
 import subprocess
 import sys
 import tarfile
-from pathlib import Path
 
-from conftest import NORMAL_CPU_TASKS, SOURCE_DIR, require_torch
+from conftest import NORMAL_CPU_TASKS, SOURCE_DIR, make_bundle, require_torch
 
 sys.path.insert(0, str(SOURCE_DIR / "bench"))
 from e2e_arms import (ITERATION_LINE, arms_summary, bubble_seconds_by_arm, iteration_windows, slot_breakdown,  # noqa: E402
@@ -146,18 +145,6 @@ def test_the_table_gives_each_row_its_figures_per_gpu_and_its_verdict() -> None:
 def test_the_trainers_iteration_line_is_what_the_benchmark_follows() -> None:
     m = ITERATION_LINE.search("iteration 12: 171.3 ms, FreeRide off, at 1795689633.128901")
     assert m and m.groups() == ("12", "171.3", "off", "1795689633.128901")
-
-
-def make_bundle(build: Path, where: Path) -> Path:
-    """The build tree laid out as a bundle (bin/, lib/), as bench/e2e_gpu.py's --bundle expects."""
-    build = build.resolve()
-    (where / "bin").mkdir(parents=True)
-    (where / "lib").mkdir()
-    for binary in [build / "freeride", build / "tasks" / "freeride-pagerank"]:
-        (where / "bin" / binary.name).symlink_to(binary)
-    for library in build.glob("libfreeride*.so*"):
-        (where / "lib" / library.name).symlink_to(library)
-    return where
 
 
 def test_the_three_arms_run_end_to_end_on_cpu_lanes(build_dir, tmp_path) -> None:

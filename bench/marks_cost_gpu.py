@@ -1,0 +1,211 @@
+"""What the stream-ordered bubble marks cost a trainer, part by part, on one GPU with no side
+process: the question megatron-core's +1% "marks alone" left open (bench/results/
+megatron_marks_4gpu.md).
+
+A stand-in stage runs iterations of --exchanges exchanges: --compute-ms of matrix products, then
+a wait marked by freeride._marks.BubbleMarks.around(), the way every framework integration marks
+one.  The wait is either megatron-core's (--pattern sync: torch.cuda.synchronize(), as its
+batched p2p does after every exchange) or torch's (--pattern stream: the compute stream waits on
+an event of a second stream, with no host synchronisation).  One launch alternates blocks of
+--block iterations over these variants, so that drift cancels:
+
+  off        marks paused (the baseline)
+  on         the marks as shipped: the gate opened and closed on the compute stream, the begin
+             and end marks as host functions on the mark stream
+  no-hostfn  as on, but the begin and end marks written from the host at once (no host
+             function for a synchronisation to wait for; the times are wrong, which costs
+             nothing here: no side task runs)
+  no-gate    as on, without the gate's stream writes
+  host-only  only host marks: no stream work at all, the Python and shared-memory cost alone
+
+Each variant's iteration time against off: mean, Welch 95% interval.  A daemon (GPU lane 0, gate
+on, MPS) serves the marks, as bench/gate_gpu.py starts it; the stage joins MPS at priority 0.
+
+    python3 bench/marks_cost_gpu.py --bundle bundle --out $OUT               # about 60 s
+    python3 bench/marks_cost_gpu.py --bundle bundle --out $OUT --pattern stream
+
+--device cpu runs the same loop on CPU lanes' host marks (a dry run of the harness; CPU has no
+stream marks, so the variants differ in name only).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gate_gpu import Bench, diff_ci, log, mean_ci  # noqa: E402
+
+VARIANTS = ["off", "on", "no-hostfn", "no-gate", "host-only"]
+
+
+def stage(a) -> None:
+    """The stand-in stage: runs the variants in alternating blocks and writes their times."""
+    import torch
+    from freeride._marks import BubbleMarks
+
+    cuda = a.device == "cuda"
+    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    marks = BubbleMarks(0, os.environ.get("FREERIDE_SOCKET"), device if cuda else None)
+    for _ in range(200):  # the daemon's lane, found at most once a second
+        if marks.attached:
+            break
+        time.sleep(0.05)
+    stage_api = marks.stage
+    shipped = (stage_api.begin_on_stream, stage_api.end_on_stream, stage_api.gate_open_on_stream,
+               stage_api.gate_close_on_stream)
+
+    def set_variant(name: str) -> None:
+        begin_on, end_on, gate_open, gate_close = shipped
+        marks.resume()
+        if name == "off":
+            marks.pause()
+        if name in ("no-hostfn", "host-only"):
+            begin_on = lambda stream, slot, predicted_ns=0, free=None: (stage_api.begin(slot, predicted_ns, free), True)[1]  # noqa: E731
+            end_on = lambda stream: (stage_api.end(), True)[1]  # noqa: E731
+        if name in ("no-gate", "host-only"):
+            gate_open = gate_close = lambda stream: False  # noqa: E731
+        if name == "host-only":
+            marks._cuda = False
+        elif cuda:
+            marks._cuda = True
+        stage_api.begin_on_stream, stage_api.end_on_stream = begin_on, end_on
+        stage_api.gate_open_on_stream, stage_api.gate_close_on_stream = gate_open, gate_close
+
+    n = 2048 if cuda else 256
+    x = torch.randn(n, n, device=device, dtype=torch.bfloat16 if cuda else torch.float32)
+    other = torch.cuda.Stream(device) if cuda else None
+
+    def products(count: int) -> None:
+        y = x
+        for _ in range(count):
+            y = x @ y
+            y = y / y.norm()
+
+    def wait() -> None:
+        if not cuda:
+            return
+        if a.pattern == "sync":
+            torch.cuda.synchronize(device)
+        else:
+            event = torch.cuda.Event()
+            with torch.cuda.stream(other):
+                products(1)
+                event.record(other)
+            torch.cuda.current_stream(device).wait_event(event)
+
+    # How many products make --compute-ms, timed once before the blocks.
+    products(10)
+    if cuda:
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    products(50)
+    if cuda:
+        torch.cuda.synchronize(device)
+    per_product_ms = (time.perf_counter() - start) * 1e3 / 50
+    count = max(1, round(a.compute_ms / per_product_ms))
+
+    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    for round_index in range(a.rounds + 1):  # the first round warms up and is not kept
+        for variant in VARIANTS:
+            set_variant(variant)
+            for _ in range(a.block):
+                marks.start_iteration()
+                if cuda:
+                    torch.cuda.synchronize(device)
+                t0 = time.perf_counter()
+                for _ in range(a.exchanges):
+                    products(count)
+                    marks.around(wait)
+                if cuda:
+                    torch.cuda.synchronize(device)
+                marks.end_iteration()
+                if round_index:
+                    times[variant].append((time.perf_counter() - t0) * 1e3)
+    set_variant("on")
+    attached = marks.attached
+    marks.close()
+    with open(a.stage_out, "w") as f:
+        json.dump({"times_ms": times, "products_per_exchange": count, "per_product_ms": per_product_ms,
+                   "attached": attached}, f)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bundle", default="bundle")
+    p.add_argument("--out", required=True)
+    p.add_argument("--work", default="/tmp/marks_cost")
+    p.add_argument("--pattern", choices=["sync", "stream"], default="sync")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--exchanges", type=int, default=16, help="marked waits per iteration")
+    p.add_argument("--compute-ms", type=float, default=3.0, help="GPU work before each wait")
+    p.add_argument("--block", type=int, default=5, help="iterations of one variant in a row")
+    p.add_argument("--rounds", type=int, default=12, help="blocks of each variant, after a warm-up round")
+    p.add_argument("--mps", default="auto")
+    p.add_argument("--daemon-args", default="")
+    p.add_argument("--stage", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--stage-out", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.stage:
+        stage(a)
+        return
+    os.makedirs(a.out, exist_ok=True)
+    if a.device == "cpu":
+        a.daemon_args = f"--cpu-lanes 1 {a.daemon_args}"
+    b = Bench(a)
+    if a.device == "cpu":
+        # The CPU lanes' daemon: Bench starts GPU lane 0 otherwise.
+        b.start_daemon = lambda: start_cpu_daemon(b)
+    b.start_daemon()
+    stage_out = os.path.join(b.work, "stage.json")
+    try:
+        cmd = [sys.executable, os.path.abspath(__file__), "--stage", "--stage-out", stage_out,
+               "--pattern", a.pattern, "--device", a.device, "--exchanges", str(a.exchanges),
+               "--compute-ms", str(a.compute_ms), "--block", str(a.block), "--rounds", str(a.rounds),
+               "--out", a.out]
+        subprocess.run(cmd, env=b.env, check=True)
+    finally:
+        b.close()
+    stage_result = json.load(open(stage_out))
+    times = stage_result["times_ms"]
+    rows = []
+    for variant in VARIANTS:
+        mean, half = mean_ci(times[variant])
+        row = {"variant": variant, "iterations": len(times[variant]), "mean_ms": mean, "ci_ms": half}
+        if variant != "off":
+            row["vs_off"] = diff_ci(times[variant], times["off"])
+        rows.append(row)
+    result = {"command": " ".join(sys.argv), "commit": subprocess.run(
+                  ["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                  cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip(),
+              "pattern": a.pattern, "device": a.device, "exchanges": a.exchanges, "compute_ms": a.compute_ms,
+              "products_per_exchange": stage_result["products_per_exchange"],
+              "attached": stage_result["attached"], "rows": rows}
+    with open(os.path.join(a.out, f"marks_cost_{a.pattern}.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    log(f"marks cost, {a.pattern} waits, {a.exchanges} a iteration of ~{a.compute_ms} ms compute each "
+        f"(stage attached: {stage_result['attached']}):")
+    for row in rows:
+        vs = row.get("vs_off")
+        log(f"  {row['variant']:10s} {row['mean_ms']:8.3f} ms ±{row['ci_ms']:.3f} over {row['iterations']}"
+            + (f"; vs off {vs['pct']:+.2f}% [{vs['low']:+.2f}, {vs['high']:+.2f}]" if vs else ""))
+
+
+def start_cpu_daemon(b: Bench) -> None:
+    b.daemon_log = open(os.path.join(b.a.out, "daemon.log"), "w")
+    b.daemon = subprocess.Popen(
+        ["freeride", "daemon", "--allow-root", "--socket", b.socket, "--state-dir",
+         os.path.join(b.work, "state"), *b.a.daemon_args.split()],
+        env=b.env, stdout=b.daemon_log, stderr=subprocess.STDOUT)
+    for _ in range(300):
+        if os.path.exists(b.socket):
+            return
+        time.sleep(0.1)
+    raise SystemExit("the daemon did not start: see " + os.path.join(b.a.out, "daemon.log"))
+
+
+if __name__ == "__main__":
+    main()

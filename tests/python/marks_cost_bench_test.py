@@ -1,0 +1,31 @@
+"""bench/marks_cost_gpu.py end to end on a CPU lane: a daemon, the stand-in stage attached to its
+lane, every variant timed in alternating blocks after a warm-up round, and each compared with
+marks off.  (On CPU the variants differ in name only; the figures need a GPU.)"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import SOURCE_DIR, make_bundle, require_torch
+
+
+def test_every_variant_is_timed_in_blocks_and_compared_with_marks_off(build_dir, tmp_path) -> None:
+    require_torch()
+    out = tmp_path / "out"
+    rounds, block = 2, 3
+    subprocess.run([sys.executable, str(SOURCE_DIR / "bench" / "marks_cost_gpu.py"), "--device", "cpu",
+                    "--bundle", str(make_bundle(build_dir, tmp_path / "bundle")), "--out", str(out),
+                    "--work", str(tmp_path / "work"), "--rounds", str(rounds), "--block", str(block),
+                    "--exchanges", "3", "--compute-ms", "0.5"], check=True, timeout=600)
+    result = json.loads((out / "marks_cost_sync.json").read_text())
+    assert result["attached"] is True, "the stage found the daemon's lane"
+    assert result["products_per_exchange"] >= 1
+    assert [row["variant"] for row in result["rows"]] == ["off", "on", "no-hostfn", "no-gate", "host-only"]
+    for row in result["rows"]:
+        assert row["iterations"] == rounds * block, row
+        assert row["mean_ms"] > 0
+        if row["variant"] == "off":
+            assert "vs_off" not in row
+        else:
+            assert row["vs_off"]["low"] <= row["vs_off"]["pct"] <= row["vs_off"]["high"]

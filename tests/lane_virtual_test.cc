@@ -391,7 +391,9 @@ TEST(GateOnVirtualTime, AHostMarkingStagesBubblesAreForecastUnderTheNumbersTheLa
   ASSERT_EQ(run.gate_ahead.size(), bubbles.size());
   for (size_t i = 7; i < bubbles.size(); ++i) {
     EXPECT_EQ(run.gate_ahead[i].published, bubbles[i].slot == 1) << "bubble " << i;
-    if (bubbles[i].slot == 1) EXPECT_EQ(run.gate_ahead[i].begin_error, 0) << "bubble " << i;
+    if (bubbles[i].slot == 1) {
+      EXPECT_EQ(run.gate_ahead[i].begin_error, 0) << "bubble " << i;
+    }
   }
 }
 
@@ -438,6 +440,29 @@ TEST(GateOnVirtualTime, NothingIsForecastAheadWithoutAGatedTaskOrWithNoLead) {
 // A lane stopped cleanly removes its segment and keeps its gate page, which
 // a daemon restarted on the same socket reopens (a stage whose page is
 // removed moves to a new one, on host marks meanwhile).
+// A slot of two kinds: its forecast is the short kind, so each bubble's
+// admission ends at once; a bubble still open at the second look's point is
+// of the long kind, and its deadline is published again, a margin before the
+// long forecast, so gated work uses the long bubbles too.
+TEST(GateOnVirtualTime, ASlotsLongBubblesAreAdmittedToTheLongForecastAfterItsSecondLook) {
+  DaemonOptions options = GateOptions();
+  VirtualGate gate = StageDrivenGate();
+  const std::vector<VirtualBubble> bubbles = ShortAndLongBubbles(16 + 40);
+  VirtualLaneRun run = RunVirtualLane({}, bubbles, options, gate);
+  ASSERT_EQ(run.gate_admission_ns.size(), bubbles.size());
+  int long_ones = 0;
+  for (size_t i = 16; i < bubbles.size(); ++i) {
+    if (bubbles[i].length == 20 * kMillisecond) {
+      ++long_ones;
+      EXPECT_EQ(run.gate_admission_ns[i], 20 * kMillisecond - options.gate_margin) << "bubble " << i;
+    } else {
+      EXPECT_EQ(run.gate_admission_ns[i], 0) << "bubble " << i << ": the short kind admits nothing";
+    }
+  }
+  EXPECT_EQ(long_ones, 24);
+  EXPECT_EQ(run.gate_shut_before_end, 0u);
+}
+
 TEST(GateOnVirtualTime, AStoppedLaneRemovesItsSegmentAndKeepsItsGatePage) {
   VirtualGate gate = StageDrivenGate();
   VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(4, 10 * kMillisecond), GateOptions(), gate);

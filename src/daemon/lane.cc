@@ -353,13 +353,21 @@ void Lane::GateLoop() {
         options_.gate_margin,
         gate_.LongestTaskWork([&](int64_t pid) { return env_->ProcessAlive(static_cast<pid_t>(pid)); }));
     gate_margin_ns_.store(margin, std::memory_order_relaxed);
-    const Nanos close_at = gated_tasks.empty()
-                               ? std::numeric_limits<Nanos>::max()
-                               : GateCloseAt(mark.begin_ns, forecast, options_.gate_margin, admission);
+    Nanos close_at = gated_tasks.empty()
+                         ? std::numeric_limits<Nanos>::max()
+                         : GateCloseAt(mark.begin_ns, forecast, options_.gate_margin, admission);
     if (GateIsOpen(word)) gate_.PublishAdmission(bubble, close_at);
+    // A slot of two kinds (policy/bubble_predictor.h) is forecast as its
+    // short kind; a bubble still open at the second look's point is of the
+    // long kind, and its deadline is published again from the long forecast.
+    Nanos look_after = 0, look_length = 0;
+    bool look_pending = !gated_tasks.empty() && GateIsOpen(word) &&
+                        PublishedSecondLook(l, mark.slot, &look_after, &look_length) &&
+                        look_length > forecast;
     // Until the end mark: past the deadline the lane still watches for a
     // stage that dies or goes silent with the gate open.
     Nanos closed_at = 0;  // when admission ended, if before the end mark
+    bool closed_early = false;  // ... with the stage's gate still open then
     bool ended_by_mark = false;
     while (!stopping_) {
       now = env_->Now();
@@ -367,11 +375,19 @@ void Lane::GateLoop() {
         ended_by_mark = true;
         break;
       }
-      if (closed_at == 0 && now >= close_at) {
-        if (GateIsOpen(word) && gate_.layout()->word.load(std::memory_order_acquire) == word) {
-          gate_early_closes_.fetch_add(1, std::memory_order_relaxed);
-          gate_.layout()->early_closes.fetch_add(1, std::memory_order_relaxed);
+      if (look_pending && now >= mark.begin_ns + look_after) {
+        look_pending = false;
+        const Nanos longer = GateCloseAt(mark.begin_ns, look_length, options_.gate_margin,
+                                         AdmissionFor(l, mark, now, mark.begin_ns + look_length));
+        if (longer > close_at && gate_.layout()->word.load(std::memory_order_acquire) == word) {
+          close_at = longer;
+          closed_at = 0;
+          closed_early = false;
+          gate_.PublishAdmission(bubble, close_at);
         }
+      }
+      if (closed_at == 0 && now >= close_at) {
+        closed_early = GateIsOpen(word) && gate_.layout()->word.load(std::memory_order_acquire) == word;
         closed_at = now;
       }
       if (!StageAlive() || BubbleSilent(mark.begin_ns,
@@ -383,9 +399,13 @@ void Lane::GateLoop() {
         if (closed_at == 0) closed_at = now;
         break;
       }
-      segment.WaitForChange(seq, closed_at == 0 ? std::min<Nanos>(close_at - now, kWatchInterval)
-                                                : kWatchInterval,
-                            kWakeOnEnd);
+      Nanos wait = closed_at == 0 ? std::min<Nanos>(close_at - now, kWatchInterval) : kWatchInterval;
+      if (look_pending) wait = std::min<Nanos>(wait, std::max<Nanos>(0, mark.begin_ns + look_after - now));
+      segment.WaitForChange(seq, wait, kWakeOnEnd);
+    }
+    if (closed_early && closed_at != 0) {
+      gate_early_closes_.fetch_add(1, std::memory_order_relaxed);
+      gate_.layout()->early_closes.fetch_add(1, std::memory_order_relaxed);
     }
     // The lane closes what it opened, at the end mark at the latest.
     if (!stage_drives) gate_.CloseEarly(bubble);

@@ -123,38 +123,55 @@ def lane_bubbles(events: list[dict], lane: int, mono_to_unix: float) -> list[tup
 def slot_breakdown(events: list[dict], lane: int, mono_to_unix: float, starts: list[float],
                    spans_ms: list[float], arms: list[str], arm: str = "on") -> list[dict]:
     """Where lane `lane`'s bubbles in `arm` iterations went, slot by slot: how many, their mean
-    length, the mean length the daemon predicted at their begin, the mean wait from begin to the
-    first grant (or gate admission), the share of their time side work was let run (harvested
-    plus allowed: steps of built-in tasks, gate-open time of programs), and the verdicts.  Says
-    whether harvest was lost to short predictions, late starts or the side program itself."""
+    length, the mean length the daemon predicted at their begin (over those it had a forecast
+    for), the mean wait from begin to a built-in task's first step, the share of their time
+    side work was let run (built-in tasks' steps, imperative tasks' allowed time) and, for gated
+    programs, the share the gate admitted work (the daemon's gate_bubble events) and how many
+    bubbles a second look extended; and the verdicts.  Says whether harvest was lost to short
+    predictions, late starts or the side program itself.  Bubbles count in the iteration they
+    began in, up to its end."""
+    gate = {int(e["seq"]): e for e in events
+            if e.get("type") == "gate_bubble" and int(e.get("lane", -1)) == lane}
     slots: dict[int, dict] = {}
     for e in events:
         if e.get("type") != "bubble" or int(e.get("lane", -1)) != lane:
             continue
         begin_ns, end_ns = int(e["begin_ns"]), int(e["end_ns"])
-        i = bisect.bisect_right(starts, begin_ns / 1e9 + mono_to_unix) - 1
-        if i < 0 or arms[i] != arm or end_ns <= begin_ns:
+        begin = begin_ns / 1e9 + mono_to_unix
+        i = bisect.bisect_right(starts, begin) - 1
+        if i < 0 or arms[i] != arm or end_ns <= begin_ns or begin >= starts[i] + spans_ms[i] / 1e3:
             continue
-        s = slots.setdefault(int(e.get("slot", 0)), {"n": 0, "ms": 0.0, "predicted_ms": 0.0, "first_grant_ms": 0.0,
-                                                     "granted": 0, "used_ms": 0.0, "verdicts": {}})
+        s = slots.setdefault(int(e.get("slot", 0)), {"n": 0, "ms": 0.0, "forecast": 0, "predicted_ms": 0.0,
+                                                     "granted": 0, "first_grant_ms": 0.0, "used_ms": 0.0,
+                                                     "gated": 0, "admitted_ms": 0.0, "second_looks": 0,
+                                                     "verdicts": {}})
         s["n"] += 1
         s["ms"] += (end_ns - begin_ns) / 1e6
         predicted = int(e.get("predicted_end_ns", 0) or 0)
         if predicted > begin_ns:
+            s["forecast"] += 1
             s["predicted_ms"] += (predicted - begin_ns) / 1e6
         first = int(e.get("first_grant_ns", 0) or 0)
         if first >= begin_ns:
             s["granted"] += 1
             s["first_grant_ms"] += (first - begin_ns) / 1e6
         s["used_ms"] += (int(e.get("harvested_ns", 0) or 0) + int(e.get("allowed_ns", 0) or 0)) / 1e6
+        g = gate.get(int(e.get("seq", -1)))
+        if g is not None:
+            s["gated"] += 1
+            s["admitted_ms"] += int(g.get("admitted_ns", 0)) / 1e6
+            s["second_looks"] += 1 if g.get("second_look") else 0
         verdict = str(e.get("verdict", "unknown"))
         s["verdicts"][verdict] = s["verdicts"].get(verdict, 0) + 1
     out = []
     for slot, s in sorted(slots.items()):
         out.append({"slot": slot, "bubbles": s["n"], "mean_ms": s["ms"] / s["n"],
-                    "mean_predicted_ms": s["predicted_ms"] / s["n"],
+                    "forecast": s["forecast"],
+                    "mean_predicted_ms": s["predicted_ms"] / s["forecast"] if s["forecast"] else None,
                     "mean_first_grant_ms": s["first_grant_ms"] / s["granted"] if s["granted"] else None,
-                    "used_share": s["used_ms"] / s["ms"] if s["ms"] else 0.0, "verdicts": s["verdicts"]})
+                    "used_share": s["used_ms"] / s["ms"] if s["ms"] else 0.0,
+                    "gated": s["gated"], "admitted_share": s["admitted_ms"] / s["ms"] if s["gated"] else None,
+                    "second_looks": s["second_looks"], "verdicts": s["verdicts"]})
     return out
 
 
@@ -594,10 +611,12 @@ class Arms:
             f"units off {row['units_off_after_block_start']:g}; iterations {row['iterations']}; "
             f"{'targets met' if not row['missed_targets'] else 'missed: ' + '; '.join(row['missed_targets'])}")
         for lane, lane_slots in enumerate(slots):
+            def ms(v):
+                return "-" if v is None else format(v, ".2f")
             log(f"  lane {lane} on: " + "; ".join(
-                f"slot {x['slot']} {x['bubbles']}x {x['mean_ms']:.2f} ms (predicted {x['mean_predicted_ms']:.2f}, "
-                f"first grant {'-' if x['mean_first_grant_ms'] is None else format(x['mean_first_grant_ms'], '.2f')}, "
-                f"used {x['used_share']:.2f})" for x in lane_slots))
+                f"slot {x['slot']} {x['bubbles']}x {x['mean_ms']:.2f} ms (predicted {ms(x['mean_predicted_ms'])}, "
+                f"first grant {ms(x['mean_first_grant_ms'])}, used {x['used_share']:.2f}, "
+                f"admitted {ms(x['admitted_share'])}, second looks {x['second_looks']})" for x in lane_slots))
 
     def save(self) -> None:
         with open(os.path.join(self.b.out, self.b.results), "w") as f:

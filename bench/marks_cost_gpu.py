@@ -7,14 +7,16 @@ a wait marked by freeride._marks.BubbleMarks.around(), the way every framework i
 one.  The wait is either megatron-core's (--pattern sync: torch.cuda.synchronize(), as its
 batched p2p does after every exchange) or torch's (--pattern stream: the compute stream waits on
 an event of a second stream, with no host synchronisation).  One launch alternates blocks of
---block iterations over these variants, so that drift cancels:
+--block iterations over these variants, in an order rotated each round, so that drift
+cancels:
 
   off        marks paused (the baseline)
   on         the marks as shipped: the gate opened and closed on the compute stream, the begin
              and end marks as host functions on the mark stream
   no-hostfn  as on, but the begin and end marks written from the host at once (no host
-             function for a synchronisation to wait for; the times are wrong, which costs
-             nothing here: no side task runs)
+             function for a synchronisation to wait for; the event and the mark stream's wait
+             on it remain; the times are wrong, which costs nothing here: no side task runs,
+             though with --pattern stream the daemon may count forced closes)
   no-gate    as on, without the gate's stream writes
   host-only  only host marks: no stream work at all, the Python and shared-memory cost alone
 
@@ -75,7 +77,7 @@ def stage(a) -> None:
         stage_api.begin_on_stream, stage_api.end_on_stream = begin_on, end_on
         stage_api.gate_open_on_stream, stage_api.gate_close_on_stream = gate_open, gate_close
 
-    n = 2048 if cuda else 256
+    n = 4096 if cuda else 256  # on a GPU, long enough that the launches run ahead
     x = torch.randn(n, n, device=device, dtype=torch.bfloat16 if cuda else torch.float32)
     other = torch.cuda.Stream(device) if cuda else None
 
@@ -110,7 +112,8 @@ def stage(a) -> None:
 
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for round_index in range(a.rounds + 1):  # the first round warms up and is not kept
-        for variant in VARIANTS:
+        for k in range(len(VARIANTS)):
+            variant = VARIANTS[(k + round_index) % len(VARIANTS)]
             set_variant(variant)
             for _ in range(a.block):
                 marks.start_iteration()
@@ -170,6 +173,9 @@ def main() -> None:
     finally:
         b.close()
     stage_result = json.load(open(stage_out))
+    if not stage_result["attached"]:
+        raise SystemExit("the stage never found the daemon's lane: no marks were written, nothing was measured "
+                         f"(see {os.path.join(a.out, 'daemon.log')})")
     times = stage_result["times_ms"]
     rows = []
     for variant in VARIANTS:

@@ -437,9 +437,6 @@ TEST(GateOnVirtualTime, NothingIsForecastAheadWithoutAGatedTaskOrWithNoLead) {
   EXPECT_TRUE(run.gate_ahead.back().published);
 }
 
-// A lane stopped cleanly removes its segment and keeps its gate page, which
-// a daemon restarted on the same socket reopens (a stage whose page is
-// removed moves to a new one, on host marks meanwhile).
 // A slot of two kinds: its forecast is the short kind, so each bubble's
 // admission ends at once; a bubble still open at the second look's point is
 // of the long kind, and its deadline is published again, a margin before the
@@ -463,6 +460,9 @@ TEST(GateOnVirtualTime, ASlotsLongBubblesAreAdmittedToTheLongForecastAfterItsSec
   EXPECT_EQ(run.gate_shut_before_end, 0u);
 }
 
+// A lane stopped cleanly removes its segment and keeps its gate page, which
+// a daemon restarted on the same socket reopens (a stage whose page is
+// removed moves to a new one, on host marks meanwhile).
 TEST(GateOnVirtualTime, AStoppedLaneRemovesItsSegmentAndKeepsItsGatePage) {
   VirtualGate gate = StageDrivenGate();
   VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(4, 10 * kMillisecond), GateOptions(), gate);

@@ -304,6 +304,11 @@ TEST(SimulateCommand, PrintsTheDocumentedJsonAndRefusesBadFlags) {
   EXPECT_DOUBLE_EQ(nlohmann::json::parse(as_simulated.out)["iteration_ms_baseline"].get<double>(), 67.5)
       << "without the flag the profile is taken to have run the simulated count";
   refused(from_profile + " --profile-microbatches 0", "--profile-microbatches must be at least 1");
+  refused(from_profile + " --global-batch 16", "give --profile-microbatches");
+  refused("--stages 2 --iterations 3 --profile-microbatches 4", "needs --stage-times with a profile");
+  std::ofstream(dir.path() + "/stages.json") << R"({"stages": [{"forward_ms": 1, "backward_ms": 2}]})";
+  refused("--stages 1 --iterations 3 --stage-times " + dir.path() + "/stages.json --profile-microbatches 4",
+          "is for a profile");
 
   // A config file fills what the command line leaves out.
   std::string config = dir.path() + "/sim.toml";

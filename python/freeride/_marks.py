@@ -89,11 +89,18 @@ class BubbleMarks:
             gated = self.stage.gate_open_on_stream(compute)
             if self.stage.begin_on_stream(self._mark_point(), slot, 0, self._free_bytes):
                 try:
-                    return wait(*args, **kwargs)
-                finally:  # a wait that raised must not leave the gate open
-                    if gated:
-                        self.stage.gate_close_on_stream(torch.cuda.current_stream(self._device).cuda_stream)
-                    self.stage.end_on_stream(self._mark_point())
+                    result = wait(*args, **kwargs)
+                except BaseException:
+                    # The gate must not stay open; but the wait's own error is the one to
+                    # raise, not one of closing on a context it broke (then the daemon
+                    # closes the gate of a stage gone silent, within --stage-timeout).
+                    try:
+                        self._end_on_stream(gated)
+                    except Exception:
+                        pass
+                    raise
+                self._end_on_stream(gated)
+                return result
             if gated:
                 self.stage.gate_close_on_stream(compute)
         self.stage.begin(slot, 0, self._free_bytes)
@@ -101,6 +108,11 @@ class BubbleMarks:
             return wait(*args, **kwargs)
         finally:
             self.stage.end()
+
+    def _end_on_stream(self, gated: bool) -> None:
+        if gated:
+            self.stage.gate_close_on_stream(torch.cuda.current_stream(self._device).cuda_stream)
+        self.stage.end_on_stream(self._mark_point())
 
     def _mark_point(self) -> int:
         """The side stream, made to wait until the compute stream reaches this point."""

@@ -152,12 +152,25 @@ bool BuildConfig(const SimulateArgs& a, sim::SimConfig* c, std::string* error) {
       *error = fmt::format("--profile-microbatches must be at least 1, not {}", a.profile_microbatches);
       return false;
     }
+    if (a.profile_microbatches == kUnset && (a.sweep || a.global_batch > 0)) {
+      *error = fmt::format(
+          "with --stage-times and {} the simulated micro-batches are not --microbatches: give "
+          "--profile-microbatches, the micro-batches of the run the profile was taken from",
+          a.sweep ? "--sweep" : "--global-batch");
+      return false;
+    }
     // A profile's busy time is split over the micro-batches of the run it was
     // taken from, which need not be the ones simulated.
     int m = a.microbatches != kUnset ? a.microbatches : a.stages;
     int profiled = a.profile_microbatches != kUnset ? a.profile_microbatches : m;
     auto file = sim::ReadStageTimesFile(a.stage_times_file, profiled, a.backward_ratio, error);
     if (!file) return false;
+    if (file->source != "profile" && a.profile_microbatches != kUnset) {
+      *error = fmt::format("--profile-microbatches is for a profile (`freeride profile --json`); {} "
+                           "gives each stage's times itself",
+                           a.stage_times_file);
+      return false;
+    }
     if (file->source == "profile" && a.profile_microbatches == kUnset && !a.quiet)
       fmt::print(stderr,
                  "simulate: the profile is taken to have run {} micro-batches, as simulated; give "
@@ -173,6 +186,10 @@ bool BuildConfig(const SimulateArgs& a, sim::SimConfig* c, std::string* error) {
     if (file->p2p_ms >= 0) c->p2p_ms = file->p2p_ms;
     if (!a.quiet) fmt::print(stderr, "simulate: {}\n", file->note);
   } else {
+    if (a.profile_microbatches != kUnset) {
+      *error = "--profile-microbatches needs --stage-times with a profile";
+      return false;
+    }
     StageTimes t;
     if (!ParseStageTimes(a.times, &t, error)) return false;
     c->stage_times = {t};

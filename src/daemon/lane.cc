@@ -368,6 +368,9 @@ void Lane::GateLoop() {
     // stage that dies or goes silent with the gate open.
     Nanos closed_at = 0;  // when admission ended, if before the end mark
     bool closed_early = false;  // ... with the stage's gate still open then
+    Nanos admitted_from = mark.begin_ns;  // admitted since then (until closed_at, if set)
+    Nanos admitted_before = 0;            // admitted before a second look reopened admission
+    bool extended = false;                // the second look published a later deadline
     bool ended_by_mark = false;
     while (!stopping_) {
       now = env_->Now();
@@ -381,8 +384,13 @@ void Lane::GateLoop() {
                                          AdmissionFor(l, mark, now, mark.begin_ns + look_length));
         if (longer > close_at && gate_.layout()->word.load(std::memory_order_acquire) == word) {
           close_at = longer;
-          closed_at = 0;
+          if (closed_at != 0) {  // reopened: the time in between admitted nothing
+            admitted_before += closed_at - admitted_from;
+            admitted_from = now;
+            closed_at = 0;
+          }
           closed_early = false;
+          extended = true;
           gate_.PublishAdmission(bubble, close_at);
         }
       }
@@ -410,12 +418,13 @@ void Lane::GateLoop() {
     // The lane closes what it opened, at the end mark at the latest.
     if (!stage_drives) gate_.CloseEarly(bubble);
     // Side work was admitted from the begin until the deadline, or until
-    // the end mark (the stage's stream closed the gate there).
+    // the end mark (the stage's stream closed the gate there), less any
+    // time between a deadline and a second look.
     BubbleMark closed;
     const bool have_end = segment.ClosedBubbleMark(seq, &closed);
     Nanos end = closed_at;
     if (end == 0) end = have_end ? closed.end_ns : env_->Now();
-    const Nanos open_ns = std::max<Nanos>(0, end - mark.begin_ns);
+    const Nanos open_ns = admitted_before + std::max<Nanos>(0, end - admitted_from);
     gate_open_ns_.fetch_add(open_ns, std::memory_order_relaxed);
     for (int64_t id : gated_tasks) tasks_->AddAllowed(id, open_ns);
     // The next bubble's forecast, for queueing ahead of its begin.  Only
@@ -436,6 +445,19 @@ void Lane::GateLoop() {
         ahead = AheadOf(l, next_bubbles.Forecast(mark.slot, closed.end_ns), seq, bubble, options_);
     }
     gate_.PublishAhead(ahead);
+    // What the gate admitted in this bubble, for those who ask where a slot's
+    // time went (bench/e2e_arms.py): gated tasks' bubbles carry no grants.
+    if (!gated_tasks.empty())
+      events_->Emit({{"type", "gate_bubble"},
+                     {"ts_ns", env_->Now()},
+                     {"lane", config_.index},
+                     {"seq", seq},
+                     {"slot", mark.slot},
+                     {"begin_ns", mark.begin_ns},
+                     {"forecast_ns", forecast},
+                     {"deadline_ns", close_at - mark.begin_ns},
+                     {"second_look", extended},
+                     {"admitted_ns", open_ns}});
   }
   if (gate_.is_open()) gate_.PublishAhead({});  // no forecast outlives the lane's thread
   gate_wait_word_.store(nullptr);

@@ -45,28 +45,35 @@ def test_bubble_time_counts_in_the_iteration_it_began_in_cut_at_its_end() -> Non
 
 
 def test_the_slot_breakdown_says_where_each_slots_on_bubbles_went() -> None:
-    def bubble(lane, slot, begin_ms, end_ms, predicted_ms, grant_ms, used_ms, verdict="ran"):
-        ns = 1_000_000
-        return {"type": "bubble", "lane": lane, "slot": slot, "begin_ns": begin_ms * ns, "end_ns": end_ms * ns,
-                "predicted_end_ns": predicted_ms * ns if predicted_ms else 0,
+    ns = 1_000_000
+
+    def bubble(lane, seq, slot, begin_ms, end_ms, predicted_ms, grant_ms, used_ms, verdict="ran"):
+        return {"type": "bubble", "lane": lane, "seq": seq, "slot": slot, "begin_ns": begin_ms * ns,
+                "end_ns": end_ms * ns, "predicted_end_ns": predicted_ms * ns if predicted_ms else 0,
                 "first_grant_ns": grant_ms * ns if grant_ms is not None else 0,
                 "harvested_ns": used_ms * ns, "allowed_ns": 0, "verdict": verdict}
-    # Iterations of 100 ms at 0 (on), 100 (off) and 200 (on), on a clock 1000 s behind unix time.
-    starts, spans, arms = [1000.0, 1000.1, 1000.2], [100.0, 100.0, 100.0], ["on", "off", "on"]
-    events = [bubble(0, 0, 10, 30, 25, 11, 16), bubble(0, 1, 50, 54, 54, None, 0, "nothing fits"),
-              bubble(0, 0, 110, 130, 25, 111, 16),  # an off iteration: left out
-              bubble(0, 0, 210, 240, 235, 212, 20), bubble(1, 0, 10, 20, 20, 11, 9),  # another lane
+    # Iterations of 100 ms at 0 (on), 100 (off) and 200 (on, 50 ms long), on a clock 1000 s behind.
+    starts, spans, arms = [1000.0, 1000.1, 1000.2], [100.0, 100.0, 50.0], ["on", "off", "on"]
+    events = [bubble(0, 1, 0, 10, 30, 25, 11, 16), bubble(0, 3, 1, 50, 54, None, None, 0, "nothing fits"),
+              bubble(0, 5, 0, 110, 130, 125, 111, 16),  # an off iteration: left out
+              bubble(0, 7, 0, 210, 240, 235, 212, 20), bubble(1, 1, 0, 10, 20, 20, 11, 9),  # another lane
+              bubble(0, 9, 0, 260, 270, 265, 261, 5),  # begins after its iteration's end: left out
+              {"type": "gate_bubble", "lane": 0, "seq": 3, "admitted_ns": 1 * ns, "second_look": True},
+              {"type": "gate_bubble", "lane": 1, "seq": 3, "admitted_ns": 9 * ns, "second_look": False},
               {"type": "step", "lane": 0, "begin_ns": 0, "end_ns": 1}]
     slots = slot_breakdown(events, 0, 1000.0, starts, spans, arms)
     assert [x["slot"] for x in slots] == [0, 1]
     first, second = slots
     assert first["bubbles"] == 2
     assert math.isclose(first["mean_ms"], 25.0)
-    assert math.isclose(first["mean_predicted_ms"], 20.0)  # (15 + 25) / 2
+    assert first["forecast"] == 2 and math.isclose(first["mean_predicted_ms"], 20.0)  # (15 + 25) / 2
     assert math.isclose(first["mean_first_grant_ms"], 1.5)
     assert math.isclose(first["used_share"], 36 / 50)
+    assert first["gated"] == 0 and first["admitted_share"] is None
     assert first["verdicts"] == {"ran": 2}
+    assert second["forecast"] == 0 and second["mean_predicted_ms"] is None
     assert second["mean_first_grant_ms"] is None and second["used_share"] == 0.0
+    assert second["gated"] == 1 and math.isclose(second["admitted_share"], 0.25) and second["second_looks"] == 1
     assert second["verdicts"] == {"nothing fits": 1}
 
 

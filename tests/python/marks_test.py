@@ -100,6 +100,23 @@ def test_a_wait_that_raises_still_closes_the_gate_and_ends_the_bubble() -> None:
                    "end_on_stream"]
 
 
+def test_the_waits_own_error_is_raised_when_closing_fails_too() -> None:
+    log: list = []
+    marks = cuda_marks(RecordingStage(log))
+
+    def broken_close(stream):
+        log.append("gate_close_on_stream")
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    marks.stage.gate_close_on_stream = broken_close
+
+    def wait():
+        raise TimeoutError("NCCL watchdog")
+    with mock.patch("torch.cuda.current_stream", return_value=FakeStream(7)):
+        with pytest.raises(TimeoutError, match="NCCL watchdog"):
+            marks.around(wait)
+    assert log[-1] == "gate_close_on_stream"
+
+
 def test_without_stream_marks_the_gate_is_closed_again_and_the_bubble_marked_from_the_host() -> None:
     log: list = []
     marks = cuda_marks(RecordingStage(log, stream_marks=False))

@@ -52,9 +52,8 @@ def stage(a) -> None:
     cuda = a.device == "cuda"
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
     marks = BubbleMarks(0, os.environ.get("FREERIDE_SOCKET"), device if cuda else None)
-    for _ in range(200):  # the daemon's lane, found at most once a second
-        if marks.attached:
-            break
+    deadline = time.monotonic() + 60  # a hang guard: the lane is looked for at most once a second
+    while not marks.attached and time.monotonic() < deadline:
         time.sleep(0.05)
     stage_api = marks.stage
     shipped = (stage_api.begin_on_stream, stage_api.end_on_stream, stage_api.gate_open_on_stream,

@@ -458,6 +458,23 @@ TEST(GateOnVirtualTime, ASlotsLongBubblesAreAdmittedToTheLongForecastAfterItsSec
   }
   EXPECT_EQ(long_ones, 24);
   EXPECT_EQ(run.gate_shut_before_end, 0u);
+  // Each bubble's gate_bubble event says so: the long ones were looked at
+  // again and admitted work until the long deadline, from the look's point.
+  ASSERT_EQ(run.gate_bubbles.size(), bubbles.size());
+  for (size_t i = 16; i < bubbles.size(); ++i) {
+    const nlohmann::json& e = run.gate_bubbles[i];
+    const bool is_long = bubbles[i].length == 20 * kMillisecond;
+    EXPECT_EQ(e["second_look"].get<bool>(), is_long) << "bubble " << i;
+    EXPECT_EQ(e["deadline_ns"].get<int64_t>(), is_long ? 20 * kMillisecond - options.gate_margin : 0)
+        << "bubble " << i;
+    if (is_long) {
+      EXPECT_GT(e["admitted_ns"].get<int64_t>(), 0) << "bubble " << i;
+      EXPECT_LT(e["admitted_ns"].get<int64_t>(), 20 * kMillisecond - options.gate_margin)
+          << "bubble " << i << ": nothing was admitted between the begin and the second look";
+    } else {
+      EXPECT_EQ(e["admitted_ns"].get<int64_t>(), 0) << "bubble " << i;
+    }
+  }
 }
 
 // A lane stopped cleanly removes its segment and keeps its gate page, which

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -299,6 +300,11 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
   std::optional<report::EventLogData> data = report::ReadEventLog(log_path, &error);
   if (!data) ADD_FAILURE() << error;
   else run.events = std::move(*data);
+  std::ifstream log(log_path);
+  for (std::string line; std::getline(log, line);) {
+    nlohmann::json event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (event.is_object() && event.value("type", "") == "gate_bubble") run.gate_bubbles.push_back(event);
+  }
   return run;
 }
 

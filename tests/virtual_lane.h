@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/clock.h"
 #include "daemon/daemon_options.h"
 #include "report/event_log_reader.h"
@@ -65,6 +67,7 @@ struct VirtualAhead {
 
 struct VirtualLaneRun {
   report::EventLogData events;  // the lane's event log
+  std::vector<nlohmann::json> gate_bubbles;  // its gate_bubble events, in order
   // The gate's counts (with VirtualGate::on): bubbles closed before their
   // end mark, gates forced shut, the time it was open, and its word at the end.
   uint64_t gate_early_closes = 0;

@@ -148,6 +148,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=12, help="blocks of each variant, after a warm-up round")
     p.add_argument("--mps", default="auto")
     p.add_argument("--daemon-args", default="")
+    p.add_argument("--commit", default=None,
+                   help="the tree's commit, for the results (default: git rev-parse HEAD, which on a "
+                        "machine that got a copy of the tree may not be the tree's)")
     p.add_argument("--stage", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--stage-out", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -183,9 +186,9 @@ def main() -> None:
         if variant != "off":
             row["vs_off"] = diff_ci(times[variant], times["off"])
         rows.append(row)
-    result = {"command": " ".join(sys.argv), "commit": subprocess.run(
-                  ["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                  cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip(),
+    commit = a.commit or subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                        cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    result = {"command": " ".join(sys.argv), "commit": commit,
               "pattern": a.pattern, "device": a.device, "exchanges": a.exchanges, "compute_ms": a.compute_ms,
               "products_per_exchange": stage_result["products_per_exchange"],
               "attached": stage_result["attached"], "rows": rows}

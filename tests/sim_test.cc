@@ -309,6 +309,10 @@ TEST(SimulateCommand, PrintsTheDocumentedJsonAndRefusesBadFlags) {
   std::ofstream(dir.path() + "/stages.json") << R"({"stages": [{"forward_ms": 1, "backward_ms": 2}]})";
   refused("--stages 1 --iterations 3 --stage-times " + dir.path() + "/stages.json --profile-microbatches 4",
           "is for a profile");
+  ShellResult swept = RunShell(cli + "--stages 1 --sweep --sweep-gpus 2,4 --iterations 3 --json --stage-times " +
+                                   dir.path() + "/stages.json",
+                               dir.path());
+  EXPECT_EQ(swept.status, 0) << "a file of stage times needs no profile's micro-batches: " << swept.err;
 
   // A config file fills what the command line leaves out.
   std::string config = dir.path() + "/sim.toml";

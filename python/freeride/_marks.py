@@ -97,7 +97,7 @@ class BubbleMarks:
                     try:
                         self._end_on_stream(gated)
                     except Exception:
-                        pass
+                        self.stage.end()  # the mark at least, from the host
                     raise
                 self._end_on_stream(gated)
                 return result

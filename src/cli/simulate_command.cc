@@ -152,13 +152,6 @@ bool BuildConfig(const SimulateArgs& a, sim::SimConfig* c, std::string* error) {
       *error = fmt::format("--profile-microbatches must be at least 1, not {}", a.profile_microbatches);
       return false;
     }
-    if (a.profile_microbatches == kUnset && (a.sweep || a.global_batch > 0)) {
-      *error = fmt::format(
-          "with --stage-times and {} the simulated micro-batches are not --microbatches: give "
-          "--profile-microbatches, the micro-batches of the run the profile was taken from",
-          a.sweep ? "--sweep" : "--global-batch");
-      return false;
-    }
     // A profile's busy time is split over the micro-batches of the run it was
     // taken from, which need not be the ones simulated.
     int m = a.microbatches != kUnset ? a.microbatches : a.stages;
@@ -169,6 +162,13 @@ bool BuildConfig(const SimulateArgs& a, sim::SimConfig* c, std::string* error) {
       *error = fmt::format("--profile-microbatches is for a profile (`freeride profile --json`); {} "
                            "gives each stage's times itself",
                            a.stage_times_file);
+      return false;
+    }
+    if (file->source == "profile" && a.profile_microbatches == kUnset && (a.sweep || a.global_batch > 0)) {
+      *error = fmt::format(
+          "with a profile as --stage-times and {} the simulated micro-batches are not --microbatches: "
+          "give --profile-microbatches, the micro-batches of the run the profile was taken from",
+          a.sweep ? "--sweep" : "--global-batch");
       return false;
     }
     if (file->source == "profile" && a.profile_microbatches == kUnset && !a.quiet)

@@ -168,9 +168,13 @@ class Lane {
 
   // The GPU gate's closer (a gated lane only), on its own thread so that the
   // dispatcher's batched accounting does not delay it: at each begin mark it
-  // closes the gate at the forecast end less the margin (GateCloseAt), and it
-  // closes a gate whose stage went silent or died.  It books each bubble's
-  // open-gate time as the gated tasks' allowed time.
+  // publishes the bubble's admission deadline, the forecast end less the
+  // margin (GateCloseAt), and again from the long forecast if the bubble
+  // outlasts its slot's second look; at each end mark, the next bubble's
+  // forecast for queueing ahead; and it closes a gate whose stage went
+  // silent or died.  It books the time each bubble admitted work (less any
+  // wait before a second look) as the gated tasks' allowed time, and writes
+  // a gate_bubble event for it.
   void GateLoop();
   // Closes the gate of a stage that is gone or silent while no bubble is
   // marked open (the GPU opened it, then the stage died before its mark).

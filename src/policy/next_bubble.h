@@ -36,8 +36,6 @@ struct NextBubbleConfig {
   double quantile = 0.5;
   int min_samples = 3;   // a forecast needs this many busy times, and as many agreeing next slots
   int max_slots = 1024;  // slots at or above this share one history
-  // Forecast slot 0 too, across the iteration's end (see above).
-  bool across_iterations = false;
 };
 
 struct NextBubbleForecast {
@@ -58,7 +56,7 @@ class NextBubblePredictor {
   // The bubble that will follow one in `slot` that ended at `end_ns`:
   // unknown until `min_samples` bubbles have followed that slot, the last
   // `min_samples` of them in the same slot, and unknown when that is slot 0
-  // (unless across_iterations).  Never allocates.
+  // (an iteration's first bubble, see above).  Never allocates.
   NextBubbleForecast Forecast(uint32_t slot, Nanos end_ns) const;
 
   // Forgets everything (a new stage process).  Never allocates.

@@ -21,7 +21,7 @@ import types
 import unittest
 import warnings
 
-from pipeline_harness import require
+from pipeline_harness import RecordingStage, require
 
 require("torch", "deepspeed", "megatron.core")
 SOURCE, BUILD = sys.argv[1], sys.argv[2]
@@ -47,24 +47,6 @@ import freeride.megatron  # noqa: E402
 
 class Log(list):
     """What happened, in order: marks from the recording stage and waits from the fake requests."""
-
-
-class RecordingStage:
-    """Stands in for the lane's Stage to record the marks (the mechanism under it has its own tests)."""
-
-    attached = False
-
-    def __init__(self, log: Log):
-        self.log = log
-
-    def begin(self, slot, predicted_ns=0, free_memory_bytes=None):
-        self.log.append(("begin", slot))
-
-    def end(self):
-        self.log.append("end")
-
-    def close(self):
-        pass
 
 
 def record_marks(inst, log: Log) -> None:

@@ -12,6 +12,7 @@ from unittest import mock
 import pytest
 
 from conftest import SOURCE_DIR, BUILD_DIR, require_torch
+from pipeline_harness import RecordingStage
 
 sys.path.insert(0, str(SOURCE_DIR / "python"))
 
@@ -27,11 +28,13 @@ class FakeStream:
         self.cuda_stream = handle
 
 
-class RecordingStage:
-    """The stage's calls, in order; a gate and stream marks exist unless told otherwise."""
+class StreamRecordingStage(RecordingStage):
+    """The stage's calls, host and stream marks, in order; a gate and stream marks exist unless
+    told otherwise."""
 
     def __init__(self, log: list, gate: bool = True, stream_marks: bool = True) -> None:
-        self.log, self.gate, self.stream_marks = log, gate, stream_marks
+        super().__init__(log)
+        self.gate, self.stream_marks = gate, stream_marks
 
     def gate_open_on_stream(self, stream):
         self.log.append(("gate_open_on_stream", stream))
@@ -49,17 +52,8 @@ class RecordingStage:
         self.log.append("end_on_stream")
         return self.stream_marks
 
-    def begin(self, slot, predicted_ns=0, free_memory_bytes=None):
-        self.log.append(("begin", slot))
 
-    def end(self):
-        self.log.append("end")
-
-    def close(self):
-        pass
-
-
-def cuda_marks(stage: RecordingStage):
+def cuda_marks(stage: StreamRecordingStage):
     """BubbleMarks set up as on a CUDA device, with `stage` and a fake mark stream."""
     from freeride._marks import BubbleMarks
     marks = BubbleMarks(0, "/nonexistent/freeride.sock", device=None)
@@ -73,7 +67,7 @@ def cuda_marks(stage: RecordingStage):
 
 def test_the_gate_opens_before_the_begin_and_closes_on_the_stream_current_after_the_wait() -> None:
     log: list = []
-    marks = cuda_marks(RecordingStage(log))
+    marks = cuda_marks(StreamRecordingStage(log))
     streams = iter([FakeStream(7), FakeStream(8)])
 
     def wait(value):
@@ -88,7 +82,7 @@ def test_the_gate_opens_before_the_begin_and_closes_on_the_stream_current_after_
 
 def test_a_wait_that_raises_still_closes_the_gate_and_ends_the_bubble() -> None:
     log: list = []
-    marks = cuda_marks(RecordingStage(log))
+    marks = cuda_marks(StreamRecordingStage(log))
 
     def wait():
         log.append("wait")
@@ -102,7 +96,7 @@ def test_a_wait_that_raises_still_closes_the_gate_and_ends_the_bubble() -> None:
 
 def test_the_waits_own_error_is_raised_when_closing_fails_too() -> None:
     log: list = []
-    marks = cuda_marks(RecordingStage(log))
+    marks = cuda_marks(StreamRecordingStage(log))
 
     def broken_close(stream):
         log.append("gate_close_on_stream")
@@ -119,7 +113,7 @@ def test_the_waits_own_error_is_raised_when_closing_fails_too() -> None:
 
 def test_without_stream_marks_the_gate_is_closed_again_and_the_bubble_marked_from_the_host() -> None:
     log: list = []
-    marks = cuda_marks(RecordingStage(log, stream_marks=False))
+    marks = cuda_marks(StreamRecordingStage(log, stream_marks=False))
     with mock.patch("torch.cuda.current_stream", return_value=FakeStream(7)):
         marks.around(lambda: log.append("wait"))
     assert log == [("gate_open_on_stream", 7), ("begin_on_stream", 0), ("gate_close_on_stream", 7),
@@ -128,7 +122,7 @@ def test_without_stream_marks_the_gate_is_closed_again_and_the_bubble_marked_fro
 
 def test_without_a_gate_only_the_marks_are_written() -> None:
     log: list = []
-    marks = cuda_marks(RecordingStage(log, gate=False))
+    marks = cuda_marks(StreamRecordingStage(log, gate=False))
     with mock.patch("torch.cuda.current_stream", return_value=FakeStream(7)):
         marks.around(lambda: log.append("wait"))
     assert log == [("gate_open_on_stream", 7), ("begin_on_stream", 0), "wait", "end_on_stream"]

@@ -3,7 +3,8 @@ tasks, training launched under torch.distributed.run, and the check that
 side-task steps started only inside the bubbles the stages marked.
 
 Used by pipeline_cpu_test.py (torch.distributed.pipelining),
-deepspeed_cpu_test.py and megatron_cpu_test.py.
+deepspeed_cpu_test.py and megatron_cpu_test.py; RecordingStage also by the
+tests of the marks themselves (integrations_test.py, marks_test.py).
 """
 from __future__ import annotations
 
@@ -39,6 +40,25 @@ def require(*modules: str) -> None:
 def same_training(a: dict, b: dict, what: str) -> None:
     check(a["losses"] == b["losses"], f"{what}: losses differ: {a['losses']} vs {b['losses']}")
     check(a["checksums"] == b["checksums"], f"{what}: trained parameters differ")
+
+
+class RecordingStage:
+    """Stands in for the lane's Stage (freeride.stage) to record the host marks in `log`, in order
+    (the mechanism under it has its own tests).  Used by integrations_test.py and marks_test.py."""
+
+    attached = False
+
+    def __init__(self, log: list):
+        self.log = log
+
+    def begin(self, slot, predicted_ns=0, free_memory_bytes=None):
+        self.log.append(("begin", slot))
+
+    def end(self):
+        self.log.append("end")
+
+    def close(self):
+        pass
 
 
 class Harness:

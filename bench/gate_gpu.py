@@ -274,10 +274,12 @@ class Bench:
         return subprocess.run(["freeride", args[0], "--socket", self.socket, *args[1:]], env=self.env, cwd=ROOT,
                               check=True, capture_output=True, text=True).stdout
 
-    def start_daemon(self) -> None:
+    def start_daemon(self, lanes: tuple[str, ...] | None = None) -> None:
+        """The daemon with `lanes` (default: GPU lane 0 under --mps), and --daemon-args."""
+        lanes = lanes if lanes is not None else ("--gpus", "0", "--mps", self.a.mps)
         self.daemon_log = open(os.path.join(self.a.out, "daemon.log"), "w")
         self.daemon = subprocess.Popen(
-            ["freeride", "daemon", "--gpus", "0", "--allow-root", "--mps", self.a.mps, "--socket", self.socket,
+            ["freeride", "daemon", *lanes, "--allow-root", "--socket", self.socket,
              "--state-dir", os.path.join(self.work, "state"), *self.a.daemon_args.split()],
             env=self.env, cwd=ROOT, stdout=self.daemon_log, stderr=subprocess.STDOUT)
         for _ in range(300):

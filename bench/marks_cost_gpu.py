@@ -158,13 +158,8 @@ def main() -> None:
         stage(a)
         return
     os.makedirs(a.out, exist_ok=True)
-    if a.device == "cpu":
-        a.daemon_args = f"--cpu-lanes 1 {a.daemon_args}"
     b = Bench(a)
-    if a.device == "cpu":
-        # The CPU lanes' daemon: Bench starts GPU lane 0 otherwise.
-        b.start_daemon = lambda: start_cpu_daemon(b)
-    b.start_daemon()
+    b.start_daemon(("--cpu-lanes", "1") if a.device == "cpu" else None)
     stage_out = os.path.join(b.work, "stage.json")
     try:
         cmd = [sys.executable, os.path.abspath(__file__), "--stage", "--stage-out", stage_out,
@@ -200,19 +195,6 @@ def main() -> None:
         vs = row.get("vs_off")
         log(f"  {row['variant']:10s} {row['mean_ms']:8.3f} ms ±{row['ci_ms']:.3f} over {row['iterations']}"
             + (f"; vs off {vs['pct']:+.2f}% [{vs['low']:+.2f}, {vs['high']:+.2f}]" if vs else ""))
-
-
-def start_cpu_daemon(b: Bench) -> None:
-    b.daemon_log = open(os.path.join(b.a.out, "daemon.log"), "w")
-    b.daemon = subprocess.Popen(
-        ["freeride", "daemon", "--allow-root", "--socket", b.socket, "--state-dir",
-         os.path.join(b.work, "state"), *b.a.daemon_args.split()],
-        env=b.env, stdout=b.daemon_log, stderr=subprocess.STDOUT)
-    for _ in range(300):
-        if os.path.exists(b.socket):
-            return
-        time.sleep(0.1)
-    raise SystemExit("the daemon did not start: see " + os.path.join(b.a.out, "daemon.log"))
 
 
 if __name__ == "__main__":

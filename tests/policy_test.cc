@@ -87,6 +87,24 @@ TEST(BubblePredictor, ASlotOfShortAndLongBubblesGetsASecondLook) {
   EXPECT_EQ(p.PredictOpenFor(0, 0, look.after), 41 * kMillisecond);
 }
 
+TEST(BubblePredictor, ASlotWhoseShortKindLastsMillisecondsGetsASecondLookSoonAfterIt) {
+  // A last stage's first wait: the pipeline's drain and fill (40-42 ms), but
+  // one iteration in five, when the ranks lined up at the iteration's end,
+  // the fill alone (12-13 ms).  Twice the short kind (25 ms) would be too
+  // late to be worth it; a little after it, most of the long bubble is left.
+  BubblePredictor p;
+  for (int i = 0; i < 16; ++i)
+    p.Observe(0, i % 5 == 2 ? (12 * kMillisecond + i * 50 * kMicrosecond) : (40 * kMillisecond + i * 100 * kMicrosecond));
+  const Nanos first = p.Predict(0, 0);
+  ASSERT_LT(first, 13 * kMillisecond) << "the first look sees the short kind";
+  SecondLook look = p.SecondLookFor(0);
+  ASSERT_TRUE(look.exists());
+  const Nanos longest_short = 12 * kMillisecond + 12 * 50 * kMicrosecond;
+  EXPECT_GT(look.after, longest_short);
+  EXPECT_LE(look.after, longest_short * 5 / 4);
+  EXPECT_EQ(look.length, 40 * kMillisecond) << "the shortest of the long ones";
+}
+
 TEST(BubblePredictor, NoSecondLookForOneKindOfBubbleOrTooFewLongOnes) {
   BubblePredictor spread;
   for (int i = 0; i < 16; ++i) spread.Observe(0, (10 + i) * kMillisecond);

@@ -38,24 +38,30 @@ SecondLook BubblePredictor::ComputeSecondLook(size_t index) const {
   std::copy_n(&samples_[index * config_.window], n, sorted.begin());
   std::sort(sorted.begin(), sorted.begin() + n);
   const Nanos first = sorted[NearestRankIndex(static_cast<size_t>(n), config_.quantile)];
-  // Usable time per bubble, on average over the window: the first forecast
-  // serves every bubble (nearly) from its begin; a second look at `after`
-  // serves only the longer ones, and from `after` on.
+  // The second look adds to the first forecast: every bubble is served up
+  // to `first`, and the ones still open at `after` (the longer kind) from
+  // `after` on to `length` as well.  It must add, per bubble on average over
+  // the window, (min_gain - 1) times the first forecast's usable time.
   SecondLook best;
-  double best_value = config_.second_look_min_gain * static_cast<double>(first);
+  double best_value = (config_.second_look_min_gain - 1.0) * static_cast<double>(first);
   for (int shorter = 1; n - shorter >= min_long; ++shorter) {
     const Nanos short_end = sorted[shorter - 1], long_start = sorted[shorter];
     if (long_start <= short_end) continue;
-    // Late enough that a short bubble a little longer than any seen is over,
-    // early enough to be well before the long ones end.
-    const Nanos after = std::min(std::max(2 * short_end, short_end + 100 * kMicrosecond),
+    // Late enough that a short bubble a little longer than any seen is over
+    // (a quarter longer, at least 100 us more: bubbles of microseconds vary
+    // by their size again, ones of milliseconds by a few percent), early
+    // enough to be well before the long ones end.  A multiple of the short
+    // kind would waste most of a long bubble whose short kind is itself
+    // milliseconds long, e.g. a last stage's wait that is, one iteration in
+    // a few, the pipeline's fill alone.
+    const Nanos after = std::min(short_end + std::max(short_end / 4, 100 * kMicrosecond),
                                  short_end + (long_start - short_end) / 2);
     // The shortest of the longer ones, not a quantile: a short bubble taken
     // for a long one costs a whole step of overrun, not a little of one.
     const int longer = n - shorter;
     const Nanos length = long_start;
     const double value =
-        static_cast<double>(longer) / n * static_cast<double>(length - after);
+        static_cast<double>(longer) / n * static_cast<double>(length - std::max(after, first));
     if (value > best_value) {
       best_value = value;
       best = {after, length};

@@ -12,12 +12,14 @@ cancels:
 
   off        marks paused (the baseline)
   on         the marks as shipped: the gate opened and closed on the compute stream, the begin
-             and end marks as host functions on the mark stream
-  no-hostfn  as on, but the begin and end marks written from the host at once (no host
+             and end marks read from the gate word by libfreeride's thread (gated marks)
+  hostfn     as shipped before the gated marks (and still where there is no gate): the gate's
+             stream writes, and the begin and end marks as host functions on the mark stream
+  no-hostfn  as hostfn, but the begin and end marks written from the host at once (no host
              function for a synchronisation to wait for; the event and the mark stream's wait
              on it remain; the times are wrong, which costs nothing here: no side task runs,
              though with --pattern stream the daemon may count forced closes)
-  no-gate    as on, without the gate's stream writes
+  no-gate    as hostfn, without the gate's stream writes
   host-only  only host marks: no stream work at all, the Python and shared-memory cost alone
 
 Each variant's iteration time against off: mean, Welch 95% interval.  A daemon (GPU lane 0, gate
@@ -41,7 +43,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gate_gpu import Bench, diff_ci, log, mean_ci  # noqa: E402
 
-VARIANTS = ["off", "on", "no-hostfn", "no-gate", "host-only"]
+VARIANTS = ["off", "on", "hostfn", "no-hostfn", "no-gate", "host-only"]
 
 
 def stage(a) -> None:
@@ -57,10 +59,13 @@ def stage(a) -> None:
         time.sleep(0.05)
     stage_api = marks.stage
     shipped = (stage_api.begin_on_stream, stage_api.end_on_stream, stage_api.gate_open_on_stream,
-               stage_api.gate_close_on_stream)
+               stage_api.gate_close_on_stream, stage_api.begin_gated)
 
     def set_variant(name: str) -> None:
-        begin_on, end_on, gate_open, gate_close = shipped
+        begin_on, end_on, gate_open, gate_close, begin_gated = shipped
+        if name != "on":
+            begin_gated = lambda stream, slot, predicted_ns=0, free=None: False  # noqa: E731
+        stage_api.begin_gated = begin_gated
         marks.resume()
         if name == "off":
             marks.pause()

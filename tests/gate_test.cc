@@ -718,5 +718,58 @@ TEST(StageGate, EachBubbleIsOpenedAndClosedOnTheStreamWithItsOwnNumber) {
   unlink((LaneSegmentPath(socket, lane) + "-gate").c_str());
 }
 
+// The gated marks: the stage's stream writes the gate word and nothing else;
+// a thread of libfreeride in the stage's process reads the word and writes
+// the marks, with the slots the training thread recorded.  The fake
+// driver's writes land at once, so the thread may see every bubble or only
+// the last word: the marks are the same either way (the bubbles it did not
+// see open have length 0), and the stage's close ends the open one.
+TEST(StageGate, GatedMarksReachTheLaneFromTheGateWordWithTheirSlots) {
+  TempDir dir;
+  const std::string socket = dir.path() + "/d.sock";
+  const int lane = 2;
+  LaneSegment segment;
+  GatePage page;
+  std::string error;
+  ASSERT_TRUE(segment.CreateOrOpen(LaneSegmentPath(socket, lane), lane, &error)) << error;
+  const std::string client = "env -u FREERIDE_DISABLE LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " ";
+  const std::string args = std::string(" ") + STAGE_GATE_CLIENT_BIN + " " + socket + " " + std::to_string(lane) + " gated";
+
+  // No gate page (a CPU lane, or a daemon without the gate): nothing gated,
+  // the caller is told to mark otherwise.
+  ShellResult none = RunShell(client + args, dir.path());
+  ASSERT_EQ(none.status, 0) << none.out << none.err;
+  EXPECT_EQ(none.out, "end_gated before any begin -1\nbegin_gated -1\nend_gated -1\nbegin_gated -1\nend_gated -1\n"
+                      "begin_gated -1\n");
+  EXPECT_EQ(segment.layout()->bubble_seq.load(), 0u) << "no marks";
+
+  ASSERT_TRUE(page.CreateOrOpen(LaneSegmentPath(socket, lane) + "-gate", lane, &error)) << error;
+  ShellResult off = RunShell(client + "FREERIDE_GATE_MARKS=0" + args, dir.path());
+  ASSERT_EQ(off.status, 0) << off.out << off.err;
+  EXPECT_EQ(off.out, none.out) << "FREERIDE_GATE_MARKS=0 turns them off";
+  EXPECT_EQ(page.layout()->word.load(), 0u);
+
+  ShellResult r = RunShell(client + args, dir.path());
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "end_gated before any begin -1\nbegin_gated 0\nend_gated 0\nbegin_gated 0\nend_gated 0\n"
+                   "begin_gated 0\n");
+  EXPECT_EQ(page.layout()->word.load(), GateOpenValue(3)) << "the stream opened bubble 3 last";
+  ASSERT_EQ(segment.layout()->bubble_seq.load(), 6u) << "three bubbles begun and ended";
+  int64_t stage_pid = 0;
+  for (uint32_t i = 0; i < 3; ++i) {
+    BubbleMark mark;
+    ASSERT_TRUE(segment.ClosedBubbleMark(2 * i + 1, &mark)) << "bubble " << i;
+    EXPECT_EQ(mark.slot, 7 + i);
+    EXPECT_EQ(mark.free_memory_bytes, 1007u + i);
+    EXPECT_LE(mark.begin_ns, mark.end_ns);
+    if (i == 0) stage_pid = mark.stage_pid;
+    EXPECT_EQ(mark.stage_pid, stage_pid) << "marked as the stage's own";
+  }
+  EXPECT_GT(stage_pid, 0);
+  EXPECT_NE(stage_pid, static_cast<int64_t>(getpid()));
+  unlink(LaneSegmentPath(socket, lane).c_str());
+  unlink((LaneSegmentPath(socket, lane) + "-gate").c_str());
+}
+
 }  // namespace
 }  // namespace freeride::gate

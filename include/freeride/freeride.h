@@ -38,11 +38,14 @@ int freeride_stage_attached(const freeride_stage* stage);
 /* Marks the start of an idle period in schedule slot `slot`.
  * predicted_ns: the stage's own estimate of its length (0: let the daemon
  * learn it per slot).  free_memory_bytes: device memory the side tasks may use
- * now (UINT64_MAX: unknown).  Wait-free, no allocation, no locks. */
+ * now (UINT64_MAX: unknown).  No allocation; waits only for a mark of the
+ * same stage written at that moment by another of its threads (a stream
+ * mark's host function, the gated marks' thread), a few microseconds. */
 void freeride_bubble_begin(freeride_stage* stage, uint32_t slot, int64_t predicted_ns,
                            uint64_t free_memory_bytes);
 
-/* Marks the end of the open idle period.  Wait-free; a no-op if none is open. */
+/* Marks the end of the open idle period, as freeride_bubble_begin; a no-op
+ * if none is open. */
 void freeride_bubble_end(freeride_stage* stage);
 
 /* Stream-ordered marks: enqueue the mark on a CUDA stream (a CUstream or
@@ -73,9 +76,33 @@ int freeride_bubble_end_on_stream(freeride_stage* stage, void* cuda_stream);
 int freeride_gate_open_on_stream(freeride_stage* stage, void* compute_stream);
 int freeride_gate_close_on_stream(freeride_stage* stage, void* compute_stream);
 
+/* Marks from the gate alone, the way to mark on a CUDA stage: the bubble
+ * begins (ends) where `compute_stream` (the stage's own compute stream)
+ * reaches this point.  One stream memory write opens (closes) the lane's GPU
+ * gate there, as freeride_gate_open_on_stream does; the stream gains no host
+ * function and no wait, so a trainer that synchronises its device does not
+ * wait for marks either.  A thread of libfreeride in this process reads the
+ * gate word and writes the marks (with `slot`, `predicted_ns` and
+ * `free_memory_bytes`, as freeride_bubble_begin) when it sees it change,
+ * up to a poll interval late (FREERIDE_GATE_MARK_POLL_US, default 20).
+ * begin returns 0 when enqueued; -1 when there is no gate (no daemon, a CPU
+ * lane, no stream memory operations, or FREERIDE_GATE_MARKS=0): then mark
+ * with the _on_stream calls above, or at once.  end returns 0 when enqueued;
+ * -1 when the close could not be enqueued, or compute_stream is NULL (for a
+ * context that broke): the bubble is then ended from the host at once, and
+ * the daemon closes the gate of a stage gone silent; -1 also when no gated
+ * mark was made.  Call both from the training
+ * thread, with a CUDA context current; once a mark was gated, keep making
+ * this stage's marks with these two calls (while the gate lasts), as the
+ * thread keeps its own count of the gate's bubbles. */
+int freeride_bubble_begin_gated(freeride_stage* stage, void* compute_stream, uint32_t slot,
+                                int64_t predicted_ns, uint64_t free_memory_bytes);
+int freeride_bubble_end_gated(freeride_stage* stage, void* compute_stream);
+
 /* Closes the bubble if open and releases the handle.  NULL is allowed.  With
- * stream-ordered marks, synchronise the stream first: pending marks refer to
- * the handle. */
+ * stream-ordered or gated marks, synchronise the stream first: pending marks
+ * refer to the handle (the gated marks' thread reads the word once more,
+ * writes what it shows, and is joined). */
 void freeride_stage_close(freeride_stage* stage);
 
 /* ------------------------------------------------------------------------

@@ -7,14 +7,17 @@ the same way for all of them:
 
 - slots are numbered by their order within one iteration, so the daemon
   learns each slot's length separately;
-- on CUDA the marks are stream-ordered: each is a host function on a side
-  stream that first waits on an event of the stage's compute stream, so it is
-  written when the GPU gets there (the CPU runs ahead under NCCL) and the
-  compute stream itself never waits for a host callback;
-- on CUDA the compute stream also opens the lane's GPU gate where the bubble
+- on CUDA the compute stream opens the lane's GPU gate where the bubble
   begins and closes it where it ends (one stream memory write each), so side
   tasks' GPU work, which waits on the gate on the GPU, starts within
-  microseconds and never runs past the end;
+  microseconds and never runs past the end; the marks themselves are read
+  from the gate word by a thread of libfreeride, so they are written when
+  the GPU gets there (the CPU runs ahead under NCCL) and the stream gets no
+  host function, which a trainer that synchronises its device after each
+  exchange would wait for;
+- on CUDA without a gate (no daemon gate, no stream memory operations) the
+  marks are host functions on a side stream that first waits on an event of
+  the compute stream, so the compute stream itself still never waits;
 - on CPU (gloo) the wait blocks the CPU, so the marks are written at once;
 - the free memory offered to side tasks comes from the allocator: the device's
   total less the trainer's peak reserved so far, less a margin;
@@ -86,6 +89,14 @@ class BubbleMarks:
         self.marks += 1
         if self._cuda:
             compute = torch.cuda.current_stream(self._device).cuda_stream
+            if self.stage.begin_gated(compute, slot, 0, self._free_bytes):
+                try:
+                    result = wait(*args, **kwargs)
+                except BaseException:
+                    self._end_gated()  # the gate must not stay open; the wait's error is raised
+                    raise
+                self._end_gated()
+                return result
             gated = self.stage.gate_open_on_stream(compute)
             if self.stage.begin_on_stream(self._mark_point(), slot, 0, self._free_bytes):
                 try:
@@ -108,6 +119,15 @@ class BubbleMarks:
             return wait(*args, **kwargs)
         finally:
             self.stage.end()
+
+    def _end_gated(self) -> None:
+        """Closes the gate on the stream current after the wait; on a context too broken to name
+        it, the bubble is ended from the host (and the daemon closes the gate of a silent stage)."""
+        try:
+            stream = torch.cuda.current_stream(self._device).cuda_stream
+        except Exception:
+            stream = None
+        self.stage.end_gated(stream)
 
     def _end_on_stream(self, gated: bool) -> None:
         if gated:

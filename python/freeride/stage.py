@@ -47,6 +47,21 @@ class Stage:
         """Marks the end when the CUDA stream reaches this point; False if no CUDA driver."""
         return self._lib.freeride_bubble_end_on_stream(self._handle, ctypes.c_void_p(stream)) == 0
 
+    def begin_gated(self, stream: int, slot: int, predicted_ns: int = 0,
+                    free_memory_bytes: int | None = None) -> bool:
+        """Opens the lane's GPU gate where the compute stream reaches this point, and marks the
+        bubble's start from the gate word (a thread of libfreeride reads it): the stream gets no
+        host function.  False when the lane has no gate: mark with begin_on_stream instead."""
+        return self._lib.freeride_bubble_begin_gated(
+            self._handle, ctypes.c_void_p(stream), slot, predicted_ns,
+            UNKNOWN_MEMORY if free_memory_bytes is None else free_memory_bytes) == 0
+
+    def end_gated(self, stream: int | None) -> bool:
+        """Closes the gate, and so ends the bubble, where the compute stream reaches this point.
+        With stream None (a broken context), or when the close cannot be enqueued, the bubble is
+        ended from the host at once and False returned."""
+        return self._lib.freeride_bubble_end_gated(self._handle, ctypes.c_void_p(stream)) == 0
+
     def gate_open_on_stream(self, stream: int) -> bool:
         """Opens the lane's GPU gate when the compute stream reaches this point (a stream
         memory write: no host callback, no wait).  False when the lane has no gate."""

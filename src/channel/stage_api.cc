@@ -1,5 +1,8 @@
 // The stage side of the C ABI.  Everything after freeride_stage_open is on
-// the training job's hot path: no locks, no allocation, no blocking calls.
+// the training job's hot path: no allocation, no blocking calls.  A mark
+// takes the stage's marks_mutex, which only a mark written at the same
+// moment by another thread of the stage (a host function, the gate marks'
+// watcher) holds.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -71,6 +74,7 @@ int freeride_stage_attached(const freeride_stage* stage) {
 void freeride_bubble_begin(freeride_stage* stage, uint32_t slot, int64_t predicted_ns,
                            uint64_t free_memory_bytes) {
   if (!stage) return;
+  std::lock_guard<std::mutex> lock(stage->marks_mutex);
   Nanos now = stage->env->Now();
   MaybeReattach(stage, now);
   if (!stage->segment.is_open()) return;
@@ -78,15 +82,22 @@ void freeride_bubble_begin(freeride_stage* stage, uint32_t slot, int64_t predict
 }
 
 void freeride_bubble_end(freeride_stage* stage) {
-  if (!stage || !stage->segment.is_open()) return;
+  if (!stage) return;
+  std::lock_guard<std::mutex> lock(stage->marks_mutex);
+  if (!stage->segment.is_open()) return;
   stage->segment.WriteEnd(stage->env->Now());
 }
 
 void freeride_stage_close(freeride_stage* stage) {
   if (!stage) return;
-  if (stage->segment.is_open()) {
-    stage->segment.WriteEnd(stage->env->Now());
-    stage->segment.layout()->stage_pid.store(0);
+  // Its last marks first: it writes them with the calls above.
+  if (stage->mark_watcher) stage->mark_watcher->Stop();
+  {
+    std::lock_guard<std::mutex> lock(stage->marks_mutex);
+    if (stage->segment.is_open()) {
+      stage->segment.WriteEnd(stage->env->Now());
+      stage->segment.layout()->stage_pid.store(0);
+    }
   }
   delete stage;
 }

@@ -1,17 +1,20 @@
 // The stage handle behind the C ABI's freeride_stage, shared by the
 // immediate marks (stage_api.cc) and the stream-ordered ones
-// (stream_marks.cc).  Used by one thread at a time: the training thread's
-// calls and the stream marks' host functions (on the CUDA driver's thread)
-// must not overlap.
+// (stream_marks.cc).  The training thread makes every call; the marks
+// themselves may be written from the stream marks' host functions (on the
+// CUDA driver's thread) or the gate marks' watcher, which take marks_mutex
+// around each, as freeride_bubble_begin and _end do.
 #pragma once
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "base/clock.h"
 #include "base/env.h"
+#include "channel/gate_mark_watcher.h"
 #include "channel/lane_segment.h"
 #include "freeride/freeride.h"
 #include "gate/gate_page.h"
@@ -52,7 +55,14 @@ struct freeride_stage {
   unsigned long long gate_word = 0;  // its device address
   int gate_state = 0;
   freeride::Nanos gate_retry_ns = 0;
-  uint32_t gate_bubble = 0;  // the bubbles this stage has opened on the gate
+  uint32_t gate_bubble = 0;  // the last bubble this stage opened on the gate
+  // Marks read from the gate word (freeride_bubble_begin_gated), made at the
+  // first gated mark; FREERIDE_GATE_MARKS=0 turns them off.
+  std::unique_ptr<freeride::GateMarkWatcher> mark_watcher;
+  // Held while a mark is written to the lane segment: the marks are not
+  // atomic with each other, and besides the training thread, host functions
+  // and the gate marks' watcher write them.
+  std::mutex marks_mutex;
 };
 
 namespace freeride {

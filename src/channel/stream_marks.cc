@@ -1,12 +1,16 @@
-// Stream-ordered bubble marks: the stage enqueues a CUDA host function that
-// writes the mark when the GPU stream reaches it, and opens or closes the
-// lane's GPU gate with a stream memory write.  libcuda is opened with
+// Stream-ordered bubble marks: the stage opens or closes the lane's GPU gate
+// with a stream memory write, and its marks are read from the gate word by
+// a watcher thread (gate_mark_watcher.h); where there is no gate, a CUDA
+// host function writes the mark when the GPU stream reaches it.  libcuda is opened with
 // dlopen on first use, so libfreeride builds and loads on machines with no
 // CUDA at all.
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
 
 #include "channel/stage_handle.h"
 
@@ -103,13 +107,39 @@ bool GateReady(freeride_stage* stage) {
   return true;
 }
 
-int WriteGate(freeride_stage* stage, void* stream, bool open) {
+// Enqueues the gate's open (of a new bubble) or close (of the last opened)
+// on `stream`; *value gets the value written.  0 when enqueued.
+int WriteGate(freeride_stage* stage, void* stream, bool open, uint32_t* value = nullptr) {
   if (!stage || !GateReady(stage)) return -1;
   static auto write = DriverFn<CuStreamWriteValue32>("cuStreamWriteValue32_v2");
-  if (open) ++stage->gate_bubble;
-  uint32_t value = open ? freeride::GateOpenValue(stage->gate_bubble)
-                        : freeride::GateClosedValue(stage->gate_bubble);
-  return write(stream, stage->gate_word, value, 0) == 0 ? 0 : -1;
+  // 31 bits of bubble number, and never 0 (the gate marks' "none").
+  if (open) stage->gate_bubble = freeride::GateMarkReader::Next(stage->gate_bubble);
+  uint32_t written = open ? freeride::GateOpenValue(stage->gate_bubble)
+                          : freeride::GateClosedValue(stage->gate_bubble);
+  if (value) *value = written;
+  return write(stream, stage->gate_word, written, 0) == 0 ? 0 : -1;
+}
+
+bool GateMarksWanted() {
+  static const bool wanted = [] {
+    const char* text = std::getenv("FREERIDE_GATE_MARKS");
+    return !(text && std::string(text) == "0");
+  }();
+  return wanted;
+}
+
+freeride::GateMarkWatcher* Watcher(freeride_stage* stage) {
+  if (!stage->mark_watcher) {
+    stage->mark_watcher = std::make_unique<freeride::GateMarkWatcher>(
+        stage->env, freeride::GateMarkWatcher::PollIntervalFromEnvironment(), stage->gate_bubble,
+        [stage](const freeride::GateMark& mark) {
+          if (mark.kind == freeride::GateMarkKind::kBegin)
+            freeride_bubble_begin(stage, mark.slot, mark.predicted_ns, mark.free_memory_bytes);
+          else
+            freeride_bubble_end(stage);
+        });
+  }
+  return stage->mark_watcher.get();
 }
 
 }  // namespace
@@ -123,6 +153,29 @@ int freeride_bubble_begin_on_stream(freeride_stage* stage, void* cuda_stream, ui
 
 int freeride_bubble_end_on_stream(freeride_stage* stage, void* cuda_stream) {
   return Enqueue(stage, cuda_stream, {stage, false, 0, 0, 0});
+}
+
+int freeride_bubble_begin_gated(freeride_stage* stage, void* compute_stream, uint32_t slot,
+                                int64_t predicted_ns, uint64_t free_memory_bytes) {
+  if (!stage || !GateMarksWanted() || !GateReady(stage)) return -1;
+  freeride::GateMarkWatcher* watcher = Watcher(stage);
+  const uint32_t bubble = freeride::GateMarkReader::Next(stage->gate_bubble);
+  watcher->Record(bubble, slot, predicted_ns, free_memory_bytes);
+  uint32_t value = 0;
+  if (WriteGate(stage, compute_stream, true, &value) != 0) return -1;
+  watcher->Wrote(&stage->gate_page.layout()->word, value, stage->gate_bubble);
+  return 0;
+}
+
+int freeride_bubble_end_gated(freeride_stage* stage, void* compute_stream) {
+  if (!stage || !stage->mark_watcher) return -1;
+  uint32_t value = 0;
+  if (!compute_stream || WriteGate(stage, compute_stream, false, &value) != 0) {
+    stage->mark_watcher->ForceEnd(stage->gate_bubble);
+    return -1;
+  }
+  stage->mark_watcher->Wrote(&stage->gate_page.layout()->word, value, stage->gate_bubble);
+  return 0;
 }
 
 int freeride_gate_open_on_stream(freeride_stage* stage, void* compute_stream) {

@@ -1,9 +1,10 @@
 """freeride._marks.BubbleMarks.around on CUDA, with the streams and the stage
-replaced by fakes (the stage's gate writes have their own test against a fake
-driver: StageGate in gate_test.cc): the gate opens on the compute stream
-before the begin mark and closes on it before the end mark, the end marks
-follow the stream current after the wait, and a wait that raises still
-closes the gate and ends the bubble."""
+replaced by fakes (the stage's gate writes and gated marks have their own
+tests against a fake driver: StageGate in gate_test.cc): with a gate, the
+bubble is opened and closed on the compute stream alone (the marks are read
+from the gate word), the close on the stream current after the wait, and a
+wait that raises still closes it; without a gate, host-function marks on a
+side stream, or marks from the host."""
 from __future__ import annotations
 
 import sys
@@ -29,12 +30,20 @@ class FakeStream:
 
 
 class StreamRecordingStage(RecordingStage):
-    """The stage's calls, host and stream marks, in order; a gate and stream marks exist unless
-    told otherwise."""
+    """The stage's calls, host and stream marks, in order; gated marks, a gate and stream marks
+    exist unless told otherwise."""
 
-    def __init__(self, log: list, gate: bool = True, stream_marks: bool = True) -> None:
+    def __init__(self, log: list, gate: bool = True, stream_marks: bool = True, gated: bool = True) -> None:
         super().__init__(log)
-        self.gate, self.stream_marks = gate, stream_marks
+        self.gate, self.stream_marks, self.gated = gate, stream_marks, gated and gate
+
+    def begin_gated(self, stream, slot, predicted_ns=0, free_memory_bytes=None):
+        self.log.append(("begin_gated", stream, slot))
+        return self.gated
+
+    def end_gated(self, stream):
+        self.log.append(("end_gated", stream))
+        return stream is not None
 
     def gate_open_on_stream(self, stream):
         self.log.append(("gate_open_on_stream", stream))
@@ -65,9 +74,34 @@ def cuda_marks(stage: StreamRecordingStage):
     return marks
 
 
-def test_the_gate_opens_before_the_begin_and_closes_on_the_stream_current_after_the_wait() -> None:
+def test_a_gated_bubble_is_ended_from_the_host_when_the_context_cannot_name_a_stream() -> None:
     log: list = []
     marks = cuda_marks(StreamRecordingStage(log))
+    calls = iter([FakeStream(7)])
+
+    def current_stream(*args):
+        for stream in calls:
+            return stream
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    def wait():
+        raise TimeoutError("NCCL watchdog")
+    with mock.patch("torch.cuda.current_stream", side_effect=current_stream):
+        with pytest.raises(TimeoutError, match="NCCL watchdog"):
+            marks.around(wait)
+    assert log == [("begin_gated", 7, 0), ("end_gated", None)], "the wait's own error is raised"
+
+
+@pytest.mark.parametrize("gated, expected", [
+    # Gated: the bubble is opened and closed on the compute stream alone (no host function, no host mark).
+    (True, [("begin_gated", 7, 0), "wait", ("end_gated", 8)]),
+    # Without gated marks: the gate opens before the begin and closes before the end.
+    (False, [("begin_gated", 7, 0), ("gate_open_on_stream", 7), ("begin_on_stream", 0), "wait",
+             ("gate_close_on_stream", 8), "end_on_stream"]),
+])
+def test_the_bubble_closes_on_the_stream_current_after_the_wait(gated, expected) -> None:
+    log: list = []
+    marks = cuda_marks(StreamRecordingStage(log, gated=gated))
     streams = iter([FakeStream(7), FakeStream(8)])
 
     def wait(value):
@@ -75,14 +109,18 @@ def test_the_gate_opens_before_the_begin_and_closes_on_the_stream_current_after_
         return value
     with mock.patch("torch.cuda.current_stream", side_effect=lambda *a: next(streams)):
         assert marks.around(wait, 42) == 42
-    assert log == [("gate_open_on_stream", 7), ("begin_on_stream", 0), "wait", ("gate_close_on_stream", 8),
-                   "end_on_stream"]
+    assert log == expected
     assert marks.slot == 1
 
 
-def test_a_wait_that_raises_still_closes_the_gate_and_ends_the_bubble() -> None:
+@pytest.mark.parametrize("gated, expected", [
+    (True, [("begin_gated", 7, 0), "wait", ("end_gated", 7)]),
+    (False, [("begin_gated", 7, 0), ("gate_open_on_stream", 7), ("begin_on_stream", 0), "wait",
+             ("gate_close_on_stream", 7), "end_on_stream"]),
+])
+def test_a_wait_that_raises_still_closes_the_gate_and_ends_the_bubble(gated, expected) -> None:
     log: list = []
-    marks = cuda_marks(StreamRecordingStage(log))
+    marks = cuda_marks(StreamRecordingStage(log, gated=gated))
 
     def wait():
         log.append("wait")
@@ -90,13 +128,12 @@ def test_a_wait_that_raises_still_closes_the_gate_and_ends_the_bubble() -> None:
     with mock.patch("torch.cuda.current_stream", return_value=FakeStream(7)):
         with pytest.raises(RuntimeError, match="NCCL error"):
             marks.around(wait)
-    assert log == [("gate_open_on_stream", 7), ("begin_on_stream", 0), "wait", ("gate_close_on_stream", 7),
-                   "end_on_stream"]
+    assert log == expected
 
 
-def test_the_waits_own_error_is_raised_when_closing_fails_too() -> None:
+def test_without_gated_marks_the_waits_own_error_is_raised_when_closing_fails_too() -> None:
     log: list = []
-    marks = cuda_marks(StreamRecordingStage(log))
+    marks = cuda_marks(StreamRecordingStage(log, gated=False))
 
     def broken_close(stream):
         log.append("gate_close_on_stream")
@@ -113,10 +150,10 @@ def test_the_waits_own_error_is_raised_when_closing_fails_too() -> None:
 
 def test_without_stream_marks_the_gate_is_closed_again_and_the_bubble_marked_from_the_host() -> None:
     log: list = []
-    marks = cuda_marks(StreamRecordingStage(log, stream_marks=False))
+    marks = cuda_marks(StreamRecordingStage(log, stream_marks=False, gated=False))
     with mock.patch("torch.cuda.current_stream", return_value=FakeStream(7)):
         marks.around(lambda: log.append("wait"))
-    assert log == [("gate_open_on_stream", 7), ("begin_on_stream", 0), ("gate_close_on_stream", 7),
+    assert log == [("begin_gated", 7, 0), ("gate_open_on_stream", 7), ("begin_on_stream", 0), ("gate_close_on_stream", 7),
                    ("begin", 0), "wait", "end"]
 
 
@@ -125,4 +162,5 @@ def test_without_a_gate_only_the_marks_are_written() -> None:
     marks = cuda_marks(StreamRecordingStage(log, gate=False))
     with mock.patch("torch.cuda.current_stream", return_value=FakeStream(7)):
         marks.around(lambda: log.append("wait"))
-    assert log == [("gate_open_on_stream", 7), ("begin_on_stream", 0), "wait", "end_on_stream"]
+    assert log == [("begin_gated", 7, 0), ("gate_open_on_stream", 7), ("begin_on_stream", 0), "wait",
+                   "end_on_stream"]

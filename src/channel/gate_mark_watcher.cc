@@ -1,0 +1,106 @@
+#include "channel/gate_mark_watcher.h"
+
+#include <sys/prctl.h>
+
+#include <chrono>
+#include <cstdlib>
+
+namespace freeride {
+
+namespace {
+constexpr Nanos kDefaultPollInterval = 20 * kMicrosecond;
+}  // namespace
+
+GateMarkWatcher::GateMarkWatcher(Env* env, Nanos poll_interval, uint32_t last_opened, Sink sink)
+    : env_(env), poll_interval_(poll_interval), sink_(std::move(sink)), reader_(last_opened) {}
+
+GateMarkWatcher::~GateMarkWatcher() { Stop(); }
+
+Nanos GateMarkWatcher::PollIntervalFromEnvironment() {
+  const char* text = std::getenv("FREERIDE_GATE_MARK_POLL_US");
+  if (!text || !*text) return kDefaultPollInterval;
+  char* end = nullptr;
+  long us = std::strtol(text, &end, 10);
+  if (*end != '\0' || us < 1 || us > 10000) return kDefaultPollInterval;
+  return us * kMicrosecond;
+}
+
+void GateMarkWatcher::Record(uint32_t bubble, uint32_t slot, int64_t predicted_ns,
+                             uint64_t free_memory_bytes) {
+  GateMarkRecord& record = records_[bubble % kGateMarkRecords];
+  record.bubble.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  record.slot = slot;
+  record.predicted_ns = predicted_ns;
+  record.free_memory_bytes = free_memory_bytes;
+  record.bubble.store(bubble, std::memory_order_release);
+}
+
+void GateMarkWatcher::Wrote(const std::atomic<uint32_t>* word, uint32_t value, uint32_t opened) {
+  word_.store(word, std::memory_order_release);
+  opened_.store(opened, std::memory_order_release);
+  last_written_.store(value, std::memory_order_seq_cst);
+  if (!thread_.joinable() && !stop_.load()) {
+    thread_ = std::thread([this] { Run(); });
+    return;
+  }
+  Wake();
+}
+
+void GateMarkWatcher::Wake() {
+  wakes_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleeping_.load(std::memory_order_seq_cst)) env_->WakeAll(&wakes_);
+}
+
+void GateMarkWatcher::ForceEnd(uint32_t bubble) {
+  force_end_.store(bubble, std::memory_order_seq_cst);
+  Wake();
+}
+
+void GateMarkWatcher::Stop() {
+  if (stop_.exchange(true)) return;
+  if (!thread_.joinable()) return;
+  Wake();
+  thread_.join();
+}
+
+bool GateMarkWatcher::ObserveOnce(uint32_t* seen) {
+  const std::atomic<uint32_t>* word = word_.load(std::memory_order_acquire);
+  if (!word) return false;
+  const uint32_t opened = opened_.load(std::memory_order_acquire);
+  *seen = word->load(std::memory_order_acquire);
+  reader_.Observe(*seen, opened, records_.data(), sink_);
+  const uint32_t force = force_end_.exchange(0, std::memory_order_acq_rel);
+  if (force != 0) reader_.ForceEnd(force, sink_);
+  return true;
+}
+
+void GateMarkWatcher::Run() {
+  // nanosleep's default slack (50 us) would make every poll that long.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  for (;;) {
+    const bool stopping = stop_.load(std::memory_order_acquire);
+    const uint32_t written = last_written_.load(std::memory_order_seq_cst);
+    uint32_t seen = 0;
+    const bool read = ObserveOnce(&seen);
+    if (stopping) return;
+    // Sleep only once the word as read (and marked) shows the last write:
+    // a change after that read is marked at the next.
+    if (read && seen != written) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(poll_interval_));
+      continue;
+    }
+    // The word shows the last write enqueued: nothing to see until the next
+    // write, forced end or stop, each of which moves `wakes_` after its own
+    // change and wakes a sleeper (an event count: a change made after the
+    // checks below moves `wakes_` past `wakes`, so the wait returns at once).
+    sleeping_.store(true, std::memory_order_seq_cst);
+    const uint32_t wakes = wakes_.load(std::memory_order_seq_cst);
+    if (last_written_.load(std::memory_order_seq_cst) == written && !stop_.load() &&
+        force_end_.load(std::memory_order_seq_cst) == 0)
+      env_->Wait(&wakes_, wakes, kSecond);
+    sleeping_.store(false, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace freeride

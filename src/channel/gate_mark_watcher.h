@@ -1,0 +1,84 @@
+// The thread, in the training stage's own process, that turns the lane's gate
+// word into the stage's bubble marks (what it implies: gate_marks.h), so
+// that the trainer's stream gets no host function: a trainer that
+// synchronises its device after each exchange (megatron-core does) waits
+// for every host function queued before, tens of microseconds each, and
+// lost 5% of a 54 ms iteration to them on one H200
+// (bench/results/marks_cost_gpu.md).
+//
+// While the stage has enqueued gate writes the word does not show yet, the
+// thread reads the word every poll interval (FREERIDE_GATE_MARK_POLL_US,
+// default 20 us, with a timer slack of 1 us); otherwise it sleeps until the
+// next write is enqueued.  A mark is timed when the thread sees the word
+// change, so it is late by up to a poll interval plus the thread's wake-up.
+#pragma once
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+
+#include "base/clock.h"
+#include "base/env.h"
+#include "channel/gate_marks.h"
+
+namespace freeride {
+
+class GateMarkWatcher {
+ public:
+  // Called on the watcher's thread, one at a time, in order.
+  using Sink = std::function<void(const GateMark&)>;
+
+  // `last_opened`: the stage's last bubble number opened before this
+  // watcher (0: none).  `env` and the sink outlive the watcher.  The thread
+  // starts at the first Wrote.
+  GateMarkWatcher(Env* env, Nanos poll_interval, uint32_t last_opened, Sink sink);
+  // Stop().
+  ~GateMarkWatcher();
+
+  // The poll interval FREERIDE_GATE_MARK_POLL_US asks for (1 us to 10 ms),
+  // else 20 us.
+  static Nanos PollIntervalFromEnvironment();
+
+  // Training thread, before the stream write that opens `bubble` is
+  // enqueued: what its begin mark carries.
+  void Record(uint32_t bubble, uint32_t slot, int64_t predicted_ns, uint64_t free_memory_bytes);
+  // Training thread, after a stream write of `value` to `word` (the host
+  // address of the lane's gate word, which stays mapped for the process's
+  // life) was enqueued; `opened` is the stage's last opened bubble.
+  void Wrote(const std::atomic<uint32_t>* word, uint32_t value, uint32_t opened);
+  // Training thread: the close of `bubble` could not be enqueued; the
+  // watcher ends it now if it has seen it begin (else the next bubble's
+  // begin ends it).
+  void ForceEnd(uint32_t bubble);
+  // Reads the word once more, marks what it shows, and joins the thread.
+  // Training thread; idempotent.
+  void Stop();
+
+  // Bubbles that could not be marked (their record was reused): for tests
+  // and diagnostics.  Any thread, after Stop.
+  uint64_t skipped() const { return reader_.skipped(); }
+
+ private:
+  void Run();
+  // Reads the word (into *seen) and marks what it implies; false before
+  // the first write.
+  bool ObserveOnce(uint32_t* seen);
+  void Wake();
+
+  Env* const env_;
+  const Nanos poll_interval_;
+  Sink sink_;
+  GateMarkReader reader_;  // the thread's alone (and Stop's, after the join)
+  std::array<GateMarkRecord, kGateMarkRecords> records_{};
+  std::atomic<const std::atomic<uint32_t>*> word_{nullptr};
+  std::atomic<uint32_t> last_written_{0};
+  std::atomic<uint32_t> opened_{0};
+  std::atomic<uint32_t> force_end_{0};
+  std::atomic<uint32_t> wakes_{0};  // moved by every Wrote, ForceEnd and Stop
+  std::atomic<bool> sleeping_{false};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace freeride

@@ -87,17 +87,19 @@ int freeride_gate_close_on_stream(freeride_stage* stage, void* compute_stream);
  * up to a poll interval late (FREERIDE_GATE_MARK_POLL_US, default 20).
  * begin returns 0 when enqueued; -1 when there is no gate (no daemon, a CPU
  * lane, no stream memory operations, or FREERIDE_GATE_MARKS=0): then mark
- * with the _on_stream calls above, or at once.  end returns 0 when enqueued;
- * -1 when the close could not be enqueued, or compute_stream is NULL (for a
- * context that broke): the bubble is then ended from the host at once, and
- * the daemon closes the gate of a stage gone silent; -1 also when no gated
- * mark was made.  Call both from the training
+ * with the _on_stream calls above, or at once.  A NULL stream is the legacy
+ * default stream, as in CUDA.  end returns 0 when enqueued; -1 when the close
+ * could not be enqueued (the bubble is then ended from the host at once,
+ * and the daemon closes the gate of a stage gone silent) or no gated mark
+ * was made.  end_gated_on_host ends the open gated bubble from the host at
+ * once, with no stream write: for a context too broken to name a stream.  Call both from the training
  * thread, with a CUDA context current; once a mark was gated, keep making
  * this stage's marks with these two calls (while the gate lasts), as the
  * thread keeps its own count of the gate's bubbles. */
 int freeride_bubble_begin_gated(freeride_stage* stage, void* compute_stream, uint32_t slot,
                                 int64_t predicted_ns, uint64_t free_memory_bytes);
 int freeride_bubble_end_gated(freeride_stage* stage, void* compute_stream);
+void freeride_bubble_end_gated_on_host(freeride_stage* stage);
 
 /* Closes the bubble if open and releases the handle.  NULL is allowed.  With
  * stream-ordered or gated marks, synchronise the stream first: pending marks

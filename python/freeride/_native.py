@@ -101,6 +101,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "freeride_bubble_end_on_stream": (c.c_int, [stage, c.c_void_p]),
         "freeride_bubble_begin_gated": (c.c_int, [stage, c.c_void_p, c.c_uint32, c.c_int64, c.c_uint64]),
         "freeride_bubble_end_gated": (c.c_int, [stage, c.c_void_p]),
+        "freeride_bubble_end_gated_on_host": (None, [stage]),
         "freeride_gate_open_on_stream": (c.c_int, [stage, c.c_void_p]),
         "freeride_gate_close_on_stream": (c.c_int, [stage, c.c_void_p]),
         "freeride_stage_close": (None, [stage]),

@@ -57,9 +57,13 @@ class Stage:
             UNKNOWN_MEMORY if free_memory_bytes is None else free_memory_bytes) == 0
 
     def end_gated(self, stream: int | None) -> bool:
-        """Closes the gate, and so ends the bubble, where the compute stream reaches this point.
-        With stream None (a broken context), or when the close cannot be enqueued, the bubble is
-        ended from the host at once and False returned."""
+        """Closes the gate, and so ends the bubble, where the compute stream reaches this point
+        (0 is the default stream).  With stream None (a context too broken to name one), or when
+        the close cannot be enqueued, the bubble is ended from the host at once and False
+        returned."""
+        if stream is None:
+            self._lib.freeride_bubble_end_gated_on_host(self._handle)
+            return False
         return self._lib.freeride_bubble_end_gated(self._handle, ctypes.c_void_p(stream)) == 0
 
     def gate_open_on_stream(self, stream: int) -> bool:

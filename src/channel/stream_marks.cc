@@ -170,12 +170,16 @@ int freeride_bubble_begin_gated(freeride_stage* stage, void* compute_stream, uin
 int freeride_bubble_end_gated(freeride_stage* stage, void* compute_stream) {
   if (!stage || !stage->mark_watcher) return -1;
   uint32_t value = 0;
-  if (!compute_stream || WriteGate(stage, compute_stream, false, &value) != 0) {
+  if (WriteGate(stage, compute_stream, false, &value) != 0) {
     stage->mark_watcher->ForceEnd(stage->gate_bubble);
     return -1;
   }
   stage->mark_watcher->Wrote(&stage->gate_page.layout()->word, value, stage->gate_bubble);
   return 0;
+}
+
+void freeride_bubble_end_gated_on_host(freeride_stage* stage) {
+  if (stage && stage->mark_watcher) stage->mark_watcher->ForceEnd(stage->gate_bubble);
 }
 
 int freeride_gate_open_on_stream(freeride_stage* stage, void* compute_stream) {

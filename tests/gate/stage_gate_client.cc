@@ -25,10 +25,11 @@ int main(int argc, char** argv) {
   if (!stage) return 2;
   void* stream = reinterpret_cast<void*>(0x1000);
   if (argc == 4) {
-    std::printf("end_gated before any begin %d\n", freeride_bubble_end_gated(stage, stream));
+    // The default stream (NULL), as a trainer on torch's default stream passes it.
+    std::printf("end_gated before any begin %d\n", freeride_bubble_end_gated(stage, nullptr));
     for (uint32_t slot = 7; slot <= 9; ++slot) {
-      std::printf("begin_gated %d\n", freeride_bubble_begin_gated(stage, stream, slot, 0, 1000 + slot));
-      if (slot < 9) std::printf("end_gated %d\n", freeride_bubble_end_gated(stage, stream));
+      std::printf("begin_gated %d\n", freeride_bubble_begin_gated(stage, nullptr, slot, 0, 1000 + slot));
+      if (slot < 9) std::printf("end_gated %d\n", freeride_bubble_end_gated(stage, nullptr));
     }
     freeride_stage_close(stage);
     return 0;

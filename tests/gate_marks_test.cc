@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "channel/gate_mark_watcher.h"
@@ -102,12 +103,35 @@ TEST(GateMarks, AForcedEndEndsTheOpenBubbleOnlyOnce) {
   std::vector<GateMark> marks;
   auto emit = [&](const GateMark& m) { marks.push_back(m); };
   EXPECT_EQ(w.See(GateOpenValue(1), 1), "b1/101");
-  w.reader.ForceEnd(2, emit);
-  EXPECT_TRUE(marks.empty()) << "not the open bubble";
   w.reader.ForceEnd(1, emit);
   EXPECT_EQ(Show(marks), "e1");
+  w.reader.ForceEnd(1, emit);
+  EXPECT_EQ(Show(marks), "e1") << "once";
   EXPECT_EQ(w.See(GateOpenValue(1), 1), "") << "the word still shows it open: the close never ran";
+  EXPECT_TRUE(w.reader.Ended(1)) << "so its watcher closes the word";
   EXPECT_EQ(w.See(GateOpenValue(2), 2), "b2/102");
+}
+
+TEST(GateMarks, AnEndForcedBeforeTheOpenWasSeenEndsTheBubbleAtItsBegin) {
+  Watch w;
+  std::vector<GateMark> marks;
+  EXPECT_EQ(w.See(GateClosedValue(0), 1), "");
+  w.reader.ForceEnd(1, [&](const GateMark& m) { marks.push_back(m); });  // the CPU runs ahead
+  EXPECT_TRUE(marks.empty()) << "not begun yet";
+  EXPECT_EQ(w.See(GateOpenValue(1), 1), "b1/101 e1") << "no close will come from the stream";
+  EXPECT_TRUE(w.reader.Ended(1)) << "its watcher closes the word";
+  EXPECT_EQ(w.See(GateOpenValue(2), 2), "b2/102") << "the next bubble as usual";
+  EXPECT_FALSE(w.reader.Ended(2));
+}
+
+TEST(GateMarks, ANewPagesWordZeroImpliesNothingEvenAcrossTheWrap) {
+  const uint32_t last = GateMarkReader::kBubbleMask;
+  Watch w(last - 1);
+  w.records.Put(last, 9);
+  EXPECT_EQ(w.See(GateOpenValue(last), 1), "b2147483647/9");
+  EXPECT_EQ(w.See(GateClosedValue(0), 1), "") << "a restarted daemon's new page";
+  EXPECT_EQ(w.reader.open(), last);
+  EXPECT_EQ(w.See(GateOpenValue(1), 1), "e2147483647 b1/101");
 }
 
 TEST(GateMarks, BubbleNumbersWrapPastZero) {
@@ -119,43 +143,76 @@ TEST(GateMarks, BubbleNumbersWrapPastZero) {
   EXPECT_EQ(w.See(GateOpenValue(1), 1), "e2147483647 b1/101");
 }
 
+// A watcher whose marks the test reads, on a word the test writes as the GPU.
+struct Watched {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<GateMark> marks;
+  std::atomic<uint32_t> word{GateClosedValue(0)};
+  GateMarkWatcher watcher{Env::Default(), 10 * kMicrosecond, 0, [this](const GateMark& m) {
+                            std::lock_guard<std::mutex> lock(mutex);
+                            marks.push_back(m);
+                            changed.notify_all();
+                          }};
+  // Waits for the marks to read `expected`; the bound only ends a broken run.
+  std::string Await(const std::string& expected) {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait_for(lock, std::chrono::seconds(60), [&] { return Show(marks) == expected; });
+    return Show(marks);
+  }
+  // Waits for the word to read `expected`, as for the marks.
+  uint32_t AwaitWord(uint32_t expected) {
+    for (int i = 0; i < 60000 && word.load() != expected; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return word.load();
+  }
+};
+
 // The watcher's thread against a word that, like a GPU's, shows each write
 // some time after the stage enqueued it: it keeps reading while the word is
 // behind, sleeps once it shows the last write, and is woken by the next.
 TEST(GateMarkWatcher, ReadsTheWordWhileItLagsTheWritesAndMarksEachChangeInOrder) {
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::vector<GateMark> marks;
-  GateMarkWatcher watcher(Env::Default(), 10 * kMicrosecond, 0, [&](const GateMark& m) {
-    std::lock_guard<std::mutex> lock(mutex);
-    marks.push_back(m);
-    changed.notify_all();
-  });
-  std::atomic<uint32_t> word{GateClosedValue(0)};
-  // Waits for the marks to read `expected`; the bound only ends a broken run.
-  auto await = [&](const std::string& expected) {
-    std::unique_lock<std::mutex> lock(mutex);
-    changed.wait_for(lock, std::chrono::seconds(60), [&] { return Show(marks) == expected; });
-    return Show(marks);
-  };
-  watcher.Record(1, 4, 0, 77);
-  watcher.Wrote(&word, GateOpenValue(1), 1);      // enqueued; the "GPU" is not there yet
-  watcher.Wrote(&word, GateClosedValue(1), 1);
-  word.store(GateOpenValue(1));                   // the GPU reaches the open
-  EXPECT_EQ(await("b1/4"), "b1/4");
-  word.store(GateClosedValue(1));                 // ... and the close
-  EXPECT_EQ(await("b1/4 e1"), "b1/4 e1");
+  Watched w;
+  w.watcher.Record(1, 4, 0, 77);
+  w.watcher.Wrote(&w.word, GateOpenValue(1), 1);      // enqueued; the "GPU" is not there yet
+  w.watcher.Wrote(&w.word, GateClosedValue(1), 1);
+  w.word.store(GateOpenValue(1));                   // the GPU reaches the open
+  EXPECT_EQ(w.Await("b1/4"), "b1/4");
+  w.word.store(GateClosedValue(1));                 // ... and the close
+  EXPECT_EQ(w.Await("b1/4 e1"), "b1/4 e1");
   // Caught up: the thread sleeps until the next write is enqueued.
-  watcher.Record(2, 5, 0, 78);
-  word.store(GateOpenValue(2));                   // a write that lands at once, like the fake driver's
-  watcher.Wrote(&word, GateOpenValue(2), 2);
-  EXPECT_EQ(await("b1/4 e1 b2/5"), "b1/4 e1 b2/5");
-  watcher.ForceEnd(2);                            // its close could not be enqueued
-  EXPECT_EQ(await("b1/4 e1 b2/5 e2"), "b1/4 e1 b2/5 e2");
-  watcher.Stop();
-  EXPECT_EQ(Show(marks), "b1/4 e1 b2/5 e2");
-  EXPECT_EQ(marks[0].free_memory_bytes, 77u);
-  EXPECT_EQ(watcher.skipped(), 0u);
+  w.watcher.Record(2, 5, 0, 78);
+  w.word.store(GateOpenValue(2));                   // a write that lands at once, like the fake driver's
+  w.watcher.Wrote(&w.word, GateOpenValue(2), 2);
+  EXPECT_EQ(w.Await("b1/4 e1 b2/5"), "b1/4 e1 b2/5");
+  w.watcher.ForceEnd(2);                            // its close could not be enqueued
+  EXPECT_EQ(w.Await("b1/4 e1 b2/5 e2"), "b1/4 e1 b2/5 e2");
+  w.watcher.Stop();
+  EXPECT_EQ(Show(w.marks), "b1/4 e1 b2/5 e2");
+  EXPECT_EQ(w.marks[0].free_memory_bytes, 77u);
+  EXPECT_EQ(w.watcher.skipped(), 0u);
+}
+
+// A bubble whose open lands after its close (the two on unordered streams),
+// or whose close could not be enqueued, would leave the gate open with no
+// bubble marked: the watcher closes the word itself.
+TEST(GateMarkWatcher, ClosesAGateWordLeftOpenByABubbleAlreadyEnded) {
+  Watched w;
+  w.watcher.Record(1, 4, 0, 0);
+  w.watcher.Wrote(&w.word, GateOpenValue(1), 1);
+  w.watcher.Wrote(&w.word, GateClosedValue(1), 1);
+  w.word.store(GateClosedValue(1));  // the close landed first
+  EXPECT_EQ(w.Await("b1/4? e1"), "b1/4? e1");
+  w.word.store(GateOpenValue(1));    // then the open
+  EXPECT_EQ(w.AwaitWord(GateClosedValue(1)), GateClosedValue(1));
+  w.watcher.Record(2, 5, 0, 0);
+  w.watcher.Wrote(&w.word, GateOpenValue(2), 2);
+  w.word.store(GateOpenValue(2));
+  EXPECT_EQ(w.Await("b1/4? e1 b2/5"), "b1/4? e1 b2/5");
+  w.watcher.ForceEnd(2);               // its close could not be enqueued
+  EXPECT_EQ(w.Await("b1/4? e1 b2/5 e2"), "b1/4? e1 b2/5 e2");
+  EXPECT_EQ(w.AwaitWord(GateClosedValue(2)), GateClosedValue(2)) << "the gate closed where the stream could not";
+  w.watcher.Stop();
 }
 
 }  // namespace

@@ -753,7 +753,8 @@ TEST(StageGate, GatedMarksReachTheLaneFromTheGateWordWithTheirSlots) {
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_EQ(r.out, "end_gated before any begin -1\nbegin_gated 0\nend_gated 0\nbegin_gated 0\nend_gated 0\n"
                    "begin_gated 0\n");
-  EXPECT_EQ(page.layout()->word.load(), GateOpenValue(3)) << "the stream opened bubble 3 last";
+  EXPECT_EQ(page.layout()->word.load(), GateClosedValue(3))
+      << "the stream opened bubble 3 last, and the stage's close closed it";
   ASSERT_EQ(segment.layout()->bubble_seq.load(), 6u) << "three bubbles begun and ended";
   int64_t stage_pid = 0;
   for (uint32_t i = 0; i < 3; ++i) {

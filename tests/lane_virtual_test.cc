@@ -37,6 +37,28 @@ TEST(LaneOnVirtualTime, TheArmedTaskUsesTheLongBubblesOfASlotWithShortOnesToo) {
   ExpectLongBubblesUsedAndShortOnesNot(run.events, run.task_ids[0]);
 }
 
+// A slot whose short kind is itself milliseconds long (a last stage's first
+// wait: the drain and the fill, 40 ms, but one time in five the fill alone,
+// 12 ms): the armed task serves its long bubbles well past the first
+// forecast, by the second look a little after the short kind.
+TEST(LaneOnVirtualTime, TheArmedTaskTakesTheSecondLookWhereTheShortKindIsMilliseconds) {
+  std::vector<VirtualBubble> bubbles;
+  for (int i = 0; i < 16 + 100; ++i)
+    bubbles.push_back({0, i % 5 == 2 ? 12 * kMillisecond : 40 * kMillisecond, 5 * kMillisecond});
+  VirtualLaneRun run = RunVirtualLane({{0, {kMillisecond}, kMillisecond}}, bubbles, QuietOptions());
+  int seen = 0, long_ones = 0;
+  Nanos long_harvested = 0;
+  for (const auto& b : run.events.bubbles) {
+    if (b.ended_by != events::BubbleEnd::kMark || ++seen <= 16) continue;
+    if (b.end_ns - b.begin_ns < 30 * kMillisecond) continue;
+    ++long_ones;
+    long_harvested += b.harvested_ns;
+  }
+  ASSERT_GE(long_ones, 60);
+  EXPECT_GE(long_harvested / long_ones, 30 * kMillisecond)
+      << "the first forecast alone serves 12 ms of each 40 ms bubble";
+}
+
 // The armed task takes each bubble by itself while its lane sleeps, but
 // what it leaves is not wasted: it wakes the lane when a task with shorter
 // steps could use the rest, and that task gets it, inside the bubble.

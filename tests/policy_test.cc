@@ -105,6 +105,19 @@ TEST(BubblePredictor, ASlotWhoseShortKindLastsMillisecondsGetsASecondLookSoonAft
   EXPECT_EQ(look.length, 40 * kMillisecond) << "the shortest of the long ones";
 }
 
+TEST(BubblePredictor, TheSecondLookWaitsOutTheShortKindsSpread) {
+  // The short kind varies from 1.0 to 1.225 ms, so a short one may well
+  // outlast a quarter past its longest (1.53 ms); the long kind is 20 ms.
+  // The second look comes twice the spread past the longest short one.
+  BubblePredictor p;
+  for (int i = 0; i < 16; ++i)
+    p.Observe(0, i % 4 == 0 ? (1000 + 75 * (i / 4)) * kMicrosecond : 20 * kMillisecond);
+  SecondLook look = p.SecondLookFor(0);
+  ASSERT_TRUE(look.exists());
+  EXPECT_GE(look.after, (1225 + 2 * 225) * kMicrosecond);
+  EXPECT_LE(look.after, 3 * kMillisecond);
+}
+
 TEST(BubblePredictor, NoSecondLookForOneKindOfBubbleOrTooFewLongOnes) {
   BubblePredictor spread;
   for (int i = 0; i < 16; ++i) spread.Observe(0, (10 + i) * kMillisecond);

@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-#define FREERIDE_ABI_VERSION 2
+#define FREERIDE_ABI_VERSION 3
 
 /* The ABI version this library implements; compare with FREERIDE_ABI_VERSION. */
 int freeride_abi_version(void);

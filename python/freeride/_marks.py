@@ -47,6 +47,7 @@ class BubbleMarks:
         self.enabled = True
         self._memory_margin = memory_margin
         self._free_bytes = None
+        self._gated = False  # a gated mark was made: make no other kind on this stage
         self._device = torch.device(device) if device is not None else None
         self._cuda = self._device is not None and self._device.type == "cuda"
         if self._cuda and self._device.index is None:
@@ -90,6 +91,7 @@ class BubbleMarks:
         if self._cuda:
             compute = torch.cuda.current_stream(self._device).cuda_stream
             if self.stage.begin_gated(compute, slot, 0, self._free_bytes):
+                self._gated = True
                 try:
                     result = wait(*args, **kwargs)
                 except BaseException:
@@ -97,6 +99,10 @@ class BubbleMarks:
                     raise
                 self._end_gated()
                 return result
+            if self._gated:
+                # The gate is gone for now (a daemon restarting): this bubble goes unmarked,
+                # as marks of another kind could overtake the gated ones still pending.
+                return wait(*args, **kwargs)
             gated = self.stage.gate_open_on_stream(compute)
             if self.stage.begin_on_stream(self._mark_point(), slot, 0, self._free_bytes):
                 try:

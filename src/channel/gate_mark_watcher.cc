@@ -2,8 +2,12 @@
 
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <system_error>
+
+#include "gate/gate_page.h"
 
 namespace freeride {
 
@@ -36,12 +40,20 @@ void GateMarkWatcher::Record(uint32_t bubble, uint32_t slot, int64_t predicted_n
   record.bubble.store(bubble, std::memory_order_release);
 }
 
-void GateMarkWatcher::Wrote(const std::atomic<uint32_t>* word, uint32_t value, uint32_t opened) {
+void GateMarkWatcher::Forget(uint32_t bubble) {
+  records_[bubble % kGateMarkRecords].bubble.store(0, std::memory_order_release);
+}
+
+void GateMarkWatcher::Wrote(std::atomic<uint32_t>* word, uint32_t value, uint32_t opened) {
   word_.store(word, std::memory_order_release);
   opened_.store(opened, std::memory_order_release);
   last_written_.store(value, std::memory_order_seq_cst);
   if (!thread_.joinable() && !stop_.load()) {
-    thread_ = std::thread([this] { Run(); });
+    try {
+      thread_ = std::thread([this] { Run(); });
+    } catch (const std::system_error&) {
+      // No thread: no marks (the stage's begin_gated keeps trying).
+    }
     return;
   }
   Wake();
@@ -65,19 +77,26 @@ void GateMarkWatcher::Stop() {
 }
 
 bool GateMarkWatcher::ObserveOnce(uint32_t* seen) {
-  const std::atomic<uint32_t>* word = word_.load(std::memory_order_acquire);
+  std::atomic<uint32_t>* word = word_.load(std::memory_order_acquire);
   if (!word) return false;
   const uint32_t opened = opened_.load(std::memory_order_acquire);
   *seen = word->load(std::memory_order_acquire);
   reader_.Observe(*seen, opened, records_.data(), sink_);
   const uint32_t force = force_end_.exchange(0, std::memory_order_acq_rel);
   if (force != 0) reader_.ForceEnd(force, sink_);
+  // Open for a bubble already ended: no close will come from the stream.
+  if (GateIsOpen(*seen) && reader_.Ended(*seen >> 1)) {
+    uint32_t expected = *seen;
+    if (word->compare_exchange_strong(expected, GateClosedValue(*seen >> 1))) *seen = GateClosedValue(*seen >> 1);
+  }
   return true;
 }
 
 void GateMarkWatcher::Run() {
   // nanosleep's default slack (50 us) would make every poll that long.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  Nanos interval = poll_interval_;
+  uint32_t last_seen = 0;
   for (;;) {
     const bool stopping = stop_.load(std::memory_order_acquire);
     const uint32_t written = last_written_.load(std::memory_order_seq_cst);
@@ -87,9 +106,13 @@ void GateMarkWatcher::Run() {
     // Sleep only once the word as read (and marked) shows the last write:
     // a change after that read is marked at the next.
     if (read && seen != written) {
-      std::this_thread::sleep_for(std::chrono::nanoseconds(poll_interval_));
+      // Back off while the word stays the same, up to 4 times the interval.
+      interval = seen == last_seen ? std::min(2 * interval, 4 * poll_interval_) : poll_interval_;
+      last_seen = seen;
+      std::this_thread::sleep_for(std::chrono::nanoseconds(interval));
       continue;
     }
+    interval = poll_interval_;
     // The word shows the last write enqueued: nothing to see until the next
     // write, forced end or stop, each of which moves `wakes_` after its own
     // change and wakes a sleeper (an event count: a change made after the

@@ -8,9 +8,17 @@
 //
 // While the stage has enqueued gate writes the word does not show yet, the
 // thread reads the word every poll interval (FREERIDE_GATE_MARK_POLL_US,
-// default 20 us, with a timer slack of 1 us); otherwise it sleeps until the
-// next write is enqueued.  A mark is timed when the thread sees the word
-// change, so it is late by up to a poll interval plus the thread's wake-up.
+// default 20 us, with a timer slack of 1 us), backing off to 4 times that
+// while the word stays the same; otherwise it sleeps until the next write is
+// enqueued.  A mark is timed when the thread sees the word change, so it is
+// late by up to the interval plus the thread's wake-up.  The cost is that
+// thread's CPU time: on a loaded 2-core machine, a core's 10-40% while the
+// stage's CPU runs ahead of its GPU.
+//
+// The thread also closes the gate, with a compare-and-swap on the word, where
+// the stream will not: a bubble whose close could not be enqueued
+// (ForceEnd), or whose open landed after its close (the two on unordered
+// streams).
 #pragma once
 #include <array>
 #include <atomic>
@@ -46,7 +54,9 @@ class GateMarkWatcher {
   // Training thread, after a stream write of `value` to `word` (the host
   // address of the lane's gate word, which stays mapped for the process's
   // life) was enqueued; `opened` is the stage's last opened bubble.
-  void Wrote(const std::atomic<uint32_t>* word, uint32_t value, uint32_t opened);
+  void Wrote(std::atomic<uint32_t>* word, uint32_t value, uint32_t opened);
+  // Training thread: the open of `bubble` recorded could not be enqueued.
+  void Forget(uint32_t bubble);
   // Training thread: the close of `bubble` could not be enqueued; the
   // watcher ends it now if it has seen it begin (else the next bubble's
   // begin ends it).
@@ -71,7 +81,7 @@ class GateMarkWatcher {
   Sink sink_;
   GateMarkReader reader_;  // the thread's alone (and Stop's, after the join)
   std::array<GateMarkRecord, kGateMarkRecords> records_{};
-  std::atomic<const std::atomic<uint32_t>*> word_{nullptr};
+  std::atomic<std::atomic<uint32_t>*> word_{nullptr};
   std::atomic<uint32_t> last_written_{0};
   std::atomic<uint32_t> opened_{0};
   std::atomic<uint32_t> force_end_{0};

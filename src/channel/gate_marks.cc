@@ -14,7 +14,8 @@ bool GateMarkReader::Record(uint32_t bubble, const GateMarkRecord* records, Gate
   begin->predicted_ns = record.predicted_ns;
   begin->free_memory_bytes = record.free_memory_bytes;
   // Read again: a training thread a whole ring ahead may have reused it.
-  if (record.bubble.load(std::memory_order_acquire) != bubble) {
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (record.bubble.load(std::memory_order_relaxed) != bubble) {
     ++skipped_;
     return false;
   }

@@ -60,10 +60,20 @@ class GateMarkReader {
   template <typename Emit>
   void Observe(uint32_t word, uint32_t enqueued, const GateMarkRecord* records, Emit&& emit);
 
-  // Ends the open bubble `bubble` now, if it is the one open (the stage could
-  // not enqueue its close).
+  // The stage could not enqueue the close of `bubble`: ends it now if it is
+  // the one open; if the word has not shown it open yet, it is ended as soon
+  // as it begins.
   template <typename Emit>
   void ForceEnd(uint32_t bubble, Emit&& emit);
+
+  // Whether `bubble` has been marked begun and ended, recently (within a
+  // ring's worth of bubbles).  A word showing such a bubble open again is
+  // one whose close will never come (forced) or landed before its open (the
+  // two written on unordered streams): its watcher closes it.
+  bool Ended(uint32_t bubble) const {
+    const uint32_t ago = Distance(bubble & kBubbleMask, next_);
+    return bubble != 0 && bubble != open_ && ago >= 1 && ago <= kGateMarkRecords;
+  }
 
   // The bubble begun and not ended (0: none), and the next to begin.
   uint32_t open() const { return open_; }
@@ -84,6 +94,7 @@ class GateMarkReader {
 
   uint32_t open_ = 0;
   uint32_t next_;
+  uint32_t forced_ = 0;  // ended before its open was seen: ended at its begin
   uint64_t skipped_ = 0;
 };
 
@@ -92,6 +103,7 @@ void GateMarkReader::Observe(uint32_t word, uint32_t enqueued, const GateMarkRec
                              Emit&& emit) {
   const uint32_t bubble = (word >> 1) & kBubbleMask;
   const bool is_open = (word & 1u) != 0;
+  if (bubble == 0) return;  // never a stage's bubble: a new page's word
   const uint32_t first = open_ != 0 ? open_ : next_;
   // The bubbles not marked yet that the stage has opened: first..enqueued.
   if (Distance(first, bubble) >= Distance(first, Next(enqueued & kBubbleMask))) return;
@@ -104,6 +116,7 @@ void GateMarkReader::Observe(uint32_t word, uint32_t enqueued, const GateMarkRec
   }
   for (uint32_t n = 0; next_ != bubble && n < kGateMarkRecords; ++n) {
     GateMark begin{GateMarkKind::kBegin, next_, 0, 0, 0, false};
+    if (next_ == forced_) forced_ = 0;
     if (Record(next_, records, &begin)) {
       emit(begin);
       emit(GateMark{GateMarkKind::kEnd, next_, 0, 0, 0, false});
@@ -115,17 +128,24 @@ void GateMarkReader::Observe(uint32_t word, uint32_t enqueued, const GateMarkRec
   next_ = Next(bubble);
   if (!Record(bubble, records, &begin)) return;
   emit(begin);
-  if (is_open)
+  if (is_open && bubble != forced_) {
     open_ = bubble;
-  else
+  } else {
     emit(GateMark{GateMarkKind::kEnd, bubble, 0, 0, 0, false});
+    if (bubble == forced_) forced_ = 0;
+  }
 }
 
 template <typename Emit>
 void GateMarkReader::ForceEnd(uint32_t bubble, Emit&& emit) {
-  if (open_ == 0 || open_ != (bubble & kBubbleMask)) return;
-  emit(GateMark{GateMarkKind::kEnd, open_, 0, 0, 0, true});
-  open_ = 0;
+  bubble &= kBubbleMask;
+  if (bubble == 0) return;
+  if (open_ == bubble) {
+    emit(GateMark{GateMarkKind::kEnd, open_, 0, 0, 0, true});
+    open_ = 0;
+  } else if (Distance(next_, bubble) < kGateMarkRecords) {
+    forced_ = bubble;  // not seen open yet
+  }
 }
 
 }  // namespace freeride

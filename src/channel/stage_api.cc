@@ -44,6 +44,7 @@ freeride_stage* freeride::OpenStage(int lane, const char* socket_path, Env* env)
   auto* stage = new (std::nothrow) freeride_stage();
   if (!stage) return nullptr;
   stage->env = env;
+  stage->owner_pid = getpid();
   try {
     std::string socket = socket_path && *socket_path ? socket_path : freeride::DefaultSocketPath();
     stage->segment_path = freeride::LaneSegmentPath(socket, lane);
@@ -90,8 +91,21 @@ void freeride_bubble_end(freeride_stage* stage) {
 
 void freeride_stage_close(freeride_stage* stage) {
   if (!stage) return;
-  // Its last marks first: it writes them with the calls above.
-  if (stage->mark_watcher) stage->mark_watcher->Stop();
+  if (stage->owner_pid != getpid()) {
+    // A forked child's copy: the watcher's thread is its parent's, and so
+    // is the lane; leave both alone (the watcher's memory is not freed).
+    (void)stage->mark_watcher.release();
+    delete stage;
+    return;
+  }
+  if (stage->mark_watcher) {
+    // Its last marks first: it writes them with the calls above.
+    stage->mark_watcher->Stop();
+    // The stream was synchronised (the contract), so a gate still open is
+    // one no close will come for: side work must not run past the stage.
+    if (stage->gate_state == 1 && stage->gate_page.is_open())
+      stage->gate_page.CloseEarly(stage->gate_bubble);
+  }
   {
     std::lock_guard<std::mutex> lock(stage->marks_mutex);
     if (stage->segment.is_open()) {

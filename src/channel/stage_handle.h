@@ -59,6 +59,9 @@ struct freeride_stage {
   // Marks read from the gate word (freeride_bubble_begin_gated), made at the
   // first gated mark; FREERIDE_GATE_MARKS=0 turns them off.
   std::unique_ptr<freeride::GateMarkWatcher> mark_watcher;
+  // The process that opened the stage: a child forked from it has no
+  // watcher thread and is not the stage (its gated calls do nothing).
+  int64_t owner_pid = 0;
   // Held while a mark is written to the lane segment: the marks are not
   // atomic with each other, and besides the training thread, host functions
   // and the gate marks' watcher write them.

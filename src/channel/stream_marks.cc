@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <new>
 #include <string>
 
 #include "channel/stage_handle.h"
@@ -130,14 +131,14 @@ bool GateMarksWanted() {
 
 freeride::GateMarkWatcher* Watcher(freeride_stage* stage) {
   if (!stage->mark_watcher) {
-    stage->mark_watcher = std::make_unique<freeride::GateMarkWatcher>(
+    stage->mark_watcher = std::unique_ptr<freeride::GateMarkWatcher>(new (std::nothrow) freeride::GateMarkWatcher(
         stage->env, freeride::GateMarkWatcher::PollIntervalFromEnvironment(), stage->gate_bubble,
         [stage](const freeride::GateMark& mark) {
           if (mark.kind == freeride::GateMarkKind::kBegin)
             freeride_bubble_begin(stage, mark.slot, mark.predicted_ns, mark.free_memory_bytes);
           else
             freeride_bubble_end(stage);
-        });
+        }));
   }
   return stage->mark_watcher.get();
 }
@@ -157,18 +158,22 @@ int freeride_bubble_end_on_stream(freeride_stage* stage, void* cuda_stream) {
 
 int freeride_bubble_begin_gated(freeride_stage* stage, void* compute_stream, uint32_t slot,
                                 int64_t predicted_ns, uint64_t free_memory_bytes) {
-  if (!stage || !GateMarksWanted() || !GateReady(stage)) return -1;
+  if (!stage || stage->owner_pid != getpid() || !GateMarksWanted() || !GateReady(stage)) return -1;
   freeride::GateMarkWatcher* watcher = Watcher(stage);
+  if (!watcher) return -1;
   const uint32_t bubble = freeride::GateMarkReader::Next(stage->gate_bubble);
   watcher->Record(bubble, slot, predicted_ns, free_memory_bytes);
   uint32_t value = 0;
-  if (WriteGate(stage, compute_stream, true, &value) != 0) return -1;
+  if (WriteGate(stage, compute_stream, true, &value) != 0) {
+    watcher->Forget(bubble);  // its number is used up: the watcher skips it
+    return -1;
+  }
   watcher->Wrote(&stage->gate_page.layout()->word, value, stage->gate_bubble);
   return 0;
 }
 
 int freeride_bubble_end_gated(freeride_stage* stage, void* compute_stream) {
-  if (!stage || !stage->mark_watcher) return -1;
+  if (!stage || !stage->mark_watcher || stage->owner_pid != getpid()) return -1;
   uint32_t value = 0;
   if (WriteGate(stage, compute_stream, false, &value) != 0) {
     stage->mark_watcher->ForceEnd(stage->gate_bubble);
@@ -179,7 +184,8 @@ int freeride_bubble_end_gated(freeride_stage* stage, void* compute_stream) {
 }
 
 void freeride_bubble_end_gated_on_host(freeride_stage* stage) {
-  if (stage && stage->mark_watcher) stage->mark_watcher->ForceEnd(stage->gate_bubble);
+  if (stage && stage->mark_watcher && stage->owner_pid == getpid())
+    stage->mark_watcher->ForceEnd(stage->gate_bubble);
 }
 
 int freeride_gate_open_on_stream(freeride_stage* stage, void* compute_stream) {

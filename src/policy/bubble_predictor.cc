@@ -44,18 +44,21 @@ SecondLook BubblePredictor::ComputeSecondLook(size_t index) const {
   // the window, (min_gain - 1) times the first forecast's usable time.
   SecondLook best;
   double best_value = (config_.second_look_min_gain - 1.0) * static_cast<double>(first);
-  for (int shorter = 1; n - shorter >= min_long; ++shorter) {
+  // At least two of the short kind, so that its spread is seen.
+  for (int shorter = 2; n - shorter >= min_long; ++shorter) {
     const Nanos short_end = sorted[shorter - 1], long_start = sorted[shorter];
     if (long_start <= short_end) continue;
     // Late enough that a short bubble a little longer than any seen is over
-    // (a quarter longer, at least 100 us more: bubbles of microseconds vary
-    // by their size again, ones of milliseconds by a few percent), early
-    // enough to be well before the long ones end.  A multiple of the short
-    // kind would waste most of a long bubble whose short kind is itself
-    // milliseconds long, e.g. a last stage's wait that is, one iteration in
-    // a few, the pipeline's fill alone.
-    const Nanos after = std::min(short_end + std::max(short_end / 4, 100 * kMicrosecond),
-                                 short_end + (long_start - short_end) / 2);
+    // (a quarter longer, twice the short kind's spread past its longest, at
+    // least 100 us more: bubbles of microseconds vary by their size again,
+    // ones of milliseconds by a few percent), early enough to be well before
+    // the long ones end.  A multiple of the short kind would waste most of a
+    // long bubble whose short kind is itself milliseconds long, e.g. a last
+    // stage's wait that is, one iteration in a few, the pipeline's fill
+    // alone.
+    const Nanos margin =
+        std::max({short_end / 4, 2 * (short_end - sorted[0]), 100 * kMicrosecond});
+    const Nanos after = std::min(short_end + margin, short_end + (long_start - short_end) / 2);
     // The shortest of the longer ones, not a quantile: a short bubble taken
     // for a long one costs a whole step of overrun, not a little of one.
     const int longer = n - shorter;

@@ -27,9 +27,9 @@ struct BubblePredictorConfig {
   // A second look forecasts the shortest of the window's longer bubbles; it
   // needs at least this many of them...
   int second_look_min_samples = 3;
-  // ...and, added to the first forecast (which serves every bubble to its
-  // end), must promise this many times the first forecast's usable time, on
-  // average over the window.
+  // ...and, added to the first forecast (which serves every bubble up to
+  // it), must promise this many times the first forecast's usable time, on
+  // average over the window.  The short kind needs two bubbles at least.
   double second_look_min_gain = 1.5;
 };
 

@@ -144,16 +144,22 @@ TEST(GateMarks, BubbleNumbersWrapPastZero) {
 }
 
 // A watcher whose marks the test reads, on a word the test writes as the GPU.
+// Asleep it waits for a wake-up only (with `sleep_limit` -1), so a lost one
+// hangs it and fails the test's bounded waits.
 struct Watched {
+  explicit Watched(Nanos sleep_limit = -1) : sleep_limit(sleep_limit) {}
+  const Nanos sleep_limit;
   std::mutex mutex;
   std::condition_variable changed;
   std::vector<GateMark> marks;
   std::atomic<uint32_t> word{GateClosedValue(0)};
-  GateMarkWatcher watcher{Env::Default(), 10 * kMicrosecond, 0, [this](const GateMark& m) {
+  GateMarkWatcher watcher{Env::Default(), 10 * kMicrosecond, 0,
+                          [this](const GateMark& m) {
                             std::lock_guard<std::mutex> lock(mutex);
                             marks.push_back(m);
                             changed.notify_all();
-                          }};
+                          },
+                          sleep_limit};
   // Waits for the marks to read `expected`; the bound only ends a broken run.
   std::string Await(const std::string& expected) {
     std::unique_lock<std::mutex> lock(mutex);
@@ -197,7 +203,7 @@ TEST(GateMarkWatcher, ReadsTheWordWhileItLagsTheWritesAndMarksEachChangeInOrder)
 // or whose close could not be enqueued, would leave the gate open with no
 // bubble marked: the watcher closes the word itself.
 TEST(GateMarkWatcher, ClosesAGateWordLeftOpenByABubbleAlreadyEnded) {
-  Watched w;
+  Watched w(/*sleep_limit=*/kMillisecond);  // the late open comes with no write to wake it
   w.watcher.Record(1, 4, 0, 0);
   w.watcher.Wrote(&w.word, GateOpenValue(1), 1);
   w.watcher.Wrote(&w.word, GateClosedValue(1), 1);

@@ -40,7 +40,9 @@ int freeride_stage_attached(const freeride_stage* stage);
  * learn it per slot).  free_memory_bytes: device memory the side tasks may use
  * now (UINT64_MAX: unknown).  No allocation; waits only for a mark of the
  * same stage written at that moment by another of its threads (a stream
- * mark's host function, the gated marks' thread), a few microseconds. */
+ * mark's host function, the gated marks' thread), usually microseconds (a
+ * mark that finds the lane's segment gone maps it again, at most once a
+ * second). */
 void freeride_bubble_begin(freeride_stage* stage, uint32_t slot, int64_t predicted_ns,
                            uint64_t free_memory_bytes);
 
@@ -83,19 +85,25 @@ int freeride_gate_close_on_stream(freeride_stage* stage, void* compute_stream);
  * function and no wait, so a trainer that synchronises its device does not
  * wait for marks either.  A thread of libfreeride in this process reads the
  * gate word and writes the marks (with `slot`, `predicted_ns` and
- * `free_memory_bytes`, as freeride_bubble_begin) when it sees it change,
- * up to a poll interval late (FREERIDE_GATE_MARK_POLL_US, default 20).
+ * `free_memory_bytes`, as freeride_bubble_begin) when it sees it change, up
+ * to a poll interval late (FREERIDE_GATE_MARK_POLL_US, default 20, backing
+ * off to 4 times that while the word stays the same).  A NULL stream is the
+ * legacy default stream, as in CUDA.
+ *
  * begin returns 0 when enqueued; -1 when there is no gate (no daemon, a CPU
  * lane, no stream memory operations, or FREERIDE_GATE_MARKS=0): then mark
- * with the _on_stream calls above, or at once.  A NULL stream is the legacy
- * default stream, as in CUDA.  end returns 0 when enqueued; -1 when the close
- * could not be enqueued (the bubble is then ended from the host at once,
- * and the daemon closes the gate of a stage gone silent) or no gated mark
- * was made.  end_gated_on_host ends the open gated bubble from the host at
- * once, with no stream write: for a context too broken to name a stream.  Call both from the training
- * thread, with a CUDA context current; once a mark was gated, keep making
- * this stage's marks with these two calls (while the gate lasts), as the
- * thread keeps its own count of the gate's bubbles. */
+ * with the _on_stream calls above, or at once.  end returns 0 when enqueued;
+ * -1 when the close could not be enqueued (the bubble is then ended from the
+ * host) or no gated mark was made yet.  end_gated_on_host ends the open
+ * gated bubble from the host, with no stream write: for a context too
+ * broken to name a stream.  A bubble ended from the host is ended as soon as
+ * the thread sees it begin (at once if it has), and the thread closes its
+ * gate (a compare-and-swap on the word) once the word shows it open.
+ *
+ * Call both from the training thread, with a CUDA context current; once a
+ * mark was gated, make this stage's marks with these calls only (the thread
+ * keeps its own count of the gate's bubbles).  A forked child's calls do
+ * nothing (-1): the thread and the lane are its parent's. */
 int freeride_bubble_begin_gated(freeride_stage* stage, void* compute_stream, uint32_t slot,
                                 int64_t predicted_ns, uint64_t free_memory_bytes);
 int freeride_bubble_end_gated(freeride_stage* stage, void* compute_stream);

@@ -15,8 +15,13 @@ namespace {
 constexpr Nanos kDefaultPollInterval = 20 * kMicrosecond;
 }  // namespace
 
-GateMarkWatcher::GateMarkWatcher(Env* env, Nanos poll_interval, uint32_t last_opened, Sink sink)
-    : env_(env), poll_interval_(poll_interval), sink_(std::move(sink)), reader_(last_opened) {}
+GateMarkWatcher::GateMarkWatcher(Env* env, Nanos poll_interval, uint32_t last_opened, Sink sink,
+                                 Nanos sleep_limit)
+    : env_(env),
+      poll_interval_(poll_interval),
+      sleep_limit_(sleep_limit),
+      sink_(std::move(sink)),
+      reader_(last_opened) {}
 
 GateMarkWatcher::~GateMarkWatcher() { Stop(); }
 
@@ -121,7 +126,7 @@ void GateMarkWatcher::Run() {
     const uint32_t wakes = wakes_.load(std::memory_order_seq_cst);
     if (last_written_.load(std::memory_order_seq_cst) == written && !stop_.load() &&
         force_end_.load(std::memory_order_seq_cst) == 0)
-      env_->Wait(&wakes_, wakes, kSecond);
+      env_->Wait(&wakes_, wakes, sleep_limit_);
     sleeping_.store(false, std::memory_order_relaxed);
   }
 }

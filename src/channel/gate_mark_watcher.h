@@ -39,8 +39,12 @@ class GateMarkWatcher {
 
   // `last_opened`: the stage's last bubble number opened before this
   // watcher (0: none).  `env` and the sink outlive the watcher.  The thread
-  // starts at the first Wrote.
-  GateMarkWatcher(Env* env, Nanos poll_interval, uint32_t last_opened, Sink sink);
+  // starts at the first Wrote.  Asleep, it looks at the word again at least
+  // every `sleep_limit` (negative: only when woken), for a word changed by
+  // someone other than the stage's stream (a daemon closing a silent
+  // stage's gate, an open that landed after its close).
+  GateMarkWatcher(Env* env, Nanos poll_interval, uint32_t last_opened, Sink sink,
+                  Nanos sleep_limit = kSecond);
   // Stop().
   ~GateMarkWatcher();
 
@@ -78,6 +82,7 @@ class GateMarkWatcher {
 
   Env* const env_;
   const Nanos poll_interval_;
+  const Nanos sleep_limit_;
   Sink sink_;
   GateMarkReader reader_;  // the thread's alone (and Stop's, after the join)
   std::array<GateMarkRecord, kGateMarkRecords> records_{};

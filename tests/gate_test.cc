@@ -772,5 +772,36 @@ TEST(StageGate, GatedMarksReachTheLaneFromTheGateWordWithTheirSlots) {
   unlink((LaneSegmentPath(socket, lane) + "-gate").c_str());
 }
 
+// A gated bubble whose close cannot be enqueued (a broken context) is ended
+// from the host and its gate closed by the stage's thread, not left open for
+// side work; a child forked from the stage closes its copy of the handle
+// without touching its parent's thread or lane, whose marks go on.
+TEST(StageGate, AGatedBubbleWhoseCloseFailsIsEndedAndItsGateClosedAndAForkedChildLeavesTheLaneAlone) {
+  TempDir dir;
+  const std::string socket = dir.path() + "/d.sock";
+  const int lane = 1;
+  LaneSegment segment;
+  GatePage page;
+  std::string error;
+  ASSERT_TRUE(segment.CreateOrOpen(LaneSegmentPath(socket, lane), lane, &error)) << error;
+  ASSERT_TRUE(page.CreateOrOpen(LaneSegmentPath(socket, lane) + "-gate", lane, &error)) << error;
+  ShellResult r = RunShell("env -u FREERIDE_DISABLE LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " " STAGE_GATE_CLIENT_BIN " " +
+                               socket + " " + std::to_string(lane) + " failing-close",
+                           dir.path());
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "begin_gated 0\nend_gated -1\ngate closed 1\nchild 0\nbegin_gated 0\nend_gated 0\n") << r.err;
+  EXPECT_EQ(page.layout()->word.load(), GateClosedValue(2)) << "no gate left open";
+  ASSERT_EQ(segment.layout()->bubble_seq.load(), 4u) << "two bubbles begun and ended, none by the child";
+  BubbleMark first, second;
+  ASSERT_TRUE(segment.ClosedBubbleMark(1, &first));
+  ASSERT_TRUE(segment.ClosedBubbleMark(3, &second));
+  EXPECT_EQ(first.slot, 5u);
+  EXPECT_EQ(second.slot, 8u) << "the child's bubble (slot 6) was never marked";
+  EXPECT_EQ(first.stage_pid, second.stage_pid) << "the child did not detach the parent's stage";
+  EXPECT_GT(second.stage_pid, 0);
+  unlink(LaneSegmentPath(socket, lane).c_str());
+  unlink((LaneSegmentPath(socket, lane) + "-gate").c_str());
+}
+
 }  // namespace
 }  // namespace freeride::gate

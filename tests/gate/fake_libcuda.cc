@@ -11,6 +11,7 @@ namespace {
 std::string g_log;
 unsigned g_capturing_stream = 0;  // the stream (by value) that reads as capturing
 int g_register_result = 0;
+int g_write_result = 0;
 void Log(const std::string& line) { g_log += line + "\n"; }
 std::string Hex(const void* p) {
   char b[32];
@@ -27,6 +28,8 @@ using CuDevicePtr = unsigned long long;
 const char* fake_cuda_log() { return g_log.c_str(); }
 void fake_cuda_set_capturing(unsigned stream) { g_capturing_stream = stream; }
 void fake_cuda_set_register_result(int r) { g_register_result = r; }
+// A stream write that fails (a broken context) stores nothing.
+void fake_cuda_set_write_result(int r) { g_write_result = r; }
 
 CuResult cuStreamWaitValue32_v2(CuStream s, CuDevicePtr addr, uint32_t value, unsigned flags) {
   Log("wait " + Hex(s) + " value " + std::to_string(value) + " flags " + std::to_string(flags) +
@@ -37,6 +40,7 @@ CuResult cuStreamWaitValue32_v2(CuStream s, CuDevicePtr addr, uint32_t value, un
 // where the daemon and the tasks read the word.
 CuResult cuStreamWriteValue32_v2(CuStream s, CuDevicePtr addr, uint32_t value, unsigned flags) {
   Log("write " + Hex(s) + " value " + std::to_string(value) + " flags " + std::to_string(flags));
+  if (g_write_result != 0) return g_write_result;
   *reinterpret_cast<volatile uint32_t*>(addr) = value;
   return 0;
 }

@@ -5,7 +5,10 @@
 // page names as its stage.  The test made the lane's gate page, as a daemon
 // does.  With a third argument "gated", it marks three bubbles (slots 7, 8
 // and 9, the last left open) with the gated marks instead, and closes the
-// stage.
+// stage; with "failing-close", a gated bubble whose close fails, a fork
+// whose child closes its copy of the stage, and one more bubble.
+#include <dlfcn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,12 +21,43 @@
 
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) {
-    std::printf("usage: stage_gate_client SOCKET LANE [gated]\n");
+    std::printf("usage: stage_gate_client SOCKET LANE [gated|failing-close]\n");
     return 2;
   }
   freeride_stage* stage = freeride_stage_open(std::atoi(argv[2]), argv[1]);
   if (!stage) return 2;
   void* stream = reinterpret_cast<void*>(0x1000);
+  if (argc == 4 && std::string(argv[3]) == "failing-close") {
+    // A bubble whose close cannot be enqueued (the context broke), then a
+    // fork: the child's handle must leave the parent's thread and lane alone.
+    void* cuda = dlopen("libcuda.so.1", RTLD_NOW);
+    auto set_write = cuda ? reinterpret_cast<void (*)(int)>(dlsym(cuda, "fake_cuda_set_write_result")) : nullptr;
+    if (!set_write) return 2;
+    std::printf("begin_gated %d\n", freeride_bubble_begin_gated(stage, nullptr, 5, 0, 1005));
+    set_write(700);  // cudaErrorIllegalAddress's driver code
+    std::printf("end_gated %d\n", freeride_bubble_end_gated(stage, nullptr));
+    set_write(0);
+    // The stage's thread closes the gate the stream could not (a bound only
+    // for a broken run).
+    freeride::GatePage gate;
+    std::string gate_error;
+    if (!gate.Open(freeride::LaneSegmentPath(argv[1], std::atoi(argv[2])) + "-gate", &gate_error)) return 2;
+    for (int i = 0; i < 60000 && gate.layout()->word.load() != freeride::GateClosedValue(1); ++i) usleep(1000);
+    std::printf("gate closed %d\n", gate.layout()->word.load() == freeride::GateClosedValue(1));
+    pid_t child = fork();
+    if (child == 0) {
+      int begin = freeride_bubble_begin_gated(stage, nullptr, 6, 0, 1006);
+      freeride_stage_close(stage);
+      _exit(begin == -1 ? 0 : 3);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    std::printf("child %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status));
+    std::printf("begin_gated %d\n", freeride_bubble_begin_gated(stage, nullptr, 8, 0, 1008));
+    std::printf("end_gated %d\n", freeride_bubble_end_gated(stage, nullptr));
+    freeride_stage_close(stage);
+    return 0;
+  }
   if (argc == 4) {
     // The default stream (NULL), as a trainer on torch's default stream passes it.
     std::printf("end_gated before any begin %d\n", freeride_bubble_end_gated(stage, nullptr));

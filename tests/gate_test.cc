@@ -693,18 +693,39 @@ TEST_F(InterposerTest, AFailedRegistrationRefusesTheProgramsWork) {
 // driver (whose stream write stores the value at once): each bubble's open
 // and close carry its own number, and the page names the stage's process, so
 // that the daemon leaves the word to it.
-TEST(StageGate, EachBubbleIsOpenedAndClosedOnTheStreamWithItsOwnNumber) {
+// A lane as the daemon makes it for the stage's side (its segment, and its
+// gate page unless a test leaves it out), and the stage client run on it
+// against the fake driver.
+struct StageLane {
+  explicit StageLane(int lane) : lane(lane) {
+    std::string error;
+    EXPECT_TRUE(segment.CreateOrOpen(LaneSegmentPath(socket, lane), lane, &error)) << error;
+  }
+  ~StageLane() {
+    unlink(LaneSegmentPath(socket, lane).c_str());
+    unlink((LaneSegmentPath(socket, lane) + "-gate").c_str());
+  }
+  void MakeGatePage() {
+    std::string error;
+    EXPECT_TRUE(page.CreateOrOpen(LaneSegmentPath(socket, lane) + "-gate", lane, &error)) << error;
+  }
+  // Runs the client in `mode` ("" for the gate alone) with `env` (VAR=value ...).
+  ShellResult RunClient(const std::string& mode, const std::string& env = "") {
+    return RunShell("env -u FREERIDE_DISABLE LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " " + env + " " +
+                        STAGE_GATE_CLIENT_BIN + " " + socket + " " + std::to_string(lane) + " " + mode,
+                    dir.path());
+  }
   TempDir dir;
   const std::string socket = dir.path() + "/d.sock";
-  const int lane = 3;
+  const int lane;
   LaneSegment segment;
   GatePage page;
-  std::string error;
-  ASSERT_TRUE(segment.CreateOrOpen(LaneSegmentPath(socket, lane), lane, &error)) << error;
-  ASSERT_TRUE(page.CreateOrOpen(LaneSegmentPath(socket, lane) + "-gate", lane, &error)) << error;
-  ShellResult r = RunShell("env -u FREERIDE_DISABLE LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " " STAGE_GATE_CLIENT_BIN " " +
-                               socket + " " + std::to_string(lane),
-                           dir.path());
+};
+
+TEST(StageGate, EachBubbleIsOpenedAndClosedOnTheStreamWithItsOwnNumber) {
+  StageLane lane(3);
+  lane.MakeGatePage();
+  ShellResult r = lane.RunClient("");
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   const std::string expected =
       "open_on_stream 0 word " + std::to_string(GateOpenValue(1)) + "\n" +
@@ -714,8 +735,6 @@ TEST(StageGate, EachBubbleIsOpenedAndClosedOnTheStreamWithItsOwnNumber) {
       "stage_pid matches 1\n" +
       "open_on_stream without a stage -1 word " + std::to_string(GateClosedValue(2)) + "\n";
   EXPECT_EQ(r.out, expected) << r.err;
-  unlink(LaneSegmentPath(socket, lane).c_str());
-  unlink((LaneSegmentPath(socket, lane) + "-gate").c_str());
 }
 
 // The gated marks: the stage's stream writes the gate word and nothing else;
@@ -725,31 +744,25 @@ TEST(StageGate, EachBubbleIsOpenedAndClosedOnTheStreamWithItsOwnNumber) {
 // the last word: the marks are the same either way (the bubbles it did not
 // see open have length 0), and the stage's close ends the open one.
 TEST(StageGate, GatedMarksReachTheLaneFromTheGateWordWithTheirSlots) {
-  TempDir dir;
-  const std::string socket = dir.path() + "/d.sock";
-  const int lane = 2;
-  LaneSegment segment;
-  GatePage page;
-  std::string error;
-  ASSERT_TRUE(segment.CreateOrOpen(LaneSegmentPath(socket, lane), lane, &error)) << error;
-  const std::string client = "env -u FREERIDE_DISABLE LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " ";
-  const std::string args = std::string(" ") + STAGE_GATE_CLIENT_BIN + " " + socket + " " + std::to_string(lane) + " gated";
+  StageLane lane(2);
+  LaneSegment& segment = lane.segment;
+  GatePage& page = lane.page;
 
   // No gate page (a CPU lane, or a daemon without the gate): nothing gated,
   // the caller is told to mark otherwise.
-  ShellResult none = RunShell(client + args, dir.path());
+  ShellResult none = lane.RunClient("gated");
   ASSERT_EQ(none.status, 0) << none.out << none.err;
   EXPECT_EQ(none.out, "end_gated before any begin -1\nbegin_gated -1\nend_gated -1\nbegin_gated -1\nend_gated -1\n"
                       "begin_gated -1\n");
   EXPECT_EQ(segment.layout()->bubble_seq.load(), 0u) << "no marks";
 
-  ASSERT_TRUE(page.CreateOrOpen(LaneSegmentPath(socket, lane) + "-gate", lane, &error)) << error;
-  ShellResult off = RunShell(client + "FREERIDE_GATE_MARKS=0" + args, dir.path());
+  lane.MakeGatePage();
+  ShellResult off = lane.RunClient("gated", "FREERIDE_GATE_MARKS=0");
   ASSERT_EQ(off.status, 0) << off.out << off.err;
   EXPECT_EQ(off.out, none.out) << "FREERIDE_GATE_MARKS=0 turns them off";
   EXPECT_EQ(page.layout()->word.load(), 0u);
 
-  ShellResult r = RunShell(client + args, dir.path());
+  ShellResult r = lane.RunClient("gated");
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_EQ(r.out, "end_gated before any begin -1\nbegin_gated 0\nend_gated 0\nbegin_gated 0\nend_gated 0\n"
                    "begin_gated 0\n");
@@ -768,8 +781,6 @@ TEST(StageGate, GatedMarksReachTheLaneFromTheGateWordWithTheirSlots) {
   }
   EXPECT_GT(stage_pid, 0);
   EXPECT_NE(stage_pid, static_cast<int64_t>(getpid()));
-  unlink(LaneSegmentPath(socket, lane).c_str());
-  unlink((LaneSegmentPath(socket, lane) + "-gate").c_str());
 }
 
 // A gated bubble whose close cannot be enqueued (a broken context) is ended
@@ -777,20 +788,13 @@ TEST(StageGate, GatedMarksReachTheLaneFromTheGateWordWithTheirSlots) {
 // side work; a child forked from the stage closes its copy of the handle
 // without touching its parent's thread or lane, whose marks go on.
 TEST(StageGate, AGatedBubbleWhoseCloseFailsIsEndedAndItsGateClosedAndAForkedChildLeavesTheLaneAlone) {
-  TempDir dir;
-  const std::string socket = dir.path() + "/d.sock";
-  const int lane = 1;
-  LaneSegment segment;
-  GatePage page;
-  std::string error;
-  ASSERT_TRUE(segment.CreateOrOpen(LaneSegmentPath(socket, lane), lane, &error)) << error;
-  ASSERT_TRUE(page.CreateOrOpen(LaneSegmentPath(socket, lane) + "-gate", lane, &error)) << error;
-  ShellResult r = RunShell("env -u FREERIDE_DISABLE LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " " STAGE_GATE_CLIENT_BIN " " +
-                               socket + " " + std::to_string(lane) + " failing-close",
-                           dir.path());
+  StageLane lane(1);
+  lane.MakeGatePage();
+  LaneSegment& segment = lane.segment;
+  ShellResult r = lane.RunClient("failing-close");
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_EQ(r.out, "begin_gated 0\nend_gated -1\ngate closed 1\nchild 0\nbegin_gated 0\nend_gated 0\n") << r.err;
-  EXPECT_EQ(page.layout()->word.load(), GateClosedValue(2)) << "no gate left open";
+  EXPECT_EQ(lane.page.layout()->word.load(), GateClosedValue(2)) << "no gate left open";
   ASSERT_EQ(segment.layout()->bubble_seq.load(), 4u) << "two bubbles begun and ended, none by the child";
   BubbleMark first, second;
   ASSERT_TRUE(segment.ClosedBubbleMark(1, &first));
@@ -799,8 +803,6 @@ TEST(StageGate, AGatedBubbleWhoseCloseFailsIsEndedAndItsGateClosedAndAForkedChil
   EXPECT_EQ(second.slot, 8u) << "the child's bubble (slot 6) was never marked";
   EXPECT_EQ(first.stage_pid, second.stage_pid) << "the child did not detach the parent's stage";
   EXPECT_GT(second.stage_pid, 0);
-  unlink(LaneSegmentPath(socket, lane).c_str());
-  unlink((LaneSegmentPath(socket, lane) + "-gate").c_str());
 }
 
 }  // namespace

@@ -338,27 +338,6 @@ TEST(PieceAdmission, AnOpenBubbleWhoseDeadlineIsNotPublishedYetIsJudgedByItsFore
   EXPECT_EQ(JudgePiece(view, 1200, 0, 100), PieceVerdict::kWaitForBubble);
 }
 
-// An iteration's first bubble: published with its window opening just after
-// its forecast begin, so nothing waits behind the shut gate for it, but an
-// open gate is judged by the forecast before the daemon's deadline comes.
-TEST(PieceAdmission, AnIterationsFirstBubbleQueuesNothingAheadButIsJudgedByItsForecastOnceOpen) {
-  GateView view;
-  view.word = GateClosedValue(4);
-  view.ahead_bubble = 5;
-  view.ahead_begin_ns = 1000;
-  view.ahead_from_ns = 1001;  // no lead
-  view.ahead_until_ns = 1500;
-  for (int64_t now : {900, 1000, 1001, 1200})
-    EXPECT_EQ(JudgePiece(view, now, 0, 100), PieceVerdict::kWaitForBubble) << "shut at " << now;
-  EXPECT_EQ(ShutPollNs(view, 990, 50'000), 1'000) << "looks again just after the forecast begin (1 us at least)";
-  view.word = GateOpenValue(5);
-  view.admit_bubble = 4;  // the daemon has not seen it begin yet
-  EXPECT_EQ(JudgePiece(view, 1001, 399, 100), PieceVerdict::kQueue) << "ends at 1500";
-  EXPECT_EQ(JudgePiece(view, 1001, 400, 100), PieceVerdict::kWaitForQueue);
-  EXPECT_EQ(JudgePiece(view, 990, 0, 1), PieceVerdict::kWaitForQueue)
-      << "open before its forecast begin: the forecast was wrong; wait for the daemon";
-}
-
 TEST(PieceAdmission, AShutGateIsLookedAtAgainWhenTheNextBubblesLeadBegins) {
   GateView view;
   view.word = GateClosedValue(4);

@@ -16,12 +16,8 @@
 // also forecasts the next bubble, its begin and its deadline
 // (policy/next_bubble.h), and a piece that fits it is queued a short lead
 // before the forecast begin: its wait is left pending for about that lead,
-// and the GPU starts it when the stage's stream opens the gate.  An
-// iteration's first bubble is published with its window opening just after
-// its forecast begin (no lead: a trainer may pause between iterations), so
-// nothing waits for it behind the shut gate, but a gate open after its
-// forecast begin is judged by the forecast before the daemon's deadline
-// comes.  Pure; no clock.
+// and the GPU starts it when the stage's stream opens the gate.  Pure; no
+// clock.
 #pragma once
 #include <algorithm>
 #include <cstdint>

@@ -382,6 +382,24 @@ TEST_F(LaunchGateTest, APieceIsHeldOnTheHostWhileTheGateIsShutAndQueuedOnceItOpe
   EXPECT_EQ(gate.counters().waits, 1u);
 }
 
+// A deadline caught mid-write (the daemon republishes it when a bubble
+// outlasts its slot's second look) is read again, not replaced by the
+// bubble's forecast, which still says the first forecast's deadline.
+TEST_F(LaunchGateTest, ADeadlineBeingWrittenIsReadAgainNotReplacedByTheForecast) {
+  LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
+  layout().word.store(GateOpenValue(2));
+  layout().admit_bubble.store(kAdmissionBeingWritten);
+  PublishAheadAdmission(&layout(), {2, FakeClock::now - 1'000'000, FakeClock::now - 500'000,
+                                    FakeClock::now + 50'000'000});  // the forecast would admit it
+  const int64_t written_at = FakeClock::now + 30'000;
+  FakeClock::on_sleep = [&] {
+    if (FakeClock::now >= written_at && layout().admit_bubble.load() != 2) Open(2, INT64_MAX);
+  };
+  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
+  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
+  EXPECT_GE(FakeDriver::wait_times[0], written_at);
+}
+
 TEST_F(LaunchGateTest, NothingIsQueuedBeforeTheDaemonPublishesTheBubblesDeadline) {
   LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
   layout().word.store(GateOpenValue(2));  // the stream opened bubble 2; the deadline is bubble 1's

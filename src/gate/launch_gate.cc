@@ -154,8 +154,11 @@ void LaunchGate::HoldUntilAdmitted() {
   for (;;) {
     GateView view;
     view.word = layout.word.load(std::memory_order_acquire);
-    if (!ReadAdmission(layout, &view.admit_bubble, &view.admit_until_ns))
-      view.admit_bubble = kAdmissionBeingWritten;  // matches no bubble: wait
+    // A deadline being written (the daemon republishes it at a second look)
+    // is read again shortly: judged meanwhile by the next bubble's forecast,
+    // an open bubble would be judged by its first forecast's deadline.
+    const bool torn = !ReadAdmission(layout, &view.admit_bubble, &view.admit_until_ns);
+    if (torn) view.admit_bubble = kAdmissionBeingWritten;  // matches no bubble
     AheadAdmission ahead;
     if (ReadAheadAdmission(layout, &ahead)) {
       view.ahead_bubble = ahead.bubble;
@@ -166,7 +169,7 @@ void LaunchGate::HoldUntilAdmitted() {
     const int64_t piece = PieceEstimateNs();
     const int64_t queued = static_cast<int64_t>(unfinished_pieces()) * piece;
     const int64_t now = clock_.now_ns();
-    const PieceVerdict verdict = JudgePiece(view, now, queued, piece);
+    const PieceVerdict verdict = torn ? PieceVerdict::kWaitForQueue : JudgePiece(view, now, queued, piece);
     if (verdict == PieceVerdict::kQueue) break;
     held = true;
     clock_.sleep_ns(verdict == PieceVerdict::kWaitForBubble ? ShutPollNs(view, now, kShutPollNs)

@@ -69,7 +69,10 @@ freeride_stage* freeride_stage_open(int lane, const char* socket_path) {
 }
 
 int freeride_stage_attached(const freeride_stage* stage) {
-  return stage && stage->segment.is_open() ? 1 : 0;
+  if (!stage) return 0;
+  // The gate marks' thread may be mapping the segment again right now.
+  std::lock_guard<std::mutex> lock(stage->marks_mutex);
+  return stage->segment.is_open() ? 1 : 0;
 }
 
 void freeride_bubble_begin(freeride_stage* stage, uint32_t slot, int64_t predicted_ns,

@@ -62,10 +62,11 @@ struct freeride_stage {
   // The process that opened the stage: a child forked from it has no
   // watcher thread and is not the stage (its gated calls do nothing).
   int64_t owner_pid = 0;
-  // Held while a mark is written to the lane segment: the marks are not
-  // atomic with each other, and besides the training thread, host functions
-  // and the gate marks' watcher write them.
-  std::mutex marks_mutex;
+  // Held while a mark is written to the lane segment, or the segment is
+  // mapped again or looked at: the marks are not atomic with each other, and
+  // besides the training thread, host functions and the gate marks' watcher
+  // write them (and re-attach the segment).
+  mutable std::mutex marks_mutex;
 };
 
 namespace freeride {

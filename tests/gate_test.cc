@@ -145,6 +145,17 @@ class LaunchGateTest : public ::testing::Test {
     layout().admit_bubble.store(bubble);
   }
   void Shut(uint32_t bubble) { layout().word.store(GateClosedValue(bubble)); }
+  // The daemon publishes bubble `bubble`'s deadline (none) once the fake
+  // clock reaches `at`, as the held thread sleeps; then the one piece queued
+  // must have waited for it.
+  void PublishAtAndExpectTheWaitAfter(LaunchGate& gate, uint32_t bubble, int64_t at) {
+    FakeClock::on_sleep = [this, bubble, at] {
+      if (FakeClock::now >= at && layout().admit_bubble.load() != bubble) Open(bubble, INT64_MAX);
+    };
+    EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
+    ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
+    EXPECT_GE(FakeDriver::wait_times[0], at);
+  }
   alignas(4096) char page_[4096] = {};
   CuStream stream_ = reinterpret_cast<CuStream>(0x1000);
 };
@@ -391,25 +402,13 @@ TEST_F(LaunchGateTest, ADeadlineBeingWrittenIsReadAgainNotReplacedByTheForecast)
   layout().admit_bubble.store(kAdmissionBeingWritten);
   PublishAheadAdmission(&layout(), {2, FakeClock::now - 1'000'000, FakeClock::now - 500'000,
                                     FakeClock::now + 50'000'000});  // the forecast would admit it
-  const int64_t written_at = FakeClock::now + 30'000;
-  FakeClock::on_sleep = [&] {
-    if (FakeClock::now >= written_at && layout().admit_bubble.load() != 2) Open(2, INT64_MAX);
-  };
-  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
-  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
-  EXPECT_GE(FakeDriver::wait_times[0], written_at);
+  PublishAtAndExpectTheWaitAfter(gate, 2, FakeClock::now + 30'000);
 }
 
 TEST_F(LaunchGateTest, NothingIsQueuedBeforeTheDaemonPublishesTheBubblesDeadline) {
   LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
   layout().word.store(GateOpenValue(2));  // the stream opened bubble 2; the deadline is bubble 1's
-  const int64_t published_at = FakeClock::now + 40'000;
-  FakeClock::on_sleep = [&] {
-    if (FakeClock::now >= published_at && layout().admit_bubble.load() != 2) Open(2, INT64_MAX);
-  };
-  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
-  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
-  EXPECT_GE(FakeDriver::wait_times[0], published_at);
+  PublishAtAndExpectTheWaitAfter(gate, 2, FakeClock::now + 40'000);
 }
 
 TEST_F(LaunchGateTest, APieceThatCannotEndByTheDeadlineWaitsForTheNextBubble) {

@@ -781,6 +781,7 @@ TEST(StageGate, GatedMarksReachTheLaneFromTheGateWordWithTheirSlots) {
 
   ShellResult r = lane.RunClient("gated");
   ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(r.err, "") << "nothing to warn of";
   EXPECT_EQ(r.out, "end_gated before any begin -1\nbegin_gated 0\nend_gated 0\nbegin_gated 0\nend_gated 0\n"
                    "begin_gated 0\n");
   EXPECT_EQ(page.layout()->word.load(), GateClosedValue(3))
@@ -798,6 +799,19 @@ TEST(StageGate, GatedMarksReachTheLaneFromTheGateWordWithTheirSlots) {
   }
   EXPECT_GT(stage_pid, 0);
   EXPECT_NE(stage_pid, static_cast<int64_t>(getpid()));
+}
+
+// A poll interval that is not one is said so, and the default used: the
+// marks still reach the lane.
+TEST(StageGate, AnInvalidGateMarkPollIntervalIsWarnedOfAndTheDefaultUsed) {
+  StageLane lane(4);
+  lane.MakeGatePage();
+  ShellResult r = lane.RunClient("gated", "FREERIDE_GATE_MARK_POLL_US=0.5ms");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("FREERIDE_GATE_MARK_POLL_US=0.5ms is not a whole number of microseconds"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(lane.segment.layout()->bubble_seq.load(), 6u) << "three bubbles marked all the same";
 }
 
 // A gated bubble whose close cannot be enqueued (a broken context) is ended

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <system_error>
 
@@ -30,7 +31,13 @@ Nanos GateMarkWatcher::PollIntervalFromEnvironment() {
   if (!text || !*text) return kDefaultPollInterval;
   char* end = nullptr;
   long us = std::strtol(text, &end, 10);
-  if (*end != '\0' || us < 1 || us > 10000) return kDefaultPollInterval;
+  if (*end != '\0' || us < 1 || us > 10000) {
+    std::fprintf(stderr,
+                 "freeride: FREERIDE_GATE_MARK_POLL_US=%s is not a whole number of microseconds "
+                 "from 1 to 10000; using %lld\n",
+                 text, static_cast<long long>(kDefaultPollInterval / kMicrosecond));
+    return kDefaultPollInterval;
+  }
   return us * kMicrosecond;
 }
 

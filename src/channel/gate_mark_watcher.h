@@ -49,7 +49,7 @@ class GateMarkWatcher {
   ~GateMarkWatcher();
 
   // The poll interval FREERIDE_GATE_MARK_POLL_US asks for (1 us to 10 ms),
-  // else 20 us.
+  // else 20 us (with a warning on stderr for a value that is not one).
   static Nanos PollIntervalFromEnvironment();
 
   // Training thread, before the stream write that opens `bubble` is

@@ -118,6 +118,21 @@ class Daemon:
                 return info
             time.sleep(0.2)
 
+    def wait_while_progressing(self, name: str, states: tuple[str, ...], stall_seconds: float) -> dict:
+        """The task once it is in one of `states`, or as it is once its progress has not moved
+        for `stall_seconds`: a hang guard that a slow, loaded machine does not trip while the
+        task still works, however long the whole takes."""
+        last, since = None, time.monotonic()
+        while True:
+            info = self.show(name)
+            if info["state"] in states:
+                return info
+            if info["progress"] != last:
+                last, since = info["progress"], time.monotonic()
+            elif time.monotonic() - since > stall_seconds:
+                return info
+            time.sleep(0.2)
+
     def events(self) -> list[dict]:
         """The event log's whole lines: read while the daemon writes, the last may be partial."""
         with open(os.path.join(self.state, "events.jsonl")) as f:

@@ -199,6 +199,23 @@ TEST(GateMarkWatcher, ReadsTheWordWhileItLagsTheWritesAndMarksEachChangeInOrder)
   EXPECT_EQ(w.watcher.skipped(), 0u);
 }
 
+// The thread sleeps once it caught up, and the next write wakes it.
+TEST(GateMarkWatcher, ASleepingThreadIsWokenByTheNextWrite) {
+  Watched w;
+  w.watcher.Record(1, 4, 0, 0);
+  w.watcher.Wrote(&w.word, GateOpenValue(1), 1);
+  w.word.store(GateOpenValue(1));
+  ASSERT_EQ(w.Await("b1/4"), "b1/4");
+  for (int i = 0; i < 60000 && !w.watcher.asleep(); ++i)  // a hang guard: it sleeps in microseconds
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(w.watcher.asleep());
+  w.word.store(GateClosedValue(1));
+  w.watcher.Wrote(&w.word, GateClosedValue(1), 1);
+  EXPECT_EQ(w.Await("b1/4 e1"), "b1/4 e1");
+  EXPECT_EQ(w.watcher.wakeups(), 1u);
+  w.watcher.Stop();
+}
+
 // A bubble whose open lands after its close (the two on unordered streams),
 // or whose close could not be enqueued, would leave the gate open with no
 // bubble marked: the watcher closes the word itself.

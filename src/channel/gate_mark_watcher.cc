@@ -1,5 +1,6 @@
 #include "channel/gate_mark_watcher.h"
 
+#include <pthread.h>
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -73,7 +74,10 @@ void GateMarkWatcher::Wrote(std::atomic<uint32_t>* word, uint32_t value, uint32_
 
 void GateMarkWatcher::Wake() {
   wakes_.fetch_add(1, std::memory_order_seq_cst);
-  if (sleeping_.load(std::memory_order_seq_cst)) env_->WakeAll(&wakes_);
+  if (sleeping_.load(std::memory_order_seq_cst)) {
+    wakeups_.fetch_add(1, std::memory_order_relaxed);
+    env_->WakeAll(&wakes_);
+  }
 }
 
 void GateMarkWatcher::ForceEnd(uint32_t bubble) {
@@ -107,6 +111,7 @@ bool GateMarkWatcher::ObserveOnce(uint32_t* seen) {
 void GateMarkWatcher::Run() {
   // nanosleep's default slack (50 us) would make every poll that long.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  pthread_setname_np(pthread_self(), "freeride-marks");  // for top and /proc: its CPU time is ours
   Nanos interval = poll_interval_;
   uint32_t last_seen = 0;
   for (;;) {

@@ -12,8 +12,13 @@
 // while the word stays the same; otherwise it sleeps until the next write is
 // enqueued.  A mark is timed when the thread sees the word change, so it is
 // late by up to the interval plus the thread's wake-up.  The cost is that
-// thread's CPU time: on a loaded 2-core machine, a core's 10-40% while the
-// stage's CPU runs ahead of its GPU.
+// thread's CPU time (it is named freeride-marks): on a loaded 2-core
+// machine, a core's 10-40% while the stage's CPU runs ahead of its GPU; on
+// an H200 node, about 1% of a core.  Waking it is a futex call on the
+// training thread, which costs no measurable time: keeping the thread
+// reading for 50 ms after it caught up, so that no write needed a wake-up,
+// saved nothing and cost half as much CPU again
+// (bench/results/gated_marks_cost_h200.md).
 //
 // The thread also closes the gate, with a compare-and-swap on the word, where
 // the stream will not: a bubble whose close could not be enqueued
@@ -72,6 +77,11 @@ class GateMarkWatcher {
   // Bubbles that could not be marked (their record was reused): for tests
   // and diagnostics.  Any thread, after Stop.
   uint64_t skipped() const { return reader_.skipped(); }
+  // How many times a Wrote, ForceEnd or Stop had to wake the sleeping
+  // thread (a futex call on the caller's thread).  Any thread.
+  uint64_t wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
+  // Whether the thread sleeps until woken (or `sleep_limit`).  Any thread.
+  bool asleep() const { return sleeping_.load(std::memory_order_seq_cst); }
 
  private:
   void Run();
@@ -92,6 +102,7 @@ class GateMarkWatcher {
   std::atomic<uint32_t> force_end_{0};
   std::atomic<uint32_t> wakes_{0};  // moved by every Wrote, ForceEnd and Stop
   std::atomic<bool> sleeping_{false};
+  std::atomic<uint64_t> wakeups_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

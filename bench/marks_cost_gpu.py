@@ -66,6 +66,10 @@ def stage(a) -> None:
         if name != "on":
             begin_gated = lambda stream, slot, predicted_ns=0, free=None: False  # noqa: E731
         stage_api.begin_gated = begin_gated
+        # BubbleMarks makes no other kind once it made a gated mark (a stage must not mix them:
+        # the kinds could overtake each other); here the variants take turns on purpose, after
+        # each block's marks are done (the iteration synchronises the device).
+        marks._gated = False
         marks.resume()
         if name == "off":
             marks.pause()
@@ -115,6 +119,7 @@ def stage(a) -> None:
     count = max(1, round(a.compute_ms / per_product_ms))
 
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    loop_start, cpu_start = time.monotonic(), marks_thread_cpu_s()
     for round_index in range(a.rounds + 1):  # the first round warms up and is not kept
         for k in range(len(VARIANTS)):
             variant = VARIANTS[(k + round_index) % len(VARIANTS)]
@@ -132,12 +137,30 @@ def stage(a) -> None:
                 marks.end_iteration()
                 if round_index:
                     times[variant].append((time.perf_counter() - t0) * 1e3)
+    loop_s, marks_cpu_s = time.monotonic() - loop_start, marks_thread_cpu_s() - cpu_start
     set_variant("on")
     attached = marks.attached
     marks.close()
     with open(a.stage_out, "w") as f:
         json.dump({"times_ms": times, "products_per_exchange": count, "per_product_ms": per_product_ms,
-                   "attached": attached}, f)
+                   "attached": attached, "loop_s": loop_s, "marks_thread_cpu_s": marks_cpu_s}, f)
+
+
+def marks_thread_cpu_s() -> float:
+    """The CPU seconds (user and system) of libfreeride's gate-marks thread in this process, by
+    its name in /proc; 0 before it starts."""
+    total = 0.0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() != "freeride-marks":
+                    continue
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            continue
+    return total
 
 
 def main() -> None:
@@ -191,7 +214,8 @@ def main() -> None:
     result = {"command": " ".join(sys.argv), "commit": commit,
               "pattern": a.pattern, "device": a.device, "exchanges": a.exchanges, "compute_ms": a.compute_ms,
               "products_per_exchange": stage_result["products_per_exchange"],
-              "attached": stage_result["attached"], "rows": rows}
+              "attached": stage_result["attached"], "loop_s": stage_result["loop_s"],
+              "marks_thread_cpu_s": stage_result["marks_thread_cpu_s"], "rows": rows}
     with open(os.path.join(a.out, f"marks_cost_{a.pattern}.json"), "w") as f:
         json.dump(result, f, indent=1)
     log(f"marks cost, {a.pattern} waits, {a.exchanges} a iteration of ~{a.compute_ms} ms compute each "
@@ -200,6 +224,9 @@ def main() -> None:
         vs = row.get("vs_off")
         log(f"  {row['variant']:10s} {row['mean_ms']:8.3f} ms ±{row['ci_ms']:.3f} over {row['iterations']}"
             + (f"; vs off {vs['pct']:+.2f}% [{vs['low']:+.2f}, {vs['high']:+.2f}]" if vs else ""))
+    log(f"  the gate-marks thread's CPU time: {stage_result['marks_thread_cpu_s']:.2f} s in "
+        f"{stage_result['loop_s']:.1f} s of all the variants' blocks "
+        f"({100 * stage_result['marks_thread_cpu_s'] / max(stage_result['loop_s'], 1e-9):.1f}% of a core)")
 
 
 if __name__ == "__main__":

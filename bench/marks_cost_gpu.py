@@ -21,6 +21,11 @@ cancels:
              though with --pattern stream the daemon may count forced closes)
   no-gate    as hostfn, without the gate's stream writes
   host-only  only host marks: no stream work at all, the Python and shared-memory cost alone
+  writes-only  the gate's stream writes alone: no marks reach the daemon (no event, no mark
+             stream, no host marks)
+  python-only  BubbleMarks.around's Python alone: every call into libfreeride is a no-op
+             (so host-only less this is the library's calls and what the daemon does with
+             the marks)
 
 Each variant's iteration time against off: mean, Welch 95% interval.  A daemon (GPU lane 0, gate
 on, MPS) serves the marks, as bench/gate_gpu.py starts it; the stage joins MPS at priority 0.
@@ -43,7 +48,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gate_gpu import Bench, diff_ci, log, mean_ci  # noqa: E402
 
-VARIANTS = ["off", "on", "hostfn", "no-hostfn", "no-gate", "host-only"]
+VARIANTS = ["off", "on", "hostfn", "no-hostfn", "no-gate", "host-only", "writes-only", "python-only"]
 
 
 def stage(a) -> None:
@@ -60,6 +65,8 @@ def stage(a) -> None:
     stage_api = marks.stage
     shipped = (stage_api.begin_on_stream, stage_api.end_on_stream, stage_api.gate_open_on_stream,
                stage_api.gate_close_on_stream, stage_api.begin_gated)
+    shipped_host = (stage_api.begin, stage_api.end)
+    shipped_mark_point = marks._mark_point
 
     def set_variant(name: str) -> None:
         begin_on, end_on, gate_open, gate_close, begin_gated = shipped
@@ -76,9 +83,15 @@ def stage(a) -> None:
         if name in ("no-hostfn", "host-only"):
             begin_on = lambda stream, slot, predicted_ns=0, free=None: (stage_api.begin(slot, predicted_ns, free), True)[1]  # noqa: E731
             end_on = lambda stream: (stage_api.end(), True)[1]  # noqa: E731
-        if name in ("no-gate", "host-only"):
+        if name in ("no-gate", "host-only", "python-only"):
             gate_open = gate_close = lambda stream: False  # noqa: E731
-        if name == "host-only":
+        if name in ("writes-only", "python-only"):
+            begin_on = lambda stream, slot, predicted_ns=0, free=None: True  # noqa: E731
+            end_on = lambda stream: True  # noqa: E731
+        marks._mark_point = (lambda: 0) if name == "writes-only" else shipped_mark_point
+        stage_api.begin, stage_api.end = ((lambda slot, predicted_ns=0, free=None: None, lambda: None)
+                                          if name == "python-only" else shipped_host)
+        if name in ("host-only", "python-only"):
             marks._cuda = False
         elif cuda:
             marks._cuda = True

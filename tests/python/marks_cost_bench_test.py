@@ -21,7 +21,8 @@ def test_every_variant_is_timed_in_blocks_and_compared_with_marks_off(build_dir,
     result = json.loads((out / "marks_cost_sync.json").read_text())
     assert result["attached"] is True, "the stage found the daemon's lane"
     assert result["products_per_exchange"] >= 1
-    assert [row["variant"] for row in result["rows"]] == ["off", "on", "hostfn", "no-hostfn", "no-gate", "host-only"]
+    assert [row["variant"] for row in result["rows"]] == ["off", "on", "hostfn", "no-hostfn", "no-gate", "host-only",
+                                                      "writes-only", "python-only"]
     for row in result["rows"]:
         assert row["iterations"] == rounds * block, row
         assert row["mean_ms"] > 0

@@ -114,6 +114,38 @@ def test_harvest_is_the_lanes_work_alone_over_their_bubble_time_and_overheads_ar
     assert row["overhead_on_vs_no_side"] is None and row["overhead_on_vs_off"] is None
 
 
+def test_the_drift_adjusted_overhead_takes_a_steady_drift_out_and_keeps_a_real_cost() -> None:
+    # A machine that slows by 1 ms a minute, with no side process before and after the side's
+    # minutes, alternating a little around the line so that the fit has residuals.
+    starts = [60.0 * i / 10 for i in range(40)]  # one iteration every 6 s, over 4 minutes
+    line = [100.0 + t / 60 for t in starts]
+    arms = ["noside_on"] * 10 + ["off", "on"] * 10 + ["noside_off"] * 10
+    jitter = [0.05 if i % 4 in (1, 2) else -0.05 for i in range(40)]  # even in every arm
+    free = [y + j for y, j in zip(line, jitter)]  # the side costs nothing
+    row = arms_summary(free, arms, [{"on": 1, "off": 0}], [1.0], 1.0, starts)
+    adjusted = row["overhead_on_vs_no_side_drift_adjusted"]
+    assert adjusted["low"] <= 0 <= adjusted["high"], adjusted
+    assert math.isclose(adjusted["drift_ms_per_min"], 1.0, rel_tol=0.05)
+    # The plain figure puts the drift into the overhead only when the windows are uneven; here
+    # they are even, so both read about 0.  A real +1% in "on" is found by both.
+    costly = [y * (1.01 if a == "on" else 1.0) for y, a in zip(free, arms)]
+    row = arms_summary(costly, arms, [{"on": 1, "off": 0}], [1.0], 1.0, starts)
+    adjusted = row["overhead_on_vs_no_side_drift_adjusted"]
+    assert adjusted["low"] > 0.8 and adjusted["high"] < 1.2, adjusted
+    assert abs(row["overhead_off_vs_no_side_drift_adjusted"]["pct"]) < 0.1
+    # Uneven windows: most no-side iterations early, the drift then reads as a cost in the plain
+    # figure, not in the adjusted one.
+    arms = ["noside_on"] * 17 + ["off", "on"] * 10 + ["noside_off"] * 3
+    row = arms_summary(free, arms, [{"on": 1, "off": 0}], [1.0], 1.0, starts)
+    assert row["overhead_on_vs_no_side"]["low"] > 0.3, row["overhead_on_vs_no_side"]
+    adjusted = row["overhead_on_vs_no_side_drift_adjusted"]
+    assert adjusted["low"] <= 0 <= adjusted["high"], adjusted
+    # Fewer than 3 no-side iterations after the arm: the line would be extrapolated; no figure.
+    arms = ["noside_on"] * 18 + ["off", "on"] * 10 + ["noside_off"] * 2
+    assert arms_summary(free, arms, [{"on": 1, "off": 0}], [1.0], 1.0, starts)[
+        "overhead_on_vs_no_side_drift_adjusted"] is None
+
+
 def test_each_missed_target_is_named() -> None:
     row = {"harvest": 0.85, "units_off_after_block_start": 0,
            "overhead_on_vs_no_side": {"pct": 0.2, "low": -0.1, "high": 0.45}}
@@ -141,7 +173,7 @@ def test_the_table_gives_each_row_its_figures_per_gpu_and_its_verdict() -> None:
     missed = dict(met, schedule="1f1b", virtual_stages=1, side="pagerank", harvest=0.5, gpu_samples=None)
     table = markdown([{"command": "python3 bench/e2e_gpu.py --arms", "commit": "abc", "rows": [met, missed],
                        "skipped": ["torch-1f1b-m8 generate"]}])
-    assert ("| torch | interleaved V=2 | 8 | resnet50 | 0.83 | +0.21% [-0.05, +0.47] | +0.21% [-0.05, +0.47] | – "
+    assert ("| torch | interleaved V=2 | 8 | resnet50 | 0.83 | +0.21% [-0.05, +0.47] | – / – | +0.21% [-0.05, +0.47] | – "
             "| +0.21% [-0.05, +0.47] | 0 | 41/30/31 | 1970/1975/1940; 1980/–/1950 | 390/395/440; 400/–/450 | met |"
             ) in table
     assert "| torch | 1f1b | 8 | pagerank | 0.50 |" in table and "| missed: harvest 0.50 < 0.8 |" in table

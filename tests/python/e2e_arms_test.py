@@ -15,7 +15,7 @@ from conftest import NORMAL_CPU_TASKS, SOURCE_DIR, make_bundle, require_torch
 
 sys.path.insert(0, str(SOURCE_DIR / "bench"))
 from e2e_arms import (ITERATION_LINE, arms_summary, bubble_seconds_by_arm, iteration_windows, slot_breakdown,  # noqa: E402
-                      lane_bubbles, markdown, missed_targets, step_progress, task_steps)
+                      lane_bubbles, markdown, missed_targets, revalue_harvest, step_progress, task_steps)
 from gate_gpu import label_arms, units_by_arm  # noqa: E402
 
 # Ten 1-second iterations from t=100, marks on and off in blocks of 2.
@@ -146,6 +146,23 @@ def test_the_drift_adjusted_overhead_takes_a_steady_drift_out_and_keeps_a_real_c
         "overhead_on_vs_no_side_drift_adjusted"] is None
 
 
+def test_harvest_is_valued_at_the_higher_of_the_alone_rates_before_and_after() -> None:
+    row = {"side": "resnet50", "alone_rate_per_s": 40.0, "harvest": 0.85, "harvest_by_lane": [0.85, 0.85],
+           "units_on_by_lane": [34.0, 17.0], "bubble_s_on_by_lane": [1.0, 0.5], "units_off_after_block_start": 0,
+           "overhead_on_vs_no_side": {"pct": 0.1, "low": -0.1, "high": 0.3}}
+    revalue_harvest(row, 50.0)  # alone it ran faster afterwards: each unit is worth less time
+    assert math.isclose(row["harvest"], 51 / 50 / 1.5) and row["harvest_at_first_rate"] == 0.85
+    assert [round(h, 2) for h in row["harvest_by_lane"]] == [0.68, 0.68]
+    assert row["alone_rate_used_per_s"] == 50.0
+    assert row["missed_targets"] == ["harvest 0.68 < 0.8"]
+    slower = dict(row, harvest=0.85, alone_rate_per_s=40.0)
+    revalue_harvest(slower, 30.0)  # a slower second reading does not raise the harvest
+    assert math.isclose(slower["harvest"], 51 / 40 / 1.5) and slower["alone_rate_used_per_s"] == 40.0
+    untouched = dict(row, harvest=0.85, alone_rate_per_s=40.0)
+    revalue_harvest(untouched, None)  # not measured again: the first figure stands
+    assert untouched["harvest"] == 0.85 and untouched["alone_rate_after_per_s"] is None
+
+
 def test_each_missed_target_is_named() -> None:
     row = {"harvest": 0.85, "units_off_after_block_start": 0,
            "overhead_on_vs_no_side": {"pct": 0.2, "low": -0.1, "high": 0.45}}
@@ -218,6 +235,11 @@ def test_the_three_arms_run_end_to_end_on_cpu_lanes(build_dir, tmp_path) -> None
         assert all(b > 0 for b in row["bubble_s_on_by_lane"]), (side, row["bubble_s_on_by_lane"])
         assert row["harvest"] >= 0 and all(o is not None for o in (
             row["overhead_on_vs_no_side"], row["overhead_off_vs_no_side"], row["overhead_on_vs_off"])), row
+        # The side's rate alone was measured again after the launch (no budget here), and the
+        # harvest valued at the higher of the two; every measured iteration is kept.
+        assert row["alone_rate_after_per_s"] == results["alone_rates_after"][side] > 0, (side, row)
+        assert row["alone_rate_used_per_s"] == max(row["alone_rate_per_s"], row["alone_rate_after_per_s"])
+        assert len(row["series"]) == sum(it.values())
         # The benchmark counts no more than the daemon saw the task do.
         for units, task in zip(row["units_on_by_lane"], row["tasks"]):
             assert units <= float(task["daemon_progress"]), (side, units, task)

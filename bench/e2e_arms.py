@@ -35,6 +35,7 @@ intervals of mean iteration times between arms of the same launch.
 """
 from __future__ import annotations
 
+import argparse
 import bisect
 import json
 import math
@@ -189,6 +190,14 @@ def program_progress(path: str, pattern: str) -> list[tuple[int, float]]:
     return [(int(m.group(1)), float(m.group(2))) for m in (re.search(pattern, line) for line in open(path)) if m]
 
 
+def t_quantile_975(df: int) -> float:
+    """Student's t 97.5% quantile for `df` degrees of freedom (Cornish-Fisher's expansion about
+    the normal's 1.96: within 0.8% of the table from df = 3 up, exact in the limit)."""
+    z = 1.959963984540054
+    return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
+
+
 def drift_adjusted(starts: list[float], iter_ms: list[float], arms: list[str], arm: str) -> dict | None:
     """`arm`'s mean iteration time against the no-side baseline at the same time, in %, with a 95%
     half-width.  The no-side iterations come from other minutes of the launch (before the side was
@@ -196,10 +205,18 @@ def drift_adjusted(starts: list[float], iter_ms: list[float], arms: list[str], a
     interval shows; so the baseline is a straight line through the no-side iterations' times,
     fitted by least squares, read at the arm's mean time, and its own uncertainty (the line's at
     that point) is added to the arm's.  None unless at least 3 no-side iterations lie before the
-    arm's first and 3 after its last: a line is only interpolated, never extrapolated."""
+    arm's first and 3 after its last (a line is only interpolated, never extrapolated), and
+    unless the arm has at least 4 iterations.
+
+    The half-width uses Student's t with the fewer degrees of freedom of the two parts (the
+    line's n - 2, the arm's n - 1).  Like the plain Welch figure, it takes iterations as
+    independent; neighbouring iterations are correlated (lag-1 0.05-0.4 in
+    bench/results/e2e_gpu_4gpu_drift_*.json), so both intervals are somewhat too narrow.  The
+    line mixes marks-on and marks-off no-side iterations, as the plain baseline does; the
+    launch alternates them in blocks, so the mix is the same before and after the side."""
     xs = [(t, ms) for t, ms, a in zip(starts, iter_ms, arms) if a == arm]
     ns = [(t, ms) for t, ms, a in zip(starts, iter_ms, arms) if a.startswith("noside")]
-    if len(xs) < 2:
+    if len(xs) < 4:  # an interval needs 3 degrees of freedom here
         return None
     first, last = min(t for t, _ in xs), max(t for t, _ in xs)
     if sum(t < first for t, _ in ns) < 3 or sum(t > last for t, _ in ns) < 3:
@@ -216,8 +233,11 @@ def drift_adjusted(starts: list[float], iter_ms: list[float], arms: list[str], a
     arm_mean = statistics.fmean(ms for _, ms in xs)
     # The arm's spread about the same slope: its minutes' drift is not its noise.
     arm_var = statistics.variance([ms - slope * (t - t_arm) for t, ms in xs]) / len(xs)
+    if not base > 0:
+        return None
     pct = (arm_mean / base - 1) * 100
-    half = 100 * 1.96 * math.sqrt(arm_var / base**2 + arm_mean**2 * base_var / base**4)
+    half = 100 * t_quantile_975(min(n - 2, len(xs) - 1)) * math.sqrt(arm_var / base**2 +
+                                                                     arm_mean**2 * base_var / base**4)
     return {"pct": pct, "low": pct - half, "high": pct + half, "baseline_ms": base,
             "drift_ms_per_min": slope * 60}
 
@@ -456,11 +476,13 @@ class Arms:
                *[os.path.join(ROOT, x) if x.startswith("examples/") else x for x in cmd[1:]]]
         return cmd, pattern
 
-    def measure_alone(self, rates: dict[str, float] | None = None) -> None:
-        """Each side's rate alone into `rates` (default: self.rates), the sides spread over the
-        GPUs (one at a time on each)."""
+    def measure_alone(self, rates: dict[str, float] | None = None, sides: list[str] | None = None,
+                      tag: str = "", limit_s: float = 180) -> None:
+        """Each side's rate alone (of `sides`, default all) into `rates` (default: self.rates), the
+        sides spread over the GPUs (one at a time on each); each measurement's files named with
+        `tag`, and stopped after `limit_s` seconds."""
         rates = self.rates if rates is None else rates
-        pending, errors, lock = list(self.sides), [], threading.Lock()
+        pending, errors, lock = list(self.sides if sides is None else sides), [], threading.Lock()
 
         def worker(gpu: int) -> None:
             while True:
@@ -473,12 +495,12 @@ class Arms:
                         cmd, pattern = self.program(name)
                         env = dict(self.b.env, CUDA_VISIBLE_DEVICES=str(gpu), CUDA_MPS_PIPE_DIRECTORY="/nonexistent")
                         rates[name] = program_alone_rate(cmd, pattern, env,
-                                                         os.path.join(self.b.out, f"alone-{name}.err"),
-                                                         self.a.alone_warmup, self.a.alone_seconds)
-                        log(f"alone {name}: {rates[name]:.3f} units/s")
+                                                         os.path.join(self.b.out, f"alone-{name}{tag}.err"),
+                                                         self.a.alone_warmup, self.a.alone_seconds, limit_s)
+                        log(f"alone {name}{tag}: {rates[name]:.3f} units/s")
                     else:
-                        self.b.finish_profile(name, self.b.start_profile(name, gpu))
-                        rates[name] = self.b.alone[name]["rate_per_s"]
+                        self.b.finish_profile(name, self.b.start_profile(name, gpu, tag), tag, limit_s)
+                        rates[name] = self.b.alone[name + tag]["rate_per_s"]
                 except BaseException as e:  # noqa: BLE001  (a SystemExit of the worker's, told below)
                     with lock:
                         errors.append(f"{name}: {e}")
@@ -591,7 +613,7 @@ class Arms:
         """One launch of `script` with `schedule` and `m` micro-batches serving every side in turn;
         a row per side."""
         tag = f"{framework}-{schedule}-m{m}"
-        if self.time_left() < max(self.launch_seconds, default=60) + self.side_estimate() + self.alone_seconds_taken:
+        if self.time_left() < max(self.launch_seconds, default=60) + self.side_estimate() + self.alone_reserve():
             self.results["skipped"].append(f"{tag} (all sides)")
             log(f"{tag}: skipped, {self.time_left():.0f} s left of the budget")
             return
@@ -609,7 +631,7 @@ class Arms:
             trainer.wait(time.time(), self.a.noside_seconds, self.a.alternate)
             self.launch_seconds.append(time.monotonic() - began)
             for side in self.sides:
-                if self.time_left() < self.side_estimate() + 15 + self.alone_seconds_taken:
+                if self.time_left() < self.side_estimate() + 15 + self.alone_reserve():
                     self.results["skipped"].append(f"{tag} {side}")
                     log(f"{tag} {side}: skipped, {self.time_left():.0f} s left of the budget")
                     continue
@@ -692,18 +714,27 @@ class Arms:
                 f"first grant {ms(x['mean_first_grant_ms'])}, used {x['used_share']:.2f}, "
                 f"admitted {ms(x['admitted_share'])}, second looks {x['second_looks']})" for x in lane_slots))
 
+    def alone_reserve(self) -> float:
+        """The seconds kept back in the budget for measuring the alone rates again."""
+        return self.alone_seconds_taken if getattr(self.a, "alone_again", True) else 0.0
+
     def measure_alone_again(self) -> None:
         """The alone rates once more, after the launches (the GPUs free again), and each row's
         harvest valued at the higher of its side's two: one measurement of a few seconds has read
         13% low on an H200 (bench/results/e2e_drift_4xh200.md), which would count as harvest."""
+        if not getattr(self.a, "alone_again", True):
+            return
         if self.time_left() < self.alone_seconds_taken + 10:
             log(f"the alone rates were not measured again: {self.time_left():.0f} s left of the budget")
             self.results["alone_rates_after"] = None
             return
         after: dict[str, float] = {}
+        sides = sorted({row["side"] for row in self.b.rows})
         try:
-            self.measure_alone(after)
+            self.measure_alone(after, sides, tag="-after", limit_s=min(180.0, self.time_left() - 5))
         except SystemExit as e:
+            if e.code == 143:  # the time limit's SIGTERM: stop, as the launches do
+                raise
             log(f"the alone rates could not be measured again: {e}")
             self.results["alone_rates_after"] = None
             return
@@ -780,6 +811,9 @@ def add_arms_arguments(p) -> None:
     p.add_argument("--alone-warmup", type=float, default=4,
                    help="--arms: a program's first seconds of progress alone, left out of its rate")
     p.add_argument("--side-memory", default="16GiB", help="--arms: a program's --memory")
+    p.add_argument("--alone-again", action=argparse.BooleanOptionalAction, default=True,
+                   help="--arms: measure the alone rates again after the launches and value harvest at the "
+                        "higher reading (the time is kept back from --budget-seconds)")
     p.add_argument("--budget-seconds", type=float, default=0,
                    help="--arms: skip the sides and launches that would not end within this many seconds of "
                         "the start (0: no budget), so that the rows done are written before a time limit")

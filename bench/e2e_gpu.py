@@ -159,22 +159,30 @@ class Bench:
             for name, proc in batch:
                 self.finish_profile(name, proc)
 
-    def start_profile(self, name: str, gpu: int) -> subprocess.Popen:
-        """`freeride task-profile` of built-in task `name` alone on GPU `gpu`, started."""
+    def start_profile(self, name: str, gpu: int, tag: str = "") -> subprocess.Popen:
+        """`freeride task-profile` of built-in task `name` alone on GPU `gpu`, started; its files
+        are profile-<name><tag>.json and .log."""
         env = dict(self.env, CUDA_VISIBLE_DEVICES=str(gpu))
         env.pop("CUDA_MPS_PIPE_DIRECTORY", None)  # alone: a dedicated GPU, no MPS
         return subprocess.Popen(
             ["freeride", "task-profile", "--seconds", str(self.a.alone_seconds), "-o",
-             os.path.join(self.out, f"profile-{name}.json"), "--", *self.tasks[name]], env=env,
-            stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.out, f"profile-{name}.log"), "w"))
+             os.path.join(self.out, f"profile-{name}{tag}.json"), "--", *self.tasks[name]], env=env,
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.out, f"profile-{name}{tag}.log"), "w"))
 
-    def finish_profile(self, name: str, proc: subprocess.Popen) -> None:
-        """Waits for start_profile's process and keeps its profile in self.alone."""
-        if proc.wait(timeout=300) != 0:
-            raise SystemExit(f"task-profile of {name} failed; see profile-{name}.log")
-        self.alone[name] = json.load(open(os.path.join(self.out, f"profile-{name}.json")))
-        log(f"alone {name}: {self.alone[name]['rate_per_s']:.4g} {self.alone[name]['unit']}/s, "
-            f"step p99 {self.alone[name]['step_ms']['p99']:.2f} ms")
+    def finish_profile(self, name: str, proc: subprocess.Popen, tag: str = "", timeout: float = 300) -> None:
+        """Waits for start_profile's process (killed after `timeout` seconds) and keeps its
+        profile in self.alone[name + tag]."""
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise SystemExit(f"task-profile of {name} took over {timeout:.0f} s; see profile-{name}{tag}.log")
+        if code != 0:
+            raise SystemExit(f"task-profile of {name} failed; see profile-{name}{tag}.log")
+        profile = self.alone[name + tag] = json.load(open(os.path.join(self.out, f"profile-{name}{tag}.json")))
+        log(f"alone {name}{tag}: {profile['rate_per_s']:.4g} {profile['unit']}/s, "
+            f"step p99 {profile['step_ms']['p99']:.2f} ms")
 
     # -- training -------------------------------------------------------------
     def train(self, schedule: str, microbatches: int, freeride: str, name: str,

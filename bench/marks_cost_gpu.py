@@ -68,7 +68,25 @@ def stage(a) -> None:
     shipped_host = (stage_api.begin, stage_api.end)
     shipped_mark_point = marks._mark_point
 
+    # The marks each variant actually handed to libfreeride (a gated, stream or host begin), so
+    # that a variant that marks nothing where it should is seen (BubbleMarks' gated-only rule once
+    # silenced three variants).
+    made = {v: 0 for v in VARIANTS}
+    current = [VARIANTS[0]]
+
+    def counted(fn, succeeded=lambda result: True):
+        def call(*args, **kwargs):
+            result = fn(*args, **kwargs)
+            if succeeded(result):
+                made[current[0]] += 1
+            return result
+        return call
+
+    shipped = (counted(shipped[0]), shipped[1], shipped[2], shipped[3], counted(shipped[4], bool))
+    shipped_host = (counted(shipped_host[0]), shipped_host[1])
+
     def set_variant(name: str) -> None:
+        current[0] = name
         begin_on, end_on, gate_open, gate_close, begin_gated = shipped
         if name != "on":
             begin_gated = lambda stream, slot, predicted_ns=0, free=None: False  # noqa: E731
@@ -132,11 +150,13 @@ def stage(a) -> None:
     count = max(1, round(a.compute_ms / per_product_ms))
 
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    loop_start, cpu_start = time.monotonic(), marks_thread_cpu_s()
+    cpu_ns = {v: 0 for v in VARIANTS}   # the marks thread's CPU time in each variant's blocks
+    wall_ns = {v: 0 for v in VARIANTS}  # and those blocks' wall time
     for round_index in range(a.rounds + 1):  # the first round warms up and is not kept
         for k in range(len(VARIANTS)):
             variant = VARIANTS[(k + round_index) % len(VARIANTS)]
             set_variant(variant)
+            block_start, block_cpu = time.monotonic_ns(), marks_thread_cpu_ns()
             for _ in range(a.block):
                 marks.start_iteration()
                 if cuda:
@@ -150,30 +170,41 @@ def stage(a) -> None:
                 marks.end_iteration()
                 if round_index:
                     times[variant].append((time.perf_counter() - t0) * 1e3)
-    loop_s, marks_cpu_s = time.monotonic() - loop_start, marks_thread_cpu_s() - cpu_start
+            cpu_ns[variant] += marks_thread_cpu_ns() - block_cpu
+            wall_ns[variant] += time.monotonic_ns() - block_start
+    made_per_variant = dict(made)
     set_variant("on")
     attached = marks.attached
     marks.close()
     with open(a.stage_out, "w") as f:
         json.dump({"times_ms": times, "products_per_exchange": count, "per_product_ms": per_product_ms,
-                   "attached": attached, "loop_s": loop_s, "marks_thread_cpu_s": marks_cpu_s}, f)
+                   "attached": attached, "marks_made": made_per_variant,
+                   "marks_thread_core_share": {v: cpu_ns[v] / wall_ns[v] if wall_ns[v] else 0.0 for v in VARIANTS}},
+                  f)
 
 
-def marks_thread_cpu_s() -> float:
-    """The CPU seconds (user and system) of libfreeride's gate-marks thread in this process, by
-    its name in /proc; 0 before it starts."""
-    total = 0.0
+def marks_thread_cpu_ns() -> int:
+    """The CPU time, in nanoseconds, of libfreeride's gate-marks thread in this process (found by
+    its name in /proc; its schedstat counts nanoseconds, where stat counts clock ticks); 0 before
+    it starts."""
+    total = 0
     for tid in os.listdir("/proc/self/task"):
         try:
             with open(f"/proc/self/task/{tid}/comm") as f:
                 if f.read().strip() != "freeride-marks":
                     continue
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except OSError:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
             continue
     return total
+
+
+def expected_marking(device: str) -> set[str]:
+    """The variants that hand every marked wait to libfreeride: on a GPU all but off, the
+    gate's writes alone and the Python alone; on CPU lanes (host marks only) all but off and
+    the Python alone."""
+    return set(VARIANTS) - {"off", "python-only"} - ({"writes-only"} if device == "cuda" else set())
 
 
 def main() -> None:
@@ -216,9 +247,16 @@ def main() -> None:
                          f"(see {os.path.join(a.out, 'daemon.log')})")
     times = stage_result["times_ms"]
     rows = []
+    waits = (a.rounds + 1) * a.block * a.exchanges
+    marking = expected_marking(a.device)
     for variant in VARIANTS:
         mean, half = mean_ci(times[variant])
-        row = {"variant": variant, "iterations": len(times[variant]), "mean_ms": mean, "ci_ms": half}
+        made = stage_result["marks_made"][variant]
+        row = {"variant": variant, "iterations": len(times[variant]), "mean_ms": mean, "ci_ms": half,
+               "marks_made": made, "marked_waits": waits if variant in marking else 0,
+               "marks_thread_core_share": stage_result["marks_thread_core_share"][variant]}
+        if made != row["marked_waits"]:
+            row["invalid"] = f"made {made} marks of {row['marked_waits']} expected"
         if variant != "off":
             row["vs_off"] = diff_ci(times[variant], times["off"])
         rows.append(row)
@@ -227,8 +265,7 @@ def main() -> None:
     result = {"command": " ".join(sys.argv), "commit": commit,
               "pattern": a.pattern, "device": a.device, "exchanges": a.exchanges, "compute_ms": a.compute_ms,
               "products_per_exchange": stage_result["products_per_exchange"],
-              "attached": stage_result["attached"], "loop_s": stage_result["loop_s"],
-              "marks_thread_cpu_s": stage_result["marks_thread_cpu_s"], "rows": rows}
+              "attached": stage_result["attached"], "rows": rows}
     with open(os.path.join(a.out, f"marks_cost_{a.pattern}.json"), "w") as f:
         json.dump(result, f, indent=1)
     log(f"marks cost, {a.pattern} waits, {a.exchanges} a iteration of ~{a.compute_ms} ms compute each "
@@ -236,10 +273,12 @@ def main() -> None:
     for row in rows:
         vs = row.get("vs_off")
         log(f"  {row['variant']:10s} {row['mean_ms']:8.3f} ms ±{row['ci_ms']:.3f} over {row['iterations']}"
-            + (f"; vs off {vs['pct']:+.2f}% [{vs['low']:+.2f}, {vs['high']:+.2f}]" if vs else ""))
-    log(f"  the gate-marks thread's CPU time: {stage_result['marks_thread_cpu_s']:.2f} s in "
-        f"{stage_result['loop_s']:.1f} s of all the variants' blocks "
-        f"({100 * stage_result['marks_thread_cpu_s'] / max(stage_result['loop_s'], 1e-9):.1f}% of a core)")
+            + (f"; vs off {vs['pct']:+.2f}% [{vs['low']:+.2f}, {vs['high']:+.2f}]" if vs else "")
+            + f"; marks thread {100 * row['marks_thread_core_share']:.1f}% of a core"
+            + (f"; INVALID: {row['invalid']}" if "invalid" in row else ""))
+    invalid = [row["variant"] for row in rows if "invalid" in row]
+    if invalid:
+        raise SystemExit(f"variants that did not mark as they should (their figures mean nothing): {invalid}")
 
 
 if __name__ == "__main__":

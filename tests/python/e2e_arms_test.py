@@ -15,7 +15,8 @@ from conftest import NORMAL_CPU_TASKS, SOURCE_DIR, make_bundle, require_torch
 
 sys.path.insert(0, str(SOURCE_DIR / "bench"))
 from e2e_arms import (ITERATION_LINE, arms_summary, bubble_seconds_by_arm, iteration_windows, slot_breakdown,  # noqa: E402
-                      lane_bubbles, markdown, missed_targets, revalue_harvest, step_progress, task_steps)
+                      lane_bubbles, markdown, missed_targets, revalue_harvest, step_progress, t_quantile_975,
+                      task_steps)
 from gate_gpu import label_arms, units_by_arm  # noqa: E402
 
 # Ten 1-second iterations from t=100, marks on and off in blocks of 2.
@@ -140,6 +141,9 @@ def test_the_drift_adjusted_overhead_takes_a_steady_drift_out_and_keeps_a_real_c
     assert row["overhead_on_vs_no_side"]["low"] > 0.3, row["overhead_on_vs_no_side"]
     adjusted = row["overhead_on_vs_no_side_drift_adjusted"]
     assert adjusted["low"] <= 0 <= adjusted["high"], adjusted
+    # Student's t, not the normal's 1.96: a line through few iterations is less sure.
+    for df, table in ((3, 3.182), (5, 2.571), (10, 2.228), (30, 2.042), (1000, 1.962)):
+        assert math.isclose(t_quantile_975(df), table, rel_tol=0.008), df
     # Fewer than 3 no-side iterations after the arm: the line would be extrapolated; no figure.
     arms = ["noside_on"] * 18 + ["off", "on"] * 10 + ["noside_off"] * 2
     assert arms_summary(free, arms, [{"on": 1, "off": 0}], [1.0], 1.0, starts)[

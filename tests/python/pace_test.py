@@ -205,7 +205,7 @@ LONG_STEPS = textwrap.dedent("""
         unit = "samples"
         def init(self):
             self.device = torch.device("cpu")
-            self.model = nn.Sequential(*[nn.Linear(256, 256) for _ in range(12)])
+            self.model = nn.Sequential(*[nn.Linear(256, 256) for _ in range(24)])
             self.n = 0
         def step(self):
             with torch.no_grad():
@@ -218,7 +218,8 @@ LONG_STEPS = textwrap.dedent("""
             print(f"stepped {self.n}", flush=True)
     raise SystemExit(run_paced(Long()))
 """)
-# Each step is about 3 GFLOP: many times a 6 ms bubble even on a fast machine.
+# Each step is about 6 GFLOP (24 layers, 4 passes of 512 x 256): tens of milliseconds even on a fast
+# many-core machine, so every step is cut into several pieces of the 6 ms bubbles.
 LONG_STEP_COUNT = 10
 
 

@@ -28,8 +28,10 @@ Sides are of two kinds:
   `freeride task-profile`; its work is its steps in the daemon's event log, valued at the
   profile's rate.
 Harvest is that work in "on" iterations, in seconds alone, over the lanes' bubble time (the
-daemon's bubble events) in those iterations, summed over the lanes.  Overheads are Welch 95%
-intervals of mean iteration times between arms of the same launch.
+daemon's bubble events) in those iterations, summed over the lanes; the alone rates are measured
+again after the launches, and the work valued at the higher reading.  Overheads are Welch 95%
+intervals of mean iteration times between arms of the same launch, and, against the no-side
+arm, also drift-adjusted over blocks (drift_adjusted); the targets are judged by the worse.
 
     python3 bench/e2e_arms.py --table OUT/e2e_gpu_2gpu.json [more.json ...]   # the markdown table
 """
@@ -198,24 +200,42 @@ def t_quantile_975(df: int) -> float:
             + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
 
 
+def block_means(starts: list[float], iter_ms: list[float], arms: list[str], keep) -> list[tuple[float, float]]:
+    """(mean start, mean ms) of each block: a maximal run of consecutive iterations with the same
+    arm, among the arms `keep` accepts.  The launch alternates marks on and off in blocks, so
+    these are its own blocks."""
+    out, run, label = [], [], None
+    for t, ms, a in zip(starts, iter_ms, arms):
+        if run and a != label:
+            out.append((statistics.fmean(x for x, _ in run), statistics.fmean(y for _, y in run)))
+            run = []
+        label = a
+        if keep(a):
+            run.append((t, ms))
+    if run:
+        out.append((statistics.fmean(x for x, _ in run), statistics.fmean(y for _, y in run)))
+    return out
+
+
 def drift_adjusted(starts: list[float], iter_ms: list[float], arms: list[str], arm: str) -> dict | None:
     """`arm`'s mean iteration time against the no-side baseline at the same time, in %, with a 95%
     half-width.  The no-side iterations come from other minutes of the launch (before the side was
     submitted and after it exited), and a machine drifts across minutes by more than the plain
     interval shows; so the baseline is a straight line through the no-side iterations' times,
     fitted by least squares, read at the arm's mean time, and its own uncertainty (the line's at
-    that point) is added to the arm's.  None unless at least 3 no-side iterations lie before the
-    arm's first and 3 after its last (a line is only interpolated, never extrapolated), and
-    unless the arm has at least 4 iterations.
+    that point) is added to the arm's.
 
-    The half-width uses Student's t with the fewer degrees of freedom of the two parts (the
-    line's n - 2, the arm's n - 1).  Like the plain Welch figure, it takes iterations as
-    independent; neighbouring iterations are correlated (lag-1 0.05-0.4 in
-    bench/results/e2e_gpu_4gpu_drift_*.json), so both intervals are somewhat too narrow.  The
-    line mixes marks-on and marks-off no-side iterations, as the plain baseline does; the
-    launch alternates them in blocks, so the mix is the same before and after the side."""
-    xs = [(t, ms) for t, ms, a in zip(starts, iter_ms, arms) if a == arm]
-    ns = [(t, ms) for t, ms, a in zip(starts, iter_ms, arms) if a.startswith("noside")]
+    Neighbouring iterations are correlated (lag-1 0.05-0.4 in
+    bench/results/e2e_gpu_4gpu_drift_*.json), which makes an interval over iterations too narrow;
+    so both the line and the arm are taken over block means (block_means), which are close to
+    independent, with Student's t for the fewer degrees of freedom of the two parts (the line's
+    blocks - 2, the arm's blocks - 1).  None unless at least 3 no-side blocks lie before the arm's
+    first and 3 after its last (a line is only interpolated, never extrapolated), and unless the
+    arm has at least 4 blocks.  The line mixes marks-on and marks-off no-side blocks, as the plain
+    baseline does; the launch alternates them, so the mix is the same before and after the
+    side."""
+    xs = block_means(starts, iter_ms, arms, lambda a: a == arm)
+    ns = block_means(starts, iter_ms, arms, lambda a: a.startswith("noside"))
     if len(xs) < 4:  # an interval needs 3 degrees of freedom here
         return None
     first, last = min(t for t, _ in xs), max(t for t, _ in xs)
@@ -239,7 +259,7 @@ def drift_adjusted(starts: list[float], iter_ms: list[float], arms: list[str], a
     half = 100 * t_quantile_975(min(n - 2, len(xs) - 1)) * math.sqrt(arm_var / base**2 +
                                                                      arm_mean**2 * base_var / base**4)
     return {"pct": pct, "low": pct - half, "high": pct + half, "baseline_ms": base,
-            "drift_ms_per_min": slope * 60}
+            "drift_ms_per_min": slope * 60, "blocks": len(xs), "no_side_blocks": n}
 
 
 def arms_summary(iter_ms: list[float], arms: list[str], units_by_lane: list[dict], bubble_on_s_by_lane: list[float],
@@ -302,10 +322,14 @@ def missed_targets(row: dict) -> list[str]:
     if o is None:
         missed.append("too few iterations to measure the overhead")
     else:
-        if not o["pct"] <= TARGETS["overhead_mean_max_pct"]:
-            missed.append(f"overhead mean {o['pct']:+.2f}% > +{TARGETS['overhead_mean_max_pct']}%")
-        if not o["high"] <= TARGETS["overhead_high_max_pct"]:
-            missed.append(f"overhead upper bound {o['high']:+.2f}% > +{TARGETS['overhead_high_max_pct']}%")
+        # Judged by the worse of the plain figure and the drift-adjusted one over blocks (whose
+        # interval is the honest one where iterations are correlated), where there is one.
+        adjusted = row.get("overhead_on_vs_no_side_drift_adjusted") or o
+        mean, high = max(o["pct"], adjusted["pct"]), max(o["high"], adjusted["high"])
+        if not mean <= TARGETS["overhead_mean_max_pct"]:
+            missed.append(f"overhead mean {mean:+.2f}% > +{TARGETS['overhead_mean_max_pct']}%")
+        if not high <= TARGETS["overhead_high_max_pct"]:
+            missed.append(f"overhead upper bound {high:+.2f}% > +{TARGETS['overhead_high_max_pct']}%")
     if row["units_off_after_block_start"]:
         missed.append(f"{row['units_off_after_block_start']:g} units in marks-off iterations")
     return missed
@@ -341,8 +365,9 @@ def markdown(results: list[dict]) -> str:
             f"≤ +{TARGETS['overhead_high_max_pct']}%; no side work in marks-off iterations past each block's "
             "first.  Intervals are Welch 95%.  \"Drift-adjusted\": against a straight line through the no-side "
             "iterations' times (before the side and after it), read at the arm's time, its uncertainty added "
-            "(bench/e2e_arms.py drift_adjusted); the targets are judged by the plain figure.  SM MHz and power W "
-            "per GPU: no side / off / on.", "",
+            "(bench/e2e_arms.py drift_adjusted), over the launch's blocks of iterations, which are closer to "
+            "independent than iterations; the targets are judged by the worse of the two figures.  SM MHz and "
+            "power W per GPU: no side / off / on.", "",
             "| framework | schedule | M | side | harvest | on vs no side | drift-adjusted on / off vs no side "
             "| off vs no side | on vs off | marks alone | units off | iterations no side/off/on | SM MHz | power W "
             "| targets |",

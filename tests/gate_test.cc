@@ -293,15 +293,15 @@ TEST_F(LaunchGateTest, WorkOnTheLegacyDefaultStreamIsTimedButSynchronousAndCaptu
 
 TEST(PieceAdmission, APieceIsQueuedOnlyInAnOpenBubbleWhenItCanEndByTheDeadline) {
   GateView view{GateOpenValue(4), 4, 1000};
-  EXPECT_EQ(JudgePiece(view, 500, 0, 400), PieceVerdict::kQueue);
-  EXPECT_EQ(JudgePiece(view, 500, 100, 400), PieceVerdict::kQueue);  // ends at 1000 exactly
-  EXPECT_EQ(JudgePiece(view, 500, 200, 400), PieceVerdict::kWaitForQueue);  // after the queue drains
-  EXPECT_EQ(JudgePiece(view, 700, 0, 400), PieceVerdict::kWaitForBubble);  // cannot end in this one
-  EXPECT_EQ(JudgePiece(view, 700, 300, 400), PieceVerdict::kWaitForBubble);  // not even once drained
+  EXPECT_EQ(JudgePiece(view, 500, 0, 400, 0), PieceVerdict::kQueue);
+  EXPECT_EQ(JudgePiece(view, 500, 100, 400, 0), PieceVerdict::kQueue);  // ends at 1000 exactly
+  EXPECT_EQ(JudgePiece(view, 500, 200, 400, 0), PieceVerdict::kWaitForQueue);  // after the queue drains
+  EXPECT_EQ(JudgePiece(view, 700, 0, 400, 0), PieceVerdict::kWaitForBubble);  // cannot end in this one
+  EXPECT_EQ(JudgePiece(view, 700, 300, 400, 0), PieceVerdict::kWaitForBubble);  // not even once drained
   view.word = GateClosedValue(4);
-  EXPECT_EQ(JudgePiece(view, 0, 0, 1), PieceVerdict::kWaitForBubble);
+  EXPECT_EQ(JudgePiece(view, 0, 0, 1, 0), PieceVerdict::kWaitForBubble);
   view = {GateOpenValue(5), 4, 1000};  // bubble 5's deadline is not published yet
-  EXPECT_EQ(JudgePiece(view, 0, 0, 1), PieceVerdict::kWaitForQueue);
+  EXPECT_EQ(JudgePiece(view, 0, 0, 1, 0), PieceVerdict::kWaitForQueue);
 }
 
 TEST(PieceAdmission, BehindTheShutGateAPieceIsQueuedOnlyInTheNextBubblesLeadIfItFitsItsForecast) {
@@ -311,42 +311,79 @@ TEST(PieceAdmission, BehindTheShutGateAPieceIsQueuedOnlyInTheNextBubblesLeadIfIt
   view.ahead_from_ns = 900;
   view.ahead_begin_ns = 1000;  // a lead of 100
   view.ahead_until_ns = 1500;
-  EXPECT_EQ(JudgePiece(view, 899, 0, 100), PieceVerdict::kWaitForBubble);  // before the lead
-  EXPECT_EQ(JudgePiece(view, 900, 0, 100), PieceVerdict::kQueue);
-  EXPECT_EQ(JudgePiece(view, 950, 400, 100), PieceVerdict::kQueue);  // starts at the begin: ends at 1500
-  EXPECT_EQ(JudgePiece(view, 950, 401, 100), PieceVerdict::kWaitForBubble);
-  EXPECT_EQ(JudgePiece(view, 1000, 0, 100), PieceVerdict::kQueue);
+  EXPECT_EQ(JudgePiece(view, 899, 0, 100, 0), PieceVerdict::kWaitForBubble);  // before the lead
+  EXPECT_EQ(JudgePiece(view, 900, 0, 100, 0), PieceVerdict::kQueue);
+  EXPECT_EQ(JudgePiece(view, 950, 400, 100, 0), PieceVerdict::kQueue);  // starts at the begin: ends at 1500
+  EXPECT_EQ(JudgePiece(view, 950, 401, 100, 0), PieceVerdict::kWaitForBubble);
+  EXPECT_EQ(JudgePiece(view, 1000, 0, 100, 0), PieceVerdict::kQueue);
   // Still shut past the forecast begin: the bubble is late this time, and a
   // wait queued for it might be left pending through the busy time.
-  EXPECT_EQ(JudgePiece(view, 1001, 0, 100), PieceVerdict::kWaitForBubble);
+  EXPECT_EQ(JudgePiece(view, 1001, 0, 100, 0), PieceVerdict::kWaitForBubble);
   view.ahead_bubble = 6;  // a forecast for another bubble than the next
-  EXPECT_EQ(JudgePiece(view, 950, 0, 100), PieceVerdict::kWaitForBubble);
+  EXPECT_EQ(JudgePiece(view, 950, 0, 100, 0), PieceVerdict::kWaitForBubble);
   view.ahead_bubble = 4;  // the one that just ended
-  EXPECT_EQ(JudgePiece(view, 950, 0, 100), PieceVerdict::kWaitForBubble);
+  EXPECT_EQ(JudgePiece(view, 950, 0, 100, 0), PieceVerdict::kWaitForBubble);
 }
 
-TEST(PieceAdmission, AnOpenBubbleWhoseDeadlineIsNotPublishedYetIsJudgedByItsForecast) {
+// Before the daemon publishes an open bubble's deadline, the forecast's
+// length is counted from the last time the judging thread saw the gate shut
+// just before the bubble: the bubble began after that, so it ends no sooner
+// than that plus its length.
+TEST(PieceAdmission, AnOpenBubbleWhoseDeadlineIsNotPublishedYetIsJudgedByItsForecastFromTheLastShutSighting) {
   GateView view;
   view.word = GateOpenValue(5);
   view.admit_bubble = 4;  // the daemon's deadline is the last bubble's
   view.ahead_bubble = 5;
   view.ahead_from_ns = 900;
   view.ahead_begin_ns = 1000;
-  view.ahead_until_ns = 1500;
-  EXPECT_EQ(JudgePiece(view, 1200, 200, 100), PieceVerdict::kQueue);  // ends at 1500
-  EXPECT_EQ(JudgePiece(view, 1200, 201, 100), PieceVerdict::kWaitForQueue);
-  // Open before its forecast begin: its window is counted from now, not from the later begin.
-  EXPECT_EQ(JudgePiece(view, 950, 0, 500), PieceVerdict::kQueue);
-  EXPECT_EQ(JudgePiece(view, 950, 1, 500), PieceVerdict::kWaitForQueue);
+  view.ahead_until_ns = 1500;  // 500 long
+  // Seen shut at the forecast begin: it began after, and ends no sooner than the forecast's end.
+  EXPECT_EQ(JudgePiece(view, 1200, 200, 100, 1000), PieceVerdict::kQueue);  // ends at 1500
+  EXPECT_EQ(JudgePiece(view, 1200, 201, 100, 1000), PieceVerdict::kWaitForQueue);
+  // Open before its forecast begin, seen shut at 940: counted from then, not from the later begin.
+  EXPECT_EQ(JudgePiece(view, 950, 0, 490, 940), PieceVerdict::kQueue);
+  EXPECT_EQ(JudgePiece(view, 950, 0, 491, 940), PieceVerdict::kWaitForQueue);
+  // Last seen shut long before (the thread was elsewhere): it may have opened just after, so
+  // its end is counted from then, here 1100, not the forecast's 1500.
+  EXPECT_EQ(JudgePiece(view, 1050, 0, 50, 600), PieceVerdict::kQueue);
+  EXPECT_EQ(JudgePiece(view, 1050, 0, 51, 600), PieceVerdict::kWaitForQueue);
+  // Never seen shut before this bubble: it may have opened any time; wait for the daemon.
+  EXPECT_EQ(JudgePiece(view, 1200, 0, 1, 0), PieceVerdict::kWaitForQueue);
   // Open before the forecast's lead: the forecast was wrong; wait for the daemon's deadline.
-  EXPECT_EQ(JudgePiece(view, 899, 0, 1), PieceVerdict::kWaitForQueue);
+  EXPECT_EQ(JudgePiece(view, 899, 0, 1, 890), PieceVerdict::kWaitForQueue);
   view.ahead_bubble = 4;  // no forecast for this bubble: wait for the daemon
-  EXPECT_EQ(JudgePiece(view, 1200, 0, 1), PieceVerdict::kWaitForQueue);
+  EXPECT_EQ(JudgePiece(view, 1200, 0, 1, 1000), PieceVerdict::kWaitForQueue);
   // Once published, the daemon's deadline rules, not the forecast.
   view.admit_bubble = 5;
   view.admit_until_ns = 1250;
   view.ahead_bubble = 5;
-  EXPECT_EQ(JudgePiece(view, 1200, 0, 100), PieceVerdict::kWaitForBubble);
+  EXPECT_EQ(JudgePiece(view, 1200, 0, 100, 1000), PieceVerdict::kWaitForBubble);
+}
+
+// An iteration's first bubble: published with its window opening just after
+// its forecast begin, so nothing waits behind the shut gate for it, but an
+// open gate is judged by the forecast before the daemon's deadline comes.
+TEST(PieceAdmission, AnIterationsFirstBubbleQueuesNothingAheadButIsJudgedByItsForecastOnceOpen) {
+  GateView view;
+  view.word = GateClosedValue(4);
+  view.ahead_bubble = 5;
+  view.ahead_begin_ns = 1000;
+  view.ahead_from_ns = 1001;  // no lead
+  view.ahead_until_ns = 1500;
+  for (int64_t now : {900, 1000, 1001, 1200})
+    EXPECT_EQ(JudgePiece(view, now, 0, 100, now), PieceVerdict::kWaitForBubble) << "shut at " << now;
+  EXPECT_EQ(ShutPollNs(view, 990, 50'000), 1'000) << "looks again just after the forecast begin (1 us at least)";
+  view.word = GateOpenValue(5);
+  view.admit_bubble = 4;  // the daemon has not seen it begin yet
+  EXPECT_EQ(JudgePiece(view, 1001, 399, 100, 1000), PieceVerdict::kQueue) << "ends at 1500";
+  EXPECT_EQ(JudgePiece(view, 1001, 400, 100, 1000), PieceVerdict::kWaitForQueue);
+  EXPECT_EQ(JudgePiece(view, 990, 0, 1, 980), PieceVerdict::kWaitForQueue)
+      << "open before its forecast begin: the forecast was wrong; wait for the daemon";
+  // What made the first try of this unsafe: a bubble that opened at 700, earlier than its
+  // forecast, first looked at once the window opened.  Judged from the forecast begin it would
+  // end at 1500, 300 after its real end; judged from the last sighting (650), at 1150.
+  EXPECT_EQ(JudgePiece(view, 1001, 0, 149, 650), PieceVerdict::kQueue);
+  EXPECT_EQ(JudgePiece(view, 1001, 0, 150, 650), PieceVerdict::kWaitForQueue);
 }
 
 TEST(PieceAdmission, AShutGateIsLookedAtAgainWhenTheNextBubblesLeadBegins) {
@@ -403,6 +440,37 @@ TEST_F(LaunchGateTest, ADeadlineBeingWrittenIsReadAgainNotReplacedByTheForecast)
   PublishAheadAdmission(&layout(), {2, FakeClock::now - 1'000'000, FakeClock::now - 500'000,
                                     FakeClock::now + 50'000'000});  // the forecast would admit it
   PublishAtAndExpectTheWaitAfter(gate, 2, FakeClock::now + 30'000);
+}
+
+// An iteration's first bubble (no lead: nothing queued behind the shut
+// gate), late this time: the held thread, which saw the gate shut at its
+// last look, queues the piece as soon as it sees the gate open, by the
+// forecast, with no deadline from the daemon yet.
+TEST_F(LaunchGateTest, AGateSeenShutAndThenOpenIsJudgedByItsForecastBeforeTheDaemonsDeadline) {
+  LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
+  Shut(1);
+  const int64_t begin = FakeClock::now + 3'000'000;
+  PublishAheadAdmission(&layout(), {2, begin + 1, begin, begin + 1'000'000});
+  const int64_t opens_at = begin + 200'000;
+  FakeClock::on_sleep = [&] {
+    if (FakeClock::now >= opens_at) layout().word.store(GateOpenValue(2));  // the daemon is silent
+  };
+  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
+  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
+  EXPECT_GE(FakeDriver::wait_times[0], opens_at);
+  EXPECT_LE(FakeDriver::wait_times[0], opens_at + LaunchGate::kShutPollNs) << "at its first look at the open gate";
+  EXPECT_EQ(layout().admit_bubble.load(), 1u) << "no deadline was published for bubble 2";
+}
+
+// The same forecast, but the thread never saw the gate shut before the
+// bubble: it may have opened any time before, so the forecast cannot bound
+// its end, and the piece waits for the daemon's deadline.
+TEST_F(LaunchGateTest, AnOpenGateNeverSeenShutWaitsForTheDaemonsDeadlineDespiteAForecast) {
+  LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
+  const int64_t begin = FakeClock::now - 10'000;
+  layout().word.store(GateOpenValue(2));
+  PublishAheadAdmission(&layout(), {2, begin + 1, begin, begin + 1'000'000});  // it would admit the piece
+  PublishAtAndExpectTheWaitAfter(gate, 2, FakeClock::now + 40'000);
 }
 
 TEST_F(LaunchGateTest, NothingIsQueuedBeforeTheDaemonPublishesTheBubblesDeadline) {

@@ -555,14 +555,20 @@ TEST(NextBubble, ASlotWhoseFollowerChangesIsNotForecastUntilItIsSteadyAgain) {
   EXPECT_EQ(forecast.slot, 5u);
 }
 
-TEST(NextBubble, AnIterationsFirstBubbleIsNeverForecast) {
+TEST(NextBubble, AnIterationsFirstBubbleIsForecastFlaggedSoThatNothingIsQueuedAheadOfIt) {
   NextBubblePredictor next;
   for (int i = 0; i < 4; ++i) {
-    next.Observe(7, 0, 0, kMillisecond);  // slot 0 follows the iteration's last slot, 7
-    next.Observe(0, 0, 1, kMillisecond);  // and slot 1 follows slot 0
+    next.Observe(7, 0, 0, 2 * kMillisecond);  // slot 0 follows the iteration's last slot, 7
+    next.Observe(0, 0, 1, kMillisecond);      // and slot 1 follows slot 0
   }
-  EXPECT_FALSE(next.Forecast(7, 0).known);
-  EXPECT_TRUE(next.Forecast(0, 0).known) << "the same history forecasts slot 1";
+  NextBubbleForecast first = next.Forecast(7, 0);
+  ASSERT_TRUE(first.known);
+  EXPECT_EQ(first.slot, 0u);
+  EXPECT_EQ(first.begin_ns, 2 * kMillisecond);
+  EXPECT_TRUE(first.iteration_first);
+  NextBubbleForecast second = next.Forecast(0, 0);
+  ASSERT_TRUE(second.known) << "the same history forecasts slot 1";
+  EXPECT_FALSE(second.iteration_first);
 }
 
 TEST(NextBubble, ABeginBeforeTheLastEndIsNotLearnedAndResetForgetsAll) {

@@ -46,9 +46,26 @@ class RelaxedCaptureMode {
 
 HostClock RealHostClock() { return {&MonotonicNow, &SleepNs}; }
 
+namespace {
+uint64_t NextGateId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+// When this thread last saw a gate shut, and after which bubble: an open
+// bubble seen by the same thread began after that time (JudgePiece's
+// seen_shut_ns).  Per thread, since each judges by its own sightings.
+struct ShutSighting {
+  uint64_t gate = 0;  // LaunchGate::id_; 0: none
+  uint32_t bubble = 0;
+  int64_t at_ns = 0;
+};
+thread_local ShutSighting last_shut;
+}  // namespace
+
 LaunchGate::LaunchGate(const DriverApi& api, void* page, std::string page_error, GateTaskSlot* slot,
                        HostClock clock)
-    : api_(api), page_(page), refusal_(std::move(page_error)), slot_(slot), clock_(clock) {}
+    : id_(NextGateId()), api_(api), page_(page), refusal_(std::move(page_error)), slot_(slot), clock_(clock) {}
 
 LaunchGate::~LaunchGate() {
   if (!api_.event_destroy) return;
@@ -148,12 +165,18 @@ size_t LaunchGate::unfinished_pieces() {
   return api_.event_query ? DrainFencesLocked() : 0;
 }
 
+
 void LaunchGate::HoldUntilAdmitted() {
   const auto& layout = *static_cast<const GatePageLayout*>(page_);
   bool held = false;
   for (;;) {
     GateView view;
+    // Read before the word: a gate that reads shut opened after this time.
+    const int64_t before_read = clock_.now_ns();
     view.word = layout.word.load(std::memory_order_acquire);
+    if ((view.word & 1u) == 0) last_shut = {id_, view.word >> 1, before_read};
+    const int64_t seen_shut =
+        last_shut.gate == id_ && last_shut.bubble + 1 == (view.word >> 1) ? last_shut.at_ns : 0;
     // A deadline being written (the daemon republishes it at a second look)
     // is read again shortly: judged meanwhile by the next bubble's forecast,
     // an open bubble would be judged by its first forecast's deadline.
@@ -169,7 +192,8 @@ void LaunchGate::HoldUntilAdmitted() {
     const int64_t piece = PieceEstimateNs();
     const int64_t queued = static_cast<int64_t>(unfinished_pieces()) * piece;
     const int64_t now = clock_.now_ns();
-    const PieceVerdict verdict = torn ? PieceVerdict::kWaitForQueue : JudgePiece(view, now, queued, piece);
+    const PieceVerdict verdict =
+        torn ? PieceVerdict::kWaitForQueue : JudgePiece(view, now, queued, piece, seen_shut);
     if (verdict == PieceVerdict::kQueue) break;
     held = true;
     clock_.sleep_ns(verdict == PieceVerdict::kWaitForBubble ? ShutPollNs(view, now, kShutPollNs)

@@ -11,7 +11,9 @@
 // and the piece fits its forecast; until then the calling thread is held on
 // the host, polling the gate page (every 50 us while the gate is shut, or
 // until the next bubble's lead begins if that is sooner; every 10 us while
-// queued work drains).  What is
+// queued work drains), and remembering when it last saw the gate shut (an
+// open gate whose deadline is not yet published is judged from then:
+// gate/piece_admission.h).  What is
 // queued is tracked with one event per piece (a fence), and a piece's
 // length is predicted by the 95th percentile of the timed pieces.
 //
@@ -130,6 +132,9 @@ class LaunchGate {
   // Reads back the timed pieces that have ended; at most one caller at once.
   void CollectSamples();
 
+  // This gate among every one the process made (a thread's sightings of a
+  // shut gate are its own gate's, whatever address a later gate reuses).
+  const uint64_t id_;
   DriverApi api_;
   void* page_;
   std::string refusal_;

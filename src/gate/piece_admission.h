@@ -16,8 +16,14 @@
 // also forecasts the next bubble, its begin and its deadline
 // (policy/next_bubble.h), and a piece that fits it is queued a short lead
 // before the forecast begin: its wait is left pending for about that lead,
-// and the GPU starts it when the stage's stream opens the gate.  Pure; no
-// clock.
+// and the GPU starts it when the stage's stream opens the gate.  An
+// iteration's first bubble is published with its window opening just after
+// its forecast begin (no lead: a trainer may pause between iterations), so
+// nothing waits for it behind the shut gate, but a gate open after its
+// forecast begin is judged by the forecast before the daemon's deadline
+// comes, counted from when the judging thread last saw the gate shut (a
+// gate that opened earlier than forecast must not be judged by the
+// forecast's own begin: its end comes that much sooner).  Pure; no clock.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -61,13 +67,18 @@ inline bool InAheadWindow(const GateView& view, int64_t now_ns) {
 //   the queue end by it.
 // - Gate open, the deadline not yet published (the daemon's mark comes tens
 //   to hundreds of microseconds after the stage's stream opened the gate):
-//   judged by the forecast for this bubble, counted from its forecast
-//   begin or from now, whichever is earlier; with no forecast, or a gate
-//   that opened before the forecast's lead (so the forecast was wrong), wait.
+//   judged by the forecast for this bubble's length, counted from
+//   `seen_shut_ns`, the last time the calling thread saw the gate shut just
+//   before this bubble (the bubble began after it, so its end is no earlier
+//   than that plus its length), and no later than the forecast's deadline;
+//   with no forecast, a gate that opened before the forecast's window (so
+//   the forecast was wrong), or no such sighting (seen_shut_ns 0: the gate
+//   may have opened any time before now), wait.
 // - Gate shut: queued ahead, behind the shut gate, in the next bubble's
 //   ahead window (InAheadWindow), if the queue and the piece fit the
 //   forecast when they start at the bubble's forecast begin.
-inline PieceVerdict JudgePiece(const GateView& view, int64_t now_ns, int64_t queued_ns, int64_t piece_ns) {
+inline PieceVerdict JudgePiece(const GateView& view, int64_t now_ns, int64_t queued_ns, int64_t piece_ns,
+                               int64_t seen_shut_ns) {
   const uint32_t bubble = view.word >> 1;
   if ((view.word & 1u) == 0) {
     if (InAheadWindow(view, now_ns) && view.ahead_begin_ns + queued_ns + piece_ns <= view.ahead_until_ns)
@@ -76,8 +87,9 @@ inline PieceVerdict JudgePiece(const GateView& view, int64_t now_ns, int64_t que
   }
   int64_t until_ns = view.admit_until_ns;
   if (view.admit_bubble != bubble) {
-    if (view.ahead_bubble != bubble || now_ns < view.ahead_from_ns) return PieceVerdict::kWaitForQueue;
-    until_ns = view.ahead_until_ns - std::max<int64_t>(0, view.ahead_begin_ns - now_ns);
+    if (view.ahead_bubble != bubble || now_ns < view.ahead_from_ns || seen_shut_ns <= 0)
+      return PieceVerdict::kWaitForQueue;
+    until_ns = std::min(view.ahead_until_ns, seen_shut_ns + (view.ahead_until_ns - view.ahead_begin_ns));
     return now_ns + queued_ns + piece_ns <= until_ns ? PieceVerdict::kQueue : PieceVerdict::kWaitForQueue;
   }
   if (now_ns + queued_ns + piece_ns <= until_ns) return PieceVerdict::kQueue;

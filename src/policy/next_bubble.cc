@@ -44,7 +44,7 @@ NextBubbleForecast NextBubblePredictor::Forecast(uint32_t slot, Nanos end_ns) co
   const size_t index = Index(slot);
   if (agreeing_[index] < config_.min_samples || busy_.Count(slot) < config_.min_samples)
     return forecast;
-  if (next_slot_[index] == 0) return forecast;  // an iteration's first bubble
+  forecast.iteration_first = next_slot_[index] == 0;
   forecast.known = true;
   forecast.slot = next_slot_[index];
   forecast.begin_ns = end_ns + busy_.Predict(slot, 0);

@@ -14,13 +14,15 @@
 // bubble; neither is the safe side.
 //
 // The first bubble of an iteration (slot 0, as the lane's overhead probe
-// counts iterations) is never forecast.  Trainers pause between iterations:
-// evaluation, a checkpoint, marks turned off.  A wait queued for a bubble
-// that does not come stays pending on the GPU until the next one does, and
-// a pending wait slows the training (gate/piece_admission.h): on two H200s,
-// a trainer alternating its marks off for 5 iterations at a time ran its
-// marks-off iterations 0.70% slower than with no side process, against
-// -0.05% with nothing queued ahead (bench/results/gate_ahead.md).
+// counts iterations) is forecast, but flagged: nothing may be queued ahead
+// of it.  Trainers pause between iterations: evaluation, a checkpoint,
+// marks turned off.  A wait queued for a bubble that does not come stays
+// pending on the GPU until the next one does, and a pending wait slows the
+// training (gate/piece_admission.h): on two H200s, a trainer alternating its
+// marks off for 5 iterations at a time ran its marks-off iterations 0.70%
+// slower than with no side process, against -0.05% with nothing queued
+// ahead (bench/results/gate_ahead.md).  Its forecast only lets a piece be
+// queued once the gate is open, before the daemon has seen the begin.
 // Within an iteration the next bubble is the schedule's.  Pure; no clock.
 #pragma once
 #include <cstdint>
@@ -42,6 +44,7 @@ struct NextBubbleForecast {
   bool known = false;
   uint32_t slot = 0;
   Nanos begin_ns = 0;
+  bool iteration_first = false;  // slot 0: nothing may be queued ahead of it
 };
 
 class NextBubblePredictor {
@@ -55,8 +58,8 @@ class NextBubblePredictor {
 
   // The bubble that will follow one in `slot` that ended at `end_ns`:
   // unknown until `min_samples` bubbles have followed that slot, the last
-  // `min_samples` of them in the same slot, and unknown when that is slot 0
-  // (an iteration's first bubble, see above).  Never allocates.
+  // `min_samples` of them in the same slot; flagged iteration_first when
+  // that is slot 0 (see above).  Never allocates.
   NextBubbleForecast Forecast(uint32_t slot, Nanos end_ns) const;
 
   // Forgets everything (a new stage process).  Never allocates.

@@ -291,6 +291,20 @@ TEST_F(LaunchGateTest, WorkOnTheLegacyDefaultStreamIsTimedButSynchronousAndCaptu
 
 // --- holding pieces on the host: no wait is left pending through busy time --
 
+// The gate page showing `word`, with the daemon's deadline still bubble 4's
+// and a forecast for bubble 5: queued from `from`, beginning at `begin`,
+// work to end by `until`.
+GateView ForecastOfBubble5(uint32_t word, int64_t from, int64_t begin, int64_t until) {
+  GateView view;
+  view.word = word;
+  view.admit_bubble = 4;
+  view.ahead_bubble = 5;
+  view.ahead_from_ns = from;
+  view.ahead_begin_ns = begin;
+  view.ahead_until_ns = until;
+  return view;
+}
+
 TEST(PieceAdmission, APieceIsQueuedOnlyInAnOpenBubbleWhenItCanEndByTheDeadline) {
   GateView view{GateOpenValue(4), 4, 1000};
   EXPECT_EQ(JudgePiece(view, 500, 0, 400, 0), PieceVerdict::kQueue);
@@ -305,12 +319,7 @@ TEST(PieceAdmission, APieceIsQueuedOnlyInAnOpenBubbleWhenItCanEndByTheDeadline) 
 }
 
 TEST(PieceAdmission, BehindTheShutGateAPieceIsQueuedOnlyInTheNextBubblesLeadIfItFitsItsForecast) {
-  GateView view;
-  view.word = GateClosedValue(4);
-  view.ahead_bubble = 5;
-  view.ahead_from_ns = 900;
-  view.ahead_begin_ns = 1000;  // a lead of 100
-  view.ahead_until_ns = 1500;
+  GateView view = ForecastOfBubble5(GateClosedValue(4), 900, 1000, 1500);  // a lead of 100
   EXPECT_EQ(JudgePiece(view, 899, 0, 100, 0), PieceVerdict::kWaitForBubble);  // before the lead
   EXPECT_EQ(JudgePiece(view, 900, 0, 100, 0), PieceVerdict::kQueue);
   EXPECT_EQ(JudgePiece(view, 950, 400, 100, 0), PieceVerdict::kQueue);  // starts at the begin: ends at 1500
@@ -330,13 +339,7 @@ TEST(PieceAdmission, BehindTheShutGateAPieceIsQueuedOnlyInTheNextBubblesLeadIfIt
 // just before the bubble: the bubble began after that, so it ends no sooner
 // than that plus its length.
 TEST(PieceAdmission, AnOpenBubbleWhoseDeadlineIsNotPublishedYetIsJudgedByItsForecastFromTheLastShutSighting) {
-  GateView view;
-  view.word = GateOpenValue(5);
-  view.admit_bubble = 4;  // the daemon's deadline is the last bubble's
-  view.ahead_bubble = 5;
-  view.ahead_from_ns = 900;
-  view.ahead_begin_ns = 1000;
-  view.ahead_until_ns = 1500;  // 500 long
+  GateView view = ForecastOfBubble5(GateOpenValue(5), 900, 1000, 1500);  // 500 long, not published yet
   // Seen shut at the forecast begin: it began after, and ends no sooner than the forecast's end.
   EXPECT_EQ(JudgePiece(view, 1200, 200, 100, 1000), PieceVerdict::kQueue);  // ends at 1500
   EXPECT_EQ(JudgePiece(view, 1200, 201, 100, 1000), PieceVerdict::kWaitForQueue);
@@ -364,17 +367,11 @@ TEST(PieceAdmission, AnOpenBubbleWhoseDeadlineIsNotPublishedYetIsJudgedByItsFore
 // its forecast begin, so nothing waits behind the shut gate for it, but an
 // open gate is judged by the forecast before the daemon's deadline comes.
 TEST(PieceAdmission, AnIterationsFirstBubbleQueuesNothingAheadButIsJudgedByItsForecastOnceOpen) {
-  GateView view;
-  view.word = GateClosedValue(4);
-  view.ahead_bubble = 5;
-  view.ahead_begin_ns = 1000;
-  view.ahead_from_ns = 1001;  // no lead
-  view.ahead_until_ns = 1500;
+  GateView view = ForecastOfBubble5(GateClosedValue(4), 1001, 1000, 1500);  // no lead
   for (int64_t now : {900, 1000, 1001, 1200})
     EXPECT_EQ(JudgePiece(view, now, 0, 100, now), PieceVerdict::kWaitForBubble) << "shut at " << now;
   EXPECT_EQ(ShutPollNs(view, 990, 50'000), 1'000) << "looks again just after the forecast begin (1 us at least)";
-  view.word = GateOpenValue(5);
-  view.admit_bubble = 4;  // the daemon has not seen it begin yet
+  view.word = GateOpenValue(5);  // the daemon has not seen it begin yet
   EXPECT_EQ(JudgePiece(view, 1001, 399, 100, 1000), PieceVerdict::kQueue) << "ends at 1500";
   EXPECT_EQ(JudgePiece(view, 1001, 400, 100, 1000), PieceVerdict::kWaitForQueue);
   EXPECT_EQ(JudgePiece(view, 990, 0, 1, 980), PieceVerdict::kWaitForQueue)

@@ -156,6 +156,21 @@ class LaunchGateTest : public ::testing::Test {
     ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
     EXPECT_GE(FakeDriver::wait_times[0], at);
   }
+  // Bubble `shut` has ended; bubble `next` is forecast to begin at `begin`
+  // and last `length`, with no lead (an iteration's first).
+  void ShutWithForecast(uint32_t shut, uint32_t next, int64_t begin, int64_t length) {
+    Shut(shut);
+    PublishAheadAdmission(&layout(), {next, begin + 1, begin, begin + length});
+  }
+  // As the held thread sleeps: the stage's stream opens bubble `bubble` once
+  // the fake clock reaches `opens_at`, and the daemon publishes its deadline
+  // (none) at `published_at`.
+  void OpenAtThenPublish(uint32_t bubble, int64_t opens_at, int64_t published_at) {
+    FakeClock::on_sleep = [this, bubble, opens_at, published_at] {
+      if (FakeClock::now >= opens_at) layout().word.store(GateOpenValue(bubble));
+      if (FakeClock::now >= published_at) Open(bubble, INT64_MAX);
+    };
+  }
   alignas(4096) char page_[4096] = {};
   CuStream stream_ = reinterpret_cast<CuStream>(0x1000);
 };
@@ -445,18 +460,41 @@ TEST_F(LaunchGateTest, ADeadlineBeingWrittenIsReadAgainNotReplacedByTheForecast)
 // forecast, with no deadline from the daemon yet.
 TEST_F(LaunchGateTest, AGateSeenShutAndThenOpenIsJudgedByItsForecastBeforeTheDaemonsDeadline) {
   LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
-  Shut(1);
   const int64_t begin = FakeClock::now + 3'000'000;
-  PublishAheadAdmission(&layout(), {2, begin + 1, begin, begin + 1'000'000});
+  ShutWithForecast(1, 2, begin, 1'000'000);
   const int64_t opens_at = begin + 200'000;
-  FakeClock::on_sleep = [&] {
-    if (FakeClock::now >= opens_at) layout().word.store(GateOpenValue(2));  // the daemon is silent
-  };
+  OpenAtThenPublish(2, opens_at, opens_at + 1'000'000);  // the daemon's deadline, much later
   EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
   ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
   EXPECT_GE(FakeDriver::wait_times[0], opens_at);
   EXPECT_LE(FakeDriver::wait_times[0], opens_at + LaunchGate::kShutPollNs) << "at its first look at the open gate";
-  EXPECT_EQ(layout().admit_bubble.load(), 1u) << "no deadline was published for bubble 2";
+  EXPECT_EQ(layout().admit_bubble.load(), 1u) << "queued before the daemon published bubble 2's deadline";
+}
+
+// A sighting counts only for the bubble right after the one seen shut, and
+// only for the gate that made it.
+TEST_F(LaunchGateTest, AShutSightingOfAnEarlierBubbleOrAnotherGateDoesNotBoundAnOpenOne) {
+  LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
+  const int64_t begin = FakeClock::now + 1'000'000;
+  ShutWithForecast(1, 3, begin, 10'000'000);
+  // Seen shut after bubble 1; meanwhile bubble 2 opens and closes unseen, and bubble 3 opens.
+  const int64_t published_at = begin + 500'000;
+  OpenAtThenPublish(3, begin + 100'000, published_at);
+  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
+  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
+  EXPECT_GE(FakeDriver::wait_times[0], published_at) << "bubble 2 may have hidden bubble 3's early open";
+
+  // The same gate sees bubble 3 shut, then 4 open: its own sighting bounds bubble 4, no
+  // deadline needed.  Then another gate of the process (another task's, say) sees the page's
+  // bubble 4 open: the sighting was the first gate's, so it waits for the deadline.
+  ShutWithForecast(3, 4, FakeClock::now, 10'000'000);
+  FakeClock::on_sleep = [&] { layout().word.store(GateOpenValue(4)); };
+  EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
+  EXPECT_EQ(layout().admit_bubble.load(), 3u) << "queued by the forecast, before bubble 4's deadline";
+  FakeDriver::wait_times.clear();
+  FakeDriver::waits.clear();
+  LaunchGate other(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
+  PublishAtAndExpectTheWaitAfter(other, 4, FakeClock::now + 40'000);
 }
 
 // The same forecast, but the thread never saw the gate shut before the

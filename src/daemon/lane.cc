@@ -319,20 +319,6 @@ void Lane::GateLoop() {
       }
       continue;
     }
-    // A stage that drives the gate (freeride_gate_open_on_stream) opened it
-    // before its host mark ran, so the word now holds this bubble's number
-    // (or a later one's, if the mark came very late: that one is then judged
-    // by this mark, conservatively).  For a stage that marks only from the
-    // host, the lane opens the gate itself, from here, at a later bubble
-    // number than any the stage wrote.
-    const bool stage_drives = gate_.layout()->stage_pid.load(std::memory_order_relaxed) ==
-                              l.stage_pid.load(std::memory_order_relaxed);
-    if (!stage_drives) {
-      uint32_t current = gate_.layout()->word.load(std::memory_order_acquire);
-      gate_.layout()->word.compare_exchange_strong(current, GateOpenValue((current >> 1) + 1));
-    }
-    const uint32_t word = gate_.layout()->word.load(std::memory_order_acquire);
-    const uint32_t bubble = word >> 1;
     // A new stage process may have another schedule: its busy times are learned afresh.
     const int64_t stage_pid = l.stage_pid.load(std::memory_order_relaxed);
     if (stage_pid != forecast_stage) {
@@ -361,6 +347,24 @@ void Lane::GateLoop() {
     Nanos close_at = gated_tasks.empty()
                          ? std::numeric_limits<Nanos>::max()
                          : GateCloseAt(mark.begin_ns, forecast, options_.gate_margin, admission);
+    // A stage that drives the gate (freeride_gate_open_on_stream) opened it
+    // before its host mark ran, so the word now holds this bubble's number
+    // (or a later one's, if the mark came very late: that one is then judged
+    // by this mark, conservatively).  For a stage that marks only from the
+    // host, the lane opens the gate itself, from here, at a later bubble
+    // number than any the stage wrote, with the deadline published first:
+    // the bubble began at the host mark, before the word opens, so a side
+    // thread must not judge it by its last sighting of the shut gate
+    // (gate/piece_admission.h).
+    const bool stage_drives = gate_.layout()->stage_pid.load(std::memory_order_relaxed) ==
+                              l.stage_pid.load(std::memory_order_relaxed);
+    if (!stage_drives) {
+      uint32_t current = gate_.layout()->word.load(std::memory_order_acquire);
+      gate_.PublishAdmission((current >> 1) + 1, close_at);
+      gate_.layout()->word.compare_exchange_strong(current, GateOpenValue((current >> 1) + 1));
+    }
+    const uint32_t word = gate_.layout()->word.load(std::memory_order_acquire);
+    const uint32_t bubble = word >> 1;
     if (GateIsOpen(word)) gate_.PublishAdmission(bubble, close_at);
     // A slot of two kinds (policy/bubble_predictor.h) is forecast as its
     // short kind; a bubble still open at the second look's point is of the

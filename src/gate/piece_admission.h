@@ -71,9 +71,12 @@ inline bool InAheadWindow(const GateView& view, int64_t now_ns) {
 //   `seen_shut_ns`, the last time the calling thread saw the gate shut just
 //   before this bubble (the bubble began after it, so its end is no earlier
 //   than that plus its length), and no later than the forecast's deadline;
-//   with no forecast, a gate that opened before the forecast's window (so
-//   the forecast was wrong), or no such sighting (seen_shut_ns 0: the gate
-//   may have opened any time before now), wait.
+//   with no forecast, a gate found open before the forecast's window opens
+//   (so the forecast was wrong), or no such sighting (seen_shut_ns 0: the
+//   gate may have opened any time before now), wait.  (A stage that marks
+//   only from the host has its gate opened by the daemon after its mark,
+//   with the deadline published first, so this applies to gates the
+//   stage's own stream opens.)
 // - Gate shut: queued ahead, behind the shut gate, in the next bubble's
 //   ahead window (InAheadWindow), if the queue and the piece fit the
 //   forecast when they start at the bubble's forecast begin.

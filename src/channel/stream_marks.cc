@@ -108,17 +108,27 @@ bool GateReady(freeride_stage* stage) {
   return true;
 }
 
+// Enqueues the write of `value` to the lane's gate word on `stream`, the
+// gate ready (GateReady).  0 when enqueued.
+int EnqueueGateValue(freeride_stage* stage, void* stream, uint32_t value) {
+  static auto write = DriverFn<CuStreamWriteValue32>("cuStreamWriteValue32_v2");
+  return write(stream, stage->gate_word, value, 0) == 0 ? 0 : -1;
+}
+
+// Numbers the stage's next gate bubble: 31 bits, and never 0 (the gate
+// marks' "none").  The number is used up even if its open is not enqueued.
+uint32_t OpenNextGateBubble(freeride_stage* stage) {
+  return stage->gate_bubble = freeride::GateMarkReader::Next(stage->gate_bubble);
+}
+
 // Enqueues the gate's open (of a new bubble) or close (of the last opened)
 // on `stream`; *value gets the value written.  0 when enqueued.
 int WriteGate(freeride_stage* stage, void* stream, bool open, uint32_t* value = nullptr) {
   if (!stage || !GateReady(stage)) return -1;
-  static auto write = DriverFn<CuStreamWriteValue32>("cuStreamWriteValue32_v2");
-  // 31 bits of bubble number, and never 0 (the gate marks' "none").
-  if (open) stage->gate_bubble = freeride::GateMarkReader::Next(stage->gate_bubble);
-  uint32_t written = open ? freeride::GateOpenValue(stage->gate_bubble)
-                          : freeride::GateClosedValue(stage->gate_bubble);
+  const uint32_t written = open ? freeride::GateOpenValue(OpenNextGateBubble(stage))
+                                : freeride::GateClosedValue(stage->gate_bubble);
   if (value) *value = written;
-  return write(stream, stage->gate_word, written, 0) == 0 ? 0 : -1;
+  return EnqueueGateValue(stage, stream, written);
 }
 
 bool GateMarksWanted() {
@@ -161,14 +171,16 @@ int freeride_bubble_begin_gated(freeride_stage* stage, void* compute_stream, uin
   if (!stage || stage->owner_pid != getpid() || !GateMarksWanted() || !GateReady(stage)) return -1;
   freeride::GateMarkWatcher* watcher = Watcher(stage);
   if (!watcher) return -1;
-  const uint32_t bubble = freeride::GateMarkReader::Next(stage->gate_bubble);
+  // The gate is ready (checked above): numbered and written directly, with
+  // its record in place before the write can land.
+  const uint32_t bubble = OpenNextGateBubble(stage);
   watcher->Record(bubble, slot, predicted_ns, free_memory_bytes);
-  uint32_t value = 0;
-  if (WriteGate(stage, compute_stream, true, &value) != 0) {
+  const uint32_t value = freeride::GateOpenValue(bubble);
+  if (EnqueueGateValue(stage, compute_stream, value) != 0) {
     watcher->Forget(bubble);  // its number is used up: the watcher skips it
     return -1;
   }
-  watcher->Wrote(&stage->gate_page.layout()->word, value, stage->gate_bubble);
+  watcher->Wrote(&stage->gate_page.layout()->word, value, bubble);
   return 0;
 }
 

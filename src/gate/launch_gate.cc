@@ -165,7 +165,6 @@ size_t LaunchGate::unfinished_pieces() {
   return api_.event_query ? DrainFencesLocked() : 0;
 }
 
-
 void LaunchGate::HoldUntilAdmitted() {
   const auto& layout = *static_cast<const GatePageLayout*>(page_);
   bool held = false;

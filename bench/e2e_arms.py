@@ -262,6 +262,16 @@ def drift_adjusted(starts: list[float], iter_ms: list[float], arms: list[str], a
             "drift_ms_per_min": slope * 60, "blocks": len(xs), "no_side_blocks": n}
 
 
+def harvest_at(rate: float, units_on_by_lane: list[float], bubble_on_s_by_lane: list[float]) -> tuple:
+    """(harvest, harvest by lane): the lanes' "on" work in seconds alone, at `rate` units a second,
+    over their bubble seconds in "on" iterations; NaN where there is no bubble time or no rate."""
+    if not rate > 0:
+        return float("nan"), [float("nan")] * len(units_on_by_lane)
+    bubble_s = sum(bubble_on_s_by_lane)
+    return (sum(units_on_by_lane) / rate / bubble_s if bubble_s > 0 else float("nan"),
+            [u / rate / b if b > 0 else float("nan") for u, b in zip(units_on_by_lane, bubble_on_s_by_lane)])
+
+
 def arms_summary(iter_ms: list[float], arms: list[str], units_by_lane: list[dict], bubble_on_s_by_lane: list[float],
                  rate: float, starts: list[float] | None = None) -> dict:
     """One row's figures: the iterations of each arm, their mean times, the overheads between
@@ -271,12 +281,10 @@ def arms_summary(iter_ms: list[float], arms: list[str], units_by_lane: list[dict
     iters = {arm: [t for t, a in zip(iter_ms, arms) if a == arm] for arm in ARMS}
     no_side = iters["noside_on"] + iters["noside_off"]
     enough = lambda *xs: all(len(x) >= 2 for x in xs)  # noqa: E731
-    work_s = sum(u["on"] for u in units_by_lane) / rate if rate > 0 else float("nan")
-    bubble_s = sum(bubble_on_s_by_lane)
+    harvest, harvest_by_lane = harvest_at(rate, [u["on"] for u in units_by_lane], bubble_on_s_by_lane)
     return {
-        "harvest": work_s / bubble_s if bubble_s > 0 else float("nan"),
-        "harvest_by_lane": [u["on"] / rate / b if b > 0 and rate > 0 else float("nan")
-                            for u, b in zip(units_by_lane, bubble_on_s_by_lane)],
+        "harvest": harvest,
+        "harvest_by_lane": harvest_by_lane,
         "units_on_by_lane": [u["on"] for u in units_by_lane],
         "units_off_after_block_start": sum(u["off"] for u in units_by_lane),
         "units_off_after_block_start_by_lane": [u["off"] for u in units_by_lane],
@@ -302,11 +310,9 @@ def revalue_harvest(row: dict, rate_after: float | None) -> None:
     if not rate_after or not rate_after > 0:
         return
     rate = max(row["alone_rate_per_s"], rate_after)
-    units, bubble_s = row["units_on_by_lane"], row["bubble_s_on_by_lane"]
     row["harvest_at_first_rate"] = row["harvest"]
     row["alone_rate_used_per_s"] = rate
-    row["harvest"] = sum(units) / rate / sum(bubble_s) if sum(bubble_s) > 0 else float("nan")
-    row["harvest_by_lane"] = [u / rate / b if b > 0 else float("nan") for u, b in zip(units, bubble_s)]
+    row["harvest"], row["harvest_by_lane"] = harvest_at(rate, row["units_on_by_lane"], row["bubble_s_on_by_lane"])
     row["missed_targets"] = missed_targets(row)
 
 
@@ -741,13 +747,13 @@ class Arms:
 
     def alone_reserve(self) -> float:
         """The seconds kept back in the budget for measuring the alone rates again."""
-        return self.alone_seconds_taken if getattr(self.a, "alone_again", True) else 0.0
+        return self.alone_seconds_taken if self.a.alone_again else 0.0
 
     def measure_alone_again(self) -> None:
         """The alone rates once more, after the launches (the GPUs free again), and each row's
         harvest valued at the higher of its side's two: one measurement of a few seconds has read
         13% low on an H200 (bench/results/e2e_drift_4xh200.md), which would count as harvest."""
-        if not getattr(self.a, "alone_again", True):
+        if not self.a.alone_again:
             return
         if self.time_left() < self.alone_seconds_taken + 10:
             log(f"the alone rates were not measured again: {self.time_left():.0f} s left of the budget")

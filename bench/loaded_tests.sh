@@ -36,7 +36,8 @@
 # (python_pipeline_cpu, deepspeed, megatron, torchtitan, the demo) take
 # minutes each: they run in the whole-suite runs only.
 #
-# Output: one line per run, then the counts; the log of every run that
+# Output: one line per run (a passing whole-suite run adds ctest's count and
+# its list of tests that did not run), then the counts; the log of every run that
 # failed is kept under build/loaded_tests/.  Results go in bench/results/
 # with the command and commit (bench/results/loaded_tests.md).
 set -uo pipefail
@@ -101,7 +102,10 @@ for ((i = 1; i <= full; i++)); do
   log="$logs/full_$i.log"
   start=$(date +%s)
   if ./scripts/test.sh > "$log" 2>&1; then
-    full_passed=$((full_passed + 1)); result=pass; rm -f "$log"
+    full_passed=$((full_passed + 1)); result=pass
+    # ctest's count, and its list of the tests that did not run (a skip must be seen).
+    sed -n '/tests passed, /p; /The following tests did not run:/,/^$/p' "$log"
+    rm -f "$log"
   else
     result="FAIL (log: $log; $(grep -cE 'Failed|\*\*\*Failed|FAILED' "$log") failure lines)"
   fi

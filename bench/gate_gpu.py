@@ -325,7 +325,8 @@ class Bench:
         out = os.path.join(self.work, f"{tag}.json")
         cmd = ["python3", "examples/stage_replay_gpu.py", "--profile", profile, "--rank", str(rank),
                "--steps", "1000000", "--warmup", "3", "--freeride", "on", "--freeride-alternate",
-               str(self.a.alternate), "--stop-file", stop_file, "--socket", self.socket, "--out", out]
+               str(self.a.alternate), "--stop-file", stop_file, "--socket", self.socket, "--out", out,
+               "--copy-share", str(self.a.stage_copy_share)]
         proc = subprocess.Popen(cmd, env=self.env, cwd=ROOT, stdout=subprocess.PIPE,
                                 stderr=open(os.path.join(self.a.out, f"{tag}.err"), "w"), text=True)
         first = proc.stdout.readline()  # "replaying rank ...": its set-up is done
@@ -393,6 +394,7 @@ class Bench:
         on_bubble_s = len(iters["on"]) * bubble_ms / 1e3
         harvest = (units["on"] / rate) / on_bubble_s if on_bubble_s else float("nan")
         row = {"profile": profile_name, "rank": rank, "program": program, "alone_rate": rate,
+               "stage_copy_share": self.a.stage_copy_share,
                "bubble_ms_per_iteration": bubble_ms, "harvest": harvest,
                "units_on": units["on"], "units_off_after_block_start": units["off"],
                "iterations": {k: len(v) for k, v in iters.items()},
@@ -493,6 +495,9 @@ def main() -> None:
     p.add_argument("--alternate", type=int, default=5)
     p.add_argument("--alone-seconds", type=float, default=8)
     p.add_argument("--alone-warmup", type=float, default=4)
+    p.add_argument("--stage-copy-share", type=float, default=0.0,
+                   help="the stand-in's --copy-share: share of its busy time in memory copies (0: "
+                        "products alone, at an H200's power limit)")
     p.add_argument("--latency", action="store_true")
     p.add_argument("--latency-seconds", type=float, default=6)
     p.add_argument("--daemon-args", default="")

@@ -95,30 +95,16 @@ template <typename T> T sm_mhz(T ns) {
 
 
 class StageWork:
-    """The stage's busy time: bf16 matrix products, with a share `mix` of the time in large copies
-    (memory-bound, less power: closer to a real trainer's mix than products alone), and a probe
+    """The stage's busy time (the stand-in stage's products, with a share of copies), and a probe
     that reads the SM clock on the GPU (cycles over global-timer nanoseconds, 20 us)."""
 
-    def __init__(self, torch, device, stage, mix: float) -> None:
-        self.torch, self.stage, self.mix = torch, stage, mix
-        self.src = torch.empty(256 << 20, device=device, dtype=torch.uint8)
-        self.dst = torch.empty_like(self.src)
-        self.copy_ms = stage._time(lambda: [self.dst.copy_(self.src) for _ in range(10)]) / 10
+    def __init__(self, torch, device, stage) -> None:
+        self.stage, self.mix = stage, stage.copy_share
         self.probe_fn = torch.cuda.jiterator._create_jit_fn(CLOCK_PROBE)
         self.probe_arg = torch.full((1,), 20e3, device=device, dtype=torch.float32)
 
     def busy(self, ms: float) -> None:
-        products = max(1, round((1 - self.mix) * ms / self.stage.product_ms))
-        copies = round(self.mix * ms / self.copy_ms)
-        every = products / copies if copies else float("inf")
-        done_copies = 0
-        for k in range(products):
-            self.stage._product()
-            while done_copies < copies and (k + 1) >= every * (done_copies + 1):
-                self.dst.copy_(self.src)
-                done_copies += 1
-        for _ in range(copies - done_copies):
-            self.dst.copy_(self.src)
+        self.stage.busy(ms)
 
     def probe(self):
         """A one-element tensor: the SM clock in MHz over the next 20 us of this stream."""
@@ -312,7 +298,7 @@ def main() -> None:
     results = []
     try:
         for mix in mixes:
-            work = StageWork(torch, device, stage, mix)
+            work = StageWork(torch, device, stage if mix == 0 else GpuStage(torch, device, mix))
             for busy_ms, bubble_ms in configs:
                 print(f"config busy {busy_ms} ms ({mix:g} of it copies), bubble {bubble_ms} ms ...", flush=True)
                 results.append(run_config(torch, device, stage, work, side, busy_ms, bubble_ms, args.fill,

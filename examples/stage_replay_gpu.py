@@ -78,13 +78,23 @@ def load_rank(path: str, rank: int) -> tuple[float, list[tuple[float, float]]]:
 class GpuStage:
     """Busy time and bubble waits on the current CUDA stream, calibrated on this GPU alone."""
 
-    def __init__(self, torch, device) -> None:
+    def __init__(self, torch, device, copy_share: float = 0.0) -> None:
+        if not 0 <= copy_share < 1:
+            raise ValueError(f"copy share {copy_share}: give a share from 0 up to (not including) 1")
         self.torch = torch
         n = 4096
         self.a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
         self.b = torch.randn(n, n, device=device, dtype=torch.bfloat16) / n ** 0.5
         self.c = torch.empty_like(self.a)
         self.product_ms = self._time(lambda: [self._product() for _ in range(50)]) / 50
+        # Products alone hold an H200 at its 700 W limit; a trainer's mix of work draws less
+        # (a 1.3B GPT stage: 480-550 W).  At the limit, any side work in the bubbles lowers the
+        # clock the busy time runs at (bench/results/side_cost_h200.md).
+        self.copy_share = copy_share
+        if copy_share:
+            self.src = torch.empty(256 << 20, device=device, dtype=torch.uint8)  # 5x an H200's L2
+            self.dst = torch.empty_like(self.src)
+            self.copy_ms = self._time(lambda: [self._copy() for _ in range(10)]) / 10
         self.spin = self._timer_spin(device)
         if self.spin is None:  # a spin counted in clock cycles, which vary with the GPU's clock
             cycles = 20_000_000
@@ -127,6 +137,9 @@ class GpuStage:
     def _product(self) -> None:
         self.torch.matmul(self.a, self.b, out=self.c)
 
+    def _copy(self) -> None:
+        self.dst.copy_(self.src)
+
     def _time(self, work) -> float:
         """Milliseconds `work` takes on the GPU: the fastest of four tries (the first also warms up)."""
         best = float("inf")
@@ -140,8 +153,17 @@ class GpuStage:
         return best
 
     def busy(self, ms: float) -> None:
-        for _ in range(round(ms / self.product_ms)):
+        """`ms` of products, or with a copy share, of products and large copies spread among them."""
+        products = round((1 - self.copy_share) * ms / self.product_ms)
+        copies = round(self.copy_share * ms / self.copy_ms) if self.copy_share else 0
+        done = 0
+        for k in range(products):
             self._product()
+            while done < copies and (k + 1) * copies >= (done + 1) * products:
+                self._copy()
+                done += 1
+        for _ in range(copies - done):
+            self._copy()
 
     def wait(self, ms: float) -> None:
         if self.spin is not None:
@@ -165,8 +187,13 @@ def main() -> None:
     p.add_argument("--stop-file", default=None, metavar="PATH",
                    help="end at the first block boundary (or iteration, without --freeride-alternate) "
                         "once PATH exists, or at --steps, whichever comes first")
+    p.add_argument("--copy-share", type=float, default=0.0, metavar="SHARE",
+                   help="share of the busy time spent in large memory copies instead of matrix "
+                        "products (0: products alone, which hold an H200 at its power limit)")
     p.add_argument("--out", default=None, help="JSON results")
     args = p.parse_args()
+    if not 0 <= args.copy_share < 1:
+        raise SystemExit(f"--copy-share {args.copy_share}: give a share from 0 up to (not including) 1")
     if args.warmup < 0 or args.freeride_alternate < 0:
         raise SystemExit("--warmup and --freeride-alternate: give 0 or more")
     if args.steps <= args.warmup:
@@ -179,7 +206,7 @@ def main() -> None:
         raise SystemExit(f"--gpu {args.gpu}: PyTorch sees {torch.cuda.device_count()} CUDA device(s)")
     device = torch.device("cuda", torch.cuda.current_device() if args.gpu is None else args.gpu)
     torch.cuda.set_device(device)
-    stage = GpuStage(torch, device)
+    stage = GpuStage(torch, device, args.copy_share)
     shortest_busy = min(b - a for a, b in zip([0.0] + [s + d for s, d in slots],
                                               [s for s, _ in slots] + [iteration_ms]))
     if stage.product_ms > shortest_busy / 4:
@@ -190,7 +217,8 @@ def main() -> None:
         from freeride._marks import BubbleMarks
         marks = BubbleMarks(args.lane, args.socket, device)
     print(f"replaying rank {args.rank}: {iteration_ms:.1f} ms iterations, bubbles "
-          f"{', '.join(f'{d:.1f}' for _, d in slots)} ms; one product {stage.product_ms:.3f} ms; "
+          f"{', '.join(f'{d:.1f}' for _, d in slots)} ms; one product {stage.product_ms:.3f} ms"
+          f"{f' ({args.copy_share:g} of the busy time in copies of {stage.copy_ms:.3f} ms)' if args.copy_share else ''}; "
           f"bubbles spin by {'the global timer' if stage.spin else 'clock cycles'}",
           flush=True)
 
@@ -232,7 +260,7 @@ def main() -> None:
             json.dump({"trainer": "stage_replay_gpu", "profile": args.profile, "rank": args.rank,
                        "ranks": 1, "freeride": args.freeride, "warmup": args.warmup, "iter_ms": times,
                        "iter_unix": starts, "freeride_on": modes, "marks": [marks.marks if marks else 0],
-                       "product_ms": stage.product_ms,
+                       "product_ms": stage.product_ms, "copy_share": args.copy_share,
                        "bubble_spin": "timer" if stage.spin else "cycles"}, f, indent=1)
 
 

@@ -75,3 +75,29 @@ def test_the_replay_refuses_negative_counts() -> None:
     p = subprocess.run([sys.executable, str(SCRIPT), "--profile", str(PROFILE), "--warmup", "-1"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0 and "give 0 or more" in p.stderr, p.stderr
+
+
+def test_busy_time_with_a_copy_share_spreads_the_copies_among_the_products() -> None:
+    from stage_replay_gpu import GpuStage
+    stage = object.__new__(GpuStage)  # the arithmetic of busy(), without a GPU
+    order: list[str] = []
+    stage._product, stage._copy = (lambda: order.append("p")), (lambda: order.append("c"))
+    stage.product_ms, stage.copy_ms = 0.2, 0.1
+    stage.copy_share = 0.5
+    stage.busy(2.0)  # 1 ms of products (5), 1 ms of copies (10): two after each product
+    assert "".join(order) == "pcc" * 5
+    order.clear()
+    stage.copy_share = 0.25
+    stage.busy(2.4)  # 1.8 ms of products (9), 0.6 ms of copies (6): none left to the end
+    assert order.count("p") == 9 and order.count("c") == 6
+    assert "cc" not in "".join(order) and not "".join(order).startswith("c")
+    order.clear()
+    stage.copy_share = 0.0
+    stage.busy(1.0)  # products alone, as before copies existed
+    assert order == ["p"] * 5
+
+
+def test_the_replay_refuses_a_copy_share_of_all_the_busy_time() -> None:
+    p = subprocess.run([sys.executable, str(SCRIPT), "--profile", str(PROFILE), "--copy-share", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "--copy-share 1.0: give a share from 0" in p.stderr, p.stderr

@@ -147,6 +147,19 @@ def label_arms(starts: list[float], times_ms: list[float], modes: list[bool], wa
     return arms
 
 
+def judge_over_blocks(row: dict, starts: list[float], times_ms: list[float], arms: list[str]) -> None:
+    """As the pipeline benchmark does (bench/e2e_arms.py): adds to `row` the overhead against a
+    line through the no-side iterations before and after the program, over blocks of iterations
+    (the Welch interval over iterations treats correlated iterations as independent, so it is
+    too narrow), every iteration (`series`), and the targets it misses, judged by the worse of
+    the plain and the drift-adjusted figure."""
+    from e2e_arms import drift_adjusted, missed_targets  # e2e_arms imports this module
+    row["overhead_on_vs_no_side_drift_adjusted"] = drift_adjusted(starts, times_ms, arms, "on")
+    row["overhead_off_vs_no_side_drift_adjusted"] = drift_adjusted(starts, times_ms, arms, "off")
+    row["series"] = [[t, ms, a] for t, ms, a in zip(starts, times_ms, arms)]
+    row["missed_targets"] = missed_targets(row)
+
+
 def units_by_arm(done: list[tuple[int, float]], starts: list[float], times_ms: list[float],
                  modes: list[bool], arms: list[str]) -> dict[str, int]:
     """The program's progress (cumulative counts, each with its time) that fell in "on" iterations,
@@ -408,11 +421,15 @@ class Bench:
                "task_state": show.get("state"), "task_message": show.get("message"),
                "daemon_progress": show.get("progress"), "daemon_allowed_ns": show.get("allowed_ns"),
                "gate_margin_ns": self.lane_margin()}
+        judge_over_blocks(row, run["iter_unix"], run["iter_ms"], arm)
         self.rows.append(row)
         o = row["overhead_on_vs_no_side"]
-        log(f"{tag}: harvest {harvest:.2f}; on {o['pct']:+.2f}% [{o['low']:+.2f}, {o['high']:+.2f}], off "
+        a = row["overhead_on_vs_no_side_drift_adjusted"]
+        blocks = "" if a is None else f" (drift-adjusted, over blocks: {a['pct']:+.2f}% [{a['low']:+.2f}, {a['high']:+.2f}])"
+        verdict = "targets met" if not row["missed_targets"] else "missed: " + "; ".join(row["missed_targets"])
+        log(f"{tag}: harvest {harvest:.2f}; on {o['pct']:+.2f}% [{o['low']:+.2f}, {o['high']:+.2f}]{blocks}, off "
             f"{row['overhead_off_vs_no_side']['pct']:+.2f}%, on vs off {row['overhead_on_vs_off']['pct']:+.2f}% "
-            f"(same launch); units off {units['off']}; iterations {row['iterations']}")
+            f"(same launch); units off {units['off']}; iterations {row['iterations']}; {verdict}")
         self.save()
 
     def lane_margin(self) -> int:

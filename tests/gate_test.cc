@@ -549,46 +549,6 @@ TEST_F(LaunchGateTest, QueuedPiecesCountAgainstTheDeadlineUntilTheirFencesAreRea
   EXPECT_EQ(gate.counters().held, 1u);
 }
 
-TEST_F(LaunchGateTest, QueuedPiecesCountAtTheirMeanLengthAndTheJudgedPieceAtItsNinetyFifthPercentile) {
-  LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
-  auto piece = [&] {
-    WorkSample sample;
-    EXPECT_EQ(gate.BeforeWork(stream_, false, &sample), kCudaSuccess);
-    gate.AfterWork(sample);
-  };
-  // Twenty timed pieces (the last of every kSampleEvery) of 10 us, two of
-  // them 100 us: mean 19 us, 95th percentile 100 us.  Every piece ends at
-  // once; a timed one's length is read back at the next piece.
-  Open(1, FakeClock::now + 1'000'000'000);
-  FakeDriver::events_done = true;
-  for (int i = 0; i < 20; ++i) {
-    for (uint64_t k = 0; k < LaunchGate::kSampleEvery; ++k) piece();
-    FakeDriver::elapsed_ms = i % 10 == 9 ? 0.1f : 0.01f;
-  }
-  piece();
-  EXPECT_EQ(gate.unfinished_pieces(), 0u);
-  // Ten pieces queued and unfinished, then room for them at the mean (190 us)
-  // and one more at the 95th percentile (100 us), with 10 us to spare: it is
-  // queued at once.  Counted at the percentile (1 ms), it would be held.
-  FakeDriver::events_done = false;
-  // (Counted at the percentile, a piece would be held until the queue
-  // drains, 50 us on.)
-  int64_t drained_at = FakeClock::now + 50'000;
-  FakeClock::on_sleep = [&] { FakeDriver::events_done = FakeClock::now >= drained_at; };
-  Open(2, FakeClock::now + 300'000);
-  for (int i = 0; i < 10; ++i) piece();
-  EXPECT_EQ(gate.unfinished_pieces(), 10u);
-  const uint64_t held = gate.counters().held;
-  piece();
-  EXPECT_EQ(gate.counters().held, held);
-  // The next one no longer fits behind eleven (209 us + 100 us > 300 us): held
-  // until the queue drains.
-  drained_at = FakeClock::now + 50'000;
-  piece();
-  EXPECT_EQ(gate.counters().held, held + 1);
-  EXPECT_GE(FakeDriver::wait_times.back(), drained_at);
-}
-
 TEST(GatePage, TheAdmissionDeadlineIsReadWholeOrNotAtAll) {
   TempDir dir;
   GatePage page;
@@ -636,13 +596,6 @@ TEST(WorkLengths, TheNinetyFifthPercentileOfTheWindow) {
   EXPECT_EQ(lengths.P95(), 7);
   lengths.Add(-5);  // ignored
   EXPECT_EQ(lengths.P95(), 7);
-  EXPECT_EQ(lengths.Mean(), 7);
-  WorkLengths spread;
-  EXPECT_EQ(spread.Mean(), 0);
-  for (int i = 0; i < 9; ++i) spread.Add(10'000);
-  spread.Add(100'000);
-  EXPECT_EQ(spread.Mean(), 19'000);  // a queue of ten takes ten of these
-  EXPECT_EQ(spread.P95(), 100'000);  // one piece may take this
 }
 
 TEST(GateClose, TheGateClosesAMarginBeforeTheForecastEndOrAtOnce) {

@@ -143,11 +143,6 @@ int64_t LaunchGate::PieceEstimateNs() const {
   return p95 > 0 ? p95 : kUnknownPieceNs;
 }
 
-int64_t LaunchGate::QueuedPieceEstimateNs() const {
-  int64_t mean = piece_mean_ns_.load(std::memory_order_relaxed);
-  return mean > 0 ? mean : kUnknownPieceNs;
-}
-
 size_t LaunchGate::DrainFencesLocked() {
   if (fence_count_ == 0) return 0;
   RelaxedCaptureMode relaxed(api_);
@@ -194,7 +189,7 @@ void LaunchGate::HoldUntilAdmitted() {
       view.ahead_until_ns = ahead.until_ns;
     }
     const int64_t piece = PieceEstimateNs();
-    const int64_t queued = static_cast<int64_t>(unfinished_pieces()) * QueuedPieceEstimateNs();
+    const int64_t queued = static_cast<int64_t>(unfinished_pieces()) * piece;
     const int64_t now = clock_.now_ns();
     const PieceVerdict verdict =
         torn ? PieceVerdict::kWaitForQueue : JudgePiece(view, now, queued, piece, seen_shut);
@@ -275,7 +270,6 @@ void LaunchGate::CollectSamples() {
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
   pending_count_.store(pending_.size(), std::memory_order_relaxed);
   piece_p95_ns_.store(lengths_.P95(), std::memory_order_relaxed);
-  piece_mean_ns_.store(lengths_.Mean(), std::memory_order_relaxed);
   if (!slot_) return;
   slot_->work_p95_ns.store(lengths_.P95(), std::memory_order_relaxed);
   slot_->samples.fetch_add(done, std::memory_order_relaxed);

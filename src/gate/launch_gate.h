@@ -127,11 +127,7 @@ class LaunchGate {
   // Pops the fences that have been reached, stream by stream; the number
   // left.  Caller holds fence_mutex_.
   size_t DrainFencesLocked();
-  // The piece being judged: the 95th percentile of the timed pieces.
   int64_t PieceEstimateNs() const;
-  // Each unfinished piece ahead of it: their mean (kUnknownPieceNs before any
-  // has been timed).
-  int64_t QueuedPieceEstimateNs() const;
   void StartSample(CuStream stream, WorkSample* sample);
   // Reads back the timed pieces that have ended; at most one caller at once.
   void CollectSamples();
@@ -152,7 +148,6 @@ class LaunchGate {
   size_t fence_count_ = 0;
   std::vector<CuEvent> spare_fences_;
   std::atomic<int64_t> piece_p95_ns_{0};
-  std::atomic<int64_t> piece_mean_ns_{0};
   GateTaskSlot* slot_;
   HostClock clock_;
   std::mutex samples_mutex_;

@@ -213,6 +213,18 @@ def gpu_means_by_arm(samples: list[tuple[float, int, float, float, float]], star
             for arm, xs in acc.items() if xs}
 
 
+def power_field(select: list[str]) -> str:
+    """nvidia-smi's instantaneous power draw where it has one (power.draw is a one-second average
+    on recent GPUs, which blurs blocks shorter than that into their neighbours), else power.draw."""
+    try:
+        probe = subprocess.run(["nvidia-smi", *select, "--query-gpu=power.draw.instant",
+                                "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30)
+        float(probe.stdout.split()[0])
+        return "power.draw.instant" if probe.returncode == 0 else "power.draw"
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return "power.draw"
+
+
 class GpuSampler:
     """nvidia-smi's SM clock, power and temperature of `gpus` (default: every GPU) every 50 ms, in
     the background: does the side work move the clocks the stage runs at?"""
@@ -220,8 +232,9 @@ class GpuSampler:
     def __init__(self, path: str, gpus: list[int] | None = None):
         self.path = path
         select = ["-i", ",".join(map(str, gpus))] if gpus else []
+        self.power_field = power_field(select)
         self.proc = subprocess.Popen(
-            ["nvidia-smi", *select, "--query-gpu=timestamp,index,clocks.sm,power.draw,temperature.gpu",
+            ["nvidia-smi", *select, f"--query-gpu=timestamp,index,clocks.sm,{self.power_field},temperature.gpu",
              "--format=csv,noheader,nounits", "-lms", "50"],
             stdout=open(path, "w"), stderr=subprocess.DEVNULL)
 
@@ -522,10 +535,12 @@ def main() -> None:
     p.add_argument("--warm-seconds", type=float, default=120,
                    help="stand-in launches until the program has printed 3 progress lines, at most this long")
     a = p.parse_args()
+    if not 0 <= a.stage_copy_share < 1:
+        raise SystemExit(f"--stage-copy-share {a.stage_copy_share}: give a share from 0 up to (not including) 1")
     os.makedirs(a.out, exist_ok=True)
     b = Bench(a)
-    b.results["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
-                                         text=True).stdout.strip()
+    from e2e_arms import git_commit  # e2e_arms imports this module
+    b.results["commit"] = git_commit()
     programs = [x for x in a.programs.split(",") if x]
     rates = {name: b.alone_rate(name) for name in programs}
     b.results["alone_rates"] = rates

@@ -54,6 +54,9 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 from e2e_arms import t_quantile_975  # noqa: E402
 
 ARMS = ("none", "compute", "memory", "light")
+# Rounds at least, however short --seconds: the first warms up, and an interval over the other
+# four has 3 degrees of freedom.
+MIN_ROUNDS = 5
 
 
 def mean_interval(values: list[float]) -> dict:
@@ -72,8 +75,8 @@ def parse_configs(text: str) -> list[tuple[float, float]]:
             busy, bubble = (float(x) for x in item.split(":"))
         except ValueError:
             raise SystemExit(f"--configs {item!r}: give BUSY_MS:BUBBLE_MS, e.g. 6:3") from None
-        if busy <= 0 or bubble <= 0:
-            raise SystemExit(f"--configs {item!r}: both times must be above 0")
+        if not (0 < busy < math.inf and 0 < bubble < math.inf):
+            raise SystemExit(f"--configs {item!r}: both times must be finite and above 0")
         configs.append((busy, bubble))
     if not configs:
         raise SystemExit("--configs: give at least one BUSY_MS:BUBBLE_MS")
@@ -152,7 +155,7 @@ def run_config(torch, device, stage, work, side, busy_ms: float, bubble_ms: floa
     records = []
     started = time.monotonic()
     rnd = 0
-    while time.monotonic() - started < seconds or rnd < 3:
+    while time.monotonic() - started < seconds or rnd < MIN_ROUNDS:
         order = ARMS[rnd % len(ARMS):] + ARMS[:rnd % len(ARMS)]
         for arm in order:
             block_start, block_t0 = time.time(), time.perf_counter()
@@ -281,7 +284,8 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("side_cost_gpu: no CUDA GPU is visible to PyTorch")
     from stage_replay_gpu import GpuStage
-    from gate_gpu import read_gpu_samples
+    from gate_gpu import GpuSampler, read_gpu_samples
+    from e2e_arms import git_commit
     device = torch.device("cuda", torch.cuda.current_device())
     stage = GpuStage(torch, device)
     if stage.spin is None:
@@ -290,9 +294,7 @@ def main() -> None:
     side = SideWork(torch, device, stage)
     os.makedirs(args.out, exist_ok=True)
     smi_path = os.path.join(args.out, "nvidia_smi.csv")
-    sampler = subprocess.Popen(
-        ["nvidia-smi", "-i", str(device.index), "--query-gpu=timestamp,index,clocks.sm,power.draw,temperature.gpu",
-         "--format=csv,noheader,nounits", "-lms", "50"], stdout=open(smi_path, "w"), stderr=subprocess.DEVNULL)
+    sampler = GpuSampler(smi_path, [device.index])
     print(f"one stage product {stage.product_ms:.3f} ms; side units: compute {side.unit_ms['compute']:.3f} ms, "
           f"memory {side.unit_ms['memory']:.3f} ms", flush=True)
     results = []
@@ -304,8 +306,7 @@ def main() -> None:
                 results.append(run_config(torch, device, stage, work, side, busy_ms, bubble_ms, args.fill,
                                           args.block, args.seconds, args.segments))
     finally:
-        sampler.terminate()
-        sampler.wait()
+        sampler.close()
     samples = read_gpu_samples(smi_path)
     for res in results:
         res["arms"] = summarise(res, samples)
@@ -313,7 +314,8 @@ def main() -> None:
     gpu = subprocess.run(["nvidia-smi", "-i", str(device.index), "--query-gpu=name,driver_version",
                           "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
     with open(os.path.join(args.out, "side_cost.json"), "w") as f:
-        json.dump({"command": command, "gpu": gpu, "stage_product_ms": stage.product_ms,
+        json.dump({"command": command, "commit": git_commit(), "gpu": gpu, "power_field": sampler.power_field,
+                   "stage_product_ms": stage.product_ms,
                    "side_unit_ms": side.unit_ms, "results": results}, f, indent=1)
     text = f"{command}\n\nGPU: {gpu}\n\n{table(results)}\n"
     with open(os.path.join(args.out, "side_cost.md"), "w") as f:

@@ -153,7 +153,8 @@ def test_the_drift_adjusted_overhead_takes_a_steady_drift_out_and_keeps_a_real_c
     adjusted = row["overhead_on_vs_no_side_drift_adjusted"]
     assert adjusted["low"] <= 0 <= adjusted["high"], adjusted
     # Student's t, not the normal's 1.96: a line through few blocks is less sure.
-    for df, table in ((3, 3.182), (5, 2.571), (10, 2.228), (30, 2.042), (1000, 1.962)):
+    for df, table in ((1, 12.706), (2, 4.303), (3, 3.182), (4, 2.776), (5, 2.571), (10, 2.228), (30, 2.042),
+                      (1000, 1.962)):
         assert math.isclose(t_quantile_975(df), table, rel_tol=0.008), df
     # Fewer than 3 no-side blocks after the arm: the line would be extrapolated; no figure.
     arms = _blocks(("noside", 14), ("side", 14), ("noside", 2))

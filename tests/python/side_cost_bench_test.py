@@ -78,6 +78,6 @@ def test_gpu_samples_are_attributed_to_the_block_they_fall_in() -> None:
 
 def test_configs_are_checked() -> None:
     assert parse_configs("6:3,2:2") == [(6.0, 3.0), (2.0, 2.0)]
-    for bad in ("6", "a:b", "0:2", ""):
+    for bad in ("6", "a:b", "0:2", "", "inf:2", "2:nan"):
         with pytest.raises(SystemExit):
             parse_configs(bad)

@@ -106,6 +106,35 @@ SCHEDULES = {
 }
 
 
+def gap_profile(name: str) -> dict:
+    """The profile of `gap:BUSY_MS:BUBBLE_MS`: an iteration of BUSY_MS of busy time, then one
+    bubble of BUBBLE_MS, on rank 0.  `gap:1:500` leaves the gate open almost all the time, so its
+    harvest is what the daemon, the interposer and MPS leave of a program's rate alone; a sweep of
+    BUBBLE_MS shows how harvest falls as bubbles shorten.  SystemExit with the reason for a name
+    that is not one."""
+    try:
+        _, busy, bubble = name.split(":")
+        busy_ms, bubble_ms = float(busy), float(bubble)
+    except ValueError:
+        raise SystemExit(f"--profiles {name}: give gap:BUSY_MS:BUBBLE_MS, e.g. gap:2:2") from None
+    if not (0 < busy_ms < math.inf and 0 < bubble_ms < math.inf):
+        raise SystemExit(f"--profiles {name}: both times must be finite and above 0")
+    return {"ranks": [{"rank": 0, "iteration_ms": busy_ms + bubble_ms,
+                       "bubbles": [{"start_ms": busy_ms, "duration_ms": bubble_ms}]}]}
+
+
+def check_profile_name(name: str) -> None:
+    """SystemExit, before anything starts, for a --profiles entry that is none of h200:RANK,
+    gap:BUSY:BUBBLE or a schedule's name."""
+    if name.startswith("gap:"):
+        gap_profile(name)
+    elif name.startswith("h200:"):
+        if not name.split(":", 1)[1].isdigit():
+            raise SystemExit(f"--profiles {name}: give h200:RANK, e.g. h200:1")
+    elif name not in SCHEDULES:
+        raise SystemExit(f"--profiles {name}: give h200:RANK, gap:BUSY_MS:BUBBLE_MS or one of {sorted(SCHEDULES)}")
+
+
 def log(*args) -> None:
     print(time.strftime("%H:%M:%S"), *args, flush=True)
 
@@ -321,7 +350,11 @@ class Bench:
     def profile_path(self, name: str) -> tuple[str, int]:
         if name.startswith("h200:"):
             return os.path.join(ROOT, "examples/data/h200_1f1b_bubbles.json"), int(name.split(":")[1])
-        path = os.path.join(self.work, f"{name}.json")
+        path = os.path.join(self.work, f"{name.replace(':', '-')}.json")
+        if name.startswith("gap:"):
+            with open(path, "w") as f:
+                json.dump(gap_profile(name), f)
+            return path, 0
         with open(path, "w") as f:
             f.write(subprocess.run(["freeride", "schedule", *SCHEDULES[name], "--json"], env=self.env,
                                    check=True, capture_output=True, text=True).stdout)
@@ -515,7 +548,11 @@ def main() -> None:
     p.add_argument("--bundle", default="bundle")
     p.add_argument("--out", required=True)
     p.add_argument("--work", default="/tmp/gate_gpu")
-    p.add_argument("--profiles", default="h200:0,interleaved")
+    p.add_argument("--profiles", default="h200:0,interleaved",
+                   help="h200:RANK (examples/data/h200_1f1b_bubbles.json), a schedule's name "
+                        f"({', '.join(SCHEDULES)}: `freeride schedule`, rank --schedule-rank, 1 unit = 1 ms), "
+                        "or gap:BUSY_MS:BUBBLE_MS (one bubble an iteration; gap:1:500 is a gate open "
+                        "almost all the time), comma-separated")
     p.add_argument("--programs", default="resnet50,generate,compiled")
     p.add_argument("--schedule-rank", type=int, default=1)
     p.add_argument("--noside-seconds", type=float, default=8,
@@ -535,6 +572,8 @@ def main() -> None:
     p.add_argument("--warm-seconds", type=float, default=120,
                    help="stand-in launches until the program has printed 3 progress lines, at most this long")
     a = p.parse_args()
+    for name in [x for x in a.profiles.split(",") if x]:
+        check_profile_name(name)
     if not 0 <= a.stage_copy_share < 1:
         raise SystemExit(f"--stage-copy-share {a.stage_copy_share}: give a share from 0 up to (not including) 1")
     os.makedirs(a.out, exist_ok=True)

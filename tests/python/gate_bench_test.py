@@ -98,3 +98,16 @@ def test_a_row_is_judged_over_blocks_against_the_no_side_line_by_the_worse_figur
     # +0.5% misses the mean target (0.3%), whichever figure is worse.
     assert any(m.startswith("overhead mean") for m in row["missed_targets"]), row["missed_targets"]
     assert not any(m.startswith("harvest") for m in row["missed_targets"])
+
+
+def test_a_gap_profile_is_one_bubble_an_iteration_and_bad_names_are_refused_before_anything_starts() -> None:
+    import pytest
+    from gate_gpu import check_profile_name, gap_profile
+    assert gap_profile("gap:1:500") == {"ranks": [{"rank": 0, "iteration_ms": 501.0,
+                                                   "bubbles": [{"start_ms": 1.0, "duration_ms": 500.0}]}]}
+    for good in ("gap:2:2", "h200:3", "zbv", "interleaved"):
+        check_profile_name(good)
+    for bad, why in (("gap:2", "gap:BUSY_MS:BUBBLE_MS"), ("gap:0:2", "finite and above 0"),
+                     ("gap:2:inf", "finite and above 0"), ("h200:x", "h200:RANK"), ("pipedream", "one of")):
+        with pytest.raises(SystemExit, match=why):
+            check_profile_name(bad)

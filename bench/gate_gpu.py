@@ -425,6 +425,7 @@ class Bench:
             time.sleep(self.a.measure_seconds)
             t_cancel = time.time()
             show = json.loads(self.cli("show", task, "--json"))
+            margin = self.lane_margin()  # while the program's learned work length still counts
             self.cli("cancel", task)
             while not self.task_ended(task):
                 time.sleep(0.1)
@@ -466,7 +467,7 @@ class Bench:
                "gpu_samples": self.sampler.by_arm(run["iter_unix"], run["iter_ms"], arm) if self.sampler else None,
                "task_state": show.get("state"), "task_message": show.get("message"),
                "daemon_progress": show.get("progress"), "daemon_allowed_ns": show.get("allowed_ns"),
-               "gate_margin_ns": self.lane_margin()}
+               "gate_margin_ns": margin}
         judge_over_blocks(row, run["iter_unix"], run["iter_ms"], arm)
         self.rows.append(row)
         o = row["overhead_on_vs_no_side"]

@@ -280,7 +280,10 @@ def main() -> None:
         raise SystemExit(f"--stage-mix {args.stage_mix!r}: give shares such as 0,0.5") from None
     if not mixes or not all(0 <= m < 1 for m in mixes):
         raise SystemExit(f"--stage-mix {args.stage_mix!r}: each share from 0 up to (not including) 1")
-    import torch
+    try:
+        import torch
+    except ImportError:
+        raise SystemExit("side_cost_gpu: needs PyTorch with CUDA, which this Python lacks") from None
     if not torch.cuda.is_available():
         raise SystemExit("side_cost_gpu: no CUDA GPU is visible to PyTorch")
     from stage_replay_gpu import GpuStage

@@ -426,6 +426,7 @@ class Bench:
             t_cancel = time.time()
             show = json.loads(self.cli("show", task, "--json"))
             margin = self.lane_margin()  # while the program's learned work length still counts
+            lane = self.lane_stats()
             self.cli("cancel", task)
             while not self.task_ended(task):
                 time.sleep(0.1)
@@ -467,7 +468,10 @@ class Bench:
                "gpu_samples": self.sampler.by_arm(run["iter_unix"], run["iter_ms"], arm) if self.sampler else None,
                "task_state": show.get("state"), "task_message": show.get("message"),
                "daemon_progress": show.get("progress"), "daemon_allowed_ns": show.get("allowed_ns"),
-               "gate_margin_ns": margin}
+               "gate_margin_ns": margin,
+               # The gate's own misses so far on the lane (launch-long, every program of it).
+               "gate_late_ns": int(lane.get("gate_late_ns", 0)),
+               "gate_late_bubbles": int(lane.get("gate_late_bubbles", 0))}
         judge_over_blocks(row, run["iter_unix"], run["iter_ms"], arm)
         self.rows.append(row)
         o = row["overhead_on_vs_no_side"]
@@ -479,10 +483,14 @@ class Bench:
             f"(same launch); units off {units['off']}; iterations {row['iterations']}; {verdict}")
         self.save()
 
+    def lane_stats(self) -> dict:
+        """The daemon's one lane's statistics (`freeride status --json`)."""
+        lanes = json.loads(self.cli("status", "--json")).get("stats", {}).get("lanes", [])
+        return lanes[0] if lanes else {}
+
     def lane_margin(self) -> int:
         """The lane's last close margin: the base plus the tasks' longest published work."""
-        lanes = json.loads(self.cli("status", "--json")).get("stats", {}).get("lanes", [])
-        return int(lanes[0].get("gate_margin_ns", 0)) if lanes else 0
+        return int(self.lane_stats().get("gate_margin_ns", 0))
 
     def latency(self) -> None:
         binary = os.path.join(self.work, "gate_latency")

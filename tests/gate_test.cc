@@ -14,6 +14,7 @@
 #include "base/paths.h"
 #include "channel/lane_segment.h"
 #include "gate/gate_page.h"
+#include "gate/late_work.h"
 #include "gate/launch_gate.h"
 #include "gate/piece_admission.h"
 #include "gate/symbol_table.h"
@@ -547,6 +548,80 @@ TEST_F(LaunchGateTest, QueuedPiecesCountAgainstTheDeadlineUntilTheirFencesAreRea
   ASSERT_EQ(FakeDriver::wait_times.size(), 4u);
   EXPECT_GE(FakeDriver::wait_times[3], drained_at);
   EXPECT_EQ(gate.counters().held, 1u);
+}
+
+TEST(LateWork, WorkUnfinishedAfterItsBubbleClosedIsTimedUntilItEnds) {
+  LateWork late;
+  EXPECT_EQ(late.Look(100, GateOpenValue(1), 1u), 0);  // its bubble is open: not late
+  EXPECT_FALSE(late.late());
+  EXPECT_EQ(late.Look(200, GateClosedValue(1), 1u), 0);  // closed with bubble 1's work left
+  EXPECT_TRUE(late.late());
+  EXPECT_EQ(late.Look(250, GateClosedValue(1), 1u), 0);
+  EXPECT_EQ(late.Look(330, GateClosedValue(1), std::nullopt), 130);  // it ended
+  EXPECT_EQ(late.late_ns(), 130);
+  EXPECT_EQ(late.late_bubbles(), 1u);
+  EXPECT_EQ(late.Look(400, GateClosedValue(1), std::nullopt), 0);
+  EXPECT_EQ(late.late_bubbles(), 1u);
+}
+
+TEST(LateWork, WorkQueuedAheadForTheNextBubbleIsNotLateUntilThatBubbleCloses) {
+  LateWork late;
+  EXPECT_EQ(late.Look(100, GateClosedValue(1), 2u), 0);  // pending behind the shut gate, for bubble 2
+  EXPECT_FALSE(late.late());
+  EXPECT_EQ(late.Look(200, GateOpenValue(2), 2u), 0);
+  EXPECT_FALSE(late.late());
+  late.Look(300, GateClosedValue(2), 2u);
+  EXPECT_TRUE(late.late());
+  EXPECT_EQ(late.Look(340, GateOpenValue(3), 3u), 40);  // bubble 2's work ended; bubble 3's is on time
+  EXPECT_FALSE(late.late());
+}
+
+TEST(LateWork, WorkLateIntoTheNextBubbleIsOneStretchAndALaterBubblesWorkStartsAnother) {
+  LateWork late;
+  late.Look(100, GateOpenValue(2), 1u);  // bubble 1's work still running when bubble 2 opened
+  EXPECT_TRUE(late.late());
+  EXPECT_EQ(late.Look(150, GateClosedValue(2), 1u), 0);
+  // Bubble 1's work ends; bubble 2's is left and bubble 2 is over too: a new stretch.
+  EXPECT_EQ(late.Look(180, GateClosedValue(2), 2u), 80);
+  EXPECT_TRUE(late.late());
+  EXPECT_EQ(late.Look(200, GateClosedValue(2), std::nullopt), 20);
+  EXPECT_EQ(late.late_ns(), 100);
+  EXPECT_EQ(late.late_bubbles(), 2u);
+}
+
+TEST(LateWork, BubbleNumbersAreComparedAcrossTheirWrap) {
+  EXPECT_TRUE(BubbleBefore(1, 2));
+  EXPECT_FALSE(BubbleBefore(2, 1));
+  EXPECT_FALSE(BubbleBefore(5, 5));
+  EXPECT_TRUE(BubbleBefore(0x7ffffffeu, 1));  // the word's 31-bit numbers wrap
+  EXPECT_FALSE(BubbleBefore(1, 0x7ffffffeu));
+}
+
+TEST_F(LaunchGateTest, WorkStillRunningAfterItsBubbleClosedIsTimedByAHeldThreadAndPublished) {
+  GateTaskSlot slot{};
+  LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
+  auto piece = [&] {
+    WorkSample sample;
+    EXPECT_EQ(gate.BeforeWork(stream_, false, &sample), kCudaSuccess);
+    gate.AfterWork(sample);
+  };
+  Open(1, FakeClock::now + 1'000'000'000);
+  for (int i = 0; i < 3; ++i) piece();  // admitted to bubble 1, unfinished
+  Shut(1);
+  // The next piece is held while the gate is shut, looking every 50 us.
+  // Bubble 1's pieces end 120 us on; bubble 2 opens 400 us on.
+  const int64_t start = FakeClock::now;
+  FakeClock::on_sleep = [&] {
+    FakeDriver::events_done = FakeClock::now >= start + 120'000;
+    if (FakeClock::now >= start + 400'000 && layout().word.load() == GateClosedValue(1))
+      Open(2, FakeClock::now + 1'000'000'000);
+  };
+  piece();
+  // Seen late at the first look (start), seen ended at the look after 120 us.
+  EXPECT_EQ(gate.late_ns(), 150'000);
+  EXPECT_EQ(gate.late_bubbles(), 1u);
+  EXPECT_EQ(slot.late_ns.load(), 150'000);
+  EXPECT_EQ(slot.late_bubbles.load(), 1u);
 }
 
 TEST(GatePage, TheAdmissionDeadlineIsReadWholeOrNotAtAll) {

@@ -526,6 +526,18 @@ TEST(GateOnVirtualTime, ATasksPieceLengthIsLeftToItsInterposerAndShownAsTheMargi
   EXPECT_EQ(run.gate_shut_before_end, 0u);
 }
 
+TEST(GateOnVirtualTime, TheLateWorkATasksInterposerPublishesIsShownOnceInTheLanesStatus) {
+  VirtualGate gate = StageDrivenGate();
+  gate.task_late = 3 * kMillisecond;  // in 2 stretches, published before the bubbles
+  gate.task_late_bubbles = 2;
+  VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(6, 10 * kMillisecond), GateOptions(), gate);
+  // Collected at each end mark; counted once, not once per bubble.
+  EXPECT_EQ(run.gate_late_ns, 3 * kMillisecond);
+  EXPECT_EQ(run.gate_late_bubbles, 2u);
+  VirtualLaneRun none = RunVirtualLane({}, SteadyBubbles(6, 10 * kMillisecond), GateOptions(), StageDrivenGate());
+  EXPECT_EQ(none.gate_late_ns, 0);
+}
+
 TEST(GateOnVirtualTime, AStageThatMarksOnlyFromTheHostHasTheLaneOpenTheGate) {
   DaemonOptions options = GateOptions();
   VirtualGate gate;

@@ -172,10 +172,13 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
       return run;
     }
     if (virtual_gate.stage_drives) gate.layout()->stage_pid.store(getpid());
-    if (virtual_gate.task_work_p95 > 0) {
+    if (virtual_gate.task_work_p95 > 0 || virtual_gate.task_late > 0) {
       const int64_t task_pid = getpid() + 1000000;  // a gated process, alive to the lane
       env.SetAlive(static_cast<pid_t>(task_pid), true);
-      gate.ClaimTaskSlot(task_pid)->work_p95_ns.store(virtual_gate.task_work_p95);
+      GateTaskSlot* slot = gate.ClaimTaskSlot(task_pid);
+      slot->work_p95_ns.store(virtual_gate.task_work_p95);
+      slot->late_ns.store(virtual_gate.task_late);
+      slot->late_bubbles.store(virtual_gate.task_late_bubbles);
     }
   }
   uint32_t gate_bubble = 0;
@@ -287,6 +290,8 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     run.gate_forced_closes = stats.gate_forced_closes();
     run.gate_open_ns = stats.gate_open_ns();
     run.gate_margin_ns = stats.gate_margin_ns();
+    run.gate_late_ns = stats.gate_late_ns();
+    run.gate_late_bubbles = stats.gate_late_bubbles();
     run.gate_word_at_end = gate.layout()->word.load();
   }
   lane.Stop();

@@ -48,6 +48,10 @@ struct VirtualGate {
   bool gated_task = true;     // a gated (imperative) task is resident: the gate closes early
   // A gated process (alive) has published this length of its work (0: none).
   Nanos task_work_p95 = 0;
+  // Its late work (gate/late_work.h) as its interposer publishes it before
+  // the bubbles: in all, and in how many stretches.
+  Nanos task_late = 0;
+  uint64_t task_late_bubbles = 0;
   // After the bubbles, the stage's "stream" opens the gate with no mark at
   // all and the stage falls silent for this long (0: not done).
   Nanos abandoned_open = 0;
@@ -77,6 +81,8 @@ struct VirtualLaneRun {
   // -1: nothing published for it).
   uint64_t gate_shut_before_end = 0;
   Nanos gate_margin_ns = 0;  // the lane's last reported margin (status)
+  Nanos gate_late_ns = 0;    // the lane's total of its tasks' late work (status)
+  uint64_t gate_late_bubbles = 0;
   std::vector<int64_t> gate_admission_ns;
   std::vector<VirtualAhead> gate_ahead;  // one per bubble, with VirtualGate::on
   uint64_t gate_forced_closes = 0;

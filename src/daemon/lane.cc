@@ -436,6 +436,7 @@ void Lane::GateLoop() {
     const Nanos open_ns = admitted_before + std::max<Nanos>(0, end - admitted_from);
     gate_open_ns_.fetch_add(open_ns, std::memory_order_relaxed);
     for (int64_t id : gated_tasks) tasks_->AddAllowed(id, open_ns);
+    CollectLateWork();
     // The next bubble's forecast, for queueing ahead of its begin.  Only
     // after an end mark: a silent or dead stage's next bubble is unknown.
     AheadAdmission ahead;  // unpublished: nothing is queued ahead
@@ -1001,6 +1002,20 @@ void Lane::PublishGuardRestrictions() {
   l->guard_paused.store(r.paused ? 1 : 0);
 }
 
+void Lane::CollectLateWork() {
+  std::map<int64_t, LateSeen> now;
+  gate_.ForEachTaskLateWork([&](int64_t pid, int64_t late_ns, uint64_t late_bubbles) {
+    const auto it = late_seen_.find(pid);
+    const LateSeen before = it == late_seen_.end() ? LateSeen{} : it->second;
+    // A slot claimed again by a new process starts from 0: no delta then.
+    if (late_ns > before.ns) gate_late_ns_.fetch_add(late_ns - before.ns, std::memory_order_relaxed);
+    if (late_bubbles > before.bubbles)
+      gate_late_bubbles_.fetch_add(late_bubbles - before.bubbles, std::memory_order_relaxed);
+    now[pid] = {late_ns, late_bubbles};
+  });
+  late_seen_ = std::move(now);  // forgets the processes whose slots were freed
+}
+
 void Lane::FillStats(v1::LaneStats* stats) const {
   // The segment is read under the swap lock, and only it: the lane thread
   // may wait for this lock while it remakes a deleted segment.  A retired
@@ -1043,6 +1058,8 @@ void Lane::FillStats(v1::LaneStats* stats) const {
   stats->set_gate_forced_closes(gate_forced_closes_.load());
   stats->set_gate_open_ns(gate_open_ns_.load());
   stats->set_gate_margin_ns(gate_margin_ns_.load());
+  stats->set_gate_late_ns(gate_late_ns_.load());
+  stats->set_gate_late_bubbles(gate_late_bubbles_.load());
   stats->set_overrun_ns(overrun_ns_.load());
   stats->set_free_memory_bytes(l->free_memory_bytes.load());
   stats->set_capacity_bytes(config_.capacity_bytes);

@@ -4,6 +4,7 @@
 // BubbleServing (policy/bubble_serving.h) and BubblePredictor.
 #pragma once
 #include <atomic>
+#include <map>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -231,6 +232,16 @@ class Lane {
   // The last bubble's margin for its longest task: the base margin plus
   // that task's 95th-percentile piece (how early its last piece starts).
   std::atomic<int64_t> gate_margin_ns_{0};
+  // The gated tasks' late work (gate/late_work.h): totals over every
+  // process, from the deltas of each one's slot (the gate's thread's map).
+  void CollectLateWork();
+  struct LateSeen {
+    int64_t ns = 0;
+    uint64_t bubbles = 0;
+  };
+  std::map<int64_t, LateSeen> late_seen_;
+  std::atomic<int64_t> gate_late_ns_{0};
+  std::atomic<uint64_t> gate_late_bubbles_{0};
 
   // Statistics, read by FillStats from other threads.
   std::atomic<uint64_t> bubbles_{0};

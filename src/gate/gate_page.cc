@@ -25,6 +25,8 @@ bool GatePage::CreateOrOpen(const std::string& path, int lane, std::string* erro
       slot.pid.store(0);
       slot.work_p95_ns.store(0);
       slot.samples.store(0);
+      slot.late_ns.store(0);
+      slot.late_bubbles.store(0);
     }
     layout_->lane = lane;
     layout_->version = kGatePageVersion;
@@ -77,6 +79,8 @@ GateTaskSlot* GatePage::ClaimTaskSlot(int64_t pid) {
     if (slot.pid.compare_exchange_strong(free, pid)) {
       slot.work_p95_ns.store(0);
       slot.samples.store(0);
+      slot.late_ns.store(0);
+      slot.late_bubbles.store(0);
       return &slot;
     }
   }

@@ -33,7 +33,7 @@
 namespace freeride {
 
 constexpr uint64_t kGatePageMagic = 0x4652474154453031ULL;  // "FRGATE01"
-constexpr uint32_t kGatePageVersion = 4;
+constexpr uint32_t kGatePageVersion = 5;
 // Gated processes that publish their work's length at once; more share none.
 constexpr int kGateTaskSlots = 32;
 constexpr size_t kGatePageBytes = 4096;
@@ -50,6 +50,10 @@ struct GateTaskSlot {
   std::atomic<int64_t> pid;  // 0: free; claimed with a compare-and-swap
   std::atomic<int64_t> work_p95_ns;
   std::atomic<uint64_t> samples;
+  // Its work found unfinished after its bubble had closed (gate/late_work.h):
+  // in all, and the stretches of it.  Cumulative for this process.
+  std::atomic<int64_t> late_ns;
+  std::atomic<uint64_t> late_bubbles;
 };
 
 struct GatePageLayout {
@@ -180,6 +184,16 @@ class GatePage {
       longest = std::max(longest, slot.work_p95_ns.load(std::memory_order_relaxed));
     }
     return longest;
+  }
+  // Calls `each(pid, late_ns, late_bubbles)` for every claimed slot: the
+  // late work its process has published.  Daemon side.
+  template <typename Each>
+  void ForEachTaskLateWork(Each each) const {
+    for (const GateTaskSlot& slot : layout_->tasks) {
+      int64_t pid = slot.pid.load(std::memory_order_acquire);
+      if (pid > 0)
+        each(pid, slot.late_ns.load(std::memory_order_relaxed), slot.late_bubbles.load(std::memory_order_relaxed));
+    }
   }
   // Closes whatever bubble is open (the stage went silent or died): true
   // when one was open.  Any thread or process.

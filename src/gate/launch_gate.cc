@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <cstdio>
+#include <optional>
 #include <utility>
 
 #include "base/clock.h"
@@ -70,7 +71,7 @@ LaunchGate::LaunchGate(const DriverApi& api, void* page, std::string page_error,
 LaunchGate::~LaunchGate() {
   if (!api_.event_destroy) return;
   for (auto& [stream, fences] : fences_)
-    for (CuEvent fence : fences) api_.event_destroy(fence);
+    for (const Fence& fence : fences) api_.event_destroy(fence.event);
   for (CuEvent fence : spare_fences_) api_.event_destroy(fence);
 }
 
@@ -121,7 +122,7 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
     }
   }
   if (pending_count_.load(std::memory_order_relaxed) > 0) CollectSamples();
-  HoldUntilAdmitted();
+  const uint32_t bubble = HoldUntilAdmitted();
   CuResult r = api_.stream_wait_value32(target, word_, 1u, kStreamWaitValueAnd);
   if (r != kCudaSuccess) {
     failed_waits_.fetch_add(1, std::memory_order_relaxed);
@@ -131,6 +132,7 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
   if (!sample) return kCudaSuccess;  // synchronous: neither fenced nor timed
   sample->stream = target;
   sample->queued = true;
+  sample->bubble = bubble;
   const uint64_t n = asynchronous_.fetch_add(1, std::memory_order_relaxed) + 1;
   // Synchronous copies (the default stream, legacy or the thread's own)
   // are not timed: the caller waits for them anyway.
@@ -147,11 +149,11 @@ size_t LaunchGate::DrainFencesLocked() {
   if (fence_count_ == 0) return 0;
   RelaxedCaptureMode relaxed(api_);
   for (auto it = fences_.begin(); it != fences_.end();) {
-    std::deque<CuEvent>& fences = it->second;
+    std::deque<Fence>& fences = it->second;
     // An error (not "not ready") counts as reached: a fence that can never
     // be reached must not hold the program for good.
-    while (!fences.empty() && api_.event_query(fences.front()) != kCudaErrorNotReady) {
-      spare_fences_.push_back(fences.front());
+    while (!fences.empty() && api_.event_query(fences.front().event) != kCudaErrorNotReady) {
+      spare_fences_.push_back(fences.front().event);
       fences.pop_front();
       --fence_count_;
     }
@@ -165,7 +167,31 @@ size_t LaunchGate::unfinished_pieces() {
   return api_.event_query ? DrainFencesLocked() : 0;
 }
 
-void LaunchGate::HoldUntilAdmitted() {
+size_t LaunchGate::LookAtQueue(int64_t now_ns, uint32_t word) {
+  std::lock_guard<std::mutex> lock(fence_mutex_);
+  if (!api_.event_query) return 0;
+  const size_t left = DrainFencesLocked();
+  std::optional<uint32_t> oldest;
+  for (const auto& [stream, fences] : fences_)
+    if (!fences.empty() && (!oldest || BubbleBefore(fences.front().bubble, *oldest))) oldest = fences.front().bubble;
+  if (late_.Look(now_ns, word, oldest) > 0 && slot_) {
+    slot_->late_ns.store(late_.late_ns(), std::memory_order_relaxed);
+    slot_->late_bubbles.store(late_.late_bubbles(), std::memory_order_relaxed);
+  }
+  return left;
+}
+
+int64_t LaunchGate::late_ns() {
+  std::lock_guard<std::mutex> lock(fence_mutex_);
+  return late_.late_ns();
+}
+
+uint64_t LaunchGate::late_bubbles() {
+  std::lock_guard<std::mutex> lock(fence_mutex_);
+  return late_.late_bubbles();
+}
+
+uint32_t LaunchGate::HoldUntilAdmitted() {
   const auto& layout = *static_cast<const GatePageLayout*>(page_);
   bool held = false;
   for (;;) {
@@ -189,16 +215,18 @@ void LaunchGate::HoldUntilAdmitted() {
       view.ahead_until_ns = ahead.until_ns;
     }
     const int64_t piece = PieceEstimateNs();
-    const int64_t queued = static_cast<int64_t>(unfinished_pieces()) * piece;
+    const int64_t queued = static_cast<int64_t>(LookAtQueue(before_read, view.word)) * piece;
     const int64_t now = clock_.now_ns();
     const PieceVerdict verdict =
         torn ? PieceVerdict::kWaitForQueue : JudgePiece(view, now, queued, piece, seen_shut);
-    if (verdict == PieceVerdict::kQueue) break;
+    if (verdict == PieceVerdict::kQueue) {
+      if (held) held_.fetch_add(1, std::memory_order_relaxed);
+      return GateIsOpen(view.word) ? view.word >> 1 : view.ahead_bubble;
+    }
     held = true;
     clock_.sleep_ns(verdict == PieceVerdict::kWaitForBubble ? ShutPollNs(view, now, kShutPollNs)
                                                             : kDrainPollNs);
   }
-  if (held) held_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void LaunchGate::StartSample(CuStream stream, WorkSample* sample) {
@@ -232,7 +260,7 @@ void LaunchGate::AfterWork(const WorkSample& sample) {
         fence = nullptr;
       }
       if (fence && api_.event_record(fence, sample.stream) == kCudaSuccess) {
-        fences_[sample.stream].push_back(fence);
+        fences_[sample.stream].push_back({fence, sample.bubble});
         ++fence_count_;
       } else if (fence) {
         spare_fences_.push_back(fence);

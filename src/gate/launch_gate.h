@@ -46,6 +46,7 @@
 
 #include "gate/driver_types.h"
 #include "gate/gate_page.h"
+#include "gate/late_work.h"
 #include "gate/piece_admission.h"
 #include "gate/work_lengths.h"
 
@@ -76,6 +77,7 @@ struct WorkSample {
   CuEvent end = nullptr;
   CuStream stream = nullptr;
   bool queued = false;  // it got a wait: AfterWork records its fence
+  uint32_t bubble = 0;  // the bubble it was admitted to (its gate's number)
 };
 
 // Where the gate word is: a page of shared memory, mapped by the caller.
@@ -112,6 +114,12 @@ class LaunchGate {
   void AfterWork(const WorkSample& sample);
   // Pieces queued whose fences have not been reached yet.
   size_t unfinished_pieces();
+  // Side work found unfinished after the bubble it was admitted to had
+  // closed (gate/late_work.h), in all, and its stretches; also published in
+  // the process's slot of the gate page.  Looked for at each poll of a held
+  // thread, so work that runs late while no thread is held is not seen.
+  int64_t late_ns();
+  uint64_t late_bubbles();
   // The published 95th percentile of the timed pieces (0: none yet).
   int64_t work_p95_ns() const;
 
@@ -122,8 +130,12 @@ class LaunchGate {
 
  private:
   CuResult Arm();
-  // Holds the calling thread until JudgePiece lets a piece be queued.
-  void HoldUntilAdmitted();
+  // Holds the calling thread until JudgePiece lets a piece be queued; the
+  // bubble it was admitted to.
+  uint32_t HoldUntilAdmitted();
+  // Drains the reached fences and looks for late work with the gate word
+  // `word` read at `now_ns`; the unfinished pieces left.
+  size_t LookAtQueue(int64_t now_ns, uint32_t word);
   // Pops the fences that have been reached, stream by stream; the number
   // left.  Caller holds fence_mutex_.
   size_t DrainFencesLocked();
@@ -144,7 +156,12 @@ class LaunchGate {
   std::atomic<uint64_t> waits_{0}, captured_{0}, failed_waits_{0}, refused_{0}, held_{0};
   std::atomic<uint64_t> asynchronous_{0};  // pieces given a sample: one in kSampleEvery is timed
   std::mutex fence_mutex_;
-  std::map<CuStream, std::deque<CuEvent>> fences_;  // per stream, oldest first
+  struct Fence {
+    CuEvent event;
+    uint32_t bubble;  // the bubble its piece was admitted to
+  };
+  std::map<CuStream, std::deque<Fence>> fences_;  // per stream, oldest first
+  LateWork late_;                                  // under fence_mutex_
   size_t fence_count_ = 0;
   std::vector<CuEvent> spare_fences_;
   std::atomic<int64_t> piece_p95_ns_{0};

@@ -1,0 +1,65 @@
+// The gate's own misses: side work still unfinished after the stage's
+// stream closed the bubble it was admitted for.  A started kernel cannot be
+// stopped, so a piece the prediction let through may run on into the busy
+// time; this is how long it did.
+//
+// Pure rule, on the caller's clock: each Look gives the gate word and the
+// oldest bubble any unfinished piece was admitted for.  Work of bubble b is
+// late from the first look at which the word shows b over (b closed, or a
+// later bubble) until the first look at which no piece of b or earlier is
+// unfinished.  The time between looks bounds the error at either end (the
+// interposer looks at each poll of a held thread: every 10-50 us).
+//
+// Threading: not synchronised; its owner serialises the calls.
+#pragma once
+#include <cstdint>
+#include <optional>
+
+#include "gate/gate_page.h"
+
+namespace freeride::gate {
+
+// Whether bubble `a` comes before bubble `b`, on the word's 31-bit numbers,
+// which wrap.
+inline bool BubbleBefore(uint32_t a, uint32_t b) {
+  return a != b && ((b - a) & 0x7fffffffu) < 0x40000000u;
+}
+
+class LateWork {
+ public:
+  // One look at time `now_ns`.  Returns the length of a late stretch that
+  // ended at this look (0 when none did).
+  int64_t Look(int64_t now_ns, uint32_t word, std::optional<uint32_t> oldest_unfinished) {
+    int64_t ended = 0;
+    // Over: no piece of the late bubbles is left.
+    if (late_ && !(oldest_unfinished && !BubbleBefore(late_bubble_, *oldest_unfinished))) {
+      ended = now_ns - late_since_ns_;
+      late_ns_ += ended;
+      ++late_bubbles_;
+      late_ = false;
+    }
+    // The latest bubble that is over: the word's, once shut; the one before an open one.
+    const uint32_t over = GateIsOpen(word) ? (word >> 1) - 1 : (word >> 1);
+    if (!late_ && oldest_unfinished && !BubbleBefore(over, *oldest_unfinished)) {
+      late_ = true;
+      late_since_ns_ = now_ns;
+      late_bubble_ = over;  // one stretch covers late pieces of several bubbles
+    }
+    return ended;
+  }
+
+  // Late time in all, and the stretches of it (one per bubble whose work
+  // ran late, unless several ran late back to back).
+  int64_t late_ns() const { return late_ns_; }
+  uint64_t late_bubbles() const { return late_bubbles_; }
+  bool late() const { return late_; }
+
+ private:
+  bool late_ = false;
+  uint32_t late_bubble_ = 0;  // unfinished pieces of this bubble or earlier are late
+  int64_t late_since_ns_ = 0;
+  int64_t late_ns_ = 0;
+  uint64_t late_bubbles_ = 0;
+};
+
+}  // namespace freeride::gate

@@ -551,7 +551,7 @@ TEST_F(LaunchGateTest, QueuedPiecesCountAgainstTheDeadlineUntilTheirFencesAreRea
 }
 
 TEST(LateWork, WorkUnfinishedAfterItsBubbleClosedIsTimedUntilItEnds) {
-  LateWork late;
+  LateWork late(1'000);
   EXPECT_EQ(late.Look(100, GateOpenValue(1), 1u), 0);  // its bubble is open: not late
   EXPECT_FALSE(late.late());
   EXPECT_EQ(late.Look(200, GateClosedValue(1), 1u), 0);  // closed with bubble 1's work left
@@ -565,7 +565,7 @@ TEST(LateWork, WorkUnfinishedAfterItsBubbleClosedIsTimedUntilItEnds) {
 }
 
 TEST(LateWork, WorkQueuedAheadForTheNextBubbleIsNotLateUntilThatBubbleCloses) {
-  LateWork late;
+  LateWork late(1'000);
   EXPECT_EQ(late.Look(100, GateClosedValue(1), 2u), 0);  // pending behind the shut gate, for bubble 2
   EXPECT_FALSE(late.late());
   EXPECT_EQ(late.Look(200, GateOpenValue(2), 2u), 0);
@@ -577,7 +577,7 @@ TEST(LateWork, WorkQueuedAheadForTheNextBubbleIsNotLateUntilThatBubbleCloses) {
 }
 
 TEST(LateWork, WorkLateIntoTheNextBubbleIsOneStretchAndALaterBubblesWorkStartsAnother) {
-  LateWork late;
+  LateWork late(1'000);
   late.Look(100, GateOpenValue(2), 1u);  // bubble 1's work still running when bubble 2 opened
   EXPECT_TRUE(late.late());
   EXPECT_EQ(late.Look(150, GateClosedValue(2), 1u), 0);
@@ -595,6 +595,55 @@ TEST(LateWork, BubbleNumbersAreComparedAcrossTheirWrap) {
   EXPECT_FALSE(BubbleBefore(5, 5));
   EXPECT_TRUE(BubbleBefore(0x7ffffffeu, 1));  // the word's 31-bit numbers wrap
   EXPECT_FALSE(BubbleBefore(1, 0x7ffffffeu));
+  EXPECT_FALSE(BubbleBefore(0xffffffffu, 0x7fffffffu));  // one bubble, with and without bit 31
+  // Bubble 0 open after the wrap: bubble 0x7fffffff is over and its work late.
+  LateWork late(1'000);
+  late.Look(10, GateOpenValue(0), 0x7fffffffu);
+  EXPECT_TRUE(late.late());
+}
+
+TEST(LateWork, AnEndSeenOnlyAfterTheLooksStoppedIsCountedAtMostAGapPastTheLastLook) {
+  LateWork late(100);
+  late.Look(1'000, GateClosedValue(1), 1u);  // late from here
+  late.Look(1'050, GateClosedValue(1), 1u);  // still unfinished
+  // No look for 10 us (the program computed on the CPU), then it has ended:
+  // somewhere in between, counted up to 100 ns past the last look.
+  EXPECT_EQ(late.Look(11'050, GateClosedValue(1), std::nullopt), 150);
+  // A look from a thread whose clock read came earlier counts as this one's time.
+  late.Look(12'000, GateClosedValue(2), 2u);
+  EXPECT_EQ(late.Look(11'990, GateClosedValue(2), std::nullopt), 0);
+  EXPECT_EQ(late.late_bubbles(), 2u);
+  EXPECT_EQ(late.late_ns(), 150);
+}
+
+TEST_F(LaunchGateTest, APieceQueuedAheadBehindTheShutGateIsNotLate) {
+  LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
+  Shut(1);
+  const int64_t begin = FakeClock::now + 3'000'000;
+  AheadAdmission ahead;
+  ahead.bubble = 2;
+  ahead.from_ns = begin - 100'000;
+  ahead.begin_ns = begin;
+  ahead.until_ns = begin + 1'000'000;
+  PublishAheadAdmission(&layout(), ahead);
+  WorkSample sample;
+  ASSERT_EQ(gate.BeforeWork(stream_, false, &sample), kCudaSuccess);  // queued in the lead, for bubble 2
+  gate.AfterWork(sample);
+  EXPECT_EQ(gate.unfinished_pieces(), 1u);
+  // A second piece looks at the queue with the gate still shut at bubble 1,
+  // then again once the first has ended: had the first counted as bubble 1's,
+  // the 10 us between would be late work.
+  FakeClock::now += 10'000;
+  WorkSample second;
+  ASSERT_EQ(gate.BeforeWork(stream_, false, &second), kCudaSuccess);
+  gate.AfterWork(second);
+  FakeDriver::events_done = true;
+  FakeClock::now += 10'000;
+  WorkSample third;
+  ASSERT_EQ(gate.BeforeWork(stream_, false, &third), kCudaSuccess);
+  gate.AfterWork(third);
+  EXPECT_EQ(gate.late_ns(), 0);
+  EXPECT_EQ(gate.late_bubbles(), 0u);
 }
 
 TEST_F(LaunchGateTest, WorkStillRunningAfterItsBubbleClosedIsTimedByAHeldThreadAndPublished) {

@@ -528,10 +528,12 @@ TEST(GateOnVirtualTime, ATasksPieceLengthIsLeftToItsInterposerAndShownAsTheMargi
 
 TEST(GateOnVirtualTime, TheLateWorkATasksInterposerPublishesIsShownOnceInTheLanesStatus) {
   VirtualGate gate = StageDrivenGate();
-  gate.task_late = 3 * kMillisecond;  // in 2 stretches, published before the bubbles
-  gate.task_late_bubbles = 2;
+  gate.task_late = 7 * kMillisecond;  // published before this lane ran: not counted again
+  gate.task_late_bubbles = 4;
+  gate.task_late_during = 3 * kMillisecond;  // then 3 ms more in 2 stretches, after bubble 2
+  gate.task_late_bubbles_during = 2;
   VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(6, 10 * kMillisecond), GateOptions(), gate);
-  // Collected at each end mark; counted once, not once per bubble.
+  // Collected at each begin and end mark; counted once, not once per look.
   EXPECT_EQ(run.gate_late_ns, 3 * kMillisecond);
   EXPECT_EQ(run.gate_late_bubbles, 2u);
   VirtualLaneRun none = RunVirtualLane({}, SteadyBubbles(6, 10 * kMillisecond), GateOptions(), StageDrivenGate());

@@ -166,16 +166,18 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     return run;
   }
   GatePage gate;
+  GateTaskSlot* task_slot = nullptr;
   if (virtual_gate.on) {
     if (!gate.Open(GatePagePath(options.socket_path, options.lanes[0].index), &error)) {
       ADD_FAILURE() << error;
       return run;
     }
     if (virtual_gate.stage_drives) gate.layout()->stage_pid.store(getpid());
-    if (virtual_gate.task_work_p95 > 0 || virtual_gate.task_late > 0) {
+    if (virtual_gate.task_work_p95 > 0 || virtual_gate.task_late > 0 || virtual_gate.task_late_during > 0) {
       const int64_t task_pid = getpid() + 1000000;  // a gated process, alive to the lane
       env.SetAlive(static_cast<pid_t>(task_pid), true);
       GateTaskSlot* slot = gate.ClaimTaskSlot(task_pid);
+      task_slot = slot;
       slot->work_p95_ns.store(virtual_gate.task_work_p95);
       slot->late_ns.store(virtual_gate.task_late);
       slot->late_bubbles.store(virtual_gate.task_late_bubbles);
@@ -263,6 +265,10 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
         gate.layout()->word.store(GateClosedValue(gate_bubble));
       }
       stage.WriteEnd(env.Now());
+      if (task_slot && &b == &bubbles[std::min<size_t>(1, bubbles.size() - 1)]) {
+        task_slot->late_ns.fetch_add(virtual_gate.task_late_during);
+        task_slot->late_bubbles.fetch_add(virtual_gate.task_late_bubbles_during);
+      }
       WaitFakeTime(&env, b.busy_after);
     }
     if (virtual_gate.silent_in_bubble > 0) {

@@ -48,10 +48,13 @@ struct VirtualGate {
   bool gated_task = true;     // a gated (imperative) task is resident: the gate closes early
   // A gated process (alive) has published this length of its work (0: none).
   Nanos task_work_p95 = 0;
-  // Its late work (gate/late_work.h) as its interposer publishes it before
-  // the bubbles: in all, and in how many stretches.
+  // Its late work (gate/late_work.h) as its interposer publishes it: in all,
+  // and in how many stretches; before the bubbles (history from before this
+  // lane ran), and added after the second bubble's end.
   Nanos task_late = 0;
   uint64_t task_late_bubbles = 0;
+  Nanos task_late_during = 0;
+  uint64_t task_late_bubbles_during = 0;
   // After the bubbles, the stage's "stream" opens the gate with no mark at
   // all and the stage falls silent for this long (0: not done).
   Nanos abandoned_open = 0;

@@ -340,6 +340,7 @@ void Lane::GateLoop() {
     // word itself is left to the stage, so that no piece already queued is
     // held behind a shut gate through the busy time.
     tasks_->GatedTasks(config_.index, &gated_tasks);
+    CollectLateWork();  // before the look below frees the slots of processes that have exited
     const Nanos margin = GateMargin(
         options_.gate_margin,
         gate_.LongestTaskWork([&](int64_t pid) { return env_->ProcessAlive(static_cast<pid_t>(pid)); }));
@@ -1006,7 +1007,11 @@ void Lane::CollectLateWork() {
   std::map<int64_t, LateSeen> now;
   gate_.ForEachTaskLateWork([&](int64_t pid, int64_t late_ns, uint64_t late_bubbles) {
     const auto it = late_seen_.find(pid);
-    const LateSeen before = it == late_seen_.end() ? LateSeen{} : it->second;
+    // The first look only notes what the processes had published before this
+    // lane ran (a restarted daemon does not count their history again).
+    const LateSeen before = it != late_seen_.end() ? it->second
+                            : late_baselined_  ? LateSeen{}
+                                               : LateSeen{late_ns, late_bubbles};
     // A slot claimed again by a new process starts from 0: no delta then.
     if (late_ns > before.ns) gate_late_ns_.fetch_add(late_ns - before.ns, std::memory_order_relaxed);
     if (late_bubbles > before.bubbles)
@@ -1014,6 +1019,7 @@ void Lane::CollectLateWork() {
     now[pid] = {late_ns, late_bubbles};
   });
   late_seen_ = std::move(now);  // forgets the processes whose slots were freed
+  late_baselined_ = true;
 }
 
 void Lane::FillStats(v1::LaneStats* stats) const {

@@ -240,6 +240,7 @@ class Lane {
     uint64_t bubbles = 0;
   };
   std::map<int64_t, LateSeen> late_seen_;
+  bool late_baselined_ = false;
   std::atomic<int64_t> gate_late_ns_{0};
   std::atomic<uint64_t> gate_late_bubbles_{0};
 

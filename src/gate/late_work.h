@@ -8,10 +8,17 @@
 // late from the first look at which the word shows b over (b closed, or a
 // later bubble) until the first look at which no piece of b or earlier is
 // unfinished.  The time between looks bounds the error at either end (the
-// interposer looks at each poll of a held thread: every 10-50 us).
+// interposer looks at each gated launch and each poll of a held thread:
+// every 10-50 us while held).  Where the looks stop for a while (no thread
+// held: the program computes on the CPU, or waits in a synchronize), the
+// end is unknown within the gap; it is counted at most `max_gap_ns` past
+// the last look that saw the work unfinished.  The start, after such a gap,
+// is counted from the first look that sees the bubble over: late work
+// before it is missed.
 //
 // Threading: not synchronised; its owner serialises the calls.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 
@@ -21,25 +28,35 @@ namespace freeride::gate {
 
 // Whether bubble `a` comes before bubble `b`, on the word's 31-bit numbers,
 // which wrap.
+inline constexpr uint32_t kBubbleMask = 0x7fffffffu;
 inline bool BubbleBefore(uint32_t a, uint32_t b) {
-  return a != b && ((b - a) & 0x7fffffffu) < 0x40000000u;
+  a &= kBubbleMask;
+  b &= kBubbleMask;
+  return a != b && ((b - a) & kBubbleMask) < 0x40000000u;
 }
 
 class LateWork {
  public:
-  // One look at time `now_ns`.  Returns the length of a late stretch that
-  // ended at this look (0 when none did).
+  explicit LateWork(int64_t max_gap_ns) : max_gap_ns_(max_gap_ns) {}
+
+  // One look at time `now_ns` (no earlier than the last look's: a caller
+  // with several threads reads its clock under the lock it looks under).
+  // Returns the length of a late stretch that ended at this look (0 when
+  // none did).
   int64_t Look(int64_t now_ns, uint32_t word, std::optional<uint32_t> oldest_unfinished) {
+    if (now_ns < last_look_ns_) now_ns = last_look_ns_;
     int64_t ended = 0;
     // Over: no piece of the late bubbles is left.
     if (late_ && !(oldest_unfinished && !BubbleBefore(late_bubble_, *oldest_unfinished))) {
-      ended = now_ns - late_since_ns_;
+      const int64_t end = std::min(now_ns, last_look_ns_ + max_gap_ns_);
+      ended = std::max<int64_t>(0, end - late_since_ns_);
       late_ns_ += ended;
       ++late_bubbles_;
       late_ = false;
     }
+    last_look_ns_ = now_ns;
     // The latest bubble that is over: the word's, once shut; the one before an open one.
-    const uint32_t over = GateIsOpen(word) ? (word >> 1) - 1 : (word >> 1);
+    const uint32_t over = ((word >> 1) - (GateIsOpen(word) ? 1u : 0u)) & kBubbleMask;
     if (!late_ && oldest_unfinished && !BubbleBefore(over, *oldest_unfinished)) {
       late_ = true;
       late_since_ns_ = now_ns;
@@ -55,6 +72,8 @@ class LateWork {
   bool late() const { return late_; }
 
  private:
+  const int64_t max_gap_ns_;
+  int64_t last_look_ns_ = 0;
   bool late_ = false;
   uint32_t late_bubble_ = 0;  // unfinished pieces of this bubble or earlier are late
   int64_t late_since_ns_ = 0;

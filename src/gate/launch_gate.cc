@@ -167,14 +167,18 @@ size_t LaunchGate::unfinished_pieces() {
   return api_.event_query ? DrainFencesLocked() : 0;
 }
 
-size_t LaunchGate::LookAtQueue(int64_t now_ns, uint32_t word) {
+size_t LaunchGate::LookAtQueue(uint32_t word) {
   std::lock_guard<std::mutex> lock(fence_mutex_);
   if (!api_.event_query) return 0;
   const size_t left = DrainFencesLocked();
   std::optional<uint32_t> oldest;
   for (const auto& [stream, fences] : fences_)
     if (!fences.empty() && (!oldest || BubbleBefore(fences.front().bubble, *oldest))) oldest = fences.front().bubble;
-  if (late_.Look(now_ns, word, oldest) > 0 && slot_) {
+  // Read under the lock: looks from several threads come in time order.  The
+  // word was read just before; a close between the two is seen at the next look.
+  const uint64_t stretches = late_.late_bubbles();
+  late_.Look(clock_.now_ns(), word, oldest);
+  if (slot_ && late_.late_bubbles() != stretches) {
     slot_->late_ns.store(late_.late_ns(), std::memory_order_relaxed);
     slot_->late_bubbles.store(late_.late_bubbles(), std::memory_order_relaxed);
   }
@@ -215,7 +219,7 @@ uint32_t LaunchGate::HoldUntilAdmitted() {
       view.ahead_until_ns = ahead.until_ns;
     }
     const int64_t piece = PieceEstimateNs();
-    const int64_t queued = static_cast<int64_t>(LookAtQueue(before_read, view.word)) * piece;
+    const int64_t queued = static_cast<int64_t>(LookAtQueue(view.word)) * piece;
     const int64_t now = clock_.now_ns();
     const PieceVerdict verdict =
         torn ? PieceVerdict::kWaitForQueue : JudgePiece(view, now, queued, piece, seen_shut);

@@ -134,8 +134,8 @@ class LaunchGate {
   // bubble it was admitted to.
   uint32_t HoldUntilAdmitted();
   // Drains the reached fences and looks for late work with the gate word
-  // `word` read at `now_ns`; the unfinished pieces left.
-  size_t LookAtQueue(int64_t now_ns, uint32_t word);
+  // `word` (read just before); the unfinished pieces left.
+  size_t LookAtQueue(uint32_t word);
   // Pops the fences that have been reached, stream by stream; the number
   // left.  Caller holds fence_mutex_.
   size_t DrainFencesLocked();
@@ -161,7 +161,7 @@ class LaunchGate {
     uint32_t bubble;  // the bubble its piece was admitted to
   };
   std::map<CuStream, std::deque<Fence>> fences_;  // per stream, oldest first
-  LateWork late_;                                  // under fence_mutex_
+  LateWork late_{2 * kShutPollNs};                 // under fence_mutex_
   size_t fence_count_ = 0;
   std::vector<CuEvent> spare_fences_;
   std::atomic<int64_t> piece_p95_ns_{0};

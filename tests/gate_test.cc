@@ -146,6 +146,19 @@ class LaunchGateTest : public ::testing::Test {
     layout().admit_bubble.store(bubble);
   }
   void Shut(uint32_t bubble) { layout().word.store(GateClosedValue(bubble)); }
+  // Bubble 1 shut; bubble 2 forecast to begin 3 ms on, for 1 ms, with a
+  // 100 us lead: what the daemon publishes at bubble 1's end.
+  AheadAdmission ShutAndForecastBubbleTwo() {
+    Shut(1);
+    const int64_t begin = FakeClock::now + 3'000'000;
+    AheadAdmission ahead;
+    ahead.bubble = 2;
+    ahead.from_ns = begin - 100'000;
+    ahead.begin_ns = begin;
+    ahead.until_ns = begin + 1'000'000;
+    PublishAheadAdmission(&layout(), ahead);
+    return ahead;
+  }
   // The daemon publishes bubble `bubble`'s deadline (none) once the fake
   // clock reaches `at`, as the held thread sleeps; then the one piece queued
   // must have waited for it.
@@ -413,14 +426,7 @@ TEST(PieceAdmission, AShutGateIsLookedAtAgainWhenTheNextBubblesLeadBegins) {
 
 TEST_F(LaunchGateTest, APieceThatFitsTheNextBubblesForecastIsQueuedBehindTheShutGateInItsLead) {
   LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
-  Shut(1);
-  const int64_t begin = FakeClock::now + 3'000'000;
-  AheadAdmission ahead;
-  ahead.bubble = 2;
-  ahead.from_ns = begin - 100'000;
-  ahead.begin_ns = begin;
-  ahead.until_ns = begin + 1'000'000;
-  PublishAheadAdmission(&layout(), ahead);
+  const AheadAdmission ahead = ShutAndForecastBubbleTwo();
   EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
   ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
   // Queued in the lead, behind the shut gate: the GPU starts it when the stage opens bubble 2.
@@ -618,14 +624,7 @@ TEST(LateWork, AnEndSeenOnlyAfterTheLooksStoppedIsCountedAtMostAGapPastTheLastLo
 
 TEST_F(LaunchGateTest, APieceQueuedAheadBehindTheShutGateIsNotLate) {
   LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
-  Shut(1);
-  const int64_t begin = FakeClock::now + 3'000'000;
-  AheadAdmission ahead;
-  ahead.bubble = 2;
-  ahead.from_ns = begin - 100'000;
-  ahead.begin_ns = begin;
-  ahead.until_ns = begin + 1'000'000;
-  PublishAheadAdmission(&layout(), ahead);
+  ShutAndForecastBubbleTwo();
   WorkSample sample;
   ASSERT_EQ(gate.BeforeWork(stream_, false, &sample), kCudaSuccess);  // queued in the lead, for bubble 2
   gate.AfterWork(sample);

@@ -820,6 +820,29 @@ TEST(GatePage, ARestartedDaemonNeverInheritsAnOpenGate) {
   EXPECT_FALSE(GateIsOpen(second.layout()->word.load()));
 }
 
+TEST(GatePage, APageOfAnotherVersionIsReplacedNotRewrittenUnderTheProcessesStillMappingIt) {
+  TempDir dir;
+  const std::string path = dir.path() + "/gate";
+  std::string error;
+  {
+    GatePage old_build;
+    ASSERT_TRUE(old_build.CreateOrOpen(path, 0, &error));
+    old_build.layout()->version = kGatePageVersion - 1;  // as an older daemon left it
+    old_build.layout()->tasks[0].pid.store(4242);         // an older interposer's slot
+  }
+  SharedMapping still_mapped;  // an older process that still has the page mapped
+  ASSERT_TRUE(still_mapped.Map(path, kGatePageBytes, /*writable=*/true, /*create=*/false, &error)) << error;
+  GatePage page;
+  ASSERT_TRUE(page.CreateOrOpen(path, 0, &error)) << error;
+  EXPECT_EQ(page.layout()->version, kGatePageVersion);
+  EXPECT_EQ(page.layout()->tasks[0].pid.load(), 0);  // a new page
+  const auto* old_layout = static_cast<const GatePageLayout*>(still_mapped.data());
+  EXPECT_EQ(old_layout->version, kGatePageVersion - 1);  // the old one is left as it was
+  EXPECT_EQ(old_layout->tasks[0].pid.load(), 4242);
+  GatePage reader;
+  EXPECT_TRUE(reader.Open(path, &error)) << error;  // the path now holds the new page
+}
+
 TEST(GatePage, AFileThatIsNotAGatePageIsRefused) {
   TempDir dir;
   const std::string path = dir.path() + "/junk";

@@ -1,5 +1,11 @@
 #include "gate/gate_page.h"
 
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 namespace freeride {
 
 namespace {
@@ -14,6 +20,20 @@ bool GatePage::CreateOrOpen(const std::string& path, int lane, std::string* erro
   Close();
   if (!mapping_.Map(path, kGatePageBytes, /*writable=*/true, /*create=*/true, error)) return false;
   layout_ = static_cast<GatePageLayout*>(mapping_.data());
+  if (layout_->magic == kGatePageMagic && layout_->version != kGatePageVersion) {
+    // A page of another version: processes of an older build may still map
+    // it and would read this layout as theirs.  A new file leaves them their
+    // own page, whose gate no stage opens any more (their work is held, never
+    // run ungated).
+    Close();
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      *error = fmt::format("{}: a gate page of version other than {} could not be removed: {}", path,
+                           kGatePageVersion, std::strerror(errno));
+      return false;
+    }
+    if (!mapping_.Map(path, kGatePageBytes, /*writable=*/true, /*create=*/true, error)) return false;
+    layout_ = static_cast<GatePageLayout*>(mapping_.data());
+  }
   if (!Valid(*layout_) || layout_->lane != lane) {
     layout_->admit_bubble.store(0);
     layout_->admit_until_ns.store(0);

@@ -97,21 +97,12 @@ template <typename T> T sm_mhz(T ns) {
 }"""
 
 
-class StageWork:
-    """The stage's busy time (the stand-in stage's products, with a share of copies), and a probe
-    that reads the SM clock on the GPU (cycles over global-timer nanoseconds, 20 us)."""
-
-    def __init__(self, torch, device, stage) -> None:
-        self.stage, self.mix = stage, stage.copy_share
-        self.probe_fn = torch.cuda.jiterator._create_jit_fn(CLOCK_PROBE)
-        self.probe_arg = torch.full((1,), 20e3, device=device, dtype=torch.float32)
-
-    def busy(self, ms: float) -> None:
-        self.stage.busy(ms)
-
-    def probe(self):
-        """A one-element tensor: the SM clock in MHz over the next 20 us of this stream."""
-        return self.probe_fn(self.probe_arg)
+def clock_probe(torch, device):
+    """A function that enqueues, on the current stream, a 20 us kernel reading the SM clock on the
+    GPU (cycles over global-timer nanoseconds); it returns a one-element tensor, in MHz."""
+    probe = torch.cuda.jiterator._create_jit_fn(CLOCK_PROBE)
+    arg = torch.full((1,), 20e3, device=device, dtype=torch.float32)
+    return lambda: probe(arg)
 
 
 class SideWork:
@@ -146,7 +137,7 @@ class SideWork:
                 (self._compute if arm == "compute" else self._memory)()
 
 
-def run_config(torch, device, stage, work, side, busy_ms: float, bubble_ms: float, fill: float,
+def run_config(torch, device, stage, busy_stage, probe, side, busy_ms: float, bubble_ms: float, fill: float,
                block: int, seconds: float, segments: int) -> dict:
     """Alternate the arms in blocks for `seconds`; per round, each arm's busy and iteration GPU time."""
     stage_stream = torch.cuda.Stream(device, priority=-1)
@@ -165,11 +156,11 @@ def run_config(torch, device, stage, work, side, busy_ms: float, bubble_ms: floa
                 side_end = []
                 with torch.cuda.stream(stage_stream):
                     for k in range(segments):
-                        clocks.append(work.probe())
+                        clocks.append(probe())
                         ev[k][0].record()
-                        work.busy(busy_ms)
+                        busy_stage.busy(busy_ms)
                         ev[k][1].record()
-                        clocks.append(work.probe())
+                        clocks.append(probe())
                         if arm != "none":
                             # After the probe: one read beside the side work's start would read
                             # the clock the side work runs at (it drops within microseconds).
@@ -195,7 +186,7 @@ def run_config(torch, device, stage, work, side, busy_ms: float, bubble_ms: floa
                             "busy_sm_mhz": torch.cat(clocks).mean().item(),
                             "start_unix": block_start, "wall_ms": (time.perf_counter() - block_t0) * 1e3})
         rnd += 1
-    return {"busy_ms": busy_ms, "bubble_ms": bubble_ms, "fill": fill, "stage_mix": work.mix, "side_ms": side_ms,
+    return {"busy_ms": busy_ms, "bubble_ms": bubble_ms, "fill": fill, "stage_mix": busy_stage.copy_share, "side_ms": side_ms,
             "segments": segments, "block": block, "rounds": rnd, "blocks": records}
 
 
@@ -295,6 +286,7 @@ def main() -> None:
         raise SystemExit("side_cost_gpu: the bubble needs the global-timer spin (a clock-cycle spin "
                          "would itself change with the clock this measures)")
     side = SideWork(torch, device, stage)
+    probe = clock_probe(torch, device)
     os.makedirs(args.out, exist_ok=True)
     smi_path = os.path.join(args.out, "nvidia_smi.csv")
     sampler = GpuSampler(smi_path, [device.index])
@@ -303,10 +295,10 @@ def main() -> None:
     results = []
     try:
         for mix in mixes:
-            work = StageWork(torch, device, stage if mix == 0 else GpuStage(torch, device, mix))
+            busy_stage = stage if mix == 0 else GpuStage(torch, device, mix)
             for busy_ms, bubble_ms in configs:
                 print(f"config busy {busy_ms} ms ({mix:g} of it copies), bubble {bubble_ms} ms ...", flush=True)
-                results.append(run_config(torch, device, stage, work, side, busy_ms, bubble_ms, args.fill,
+                results.append(run_config(torch, device, stage, busy_stage, probe, side, busy_ms, bubble_ms, args.fill,
                                           args.block, args.seconds, args.segments))
     finally:
         sampler.close()

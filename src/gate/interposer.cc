@@ -122,7 +122,9 @@ LaunchGate& TheGate() {
       page.layout()->interposers_attached.fetch_add(1);
     }
     freeride::GateTaskSlot* slot = page.is_open() ? page.ClaimTaskSlot(getpid()) : nullptr;
-    return new LaunchGate(api, page.is_open() ? page.page() : nullptr, error, slot);
+    const char* strict = std::getenv("FREERIDE_GATE_STRICT");
+    return new LaunchGate(api, page.is_open() ? page.page() : nullptr, error, slot, RealHostClock(),
+                          strict && std::string(strict) == "1");
   }();
   return *gate;
 }
@@ -224,9 +226,10 @@ void ReportAtExit() {
                                                                  : "unarmed";
   char line[512];
   std::snprintf(line, sizeof line,
-                "{\"pid\": %d, \"state\": \"%s\", \"waits\": %llu, \"captured\": %llu, "
+                "{\"pid\": %d, \"state\": \"%s\", \"waits\": %llu, \"unwaited\": %llu, \"captured\": %llu, "
                 "\"failed_waits\": %llu, \"refused\": %llu}\n",
                 static_cast<int>(getpid()), state, static_cast<unsigned long long>(c.waits),
+                static_cast<unsigned long long>(c.unwaited),
                 static_cast<unsigned long long>(c.captured),
                 static_cast<unsigned long long>(c.failed_waits),
                 static_cast<unsigned long long>(c.refused));

@@ -65,13 +65,19 @@ thread_local ShutSighting last_shut;
 }  // namespace
 
 LaunchGate::LaunchGate(const DriverApi& api, void* page, std::string page_error, GateTaskSlot* slot,
-                       HostClock clock)
-    : id_(NextGateId()), api_(api), page_(page), refusal_(std::move(page_error)), slot_(slot), clock_(clock) {}
+                       HostClock clock, bool wait_every_piece)
+    : id_(NextGateId()),
+      api_(api),
+      wait_every_piece_(wait_every_piece),
+      page_(page),
+      refusal_(std::move(page_error)),
+      slot_(slot),
+      clock_(clock) {}
 
 LaunchGate::~LaunchGate() {
   if (!api_.event_destroy) return;
-  for (auto& [stream, fences] : fences_)
-    for (const Fence& fence : fences) api_.event_destroy(fence.event);
+  for (auto& [stream, queue] : queues_)
+    for (const Fence& fence : queue.fences) api_.event_destroy(fence.event);
   for (CuEvent fence : spare_fences_) api_.event_destroy(fence);
 }
 
@@ -121,18 +127,40 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
       return kCudaSuccess;
     }
   }
-  if (pending_count_.load(std::memory_order_relaxed) > 0) CollectSamples();
-  const uint32_t bubble = HoldUntilAdmitted();
-  CuResult r = api_.stream_wait_value32(target, word_, 1u, kStreamWaitValueAnd);
-  if (r != kCudaSuccess) {
-    failed_waits_.fetch_add(1, std::memory_order_relaxed);
-    return r;
+  // Reading back asks the driver: at every kCollectEvery-th piece (and at
+  // each look of a held thread), not at each.
+  if (pending_count_.load(std::memory_order_relaxed) > 0 &&
+      pieces_.fetch_add(1, std::memory_order_relaxed) % kCollectEvery == 0)
+    CollectSamples();
+  // The thread's own default stream cannot be fenced later from another
+  // thread: its pieces always get their wait and their fence; so do all
+  // where pieces cannot be counted (no events).
+  const bool may_go_unwaited = !wait_every_piece_ && sample != nullptr && target != kPerThreadStream &&
+                               api_.event_create && api_.event_record && api_.event_query;
+  const Admitted admitted = HoldUntilAdmitted(target, may_go_unwaited);
+  if (sample) {
+    // A fence stands for pieces of one bubble (the late work is told by it):
+    // those of an earlier one are fenced before this piece is queued.
+    std::lock_guard<std::mutex> lock(fence_mutex_);
+    const auto it = queues_.find(target);
+    if (it != queues_.end() && it->second.unfenced > 0 && it->second.unfenced_bubble != admitted.bubble)
+      FenceUnfencedLocked(target);
   }
-  waits_.fetch_add(1, std::memory_order_relaxed);
+  if (admitted.wait) {
+    CuResult r = api_.stream_wait_value32(target, word_, 1u, kStreamWaitValueAnd);
+    if (r != kCudaSuccess) {
+      failed_waits_.fetch_add(1, std::memory_order_relaxed);
+      return r;
+    }
+    waits_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    unwaited_.fetch_add(1, std::memory_order_relaxed);
+  }
   if (!sample) return kCudaSuccess;  // synchronous: neither fenced nor timed
   sample->stream = target;
   sample->queued = true;
-  sample->bubble = bubble;
+  sample->waited = admitted.wait;
+  sample->bubble = admitted.bubble;
   const uint64_t n = asynchronous_.fetch_add(1, std::memory_order_relaxed) + 1;
   // Synchronous copies (the default stream, legacy or the thread's own)
   // are not timed: the caller waits for them anyway.
@@ -145,21 +173,44 @@ int64_t LaunchGate::PieceEstimateNs() const {
   return p95 > 0 ? p95 : kUnknownPieceNs;
 }
 
-size_t LaunchGate::DrainFencesLocked() {
-  if (fence_count_ == 0) return 0;
+void LaunchGate::FenceUnfencedLocked(CuStream stream) {
+  StreamQueue& queue = queues_[stream];
+  if (queue.unfenced == 0 || fence_count_ >= kMaxFences) return;  // at the cap: counted until fences drain
   RelaxedCaptureMode relaxed(api_);
-  for (auto it = fences_.begin(); it != fences_.end();) {
-    std::deque<Fence>& fences = it->second;
+  CuEvent fence = nullptr;
+  if (!spare_fences_.empty()) {
+    fence = spare_fences_.back();
+    spare_fences_.pop_back();
+  } else if (api_.event_create(&fence, kEventDisableTiming) != kCudaSuccess) {
+    return;
+  }
+  if (api_.event_record(fence, stream) != kCudaSuccess) {
+    spare_fences_.push_back(fence);
+    return;
+  }
+  queue.fences.push_back({fence, queue.unfenced_bubble, queue.unfenced});
+  queue.unfenced = 0;
+  ++fence_count_;
+}
+
+size_t LaunchGate::DrainFencesLocked() {
+  if (pieces_counted_ == 0) return 0;
+  RelaxedCaptureMode relaxed(api_);
+  for (auto it = queues_.begin(); it != queues_.end();) {
+    FenceUnfencedLocked(it->first);
+    StreamQueue& queue = it->second;
     // An error (not "not ready") counts as reached: a fence that can never
     // be reached must not hold the program for good.
-    while (!fences.empty() && api_.event_query(fences.front().event) != kCudaErrorNotReady) {
-      spare_fences_.push_back(fences.front().event);
-      fences.pop_front();
+    while (!queue.fences.empty() && api_.event_query(queue.fences.front().event) != kCudaErrorNotReady) {
+      spare_fences_.push_back(queue.fences.front().event);
+      pieces_counted_ -= queue.fences.front().pieces;
+      queue.fences.pop_front();
       --fence_count_;
     }
-    it = fences.empty() ? fences_.erase(it) : std::next(it);
+    const bool idle = queue.fences.empty() && queue.unfenced == 0 && queue.unwaited_in_row == 0;
+    it = idle ? queues_.erase(it) : std::next(it);
   }
-  return fence_count_;
+  return pieces_counted_;
 }
 
 size_t LaunchGate::unfinished_pieces() {
@@ -172,8 +223,13 @@ size_t LaunchGate::LookAtQueue(uint32_t word) {
   if (!api_.event_query) return 0;
   const size_t left = DrainFencesLocked();
   std::optional<uint32_t> oldest;
-  for (const auto& [stream, fences] : fences_)
-    if (!fences.empty() && (!oldest || BubbleBefore(fences.front().bubble, *oldest))) oldest = fences.front().bubble;
+  for (const auto& [stream, queue] : queues_) {
+    // Unfenced pieces are left only at the cap of fences; they are the newest.
+    const std::optional<uint32_t> first = !queue.fences.empty() ? std::optional(queue.fences.front().bubble)
+                                          : queue.unfenced > 0  ? std::optional(queue.unfenced_bubble)
+                                                                : std::nullopt;
+    if (first && (!oldest || BubbleBefore(*first, *oldest))) oldest = first;
+  }
   // Read under the lock: looks from several threads come in time order.  The
   // word was read just before; a close between the two is seen at the next look.
   const uint64_t stretches = late_.late_bubbles();
@@ -195,9 +251,18 @@ uint64_t LaunchGate::late_bubbles() {
   return late_.late_bubbles();
 }
 
-uint32_t LaunchGate::HoldUntilAdmitted() {
+LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_unwaited) {
   const auto& layout = *static_cast<const GatePageLayout*>(page_);
   bool held = false;
+  // Whether the piece, queued now with `queued_ns` ahead of it by the
+  // deadline `until_ns`, may go without its wait; counts it if so.
+  auto unwaited = [&](int64_t now, int64_t queued_ns, int64_t piece, int64_t until_ns) {
+    std::lock_guard<std::mutex> lock(fence_mutex_);
+    StreamQueue& queue = queues_[stream];
+    if (!MayGoUnwaited(now, queued_ns, piece, until_ns, queue.unwaited_in_row)) return false;
+    ++queue.unwaited_in_row;
+    return true;
+  };
   for (;;) {
     GateView view;
     // Read before the word: a gate that reads shut opened after this time.
@@ -219,13 +284,28 @@ uint32_t LaunchGate::HoldUntilAdmitted() {
       view.ahead_until_ns = ahead.until_ns;
     }
     const int64_t piece = PieceEstimateNs();
+    const bool deadline_published = !torn && GateIsOpen(view.word) && view.admit_bubble == (view.word >> 1);
+    // Far inside an open bubble, every counted piece taken as unfinished
+    // still leaves room: queued with no look at the fences (no driver call).
+    if (!held && may_go_unwaited && deadline_published) {
+      size_t counted;
+      {
+        std::lock_guard<std::mutex> lock(fence_mutex_);
+        counted = pieces_counted_;
+      }
+      const int64_t now = clock_.now_ns();
+      if (unwaited(now, static_cast<int64_t>(counted) * piece, piece, view.admit_until_ns))
+        return {view.word >> 1, false};
+    }
     const int64_t queued = static_cast<int64_t>(LookAtQueue(view.word)) * piece;
     const int64_t now = clock_.now_ns();
     const PieceVerdict verdict =
         torn ? PieceVerdict::kWaitForQueue : JudgePiece(view, now, queued, piece, seen_shut);
     if (verdict == PieceVerdict::kQueue) {
       if (held) held_.fetch_add(1, std::memory_order_relaxed);
-      return GateIsOpen(view.word) ? view.word >> 1 : view.ahead_bubble;
+      if (may_go_unwaited && deadline_published && unwaited(now, queued, piece, view.admit_until_ns))
+        return {view.word >> 1, false};
+      return {GateIsOpen(view.word) ? view.word >> 1 : view.ahead_bubble, true};
     }
     held = true;
     clock_.sleep_ns(verdict == PieceVerdict::kWaitForBubble ? ShutPollNs(view, now, kShutPollNs)
@@ -254,22 +334,13 @@ void LaunchGate::StartSample(CuStream stream, WorkSample* sample) {
 void LaunchGate::AfterWork(const WorkSample& sample) {
   if (sample.queued && api_.event_create && api_.event_record && api_.event_query) {
     std::lock_guard<std::mutex> lock(fence_mutex_);
-    if (fence_count_ < kMaxFences) {
-      RelaxedCaptureMode relaxed(api_);
-      CuEvent fence = nullptr;
-      if (!spare_fences_.empty()) {
-        fence = spare_fences_.back();
-        spare_fences_.pop_back();
-      } else if (api_.event_create(&fence, kEventDisableTiming) != kCudaSuccess) {
-        fence = nullptr;
-      }
-      if (fence && api_.event_record(fence, sample.stream) == kCudaSuccess) {
-        fences_[sample.stream].push_back({fence, sample.bubble});
-        ++fence_count_;
-      } else if (fence) {
-        spare_fences_.push_back(fence);
-      }
-    }
+    StreamQueue& queue = queues_[sample.stream];
+    if (sample.waited) queue.unwaited_in_row = 0;
+    ++queue.unfenced;
+    queue.unfenced_bubble = sample.bubble;
+    ++pieces_counted_;
+    // Near the deadline (it waited) the count must be exact: fenced at once.
+    if (sample.waited || queue.unfenced >= kFenceEvery || wait_every_piece_) FenceUnfencedLocked(sample.stream);
   }
   if (!sample.start) return;
   RelaxedCaptureMode relaxed(api_);
@@ -312,7 +383,8 @@ int64_t LaunchGate::work_p95_ns() const {
 }
 
 GateCounters LaunchGate::counters() const {
-  return {waits_.load(std::memory_order_relaxed), captured_.load(std::memory_order_relaxed),
+  return {waits_.load(std::memory_order_relaxed), unwaited_.load(std::memory_order_relaxed),
+          captured_.load(std::memory_order_relaxed),
           failed_waits_.load(std::memory_order_relaxed), refused_.load(std::memory_order_relaxed),
           held_.load(std::memory_order_relaxed)};
 }

@@ -14,8 +14,14 @@
 // queued work drains), and remembering when it last saw the gate shut (an
 // open gate whose deadline is not yet published is judged from then:
 // gate/piece_admission.h).  What is
-// queued is tracked with one event per piece (a fence), and a piece's
-// length is predicted by the 95th percentile of the timed pieces.
+// queued is tracked with events recorded after the pieces (fences): after
+// every piece near its bubble's deadline, after every kFenceEvery-th one
+// far from it, and when the bubble a stream's pieces were admitted to
+// changes; a piece's length is predicted by the 95th percentile of the
+// timed pieces.  Far from the deadline a piece is judged by all counted
+// pieces as if unfinished, without asking the driver, and may go without
+// its GPU wait (MayGoUnwaited): the calls that would cost the launching
+// thread most are made only where they decide something.
 //
 // Armed lazily, at the first piece of work (a CUDA context is current then):
 // the lane's gate page is registered as mapped host memory.  If that fails
@@ -56,6 +62,7 @@ enum class GateState { kUnarmed, kArmed, kRefused };
 
 struct GateCounters {
   uint64_t waits = 0;          // pieces of work that got a wait
+  uint64_t unwaited = 0;       // pieces queued far inside an open bubble without one (MayGoUnwaited)
   uint64_t captured = 0;       // pieces recorded into a graph (gated at its launch)
   uint64_t failed_waits = 0;   // waits the driver refused (the work was not submitted)
   uint64_t refused = 0;        // pieces refused because the gate could not be armed
@@ -76,7 +83,8 @@ struct WorkSample {
   CuEvent start = nullptr;
   CuEvent end = nullptr;
   CuStream stream = nullptr;
-  bool queued = false;  // it got a wait: AfterWork records its fence
+  bool queued = false;  // it was admitted: AfterWork counts it, and fences it
+  bool waited = false;  // it got a GPU wait: near its deadline, so fenced at once
   uint32_t bubble = 0;  // the bubble it was admitted to (its gate's number)
 };
 
@@ -91,14 +99,23 @@ class LaunchGate {
   // Fences kept at most; pieces past this many unfinished ones are queued
   // without a fence (the count then stays at the cap until they drain).
   static constexpr size_t kMaxFences = 1024;
+  // A piece queued without a wait is fenced with the kFenceEvery-1 before
+  // it; one fence then stands for them all.
+  static constexpr uint32_t kFenceEvery = 8;
+  // The timed pieces are read back at every kCollectEvery-th piece: each
+  // look asks the driver.
+  static constexpr uint64_t kCollectEvery = 16;
 
   // `page` is the mapped gate page (its first word is the gate), or null
   // when it could not be mapped, with `page_error` saying why.  `slot` is
   // where this process publishes its work's length (null: nowhere).
   // `page` must be a GatePageLayout (its word, and the admission deadline
   // the daemon publishes, are read on the host).
+  // `wait_every_piece`: no piece goes without its GPU wait, nor its fence
+  // (FREERIDE_GATE_STRICT=1 in the interposer): the strictest gate, at the
+  // cost of a few driver calls per launch.
   LaunchGate(const DriverApi& api, void* page, std::string page_error,
-             GateTaskSlot* slot = nullptr, HostClock clock = RealHostClock());
+             GateTaskSlot* slot = nullptr, HostClock clock = RealHostClock(), bool wait_every_piece = false);
   ~LaunchGate();
 
   // Called before the program's piece of work on `stream` (as the program
@@ -112,7 +129,8 @@ class LaunchGate {
   CuResult BeforeWork(CuStream stream, bool per_thread, WorkSample* sample = nullptr);
   // Records the fence of a queued piece and the end of a sampled one.
   void AfterWork(const WorkSample& sample);
-  // Pieces queued whose fences have not been reached yet.
+  // Pieces queued that have not been seen to end (their fences, once
+  // recorded, have not been reached).
   size_t unfinished_pieces();
   // Side work found unfinished after the bubble it was admitted to had
   // closed (gate/late_work.h), in all, and its stretches; also published in
@@ -130,15 +148,24 @@ class LaunchGate {
 
  private:
   CuResult Arm();
-  // Holds the calling thread until JudgePiece lets a piece be queued; the
-  // bubble it was admitted to.
-  uint32_t HoldUntilAdmitted();
+  struct Admitted {
+    uint32_t bubble;  // the bubble the piece was admitted to
+    bool wait;        // it needs its GPU wait (MayGoUnwaited said no)
+  };
+  // Holds the calling thread until JudgePiece lets a piece on `stream` be
+  // queued.  `may_go_unwaited`: an asynchronous piece, whose wait may be
+  // left out.
+  Admitted HoldUntilAdmitted(CuStream stream, bool may_go_unwaited);
   // Drains the reached fences and looks for late work with the gate word
   // `word` (read just before); the unfinished pieces left.
   size_t LookAtQueue(uint32_t word);
-  // Pops the fences that have been reached, stream by stream; the number
-  // left.  Caller holds fence_mutex_.
+  // Fences the unfenced pieces of every stream, then pops the fences that
+  // have been reached, stream by stream; the pieces left unfinished.
+  // Caller holds fence_mutex_.
   size_t DrainFencesLocked();
+  // Records a fence on `stream` for the pieces counted on it since its last
+  // one.  Caller holds fence_mutex_.
+  void FenceUnfencedLocked(CuStream stream);
   int64_t PieceEstimateNs() const;
   void StartSample(CuStream stream, WorkSample* sample);
   // Reads back the timed pieces that have ended; at most one caller at once.
@@ -148,21 +175,32 @@ class LaunchGate {
   // shut gate are its own gate's, whatever address a later gate reuses).
   const uint64_t id_;
   DriverApi api_;
+  const bool wait_every_piece_;
   void* page_;
   std::string refusal_;
   std::mutex arm_mutex_;
   std::atomic<GateState> state_{GateState::kUnarmed};
   CuDevicePtr word_ = 0;
-  std::atomic<uint64_t> waits_{0}, captured_{0}, failed_waits_{0}, refused_{0}, held_{0};
+  std::atomic<uint64_t> waits_{0}, unwaited_{0}, captured_{0}, failed_waits_{0}, refused_{0}, held_{0};
+  std::atomic<uint64_t> pieces_{0};        // asynchronous pieces admitted: every kCollectEvery-th reads back
   std::atomic<uint64_t> asynchronous_{0};  // pieces given a sample: one in kSampleEvery is timed
   std::mutex fence_mutex_;
   struct Fence {
     CuEvent event;
-    uint32_t bubble;  // the bubble its piece was admitted to
+    uint32_t bubble;  // the bubble its pieces were admitted to
+    uint32_t pieces;  // the pieces it stands for
   };
-  std::map<CuStream, std::deque<Fence>> fences_;  // per stream, oldest first
-  LateWork late_{2 * kShutPollNs};                 // under fence_mutex_
-  size_t fence_count_ = 0;
+  // One stream's queued pieces, as far as they are known to be unfinished.
+  struct StreamQueue {
+    std::deque<Fence> fences;     // oldest first
+    uint32_t unfenced = 0;        // pieces queued since its last fence
+    uint32_t unfenced_bubble = 0; // ... admitted to this bubble
+    int unwaited_in_row = 0;      // pieces queued without a GPU wait since its last wait
+  };
+  std::map<CuStream, StreamQueue> queues_;  // under fence_mutex_
+  LateWork late_{2 * kShutPollNs};          // under fence_mutex_
+  size_t fence_count_ = 0;                  // fences recorded and not yet reached
+  size_t pieces_counted_ = 0;               // pieces not yet seen to end, fenced or not
   std::vector<CuEvent> spare_fences_;
   std::atomic<int64_t> piece_p95_ns_{0};
   GateTaskSlot* slot_;

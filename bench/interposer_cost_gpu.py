@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""What the gate's launch interposer costs a program whose gate is always open.
+
+    python3 bench/interposer_cost_gpu.py --bundle bundle --out $OUT \
+        --programs resnet50,tiny --rounds 3 [--variant NAME=PATH.so ...] [--mps]
+
+No daemon and no stage: this script writes a gate page of its own whose gate is
+open with no admission deadline (bubble 1, until the end of time), so every piece
+of work is admitted at once and what is left is the interposer's own cost on each
+launch (its host-side look at the gate page and the queue, the wait it queues on
+the GPU before each piece, the fence after it).
+
+Arms, each a fresh process of the same program, alternate in rotating blocks
+within one launch:
+- "plain": the program alone, nothing preloaded;
+- "gate": libfreeride_gate.so from --bundle preloaded, on the open page;
+- one arm per --variant NAME=PATH (another build of the interposer).
+
+Each block runs the program for --warm-seconds (not counted: CUDA's start-up,
+the allocator's growth) and then --seconds; its rate is its progress lines in
+that window over the window's length, by the lines' own timestamps.  Each
+arm's rate is compared with the plain block of the same round, and the ratio's
+95% interval is a Student t over rounds.  With --mps every arm joins one MPS
+server (as side tasks do under the daemon), and "plain-nomps" is added.
+
+Programs: resnet50 (examples/train_resnet.py, batch 32, a progress line per
+iteration), tiny (1,000 one-element additions a unit, a synchronize after
+each: the per-launch host cost, nearly nothing else), generate
+(examples/generate_loop.py).
+"""
+
+import argparse
+import ctypes
+import json
+import mmap
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_arms import git_commit, t_quantile_975  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = ("import time, torch\nx = torch.zeros(1, device='cuda')\ni = 0\nwhile True:\n"
+        "    for _ in range(1000):\n        x.add_(1)\n    torch.cuda.synchronize()\n"
+        "    i += 1\n    print(f'unit {i}: at {time.time():.6f}', flush=True)\n")
+PROGRAMS = {
+    "resnet50": (["python3", "examples/train_resnet.py", "--model", "resnet50", "--batch", "32",
+                  "--iterations", "100000000", "--log-every", "1"], r"iteration \d+:.* at ([\d.]+)"),
+    "tiny": (["python3", "-c", TINY], r"unit \d+: at ([\d.]+)"),
+    "generate": (["python3", "examples/generate_loop.py", "--batch", "8", "--new-tokens", "16"],
+                 r"generated \d+ batches.* at ([\d.]+)"),
+}
+
+# src/gate/gate_page.h's GatePageLayout, the fields an open page needs (version 5).
+PAGE_MAGIC = 0x4652474154453031
+PAGE_VERSION = 5
+PAGE_BYTES = 4096
+OFF_WORD, OFF_MAGIC, OFF_VERSION, OFF_LANE = 0, 8, 16, 20
+OFF_ADMIT_BUBBLE, OFF_ADMIT_UNTIL, OFF_AHEAD_BUBBLE = 24, 32, 40
+OFF_ATTACHED, OFF_TASKS, SLOT_BYTES, SLOTS = 88, 104, 40, 32
+
+
+def write_open_page(path: str) -> None:
+    """A gate page whose gate is open (bubble 1) and admits any work: no deadline."""
+    page = bytearray(PAGE_BYTES)
+    ctypes.c_uint32.from_buffer(page, OFF_WORD).value = (1 << 1) | 1
+    ctypes.c_uint64.from_buffer(page, OFF_MAGIC).value = PAGE_MAGIC
+    ctypes.c_uint32.from_buffer(page, OFF_VERSION).value = PAGE_VERSION
+    ctypes.c_uint32.from_buffer(page, OFF_ADMIT_BUBBLE).value = 1
+    ctypes.c_int64.from_buffer(page, OFF_ADMIT_UNTIL).value = 1 << 62
+    ctypes.c_uint32.from_buffer(page, OFF_AHEAD_BUBBLE).value = 0xffffffff  # no forecast
+    with open(path, "wb") as f:
+        f.write(page)
+
+
+def page_samples(path: str) -> int:
+    """The timed pieces every gated process published in its slot: above 0 once one gated."""
+    with open(path, "rb") as f:
+        page = f.read(PAGE_BYTES)
+    total = 0
+    for slot in range(SLOTS):
+        base = OFF_TASKS + slot * SLOT_BYTES
+        pid = int.from_bytes(page[base:base + 8], "little", signed=True)
+        if pid > 0:
+            total += int.from_bytes(page[base + 16:base + 24], "little")
+    return total
+
+
+def log(*args):
+    print(time.strftime("%H:%M:%S"), *args, flush=True)
+
+
+def run_block(program: str, env: dict, warm: float, seconds: float, err_path: str) -> float:
+    """The program's rate (its units a second) over `seconds` after `warm` seconds of its first line."""
+    argv, pattern = PROGRAMS[program]
+    regex = re.compile(pattern)
+    with open(err_path, "ab") as err:
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+    stamps = []
+    deadline = time.time() + 120 + warm + seconds
+    first = None
+    try:
+        for line in proc.stdout:
+            m = regex.search(line)
+            if not m:
+                continue
+            stamp = float(m.group(1))
+            if first is None:
+                first = stamp
+            if stamp >= first + warm:
+                stamps.append(stamp)
+            if stamp >= first + warm + seconds or time.time() > deadline:
+                break
+    finally:
+        proc.send_signal(signal.SIGINT)  # a normal exit: the interposer writes its counters
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if len(stamps) < 3:
+        raise SystemExit(f"{program}: {len(stamps)} progress lines in its window; see {err_path}")
+    return (len(stamps) - 1) / (stamps[-1] - stamps[0])
+
+
+def interval(ratios):
+    mean = statistics.fmean(ratios)
+    if len(ratios) < 2:
+        return mean, None, None
+    half = t_quantile_975(len(ratios) - 1) * statistics.stdev(ratios) / len(ratios) ** 0.5
+    return mean, mean - half, mean + half
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bundle", default="bundle")
+    p.add_argument("--out", required=True)
+    p.add_argument("--work", default="/tmp/interposer_cost")
+    p.add_argument("--programs", default="resnet50,tiny")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME=PATH.so",
+                   help="another build of the interposer, as an arm of its own")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warm-seconds", type=float, default=4)
+    p.add_argument("--seconds", type=float, default=6)
+    p.add_argument("--mps", action="store_true")
+    args = p.parse_args()
+    for name in args.programs.split(","):
+        if name not in PROGRAMS:
+            raise SystemExit(f"--programs {name}: give some of {sorted(PROGRAMS)}")
+    if args.rounds < 2:
+        raise SystemExit("--rounds: at least 2, for an interval")
+    arms = {"plain": None, "gate": os.path.abspath(os.path.join(args.bundle, "lib", "libfreeride_gate.so"))}
+    for spec in args.variant:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or name in arms:
+            raise SystemExit(f"--variant {spec}: give NAME=PATH.so with a new NAME")
+        arms[name] = os.path.abspath(path)
+    for name, lib in arms.items():
+        if lib and not os.path.isfile(lib):
+            raise SystemExit(f"arm {name}: {lib} does not exist (scripts/bundle.sh builds the bundle)")
+    os.makedirs(args.out, exist_ok=True)
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
+    # In shared memory, as the daemon's pages are: the driver pins it (cuMemHostRegister), which a
+    # file on a disk's file system refuses.
+    page = f"/dev/shm/freeride-interposer-cost-{os.getpid()}.page"
+    base_env = dict(os.environ)
+    mps_pipe = None
+    if args.mps:
+        mps_pipe = os.path.join(args.work, "mps-pipe")
+        os.makedirs(mps_pipe)
+        os.makedirs(os.path.join(args.work, "mps-log"))
+        mps_env = dict(base_env, CUDA_MPS_PIPE_DIRECTORY=mps_pipe,
+                       CUDA_MPS_LOG_DIRECTORY=os.path.join(args.work, "mps-log"))
+        subprocess.run(["nvidia-cuda-mps-control", "-d"], env=mps_env, check=True)
+        arms = {"plain-nomps": None, **arms}
+    order = list(arms)
+    rows = []
+    try:
+        for program in args.programs.split(","):
+            rates = {arm: [] for arm in order}
+            for round_index in range(args.rounds):
+                rotation = order[round_index % len(order):] + order[:round_index % len(order)]
+                for arm in rotation:
+                    env = dict(base_env)
+                    if mps_pipe and arm != "plain-nomps":
+                        env["CUDA_MPS_PIPE_DIRECTORY"] = mps_pipe
+                    lib = arms[arm]
+                    stats = os.path.join(args.work, f"{program}-{arm}.stats")
+                    if lib:
+                        write_open_page(page)
+                        env.update(LD_PRELOAD=lib, FREERIDE_GATE_PAGE=page, FREERIDE_GATE_STATS=stats)
+                    rate = run_block(program, env, args.warm_seconds, args.seconds,
+                                     os.path.join(args.out, f"{program}-{arm}.err"))
+                    if lib and page_samples(page) == 0:
+                        raise SystemExit(f"{program} under {arm}: no piece of work was gated (timed pieces 0 "
+                                         f"in the page); see {args.out}/{program}-{arm}.err")
+                    rates[arm].append(rate)
+                    log(f"{program} round {round_index + 1} {arm}: {rate:.2f} units/s")
+            row = {"program": program, "rates": rates, "arms": {}}
+            for arm in order:
+                ratios = [r / p for r, p in zip(rates[arm], rates["plain"])]
+                mean, low, high = interval(ratios)
+                row["arms"][arm] = {"rate_mean": statistics.fmean(rates[arm]), "vs_plain": mean,
+                                    "vs_plain_low": low, "vs_plain_high": high}
+                log(f"{program} {arm}: {statistics.fmean(rates[arm]):.2f} units/s, "
+                    f"{mean:.3f} of plain [{low:.3f}, {high:.3f}]")
+            rows.append(row)
+            with open(os.path.join(args.out, "interposer_cost.json"), "w") as f:  # each program as it ends
+                json.dump({"command": sys.argv, "commit": git_commit(), "arms": arms, "rows": rows}, f, indent=1)
+    finally:
+        if os.path.exists(page):
+            os.unlink(page)
+        if mps_pipe:
+            subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True,
+                           env=dict(base_env, CUDA_MPS_PIPE_DIRECTORY=mps_pipe))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

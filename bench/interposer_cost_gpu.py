@@ -57,13 +57,13 @@ PROGRAMS = {
                  r"generated \d+ batches.* at ([\d.]+)"),
 }
 
-# src/gate/gate_page.h's GatePageLayout, the fields an open page needs (version 5).
+# src/gate/gate_page.h's GatePageLayout, the fields an open page needs (version 6).
 PAGE_MAGIC = 0x4652474154453031
-PAGE_VERSION = 5
+PAGE_VERSION = 6
 PAGE_BYTES = 4096
 OFF_WORD, OFF_MAGIC, OFF_VERSION, OFF_LANE = 0, 8, 16, 20
 OFF_ADMIT_BUBBLE, OFF_ADMIT_UNTIL, OFF_AHEAD_BUBBLE = 24, 32, 40
-OFF_ATTACHED, OFF_TASKS, SLOT_BYTES, SLOTS = 88, 104, 40, 32
+OFF_ATTACHED, OFF_TASKS, SLOT_BYTES, SLOTS = 88, 104, 48, 32
 
 
 def write_open_page(path: str) -> None:

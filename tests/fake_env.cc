@@ -69,6 +69,17 @@ bool FakeEnv::ProcessAlive(pid_t pid) {
   return alive_.count(pid) != 0;
 }
 
+pid_t FakeEnv::ProcessGroupOf(pid_t pid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (const auto it = groups_.find(pid); it != groups_.end()) return it->second;
+  return alive_.count(pid) != 0 ? pid : -1;
+}
+
+void FakeEnv::SetProcessGroup(pid_t pid, pid_t group) {
+  std::lock_guard<std::mutex> lock(mu_);
+  groups_[pid] = group;
+}
+
 void FakeEnv::SetAlive(pid_t pid, bool alive) {
   std::lock_guard<std::mutex> lock(mu_);
   if (alive) alive_.insert(pid);

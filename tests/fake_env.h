@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <list>
 #include <mutex>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -29,6 +30,10 @@ class FakeEnv final : public Env {
   void WakeAll(std::atomic<uint32_t>* word, uint32_t bits = kFutexAnyWake) override;
   // False unless the test declared the process alive (SetAlive).
   bool ProcessAlive(pid_t pid) override;
+  // The group SetProcessGroup declared, else the process's own pid (each
+  // process its own group's leader) if it is alive, else -1.
+  pid_t ProcessGroupOf(pid_t pid) override;
+  void SetProcessGroup(pid_t pid, pid_t group);
 
   // Moves time on by `by`, ending the waits whose deadline it passes.
   void Advance(Nanos by);
@@ -74,6 +79,7 @@ class FakeEnv final : public Env {
   int wake_calls_ = 0;
   int virtual_threads_ = 0;  // 0: time moves only by Advance
   std::set<pid_t> alive_;
+  std::map<pid_t, pid_t> groups_;
 };
 
 }  // namespace freeride

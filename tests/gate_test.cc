@@ -603,6 +603,32 @@ TEST_F(LaunchGateTest, StrictEveryPieceWaitsAndIsFencedHoweverFarItsDeadline) {
   EXPECT_EQ(FenceCount(), 10);
 }
 
+TEST_F(LaunchGateTest, ADemotedTasksPiecesCountTwiceTheirLengthAndAllWait) {
+  GateTaskSlot slot{};
+  LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
+  // Room for an untimed piece (100 us) with 50 us to spare: queued at once.
+  Open(1, FakeClock::now + 150'000);
+  WorkSample first;
+  ASSERT_EQ(gate.BeforeWork(stream_, false, &first), kCudaSuccess);
+  gate.AfterWork(first);
+  EXPECT_EQ(gate.counters().held, 0u);
+  // Demoted, a piece counts as 200 us: it waits for the next bubble, and
+  // even far inside that one it gets its GPU wait.
+  slot.demoted.store(1);
+  FakeDriver::events_done = true;
+  const int64_t next_at = FakeClock::now + 1'000'000;
+  FakeClock::on_sleep = [&] {
+    if (FakeClock::now >= next_at && layout().admit_bubble.load() == 1) Open(2, INT64_MAX);
+  };
+  WorkSample second;
+  ASSERT_EQ(gate.BeforeWork(stream_, false, &second), kCudaSuccess);
+  gate.AfterWork(second);
+  EXPECT_GE(FakeClock::now, next_at);
+  EXPECT_EQ(gate.counters().held, 1u);
+  EXPECT_EQ(gate.counters().unwaited, 0u);
+  EXPECT_EQ(gate.counters().waits, 2u);
+}
+
 TEST_F(LaunchGateTest, TheThreadsOwnDefaultStreamAlwaysWaitsItCannotBeFencedFromAnotherThread) {
   LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
   WorkSample sample;

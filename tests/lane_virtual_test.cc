@@ -540,6 +540,42 @@ TEST(GateOnVirtualTime, TheLateWorkATasksInterposerPublishesIsShownOnceInTheLane
   EXPECT_EQ(none.gate_late_ns, 0);
 }
 
+// The gate's misses are the task's overruns: each bubble, every gated task
+// gets one record, zero included, with the late work its processes
+// published since the last, so that its overrun budget judges them as it
+// does a step's.
+TEST(GateOnVirtualTime, ATasksLateWorkIsRecordedAsItsOverrunInEachBubbleZeroIncluded) {
+  for (bool child : {false, true}) {
+    VirtualGate gate = StageDrivenGate();
+    gate.task_late = 7 * kMillisecond;  // history from before this lane: not judged
+    gate.task_late_during = 3 * kMillisecond;  // after bubble 2's end
+    gate.task_late_bubbles_during = 2;
+    gate.task_slot_is_child = child;
+    VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(6, 10 * kMillisecond), GateOptions(), gate);
+    ASSERT_EQ(run.overruns.size(), 6u) << "one record a bubble; child " << child;
+    Nanos total = 0;
+    int nonzero = 0;
+    for (const VirtualOverrun& o : run.overruns) {
+      EXPECT_EQ(o.task_id, 1000);
+      EXPECT_EQ(o.bubble, 10 * kMillisecond);
+      total += o.overrun;
+      nonzero += o.overrun > 0;
+    }
+    EXPECT_EQ(total, 3 * kMillisecond) << "child " << child;
+    EXPECT_EQ(nonzero, 1);
+    EXPECT_EQ(run.gate_slot_demoted, 0u);
+  }
+}
+
+TEST(GateOnVirtualTime, ADemotedTasksInterposerIsToldThroughItsSlot) {
+  VirtualGate gate = StageDrivenGate();
+  gate.task_work_p95 = 100 * kMicrosecond;  // a gated process with a slot
+  gate.task_slot_is_child = true;
+  gate.task_demoted = true;
+  VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(3, 10 * kMillisecond), GateOptions(), gate);
+  EXPECT_EQ(run.gate_slot_demoted, 1u);
+}
+
 TEST(GateOnVirtualTime, AStageThatMarksOnlyFromTheHostHasTheLaneOpenTheGate) {
   DaemonOptions options = GateOptions();
   VirtualGate gate;

@@ -102,12 +102,23 @@ class ThreadTasks final : public LaneTasks {
   void AddHarvest(int64_t, Nanos) override {}
   void AddAllowed(int64_t, Nanos) override {}
   // A gated task (an imperative program under the GPU gate) resident, by id.
-  void GatedTasks(int, std::vector<int64_t>* out) const override {
+  void GatedTasks(int, std::vector<GatedTask>* out) const override {
     out->clear();
-    if (gated_task_ > 0) out->push_back(gated_task_);
+    if (gated_task_ > 0) out->push_back({gated_task_, gated_pid_, gated_demoted_});
   }
-  void SetGatedTask(int64_t id) { gated_task_ = id; }
-  void RecordOverrun(int64_t, Nanos, Nanos) override {}
+  void SetGatedTask(int64_t id, pid_t pid, bool demoted) {
+    gated_task_ = id;
+    gated_pid_ = pid;
+    gated_demoted_ = demoted;
+  }
+  void RecordOverrun(int64_t id, Nanos overrun, Nanos bubble) override {
+    std::lock_guard<std::mutex> lock(overruns_mu_);
+    overruns_.push_back({id, overrun, bubble});
+  }
+  std::vector<VirtualOverrun> overruns() const {
+    std::lock_guard<std::mutex> lock(overruns_mu_);
+    return overruns_;
+  }
   void KillHung(int64_t id, Nanos) override { ADD_FAILURE() << "the lane killed task " << id; }
   void LaneCounts(int, uint32_t* resident, uint32_t* queued) const override {
     *resident = static_cast<uint32_t>(entries_.size());
@@ -123,6 +134,10 @@ class ThreadTasks final : public LaneTasks {
   }
   std::vector<Entry> entries_;  // fixed before the lane starts
   int64_t gated_task_ = 0;
+  pid_t gated_pid_ = -1;
+  bool gated_demoted_ = false;
+  mutable std::mutex overruns_mu_;
+  std::vector<VirtualOverrun> overruns_;
   std::mutex mu_;
 };
 
@@ -152,7 +167,12 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
   }
   SharedProbeSchedule probe(options.probe);
   ThreadTasks lane_tasks;
-  if (virtual_gate.gated_task) lane_tasks.SetGatedTask(1000);
+  // The gated process that publishes in the gate page: the task's launched
+  // process, or a child of it in its process group.
+  const pid_t gated_launched = getpid() + 1000000;
+  const pid_t gated_publisher = virtual_gate.task_slot_is_child ? gated_launched + 1 : gated_launched;
+  if (virtual_gate.task_slot_is_child) env.SetProcessGroup(gated_publisher, gated_launched);
+  if (virtual_gate.gated_task) lane_tasks.SetGatedTask(1000, gated_launched, virtual_gate.task_demoted);
   Lane lane(options.lanes[0], options, &lane_tasks, &events, &probe, &env);
   if (!lane.Open(&error)) {
     ADD_FAILURE() << error;
@@ -174,9 +194,8 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     }
     if (virtual_gate.stage_drives) gate.layout()->stage_pid.store(getpid());
     if (virtual_gate.task_work_p95 > 0 || virtual_gate.task_late > 0 || virtual_gate.task_late_during > 0) {
-      const int64_t task_pid = getpid() + 1000000;  // a gated process, alive to the lane
-      env.SetAlive(static_cast<pid_t>(task_pid), true);
-      GateTaskSlot* slot = gate.ClaimTaskSlot(task_pid);
+      env.SetAlive(gated_publisher, true);  // a gated process, alive to the lane
+      GateTaskSlot* slot = gate.ClaimTaskSlot(gated_publisher);
       task_slot = slot;
       slot->work_p95_ns.store(virtual_gate.task_work_p95);
       slot->late_ns.store(virtual_gate.task_late);
@@ -299,8 +318,10 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     run.gate_late_ns = stats.gate_late_ns();
     run.gate_late_bubbles = stats.gate_late_bubbles();
     run.gate_word_at_end = gate.layout()->word.load();
+    if (task_slot) run.gate_slot_demoted = task_slot->demoted.load();
   }
   lane.Stop();
+  run.overruns = lane_tasks.overruns();
   lane.RemoveFiles();
   for (const std::string& file : run.files_made)
     if (std::filesystem::exists(file)) run.files_left.push_back(file);

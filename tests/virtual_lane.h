@@ -61,6 +61,18 @@ struct VirtualGate {
   // After the bubbles, the stage opens one more bubble, marks its begin and
   // falls silent for this long, past its admission deadline (0: not done).
   Nanos silent_in_bubble = 0;
+  // The gated task's launched process is not the one that publishes (its
+  // slot's process is its child, in its process group).
+  bool task_slot_is_child = false;
+  // The task manager says the gated task is demoted by its overrun budget.
+  bool task_demoted = false;
+};
+
+// One overrun the lane recorded for a task (LaneTasks::RecordOverrun).
+struct VirtualOverrun {
+  int64_t task_id;
+  Nanos overrun;
+  Nanos bubble;
 };
 
 // The next bubble's forecast that the lane had published in the gate page
@@ -91,6 +103,8 @@ struct VirtualLaneRun {
   uint64_t gate_forced_closes = 0;
   Nanos gate_open_ns = 0;
   uint32_t gate_word_at_end = 0;
+  std::vector<VirtualOverrun> overruns;  // in the order recorded
+  uint32_t gate_slot_demoted = 0;        // the gated process's slot's `demoted` at the end
   std::vector<int64_t> task_ids;  // the task id of each VirtualTask, in order
   Nanos started_ns = 0;           // fake time at the first bubble's begin
   // The lane's files (segment, gate page) that existed after Open, and

@@ -18,6 +18,7 @@ class SystemEnv final : public Env {
   bool ProcessAlive(pid_t pid) override {
     return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
   }
+  pid_t ProcessGroupOf(pid_t pid) override { return pid > 0 ? getpgid(pid) : -1; }
 };
 
 }  // namespace

@@ -36,6 +36,11 @@ class Env {
   // Whether process `pid` exists (a zombie counts until it is reaped).
   virtual bool ProcessAlive(pid_t pid) = 0;
 
+  // The process group of process `pid`, or -1 when it does not exist.  A
+  // task is launched as its group's leader, so its children's group is its
+  // pid.  Any thread; never blocks.
+  virtual pid_t ProcessGroupOf(pid_t pid) = 0;
+
   // The real one: CLOCK_MONOTONIC, process-shared futexes, kill(2).  Never
   // destroyed; thread-safe.
   static Env* Default();

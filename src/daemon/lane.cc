@@ -278,7 +278,7 @@ void Lane::GateLoop() {
   // (RemakeDeletedSegment) while this thread waits on it.
   LaneSegment segment;
   std::string error;
-  std::vector<int64_t> gated_tasks;
+  std::vector<GatedTask> gated_tasks;
   uint32_t seen = 0;
   // The next bubble's forecast, learned here from the marks this thread
   // serves (policy/next_bubble.h), and the bubble before the current one.
@@ -436,8 +436,9 @@ void Lane::GateLoop() {
     if (end == 0) end = have_end ? closed.end_ns : env_->Now();
     const Nanos open_ns = admitted_before + std::max<Nanos>(0, end - admitted_from);
     gate_open_ns_.fetch_add(open_ns, std::memory_order_relaxed);
-    for (int64_t id : gated_tasks) tasks_->AddAllowed(id, open_ns);
+    for (const GatedTask& task : gated_tasks) tasks_->AddAllowed(task.id, open_ns);
     CollectLateWork();
+    if (!gated_tasks.empty()) JudgeLateWork(gated_tasks, have_end ? closed.end_ns - mark.begin_ns : open_ns);
     // The next bubble's forecast, for queueing ahead of its begin.  Only
     // after an end mark: a silent or dead stage's next bubble is unknown.
     AheadAdmission ahead;  // unpublished: nothing is queued ahead
@@ -1013,13 +1014,47 @@ void Lane::CollectLateWork() {
                             : late_baselined_  ? LateSeen{}
                                                : LateSeen{late_ns, late_bubbles};
     // A slot claimed again by a new process starts from 0: no delta then.
-    if (late_ns > before.ns) gate_late_ns_.fetch_add(late_ns - before.ns, std::memory_order_relaxed);
+    if (late_ns > before.ns) {
+      gate_late_ns_.fetch_add(late_ns - before.ns, std::memory_order_relaxed);
+      late_unjudged_[pid] += late_ns - before.ns;
+    }
     if (late_bubbles > before.bubbles)
       gate_late_bubbles_.fetch_add(late_bubbles - before.bubbles, std::memory_order_relaxed);
     now[pid] = {late_ns, late_bubbles};
   });
   late_seen_ = std::move(now);  // forgets the processes whose slots were freed
   late_baselined_ = true;
+}
+
+void Lane::JudgeLateWork(const std::vector<GatedTask>& tasks, Nanos bubble) {
+  // The task a gated process belongs to: its own launched process, or a
+  // process in that one's group (a launcher's child).  -1: none.
+  std::map<int64_t, int64_t> task_of;
+  auto task_for = [&](int64_t pid) {
+    if (const auto it = task_of.find(pid); it != task_of.end()) return it->second;
+    int64_t found = -1;
+    for (const GatedTask& task : tasks)
+      if (pid == task.pid) found = task.id;
+    if (found < 0) {
+      const pid_t group = env_->ProcessGroupOf(static_cast<pid_t>(pid));
+      for (const GatedTask& task : tasks)
+        if (group > 0 && group == task.pid) found = task.id;
+    }
+    return task_of[pid] = found;
+  };
+  std::map<int64_t, Nanos> late_of_task;
+  for (const auto& [pid, late] : late_unjudged_) {
+    const int64_t id = task_for(pid);
+    if (id >= 0) late_of_task[id] += late;
+  }
+  late_unjudged_.clear();
+  for (const GatedTask& task : tasks) tasks_->RecordOverrun(task.id, late_of_task[task.id], bubble);
+  std::map<int64_t, bool> demoted;
+  for (const GatedTask& task : tasks) demoted[task.id] = task.demoted;
+  gate_.PublishDemotions([&](int64_t pid) {
+    const int64_t id = task_for(pid);
+    return id >= 0 && demoted[id];
+  });
 }
 
 void Lane::FillStats(v1::LaneStats* stats) const {

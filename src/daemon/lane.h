@@ -233,13 +233,21 @@ class Lane {
   // that task's 95th-percentile piece (how early its last piece starts).
   std::atomic<int64_t> gate_margin_ns_{0};
   // The gated tasks' late work (gate/late_work.h): totals over every
-  // process, from the deltas of each one's slot (the gate's thread's map).
+  // process, from the deltas of each one's slot (the gate's thread's map),
+  // and each process's since the last JudgeLateWork.
   void CollectLateWork();
+  // Records, for each task in `tasks`, the late work its processes (its
+  // launched one, and those in its process group) published since the last
+  // call as its overrun in a bubble of length `bubble`, zero included, so
+  // that its overrun budget judges the gate's misses as it does a step's;
+  // and tells each slot's interposer whether its task is demoted.
+  void JudgeLateWork(const std::vector<GatedTask>& tasks, Nanos bubble);
   struct LateSeen {
     int64_t ns = 0;
     uint64_t bubbles = 0;
   };
   std::map<int64_t, LateSeen> late_seen_;
+  std::map<int64_t, int64_t> late_unjudged_;  // pid -> late ns since the last JudgeLateWork
   bool late_baselined_ = false;
   std::atomic<int64_t> gate_late_ns_{0};
   std::atomic<uint64_t> gate_late_bubbles_{0};

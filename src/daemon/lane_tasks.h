@@ -74,6 +74,13 @@ struct TaskStep {
   bool allowed_only = false;
 };
 
+// A resident gated task (TaskRuntime::gated), as a lane's gate sees it.
+struct GatedTask {
+  int64_t id = 0;
+  pid_t pid = -1;        // its launched process, its process group's leader
+  bool demoted = false;  // over its overrun budget: its interposer is told to hold back more
+};
+
 // Every member may be called from any thread (the lanes' and the
 // daemon's); an implementation synchronises itself.
 class LaneTasks {
@@ -112,8 +119,9 @@ class LaneTasks {
   // be launched.
   virtual void LaneCounts(int lane, uint32_t* resident, uint32_t* queued) const = 0;
   // The resident gated tasks of `lane` (TaskRuntime::gated), whose allowed
-  // time is each bubble's time with the gate open.
-  virtual void GatedTasks(int lane, std::vector<int64_t>* out) const { out->clear(); }
+  // time is each bubble's time with the gate open, and whose late work
+  // (gate/late_work.h) their overrun budget judges.
+  virtual void GatedTasks(int lane, std::vector<GatedTask>* out) const { out->clear(); }
 };
 
 }  // namespace freeride

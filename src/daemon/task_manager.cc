@@ -646,9 +646,13 @@ void TaskManager::RecordOverrun(int64_t id, Nanos overrun, Nanos bubble) {
                 100 * budget.max_fraction);
   EmitBudgetEventLocked(record, judged.verdict, overrun, why);
   if (judged.verdict != OverrunVerdict::kKill) {
-    record.info.set_message(judged.verdict == OverrunVerdict::kRestore
-                                ? "restored: " + why
-                                : "demoted: " + why + "; it now runs only where twice its step fits");
+    // A gated task's overruns are its GPU work found late (gate/late_work.h);
+    // demoted, its interposer counts each piece at twice its length.
+    const char* demoted_means = record.runtime->gated
+                                    ? "; its GPU work is now let through only where twice its length fits"
+                                    : "; it now runs only where twice its step fits";
+    record.info.set_message(judged.verdict == OverrunVerdict::kRestore ? "restored: " + why
+                                                                       : "demoted: " + why + demoted_means);
     journal_->Record(record.info, nullptr);
     return;
   }
@@ -692,13 +696,14 @@ void TaskManager::LaneCounts(int lane, uint32_t* resident, uint32_t* queued) con
       ++*queued;
 }
 
-void TaskManager::GatedTasks(int lane, std::vector<int64_t>* out) const {
+void TaskManager::GatedTasks(int lane, std::vector<GatedTask>* out) const {
   out->clear();
   std::lock_guard<std::mutex> lock(mu_);
   if (auto r = resident_.find(lane); r != resident_.end())
     for (const Record* record : r->second)
       if (record->runtime && record->runtime->gated && !record->runtime->exited)
-        out->push_back(record->info.id());
+        out->push_back({record->info.id(), record->runtime->pid,
+                        record->overrun != nullptr && record->overrun->demoted()});
 }
 
 void TaskManager::HousekeepingLoop() {

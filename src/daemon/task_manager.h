@@ -103,7 +103,7 @@ class TaskManager final : public LaneTasks {
   // The task ends FAILED without retries.
   void KillHung(int64_t id, Nanos overrun) override;
   void LaneCounts(int lane, uint32_t* resident, uint32_t* queued) const override;
-  void GatedTasks(int lane, std::vector<int64_t>* out) const override;
+  void GatedTasks(int lane, std::vector<GatedTask>* out) const override;
 
   // STATE/tasks/<id>.  Any thread.
   std::string task_dir(int64_t id) const;

@@ -47,6 +47,7 @@ bool GatePage::CreateOrOpen(const std::string& path, int lane, std::string* erro
       slot.samples.store(0);
       slot.late_ns.store(0);
       slot.late_bubbles.store(0);
+      slot.demoted.store(0);
     }
     layout_->lane = lane;
     layout_->version = kGatePageVersion;
@@ -101,6 +102,7 @@ GateTaskSlot* GatePage::ClaimTaskSlot(int64_t pid) {
       slot.samples.store(0);
       slot.late_ns.store(0);
       slot.late_bubbles.store(0);
+      slot.demoted.store(0);
       return &slot;
     }
   }

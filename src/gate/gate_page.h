@@ -33,7 +33,7 @@
 namespace freeride {
 
 constexpr uint64_t kGatePageMagic = 0x4652474154453031ULL;  // "FRGATE01"
-constexpr uint32_t kGatePageVersion = 5;
+constexpr uint32_t kGatePageVersion = 6;
 // Gated processes that publish their work's length at once; more share none.
 constexpr int kGateTaskSlots = 32;
 constexpr size_t kGatePageBytes = 4096;
@@ -54,6 +54,12 @@ struct GateTaskSlot {
   // in all, and the stretches of it.  Cumulative for this process.
   std::atomic<int64_t> late_ns;
   std::atomic<uint64_t> late_bubbles;
+  // Written by the daemon: 1 while the process's task is demoted by its
+  // overrun budget (its late work counts as its overruns); its interposer
+  // then counts each piece at twice its predicted length, and none goes
+  // without its GPU wait.
+  std::atomic<uint32_t> demoted;
+  uint32_t reserved;
 };
 
 struct GatePageLayout {
@@ -193,6 +199,14 @@ class GatePage {
       int64_t pid = slot.pid.load(std::memory_order_acquire);
       if (pid > 0)
         each(pid, slot.late_ns.load(std::memory_order_relaxed), slot.late_bubbles.load(std::memory_order_relaxed));
+    }
+  }
+  // Sets each claimed slot's `demoted` to `demoted(pid)`.  Daemon side.
+  template <typename Demoted>
+  void PublishDemotions(Demoted demoted) {
+    for (GateTaskSlot& slot : layout_->tasks) {
+      const int64_t pid = slot.pid.load(std::memory_order_acquire);
+      if (pid > 0) slot.demoted.store(demoted(pid) ? 1u : 0u, std::memory_order_relaxed);
     }
   }
   // Closes whatever bubble is open (the stage went silent or died): true

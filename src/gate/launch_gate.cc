@@ -136,7 +136,7 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
   // thread: its pieces always get their wait and their fence; so do all
   // where pieces cannot be counted (no events).
   const bool may_go_unwaited = !wait_every_piece_ && sample != nullptr && target != kPerThreadStream &&
-                               api_.event_create && api_.event_record && api_.event_query;
+                               api_.event_create && api_.event_record && api_.event_query && !Demoted();
   const Admitted admitted = HoldUntilAdmitted(target, may_go_unwaited);
   if (sample) {
     // A fence stands for pieces of one bubble (the late work is told by it):
@@ -170,7 +170,12 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
 
 int64_t LaunchGate::PieceEstimateNs() const {
   int64_t p95 = piece_p95_ns_.load(std::memory_order_relaxed);
-  return p95 > 0 ? p95 : kUnknownPieceNs;
+  const int64_t estimate = p95 > 0 ? p95 : kUnknownPieceNs;
+  return Demoted() ? 2 * estimate : estimate;
+}
+
+bool LaunchGate::Demoted() const {
+  return slot_ != nullptr && slot_->demoted.load(std::memory_order_relaxed) != 0;
 }
 
 void LaunchGate::FenceUnfencedLocked(CuStream stream) {

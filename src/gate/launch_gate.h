@@ -166,7 +166,11 @@ class LaunchGate {
   // Records a fence on `stream` for the pieces counted on it since its last
   // one.  Caller holds fence_mutex_.
   void FenceUnfencedLocked(CuStream stream);
+  // A piece's predicted length: the 95th percentile of the timed ones
+  // (kUnknownPieceNs before any), twice that while the daemon has demoted
+  // this process's task (its slot's `demoted`).
   int64_t PieceEstimateNs() const;
+  bool Demoted() const;
   void StartSample(CuStream stream, WorkSample* sample);
   // Reads back the timed pieces that have ended; at most one caller at once.
   void CollectSamples();

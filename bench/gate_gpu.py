@@ -409,6 +409,7 @@ class Bench:
         stage, out = self.stand_in_async(profile, rank, tag, stop)
         try:
             time.sleep(self.a.noside_seconds)
+            late_before = self.lane_stats()  # the lane's late work is counted since the daemon began
             t_submit = time.time()
             task = self.submit(program)
             # Its GPU start-up (upload, warm-up, compilation's benchmarks) runs in bubbles too,
@@ -469,9 +470,10 @@ class Bench:
                "task_state": show.get("state"), "task_message": show.get("message"),
                "daemon_progress": show.get("progress"), "daemon_allowed_ns": show.get("allowed_ns"),
                "gate_margin_ns": margin,
-               # The gate's own misses so far on the lane (launch-long, every program of it).
-               "gate_late_ns": int(lane.get("gate_late_ns", 0)),
-               "gate_late_bubbles": int(lane.get("gate_late_bubbles", 0))}
+               # The gate's own misses during this row (the lane's totals' growth over it).
+               "gate_late_ns": int(lane.get("gate_late_ns", 0)) - int(late_before.get("gate_late_ns", 0)),
+               "gate_late_bubbles": int(lane.get("gate_late_bubbles", 0)) -
+                                    int(late_before.get("gate_late_bubbles", 0))}
         judge_over_blocks(row, run["iter_unix"], run["iter_ms"], arm)
         self.rows.append(row)
         o = row["overhead_on_vs_no_side"]

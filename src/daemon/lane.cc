@@ -438,7 +438,6 @@ void Lane::GateLoop() {
     gate_open_ns_.fetch_add(open_ns, std::memory_order_relaxed);
     for (const GatedTask& task : gated_tasks) tasks_->AddAllowed(task.id, open_ns);
     CollectLateWork();
-    if (!gated_tasks.empty()) JudgeLateWork(gated_tasks, have_end ? closed.end_ns - mark.begin_ns : open_ns);
     // The next bubble's forecast, for queueing ahead of its begin.  Only
     // after an end mark: a silent or dead stage's next bubble is unknown.
     AheadAdmission ahead;  // unpublished: nothing is queued ahead
@@ -457,6 +456,11 @@ void Lane::GateLoop() {
         ahead = AheadOf(l, next_bubbles.Forecast(mark.slot, closed.end_ns), seq, bubble, options_);
     }
     gate_.PublishAhead(ahead);
+    // Only bubbles that really ended are judged (as steps' are), after the
+    // forecast is out; late work seen while no gated task is resident is
+    // nobody's.
+    if (!gated_tasks.empty() && have_end) JudgeLateWork(gated_tasks, closed.end_ns - mark.begin_ns);
+    else late_unjudged_.clear();
     // What the gate admitted in this bubble, for those who ask where a slot's
     // time went (bench/e2e_arms.py): gated tasks' bubbles carry no grants.
     if (!gated_tasks.empty())
@@ -1017,11 +1021,16 @@ void Lane::CollectLateWork() {
     if (late_ns > before.ns) {
       gate_late_ns_.fetch_add(late_ns - before.ns, std::memory_order_relaxed);
       late_unjudged_[pid] += late_ns - before.ns;
+      // Its group is read now, while the process lives (it may exit before
+      // its late work is judged).
+      if (!late_group_.count(pid)) late_group_[pid] = env_->ProcessGroupOf(static_cast<pid_t>(pid));
     }
     if (late_bubbles > before.bubbles)
       gate_late_bubbles_.fetch_add(late_bubbles - before.bubbles, std::memory_order_relaxed);
     now[pid] = {late_ns, late_bubbles};
   });
+  for (auto it = late_group_.begin(); it != late_group_.end();)
+    it = now.count(it->first) || late_unjudged_.count(it->first) ? std::next(it) : late_group_.erase(it);
   late_seen_ = std::move(now);  // forgets the processes whose slots were freed
   late_baselined_ = true;
 }
@@ -1029,31 +1038,32 @@ void Lane::CollectLateWork() {
 void Lane::JudgeLateWork(const std::vector<GatedTask>& tasks, Nanos bubble) {
   // The task a gated process belongs to: its own launched process, or a
   // process in that one's group (a launcher's child).  -1: none.
-  std::map<int64_t, int64_t> task_of;
-  auto task_for = [&](int64_t pid) {
-    if (const auto it = task_of.find(pid); it != task_of.end()) return it->second;
-    int64_t found = -1;
-    for (const GatedTask& task : tasks)
-      if (pid == task.pid) found = task.id;
-    if (found < 0) {
-      const pid_t group = env_->ProcessGroupOf(static_cast<pid_t>(pid));
-      for (const GatedTask& task : tasks)
-        if (group > 0 && group == task.pid) found = task.id;
-    }
-    return task_of[pid] = found;
+  auto task_for = [&](const std::vector<GatedTask>& among, int64_t pid) -> int64_t {
+    for (const GatedTask& task : among)
+      if (pid == task.pid) return task.id;
+    const auto known = late_group_.find(pid);
+    const pid_t group = known != late_group_.end() ? known->second : env_->ProcessGroupOf(static_cast<pid_t>(pid));
+    for (const GatedTask& task : among)
+      if (group > 0 && group == task.pid) return task.id;
+    return -1;
   };
+  // A task's processes run late side by side: its overrun is the longest
+  // of theirs, as a step's is the longest of its pieces'.
   std::map<int64_t, Nanos> late_of_task;
   for (const auto& [pid, late] : late_unjudged_) {
-    const int64_t id = task_for(pid);
-    if (id >= 0) late_of_task[id] += late;
+    const int64_t id = task_for(tasks, pid);
+    if (id >= 0) late_of_task[id] = std::max(late_of_task[id], late);
   }
   late_unjudged_.clear();
   for (const GatedTask& task : tasks) tasks_->RecordOverrun(task.id, late_of_task[task.id], bubble);
-  std::map<int64_t, bool> demoted;
-  for (const GatedTask& task : tasks) demoted[task.id] = task.demoted;
+  // Whether each is demoted now, this bubble's verdicts included.
+  std::vector<GatedTask> now;
+  tasks_->GatedTasks(config_.index, &now);
   gate_.PublishDemotions([&](int64_t pid) {
-    const int64_t id = task_for(pid);
-    return id >= 0 && demoted[id];
+    const int64_t id = task_for(now, pid);
+    for (const GatedTask& task : now)
+      if (task.id == id) return task.demoted;
+    return false;
   });
 }
 

@@ -238,9 +238,11 @@ class Lane {
   void CollectLateWork();
   // Records, for each task in `tasks`, the late work its processes (its
   // launched one, and those in its process group) published since the last
-  // call as its overrun in a bubble of length `bubble`, zero included, so
-  // that its overrun budget judges the gate's misses as it does a step's;
-  // and tells each slot's interposer whether its task is demoted.
+  // call as its overrun in a bubble of length `bubble` (the longest of its
+  // processes'), zero included, so that its overrun budget judges the
+  // gate's misses as it does a step's; then tells each slot's interposer
+  // whether its task is demoted, this bubble's verdict included.  A process
+  // that left its task's group (setsid) is judged as nobody's.
   void JudgeLateWork(const std::vector<GatedTask>& tasks, Nanos bubble);
   struct LateSeen {
     int64_t ns = 0;
@@ -248,6 +250,7 @@ class Lane {
   };
   std::map<int64_t, LateSeen> late_seen_;
   std::map<int64_t, int64_t> late_unjudged_;  // pid -> late ns since the last JudgeLateWork
+  std::map<int64_t, pid_t> late_group_;       // pid -> its process group, read when its late work was
   bool late_baselined_ = false;
   std::atomic<int64_t> gate_late_ns_{0};
   std::atomic<uint64_t> gate_late_bubbles_{0};

@@ -184,7 +184,15 @@ class GatePage {
       int64_t pid = slot.pid.load(std::memory_order_acquire);
       if (pid <= 0) continue;
       if (!alive(pid)) {
-        slot.pid.compare_exchange_strong(pid, 0);
+        // Its fields are zeroed before the slot is free (a dead process
+        // writes nothing more), so a process that claims it next is never
+        // read with this one's late work or demotion.
+        slot.work_p95_ns.store(0, std::memory_order_relaxed);
+        slot.samples.store(0, std::memory_order_relaxed);
+        slot.late_ns.store(0, std::memory_order_relaxed);
+        slot.late_bubbles.store(0, std::memory_order_relaxed);
+        slot.demoted.store(0, std::memory_order_relaxed);
+        slot.pid.compare_exchange_strong(pid, 0, std::memory_order_release);
         continue;
       }
       longest = std::max(longest, slot.work_p95_ns.load(std::memory_order_relaxed));

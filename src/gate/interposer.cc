@@ -141,11 +141,13 @@ Fn RealAs(GatedFunction function, bool per_thread) {
     /* A stream expression of nullptr: a synchronous call, neither timed nor fenced. */   \
     constexpr bool kSynchronous = std::is_same_v<std::decay_t<decltype(stream)>, std::nullptr_t>; \
     WorkSample sample;                                                                      \
+    sample.whole_graph = GatedFunction::k##id == GatedFunction::kGraphLaunch;               \
     CuResult gated = TheGate().BeforeWork(stream, kPerThread, kSynchronous ? nullptr : &sample); \
     if (gated != kCudaSuccess) return gated;                                                \
     using Fn = CuResult(*) params;                                                          \
     Fn fn = RealAs<Fn>(GatedFunction::k##id, kPerThread);                                   \
     CuResult result = fn ? fn args : kCudaErrorNotSupported;                                \
+    if (result != kCudaSuccess) sample.queued = false; /* nothing was queued to count */    \
     TheGate().AfterWork(sample);                                                            \
     return result;                                                                          \
   }

@@ -4,12 +4,18 @@
 // time; this is how long it did.
 //
 // Pure rule, on the caller's clock: each Look gives the gate word and the
-// oldest bubble any unfinished piece was admitted for.  Work of bubble b is
-// late from the first look at which the word shows b over (b closed, or a
-// later bubble) until the first look at which no piece of b or earlier is
-// unfinished.  The time between looks bounds the error at either end (the
-// interposer looks at each gated launch and each poll of a held thread:
-// every 10-50 us while held).  Where the looks stop for a while (no thread
+// oldest bubble any unfinished piece was admitted for.  Late time is the
+// stage's busy time only: work of bubble b is late from the first look at
+// which the gate is shut with b over (b, or a later bubble, closed) until
+// the first look at which no piece of b or earlier is unfinished, or the
+// gate is open again (work of a closed bubble that runs, or waits, inside a
+// later bubble costs the training nothing; if it is still unfinished when
+// that bubble closes, a new stretch begins).  A piece whose wait reached the
+// GPU after its bubble closed waits there, pending, until the next bubble:
+// that is late too (a pending wait slows the training).  The time between
+// looks bounds the error at either end (the interposer looks at each launch
+// judged on the drained queue, near a bubble's deadline, and at each poll of
+// a held thread: every 10-50 us while held).  Where the looks stop for a while (no thread
 // held: the program computes on the CPU, or waits in a synchronize), the
 // end is unknown within the gap; it is counted at most `max_gap_ns` past
 // the last look that saw the work unfinished.  The start, after such a gap,
@@ -46,8 +52,8 @@ class LateWork {
   int64_t Look(int64_t now_ns, uint32_t word, std::optional<uint32_t> oldest_unfinished) {
     if (now_ns < last_look_ns_) now_ns = last_look_ns_;
     int64_t ended = 0;
-    // Over: no piece of the late bubbles is left.
-    if (late_ && !(oldest_unfinished && !BubbleBefore(late_bubble_, *oldest_unfinished))) {
+    // Over: no piece of the late bubbles is left, or a bubble is open again.
+    if (late_ && (GateIsOpen(word) || !(oldest_unfinished && !BubbleBefore(late_bubble_, *oldest_unfinished)))) {
       const int64_t end = std::min(now_ns, last_look_ns_ + max_gap_ns_);
       ended = std::max<int64_t>(0, end - late_since_ns_);
       late_ns_ += ended;
@@ -55,9 +61,9 @@ class LateWork {
       late_ = false;
     }
     last_look_ns_ = now_ns;
-    // The latest bubble that is over: the word's, once shut; the one before an open one.
-    const uint32_t over = ((word >> 1) - (GateIsOpen(word) ? 1u : 0u)) & kBubbleMask;
-    if (!late_ && oldest_unfinished && !BubbleBefore(over, *oldest_unfinished)) {
+    // The latest bubble that is over, with the gate shut: the word's.
+    const uint32_t over = (word >> 1) & kBubbleMask;
+    if (!late_ && !GateIsOpen(word) && oldest_unfinished && !BubbleBefore(over, *oldest_unfinished)) {
       late_ = true;
       late_since_ns_ = now_ns;
       late_bubble_ = over;  // one stretch covers late pieces of several bubbles

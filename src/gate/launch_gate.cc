@@ -127,16 +127,19 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
       return kCudaSuccess;
     }
   }
-  // Reading back asks the driver: at every kCollectEvery-th piece (and at
-  // each look of a held thread), not at each.
+  // Reading back asks the driver: at every kCollectEvery-th piece, not at each.
   if (pending_count_.load(std::memory_order_relaxed) > 0 &&
       pieces_.fetch_add(1, std::memory_order_relaxed) % kCollectEvery == 0)
     CollectSamples();
   // The thread's own default stream cannot be fenced later from another
   // thread: its pieces always get their wait and their fence; so do all
   // where pieces cannot be counted (no events).
-  const bool may_go_unwaited = !wait_every_piece_ && sample != nullptr && target != kPerThreadStream &&
-                               api_.event_create && api_.event_record && api_.event_query && !Demoted();
+  // A whole graph, or a program none of whose pieces has been timed yet,
+  // is not judged by a percentile that may not stand for it.
+  const bool may_go_unwaited = !wait_every_piece_ && sample != nullptr && !sample->whole_graph &&
+                               target != kPerThreadStream && api_.event_create && api_.event_record &&
+                               api_.event_query && !Demoted() &&
+                               piece_p95_ns_.load(std::memory_order_relaxed) > 0;
   const Admitted admitted = HoldUntilAdmitted(target, may_go_unwaited);
   if (sample) {
     // A fence stands for pieces of one bubble (the late work is told by it):
@@ -153,6 +156,10 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
       return r;
     }
     waits_.fetch_add(1, std::memory_order_relaxed);
+    if (sample) {
+      std::lock_guard<std::mutex> lock(fence_mutex_);
+      if (const auto it = queues_.find(target); it != queues_.end()) it->second.unwaited_in_row = 0;
+    }
   } else {
     unwaited_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -181,17 +188,28 @@ bool LaunchGate::Demoted() const {
 void LaunchGate::FenceUnfencedLocked(CuStream stream) {
   StreamQueue& queue = queues_[stream];
   if (queue.unfenced == 0 || fence_count_ >= kMaxFences) return;  // at the cap: counted until fences drain
+  // Pieces that cannot be fenced count as ended, as a fence that errs does:
+  // a count that never drains would hold the program for good.
+  auto forget = [&] {
+    pieces_counted_ -= queue.unfenced;
+    queue.unfenced = 0;
+  };
+  // A stream now capturing a graph would take the fence into the graph.
+  int capture = kCaptureStatusNone;
+  if (api_.stream_is_capturing && api_.stream_is_capturing(stream, &capture) == kCudaSuccess &&
+      capture != kCaptureStatusNone)
+    return forget();
   RelaxedCaptureMode relaxed(api_);
   CuEvent fence = nullptr;
   if (!spare_fences_.empty()) {
     fence = spare_fences_.back();
     spare_fences_.pop_back();
   } else if (api_.event_create(&fence, kEventDisableTiming) != kCudaSuccess) {
-    return;
+    return forget();
   }
-  if (api_.event_record(fence, stream) != kCudaSuccess) {
-    spare_fences_.push_back(fence);
-    return;
+  if (api_.event_record(fence, stream) != kCudaSuccess) {  // a destroyed stream, another context
+    api_.event_destroy(fence);
+    return forget();
   }
   queue.fences.push_back({fence, queue.unfenced_bubble, queue.unfenced});
   queue.unfenced = 0;
@@ -212,7 +230,9 @@ size_t LaunchGate::DrainFencesLocked() {
       queue.fences.pop_front();
       --fence_count_;
     }
-    const bool idle = queue.fences.empty() && queue.unfenced == 0 && queue.unwaited_in_row == 0;
+    // All its pieces ended: nothing of it can run on past a bubble, so its
+    // run of unwaited pieces starts afresh (and a destroyed stream is forgotten).
+    const bool idle = queue.fences.empty() && queue.unfenced == 0;
     it = idle ? queues_.erase(it) : std::next(it);
   }
   return pieces_counted_;
@@ -340,12 +360,22 @@ void LaunchGate::AfterWork(const WorkSample& sample) {
   if (sample.queued && api_.event_create && api_.event_record && api_.event_query) {
     std::lock_guard<std::mutex> lock(fence_mutex_);
     StreamQueue& queue = queues_[sample.stream];
-    if (sample.waited) queue.unwaited_in_row = 0;
+    // Another thread may have queued a piece of another bubble on this
+    // stream since this one's BeforeWork: a fence stands for one bubble.
+    if (queue.unfenced > 0 && queue.unfenced_bubble != sample.bubble) FenceUnfencedLocked(sample.stream);
+    // Where that fence could not be made, the group keeps its earlier bubble.
+    if (queue.unfenced == 0 || BubbleBefore(sample.bubble, queue.unfenced_bubble))
+      queue.unfenced_bubble = sample.bubble;
     ++queue.unfenced;
-    queue.unfenced_bubble = sample.bubble;
     ++pieces_counted_;
     // Near the deadline (it waited) the count must be exact: fenced at once.
     if (sample.waited || queue.unfenced >= kFenceEvery || wait_every_piece_) FenceUnfencedLocked(sample.stream);
+    // The thread's own default stream cannot be fenced from another thread
+    // later: a piece it could not fence now (the cap) is not counted.
+    if (sample.stream == kPerThreadStream && queue.unfenced > 0) {
+      pieces_counted_ -= queue.unfenced;
+      queue.unfenced = 0;
+    }
   }
   if (!sample.start) return;
   RelaxedCaptureMode relaxed(api_);

@@ -83,7 +83,9 @@ struct WorkSample {
   CuEvent start = nullptr;
   CuEvent end = nullptr;
   CuStream stream = nullptr;
-  bool queued = false;  // it was admitted: AfterWork counts it, and fences it
+  bool whole_graph = false;  // set by the caller: a graph launch, which always gets its wait
+  bool queued = false;  // it was admitted: AfterWork counts it, and fences it (the caller clears
+                        // it when the driver refused the work)
   bool waited = false;  // it got a GPU wait: near its deadline, so fenced at once
   uint32_t bubble = 0;  // the bubble it was admitted to (its gate's number)
 };
@@ -96,8 +98,9 @@ class LaunchGate {
   static constexpr int64_t kUnknownPieceNs = 100'000;
   static constexpr int64_t kShutPollNs = 50'000;
   static constexpr int64_t kDrainPollNs = 10'000;
-  // Fences kept at most; pieces past this many unfinished ones are queued
-  // without a fence (the count then stays at the cap until they drain).
+  // Fences kept at most; pieces past this many unfinished ones are counted
+  // without a fence of their own until fences drain (the thread's own
+  // default stream's are not counted then).
   static constexpr size_t kMaxFences = 1024;
   // A piece queued without a wait is fenced with the kFenceEvery-1 before
   // it; one fence then stands for them all.
@@ -186,7 +189,7 @@ class LaunchGate {
   std::atomic<GateState> state_{GateState::kUnarmed};
   CuDevicePtr word_ = 0;
   std::atomic<uint64_t> waits_{0}, unwaited_{0}, captured_{0}, failed_waits_{0}, refused_{0}, held_{0};
-  std::atomic<uint64_t> pieces_{0};        // asynchronous pieces admitted: every kCollectEvery-th reads back
+  std::atomic<uint64_t> pieces_{0};  // pieces begun while timed ones are pending: every kCollectEvery-th reads back
   std::atomic<uint64_t> asynchronous_{0};  // pieces given a sample: one in kSampleEvery is timed
   std::mutex fence_mutex_;
   struct Fence {

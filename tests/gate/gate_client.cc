@@ -63,6 +63,12 @@ int main(int argc, char** argv) {
     note(fn ? reinterpret_cast<Launch>(fn)(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr) : -1);
     fn = dlsym(cuda, "cuLaunchKernel_ptsz");
     note(fn ? reinterpret_cast<Launch>(fn)(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) : -1);
+  } else if (scenario == "many") {  // 64 launches on one stream, then a graph
+    get_proc("cuLaunchKernel", &fn, 12000, 1, &status);
+    for (int i = 0; i < 64; ++i)
+      note(reinterpret_cast<Launch>(fn)(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));
+    get_proc("cuGraphLaunch", &fn, 12000, 1, &status);
+    note(reinterpret_cast<Graph>(fn)(nullptr, stream));
   } else if (scenario == "register-fails") {
     set_register(2);  // CUDA_ERROR_OUT_OF_MEMORY
     get_proc("cuLaunchKernel", &fn, 12000, 1, &status);

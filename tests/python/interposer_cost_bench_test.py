@@ -30,9 +30,8 @@ def test_the_page_it_writes_is_an_open_gate_to_the_real_interposer(build_dir: Pa
         bench.write_open_page(str(page))
         r = run_client(build_dir, page)
         assert r.returncode == 0, r.stderr
-        # Registered and launched, with no refusal: far inside the open bubble the launch on a
-        # stream of its own goes without a wait, the thread's own stream gets one.
-        assert "register 4096 flags 3\nlaunch 0x1000\n" in r.stdout, r.stdout
+        # Registered, waited on the open gate and launched, with no refusal.
+        assert "register 4096 flags 3\nwait 0x1000 value 1 flags 2 addr-set\nlaunch 0x1000\n" in r.stdout, r.stdout
         assert "wait 0x2 value 1 flags 2 addr-set\nlaunch_ptsz (nil)\n" in r.stdout, r.stdout
         assert "cannot be gated" not in r.stderr
         assert "result 801" not in r.stdout

@@ -128,6 +128,18 @@ struct FakeDriver {
 
 bool IsTimingEvent(intptr_t event) { return (FakeDriver::event_flags[event] & 0x2) == 0; }
 
+// Queues `n` asynchronous pieces on `stream` as the interposer's wrapper
+// does (BeforeWork, the work, AfterWork); fails at the first refused one.
+::testing::AssertionResult QueuePieces(LaunchGate& gate, CuStream stream, int n = 1) {
+  for (int i = 0; i < n; ++i) {
+    WorkSample sample;
+    const CuResult r = gate.BeforeWork(stream, false, &sample);
+    if (r != kCudaSuccess) return ::testing::AssertionFailure() << "piece " << i << ": CUDA error " << r;
+    gate.AfterWork(sample);
+  }
+  return ::testing::AssertionSuccess();
+}
+
 class LaunchGateTest : public ::testing::Test {
  protected:
   // Bubble 1 is open and admits work without a deadline, unless a test says
@@ -279,11 +291,8 @@ TEST_F(LaunchGateTest, OnePieceInSixteenIsTimedAndItsLengthPublishedOnceItEnds) 
     EXPECT_EQ(slot.work_p95_ns.load(), 0);  // none has ended: nothing is published
     FakeDriver::events_done = true;
     // Read back at one of the next kCollectEvery pieces.
-    for (uint64_t i = 0; i < LaunchGate::kCollectEvery && slot.work_p95_ns.load() == 0; ++i) {
-      WorkSample sample;
-      gate.BeforeWork(stream_, false, &sample);
-      gate.AfterWork(sample);
-    }
+    for (uint64_t i = 0; i < LaunchGate::kCollectEvery && slot.work_p95_ns.load() == 0; ++i)
+      ASSERT_TRUE(QueuePieces(gate, stream_));
     EXPECT_EQ(slot.work_p95_ns.load(), 1'500'000);
     EXPECT_EQ(slot.samples.load(), 3u);
     EXPECT_EQ(gate.unfinished_pieces(), 0u);
@@ -543,11 +552,7 @@ TEST_F(LaunchGateTest, QueuedPiecesCountAgainstTheDeadlineUntilTheirFencesAreRea
   LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
   // Room for three untimed pieces (100 us each) and a half.
   Open(1, FakeClock::now + 350'000);
-  auto piece = [&] {
-    WorkSample sample;
-    EXPECT_EQ(gate.BeforeWork(stream_, false, &sample), kCudaSuccess);
-    gate.AfterWork(sample);
-  };
+  auto piece = [&] { EXPECT_TRUE(QueuePieces(gate, stream_)); };
   for (int i = 0; i < 3; ++i) piece();
   EXPECT_EQ(gate.counters().held, 0u);
   EXPECT_EQ(gate.unfinished_pieces(), 3u);
@@ -573,11 +578,7 @@ int FenceCount() {
 void LearnAPieceLength(LaunchGate& gate, const GateTaskSlot& slot, CuStream stream) {
   FakeDriver::events_done = true;
   FakeDriver::elapsed_ms = 0.0625f;  // exact in binary
-  for (int i = 0; i < 64 && slot.work_p95_ns.load() == 0; ++i) {
-    WorkSample sample;
-    ASSERT_EQ(gate.BeforeWork(stream, false, &sample), kCudaSuccess);
-    gate.AfterWork(sample);
-  }
+  for (int i = 0; i < 64 && slot.work_p95_ns.load() == 0; ++i) ASSERT_TRUE(QueuePieces(gate, stream));
   ASSERT_EQ(slot.work_p95_ns.load(), 62'500);
   ASSERT_EQ(gate.unfinished_pieces(), 0u);
   FakeDriver::events_done = false;
@@ -589,11 +590,7 @@ void LearnAPieceLength(LaunchGate& gate, const GateTaskSlot& slot, CuStream stre
 TEST_F(LaunchGateTest, NoPieceGoesWithoutItsWaitBeforeOneHasBeenTimed) {
   GateTaskSlot slot{};
   LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
-  for (int i = 0; i < 10; ++i) {
-    WorkSample sample;
-    ASSERT_EQ(gate.BeforeWork(stream_, false, &sample), kCudaSuccess);
-    gate.AfterWork(sample);
-  }
+  ASSERT_TRUE(QueuePieces(gate, stream_, 10));
   EXPECT_EQ(gate.counters().unwaited, 0u);
   EXPECT_EQ(FenceCount(), 10);
 }
@@ -603,11 +600,7 @@ TEST_F(LaunchGateTest, FarInsideAnOpenBubbleAPieceGoesWithoutItsWaitAtMostEightI
   LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
   LearnAPieceLength(gate, slot, stream_);
   const uint64_t waits_before = gate.counters().waits, unwaited_before = gate.counters().unwaited;
-  for (int i = 0; i < 2 * (kMaxUnwaitedInRow + 1); ++i) {
-    WorkSample sample;
-    ASSERT_EQ(gate.BeforeWork(stream_, false, &sample), kCudaSuccess);
-    gate.AfterWork(sample);
-  }
+  ASSERT_TRUE(QueuePieces(gate, stream_, 2 * (kMaxUnwaitedInRow + 1)));
   EXPECT_EQ(gate.counters().unwaited - unwaited_before, 2u * kMaxUnwaitedInRow);
   EXPECT_EQ(gate.counters().waits - waits_before, 2u);  // the ninth of each run
   // Each run of eight is fenced by its eighth; each waited piece at once.
@@ -620,11 +613,7 @@ TEST_F(LaunchGateTest, FarInsideAnOpenBubbleAPieceGoesWithoutItsWaitAtMostEightI
 
 TEST_F(LaunchGateTest, StrictEveryPieceWaitsAndIsFencedHoweverFarItsDeadline) {
   LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock(), /*wait_every_piece=*/true);
-  for (int i = 0; i < 10; ++i) {
-    WorkSample sample;
-    ASSERT_EQ(gate.BeforeWork(stream_, false, &sample), kCudaSuccess);
-    gate.AfterWork(sample);
-  }
+  ASSERT_TRUE(QueuePieces(gate, stream_, 10));
   EXPECT_EQ(gate.counters().waits, 10u);
   EXPECT_EQ(gate.counters().unwaited, 0u);
   EXPECT_EQ(FenceCount(), 10);
@@ -669,16 +658,11 @@ TEST_F(LaunchGateTest, UnfencedPiecesOfOneBubbleAreFencedBeforeAPieceOfTheNextIs
   GateTaskSlot slot{};
   LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
   LearnAPieceLength(gate, slot, stream_);
-  auto piece = [&] {
-    WorkSample sample;
-    ASSERT_EQ(gate.BeforeWork(stream_, false, &sample), kCudaSuccess);
-    gate.AfterWork(sample);
-  };
-  for (int i = 0; i < 3; ++i) piece();
+  ASSERT_TRUE(QueuePieces(gate, stream_, 3));
   EXPECT_EQ(FenceCount(), 0);  // three of bubble 1, far inside it
   Shut(1);
   Open(2, INT64_MAX);
-  piece();
+  ASSERT_TRUE(QueuePieces(gate, stream_));
   // Bubble 1's three got their fence before bubble 2's piece was queued: a
   // fence stands for one bubble's pieces, so that their late work is told.
   ASSERT_EQ(FenceCount(), 1);
@@ -787,11 +771,7 @@ TEST_F(LaunchGateTest, APieceQueuedAheadBehindTheShutGateIsNotLate) {
 TEST_F(LaunchGateTest, WorkStillRunningAfterItsBubbleClosedIsTimedByAHeldThreadAndPublished) {
   GateTaskSlot slot{};
   LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
-  auto piece = [&] {
-    WorkSample sample;
-    EXPECT_EQ(gate.BeforeWork(stream_, false, &sample), kCudaSuccess);
-    gate.AfterWork(sample);
-  };
+  auto piece = [&] { EXPECT_TRUE(QueuePieces(gate, stream_)); };
   Open(1, FakeClock::now + 1'000'000'000);
   for (int i = 0; i < 3; ++i) piece();  // admitted to bubble 1, unfinished
   Shut(1);

@@ -43,11 +43,7 @@ bool GatePage::CreateOrOpen(const std::string& path, int lane, std::string* erro
     layout_->stage_pid.store(0);
     for (GateTaskSlot& slot : layout_->tasks) {
       slot.pid.store(0);
-      slot.work_p95_ns.store(0);
-      slot.samples.store(0);
-      slot.late_ns.store(0);
-      slot.late_bubbles.store(0);
-      slot.demoted.store(0);
+      slot.ClearFields();
     }
     layout_->lane = lane;
     layout_->version = kGatePageVersion;
@@ -98,11 +94,7 @@ GateTaskSlot* GatePage::ClaimTaskSlot(int64_t pid) {
   for (GateTaskSlot& slot : layout_->tasks) {
     int64_t free = 0;
     if (slot.pid.compare_exchange_strong(free, pid)) {
-      slot.work_p95_ns.store(0);
-      slot.samples.store(0);
-      slot.late_ns.store(0);
-      slot.late_bubbles.store(0);
-      slot.demoted.store(0);
+      slot.ClearFields();
       return &slot;
     }
   }

@@ -60,6 +60,15 @@ struct GateTaskSlot {
   // without its GPU wait.
   std::atomic<uint32_t> demoted;
   uint32_t reserved;
+
+  // Zeroes all but `pid`: what a process that claims the slot starts from.
+  void ClearFields() {
+    work_p95_ns.store(0, std::memory_order_relaxed);
+    samples.store(0, std::memory_order_relaxed);
+    late_ns.store(0, std::memory_order_relaxed);
+    late_bubbles.store(0, std::memory_order_relaxed);
+    demoted.store(0, std::memory_order_relaxed);
+  }
 };
 
 struct GatePageLayout {
@@ -187,11 +196,7 @@ class GatePage {
         // Its fields are zeroed before the slot is free (a dead process
         // writes nothing more), so a process that claims it next is never
         // read with this one's late work or demotion.
-        slot.work_p95_ns.store(0, std::memory_order_relaxed);
-        slot.samples.store(0, std::memory_order_relaxed);
-        slot.late_ns.store(0, std::memory_order_relaxed);
-        slot.late_bubbles.store(0, std::memory_order_relaxed);
-        slot.demoted.store(0, std::memory_order_relaxed);
+        slot.ClearFields();
         slot.pid.compare_exchange_strong(pid, 0, std::memory_order_release);
         continue;
       }

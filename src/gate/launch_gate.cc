@@ -147,7 +147,7 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
     std::lock_guard<std::mutex> lock(fence_mutex_);
     const auto it = queues_.find(target);
     if (it != queues_.end() && it->second.unfenced > 0 && it->second.unfenced_bubble != admitted.bubble)
-      FenceUnfencedLocked(target);
+      FenceUnfencedLocked(target, it->second);
   }
   if (admitted.wait) {
     CuResult r = api_.stream_wait_value32(target, word_, 1u, kStreamWaitValueAnd);
@@ -185,8 +185,7 @@ bool LaunchGate::Demoted() const {
   return slot_ != nullptr && slot_->demoted.load(std::memory_order_relaxed) != 0;
 }
 
-void LaunchGate::FenceUnfencedLocked(CuStream stream) {
-  StreamQueue& queue = queues_[stream];
+void LaunchGate::FenceUnfencedLocked(CuStream stream, StreamQueue& queue) {
   if (queue.unfenced == 0 || fence_count_ >= kMaxFences) return;  // at the cap: counted until fences drain
   // Pieces that cannot be fenced count as ended, as a fence that errs does:
   // a count that never drains would hold the program for good.
@@ -220,8 +219,8 @@ size_t LaunchGate::DrainFencesLocked() {
   if (pieces_counted_ == 0) return 0;
   RelaxedCaptureMode relaxed(api_);
   for (auto it = queues_.begin(); it != queues_.end();) {
-    FenceUnfencedLocked(it->first);
     StreamQueue& queue = it->second;
+    FenceUnfencedLocked(it->first, queue);
     // An error (not "not ready") counts as reached: a fence that can never
     // be reached must not hold the program for good.
     while (!queue.fences.empty() && api_.event_query(queue.fences.front().event) != kCudaErrorNotReady) {
@@ -279,12 +278,14 @@ uint64_t LaunchGate::late_bubbles() {
 LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_unwaited) {
   const auto& layout = *static_cast<const GatePageLayout*>(page_);
   bool held = false;
-  // Whether the piece, queued now with `queued_ns` ahead of it by the
-  // deadline `until_ns`, may go without its wait; counts it if so.
-  auto unwaited = [&](int64_t now, int64_t queued_ns, int64_t piece, int64_t until_ns) {
+  // Whether the piece, queued now by the deadline `until_ns`, may go
+  // without its wait; counts it if so.  Ahead of it: `queued_ns`, or with
+  // none given every counted piece, as if none had ended (no driver call).
+  auto unwaited = [&](int64_t piece, int64_t until_ns, std::optional<int64_t> queued_ns) {
     std::lock_guard<std::mutex> lock(fence_mutex_);
+    const int64_t ahead = queued_ns ? *queued_ns : static_cast<int64_t>(pieces_counted_) * piece;
     StreamQueue& queue = queues_[stream];
-    if (!MayGoUnwaited(now, queued_ns, piece, until_ns, queue.unwaited_in_row)) return false;
+    if (!MayGoUnwaited(clock_.now_ns(), ahead, piece, until_ns, queue.unwaited_in_row)) return false;
     ++queue.unwaited_in_row;
     return true;
   };
@@ -312,23 +313,15 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     const bool deadline_published = !torn && GateIsOpen(view.word) && view.admit_bubble == (view.word >> 1);
     // Far inside an open bubble, every counted piece taken as unfinished
     // still leaves room: queued with no look at the fences (no driver call).
-    if (!held && may_go_unwaited && deadline_published) {
-      size_t counted;
-      {
-        std::lock_guard<std::mutex> lock(fence_mutex_);
-        counted = pieces_counted_;
-      }
-      const int64_t now = clock_.now_ns();
-      if (unwaited(now, static_cast<int64_t>(counted) * piece, piece, view.admit_until_ns))
-        return {view.word >> 1, false};
-    }
+    if (!held && may_go_unwaited && deadline_published && unwaited(piece, view.admit_until_ns, std::nullopt))
+      return {view.word >> 1, false};
     const int64_t queued = static_cast<int64_t>(LookAtQueue(view.word)) * piece;
     const int64_t now = clock_.now_ns();
     const PieceVerdict verdict =
         torn ? PieceVerdict::kWaitForQueue : JudgePiece(view, now, queued, piece, seen_shut);
     if (verdict == PieceVerdict::kQueue) {
       if (held) held_.fetch_add(1, std::memory_order_relaxed);
-      if (may_go_unwaited && deadline_published && unwaited(now, queued, piece, view.admit_until_ns))
+      if (may_go_unwaited && deadline_published && unwaited(piece, view.admit_until_ns, queued))
         return {view.word >> 1, false};
       return {GateIsOpen(view.word) ? view.word >> 1 : view.ahead_bubble, true};
     }
@@ -362,14 +355,14 @@ void LaunchGate::AfterWork(const WorkSample& sample) {
     StreamQueue& queue = queues_[sample.stream];
     // Another thread may have queued a piece of another bubble on this
     // stream since this one's BeforeWork: a fence stands for one bubble.
-    if (queue.unfenced > 0 && queue.unfenced_bubble != sample.bubble) FenceUnfencedLocked(sample.stream);
+    if (queue.unfenced > 0 && queue.unfenced_bubble != sample.bubble) FenceUnfencedLocked(sample.stream, queue);
     // Where that fence could not be made, the group keeps its earlier bubble.
     if (queue.unfenced == 0 || BubbleBefore(sample.bubble, queue.unfenced_bubble))
       queue.unfenced_bubble = sample.bubble;
     ++queue.unfenced;
     ++pieces_counted_;
     // Near the deadline (it waited) the count must be exact: fenced at once.
-    if (sample.waited || queue.unfenced >= kFenceEvery || wait_every_piece_) FenceUnfencedLocked(sample.stream);
+    if (sample.waited || queue.unfenced >= kFenceEvery || wait_every_piece_) FenceUnfencedLocked(sample.stream, queue);
     // The thread's own default stream cannot be fenced from another thread
     // later: a piece it could not fence now (the cap) is not counted.
     if (sample.stream == kPerThreadStream && queue.unfenced > 0) {

@@ -137,8 +137,9 @@ class LaunchGate {
   size_t unfinished_pieces();
   // Side work found unfinished after the bubble it was admitted to had
   // closed (gate/late_work.h), in all, and its stretches; also published in
-  // the process's slot of the gate page.  Looked for at each poll of a held
-  // thread, so work that runs late while no thread is held is not seen.
+  // the process's slot of the gate page.  Looked for at each launch judged
+  // on the drained queue and each poll of a held thread, so work that runs
+  // late while no thread looks is seen only within LateWork's gap.
   int64_t late_ns();
   uint64_t late_bubbles();
   // The published 95th percentile of the timed pieces (0: none yet).
@@ -150,6 +151,19 @@ class LaunchGate {
   CuDevicePtr word_address() const { return word_; }
 
  private:
+  struct Fence {
+    CuEvent event;
+    uint32_t bubble;  // the bubble its pieces were admitted to
+    uint32_t pieces;  // the pieces it stands for
+  };
+  // One stream's queued pieces, as far as they are known to be unfinished.
+  struct StreamQueue {
+    std::deque<Fence> fences;     // oldest first
+    uint32_t unfenced = 0;        // pieces queued since its last fence
+    uint32_t unfenced_bubble = 0; // ... admitted to this bubble
+    int unwaited_in_row = 0;      // pieces queued without a GPU wait since its last wait
+  };
+
   CuResult Arm();
   struct Admitted {
     uint32_t bubble;  // the bubble the piece was admitted to
@@ -167,8 +181,9 @@ class LaunchGate {
   // Caller holds fence_mutex_.
   size_t DrainFencesLocked();
   // Records a fence on `stream` for the pieces counted on it since its last
-  // one.  Caller holds fence_mutex_.
-  void FenceUnfencedLocked(CuStream stream);
+  // one (`queue`, its entry); pieces that cannot be fenced count as ended.
+  // Caller holds fence_mutex_.
+  void FenceUnfencedLocked(CuStream stream, StreamQueue& queue);
   // A piece's predicted length: the 95th percentile of the timed ones
   // (kUnknownPieceNs before any), twice that while the daemon has demoted
   // this process's task (its slot's `demoted`).
@@ -192,18 +207,6 @@ class LaunchGate {
   std::atomic<uint64_t> pieces_{0};  // pieces begun while timed ones are pending: every kCollectEvery-th reads back
   std::atomic<uint64_t> asynchronous_{0};  // pieces given a sample: one in kSampleEvery is timed
   std::mutex fence_mutex_;
-  struct Fence {
-    CuEvent event;
-    uint32_t bubble;  // the bubble its pieces were admitted to
-    uint32_t pieces;  // the pieces it stands for
-  };
-  // One stream's queued pieces, as far as they are known to be unfinished.
-  struct StreamQueue {
-    std::deque<Fence> fences;     // oldest first
-    uint32_t unfenced = 0;        // pieces queued since its last fence
-    uint32_t unfenced_bubble = 0; // ... admitted to this bubble
-    int unwaited_in_row = 0;      // pieces queued without a GPU wait since its last wait
-  };
   std::map<CuStream, StreamQueue> queues_;  // under fence_mutex_
   LateWork late_{2 * kShutPollNs};          // under fence_mutex_
   size_t fence_count_ = 0;                  // fences recorded and not yet reached

@@ -195,8 +195,8 @@ def program_progress(path: str, pattern: str) -> list[tuple[int, float]]:
 
 def t_quantile_975(df: int) -> float:
     """Student's t 97.5% quantile for `df` degrees of freedom: the table's value for 1 to 4
-    (where the expansion below is up to 24% short), Cornish-Fisher's expansion about the
-    normal's 1.96 from 5 up (within 0.8% of the table there, exact in the limit)."""
+    (where the expansion below is 24%, 3.1%, 0.7% and 0.25% short), Cornish-Fisher's expansion
+    about the normal's 1.96 from 5 up (within 0.1% of the table there, exact in the limit)."""
     if df < 1:
         raise ValueError(f"t quantile: {df} degrees of freedom")
     if df <= 4:
@@ -204,6 +204,16 @@ def t_quantile_975(df: int) -> float:
     z = 1.959963984540054
     return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
             + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
+
+
+def mean_interval(values: list[float]) -> dict:
+    """Mean and 95% interval of `values` (Student t over them, e.g. each a round's difference or
+    ratio); the interval is NaN with fewer than 2."""
+    m = statistics.fmean(values)
+    if len(values) < 2:
+        return {"pct": m, "low": float("nan"), "high": float("nan"), "rounds": len(values)}
+    half = t_quantile_975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return {"pct": m, "low": m - half, "high": m + half, "rounds": len(values)}
 
 
 def block_means(starts: list[float], iter_ms: list[float], arms: list[str], keep) -> list[tuple[float, float]]:
@@ -819,14 +829,23 @@ class Arms:
             raise SystemExit(f"{len(self.results['failed'])} launch(es) failed")
 
 
-def git_commit() -> str:
+def git_commit(root: str = ROOT) -> str:
     """The commit the benchmark runs from, with "-dirty-" and the first 12 hex digits of the
-    SHA-1 of `git diff HEAD` when tracked files differ from it: a device's copy of the tree may
-    carry changes not committed yet (or a stale .git), and a result must say which code made it."""
-    run = lambda *args: subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout
-    commit = run("rev-parse", "HEAD").strip()
-    diff = run("diff", "HEAD")
-    return f"{commit}-dirty-{hashlib.sha1(diff.encode()).hexdigest()[:12]}" if diff else commit
+    SHA-1 of `git diff HEAD` and of the untracked files (names and contents) when the tree differs
+    from it: a device's copy of the tree may carry changes not committed yet (or a stale .git,
+    under which files added since are untracked), and a result must say which code made it."""
+    run = lambda *args: subprocess.run(["git", *args], cwd=root, capture_output=True).stdout
+    commit = run("rev-parse", "HEAD").decode().strip()
+    digest = hashlib.sha1(run("diff", "HEAD"))
+    untracked = [n for n in run("ls-files", "--others", "--exclude-standard", "-z").split(b"\0") if n]
+    for name in sorted(untracked):
+        digest.update(name + b"\0")
+        path = os.path.join(root, name.decode(errors="replace"))
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                digest.update(f.read())
+    dirty = bool(run("diff", "HEAD")) or bool(untracked)
+    return f"{commit}-dirty-{digest.hexdigest()[:12]}" if dirty else commit
 
 
 def describe_device(cpu: bool) -> str:

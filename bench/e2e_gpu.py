@@ -56,7 +56,7 @@ import sys
 import threading
 import time
 
-from e2e_arms import Arms, add_arms_arguments, log  # noqa: F401 - log: also for the benchmarks that import it from here
+from e2e_arms import Arms, add_arms_arguments, log, t_quantile_975  # noqa: F401 - log: also for the benchmarks that import it from here
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -527,10 +527,7 @@ def block_spread(iter_ms: list[float], on: list[bool]) -> dict:
               for a, b in zip(blocks, blocks[1:]) if not a[0] and b[0]]
     if len(ratios) < 2:
         return {"pairs": len(ratios), "mean_pct": None, "ci95_pct": None}
-    t95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-           2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086]
-    k = len(ratios) - 1
-    half = (t95[k - 1] if k <= len(t95) else 1.96) * statistics.stdev(ratios) / len(ratios) ** 0.5
+    half = t_quantile_975(len(ratios) - 1) * statistics.stdev(ratios) / len(ratios) ** 0.5
     m = statistics.mean(ratios)
     return {"pairs": len(ratios), "mean_pct": m, "ci95_pct": [m - half, m + half]}
 

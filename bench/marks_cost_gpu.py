@@ -46,6 +46,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_arms import git_commit  # noqa: E402
 from gate_gpu import Bench, diff_ci, log, mean_ci  # noqa: E402
 
 VARIANTS = ["off", "on", "hostfn", "no-hostfn", "no-gate", "host-only", "writes-only", "python-only"]
@@ -229,8 +230,8 @@ def main() -> None:
     p.add_argument("--mps", default="auto")
     p.add_argument("--daemon-args", default="")
     p.add_argument("--commit", default=None,
-                   help="the tree's commit, for the results (default: git rev-parse HEAD, which on a "
-                        "machine that got a copy of the tree may not be the tree's)")
+                   help="the tree's commit, for the results (default: HEAD, with -dirty- and a hash of "
+                        "what differs from it: on a machine that got a copy of the tree, .git may lag)")
     p.add_argument("--stage", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--stage-out", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -269,8 +270,7 @@ def main() -> None:
         if variant != "off":
             row["vs_off"] = diff_ci(times[variant], times["off"])
         rows.append(row)
-    commit = a.commit or subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                        cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    commit = a.commit or git_commit()
     result = {"command": " ".join(sys.argv), "commit": commit,
               "pattern": a.pattern, "device": a.device, "exchanges": a.exchanges, "compute_ms": a.compute_ms,
               "products_per_exchange": stage_result["products_per_exchange"],

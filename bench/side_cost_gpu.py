@@ -51,21 +51,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-from e2e_arms import t_quantile_975  # noqa: E402
+from e2e_arms import git_commit, mean_interval  # noqa: E402
 
 ARMS = ("none", "compute", "memory", "light")
 # Rounds at least, however short --seconds: the first warms up, and an interval over the other
 # four has 3 degrees of freedom.
 MIN_ROUNDS = 5
-
-
-def mean_interval(values: list[float]) -> dict:
-    """Mean and 95% interval (Student t over the values, each a round's difference)."""
-    m = statistics.fmean(values)
-    if len(values) < 2:
-        return {"pct": m, "low": float("nan"), "high": float("nan"), "rounds": len(values)}
-    half = t_quantile_975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-    return {"pct": m, "low": m - half, "high": m + half, "rounds": len(values)}
 
 
 def parse_configs(text: str) -> list[tuple[float, float]]:
@@ -279,7 +270,6 @@ def main() -> None:
         raise SystemExit("side_cost_gpu: no CUDA GPU is visible to PyTorch")
     from stage_replay_gpu import GpuStage
     from gate_gpu import GpuSampler, read_gpu_samples
-    from e2e_arms import git_commit
     device = torch.device("cuda", torch.cuda.current_device())
     stage = GpuStage(torch, device)
     if stage.spin is None:

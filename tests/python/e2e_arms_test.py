@@ -275,3 +275,28 @@ def test_the_three_arms_run_end_to_end_on_cpu_lanes(build_dir, tmp_path) -> None
     assert len(run["iter_unix"]) == len(run["iter_end_unix"]) == len(run["freeride_on"]) == count
     assert count % alternate == 0 and count > run["warmup"], count
     assert all(end > start for start, end in zip(run["iter_unix"], run["iter_end_unix"]))
+
+
+def test_a_result_names_its_tree_tracked_changes_and_untracked_files_included(tmp_path) -> None:
+    """git_commit: HEAD alone for a clean tree; -dirty- and a hash that follows the tracked diff and
+    the untracked files' names and contents (a device's .git may lag the tree it was given, under
+    which files added since are untracked)."""
+    import subprocess
+    from e2e_arms import git_commit
+    git = lambda *args: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
+                                       check=True, capture_output=True, text=True).stdout.strip()
+    git("init", "-q")
+    (tmp_path / "a.py").write_text("one\n")
+    git("add", "a.py")
+    git("commit", "-q", "-m", "one")
+    head = git("rev-parse", "HEAD")
+    assert git_commit(str(tmp_path)) == head
+    (tmp_path / "a.py").write_text("two\n")
+    tracked = git_commit(str(tmp_path))
+    assert tracked.startswith(head + "-dirty-")
+    (tmp_path / "a.py").write_text("one\n")
+    (tmp_path / "new.py").write_text("x\n")
+    untracked = git_commit(str(tmp_path))
+    assert untracked.startswith(head + "-dirty-") and untracked != tracked
+    (tmp_path / "new.py").write_text("y\n")
+    assert git_commit(str(tmp_path)) not in (untracked, head)

@@ -7,8 +7,12 @@
 No daemon and no stage: this script writes a gate page of its own whose gate is
 open with no admission deadline (bubble 1, until the end of time), so every piece
 of work is admitted at once and what is left is the interposer's own cost on each
-launch (its host-side look at the gate page and the queue, the wait it queues on
-the GPU before each piece, the fence after it).
+launch far inside an open bubble: its host-side look at the gate page, and (since
+7d58709) a GPU wait and a fence for one piece in several (MayGoUnwaited in
+src/gate/piece_admission.h).  That is its best case: a piece near a bubble's
+deadline gets its own wait and fence, and a look at the queue, which this page
+never asks for.  A --variant built with every piece waited and fenced measures
+that cost.
 
 Arms, each a fresh process of the same program, alternate in rotating blocks
 within one launch:
@@ -16,9 +20,10 @@ within one launch:
 - "gate": libfreeride_gate.so from --bundle preloaded, on the open page;
 - one arm per --variant NAME=PATH (another build of the interposer).
 
-Each block runs the program for --warm-seconds (not counted: CUDA's start-up,
-the allocator's growth) and then --seconds; its rate is its progress lines in
-that window over the window's length, by the lines' own timestamps.  Each
+Each block runs the program (gate_gpu.py's program_alone_rate) for
+--warm-seconds of progress (not counted: CUDA's start-up, the allocator's
+growth) and then --seconds; its rate is its progress over that window, by its
+progress lines' own counts and timestamps.  Each
 arm's rate is compared with the plain block of the same round, and the ratio's
 95% interval is a Student t over rounds.  With --mps every arm joins one MPS
 server (as side tasks do under the daemon), and "plain-nomps" is added.
@@ -32,38 +37,30 @@ each: the per-launch host cost, nearly nothing else), generate
 import argparse
 import ctypes
 import json
-import mmap
 import os
-import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_arms import git_commit, t_quantile_975  # noqa: E402
+from e2e_arms import git_commit, log, mean_interval  # noqa: E402
+from gate_gpu import PROGRAMS as GATE_PROGRAMS, program_alone_rate  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ("import time, torch\nx = torch.zeros(1, device='cuda')\ni = 0\nwhile True:\n"
         "    for _ in range(1000):\n        x.add_(1)\n    torch.cuda.synchronize()\n"
         "    i += 1\n    print(f'unit {i}: at {time.time():.6f}', flush=True)\n")
-PROGRAMS = {
-    "resnet50": (["python3", "examples/train_resnet.py", "--model", "resnet50", "--batch", "32",
-                  "--iterations", "100000000", "--log-every", "1"], r"iteration \d+:.* at ([\d.]+)"),
-    "tiny": (["python3", "-c", TINY], r"unit \d+: at ([\d.]+)"),
-    "generate": (["python3", "examples/generate_loop.py", "--batch", "8", "--new-tokens", "16"],
-                 r"generated \d+ batches.* at ([\d.]+)"),
-}
+# gate_gpu.py's programs (command, and a pattern of the count, then the unix time), and `tiny`.
+PROGRAMS = {"resnet50": GATE_PROGRAMS["resnet50"], "generate": GATE_PROGRAMS["generate"],
+            "tiny": (["python3", "-c", TINY], r"unit (\d+): at ([\d.]+)")}
 
 # src/gate/gate_page.h's GatePageLayout, the fields an open page needs (version 6).
 PAGE_MAGIC = 0x4652474154453031
 PAGE_VERSION = 6
 PAGE_BYTES = 4096
-OFF_WORD, OFF_MAGIC, OFF_VERSION, OFF_LANE = 0, 8, 16, 20
+OFF_WORD, OFF_MAGIC, OFF_VERSION = 0, 8, 16
 OFF_ADMIT_BUBBLE, OFF_ADMIT_UNTIL, OFF_AHEAD_BUBBLE = 24, 32, 40
-OFF_ATTACHED, OFF_TASKS, SLOT_BYTES, SLOTS = 88, 104, 48, 32
+OFF_TASKS, SLOT_BYTES, SLOTS, SLOT_SAMPLES = 104, 48, 32, 16
 
 
 def write_open_page(path: str) -> None:
@@ -88,53 +85,8 @@ def page_samples(path: str) -> int:
         base = OFF_TASKS + slot * SLOT_BYTES
         pid = int.from_bytes(page[base:base + 8], "little", signed=True)
         if pid > 0:
-            total += int.from_bytes(page[base + 16:base + 24], "little")
+            total += int.from_bytes(page[base + SLOT_SAMPLES:base + SLOT_SAMPLES + 8], "little")
     return total
-
-
-def log(*args):
-    print(time.strftime("%H:%M:%S"), *args, flush=True)
-
-
-def run_block(program: str, env: dict, warm: float, seconds: float, err_path: str) -> float:
-    """The program's rate (its units a second) over `seconds` after `warm` seconds of its first line."""
-    argv, pattern = PROGRAMS[program]
-    regex = re.compile(pattern)
-    with open(err_path, "ab") as err:
-        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
-    stamps = []
-    deadline = time.time() + 120 + warm + seconds
-    first = None
-    try:
-        for line in proc.stdout:
-            m = regex.search(line)
-            if not m:
-                continue
-            stamp = float(m.group(1))
-            if first is None:
-                first = stamp
-            if stamp >= first + warm:
-                stamps.append(stamp)
-            if stamp >= first + warm + seconds or time.time() > deadline:
-                break
-    finally:
-        proc.send_signal(signal.SIGINT)  # a normal exit: the interposer writes its counters
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    if len(stamps) < 3:
-        raise SystemExit(f"{program}: {len(stamps)} progress lines in its window; see {err_path}")
-    return (len(stamps) - 1) / (stamps[-1] - stamps[0])
-
-
-def interval(ratios):
-    mean = statistics.fmean(ratios)
-    if len(ratios) < 2:
-        return mean, None, None
-    half = t_quantile_975(len(ratios) - 1) * statistics.stdev(ratios) / len(ratios) ** 0.5
-    return mean, mean - half, mean + half
 
 
 def main() -> int:
@@ -182,38 +134,43 @@ def main() -> int:
         arms = {"plain-nomps": None, **arms}
     order = list(arms)
     rows = []
+
+    def save(partial: dict | None) -> None:  # after each block: a call cut short keeps what it measured
+        with open(os.path.join(args.out, "interposer_cost.json"), "w") as f:
+            json.dump({"command": sys.argv, "commit": git_commit(), "arms": arms,
+                       "rows": rows + ([partial] if partial else [])}, f, indent=1)
+
     try:
         for program in args.programs.split(","):
             rates = {arm: [] for arm in order}
             for round_index in range(args.rounds):
                 rotation = order[round_index % len(order):] + order[:round_index % len(order)]
                 for arm in rotation:
-                    env = dict(base_env)
-                    if mps_pipe and arm != "plain-nomps":
-                        env["CUDA_MPS_PIPE_DIRECTORY"] = mps_pipe
+                    # Outside MPS unless the arm joins it, whatever the caller's environment says.
+                    env = dict(base_env, CUDA_MPS_PIPE_DIRECTORY=mps_pipe if mps_pipe and arm != "plain-nomps"
+                               else "/nonexistent")
                     lib = arms[arm]
-                    stats = os.path.join(args.work, f"{program}-{arm}.stats")
                     if lib:
                         write_open_page(page)
-                        env.update(LD_PRELOAD=lib, FREERIDE_GATE_PAGE=page, FREERIDE_GATE_STATS=stats)
-                    rate = run_block(program, env, args.warm_seconds, args.seconds,
-                                     os.path.join(args.out, f"{program}-{arm}.err"))
+                        env.update(LD_PRELOAD=lib, FREERIDE_GATE_PAGE=page)
+                    err = os.path.join(args.out, f"{program}-{arm}-{round_index + 1}.err")
+                    cmd, pattern = PROGRAMS[program]
+                    rate = program_alone_rate(cmd, pattern, env, err, args.warm_seconds, args.seconds)
                     if lib and page_samples(page) == 0:
                         raise SystemExit(f"{program} under {arm}: no piece of work was gated (timed pieces 0 "
-                                         f"in the page); see {args.out}/{program}-{arm}.err")
+                                         f"in the page); see {err}")
                     rates[arm].append(rate)
                     log(f"{program} round {round_index + 1} {arm}: {rate:.2f} units/s")
+                    save({"program": program, "rates": rates, "partial": True})
             row = {"program": program, "rates": rates, "arms": {}}
             for arm in order:
-                ratios = [r / p for r, p in zip(rates[arm], rates["plain"])]
-                mean, low, high = interval(ratios)
-                row["arms"][arm] = {"rate_mean": statistics.fmean(rates[arm]), "vs_plain": mean,
-                                    "vs_plain_low": low, "vs_plain_high": high}
+                ratio = mean_interval([r / p for r, p in zip(rates[arm], rates["plain"])])
+                row["arms"][arm] = {"rate_mean": statistics.fmean(rates[arm]), "vs_plain": ratio["pct"],
+                                    "vs_plain_low": ratio["low"], "vs_plain_high": ratio["high"]}
                 log(f"{program} {arm}: {statistics.fmean(rates[arm]):.2f} units/s, "
-                    f"{mean:.3f} of plain [{low:.3f}, {high:.3f}]")
+                    f"{ratio['pct']:.3f} of plain [{ratio['low']:.3f}, {ratio['high']:.3f}]")
             rows.append(row)
-            with open(os.path.join(args.out, "interposer_cost.json"), "w") as f:  # each program as it ends
-                json.dump({"command": sys.argv, "commit": git_commit(), "arms": arms, "rows": rows}, f, indent=1)
+            save(None)
     finally:
         if os.path.exists(page):
             os.unlink(page)

@@ -44,6 +44,22 @@ def test_the_page_it_writes_is_an_open_gate_to_the_real_interposer(build_dir: Pa
         page.unlink(missing_ok=True)
 
 
+def test_its_gated_check_reads_the_timed_pieces_the_interposer_publishes(build_dir: Path) -> None:
+    page = Path(f"/dev/shm/freeride-interposer-cost-test-many-{os.getpid()}.page")
+    try:
+        bench.write_open_page(str(page))
+        assert bench.page_samples(str(page)) == 0
+        env = dict(os.environ, LD_LIBRARY_PATH=str(build_dir / "tests" / "fake_driver"),
+                   LD_PRELOAD=str(build_dir / "libfreeride_gate.so"), FREERIDE_GATE_PAGE=str(page))
+        r = subprocess.run([str(build_dir / "tests" / "gate_client"), "many"], env=env, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        # 64 launches, one in 16 timed, read back as they go (the fake driver's events end at once).
+        assert bench.page_samples(str(page)) >= 2
+    finally:
+        page.unlink(missing_ok=True)
+
+
 def test_a_page_of_another_version_is_refused_so_a_stale_layout_here_would_show(build_dir: Path) -> None:
     page = Path(f"/dev/shm/freeride-interposer-cost-test-old-{os.getpid()}.page")
     try:

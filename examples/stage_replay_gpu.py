@@ -88,7 +88,7 @@ class GpuStage:
         self.c = torch.empty_like(self.a)
         self.product_ms = self._time(lambda: [self._product() for _ in range(50)]) / 50
         # Products alone hold an H200 at its 700 W limit; a trainer's mix of work draws less
-        # (a 1.3B GPT stage: 480-550 W).  At the limit, any side work in the bubbles lowers the
+        # (a 1.3B GPT stage: 470-550 W).  At the limit, any side work in the bubbles lowers the
         # clock the busy time runs at (bench/results/side_cost_h200.md).
         self.copy_share = copy_share
         if copy_share:

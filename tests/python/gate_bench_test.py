@@ -98,6 +98,19 @@ def test_a_row_is_judged_over_blocks_against_the_no_side_line_by_the_worse_figur
     # +0.5% misses the mean target (0.3%), whichever figure is worse.
     assert any(m.startswith("overhead mean") for m in row["missed_targets"]), row["missed_targets"]
     assert not any(m.startswith("harvest") for m in row["missed_targets"])
+    # Where the plain figure over iterations meets the targets, the drift-adjusted one still misses.
+    row["overhead_on_vs_no_side"] = {"pct": 0.1, "low": 0.0, "high": 0.2}
+    judge_over_blocks(row, starts, times, arms)
+    assert any(m.startswith("overhead mean +0.5") for m in row["missed_targets"]), row["missed_targets"]
+    # And where the drift-adjusted one meets them, the plain one decides.
+    flat = [t / (1.005 if a == "on" else 1.0) for t, a in zip(times, arms)]
+    row["overhead_on_vs_no_side"] = {"pct": 0.6, "low": 0.5, "high": 0.7}
+    judge_over_blocks(row, starts, flat, arms)
+    assert abs(row["overhead_on_vs_no_side_drift_adjusted"]["pct"]) < 0.05
+    assert any(m.startswith("overhead mean +0.60") for m in row["missed_targets"]), row["missed_targets"]
+    row["overhead_on_vs_no_side"] = {"pct": 0.1, "low": 0.0, "high": 0.2}
+    judge_over_blocks(row, starts, flat, arms)
+    assert row["missed_targets"] == [], row["missed_targets"]
 
 
 def test_a_gap_profile_is_one_bubble_an_iteration_and_bad_names_are_refused_before_anything_starts() -> None:

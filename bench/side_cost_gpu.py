@@ -128,7 +128,7 @@ class SideWork:
                 (self._compute if arm == "compute" else self._memory)()
 
 
-def run_config(torch, device, stage, busy_stage, probe, side, busy_ms: float, bubble_ms: float, fill: float,
+def run_config(torch, device, stage, probe, side, busy_ms: float, bubble_ms: float, fill: float,
                block: int, seconds: float, segments: int) -> dict:
     """Alternate the arms in blocks for `seconds`; per round, each arm's busy and iteration GPU time."""
     stage_stream = torch.cuda.Stream(device, priority=-1)
@@ -149,7 +149,7 @@ def run_config(torch, device, stage, busy_stage, probe, side, busy_ms: float, bu
                     for k in range(segments):
                         clocks.append(probe())
                         ev[k][0].record()
-                        busy_stage.busy(busy_ms)
+                        stage.busy(busy_ms)
                         ev[k][1].record()
                         clocks.append(probe())
                         if arm != "none":
@@ -177,7 +177,7 @@ def run_config(torch, device, stage, busy_stage, probe, side, busy_ms: float, bu
                             "busy_sm_mhz": torch.cat(clocks).mean().item(),
                             "start_unix": block_start, "wall_ms": (time.perf_counter() - block_t0) * 1e3})
         rnd += 1
-    return {"busy_ms": busy_ms, "bubble_ms": bubble_ms, "fill": fill, "stage_mix": busy_stage.copy_share, "side_ms": side_ms,
+    return {"busy_ms": busy_ms, "bubble_ms": bubble_ms, "fill": fill, "stage_mix": stage.copy_share, "side_ms": side_ms,
             "segments": segments, "block": block, "rounds": rnd, "blocks": records}
 
 
@@ -288,7 +288,7 @@ def main() -> None:
             busy_stage = stage if mix == 0 else GpuStage(torch, device, mix)
             for busy_ms, bubble_ms in configs:
                 print(f"config busy {busy_ms} ms ({mix:g} of it copies), bubble {bubble_ms} ms ...", flush=True)
-                results.append(run_config(torch, device, stage, busy_stage, probe, side, busy_ms, bubble_ms, args.fill,
+                results.append(run_config(torch, device, busy_stage, probe, side, busy_ms, bubble_ms, args.fill,
                                           args.block, args.seconds, args.segments))
     finally:
         sampler.close()

@@ -317,6 +317,13 @@ def arms_summary(iter_ms: list[float], arms: list[str], units_by_lane: list[dict
     }
 
 
+def iteration_series(starts: list[float], iter_ms: list[float], arms: list[str]) -> list[list]:
+    """Every measured iteration as [unix start, ms, arm] (rounded to 0.1 ms and 1 us), for reading
+    drift and blocks from a result file; iterations of no arm (warm-up, straddling a switch) are
+    left out."""
+    return [[round(t, 4), round(ms, 3), a] for t, ms, a in zip(starts, iter_ms, arms) if a]
+
+
 def revalue_harvest(row: dict, rate_after: float | None) -> None:
     """Values `row`'s harvest at the higher of its side's alone rates, the one measured before the
     launches (alone_rate_per_s) and `rate_after`, measured after them: a program's work is worth
@@ -357,8 +364,13 @@ def missed_targets(row: dict) -> list[str]:
     return missed
 
 
-def _interval(d: dict | None) -> str:
+def format_interval(d: dict | None) -> str:
     return "–" if d is None else f"{d['pct']:+.2f}% [{d['low']:+.2f}, {d['high']:+.2f}]"
+
+
+def verdict(row: dict) -> str:
+    """"targets met", or "missed: " and what the row misses (its missed_targets)."""
+    return "targets met" if not row["missed_targets"] else "missed: " + "; ".join(row["missed_targets"])
 
 
 def _per_gpu(row: dict, key: str, digits: int) -> str:
@@ -400,11 +412,11 @@ def markdown(results: list[dict]) -> str:
         v = f" V={row['virtual_stages']}" if row.get("virtual_stages", 1) > 1 else ""
         out.append(
             f"| {row['framework']} | {row['schedule']}{v} | {row['microbatches']} | {row['side']} "
-            f"| {row['harvest']:.2f} | {_interval(row['overhead_on_vs_no_side'])} "
-            f"| {_interval(row.get('overhead_on_vs_no_side_drift_adjusted'))} / "
-            f"{_interval(row.get('overhead_off_vs_no_side_drift_adjusted'))} "
-            f"| {_interval(row['overhead_off_vs_no_side'])} | {_interval(row['overhead_on_vs_off'])} "
-            f"| {_interval(row['marks_alone_on_vs_off'])} | {row['units_off_after_block_start']:g} "
+            f"| {row['harvest']:.2f} | {format_interval(row['overhead_on_vs_no_side'])} "
+            f"| {format_interval(row.get('overhead_on_vs_no_side_drift_adjusted'))} / "
+            f"{format_interval(row.get('overhead_off_vs_no_side_drift_adjusted'))} "
+            f"| {format_interval(row['overhead_off_vs_no_side'])} | {format_interval(row['overhead_on_vs_off'])} "
+            f"| {format_interval(row['marks_alone_on_vs_off'])} | {row['units_off_after_block_start']:g} "
             f"| {it.get('noside_on', 0) + it.get('noside_off', 0)}/{it.get('off', 0)}/{it.get('on', 0)} "
             f"| {_per_gpu(row, 'sm_mhz', 0)} | {_per_gpu(row, 'power_w', 0)} "
             f"| {'met' if not missed else 'missed: ' + '; '.join(missed)} |")
@@ -732,7 +744,7 @@ class Arms:
                    alone_rate_per_s=self.rates[side], warm=not seg["why_not_warm"],
                    **arms_summary(run["iter_ms"], arms, units, bubble_on, self.rates[side], starts))
         # Every measured iteration (unix start, ms, arm), to read drift and blocks from the file.
-        row["series"] = [[round(t, 4), round(ms, 3), a] for t, ms, a in zip(starts, run["iter_ms"], arms) if a]
+        row["series"] = iteration_series(starts, run["iter_ms"], arms)
         if seg["why_not_warm"]:
             row["why_not_warm"] = seg["why_not_warm"]
         if self.sampler:
@@ -747,12 +759,12 @@ class Arms:
         self.b.rows.append(row)
         o = row["overhead_on_vs_no_side"]
         log(f"ROW {config['framework']} {config['schedule']} m{config['microbatches']} {side}: harvest "
-            f"{row['harvest']:.2f}; on vs no side {_interval(o)}, off vs no side "
-            f"{_interval(row['overhead_off_vs_no_side'])}, on vs off {_interval(row['overhead_on_vs_off'])}; "
-            f"drift-adjusted on vs no side {_interval(row['overhead_on_vs_no_side_drift_adjusted'])}, off vs no "
-            f"side {_interval(row['overhead_off_vs_no_side_drift_adjusted'])}; "
+            f"{row['harvest']:.2f}; on vs no side {format_interval(o)}, off vs no side "
+            f"{format_interval(row['overhead_off_vs_no_side'])}, on vs off {format_interval(row['overhead_on_vs_off'])}; "
+            f"drift-adjusted on vs no side {format_interval(row['overhead_on_vs_no_side_drift_adjusted'])}, off vs no "
+            f"side {format_interval(row['overhead_off_vs_no_side_drift_adjusted'])}; "
             f"units off {row['units_off_after_block_start']:g}; iterations {row['iterations']}; "
-            f"{'targets met' if not row['missed_targets'] else 'missed: ' + '; '.join(row['missed_targets'])}")
+            f"{verdict(row)}")
         for lane, lane_slots in enumerate(slots):
             def ms(v):
                 return "-" if v is None else format(v, ".2f")

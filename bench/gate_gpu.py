@@ -182,10 +182,10 @@ def judge_over_blocks(row: dict, starts: list[float], times_ms: list[float], arm
     (the Welch interval over iterations treats correlated iterations as independent, so it is
     too narrow), every iteration (`series`), and the targets it misses, judged by the worse of
     the plain and the drift-adjusted figure."""
-    from e2e_arms import drift_adjusted, missed_targets  # e2e_arms imports this module
+    from e2e_arms import drift_adjusted, iteration_series, missed_targets  # e2e_arms imports this module
     row["overhead_on_vs_no_side_drift_adjusted"] = drift_adjusted(starts, times_ms, arms, "on")
     row["overhead_off_vs_no_side_drift_adjusted"] = drift_adjusted(starts, times_ms, arms, "off")
-    row["series"] = [[t, ms, a] for t, ms, a in zip(starts, times_ms, arms)]
+    row["series"] = iteration_series(starts, times_ms, arms)
     row["missed_targets"] = missed_targets(row)
 
 
@@ -476,13 +476,12 @@ class Bench:
                                     int(late_before.get("gate_late_bubbles", 0))}
         judge_over_blocks(row, run["iter_unix"], run["iter_ms"], arm)
         self.rows.append(row)
-        o = row["overhead_on_vs_no_side"]
+        from e2e_arms import format_interval, verdict  # e2e_arms imports this module
         a = row["overhead_on_vs_no_side_drift_adjusted"]
-        blocks = "" if a is None else f" (drift-adjusted, over blocks: {a['pct']:+.2f}% [{a['low']:+.2f}, {a['high']:+.2f}])"
-        verdict = "targets met" if not row["missed_targets"] else "missed: " + "; ".join(row["missed_targets"])
-        log(f"{tag}: harvest {harvest:.2f}; on {o['pct']:+.2f}% [{o['low']:+.2f}, {o['high']:+.2f}]{blocks}, off "
+        blocks = "" if a is None else f" (drift-adjusted, over blocks: {format_interval(a)})"
+        log(f"{tag}: harvest {harvest:.2f}; on {format_interval(row['overhead_on_vs_no_side'])}{blocks}, off "
             f"{row['overhead_off_vs_no_side']['pct']:+.2f}%, on vs off {row['overhead_on_vs_off']['pct']:+.2f}% "
-            f"(same launch); units off {units['off']}; iterations {row['iterations']}; {verdict}")
+            f"(same launch); units off {units['off']}; iterations {row['iterations']}; {verdict(row)}")
         self.save()
 
     def lane_stats(self) -> dict:

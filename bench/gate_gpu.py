@@ -106,19 +106,25 @@ SCHEDULES = {
 }
 
 
+def busy_bubble_ms(text: str, option: str, example: str, prefix: str = "") -> tuple[float, float]:
+    """(busy, bubble) in ms from `text`, "{prefix}BUSY_MS:BUBBLE_MS"; SystemExit naming `option`
+    (with an `example` of a good value) unless both are finite numbers above 0."""
+    try:
+        busy, bubble = (float(x) for x in text.removeprefix(prefix).split(":"))
+    except ValueError:
+        raise SystemExit(f"{option} {text!r}: give {prefix}BUSY_MS:BUBBLE_MS, e.g. {example}") from None
+    if not (0 < busy < math.inf and 0 < bubble < math.inf):
+        raise SystemExit(f"{option} {text!r}: both times must be finite and above 0")
+    return busy, bubble
+
+
 def gap_profile(name: str) -> dict:
     """The profile of `gap:BUSY_MS:BUBBLE_MS`: an iteration of BUSY_MS of busy time, then one
     bubble of BUBBLE_MS, on rank 0.  `gap:1:500` leaves the gate open almost all the time, so its
     harvest is what the daemon, the interposer and MPS leave of a program's rate alone; a sweep of
     BUBBLE_MS shows how harvest falls as bubbles shorten.  SystemExit with the reason for a name
     that is not one."""
-    try:
-        _, busy, bubble = name.split(":")
-        busy_ms, bubble_ms = float(busy), float(bubble)
-    except ValueError:
-        raise SystemExit(f"--profiles {name}: give gap:BUSY_MS:BUBBLE_MS, e.g. gap:2:2") from None
-    if not (0 < busy_ms < math.inf and 0 < bubble_ms < math.inf):
-        raise SystemExit(f"--profiles {name}: both times must be finite and above 0")
+    busy_ms, bubble_ms = busy_bubble_ms(name, "--profiles", "gap:2:2", prefix="gap:")
     return {"ranks": [{"rank": 0, "iteration_ms": busy_ms + bubble_ms,
                        "bubbles": [{"start_ms": busy_ms, "duration_ms": bubble_ms}]}]}
 
@@ -426,8 +432,8 @@ class Bench:
             time.sleep(self.a.measure_seconds)
             t_cancel = time.time()
             show = json.loads(self.cli("show", task, "--json"))
-            margin = self.lane_margin()  # while the program's learned work length still counts
-            lane = self.lane_stats()
+            lane = self.lane_stats()  # while the program's learned work length still counts
+            margin = int(lane.get("gate_margin_ns", 0))  # the base plus the tasks' longest published work
             self.cli("cancel", task)
             while not self.task_ended(task):
                 time.sleep(0.1)
@@ -488,10 +494,6 @@ class Bench:
         """The daemon's one lane's statistics (`freeride status --json`)."""
         lanes = json.loads(self.cli("status", "--json")).get("stats", {}).get("lanes", [])
         return lanes[0] if lanes else {}
-
-    def lane_margin(self) -> int:
-        """The lane's last close margin: the base plus the tasks' longest published work."""
-        return int(self.lane_stats().get("gate_margin_ns", 0))
 
     def latency(self) -> None:
         binary = os.path.join(self.work, "gate_latency")

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -52,6 +51,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 from e2e_arms import git_commit, mean_interval  # noqa: E402
+from gate_gpu import busy_bubble_ms  # noqa: E402
 
 ARMS = ("none", "compute", "memory", "light")
 # Rounds at least, however short --seconds: the first warms up, and an interval over the other
@@ -62,13 +62,7 @@ MIN_ROUNDS = 5
 def parse_configs(text: str) -> list[tuple[float, float]]:
     configs = []
     for item in filter(None, text.split(",")):
-        try:
-            busy, bubble = (float(x) for x in item.split(":"))
-        except ValueError:
-            raise SystemExit(f"--configs {item!r}: give BUSY_MS:BUBBLE_MS, e.g. 6:3") from None
-        if not (0 < busy < math.inf and 0 < bubble < math.inf):
-            raise SystemExit(f"--configs {item!r}: both times must be finite and above 0")
-        configs.append((busy, bubble))
+        configs.append(busy_bubble_ms(item, "--configs", "6:3"))
     if not configs:
         raise SystemExit("--configs: give at least one BUSY_MS:BUBBLE_MS")
     return configs

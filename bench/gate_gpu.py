@@ -479,7 +479,9 @@ class Bench:
                # The gate's own misses during this row (the lane's totals' growth over it).
                "gate_late_ns": int(lane.get("gate_late_ns", 0)) - int(late_before.get("gate_late_ns", 0)),
                "gate_late_bubbles": int(lane.get("gate_late_bubbles", 0)) -
-                                    int(late_before.get("gate_late_bubbles", 0))}
+                                    int(late_before.get("gate_late_bubbles", 0)),
+               # Busy time its pieces spent pending on their waits (not running).
+               "gate_pending_ns": int(lane.get("gate_pending_ns", 0)) - int(late_before.get("gate_pending_ns", 0))}
         judge_over_blocks(row, run["iter_unix"], run["iter_ms"], arm)
         self.rows.append(row)
         from e2e_arms import format_interval, verdict  # e2e_arms imports this module

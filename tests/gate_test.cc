@@ -65,13 +65,24 @@ struct FakeDriver {
   static inline int registrations = 0;
   // Events: a number each; an event is "ended" once its stream is released.
   static inline std::vector<std::pair<intptr_t, CuStream>> recorded;
+  // Whether each record was a pass: made on a stream whose last call was a wait.
+  static inline std::vector<bool> recorded_pass;
+  static inline std::map<CuStream, bool> waited_last;
   static inline bool events_done = false;
+  // When set, an event's state is this of its number (and whether its last
+  // record was a pass), instead of events_done.
+  static inline std::function<bool(intptr_t event, bool pass)> event_done;
+  static inline std::map<intptr_t, bool> last_record_pass;
   static inline float elapsed_ms = 0;
   static inline int live_events = 0;
   static inline std::map<intptr_t, unsigned> event_flags;
 
   static void Reset() {
     recorded.clear();
+    recorded_pass.clear();
+    waited_last.clear();
+    last_record_pass.clear();
+    event_done = nullptr;
     events_done = false;
     elapsed_ms = 0;
     live_events = 0;
@@ -87,6 +98,7 @@ struct FakeDriver {
     DriverApi api;
     api.stream_wait_value32 = [](CuStream s, CuDevicePtr a, uint32_t v, unsigned f) {
       if (wait_result == kCudaSuccess) waits.push_back({s, a, v, f});
+      if (wait_result == kCudaSuccess) waited_last[s] = true;
       if (wait_result == kCudaSuccess) wait_times.push_back(FakeClockNow());
       return wait_result;
     };
@@ -111,9 +123,16 @@ struct FakeDriver {
     };
     api.event_record = [](CuEvent e, CuStream s) {
       recorded.push_back({reinterpret_cast<intptr_t>(e), s});
+      recorded_pass.push_back(waited_last[s]);
+      last_record_pass[reinterpret_cast<intptr_t>(e)] = waited_last[s];
+      waited_last[s] = false;
       return kCudaSuccess;
     };
-    api.event_query = [](CuEvent) { return events_done ? kCudaSuccess : kCudaErrorNotReady; };
+    api.event_query = [](CuEvent e) {
+      const intptr_t n = reinterpret_cast<intptr_t>(e);
+      const bool done = event_done ? event_done(n, last_record_pass[n]) : events_done;
+      return done ? kCudaSuccess : kCudaErrorNotReady;
+    };
     api.event_elapsed_time = [](float* ms, CuEvent, CuEvent) {
       *ms = elapsed_ms;
       return kCudaSuccess;
@@ -322,8 +341,9 @@ TEST_F(LaunchGateTest, WorkOnTheLegacyDefaultStreamIsTimedButSynchronousAndCaptu
     EXPECT_EQ(stream, nullptr);  // none on the captured stream
     fences += !IsTimingEvent(event);
   }
-  // The legacy pieces' only (none has ended, so none was timed: each got its fence).
-  EXPECT_EQ(fences, static_cast<int>(LaunchGate::kSampleEvery * 2));
+  // The legacy pieces' only (none has ended, so none was timed: each got a
+  // pass after its wait, and its fence).
+  EXPECT_EQ(fences, static_cast<int>(2 * LaunchGate::kSampleEvery * 2));
   EXPECT_EQ(gate.unfinished_pieces(), LaunchGate::kSampleEvery * 2);
   EXPECT_EQ(gate.work_p95_ns(), 0);  // nothing published without a slot...
   FakeDriver::events_done = true;
@@ -568,8 +588,16 @@ TEST_F(LaunchGateTest, QueuedPiecesCountAgainstTheDeadlineUntilTheirFencesAreRea
 
 int FenceCount() {
   int fences = 0;
-  for (const auto& [event, stream] : FakeDriver::recorded) fences += !IsTimingEvent(event);
+  for (size_t i = 0; i < FakeDriver::recorded.size(); ++i)
+    fences += !IsTimingEvent(FakeDriver::recorded[i].first) && !FakeDriver::recorded_pass[i];
   return fences;
+}
+
+// Passes: events recorded just after a GPU wait.
+int PassCount() {
+  int passes = 0;
+  for (bool pass : FakeDriver::recorded_pass) passes += pass;
+  return passes;
 }
 
 // Runs pieces that end at once until one has been timed (at 62.5 us), then
@@ -583,6 +611,7 @@ void LearnAPieceLength(LaunchGate& gate, const GateTaskSlot& slot, CuStream stre
   ASSERT_EQ(gate.unfinished_pieces(), 0u);
   FakeDriver::events_done = false;
   FakeDriver::recorded.clear();
+  FakeDriver::recorded_pass.clear();
   FakeDriver::waits.clear();
   FakeDriver::wait_times.clear();
 }
@@ -776,19 +805,78 @@ TEST_F(LaunchGateTest, WorkStillRunningAfterItsBubbleClosedIsTimedByAHeldThreadA
   for (int i = 0; i < 3; ++i) piece();  // admitted to bubble 1, unfinished
   Shut(1);
   // The next piece is held while the gate is shut, looking every 50 us.
-  // Bubble 1's pieces end 120 us on; bubble 2 opens 400 us on.
+  // Bubble 1's pieces are past their waits (running); they end 120 us on;
+  // bubble 2 opens 400 us on.
   const int64_t start = FakeClock::now;
   FakeClock::on_sleep = [&] {
     FakeDriver::events_done = FakeClock::now >= start + 120'000;
     if (FakeClock::now >= start + 400'000 && layout().word.load() == GateClosedValue(1))
       Open(2, FakeClock::now + 1'000'000'000);
   };
+  FakeDriver::event_done = [](intptr_t, bool pass) { return pass || FakeDriver::events_done; };
   piece();
   // Seen late at the first look (start), seen ended at the look after 120 us.
   EXPECT_EQ(gate.late_ns(), 150'000);
   EXPECT_EQ(gate.late_bubbles(), 1u);
   EXPECT_EQ(slot.late_ns.load(), 150'000);
   EXPECT_EQ(slot.late_bubbles.load(), 1u);
+  EXPECT_EQ(gate.pending_ns(), 0);
+}
+
+TEST_F(LaunchGateTest, WorkPendingOnItsWaitAfterItsBubbleClosedIsPendingTimeNotLateWork) {
+  GateTaskSlot slot{};
+  LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
+  Open(1, FakeClock::now + 1'000'000'000);
+  // No piece timed yet: each waits on the GPU, and a pass follows its wait.
+  ASSERT_TRUE(QueuePieces(gate, stream_, 2));
+  EXPECT_EQ(PassCount(), 2);
+  Shut(1);
+  // The GPU reached the first piece's wait only after the close: neither
+  // pass is reached until bubble 2 opens, 400 us on; then all ends.
+  const int64_t start = FakeClock::now;
+  FakeClock::on_sleep = [&] {
+    if (FakeClock::now >= start + 400'000 && layout().word.load() == GateClosedValue(1)) {
+      Open(2, FakeClock::now + 1'000'000'000);
+      FakeDriver::events_done = true;
+    }
+  };
+  FakeDriver::event_done = [](intptr_t, bool) { return FakeDriver::events_done; };
+  ASSERT_TRUE(QueuePieces(gate, stream_));
+  EXPECT_EQ(gate.late_ns(), 0);
+  EXPECT_EQ(gate.late_bubbles(), 0u);
+  EXPECT_EQ(slot.late_ns.load(), 0);
+  EXPECT_EQ(gate.pending_ns(), 400'000);  // from the first look (start) to the look that saw bubble 2 open
+  EXPECT_EQ(slot.pending_ns.load(), 400'000);
+}
+
+TEST_F(LaunchGateTest, PiecesBeforeAWaitAreFencedApartSoTheyCountAsRunningPastIt) {
+  GateTaskSlot slot{};
+  LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
+  LearnAPieceLength(gate, slot, stream_);
+  Open(1, FakeClock::now + 1'000'000'000);
+  ASSERT_TRUE(QueuePieces(gate, stream_, 3));  // far inside: no waits, no fence yet
+  EXPECT_EQ(FenceCount(), 0);
+  // Near the deadline the next piece gets its wait: the three before it are
+  // fenced first, so a pass stands between them and it.
+  Open(1, FakeClock::now + 400'000);
+  ASSERT_TRUE(QueuePieces(gate, stream_));
+  EXPECT_EQ(FenceCount(), 2);  // the three's, then the waited piece's own
+  EXPECT_EQ(PassCount(), 1);
+  // Closed with the three running and the wait not passed: late work is the
+  // three's, until they end 100 us on; the waited piece pends until bubble 2.
+  Shut(1);
+  const int64_t start = FakeClock::now;
+  FakeDriver::event_done = [&](intptr_t event, bool pass) {
+    if (FakeClock::now >= start + 300'000) return true;
+    return !pass && event == FakeDriver::recorded[0].first && FakeClock::now >= start + 100'000;
+  };
+  FakeClock::on_sleep = [&] {
+    if (FakeClock::now >= start + 300'000 && layout().word.load() == GateClosedValue(1))
+      Open(2, FakeClock::now + 1'000'000'000);
+  };
+  ASSERT_TRUE(QueuePieces(gate, stream_));
+  EXPECT_EQ(gate.late_ns(), 100'000);
+  EXPECT_EQ(gate.pending_ns(), 200'000);
 }
 
 TEST(GatePage, TheAdmissionDeadlineIsReadWholeOrNotAtAll) {

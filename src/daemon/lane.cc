@@ -1010,13 +1010,13 @@ void Lane::PublishGuardRestrictions() {
 
 void Lane::CollectLateWork() {
   std::map<int64_t, LateSeen> now;
-  gate_.ForEachTaskLateWork([&](int64_t pid, int64_t late_ns, uint64_t late_bubbles) {
+  gate_.ForEachTaskLateWork([&](int64_t pid, int64_t late_ns, uint64_t late_bubbles, int64_t pending_ns) {
     const auto it = late_seen_.find(pid);
     // The first look only notes what the processes had published before this
     // lane ran (a restarted daemon does not count their history again).
     const LateSeen before = it != late_seen_.end() ? it->second
                             : late_baselined_  ? LateSeen{}
-                                               : LateSeen{late_ns, late_bubbles};
+                                               : LateSeen{late_ns, late_bubbles, pending_ns};
     // A slot claimed again by a new process starts from 0: no delta then.
     if (late_ns > before.ns) {
       gate_late_ns_.fetch_add(late_ns - before.ns, std::memory_order_relaxed);
@@ -1027,7 +1027,9 @@ void Lane::CollectLateWork() {
     }
     if (late_bubbles > before.bubbles)
       gate_late_bubbles_.fetch_add(late_bubbles - before.bubbles, std::memory_order_relaxed);
-    now[pid] = {late_ns, late_bubbles};
+    if (pending_ns > before.pending_ns)
+      gate_pending_ns_.fetch_add(pending_ns - before.pending_ns, std::memory_order_relaxed);
+    now[pid] = {late_ns, late_bubbles, pending_ns};
   });
   for (auto it = late_group_.begin(); it != late_group_.end();)
     it = now.count(it->first) || late_unjudged_.count(it->first) ? std::next(it) : late_group_.erase(it);
@@ -1111,6 +1113,7 @@ void Lane::FillStats(v1::LaneStats* stats) const {
   stats->set_gate_margin_ns(gate_margin_ns_.load());
   stats->set_gate_late_ns(gate_late_ns_.load());
   stats->set_gate_late_bubbles(gate_late_bubbles_.load());
+  stats->set_gate_pending_ns(gate_pending_ns_.load());
   stats->set_overrun_ns(overrun_ns_.load());
   stats->set_free_memory_bytes(l->free_memory_bytes.load());
   stats->set_capacity_bytes(config_.capacity_bytes);

@@ -247,6 +247,7 @@ class Lane {
   struct LateSeen {
     int64_t ns = 0;
     uint64_t bubbles = 0;
+    int64_t pending_ns = 0;
   };
   std::map<int64_t, LateSeen> late_seen_;
   std::map<int64_t, int64_t> late_unjudged_;  // pid -> late ns since the last JudgeLateWork
@@ -254,6 +255,7 @@ class Lane {
   bool late_baselined_ = false;
   std::atomic<int64_t> gate_late_ns_{0};
   std::atomic<uint64_t> gate_late_bubbles_{0};
+  std::atomic<int64_t> gate_pending_ns_{0};  // shown, not judged: a pending wait runs nothing
 
   // Statistics, read by FillStats from other threads.
   std::atomic<uint64_t> bubbles_{0};

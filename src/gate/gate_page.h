@@ -33,7 +33,7 @@
 namespace freeride {
 
 constexpr uint64_t kGatePageMagic = 0x4652474154453031ULL;  // "FRGATE01"
-constexpr uint32_t kGatePageVersion = 6;
+constexpr uint32_t kGatePageVersion = 7;
 // Gated processes that publish their work's length at once; more share none.
 constexpr int kGateTaskSlots = 32;
 constexpr size_t kGatePageBytes = 4096;
@@ -60,6 +60,9 @@ struct GateTaskSlot {
   // without its GPU wait.
   std::atomic<uint32_t> demoted;
   uint32_t reserved;
+  // Busy time its work spent pending on a GPU wait after its bubble had
+  // closed (not started, so not late work).  Cumulative for this process.
+  std::atomic<int64_t> pending_ns;
 
   // Zeroes all but `pid`: what a process that claims the slot starts from.
   void ClearFields() {
@@ -68,6 +71,7 @@ struct GateTaskSlot {
     late_ns.store(0, std::memory_order_relaxed);
     late_bubbles.store(0, std::memory_order_relaxed);
     demoted.store(0, std::memory_order_relaxed);
+    pending_ns.store(0, std::memory_order_relaxed);
   }
 };
 
@@ -204,14 +208,16 @@ class GatePage {
     }
     return longest;
   }
-  // Calls `each(pid, late_ns, late_bubbles)` for every claimed slot: the
-  // late work its process has published.  Daemon side.
+  // Calls `each(pid, late_ns, late_bubbles, pending_ns)` for every claimed
+  // slot: the late work, and the pending waits, its process has published.
+  // Daemon side.
   template <typename Each>
   void ForEachTaskLateWork(Each each) const {
     for (const GateTaskSlot& slot : layout_->tasks) {
       int64_t pid = slot.pid.load(std::memory_order_acquire);
       if (pid > 0)
-        each(pid, slot.late_ns.load(std::memory_order_relaxed), slot.late_bubbles.load(std::memory_order_relaxed));
+        each(pid, slot.late_ns.load(std::memory_order_relaxed), slot.late_bubbles.load(std::memory_order_relaxed),
+             slot.pending_ns.load(std::memory_order_relaxed));
     }
   }
   // Sets each claimed slot's `demoted` to `demoted(pid)`.  Daemon side.

@@ -76,8 +76,10 @@ LaunchGate::LaunchGate(const DriverApi& api, void* page, std::string page_error,
 
 LaunchGate::~LaunchGate() {
   if (!api_.event_destroy) return;
-  for (auto& [stream, queue] : queues_)
+  for (auto& [stream, queue] : queues_) {
     for (const Fence& fence : queue.fences) api_.event_destroy(fence.event);
+    for (const Pass& pass : queue.passes) api_.event_destroy(pass.event);
+  }
   for (CuEvent fence : spare_fences_) api_.event_destroy(fence);
 }
 
@@ -144,9 +146,12 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
   if (sample) {
     // A fence stands for pieces of one bubble (the late work is told by it):
     // those of an earlier one are fenced before this piece is queued.
+    // So are those before a wait: a pass then tells pieces that run from
+    // pieces that wait behind it.
     std::lock_guard<std::mutex> lock(fence_mutex_);
     const auto it = queues_.find(target);
-    if (it != queues_.end() && it->second.unfenced > 0 && it->second.unfenced_bubble != admitted.bubble)
+    if (it != queues_.end() && it->second.unfenced > 0 &&
+        (admitted.wait || it->second.unfenced_bubble != admitted.bubble))
       FenceUnfencedLocked(target, it->second);
   }
   if (admitted.wait) {
@@ -156,9 +161,11 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
       return r;
     }
     waits_.fetch_add(1, std::memory_order_relaxed);
-    if (sample) {
+    if (sample && api_.event_create && api_.event_record && api_.event_query) {
       std::lock_guard<std::mutex> lock(fence_mutex_);
-      if (const auto it = queues_.find(target); it != queues_.end()) it->second.unwaited_in_row = 0;
+      StreamQueue& queue = queues_[target];
+      queue.unwaited_in_row = 0;
+      RecordPassLocked(target, queue);
     }
   } else {
     unwaited_.fetch_add(1, std::memory_order_relaxed);
@@ -199,20 +206,38 @@ void LaunchGate::FenceUnfencedLocked(CuStream stream, StreamQueue& queue) {
       capture != kCaptureStatusNone)
     return forget();
   RelaxedCaptureMode relaxed(api_);
-  CuEvent fence = nullptr;
-  if (!spare_fences_.empty()) {
-    fence = spare_fences_.back();
-    spare_fences_.pop_back();
-  } else if (api_.event_create(&fence, kEventDisableTiming) != kCudaSuccess) {
-    return forget();
-  }
+  CuEvent fence = TakeEventLocked();
+  if (!fence) return forget();
   if (api_.event_record(fence, stream) != kCudaSuccess) {  // a destroyed stream, another context
     api_.event_destroy(fence);
     return forget();
   }
-  queue.fences.push_back({fence, queue.unfenced_bubble, queue.unfenced});
+  queue.fences.push_back({fence, queue.unfenced_bubble, queue.unfenced, queue.next_seq++});
   queue.unfenced = 0;
   ++fence_count_;
+}
+
+CuEvent LaunchGate::TakeEventLocked() {
+  CuEvent event = nullptr;
+  if (!spare_fences_.empty()) {
+    event = spare_fences_.back();
+    spare_fences_.pop_back();
+  } else if (api_.event_create(&event, kEventDisableTiming) != kCudaSuccess) {
+    return nullptr;
+  }
+  return event;
+}
+
+void LaunchGate::RecordPassLocked(CuStream stream, StreamQueue& queue) {
+  if (fence_count_ + queue.passes.size() >= kMaxFences) return;  // then its pieces count as running
+  RelaxedCaptureMode relaxed(api_);
+  CuEvent pass = TakeEventLocked();
+  if (!pass) return;
+  if (api_.event_record(pass, stream) != kCudaSuccess) {
+    api_.event_destroy(pass);
+    return;
+  }
+  queue.passes.push_back({pass, queue.next_seq++});
 }
 
 size_t LaunchGate::DrainFencesLocked() {
@@ -229,9 +254,14 @@ size_t LaunchGate::DrainFencesLocked() {
       queue.fences.pop_front();
       --fence_count_;
     }
+    // Passes reached: the stream is past those waits.
+    while (!queue.passes.empty() && api_.event_query(queue.passes.front().event) != kCudaErrorNotReady) {
+      spare_fences_.push_back(queue.passes.front().event);
+      queue.passes.pop_front();
+    }
     // All its pieces ended: nothing of it can run on past a bubble, so its
     // run of unwaited pieces starts afresh (and a destroyed stream is forgotten).
-    const bool idle = queue.fences.empty() && queue.unfenced == 0;
+    const bool idle = queue.fences.empty() && queue.unfenced == 0 && queue.passes.empty();
     it = idle ? queues_.erase(it) : std::next(it);
   }
   return pieces_counted_;
@@ -246,28 +276,41 @@ size_t LaunchGate::LookAtQueue(uint32_t word) {
   std::lock_guard<std::mutex> lock(fence_mutex_);
   if (!api_.event_query) return 0;
   const size_t left = DrainFencesLocked();
-  std::optional<uint32_t> oldest;
+  // The oldest bubble with pieces running (or queued behind running ones),
+  // and the oldest with pieces pending behind a wait not yet passed.
+  std::optional<uint32_t> oldest, oldest_pending;
   for (const auto& [stream, queue] : queues_) {
     // Unfenced pieces are left only at the cap of fences; they are the newest.
     const std::optional<uint32_t> first = !queue.fences.empty() ? std::optional(queue.fences.front().bubble)
                                           : queue.unfenced > 0  ? std::optional(queue.unfenced_bubble)
                                                                 : std::nullopt;
-    if (first && (!oldest || BubbleBefore(*first, *oldest))) oldest = first;
+    std::optional<uint32_t>& into = queue.Pending() ? oldest_pending : oldest;
+    if (first && (!into || BubbleBefore(*first, *into))) into = first;
   }
   // Read under the lock: looks from several threads come in time order.  The
   // word was read just before; a close between the two is seen at the next look.
+  const int64_t now = clock_.now_ns();
   const uint64_t stretches = late_.late_bubbles();
-  late_.Look(clock_.now_ns(), word, oldest);
+  late_.Look(now, word, oldest);
+  const int64_t pending_before = pending_waits_.late_ns();
+  pending_waits_.Look(now, word, oldest_pending);
   if (slot_ && late_.late_bubbles() != stretches) {
     slot_->late_ns.store(late_.late_ns(), std::memory_order_relaxed);
     slot_->late_bubbles.store(late_.late_bubbles(), std::memory_order_relaxed);
   }
+  if (slot_ && pending_waits_.late_ns() != pending_before)
+    slot_->pending_ns.store(pending_waits_.late_ns(), std::memory_order_relaxed);
   return left;
 }
 
 int64_t LaunchGate::late_ns() {
   std::lock_guard<std::mutex> lock(fence_mutex_);
   return late_.late_ns();
+}
+
+int64_t LaunchGate::pending_ns() {
+  std::lock_guard<std::mutex> lock(fence_mutex_);
+  return pending_waits_.late_ns();
 }
 
 uint64_t LaunchGate::late_bubbles() {

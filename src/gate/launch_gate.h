@@ -135,13 +135,17 @@ class LaunchGate {
   // Pieces queued that have not been seen to end (their fences, once
   // recorded, have not been reached).
   size_t unfinished_pieces();
-  // Side work found unfinished after the bubble it was admitted to had
-  // closed (gate/late_work.h), in all, and its stretches; also published in
+  // Side work found unfinished, and past its GPU wait, after the bubble it
+  // was admitted to had closed (gate/late_work.h), in all, and its stretches; also published in
   // the process's slot of the gate page.  Looked for at each launch judged
   // on the drained queue and each poll of a held thread, so work that runs
   // late while no thread looks is seen only within LateWork's gap.
   int64_t late_ns();
   uint64_t late_bubbles();
+  // Busy time during which pieces of a closed bubble waited, pending, on
+  // their GPU wait (they had not started: not late work, which runs; a
+  // pending wait costs the trainer far less).  Also published in the slot.
+  int64_t pending_ns();
   // The published 95th percentile of the timed pieces (0: none yet).
   int64_t work_p95_ns() const;
 
@@ -155,6 +159,13 @@ class LaunchGate {
     CuEvent event;
     uint32_t bubble;  // the bubble its pieces were admitted to
     uint32_t pieces;  // the pieces it stands for
+    uint64_t seq;     // its place among the stream's fences and passes
+  };
+  // Recorded just after a piece's GPU wait: not reached while the wait is
+  // pending, so the pieces behind it are not running.
+  struct Pass {
+    CuEvent event;
+    uint64_t seq;
   };
   // One stream's queued pieces, as far as they are known to be unfinished.
   struct StreamQueue {
@@ -162,6 +173,11 @@ class LaunchGate {
     uint32_t unfenced = 0;        // pieces queued since its last fence
     uint32_t unfenced_bubble = 0; // ... admitted to this bubble
     int unwaited_in_row = 0;      // pieces queued without a GPU wait since its last wait
+    std::deque<Pass> passes;      // not yet reached, oldest first
+    uint64_t next_seq = 0;
+    // Its oldest unfinished pieces wait, pending, behind a GPU wait the
+    // stream has not passed: none of them runs.
+    bool Pending() const { return !passes.empty() && !fences.empty() && passes.front().seq < fences.front().seq; }
   };
 
   CuResult Arm();
@@ -184,6 +200,12 @@ class LaunchGate {
   // one (`queue`, its entry); pieces that cannot be fenced count as ended.
   // Caller holds fence_mutex_.
   void FenceUnfencedLocked(CuStream stream, StreamQueue& queue);
+  // Records a pass on `stream` just after a piece's GPU wait (nothing when
+  // no event can be had).  Caller holds fence_mutex_.
+  void RecordPassLocked(CuStream stream, StreamQueue& queue);
+  // An event for a fence or a pass: a spare one, or a new one (null if none
+  // can be made).  Caller holds fence_mutex_.
+  CuEvent TakeEventLocked();
   // A piece's predicted length: the 95th percentile of the timed ones
   // (kUnknownPieceNs before any), twice that while the daemon has demoted
   // this process's task (its slot's `demoted`).
@@ -209,6 +231,9 @@ class LaunchGate {
   std::mutex fence_mutex_;
   std::map<CuStream, StreamQueue> queues_;  // under fence_mutex_
   LateWork late_{2 * kShutPollNs};          // under fence_mutex_
+  // Pieces of a closed bubble whose wait is pending: told apart from late
+  // work, which runs.  Under fence_mutex_.
+  LateWork pending_waits_{2 * kShutPollNs};
   size_t fence_count_ = 0;                  // fences recorded and not yet reached
   size_t pieces_counted_ = 0;               // pieces not yet seen to end, fenced or not
   std::vector<CuEvent> spare_fences_;

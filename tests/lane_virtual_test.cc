@@ -567,6 +567,19 @@ TEST(GateOnVirtualTime, ATasksLateWorkIsRecordedAsItsOverrunInEachBubbleZeroIncl
   }
 }
 
+// A pending wait runs nothing: its time is shown, and never judged.
+TEST(GateOnVirtualTime, PendingTimeIsShownInTheLanesStatusAndIsNoOverrun) {
+  VirtualGate gate = StageDrivenGate();
+  gate.task_pending = 40 * kMillisecond;  // published before this lane ran: not counted again
+  gate.task_pending_during = 25 * kMillisecond;  // after bubble 2's end
+  VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(6, 10 * kMillisecond), GateOptions(), gate);
+  EXPECT_EQ(run.gate_pending_ns, 25 * kMillisecond);
+  EXPECT_EQ(run.gate_late_ns, 0);
+  ASSERT_EQ(run.overruns.size(), 6u);
+  for (const VirtualOverrun& o : run.overruns) EXPECT_EQ(o.overrun, 0);
+  EXPECT_EQ(run.gate_slot_demoted, 0u);
+}
+
 TEST(GateOnVirtualTime, ADemotedTasksInterposerIsToldThroughItsSlot) {
   VirtualGate gate = StageDrivenGate();
   gate.task_work_p95 = 100 * kMicrosecond;  // a gated process with a slot

@@ -193,13 +193,15 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
       return run;
     }
     if (virtual_gate.stage_drives) gate.layout()->stage_pid.store(getpid());
-    if (virtual_gate.task_work_p95 > 0 || virtual_gate.task_late > 0 || virtual_gate.task_late_during > 0) {
+    if (virtual_gate.task_work_p95 > 0 || virtual_gate.task_late > 0 || virtual_gate.task_late_during > 0 ||
+        virtual_gate.task_pending > 0 || virtual_gate.task_pending_during > 0) {
       env.SetAlive(gated_publisher, true);  // a gated process, alive to the lane
       GateTaskSlot* slot = gate.ClaimTaskSlot(gated_publisher);
       task_slot = slot;
       slot->work_p95_ns.store(virtual_gate.task_work_p95);
       slot->late_ns.store(virtual_gate.task_late);
       slot->late_bubbles.store(virtual_gate.task_late_bubbles);
+      slot->pending_ns.store(virtual_gate.task_pending);
     }
   }
   uint32_t gate_bubble = 0;
@@ -287,6 +289,7 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
       if (task_slot && &b == &bubbles[std::min<size_t>(1, bubbles.size() - 1)]) {
         task_slot->late_ns.fetch_add(virtual_gate.task_late_during);
         task_slot->late_bubbles.fetch_add(virtual_gate.task_late_bubbles_during);
+        task_slot->pending_ns.fetch_add(virtual_gate.task_pending_during);
       }
       WaitFakeTime(&env, b.busy_after);
     }
@@ -317,6 +320,7 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     run.gate_margin_ns = stats.gate_margin_ns();
     run.gate_late_ns = stats.gate_late_ns();
     run.gate_late_bubbles = stats.gate_late_bubbles();
+    run.gate_pending_ns = stats.gate_pending_ns();
     run.gate_word_at_end = gate.layout()->word.load();
     if (task_slot) run.gate_slot_demoted = task_slot->demoted.load();
   }

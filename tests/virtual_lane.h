@@ -55,6 +55,8 @@ struct VirtualGate {
   uint64_t task_late_bubbles = 0;
   Nanos task_late_during = 0;
   uint64_t task_late_bubbles_during = 0;
+  Nanos task_pending = 0;         // pending time published before the lane ran
+  Nanos task_pending_during = 0;  // ... and after bubble 2's end
   // After the bubbles, the stage's "stream" opens the gate with no mark at
   // all and the stage falls silent for this long (0: not done).
   Nanos abandoned_open = 0;
@@ -97,6 +99,7 @@ struct VirtualLaneRun {
   uint64_t gate_shut_before_end = 0;
   Nanos gate_margin_ns = 0;  // the lane's last reported margin (status)
   Nanos gate_late_ns = 0;    // the lane's total of its tasks' late work (status)
+  Nanos gate_pending_ns = 0; // ... and of their pending waits (status)
   uint64_t gate_late_bubbles = 0;
   std::vector<int64_t> gate_admission_ns;
   std::vector<VirtualAhead> gate_ahead;  // one per bubble, with VirtualGate::on

@@ -25,6 +25,7 @@
 #pragma once
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -113,6 +114,9 @@ struct GatePageLayout {
   GateTaskSlot tasks[kGateTaskSlots];
 };
 static_assert(sizeof(GatePageLayout) <= kGatePageBytes);
+// bench/interposer_cost_gpu.py writes and reads pages of this layout itself.
+static_assert(offsetof(GatePageLayout, tasks) == 104 && sizeof(GateTaskSlot) == 56,
+              "bump kGatePageVersion and update bench/interposer_cost_gpu.py's offsets");
 
 constexpr uint32_t kAdmissionBeingWritten = 0xffffffffu;
 

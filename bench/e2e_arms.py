@@ -373,6 +373,34 @@ def verdict(row: dict) -> str:
     return "targets met" if not row["missed_targets"] else "missed: " + "; ".join(row["missed_targets"])
 
 
+def gate_misses(before: list[dict], after: list[dict]) -> list[dict]:
+    """Per lane, the gate's misses between two `freeride status` readings of the lanes: late work
+    (gated work running after its bubble closed: judged by the overrun budget), its stretches, and
+    pending time (gated work waiting on its GPU wait after its bubble closed: shown, not judged).
+    The status omits zero counters and gives 64-bit ones as strings."""
+    def counter(lanes: list[dict], lane: int, key: str) -> int:
+        for entry in lanes:
+            if int(entry.get("lane", 0)) == lane:
+                return int(entry.get(key, 0))
+        return 0
+    misses = []
+    for entry in after:
+        lane = int(entry.get("lane", 0))
+        delta = {key: counter(after, lane, key) - counter(before, lane, key)
+                 for key in ("gate_late_ns", "gate_late_bubbles", "gate_pending_ns")}
+        misses.append({"lane": lane, "late_ms": delta["gate_late_ns"] / 1e6,
+                       "late_stretches": delta["gate_late_bubbles"], "pending_ms": delta["gate_pending_ns"] / 1e6})
+    return misses
+
+
+def _misses(row: dict) -> str:
+    """The gate's late / pending milliseconds in the row, lanes apart by "; " ("–" before they were kept)."""
+    misses = row.get("gate_misses_by_lane")
+    if not misses:
+        return "–"
+    return "; ".join(f"{m['late_ms']:.1f} / {m['pending_ms']:.0f}" for m in misses)
+
+
 def _per_gpu(row: dict, key: str, digits: int) -> str:
     """Per GPU, the mean of `key` in the no-side, off and on iterations ("a/b/c"), GPUs apart by "; "."""
     samples = row.get("gpu_samples") or {}
@@ -401,11 +429,13 @@ def markdown(results: list[dict]) -> str:
             "iterations' times (before the side and after it), read at the arm's time, its uncertainty added "
             "(bench/e2e_arms.py drift_adjusted), over the launch's blocks of iterations, which are closer to "
             "independent than iterations; the targets are judged by the worse of the two figures.  SM MHz and "
-            "power W per GPU: no side / off / on.", "",
+            "power W per GPU: no side / off / on.  Late / pending ms per lane, over the row: gated work "
+            "running after its bubble closed (judged by the overrun budget) / waiting on its GPU wait then "
+            "(shown, not judged).", "",
             "| framework | schedule | M | side | harvest | on vs no side | drift-adjusted on / off vs no side "
-            "| off vs no side | on vs off | marks alone | units off | iterations no side/off/on | SM MHz | power W "
-            "| targets |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "| off vs no side | on vs off | marks alone | units off | late / pending ms | iterations no side/off/on "
+            "| SM MHz | power W | targets |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         it = row.get("iterations", {})
         missed = row.get("missed_targets", missed_targets(row))
@@ -417,7 +447,7 @@ def markdown(results: list[dict]) -> str:
             f"{format_interval(row.get('overhead_off_vs_no_side_drift_adjusted'))} "
             f"| {format_interval(row['overhead_off_vs_no_side'])} | {format_interval(row['overhead_on_vs_off'])} "
             f"| {format_interval(row['marks_alone_on_vs_off'])} | {row['units_off_after_block_start']:g} "
-            f"| {it.get('noside_on', 0) + it.get('noside_off', 0)}/{it.get('off', 0)}/{it.get('on', 0)} "
+            f"| {_misses(row)} | {it.get('noside_on', 0) + it.get('noside_off', 0)}/{it.get('off', 0)}/{it.get('on', 0)} "
             f"| {_per_gpu(row, 'sm_mhz', 0)} | {_per_gpu(row, 'power_w', 0)} "
             f"| {'met' if not missed else 'missed: ' + '; '.join(missed)} |")
     for r in results:
@@ -622,7 +652,8 @@ class Arms:
         """Side `side` on every lane: submitted, warmed up, measured (marks on and off blocks),
         cancelled, its processes gone; then the no-side arm after it."""
         began = time.monotonic()
-        seg: dict = {"side": side, "t_submit": time.time()}
+        seg: dict = {"side": side, "t_submit": time.time(),
+                     "lanes_before": self.b.status()["stats"].get("lanes", [])}
         seg["ids"] = self.resident = []
         for lane in range(self.b.gpus):
             seg["ids"].append(self.submit(side, lane, tag))
@@ -754,6 +785,7 @@ class Arms:
                             "exit": seg["t_gone"] - seg["t_cancel"]},
                    tasks=seg["tasks"], gate_margin_ns=seg["gate_margin_ns"], live_overhead=seg["live_overhead"],
                    slots_on_by_lane=slots, lanes=seg["lanes"],
+                   gate_misses_by_lane=gate_misses(seg.get("lanes_before", []), seg["lanes"]),
                    command=self.results["command"], commit=self.results["commit"])
         row["missed_targets"] = missed_targets(row)
         self.b.rows.append(row)

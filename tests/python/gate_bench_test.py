@@ -3,6 +3,7 @@ process, marks off and marks on, and which of the program's progress counts as h
 work outside bubbles.  (The benchmark itself needs a GPU; this is its arithmetic.)"""
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -124,3 +125,22 @@ def test_a_gap_profile_is_one_bubble_an_iteration_and_bad_names_are_refused_befo
                      ("gap:2:inf", "finite and above 0"), ("h200:x", "h200:RANK"), ("pipedream", "one of")):
         with pytest.raises(SystemExit, match=why):
             check_profile_name(bad)
+
+
+def test_harvest_is_valued_at_the_better_of_the_alone_rates_before_and_after_the_rows() -> None:
+    from gate_gpu import revalue_at_best_alone_rate
+    interval = {"pct": 0.1, "low": -0.1, "high": 0.3}
+    base = {"overhead_on_vs_no_side": interval, "units_off_after_block_start": 0}
+    low_first = dict(base, program="resnet50", profile="zbv", alone_rate=38.5, harvest=0.9)
+    high_first = dict(base, program="generate", profile="zbv", alone_rate=10.0, harvest=0.85)
+    unmeasured = dict(base, program="tiny", profile="zbv", alone_rate=5.0, harvest=0.5)
+    revalue_at_best_alone_rate([low_first, high_first, unmeasured], {"resnet50": 49.5, "generate": 9.0})
+    # A low first reading no longer passes for harvest: valued at 49.5, the target is missed.
+    assert math.isclose(low_first["harvest"], 0.9 * 38.5 / 49.5) and low_first["harvest_at_first_rate"] == 0.9
+    assert low_first["alone_rate_used"] == 49.5
+    assert low_first["missed_targets"] == [f"harvest {0.9 * 38.5 / 49.5:.2f} < 0.8"]
+    # A lower second reading changes nothing.
+    assert high_first["harvest"] == 0.85 and high_first["alone_rate_used"] == 10.0
+    assert high_first["missed_targets"] == []
+    # No second reading: the row stays as it was.
+    assert unmeasured["harvest"] == 0.5 and "alone_rate_used" not in unmeasured

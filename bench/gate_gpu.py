@@ -217,25 +217,6 @@ def units_by_arm(done: list[tuple[int, float]], starts: list[float], times_ms: l
     return units
 
 
-def revalue_at_best_alone_rate(rows: list[dict], rates_after: dict[str, float]) -> None:
-    """Values each row's harvest at the higher of its program's alone rates, the one measured
-    before the rows (alone_rate) and the one measured after them (`rates_after`): a program's work
-    is worth what it does alone at its best, and one low reading (they range ±10% between
-    launches) must not pass for harvest.  The first figure stays as harvest_at_first_rate; the
-    row's missed targets are judged again."""
-    from e2e_arms import missed_targets  # e2e_arms imports this module
-    for row in rows:
-        after = rates_after.get(row["program"])
-        row["alone_rate_after"] = after
-        if not after or not after > 0:
-            continue
-        rate = max(row["alone_rate"], after)
-        row["harvest_at_first_rate"] = row["harvest"]
-        row["alone_rate_used"] = rate
-        row["harvest"] = row["harvest"] * row["alone_rate"] / rate
-        row["missed_targets"] = missed_targets(row)
-
-
 def read_gpu_samples(path: str) -> list[tuple[float, int, float, float, float]]:
     """GpuSampler's CSV as (unix time, GPU index, SM MHz, power W, temperature C); lines that do
     not parse (a last line cut short) are skipped."""
@@ -483,6 +464,8 @@ class Bench:
         on_bubble_s = len(iters["on"]) * bubble_ms / 1e3
         harvest = (units["on"] / rate) / on_bubble_s if on_bubble_s else float("nan")
         row = {"profile": profile_name, "rank": rank, "program": program, "alone_rate": rate,
+               # One lane, in e2e_arms's terms, so that its revalue_harvest applies.
+               "alone_rate_per_s": rate, "units_on_by_lane": [units["on"]], "bubble_s_on_by_lane": [on_bubble_s],
                "stage_copy_share": self.a.stage_copy_share,
                "bubble_ms_per_iteration": bubble_ms, "harvest": harvest,
                "units_on": units["on"], "units_off_after_block_start": units["off"],
@@ -641,10 +624,11 @@ def main() -> None:
             log(f"the alone rates could not be measured again: {e}")
             return
         b.results["alone_rates_after"] = after
-        revalue_at_best_alone_rate(b.rows, after)
+        from e2e_arms import revalue_harvest  # e2e_arms imports this module
         for row in b.rows:
+            revalue_harvest(row, after.get(row["program"]))
             log(f"{row['profile']}-{row['program']}: harvest {row['harvest']:.2f} at the better alone rate "
-                f"({row.get('alone_rate_used', row['alone_rate']):.2f}/s; before the rows "
+                f"({row.get('alone_rate_used_per_s', row['alone_rate']):.2f}/s; before the rows "
                 f"{row['alone_rate']:.2f}, after {after[row['program']]:.2f})")
         b.save()
 

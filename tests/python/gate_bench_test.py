@@ -127,20 +127,13 @@ def test_a_gap_profile_is_one_bubble_an_iteration_and_bad_names_are_refused_befo
             check_profile_name(bad)
 
 
-def test_harvest_is_valued_at_the_better_of_the_alone_rates_before_and_after_the_rows() -> None:
-    from gate_gpu import revalue_at_best_alone_rate
-    interval = {"pct": 0.1, "low": -0.1, "high": 0.3}
-    base = {"overhead_on_vs_no_side": interval, "units_off_after_block_start": 0}
-    low_first = dict(base, program="resnet50", profile="zbv", alone_rate=38.5, harvest=0.9)
-    high_first = dict(base, program="generate", profile="zbv", alone_rate=10.0, harvest=0.85)
-    unmeasured = dict(base, program="tiny", profile="zbv", alone_rate=5.0, harvest=0.5)
-    revalue_at_best_alone_rate([low_first, high_first, unmeasured], {"resnet50": 49.5, "generate": 9.0})
-    # A low first reading no longer passes for harvest: valued at 49.5, the target is missed.
-    assert math.isclose(low_first["harvest"], 0.9 * 38.5 / 49.5) and low_first["harvest_at_first_rate"] == 0.9
-    assert low_first["alone_rate_used"] == 49.5
-    assert low_first["missed_targets"] == [f"harvest {0.9 * 38.5 / 49.5:.2f} < 0.8"]
-    # A lower second reading changes nothing.
-    assert high_first["harvest"] == 0.85 and high_first["alone_rate_used"] == 10.0
-    assert high_first["missed_targets"] == []
-    # No second reading: the row stays as it was.
-    assert unmeasured["harvest"] == 0.5 and "alone_rate_used" not in unmeasured
+def test_a_rows_harvest_is_revalued_at_the_better_alone_rate_by_e2e_arms_rule() -> None:
+    from e2e_arms import revalue_harvest
+    # A row as Bench.measure makes it: one lane, 900 units in 25 s of "on" bubbles, alone 38.5/s.
+    row = {"program": "resnet50", "alone_rate": 38.5, "alone_rate_per_s": 38.5, "units_on_by_lane": [900.0],
+           "bubble_s_on_by_lane": [25.0], "harvest": 900 / 38.5 / 25, "units_off_after_block_start": 0,
+           "overhead_on_vs_no_side": {"pct": 0.1, "low": -0.1, "high": 0.3}}
+    revalue_harvest(row, 49.5)  # the reading after the rows is higher: a low first one must not count
+    assert math.isclose(row["harvest"], 900 / 49.5 / 25) and row["alone_rate_used_per_s"] == 49.5
+    assert math.isclose(row["harvest_at_first_rate"], 900 / 38.5 / 25)
+    assert row["missed_targets"] == [f"harvest {900 / 49.5 / 25:.2f} < 0.8"]

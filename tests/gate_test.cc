@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/paths.h"
@@ -147,6 +148,13 @@ struct FakeDriver {
 
 bool IsTimingEvent(intptr_t event) { return (FakeDriver::event_flags[event] & 0x2) == 0; }
 
+// The wrapper's AfterWork: its fence, made after the work, is no pass
+// (the fake tells passes by their following a wait on their stream).
+void AfterWorkOf(LaunchGate& gate, const WorkSample& sample) {
+  FakeDriver::waited_last.clear();
+  gate.AfterWork(sample);
+}
+
 // Queues `n` asynchronous pieces on `stream` as the interposer's wrapper
 // does (BeforeWork, the work, AfterWork); fails at the first refused one.
 ::testing::AssertionResult QueuePieces(LaunchGate& gate, CuStream stream, int n = 1) {
@@ -154,7 +162,7 @@ bool IsTimingEvent(intptr_t event) { return (FakeDriver::event_flags[event] & 0x
     WorkSample sample;
     const CuResult r = gate.BeforeWork(stream, false, &sample);
     if (r != kCudaSuccess) return ::testing::AssertionFailure() << "piece " << i << ": CUDA error " << r;
-    gate.AfterWork(sample);
+    AfterWorkOf(gate, sample);
   }
   return ::testing::AssertionSuccess();
 }
@@ -297,7 +305,7 @@ TEST_F(LaunchGateTest, OnePieceInSixteenIsTimedAndItsLengthPublishedOnceItEnds) 
       WorkSample sample;
       ASSERT_EQ(gate.BeforeWork(stream_, false, &sample), kCudaSuccess);
       sampled += sample.start != nullptr;
-      gate.AfterWork(sample);
+      AfterWorkOf(gate, sample);
     }
     EXPECT_EQ(sampled, 3);
     int timing = 0;
@@ -332,8 +340,8 @@ TEST_F(LaunchGateTest, WorkOnTheLegacyDefaultStreamIsTimedButSynchronousAndCaptu
     sampled += legacy.start != nullptr;
     EXPECT_EQ(captured.start, nullptr);
     EXPECT_FALSE(captured.queued);
-    gate.AfterWork(legacy);
-    gate.AfterWork(captured);
+    AfterWorkOf(gate, legacy);
+    AfterWorkOf(gate, captured);
   }
   EXPECT_GT(sampled, 0);
   int fences = 0;
@@ -655,7 +663,7 @@ TEST_F(LaunchGateTest, ADemotedTasksPiecesCountTwiceTheirLengthAndAllWait) {
   Open(1, FakeClock::now + 150'000);
   WorkSample first;
   ASSERT_EQ(gate.BeforeWork(stream_, false, &first), kCudaSuccess);
-  gate.AfterWork(first);
+  AfterWorkOf(gate, first);
   EXPECT_EQ(gate.counters().held, 0u);
   // Demoted, a piece counts as 200 us: it waits for the next bubble, and
   // even far inside that one it gets its GPU wait.
@@ -667,7 +675,7 @@ TEST_F(LaunchGateTest, ADemotedTasksPiecesCountTwiceTheirLengthAndAllWait) {
   };
   WorkSample second;
   ASSERT_EQ(gate.BeforeWork(stream_, false, &second), kCudaSuccess);
-  gate.AfterWork(second);
+  AfterWorkOf(gate, second);
   EXPECT_GE(FakeClock::now, next_at);
   EXPECT_EQ(gate.counters().held, 1u);
   EXPECT_EQ(gate.counters().unwaited, 0u);
@@ -678,7 +686,7 @@ TEST_F(LaunchGateTest, TheThreadsOwnDefaultStreamAlwaysWaitsItCannotBeFencedFrom
   LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
   WorkSample sample;
   ASSERT_EQ(gate.BeforeWork(nullptr, /*per_thread=*/true, &sample), kCudaSuccess);
-  gate.AfterWork(sample);
+  AfterWorkOf(gate, sample);
   EXPECT_EQ(gate.counters().waits, 1u);
   EXPECT_EQ(FenceCount(), 1);
 }
@@ -779,7 +787,7 @@ TEST_F(LaunchGateTest, APieceQueuedAheadBehindTheShutGateIsNotLate) {
   ShutAndForecastBubbleTwo();
   WorkSample sample;
   ASSERT_EQ(gate.BeforeWork(stream_, false, &sample), kCudaSuccess);  // queued in the lead, for bubble 2
-  gate.AfterWork(sample);
+  AfterWorkOf(gate, sample);
   EXPECT_EQ(gate.unfinished_pieces(), 1u);
   // A second piece looks at the queue with the gate still shut at bubble 1,
   // then again once the first has ended: had the first counted as bubble 1's,
@@ -787,12 +795,12 @@ TEST_F(LaunchGateTest, APieceQueuedAheadBehindTheShutGateIsNotLate) {
   FakeClock::now += 10'000;
   WorkSample second;
   ASSERT_EQ(gate.BeforeWork(stream_, false, &second), kCudaSuccess);
-  gate.AfterWork(second);
+  AfterWorkOf(gate, second);
   FakeDriver::events_done = true;
   FakeClock::now += 10'000;
   WorkSample third;
   ASSERT_EQ(gate.BeforeWork(stream_, false, &third), kCudaSuccess);
-  gate.AfterWork(third);
+  AfterWorkOf(gate, third);
   EXPECT_EQ(gate.late_ns(), 0);
   EXPECT_EQ(gate.late_bubbles(), 0u);
 }
@@ -825,15 +833,7 @@ TEST_F(LaunchGateTest, WorkStillRunningAfterItsBubbleClosedIsTimedByAHeldThreadA
 
 TEST_F(LaunchGateTest, WorkPendingOnItsWaitAfterItsBubbleClosedIsPendingTimeNotLateWork) {
   GateTaskSlot slot{};
-  LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
-  Open(1, FakeClock::now + 1'000'000'000);
-  // No piece timed yet: each waits on the GPU, and a pass follows its wait.
-  ASSERT_TRUE(QueuePieces(gate, stream_, 2));
-  EXPECT_EQ(PassCount(), 2);
-  Shut(1);
-  // The GPU reached the first piece's wait only after the close: neither
-  // pass is reached until bubble 2 opens, 400 us on; then all ends.
-  const int64_t start = FakeClock::now;
+  int64_t start = 0;
   FakeClock::on_sleep = [&] {
     if (FakeClock::now >= start + 400'000 && layout().word.load() == GateClosedValue(1)) {
       Open(2, FakeClock::now + 1'000'000'000);
@@ -841,12 +841,58 @@ TEST_F(LaunchGateTest, WorkPendingOnItsWaitAfterItsBubbleClosedIsPendingTimeNotL
     }
   };
   FakeDriver::event_done = [](intptr_t, bool) { return FakeDriver::events_done; };
+  {
+    LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
+    Open(1, FakeClock::now + 1'000'000'000);
+    // No piece timed yet: each waits on the GPU, and a pass follows its wait.
+    ASSERT_TRUE(QueuePieces(gate, stream_, 2));
+    EXPECT_EQ(PassCount(), 2);
+    Shut(1);
+    // The GPU reached the first piece's wait only after the close: neither
+    // pass is reached until bubble 2 opens, 400 us on; then all ends.
+    start = FakeClock::now;
+    ASSERT_TRUE(QueuePieces(gate, stream_));
+    EXPECT_EQ(gate.late_ns(), 0);
+    EXPECT_EQ(gate.late_bubbles(), 0u);
+    EXPECT_EQ(slot.late_ns.load(), 0);
+    EXPECT_EQ(gate.pending_ns(), 400'000);  // from the first look (start) to the look that saw bubble 2 open
+    EXPECT_EQ(slot.pending_ns.load(), 400'000);
+    EXPECT_EQ(gate.unfinished_pieces(), 0u);
+  }
+  EXPECT_EQ(FakeDriver::live_events, 0) << "every fence and pass is destroyed with the gate";
+}
+
+TEST_F(LaunchGateTest, AGateEndedWithFencesAndPassesNotYetReachedDestroysThemAll) {
+  {
+    LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
+    ASSERT_TRUE(QueuePieces(gate, stream_, 3));  // each waits: a pass and a fence each, none reached
+    EXPECT_EQ(PassCount(), 3);
+    EXPECT_EQ(FenceCount(), 3);
+  }
+  EXPECT_EQ(FakeDriver::live_events, 0);
+}
+
+// Where two threads queue on one stream, a launch of the other may land
+// between a wait and its pass: the stream's pieces then count as running.
+TEST_F(LaunchGateTest, OnAStreamTwoThreadsQueueOnWaitingPiecesCountAsLateNotPending) {
+  GateTaskSlot slot{};
+  LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
+  Open(1, FakeClock::now + 1'000'000'000);
+  std::thread other([&] { EXPECT_TRUE(QueuePieces(gate, stream_)); });
+  other.join();
+  ASSERT_TRUE(QueuePieces(gate, stream_, 2));
+  EXPECT_EQ(PassCount(), 1) << "only the first thread's wait got its pass";
+  Shut(1);
+  const int64_t start = FakeClock::now;
+  FakeClock::on_sleep = [&] {
+    if (FakeClock::now >= start + 400'000 && layout().word.load() == GateClosedValue(1)) {
+      Open(2, FakeClock::now + 1'000'000'000);
+      FakeDriver::events_done = true;
+    }
+  };
   ASSERT_TRUE(QueuePieces(gate, stream_));
-  EXPECT_EQ(gate.late_ns(), 0);
-  EXPECT_EQ(gate.late_bubbles(), 0u);
-  EXPECT_EQ(slot.late_ns.load(), 0);
-  EXPECT_EQ(gate.pending_ns(), 400'000);  // from the first look (start) to the look that saw bubble 2 open
-  EXPECT_EQ(slot.pending_ns.load(), 400'000);
+  EXPECT_EQ(gate.pending_ns(), 0);
+  EXPECT_EQ(gate.late_ns(), 400'000);
 }
 
 TEST_F(LaunchGateTest, PiecesBeforeAWaitAreFencedApartSoTheyCountAsRunningPastIt) {

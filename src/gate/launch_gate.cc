@@ -146,12 +146,11 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
   if (sample) {
     // A fence stands for pieces of one bubble (the late work is told by it):
     // those of an earlier one are fenced before this piece is queued.
-    // So are those before a wait: a pass then tells pieces that run from
-    // pieces that wait behind it.
+    // (Those before a waited piece were fenced by its look at the queue,
+    // so its pass stands between them and it.)
     std::lock_guard<std::mutex> lock(fence_mutex_);
     const auto it = queues_.find(target);
-    if (it != queues_.end() && it->second.unfenced > 0 &&
-        (admitted.wait || it->second.unfenced_bubble != admitted.bubble))
+    if (it != queues_.end() && it->second.unfenced > 0 && it->second.unfenced_bubble != admitted.bubble)
       FenceUnfencedLocked(target, it->second);
   }
   if (admitted.wait) {
@@ -165,6 +164,8 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
       std::lock_guard<std::mutex> lock(fence_mutex_);
       StreamQueue& queue = queues_[target];
       queue.unwaited_in_row = 0;
+      queue.NoteLauncher(std::this_thread::get_id());
+      if (target == kPerThreadStream) queue.shared = true;  // one entry for every thread's own stream
       RecordPassLocked(target, queue);
     }
   } else {
@@ -229,7 +230,7 @@ CuEvent LaunchGate::TakeEventLocked() {
 }
 
 void LaunchGate::RecordPassLocked(CuStream stream, StreamQueue& queue) {
-  if (fence_count_ + queue.passes.size() >= kMaxFences) return;  // then its pieces count as running
+  if (queue.shared || fence_count_ + pass_count_ >= kMaxFences) return;  // then its pieces count as running
   RelaxedCaptureMode relaxed(api_);
   CuEvent pass = TakeEventLocked();
   if (!pass) return;
@@ -238,6 +239,7 @@ void LaunchGate::RecordPassLocked(CuStream stream, StreamQueue& queue) {
     return;
   }
   queue.passes.push_back({pass, queue.next_seq++});
+  ++pass_count_;
 }
 
 size_t LaunchGate::DrainFencesLocked() {
@@ -258,6 +260,7 @@ size_t LaunchGate::DrainFencesLocked() {
     while (!queue.passes.empty() && api_.event_query(queue.passes.front().event) != kCudaErrorNotReady) {
       spare_fences_.push_back(queue.passes.front().event);
       queue.passes.pop_front();
+      --pass_count_;
     }
     // All its pieces ended: nothing of it can run on past a bubble, so its
     // run of unwaited pieces starts afresh (and a destroyed stream is forgotten).
@@ -396,6 +399,7 @@ void LaunchGate::AfterWork(const WorkSample& sample) {
   if (sample.queued && api_.event_create && api_.event_record && api_.event_query) {
     std::lock_guard<std::mutex> lock(fence_mutex_);
     StreamQueue& queue = queues_[sample.stream];
+    queue.NoteLauncher(std::this_thread::get_id());
     // Another thread may have queued a piece of another bubble on this
     // stream since this one's BeforeWork: a fence stands for one bubble.
     if (queue.unfenced > 0 && queue.unfenced_bubble != sample.bubble) FenceUnfencedLocked(sample.stream, queue);

@@ -48,6 +48,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gate/driver_types.h"
@@ -175,9 +176,21 @@ class LaunchGate {
     int unwaited_in_row = 0;      // pieces queued without a GPU wait since its last wait
     std::deque<Pass> passes;      // not yet reached, oldest first
     uint64_t next_seq = 0;
+    // The thread that queues its pieces; `shared` once another has too (or
+    // it stands for every thread's own default stream): another thread's
+    // launch may then land between a wait and its pass.
+    std::thread::id launcher;
+    bool shared = false;
+    void NoteLauncher(std::thread::id thread) {
+      if (launcher == std::thread::id()) launcher = thread;
+      else if (launcher != thread) shared = true;
+    }
     // Its oldest unfinished pieces wait, pending, behind a GPU wait the
-    // stream has not passed: none of them runs.
-    bool Pending() const { return !passes.empty() && !fences.empty() && passes.front().seq < fences.front().seq; }
+    // stream has not passed: none of them runs.  Judged only where one
+    // thread queues on the stream; elsewhere they count as running.
+    bool Pending() const {
+      return !shared && !passes.empty() && !fences.empty() && passes.front().seq < fences.front().seq;
+    }
   };
 
   CuResult Arm();
@@ -235,6 +248,7 @@ class LaunchGate {
   // work, which runs.  Under fence_mutex_.
   LateWork pending_waits_{2 * kShutPollNs};
   size_t fence_count_ = 0;                  // fences recorded and not yet reached
+  size_t pass_count_ = 0;                   // passes recorded and not yet reached
   size_t pieces_counted_ = 0;               // pieces not yet seen to end, fenced or not
   std::vector<CuEvent> spare_fences_;
   std::atomic<int64_t> piece_p95_ns_{0};

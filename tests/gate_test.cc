@@ -74,6 +74,8 @@ struct FakeDriver {
   // record was a pass), instead of events_done.
   static inline std::function<bool(intptr_t event, bool pass)> event_done;
   static inline std::map<intptr_t, bool> last_record_pass;
+  static inline std::vector<intptr_t> recorded_pass_events;  // in the order recorded
+  static inline std::function<void()> on_wait;  // called as a wait is queued
   static inline float elapsed_ms = 0;
   static inline int live_events = 0;
   static inline std::map<intptr_t, unsigned> event_flags;
@@ -83,6 +85,8 @@ struct FakeDriver {
     recorded_pass.clear();
     waited_last.clear();
     last_record_pass.clear();
+    recorded_pass_events.clear();
+    on_wait = nullptr;
     event_done = nullptr;
     events_done = false;
     elapsed_ms = 0;
@@ -100,6 +104,7 @@ struct FakeDriver {
     api.stream_wait_value32 = [](CuStream s, CuDevicePtr a, uint32_t v, unsigned f) {
       if (wait_result == kCudaSuccess) waits.push_back({s, a, v, f});
       if (wait_result == kCudaSuccess) waited_last[s] = true;
+      if (on_wait) on_wait();
       if (wait_result == kCudaSuccess) wait_times.push_back(FakeClockNow());
       return wait_result;
     };
@@ -126,6 +131,7 @@ struct FakeDriver {
       recorded.push_back({reinterpret_cast<intptr_t>(e), s});
       recorded_pass.push_back(waited_last[s]);
       last_record_pass[reinterpret_cast<intptr_t>(e)] = waited_last[s];
+      if (waited_last[s]) recorded_pass_events.push_back(reinterpret_cast<intptr_t>(e));
       waited_last[s] = false;
       return kCudaSuccess;
     };
@@ -872,16 +878,30 @@ TEST_F(LaunchGateTest, AGateEndedWithFencesAndPassesNotYetReachedDestroysThemAll
   EXPECT_EQ(FakeDriver::live_events, 0);
 }
 
-// Where two threads queue on one stream, a launch of the other may land
-// between a wait and its pass: the stream's pieces then count as running.
-TEST_F(LaunchGateTest, OnAStreamTwoThreadsQueueOnWaitingPiecesCountAsLateNotPending) {
+// Where another piece is on its way to the stream (between its BeforeWork
+// and AfterWork: another thread's launch) while a piece waits, that launch
+// may land between the wait and its pass: no pass is recorded, and the
+// stream's pieces count as running.
+TEST_F(LaunchGateTest, AWaitWithAnotherLaunchOnItsWayGetsNoPassItsPiecesCountAsRunning) {
   GateTaskSlot slot{};
   LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
   Open(1, FakeClock::now + 1'000'000'000);
-  std::thread other([&] { EXPECT_TRUE(QueuePieces(gate, stream_)); });
-  other.join();
-  ASSERT_TRUE(QueuePieces(gate, stream_, 2));
-  EXPECT_EQ(PassCount(), 1) << "only the first thread's wait got its pass";
+  WorkSample on_its_way;
+  ASSERT_EQ(gate.BeforeWork(stream_, false, &on_its_way), kCudaSuccess);  // its own pass: none on its way then
+  ASSERT_TRUE(QueuePieces(gate, stream_));  // queued while the first is on its way
+  AfterWorkOf(gate, on_its_way);
+  // Another piece comes and goes while the next one's wait is being queued.
+  bool inside = false;
+  FakeDriver::on_wait = [&] {
+    if (inside) return;
+    inside = true;
+    EXPECT_TRUE(QueuePieces(gate, stream_));
+  };
+  ASSERT_TRUE(QueuePieces(gate, stream_));
+  FakeDriver::on_wait = nullptr;
+  // Only the first piece's: each other had another on its way (the one
+  // inside the wait, the one whose wait it came inside).
+  EXPECT_EQ(gate.counters().passes, 1u);
   Shut(1);
   const int64_t start = FakeClock::now;
   FakeClock::on_sleep = [&] {
@@ -889,6 +909,10 @@ TEST_F(LaunchGateTest, OnAStreamTwoThreadsQueueOnWaitingPiecesCountAsLateNotPend
       Open(2, FakeClock::now + 1'000'000'000);
       FakeDriver::events_done = true;
     }
+  };
+  // The first piece's pass is reached (it ran); the rest are unfinished.
+  FakeDriver::event_done = [](intptr_t event, bool pass) {
+    return FakeDriver::events_done || (pass && event == FakeDriver::recorded_pass_events.front());
   };
   ASSERT_TRUE(QueuePieces(gate, stream_));
   EXPECT_EQ(gate.pending_ns(), 0);

@@ -143,20 +143,37 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
                                api_.event_query && !Demoted() &&
                                piece_p95_ns_.load(std::memory_order_relaxed) > 0;
   const Admitted admitted = HoldUntilAdmitted(target, may_go_unwaited);
+  // Whether no other thread's piece is on its way to this stream (between
+  // its BeforeWork and AfterWork) now, and the stream's count of such
+  // comings and goings: if neither changes until this piece's pass is
+  // recorded, no other launch landed between its wait and its pass.
+  bool alone = false;
+  uint64_t launches = 0;
   if (sample) {
+    std::lock_guard<std::mutex> lock(fence_mutex_);
+    StreamQueue& queue = queues_[target];
     // A fence stands for pieces of one bubble (the late work is told by it):
     // those of an earlier one are fenced before this piece is queued.
     // (Those before a waited piece were fenced by its look at the queue,
     // so its pass stands between them and it.)
-    std::lock_guard<std::mutex> lock(fence_mutex_);
-    const auto it = queues_.find(target);
-    if (it != queues_.end() && it->second.unfenced > 0 && it->second.unfenced_bubble != admitted.bubble)
-      FenceUnfencedLocked(target, it->second);
+    if (queue.unfenced > 0 && queue.unfenced_bubble != admitted.bubble) FenceUnfencedLocked(target, queue);
+    alone = queue.in_flight == 0;
+    ++queue.in_flight;
+    launches = ++queue.launches;
+    sample->stream = target;
+    sample->in_flight = true;
   }
   if (admitted.wait) {
     CuResult r = api_.stream_wait_value32(target, word_, 1u, kStreamWaitValueAnd);
     if (r != kCudaSuccess) {
       failed_waits_.fetch_add(1, std::memory_order_relaxed);
+      if (sample) {  // no AfterWork follows a refused piece
+        std::lock_guard<std::mutex> lock(fence_mutex_);
+        StreamQueue& queue = queues_[target];
+        --queue.in_flight;
+        ++queue.launches;
+        sample->in_flight = false;
+      }
       return r;
     }
     waits_.fetch_add(1, std::memory_order_relaxed);
@@ -164,9 +181,8 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
       std::lock_guard<std::mutex> lock(fence_mutex_);
       StreamQueue& queue = queues_[target];
       queue.unwaited_in_row = 0;
-      queue.NoteLauncher(std::this_thread::get_id());
-      if (target == kPerThreadStream) queue.shared = true;  // one entry for every thread's own stream
-      RecordPassLocked(target, queue);
+      // Every thread's own default stream shares one entry: its order is not one stream's.
+      if (alone && queue.launches == launches && target != kPerThreadStream) RecordPassLocked(target, queue);
     }
   } else {
     unwaited_.fetch_add(1, std::memory_order_relaxed);
@@ -230,7 +246,7 @@ CuEvent LaunchGate::TakeEventLocked() {
 }
 
 void LaunchGate::RecordPassLocked(CuStream stream, StreamQueue& queue) {
-  if (queue.shared || fence_count_ + pass_count_ >= kMaxFences) return;  // then its pieces count as running
+  if (fence_count_ + pass_count_ >= kMaxFences) return;  // then its pieces count as running
   RelaxedCaptureMode relaxed(api_);
   CuEvent pass = TakeEventLocked();
   if (!pass) return;
@@ -240,6 +256,7 @@ void LaunchGate::RecordPassLocked(CuStream stream, StreamQueue& queue) {
   }
   queue.passes.push_back({pass, queue.next_seq++});
   ++pass_count_;
+  passes_.fetch_add(1, std::memory_order_relaxed);
 }
 
 size_t LaunchGate::DrainFencesLocked() {
@@ -264,7 +281,7 @@ size_t LaunchGate::DrainFencesLocked() {
     }
     // All its pieces ended: nothing of it can run on past a bubble, so its
     // run of unwaited pieces starts afresh (and a destroyed stream is forgotten).
-    const bool idle = queue.fences.empty() && queue.unfenced == 0 && queue.passes.empty();
+    const bool idle = queue.fences.empty() && queue.unfenced == 0 && queue.passes.empty() && queue.in_flight == 0;
     it = idle ? queues_.erase(it) : std::next(it);
   }
   return pieces_counted_;
@@ -396,10 +413,20 @@ void LaunchGate::StartSample(CuStream stream, WorkSample* sample) {
 }
 
 void LaunchGate::AfterWork(const WorkSample& sample) {
-  if (sample.queued && api_.event_create && api_.event_record && api_.event_query) {
+  const bool count = sample.queued && api_.event_create && api_.event_record && api_.event_query;
+  if (sample.in_flight && !count) {
     std::lock_guard<std::mutex> lock(fence_mutex_);
     StreamQueue& queue = queues_[sample.stream];
-    queue.NoteLauncher(std::this_thread::get_id());
+    --queue.in_flight;
+    ++queue.launches;
+  }
+  if (count) {
+    std::lock_guard<std::mutex> lock(fence_mutex_);
+    StreamQueue& queue = queues_[sample.stream];
+    if (sample.in_flight) {
+      --queue.in_flight;
+      ++queue.launches;
+    }
     // Another thread may have queued a piece of another bubble on this
     // stream since this one's BeforeWork: a fence stands for one bubble.
     if (queue.unfenced > 0 && queue.unfenced_bubble != sample.bubble) FenceUnfencedLocked(sample.stream, queue);
@@ -461,7 +488,7 @@ GateCounters LaunchGate::counters() const {
   return {waits_.load(std::memory_order_relaxed), unwaited_.load(std::memory_order_relaxed),
           captured_.load(std::memory_order_relaxed),
           failed_waits_.load(std::memory_order_relaxed), refused_.load(std::memory_order_relaxed),
-          held_.load(std::memory_order_relaxed)};
+          held_.load(std::memory_order_relaxed), passes_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace freeride::gate

@@ -48,7 +48,6 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "gate/driver_types.h"
@@ -68,6 +67,7 @@ struct GateCounters {
   uint64_t failed_waits = 0;   // waits the driver refused (the work was not submitted)
   uint64_t refused = 0;        // pieces refused because the gate could not be armed
   uint64_t held = 0;           // pieces whose thread was held on the host before queueing
+  uint64_t passes = 0;         // waits followed by a pass (gate/late_work.h: pending told from late)
 };
 
 // The host's clock and sleep, injected so that the hold is tested on fake
@@ -88,6 +88,7 @@ struct WorkSample {
   bool queued = false;  // it was admitted: AfterWork counts it, and fences it (the caller clears
                         // it when the driver refused the work)
   bool waited = false;  // it got a GPU wait: near its deadline, so fenced at once
+  bool in_flight = false;  // counted on its way to its stream until AfterWork
   uint32_t bubble = 0;  // the bubble it was admitted to (its gate's number)
 };
 
@@ -176,21 +177,14 @@ class LaunchGate {
     int unwaited_in_row = 0;      // pieces queued without a GPU wait since its last wait
     std::deque<Pass> passes;      // not yet reached, oldest first
     uint64_t next_seq = 0;
-    // The thread that queues its pieces; `shared` once another has too (or
-    // it stands for every thread's own default stream): another thread's
-    // launch may then land between a wait and its pass.
-    std::thread::id launcher;
-    bool shared = false;
-    void NoteLauncher(std::thread::id thread) {
-      if (launcher == std::thread::id()) launcher = thread;
-      else if (launcher != thread) shared = true;
-    }
+    // Pieces between their BeforeWork and AfterWork (their launch on its
+    // way), and a count of such comings and goings: a pass is recorded only
+    // where no other launch may have landed between its wait and it.
+    int in_flight = 0;
+    uint64_t launches = 0;
     // Its oldest unfinished pieces wait, pending, behind a GPU wait the
-    // stream has not passed: none of them runs.  Judged only where one
-    // thread queues on the stream; elsewhere they count as running.
-    bool Pending() const {
-      return !shared && !passes.empty() && !fences.empty() && passes.front().seq < fences.front().seq;
-    }
+    // stream has not passed: none of them runs.
+    bool Pending() const { return !passes.empty() && !fences.empty() && passes.front().seq < fences.front().seq; }
   };
 
   CuResult Arm();
@@ -238,7 +232,7 @@ class LaunchGate {
   std::mutex arm_mutex_;
   std::atomic<GateState> state_{GateState::kUnarmed};
   CuDevicePtr word_ = 0;
-  std::atomic<uint64_t> waits_{0}, unwaited_{0}, captured_{0}, failed_waits_{0}, refused_{0}, held_{0};
+  std::atomic<uint64_t> waits_{0}, unwaited_{0}, captured_{0}, failed_waits_{0}, refused_{0}, held_{0}, passes_{0};
   std::atomic<uint64_t> pieces_{0};  // pieces begun while timed ones are pending: every kCollectEvery-th reads back
   std::atomic<uint64_t> asynchronous_{0};  // pieces given a sample: one in kSampleEvery is timed
   std::mutex fence_mutex_;

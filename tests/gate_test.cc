@@ -878,6 +878,24 @@ TEST_F(LaunchGateTest, AGateEndedWithFencesAndPassesNotYetReachedDestroysThemAll
   EXPECT_EQ(FakeDriver::live_events, 0);
 }
 
+// A piece refused at its wait, or whose launch the driver refused, is no
+// longer on its way: the next piece's wait gets its pass.
+TEST_F(LaunchGateTest, ARefusedWaitOrLaunchLeavesNoPieceCountedOnItsWay) {
+  LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
+  FakeDriver::wait_result = 400;  // CUDA_ERROR_INVALID_HANDLE
+  WorkSample refused;
+  EXPECT_EQ(gate.BeforeWork(stream_, false, &refused), 400);  // no AfterWork follows
+  FakeDriver::wait_result = kCudaSuccess;
+  ASSERT_TRUE(QueuePieces(gate, stream_));
+  EXPECT_EQ(gate.counters().passes, 1u);
+  WorkSample failed_launch;
+  ASSERT_EQ(gate.BeforeWork(stream_, false, &failed_launch), kCudaSuccess);
+  failed_launch.queued = false;  // as the wrapper does when the driver refuses the launch
+  AfterWorkOf(gate, failed_launch);
+  ASSERT_TRUE(QueuePieces(gate, stream_));
+  EXPECT_EQ(gate.counters().passes, 3u);
+}
+
 // Where another piece is on its way to the stream (between its BeforeWork
 // and AfterWork: another thread's launch) while a piece waits, that launch
 // may land between the wait and its pass: no pass is recorded, and the

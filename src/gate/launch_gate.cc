@@ -149,14 +149,15 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
   // recorded, no other launch landed between its wait and its pass.
   bool alone = false;
   uint64_t launches = 0;
-  if (sample) {
+  if (sample && api_.event_create && api_.event_record && api_.event_query) {
     std::lock_guard<std::mutex> lock(fence_mutex_);
     StreamQueue& queue = queues_[target];
     // A fence stands for pieces of one bubble (the late work is told by it):
-    // those of an earlier one are fenced before this piece is queued.
-    // (Those before a waited piece were fenced by its look at the queue,
-    // so its pass stands between them and it.)
-    if (queue.unfenced > 0 && queue.unfenced_bubble != admitted.bubble) FenceUnfencedLocked(target, queue);
+    // those of an earlier one are fenced before this piece is queued.  So
+    // are those before a wait (another thread's, queued since this piece's
+    // look at the queue), so that its pass stands between them and it.
+    if (queue.unfenced > 0 && (admitted.wait || queue.unfenced_bubble != admitted.bubble))
+      FenceUnfencedLocked(target, queue);
     alone = queue.in_flight == 0;
     ++queue.in_flight;
     launches = ++queue.launches;
@@ -167,7 +168,7 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
     CuResult r = api_.stream_wait_value32(target, word_, 1u, kStreamWaitValueAnd);
     if (r != kCudaSuccess) {
       failed_waits_.fetch_add(1, std::memory_order_relaxed);
-      if (sample) {  // no AfterWork follows a refused piece
+      if (sample && sample->in_flight) {  // no AfterWork follows a refused piece
         std::lock_guard<std::mutex> lock(fence_mutex_);
         StreamQueue& queue = queues_[target];
         --queue.in_flight;

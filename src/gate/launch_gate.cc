@@ -69,6 +69,7 @@ LaunchGate::LaunchGate(const DriverApi& api, void* page, std::string page_error,
     : id_(NextGateId()),
       api_(api),
       wait_every_piece_(wait_every_piece),
+      can_fence_(api.event_create && api.event_record && api.event_query),
       page_(page),
       refusal_(std::move(page_error)),
       slot_(slot),
@@ -139,8 +140,7 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
   // A whole graph, or a program none of whose pieces has been timed yet,
   // is not judged by a percentile that may not stand for it.
   const bool may_go_unwaited = !wait_every_piece_ && sample != nullptr && !sample->whole_graph &&
-                               target != kPerThreadStream && api_.event_create && api_.event_record &&
-                               api_.event_query && !Demoted() &&
+                               target != kPerThreadStream && can_fence_ && !Demoted() &&
                                piece_p95_ns_.load(std::memory_order_relaxed) > 0;
   const Admitted admitted = HoldUntilAdmitted(target, may_go_unwaited);
   // Whether no other thread's piece is on its way to this stream (between
@@ -149,7 +149,7 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
   // recorded, no other launch landed between its wait and its pass.
   bool alone = false;
   uint64_t launches = 0;
-  if (sample && api_.event_create && api_.event_record && api_.event_query) {
+  if (sample && can_fence_) {
     std::lock_guard<std::mutex> lock(fence_mutex_);
     StreamQueue& queue = queues_[target];
     // A fence stands for pieces of one bubble (the late work is told by it):
@@ -178,7 +178,7 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
       return r;
     }
     waits_.fetch_add(1, std::memory_order_relaxed);
-    if (sample && api_.event_create && api_.event_record && api_.event_query) {
+    if (sample && can_fence_) {
       std::lock_guard<std::mutex> lock(fence_mutex_);
       StreamQueue& queue = queues_[target];
       queue.unwaited_in_row = 0;
@@ -414,35 +414,29 @@ void LaunchGate::StartSample(CuStream stream, WorkSample* sample) {
 }
 
 void LaunchGate::AfterWork(const WorkSample& sample) {
-  const bool count = sample.queued && api_.event_create && api_.event_record && api_.event_query;
-  if (sample.in_flight && !count) {
+  // in_flight is set only where pieces can be counted (BeforeWork).
+  if (sample.in_flight) {
     std::lock_guard<std::mutex> lock(fence_mutex_);
     StreamQueue& queue = queues_[sample.stream];
     --queue.in_flight;
     ++queue.launches;
-  }
-  if (count) {
-    std::lock_guard<std::mutex> lock(fence_mutex_);
-    StreamQueue& queue = queues_[sample.stream];
-    if (sample.in_flight) {
-      --queue.in_flight;
-      ++queue.launches;
-    }
-    // Another thread may have queued a piece of another bubble on this
-    // stream since this one's BeforeWork: a fence stands for one bubble.
-    if (queue.unfenced > 0 && queue.unfenced_bubble != sample.bubble) FenceUnfencedLocked(sample.stream, queue);
-    // Where that fence could not be made, the group keeps its earlier bubble.
-    if (queue.unfenced == 0 || BubbleBefore(sample.bubble, queue.unfenced_bubble))
-      queue.unfenced_bubble = sample.bubble;
-    ++queue.unfenced;
-    ++pieces_counted_;
-    // Near the deadline (it waited) the count must be exact: fenced at once.
-    if (sample.waited || queue.unfenced >= kFenceEvery || wait_every_piece_) FenceUnfencedLocked(sample.stream, queue);
-    // The thread's own default stream cannot be fenced from another thread
-    // later: a piece it could not fence now (the cap) is not counted.
-    if (sample.stream == kPerThreadStream && queue.unfenced > 0) {
-      pieces_counted_ -= queue.unfenced;
-      queue.unfenced = 0;
+    if (sample.queued) {
+      // Another thread may have queued a piece of another bubble on this
+      // stream since this one's BeforeWork: a fence stands for one bubble.
+      if (queue.unfenced > 0 && queue.unfenced_bubble != sample.bubble) FenceUnfencedLocked(sample.stream, queue);
+      // Where that fence could not be made, the group keeps its earlier bubble.
+      if (queue.unfenced == 0 || BubbleBefore(sample.bubble, queue.unfenced_bubble))
+        queue.unfenced_bubble = sample.bubble;
+      ++queue.unfenced;
+      ++pieces_counted_;
+      // Near the deadline (it waited) the count must be exact: fenced at once.
+      if (sample.waited || queue.unfenced >= kFenceEvery || wait_every_piece_) FenceUnfencedLocked(sample.stream, queue);
+      // The thread's own default stream cannot be fenced from another thread
+      // later: a piece it could not fence now (the cap) is not counted.
+      if (sample.stream == kPerThreadStream && queue.unfenced > 0) {
+        pieces_counted_ -= queue.unfenced;
+        queue.unfenced = 0;
+      }
     }
   }
   if (!sample.start) return;

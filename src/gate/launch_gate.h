@@ -227,6 +227,8 @@ class LaunchGate {
   const uint64_t id_;
   DriverApi api_;
   const bool wait_every_piece_;
+  // The driver has what fences and passes need: pieces can be counted.
+  const bool can_fence_;
   void* page_;
   std::string refusal_;
   std::mutex arm_mutex_;

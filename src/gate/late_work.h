@@ -10,9 +10,12 @@
 // the first look at which no piece of b or earlier is unfinished, or the
 // gate is open again (work of a closed bubble that runs, or waits, inside a
 // later bubble costs the training nothing; if it is still unfinished when
-// that bubble closes, a new stretch begins).  A piece whose wait reached the
-// GPU after its bubble closed waits there, pending, until the next bubble:
-// that is late too (a pending wait slows the training).  The time between
+// that bubble closes, a new stretch begins).  The rule counts whatever the
+// caller calls unfinished: LaunchGate keeps one LateWork for pieces that run
+// (or queue behind running ones) and another for pieces pending behind a
+// GPU wait the stream has not passed (a wait that reached the GPU after its
+// bubble closed waits there until the next one), so late work and pending
+// time are told apart.  The time between
 // looks bounds the error at either end (the interposer looks at each launch
 // judged on the drained queue, near a bubble's deadline, and at each poll of
 // a held thread: every 10-50 us while held).  Where the looks stop for a while (no thread

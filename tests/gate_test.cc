@@ -74,7 +74,6 @@ struct FakeDriver {
   // record was a pass), instead of events_done.
   static inline std::function<bool(intptr_t event, bool pass)> event_done;
   static inline std::map<intptr_t, bool> last_record_pass;
-  static inline std::vector<intptr_t> recorded_pass_events;  // in the order recorded
   static inline std::function<void()> on_wait;  // called as a wait is queued
   static inline float elapsed_ms = 0;
   static inline int live_events = 0;
@@ -85,7 +84,6 @@ struct FakeDriver {
     recorded_pass.clear();
     waited_last.clear();
     last_record_pass.clear();
-    recorded_pass_events.clear();
     on_wait = nullptr;
     event_done = nullptr;
     events_done = false;
@@ -131,7 +129,6 @@ struct FakeDriver {
       recorded.push_back({reinterpret_cast<intptr_t>(e), s});
       recorded_pass.push_back(waited_last[s]);
       last_record_pass[reinterpret_cast<intptr_t>(e)] = waited_last[s];
-      if (waited_last[s]) recorded_pass_events.push_back(reinterpret_cast<intptr_t>(e));
       waited_last[s] = false;
       return kCudaSuccess;
     };
@@ -600,6 +597,13 @@ TEST_F(LaunchGateTest, QueuedPiecesCountAgainstTheDeadlineUntilTheirFencesAreRea
   EXPECT_EQ(gate.counters().waits + gate.counters().unwaited, 4u);
 }
 
+// The event recorded as the first pass (0: none).
+intptr_t FirstPass() {
+  for (size_t i = 0; i < FakeDriver::recorded.size(); ++i)
+    if (FakeDriver::recorded_pass[i]) return FakeDriver::recorded[i].first;
+  return 0;
+}
+
 int FenceCount() {
   int fences = 0;
   for (size_t i = 0; i < FakeDriver::recorded.size(); ++i)
@@ -607,12 +611,6 @@ int FenceCount() {
   return fences;
 }
 
-// Passes: events recorded just after a GPU wait.
-int PassCount() {
-  int passes = 0;
-  for (bool pass : FakeDriver::recorded_pass) passes += pass;
-  return passes;
-}
 
 // Runs pieces that end at once until one has been timed (at 62.5 us), then
 // forgets the driver calls they made: a piece may go without its wait only
@@ -852,7 +850,7 @@ TEST_F(LaunchGateTest, WorkPendingOnItsWaitAfterItsBubbleClosedIsPendingTimeNotL
     Open(1, FakeClock::now + 1'000'000'000);
     // No piece timed yet: each waits on the GPU, and a pass follows its wait.
     ASSERT_TRUE(QueuePieces(gate, stream_, 2));
-    EXPECT_EQ(PassCount(), 2);
+    EXPECT_EQ(gate.counters().passes, 2u);
     Shut(1);
     // The GPU reached the first piece's wait only after the close: neither
     // pass is reached until bubble 2 opens, 400 us on; then all ends.
@@ -872,7 +870,7 @@ TEST_F(LaunchGateTest, AGateEndedWithFencesAndPassesNotYetReachedDestroysThemAll
   {
     LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
     ASSERT_TRUE(QueuePieces(gate, stream_, 3));  // each waits: a pass and a fence each, none reached
-    EXPECT_EQ(PassCount(), 3);
+    EXPECT_EQ(gate.counters().passes, 3u);
     EXPECT_EQ(FenceCount(), 3);
   }
   EXPECT_EQ(FakeDriver::live_events, 0);
@@ -930,7 +928,7 @@ TEST_F(LaunchGateTest, AWaitWithAnotherLaunchOnItsWayGetsNoPassItsPiecesCountAsR
   };
   // The first piece's pass is reached (it ran); the rest are unfinished.
   FakeDriver::event_done = [](intptr_t event, bool pass) {
-    return FakeDriver::events_done || (pass && event == FakeDriver::recorded_pass_events.front());
+    return FakeDriver::events_done || (pass && event == FirstPass());
   };
   ASSERT_TRUE(QueuePieces(gate, stream_));
   EXPECT_EQ(gate.pending_ns(), 0);
@@ -941,6 +939,7 @@ TEST_F(LaunchGateTest, PiecesBeforeAWaitAreFencedApartSoTheyCountAsRunningPastIt
   GateTaskSlot slot{};
   LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
   LearnAPieceLength(gate, slot, stream_);
+  const uint64_t passes_before = gate.counters().passes;  // the learning pieces' own
   Open(1, FakeClock::now + 1'000'000'000);
   ASSERT_TRUE(QueuePieces(gate, stream_, 3));  // far inside: no waits, no fence yet
   EXPECT_EQ(FenceCount(), 0);
@@ -949,7 +948,7 @@ TEST_F(LaunchGateTest, PiecesBeforeAWaitAreFencedApartSoTheyCountAsRunningPastIt
   Open(1, FakeClock::now + 400'000);
   ASSERT_TRUE(QueuePieces(gate, stream_));
   EXPECT_EQ(FenceCount(), 2);  // the three's, then the waited piece's own
-  EXPECT_EQ(PassCount(), 1);
+  EXPECT_EQ(gate.counters().passes - passes_before, 1u);
   // Closed with the three running and the wait not passed: late work is the
   // three's, until they end 100 us on; the waited piece pends until bubble 2.
   Shut(1);

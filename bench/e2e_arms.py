@@ -880,7 +880,8 @@ def git_commit(root: str = ROOT) -> str:
     under which files added since are untracked), and a result must say which code made it."""
     run = lambda *args: subprocess.run(["git", *args], cwd=root, capture_output=True).stdout
     commit = run("rev-parse", "HEAD").decode().strip()
-    digest = hashlib.sha1(run("diff", "HEAD"))
+    diff = run("diff", "HEAD")
+    digest = hashlib.sha1(diff)
     untracked = [n for n in run("ls-files", "--others", "--exclude-standard", "-z").split(b"\0") if n]
     for name in sorted(untracked):
         digest.update(name + b"\0")
@@ -888,7 +889,7 @@ def git_commit(root: str = ROOT) -> str:
         if os.path.isfile(path):
             with open(path, "rb") as f:
                 digest.update(f.read())
-    dirty = bool(run("diff", "HEAD")) or bool(untracked)
+    dirty = bool(diff) or bool(untracked)
     return f"{commit}-dirty-{digest.hexdigest()[:12]}" if dirty else commit
 
 

@@ -134,10 +134,11 @@ def main() -> int:
         arms = {"plain-nomps": None, **arms}
     order = list(arms)
     rows = []
+    commit = git_commit()
 
     def save(partial: dict | None) -> None:  # after each block: a call cut short keeps what it measured
         with open(os.path.join(args.out, "interposer_cost.json"), "w") as f:
-            json.dump({"command": sys.argv, "commit": git_commit(), "arms": arms,
+            json.dump({"command": sys.argv, "commit": commit, "arms": arms,
                        "rows": rows + ([partial] if partial else [])}, f, indent=1)
 
     try:

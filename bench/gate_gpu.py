@@ -463,9 +463,10 @@ class Bench:
         no_side = iters["noside_on"] + iters["noside_off"]
         on_bubble_s = len(iters["on"]) * bubble_ms / 1e3
         harvest = (units["on"] / rate) / on_bubble_s if on_bubble_s else float("nan")
-        row = {"profile": profile_name, "rank": rank, "program": program, "alone_rate": rate,
-               # One lane, in e2e_arms's terms, so that its revalue_harvest applies.
-               "alone_rate_per_s": rate, "units_on_by_lane": [units["on"]], "bubble_s_on_by_lane": [on_bubble_s],
+        from e2e_arms import format_interval, gate_misses, verdict  # e2e_arms imports this module
+        # One lane, in e2e_arms's terms, so that its revalue_harvest applies.
+        row = {"profile": profile_name, "rank": rank, "program": program, "alone_rate_per_s": rate,
+               "units_on_by_lane": [units["on"]], "bubble_s_on_by_lane": [on_bubble_s],
                "stage_copy_share": self.a.stage_copy_share,
                "bubble_ms_per_iteration": bubble_ms, "harvest": harvest,
                "units_on": units["on"], "units_off_after_block_start": units["off"],
@@ -480,15 +481,11 @@ class Bench:
                "task_state": show.get("state"), "task_message": show.get("message"),
                "daemon_progress": show.get("progress"), "daemon_allowed_ns": show.get("allowed_ns"),
                "gate_margin_ns": margin,
-               # The gate's own misses during this row (the lane's totals' growth over it).
-               "gate_late_ns": int(lane.get("gate_late_ns", 0)) - int(late_before.get("gate_late_ns", 0)),
-               "gate_late_bubbles": int(lane.get("gate_late_bubbles", 0)) -
-                                    int(late_before.get("gate_late_bubbles", 0)),
-               # Busy time its pieces spent pending on their waits (not running).
-               "gate_pending_ns": int(lane.get("gate_pending_ns", 0)) - int(late_before.get("gate_pending_ns", 0))}
+               # The gate's own misses during this row (the lane's totals' growth over it): late
+               # work (running) and pending time (waiting on a wait), apart.
+               "gate_misses": gate_misses([late_before], [lane])[0]}
         judge_over_blocks(row, run["iter_unix"], run["iter_ms"], arm)
         self.rows.append(row)
-        from e2e_arms import format_interval, verdict  # e2e_arms imports this module
         a = row["overhead_on_vs_no_side_drift_adjusted"]
         blocks = "" if a is None else f" (drift-adjusted, over blocks: {format_interval(a)})"
         log(f"{tag}: harvest {harvest:.2f}; on {format_interval(row['overhead_on_vs_no_side'])}{blocks}, off "
@@ -628,8 +625,8 @@ def main() -> None:
         for row in b.rows:
             revalue_harvest(row, after.get(row["program"]))
             log(f"{row['profile']}-{row['program']}: harvest {row['harvest']:.2f} at the better alone rate "
-                f"({row.get('alone_rate_used_per_s', row['alone_rate']):.2f}/s; before the rows "
-                f"{row['alone_rate']:.2f}, after {after[row['program']]:.2f})")
+                f"({row.get('alone_rate_used_per_s', row['alone_rate_per_s']):.2f}/s; before the rows "
+                f"{row['alone_rate_per_s']:.2f}, after {after[row['program']]:.2f})")
         b.save()
 
 

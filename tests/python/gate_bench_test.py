@@ -130,7 +130,7 @@ def test_a_gap_profile_is_one_bubble_an_iteration_and_bad_names_are_refused_befo
 def test_a_rows_harvest_is_revalued_at_the_better_alone_rate_by_e2e_arms_rule() -> None:
     from e2e_arms import revalue_harvest
     # A row as Bench.measure makes it: one lane, 900 units in 25 s of "on" bubbles, alone 38.5/s.
-    row = {"program": "resnet50", "alone_rate": 38.5, "alone_rate_per_s": 38.5, "units_on_by_lane": [900.0],
+    row = {"program": "resnet50", "alone_rate_per_s": 38.5, "units_on_by_lane": [900.0],
            "bubble_s_on_by_lane": [25.0], "harvest": 900 / 38.5 / 25, "units_off_after_block_start": 0,
            "overhead_on_vs_no_side": {"pct": 0.1, "low": -0.1, "high": 0.3}}
     revalue_harvest(row, 49.5)  # the reading after the rows is higher: a low first one must not count

@@ -29,7 +29,12 @@ budget ends the runs in time, and what it left out is listed in the table):
     export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
     # 1F1B M=4 and M=8, Interleaved1F1B V=2 M=8; ResNet-50, generate, PageRank:
     timeout -s TERM 585 python3 bench/e2e_gpu.py --arms --gpus 2 --bundle bundle --out $OUT --budget-seconds 540
-    # DeepSpeed and megatron-core (wheels carried in .whl/, docs/integrations.md), PageRank and ResNet-50:
+    # DeepSpeed and megatron-core, PageRank and ResNet-50.  .whl/ is filled here first (the
+    # node has no network; the node's Python is 3.12) and carried (run's carry [".whl"]):
+    #   pip wheel --no-deps -w .whl deepspeed==0.19.8     # an sdist on PyPI: built here
+    #   pip download --no-deps -d .whl megatron-core==0.16.1 hjson py-cpuinfo pydantic msgpack einops \
+    #       nvidia-ml-py --python-version 3.12 --platform manylinux_2_28_x86_64 --only-binary=:all:
+    #   (pydantic's own dependencies the same way: pydantic-core, annotated-types, typing-inspection)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
     PYTHONPATH=/tmp/site timeout -s TERM 540 python3 bench/e2e_frameworks_gpu.py --arms --bundle bundle \
         --out $OUT --frameworks deepspeed,megatron --budget-seconds 500

@@ -376,7 +376,10 @@ def verdict(row: dict) -> str:
 def gate_misses(before: list[dict], after: list[dict]) -> list[dict]:
     """Per lane, the gate's misses between two `freeride status` readings of the lanes: late work
     (gated work running after its bubble closed: judged by the overrun budget), its stretches, and
-    pending time (gated work waiting on its GPU wait after its bubble closed: shown, not judged).
+    pending time (gated work waiting on its GPU wait after its bubble closed: shown, not judged),
+    and the time gated programs' threads were held on the host while the gate was open, by why:
+    the bubble's deadline not yet published, queued work draining, the next piece predicted not to
+    end by the deadline (where an open gate's time went unused).
     The status omits zero counters and gives 64-bit ones as strings."""
     def counter(lanes: list[dict], lane: int, key: str) -> int:
         for entry in lanes:
@@ -387,9 +390,13 @@ def gate_misses(before: list[dict], after: list[dict]) -> list[dict]:
     for entry in after:
         lane = int(entry.get("lane", 0))
         delta = {key: counter(after, lane, key) - counter(before, lane, key)
-                 for key in ("gate_late_ns", "gate_late_bubbles", "gate_pending_ns")}
+                 for key in ("gate_late_ns", "gate_late_bubbles", "gate_pending_ns", "gate_held_unpublished_ns",
+                             "gate_held_drain_ns", "gate_held_fit_ns")}
         misses.append({"lane": lane, "late_ms": delta["gate_late_ns"] / 1e6,
-                       "late_stretches": delta["gate_late_bubbles"], "pending_ms": delta["gate_pending_ns"] / 1e6})
+                       "late_stretches": delta["gate_late_bubbles"], "pending_ms": delta["gate_pending_ns"] / 1e6,
+                       "held_unpublished_ms": delta["gate_held_unpublished_ns"] / 1e6,
+                       "held_drain_ms": delta["gate_held_drain_ns"] / 1e6,
+                       "held_fit_ms": delta["gate_held_fit_ns"] / 1e6})
     return misses
 
 
@@ -399,6 +406,15 @@ def _misses(row: dict) -> str:
     if not misses:
         return "–"
     return "; ".join(f"{m['late_ms']:.1f} / {m['pending_ms']:.0f}" for m in misses)
+
+
+def _held_open(row: dict) -> str:
+    """Held while open, ms: deadline / drain / fit, lanes apart by "; " ("–" in rows from before it was kept)."""
+    misses = row.get("gate_misses_by_lane")
+    if not misses or "held_drain_ms" not in misses[0]:
+        return "–"
+    return "; ".join(f"{m['held_unpublished_ms']:.0f} / {m['held_drain_ms']:.0f} / {m['held_fit_ms']:.0f}"
+                     for m in misses)
 
 
 def _per_gpu(row: dict, key: str, digits: int) -> str:
@@ -431,11 +447,14 @@ def markdown(results: list[dict]) -> str:
             "independent than iterations; the targets are judged by the worse of the two figures.  SM MHz and "
             "power W per GPU: no side / off / on.  Late / pending ms per lane, over the row: gated work "
             "running after its bubble closed (judged by the overrun budget) / waiting on its GPU wait then "
-            "(shown, not judged).", "",
+            "(shown, not judged).  Held open ms per lane, over the row: gated programs' threads held on the "
+            "host while the gate was open, summed over threads, waiting for the bubble's deadline / for queued "
+            "work to drain / because the next piece was predicted not to end by the deadline (the early close).",
+            "",
             "| framework | schedule | M | side | harvest | on vs no side | drift-adjusted on / off vs no side "
-            "| off vs no side | on vs off | marks alone | units off | late / pending ms | iterations no side/off/on "
-            "| SM MHz | power W | targets |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "| off vs no side | on vs off | marks alone | units off | late / pending ms | held open ms "
+            "| iterations no side/off/on | SM MHz | power W | targets |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         it = row.get("iterations", {})
         missed = row.get("missed_targets", missed_targets(row))
@@ -447,7 +466,7 @@ def markdown(results: list[dict]) -> str:
             f"{format_interval(row.get('overhead_off_vs_no_side_drift_adjusted'))} "
             f"| {format_interval(row['overhead_off_vs_no_side'])} | {format_interval(row['overhead_on_vs_off'])} "
             f"| {format_interval(row['marks_alone_on_vs_off'])} | {row['units_off_after_block_start']:g} "
-            f"| {_misses(row)} | {it.get('noside_on', 0) + it.get('noside_off', 0)}/{it.get('off', 0)}/{it.get('on', 0)} "
+            f"| {_misses(row)} | {_held_open(row)} | {it.get('noside_on', 0) + it.get('noside_off', 0)}/{it.get('off', 0)}/{it.get('on', 0)} "
             f"| {_per_gpu(row, 'sm_mhz', 0)} | {_per_gpu(row, 'power_w', 0)} "
             f"| {'met' if not missed else 'missed: ' + '; '.join(missed)} |")
     for r in results:

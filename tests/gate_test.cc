@@ -597,6 +597,58 @@ TEST_F(LaunchGateTest, QueuedPiecesCountAgainstTheDeadlineUntilTheirFencesAreRea
   EXPECT_EQ(gate.counters().waits + gate.counters().unwaited, 4u);
 }
 
+// Time a thread is held while the gate reads open is counted by why, and
+// published in the process's slot: where an open gate's time goes unused.
+void ExpectHeldOpen(const LaunchGate& gate, const GateTaskSlot& slot, int64_t unpublished, int64_t drain,
+                    int64_t fit) {
+  const GateCounters c = gate.counters();
+  EXPECT_EQ(c.held_unpublished_ns, unpublished);
+  EXPECT_EQ(c.held_drain_ns, drain);
+  EXPECT_EQ(c.held_fit_ns, fit);
+  EXPECT_EQ(slot.held_unpublished_ns.load(), unpublished);
+  EXPECT_EQ(slot.held_drain_ns.load(), drain);
+  EXPECT_EQ(slot.held_fit_ns.load(), fit);
+}
+
+TEST_F(LaunchGateTest, HeldTimeWhileTheDeadlineIsNotPublishedIsCountedAsUnpublished) {
+  GateTaskSlot slot{};
+  LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
+  layout().word.store(GateOpenValue(2));  // the stream opened bubble 2; the deadline is bubble 1's
+  const int64_t start = FakeClock::now;
+  PublishAtAndExpectTheWaitAfter(gate, 2, start + 4 * LaunchGate::kDrainPollNs);
+  ExpectHeldOpen(gate, slot, 4 * LaunchGate::kDrainPollNs, 0, 0);
+}
+
+TEST_F(LaunchGateTest, HeldTimeWhileQueuedWorkDrainsIsCountedAsDrain) {
+  GateTaskSlot slot{};
+  LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
+  Open(1, FakeClock::now + 350'000);  // room for three untimed pieces and a half
+  ASSERT_TRUE(QueuePieces(gate, stream_, 3));
+  const int64_t start = FakeClock::now;
+  const int64_t drained_at = start + 3 * LaunchGate::kDrainPollNs;
+  FakeClock::on_sleep = [&] { FakeDriver::events_done = FakeClock::now >= drained_at; };
+  ASSERT_TRUE(QueuePieces(gate, stream_));
+  ExpectHeldOpen(gate, slot, 0, 3 * LaunchGate::kDrainPollNs, 0);
+}
+
+TEST_F(LaunchGateTest, HeldTimeOfAPieceThatCannotEndByTheDeadlineIsCountedAsFitUntilTheGateShuts) {
+  GateTaskSlot slot{};
+  LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
+  // Bubble 1 has 50 us left; an untimed piece is predicted to take 100 us.
+  Open(1, FakeClock::now + LaunchGate::kUnknownPieceNs / 2);
+  const int64_t start = FakeClock::now;
+  const int64_t shut_at = start + 20 * LaunchGate::kShutPollNs;
+  const int64_t next_at = shut_at + 20 * LaunchGate::kShutPollNs;
+  FakeClock::on_sleep = [&] {
+    if (FakeClock::now >= shut_at && layout().word.load() == GateOpenValue(1)) Shut(1);
+    if (FakeClock::now >= next_at && layout().admit_bubble.load() == 1) Open(2, INT64_MAX);
+  };
+  ASSERT_TRUE(QueuePieces(gate, stream_));
+  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
+  EXPECT_GE(FakeDriver::wait_times[0], next_at);
+  ExpectHeldOpen(gate, slot, 0, 0, shut_at - start);  // the time shut is not counted
+}
+
 // The event recorded as the first pass (0: none).
 intptr_t FirstPass() {
   for (size_t i = 0; i < FakeDriver::recorded.size(); ++i)

@@ -567,6 +567,21 @@ TEST(GateOnVirtualTime, ATasksLateWorkIsRecordedAsItsOverrunInEachBubbleZeroIncl
   }
 }
 
+// Where an open gate's time went unused: each gated process's held time is
+// summed by why into the lane's status (what it published before this lane
+// ran is not counted again), and is never judged.
+TEST(GateOnVirtualTime, HeldTimeWhileOpenIsShownByWhyInTheLanesStatusAndIsNoOverrun) {
+  VirtualGate gate = StageDrivenGate();
+  gate.task_held = {50 * kMillisecond, 60 * kMillisecond, 70 * kMillisecond};
+  gate.task_held_during = {1 * kMillisecond, 2 * kMillisecond, 3 * kMillisecond};
+  VirtualLaneRun run = RunVirtualLane({}, SteadyBubbles(6, 10 * kMillisecond), GateOptions(), gate);
+  EXPECT_EQ(run.gate_held_ns, (std::array<Nanos, 3>{1 * kMillisecond, 2 * kMillisecond, 3 * kMillisecond}));
+  EXPECT_EQ(run.gate_late_ns, 0);
+  EXPECT_EQ(run.gate_pending_ns, 0);
+  ASSERT_EQ(run.overruns.size(), 6u);
+  for (const VirtualOverrun& o : run.overruns) EXPECT_EQ(o.overrun, 0);
+}
+
 // A pending wait runs nothing: its time is shown, and never judged.
 TEST(GateOnVirtualTime, PendingTimeIsShownInTheLanesStatusAndIsNoOverrun) {
   VirtualGate gate = StageDrivenGate();

@@ -194,7 +194,8 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     }
     if (virtual_gate.stage_drives) gate.layout()->stage_pid.store(getpid());
     if (virtual_gate.task_work_p95 > 0 || virtual_gate.task_late > 0 || virtual_gate.task_late_during > 0 ||
-        virtual_gate.task_pending > 0 || virtual_gate.task_pending_during > 0) {
+        virtual_gate.task_pending > 0 || virtual_gate.task_pending_during > 0 ||
+        virtual_gate.task_held != std::array<Nanos, 3>{} || virtual_gate.task_held_during != std::array<Nanos, 3>{}) {
       env.SetAlive(gated_publisher, true);  // a gated process, alive to the lane
       GateTaskSlot* slot = gate.ClaimTaskSlot(gated_publisher);
       task_slot = slot;
@@ -202,6 +203,9 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
       slot->late_ns.store(virtual_gate.task_late);
       slot->late_bubbles.store(virtual_gate.task_late_bubbles);
       slot->pending_ns.store(virtual_gate.task_pending);
+      slot->held_unpublished_ns.store(virtual_gate.task_held[0]);
+      slot->held_drain_ns.store(virtual_gate.task_held[1]);
+      slot->held_fit_ns.store(virtual_gate.task_held[2]);
     }
   }
   uint32_t gate_bubble = 0;
@@ -290,6 +294,9 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
         task_slot->late_ns.fetch_add(virtual_gate.task_late_during);
         task_slot->late_bubbles.fetch_add(virtual_gate.task_late_bubbles_during);
         task_slot->pending_ns.fetch_add(virtual_gate.task_pending_during);
+        task_slot->held_unpublished_ns.fetch_add(virtual_gate.task_held_during[0]);
+        task_slot->held_drain_ns.fetch_add(virtual_gate.task_held_during[1]);
+        task_slot->held_fit_ns.fetch_add(virtual_gate.task_held_during[2]);
       }
       WaitFakeTime(&env, b.busy_after);
     }
@@ -321,6 +328,7 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
     run.gate_late_ns = stats.gate_late_ns();
     run.gate_late_bubbles = stats.gate_late_bubbles();
     run.gate_pending_ns = stats.gate_pending_ns();
+    run.gate_held_ns = {stats.gate_held_unpublished_ns(), stats.gate_held_drain_ns(), stats.gate_held_fit_ns()};
     run.gate_word_at_end = gate.layout()->word.load();
     if (task_slot) run.gate_slot_demoted = task_slot->demoted.load();
   }

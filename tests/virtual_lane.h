@@ -5,6 +5,7 @@
 // serving run in milliseconds, and no other process competes for the CPU,
 // so tests of how bubbles are shared need no quiet machine.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -57,6 +58,10 @@ struct VirtualGate {
   uint64_t task_late_bubbles_during = 0;
   Nanos task_pending = 0;         // pending time published before the lane ran
   Nanos task_pending_during = 0;  // ... and after bubble 2's end
+  // Time held on the host while the gate was open (GateTaskSlot's held_unpublished_ns,
+  // held_drain_ns, held_fit_ns), published before the lane ran, and after bubble 2's end.
+  std::array<Nanos, 3> task_held{};
+  std::array<Nanos, 3> task_held_during{};
   // After the bubbles, the stage's "stream" opens the gate with no mark at
   // all and the stage falls silent for this long (0: not done).
   Nanos abandoned_open = 0;
@@ -100,6 +105,7 @@ struct VirtualLaneRun {
   Nanos gate_margin_ns = 0;  // the lane's last reported margin (status)
   Nanos gate_late_ns = 0;    // the lane's total of its tasks' late work (status)
   Nanos gate_pending_ns = 0; // ... and of their pending waits (status)
+  std::array<Nanos, 3> gate_held_ns{};  // ... and of their held time, unpublished / drain / fit (status)
   uint64_t gate_late_bubbles = 0;
   std::vector<int64_t> gate_admission_ns;
   std::vector<VirtualAhead> gate_ahead;  // one per bubble, with VirtualGate::on

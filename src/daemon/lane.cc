@@ -1009,27 +1009,32 @@ void Lane::PublishGuardRestrictions() {
 }
 
 void Lane::CollectLateWork() {
-  std::map<int64_t, LateSeen> now;
-  gate_.ForEachTaskLateWork([&](int64_t pid, int64_t late_ns, uint64_t late_bubbles, int64_t pending_ns) {
+  std::map<int64_t, GateTaskReport> now;
+  gate_.ForEachTaskReport([&](int64_t pid, const GateTaskReport& report) {
     const auto it = late_seen_.find(pid);
     // The first look only notes what the processes had published before this
     // lane ran (a restarted daemon does not count their history again).
-    const LateSeen before = it != late_seen_.end() ? it->second
-                            : late_baselined_  ? LateSeen{}
-                                               : LateSeen{late_ns, late_bubbles, pending_ns};
+    const GateTaskReport before = it != late_seen_.end() ? it->second
+                                  : late_baselined_     ? GateTaskReport{}
+                                                        : report;
     // A slot claimed again by a new process starts from 0: no delta then.
-    if (late_ns > before.ns) {
-      gate_late_ns_.fetch_add(late_ns - before.ns, std::memory_order_relaxed);
-      late_unjudged_[pid] += late_ns - before.ns;
+    if (report.late_ns > before.late_ns) {
+      gate_late_ns_.fetch_add(report.late_ns - before.late_ns, std::memory_order_relaxed);
+      late_unjudged_[pid] += report.late_ns - before.late_ns;
       // Its group is read now, while the process lives (it may exit before
       // its late work is judged).
       if (!late_group_.count(pid)) late_group_[pid] = env_->ProcessGroupOf(static_cast<pid_t>(pid));
     }
-    if (late_bubbles > before.bubbles)
-      gate_late_bubbles_.fetch_add(late_bubbles - before.bubbles, std::memory_order_relaxed);
-    if (pending_ns > before.pending_ns)
-      gate_pending_ns_.fetch_add(pending_ns - before.pending_ns, std::memory_order_relaxed);
-    now[pid] = {late_ns, late_bubbles, pending_ns};
+    auto add = [](std::atomic<int64_t>& total, int64_t now_value, int64_t before_value) {
+      if (now_value > before_value) total.fetch_add(now_value - before_value, std::memory_order_relaxed);
+    };
+    if (report.late_bubbles > before.late_bubbles)
+      gate_late_bubbles_.fetch_add(report.late_bubbles - before.late_bubbles, std::memory_order_relaxed);
+    add(gate_pending_ns_, report.pending_ns, before.pending_ns);
+    add(gate_held_unpublished_ns_, report.held_unpublished_ns, before.held_unpublished_ns);
+    add(gate_held_drain_ns_, report.held_drain_ns, before.held_drain_ns);
+    add(gate_held_fit_ns_, report.held_fit_ns, before.held_fit_ns);
+    now[pid] = report;
   });
   for (auto it = late_group_.begin(); it != late_group_.end();)
     it = now.count(it->first) || late_unjudged_.count(it->first) ? std::next(it) : late_group_.erase(it);
@@ -1114,6 +1119,9 @@ void Lane::FillStats(v1::LaneStats* stats) const {
   stats->set_gate_late_ns(gate_late_ns_.load());
   stats->set_gate_late_bubbles(gate_late_bubbles_.load());
   stats->set_gate_pending_ns(gate_pending_ns_.load());
+  stats->set_gate_held_unpublished_ns(gate_held_unpublished_ns_.load());
+  stats->set_gate_held_drain_ns(gate_held_drain_ns_.load());
+  stats->set_gate_held_fit_ns(gate_held_fit_ns_.load());
   stats->set_overrun_ns(overrun_ns_.load());
   stats->set_free_memory_bytes(l->free_memory_bytes.load());
   stats->set_capacity_bytes(config_.capacity_bytes);

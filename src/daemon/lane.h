@@ -244,18 +244,18 @@ class Lane {
   // whether its task is demoted, this bubble's verdict included.  A process
   // that left its task's group (setsid) is judged as nobody's.
   void JudgeLateWork(const std::vector<GatedTask>& tasks, Nanos bubble);
-  struct LateSeen {
-    int64_t ns = 0;
-    uint64_t bubbles = 0;
-    int64_t pending_ns = 0;
-  };
-  std::map<int64_t, LateSeen> late_seen_;
+  std::map<int64_t, GateTaskReport> late_seen_;  // pid -> its slot's report at the last look
   std::map<int64_t, int64_t> late_unjudged_;  // pid -> late ns since the last JudgeLateWork
   std::map<int64_t, pid_t> late_group_;       // pid -> its process group, read when its late work was
   bool late_baselined_ = false;
   std::atomic<int64_t> gate_late_ns_{0};
   std::atomic<uint64_t> gate_late_bubbles_{0};
   std::atomic<int64_t> gate_pending_ns_{0};  // shown, not judged: a pending wait runs nothing
+  // Gated threads' time held on the host while the gate was open, by why
+  // (GateTaskSlot): shown, where an open gate's time went unused.
+  std::atomic<int64_t> gate_held_unpublished_ns_{0};
+  std::atomic<int64_t> gate_held_drain_ns_{0};
+  std::atomic<int64_t> gate_held_fit_ns_{0};
 
   // Statistics, read by FillStats from other threads.
   std::atomic<uint64_t> bubbles_{0};

@@ -34,7 +34,7 @@
 namespace freeride {
 
 constexpr uint64_t kGatePageMagic = 0x4652474154453031ULL;  // "FRGATE01"
-constexpr uint32_t kGatePageVersion = 7;
+constexpr uint32_t kGatePageVersion = 8;
 // Gated processes that publish their work's length at once; more share none.
 constexpr int kGateTaskSlots = 32;
 constexpr size_t kGatePageBytes = 4096;
@@ -64,6 +64,14 @@ struct GateTaskSlot {
   // Busy time its work spent pending on a GPU wait after its bubble had
   // closed (not started, so not late work).  Cumulative for this process.
   std::atomic<int64_t> pending_ns;
+  // Time its threads were held on the host while the gate read open, summed
+  // over threads, by why (gate/piece_admission.h's verdicts): the bubble's
+  // deadline not yet published and no forecast to judge by; queued work
+  // still draining; the piece predicted not to end by the deadline (the
+  // early close).  Where an open gate's time goes unused.  Cumulative.
+  std::atomic<int64_t> held_unpublished_ns;
+  std::atomic<int64_t> held_drain_ns;
+  std::atomic<int64_t> held_fit_ns;
 
   // Zeroes all but `pid`: what a process that claims the slot starts from.
   void ClearFields() {
@@ -73,8 +81,27 @@ struct GateTaskSlot {
     late_bubbles.store(0, std::memory_order_relaxed);
     demoted.store(0, std::memory_order_relaxed);
     pending_ns.store(0, std::memory_order_relaxed);
+    held_unpublished_ns.store(0, std::memory_order_relaxed);
+    held_drain_ns.store(0, std::memory_order_relaxed);
+    held_fit_ns.store(0, std::memory_order_relaxed);
   }
 };
+
+// What a gated process has published in its slot of the gate page, read at
+// once (each field is cumulative for that process; see GateTaskSlot).
+struct GateTaskReport {
+  int64_t late_ns = 0;
+  uint64_t late_bubbles = 0;
+  int64_t pending_ns = 0;
+  int64_t held_unpublished_ns = 0;
+  int64_t held_drain_ns = 0;
+  int64_t held_fit_ns = 0;
+};
+inline GateTaskReport ReadTaskReport(const GateTaskSlot& slot) {
+  return {slot.late_ns.load(std::memory_order_relaxed), slot.late_bubbles.load(std::memory_order_relaxed),
+          slot.pending_ns.load(std::memory_order_relaxed), slot.held_unpublished_ns.load(std::memory_order_relaxed),
+          slot.held_drain_ns.load(std::memory_order_relaxed), slot.held_fit_ns.load(std::memory_order_relaxed)};
+}
 
 struct GatePageLayout {
   // First in the page: the word the GPU reads and writes.
@@ -115,7 +142,7 @@ struct GatePageLayout {
 };
 static_assert(sizeof(GatePageLayout) <= kGatePageBytes);
 // bench/interposer_cost_gpu.py writes and reads pages of this layout itself.
-static_assert(offsetof(GatePageLayout, tasks) == 104 && sizeof(GateTaskSlot) == 56,
+static_assert(offsetof(GatePageLayout, tasks) == 104 && sizeof(GateTaskSlot) == 80,
               "bump kGatePageVersion and update bench/interposer_cost_gpu.py's offsets");
 
 constexpr uint32_t kAdmissionBeingWritten = 0xffffffffu;
@@ -212,16 +239,13 @@ class GatePage {
     }
     return longest;
   }
-  // Calls `each(pid, late_ns, late_bubbles, pending_ns)` for every claimed
-  // slot: the late work, and the pending waits, its process has published.
-  // Daemon side.
+  // Calls `each(pid, report)` for every claimed slot, with what its process
+  // has published (GateTaskReport).  Daemon side.
   template <typename Each>
-  void ForEachTaskLateWork(Each each) const {
+  void ForEachTaskReport(Each each) const {
     for (const GateTaskSlot& slot : layout_->tasks) {
       int64_t pid = slot.pid.load(std::memory_order_acquire);
-      if (pid > 0)
-        each(pid, slot.late_ns.load(std::memory_order_relaxed), slot.late_bubbles.load(std::memory_order_relaxed),
-             slot.pending_ns.load(std::memory_order_relaxed));
+      if (pid > 0) each(pid, ReadTaskReport(slot));
     }
   }
   // Sets each claimed slot's `demoted` to `demoted(pid)`.  Daemon side.

@@ -392,7 +392,28 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     held = true;
     clock_.sleep_ns(verdict == PieceVerdict::kWaitForBubble ? ShutPollNs(view, now, kShutPollNs)
                                                             : kDrainPollNs);
+    if (GateIsOpen(view.word)) {
+      // Held while the gate read open: where an open gate's time goes unused
+      // (to within one poll: it may have closed during this one).
+      const HeldWhy why = !deadline_published                     ? HeldWhy::kUnpublished
+                          : verdict == PieceVerdict::kWaitForQueue ? HeldWhy::kDrain
+                                                                   : HeldWhy::kFit;
+      CountHeldOpen(why, clock_.now_ns() - now);
+    }
   }
+}
+
+void LaunchGate::CountHeldOpen(HeldWhy why, int64_t ns) {
+  if (ns <= 0) return;
+  std::atomic<int64_t>& total = why == HeldWhy::kUnpublished ? held_unpublished_ns_
+                                : why == HeldWhy::kDrain     ? held_drain_ns_
+                                                             : held_fit_ns_;
+  total.fetch_add(ns, std::memory_order_relaxed);
+  if (!slot_) return;
+  std::atomic<int64_t>& published = why == HeldWhy::kUnpublished ? slot_->held_unpublished_ns
+                                    : why == HeldWhy::kDrain     ? slot_->held_drain_ns
+                                                                 : slot_->held_fit_ns;
+  published.fetch_add(ns, std::memory_order_relaxed);
 }
 
 void LaunchGate::StartSample(CuStream stream, WorkSample* sample) {
@@ -483,7 +504,9 @@ GateCounters LaunchGate::counters() const {
   return {waits_.load(std::memory_order_relaxed), unwaited_.load(std::memory_order_relaxed),
           captured_.load(std::memory_order_relaxed),
           failed_waits_.load(std::memory_order_relaxed), refused_.load(std::memory_order_relaxed),
-          held_.load(std::memory_order_relaxed), passes_.load(std::memory_order_relaxed)};
+          held_.load(std::memory_order_relaxed), passes_.load(std::memory_order_relaxed),
+          held_unpublished_ns_.load(std::memory_order_relaxed), held_drain_ns_.load(std::memory_order_relaxed),
+          held_fit_ns_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace freeride::gate

@@ -68,6 +68,11 @@ struct GateCounters {
   uint64_t refused = 0;        // pieces refused because the gate could not be armed
   uint64_t held = 0;           // pieces whose thread was held on the host before queueing
   uint64_t passes = 0;         // waits followed by a pass (gate/late_work.h: pending told from late)
+  // Time threads were held on the host while the gate read open, summed over
+  // threads, by why (GateTaskSlot's fields of the same names; also published there).
+  int64_t held_unpublished_ns = 0;
+  int64_t held_drain_ns = 0;
+  int64_t held_fit_ns = 0;
 };
 
 // The host's clock and sleep, injected so that the hold is tested on fake
@@ -218,6 +223,12 @@ class LaunchGate {
   // this process's task (its slot's `demoted`).
   int64_t PieceEstimateNs() const;
   bool Demoted() const;
+  // Why a thread was held while the gate read open: the bubble's deadline
+  // not yet published (and no forecast to judge by); queued work draining;
+  // the piece predicted not to end by the deadline.
+  enum class HeldWhy { kUnpublished, kDrain, kFit };
+  // Adds `ns` held while open to the count for `why`, and to the slot's.
+  void CountHeldOpen(HeldWhy why, int64_t ns);
   void StartSample(CuStream stream, WorkSample* sample);
   // Reads back the timed pieces that have ended; at most one caller at once.
   void CollectSamples();
@@ -235,6 +246,7 @@ class LaunchGate {
   std::atomic<GateState> state_{GateState::kUnarmed};
   CuDevicePtr word_ = 0;
   std::atomic<uint64_t> waits_{0}, unwaited_{0}, captured_{0}, failed_waits_{0}, refused_{0}, held_{0}, passes_{0};
+  std::atomic<int64_t> held_unpublished_ns_{0}, held_drain_ns_{0}, held_fit_ns_{0};
   std::atomic<uint64_t> pieces_{0};  // pieces begun while timed ones are pending: every kCollectEvery-th reads back
   std::atomic<uint64_t> asynchronous_{0};  // pieces given a sample: one in kSampleEvery is timed
   std::mutex fence_mutex_;

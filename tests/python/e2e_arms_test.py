@@ -208,16 +208,21 @@ def test_the_table_gives_each_row_its_figures_per_gpu_and_its_verdict() -> None:
                                  "on": {"sm_mhz": 1950, "power_w": 450}},
                            "0": {"noside": {"sm_mhz": 1970, "power_w": 390}, "off": {"sm_mhz": 1975, "power_w": 395},
                                  "on": {"sm_mhz": 1940, "power_w": 440}}},
-           "gate_misses_by_lane": [{"lane": 0, "late_ms": 1.44, "late_stretches": 8, "pending_ms": 1137.0},
-                                   {"lane": 1, "late_ms": 0.0, "late_stretches": 0, "pending_ms": 61.8}]}
+           "gate_misses_by_lane": [{"lane": 0, "late_ms": 1.44, "late_stretches": 8, "pending_ms": 1137.0,
+                                    "held_unpublished_ms": 12.4, "held_drain_ms": 310.0, "held_fit_ms": 2.6},
+                                   {"lane": 1, "late_ms": 0.0, "late_stretches": 0, "pending_ms": 61.8,
+                                    "held_unpublished_ms": 0.0, "held_drain_ms": 0.0, "held_fit_ms": 40.0}]}
     missed = dict(met, schedule="1f1b", virtual_stages=1, side="pagerank", harvest=0.5, gpu_samples=None,
                   gate_misses_by_lane=None)
     table = markdown([{"command": "python3 bench/e2e_gpu.py --arms", "commit": "abc", "rows": [met, missed],
                        "skipped": ["torch-1f1b-m8 generate"]}])
     assert ("| torch | interleaved V=2 | 8 | resnet50 | 0.83 | +0.21% [-0.05, +0.47] | – / – | +0.21% [-0.05, +0.47] | – "
-            "| +0.21% [-0.05, +0.47] | 0 | 1.4 / 1137; 0.0 / 62 | 41/30/31 | 1970/1975/1940; 1980/–/1950 "
+            "| +0.21% [-0.05, +0.47] | 0 | 1.4 / 1137; 0.0 / 62 | 12 / 310 / 3; 0 / 0 / 40 | 41/30/31 | 1970/1975/1940; 1980/–/1950 "
             "| 390/395/440; 400/–/450 | met |") in table
     assert "| torch | 1f1b | 8 | pagerank | 0.50 |" in table and "| missed: harvest 0.50 < 0.8 |" in table
+    # A row kept before held time was (late and pending only) shows "–" for it, not zeros.
+    old = dict(met, gate_misses_by_lane=[{"lane": 0, "late_ms": 1.44, "late_stretches": 8, "pending_ms": 1137.0}])
+    assert "| 1.4 / 1137 | – | 41/30/31 |" in markdown([{"command": "c", "commit": "abc", "rows": [old]}])
     assert "`python3 bench/e2e_gpu.py --arms`" in table and "commit `abc`" in table
     assert "Not run (out of the time budget): torch-1f1b-m8 generate" in table
 
@@ -226,11 +231,16 @@ def test_a_rows_gate_misses_are_each_lanes_growth_over_it_late_apart_from_pendin
     # As `freeride status --json` gives them: 64-bit counters as strings, zero ones left out.
     before = [{"lane": 0, "gate_late_ns": "2000000", "gate_late_bubbles": "3", "gate_pending_ns": "5000000"},
               {"lane": 1}]
-    after = [{"lane": 0, "gate_late_ns": "3500000", "gate_late_bubbles": "5", "gate_pending_ns": "9000000"},
-             {"lane": 1, "gate_pending_ns": "250000"}]
+    after = [{"lane": 0, "gate_late_ns": "3500000", "gate_late_bubbles": "5", "gate_pending_ns": "9000000",
+              "gate_held_drain_ns": "7000000"},
+             {"lane": 1, "gate_pending_ns": "250000", "gate_held_unpublished_ns": "1000000",
+              "gate_held_fit_ns": "3000000"}]
+    before[0]["gate_held_drain_ns"] = "1000000"
     assert gate_misses(before, after) == [
-        {"lane": 0, "late_ms": 1.5, "late_stretches": 2, "pending_ms": 4.0},
-        {"lane": 1, "late_ms": 0.0, "late_stretches": 0, "pending_ms": 0.25}]
+        {"lane": 0, "late_ms": 1.5, "late_stretches": 2, "pending_ms": 4.0,
+         "held_unpublished_ms": 0.0, "held_drain_ms": 6.0, "held_fit_ms": 0.0},
+        {"lane": 1, "late_ms": 0.0, "late_stretches": 0, "pending_ms": 0.25,
+         "held_unpublished_ms": 1.0, "held_drain_ms": 0.0, "held_fit_ms": 3.0}]
     # The status of a daemon that began during the row counts from zero.
     assert gate_misses([], after)[1]["pending_ms"] == 0.25
 
@@ -278,7 +288,8 @@ def test_the_three_arms_run_end_to_end_on_cpu_lanes(build_dir, tmp_path) -> None
         assert row["alone_rate_used_per_s"] == max(row["alone_rate_per_s"], row["alone_rate_after_per_s"])
         assert len(row["series"]) == sum(it.values())
         # CPU lanes have no gate: nothing late, nothing pending, one entry a lane.
-        assert row["gate_misses_by_lane"] == [{"lane": lane, "late_ms": 0.0, "late_stretches": 0, "pending_ms": 0.0}
+        assert row["gate_misses_by_lane"] == [{"lane": lane, "late_ms": 0.0, "late_stretches": 0, "pending_ms": 0.0,
+                                               "held_unpublished_ms": 0.0, "held_drain_ms": 0.0, "held_fit_ms": 0.0}
                                               for lane in range(2)], row["gate_misses_by_lane"]
         # The benchmark counts no more than the daemon saw the task do.
         for units, task in zip(row["units_on_by_lane"], row["tasks"]):

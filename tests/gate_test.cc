@@ -3,6 +3,7 @@
 // whole interposer (libfreeride_gate.so) preloaded into a client that
 // drives a fake libcuda.so.1 the way a CUDA runtime does.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <climits>
 #include <fstream>
@@ -1267,6 +1268,31 @@ TEST_F(InterposerTest, FarInsideAnOpenBubbleAnAsynchronousLaunchGoesWithoutItsWa
   ShellResult strict = Run("many", true, /*strict=*/true);
   ASSERT_EQ(strict.status, 0) << strict.err;
   EXPECT_EQ(count(strict.out, "wait 0x1000"), 65u) << strict.out;
+}
+
+// FREERIDE_GATE_STATS=FILE: at exit the interposer appends its counts to
+// FILE as one JSON line (how a side program's pieces went through the gate).
+TEST_F(InterposerTest, AtExitItsCountsAreAppendedToTheStatsFileAsOneJsonLine) {
+  const std::string stats = dir_.path() + "/stats.jsonl";
+  std::string env = "LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " LD_PRELOAD=" GATE_LIBRARY " FREERIDE_GATE_PAGE=" +
+                    page_path_ + " FREERIDE_GATE_STATS=" + stats + " ";
+  ShellResult r = RunShell("env -u FREERIDE_GATE_STRICT " + env + GATE_CLIENT_BIN " many", dir_.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream in(stats);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line)) << "no line in " << stats;
+  const nlohmann::json counts = nlohmann::json::parse(line);
+  EXPECT_EQ(counts["state"], "armed");
+  EXPECT_EQ(counts["waits"].get<uint64_t>() + counts["unwaited"].get<uint64_t>(), 65u) << line;
+  EXPECT_GT(counts["unwaited"].get<uint64_t>(), 0u) << line;
+  EXPECT_EQ(counts["refused"], 0);
+  // The gate stood open with no deadline: nothing was held.
+  EXPECT_EQ(counts["held"], 0);
+  EXPECT_EQ(counts["held_unpublished_ns"], 0);
+  EXPECT_EQ(counts["held_drain_ns"], 0);
+  EXPECT_EQ(counts["held_fit_ns"], 0);
+  EXPECT_TRUE(counts.contains("passes")) << line;
+  EXPECT_FALSE(std::getline(in, line)) << "one line a process";
 }
 
 TEST_F(InterposerTest, CapturedWorkIsGatedWhereItsGraphIsLaunched) {

@@ -226,15 +226,18 @@ void ReportAtExit() {
   const char* state = TheGate().state() == GateState::kArmed     ? "armed"
                       : TheGate().state() == GateState::kRefused ? "refused"
                                                                  : "unarmed";
-  char line[512];
+  char line[768];
   std::snprintf(line, sizeof line,
                 "{\"pid\": %d, \"state\": \"%s\", \"waits\": %llu, \"unwaited\": %llu, \"captured\": %llu, "
-                "\"failed_waits\": %llu, \"refused\": %llu}\n",
+                "\"failed_waits\": %llu, \"refused\": %llu, \"held\": %llu, \"passes\": %llu, "
+                "\"held_unpublished_ns\": %lld, \"held_drain_ns\": %lld, \"held_fit_ns\": %lld}\n",
                 static_cast<int>(getpid()), state, static_cast<unsigned long long>(c.waits),
                 static_cast<unsigned long long>(c.unwaited),
                 static_cast<unsigned long long>(c.captured),
                 static_cast<unsigned long long>(c.failed_waits),
-                static_cast<unsigned long long>(c.refused));
+                static_cast<unsigned long long>(c.refused), static_cast<unsigned long long>(c.held),
+                static_cast<unsigned long long>(c.passes), static_cast<long long>(c.held_unpublished_ns),
+                static_cast<long long>(c.held_drain_ns), static_cast<long long>(c.held_fit_ns));
   if (stats && *stats) {
     if (FILE* f = std::fopen(stats, "a")) {
       std::fputs(line, f);

@@ -681,6 +681,52 @@ void LearnAPieceLength(LaunchGate& gate, const GateTaskSlot& slot, CuStream stre
   FakeDriver::wait_times.clear();
 }
 
+// Pieces of two lengths, 62.5 us and 500 us, timed in turn, until 32 are.
+void LearnMixedPieceLengths(LaunchGate& gate, CuStream stream) {
+  FakeDriver::events_done = true;
+  for (int i = 0; i < 64 * static_cast<int>(LaunchGate::kSampleEvery); ++i) {
+    FakeDriver::elapsed_ms = (i / LaunchGate::kSampleEvery) % 2 == 0 ? 0.0625f : 0.5f;
+    ASSERT_TRUE(QueuePieces(gate, stream));
+  }
+  ASSERT_EQ(gate.unfinished_pieces(), 0u);
+  FakeDriver::events_done = false;
+  FakeDriver::waits.clear();
+  FakeDriver::wait_times.clear();
+}
+
+// FREERIDE_GATE_QUEUE_ESTIMATE=mean: the queue ahead of a piece counts at
+// the pieces' mean, the piece itself at their 95th percentile.  Three
+// pieces queued with 1.7 ms to the deadline: at the 95th percentile
+// (500 us each) the fourth does not fit (2 ms) and waits for the queue to
+// drain; at the mean (about 281 us) it fits (3 x 281 + 500 us) and goes at once.
+TEST_F(LaunchGateTest, AtTheMeanEstimateAQueueOfMixedPiecesLeavesRoomThatTheP95EstimateDoesNot) {
+  for (QueueEstimate estimate : {QueueEstimate::kP95, QueueEstimate::kMean}) {
+    FakeDriver::Reset();
+    FakeClock::Reset();
+    Open(1, INT64_MAX);
+    GateTaskSlot slot{};
+    LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock(), /*wait_every_piece=*/true,
+                    estimate);
+    LearnMixedPieceLengths(gate, stream_);
+    ASSERT_EQ(gate.work_p95_ns(), 500'000);
+    ASSERT_NEAR(gate.work_mean_ns(), 281'250, 10'000);  // half of each, to a sample
+    Open(1, FakeClock::now + 1'700'000);
+    ASSERT_TRUE(QueuePieces(gate, stream_, 3));
+    const uint64_t held_before = gate.counters().held;
+    const int64_t drained_at = FakeClock::now + 100'000;
+    FakeClock::on_sleep = [&] { FakeDriver::events_done = FakeClock::now >= drained_at; };
+    ASSERT_TRUE(QueuePieces(gate, stream_));
+    if (estimate == QueueEstimate::kP95) {
+      EXPECT_EQ(gate.counters().held, held_before + 1);
+      EXPECT_GE(FakeClock::now, drained_at);
+    } else {
+      EXPECT_EQ(gate.counters().held, held_before);
+      EXPECT_LT(FakeClock::now, drained_at);
+    }
+    FakeClock::on_sleep = nullptr;
+  }
+}
+
 TEST_F(LaunchGateTest, NoPieceGoesWithoutItsWaitBeforeOneHasBeenTimed) {
   GateTaskSlot slot{};
   LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
@@ -1055,6 +1101,16 @@ TEST(GatePage, TheNextBubblesForecastIsReadWholeOrNotAtAllAndANewDaemonWithdraws
   GatePage restarted;
   ASSERT_TRUE(restarted.CreateOrOpen(dir.path() + "/gate", 0, &error)) << error;
   EXPECT_FALSE(ReadAheadAdmission(*restarted.layout(), &read));
+}
+
+TEST(WorkLengths, TheMeanOfTheWindow) {
+  WorkLengths lengths;
+  EXPECT_EQ(lengths.Mean(), 0);
+  for (int64_t ns : {100, 200, 600}) lengths.Add(ns);
+  lengths.Add(-5);  // ignored
+  EXPECT_EQ(lengths.Mean(), 300);
+  for (size_t i = 0; i < WorkLengths::kWindow; ++i) lengths.Add(50);  // the window moves on
+  EXPECT_EQ(lengths.Mean(), 50);
 }
 
 TEST(WorkLengths, TheNinetyFifthPercentileOfTheWindow) {

@@ -123,8 +123,17 @@ LaunchGate& TheGate() {
     }
     freeride::GateTaskSlot* slot = page.is_open() ? page.ClaimTaskSlot(getpid()) : nullptr;
     const char* strict = std::getenv("FREERIDE_GATE_STRICT");
+    // An experiment: queued work predicted at the pieces' mean (launch_gate.h's QueueEstimate).
+    const char* estimate = std::getenv("FREERIDE_GATE_QUEUE_ESTIMATE");
+    QueueEstimate queue_estimate = QueueEstimate::kP95;
+    if (estimate && std::string(estimate) == "mean") {
+      queue_estimate = QueueEstimate::kMean;
+    } else if (estimate && *estimate && std::string(estimate) != "p95") {
+      std::fprintf(stderr, "freeride-gate: FREERIDE_GATE_QUEUE_ESTIMATE=%s is neither p95 nor mean; p95 it is\n",
+                   estimate);
+    }
     return new LaunchGate(api, page.is_open() ? page.page() : nullptr, error, slot, RealHostClock(),
-                          strict && std::string(strict) == "1");
+                          strict && std::string(strict) == "1", queue_estimate);
   }();
   return *gate;
 }

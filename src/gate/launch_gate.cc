@@ -65,10 +65,11 @@ thread_local ShutSighting last_shut;
 }  // namespace
 
 LaunchGate::LaunchGate(const DriverApi& api, void* page, std::string page_error, GateTaskSlot* slot,
-                       HostClock clock, bool wait_every_piece)
+                       HostClock clock, bool wait_every_piece, QueueEstimate queue_estimate)
     : id_(NextGateId()),
       api_(api),
       wait_every_piece_(wait_every_piece),
+      queue_estimate_(queue_estimate),
       can_fence_(api.event_create && api.event_record && api.event_query),
       page_(page),
       refusal_(std::move(page_error)),
@@ -204,6 +205,13 @@ int64_t LaunchGate::PieceEstimateNs() const {
   int64_t p95 = piece_p95_ns_.load(std::memory_order_relaxed);
   const int64_t estimate = p95 > 0 ? p95 : kUnknownPieceNs;
   return Demoted() ? 2 * estimate : estimate;
+}
+
+int64_t LaunchGate::QueuedEstimateNs(size_t pieces) const {
+  const int64_t mean = piece_mean_ns_.load(std::memory_order_relaxed);
+  if (queue_estimate_ != QueueEstimate::kMean || mean <= 0)
+    return static_cast<int64_t>(pieces) * PieceEstimateNs();
+  return static_cast<int64_t>(pieces) * (Demoted() ? 2 * mean : mean);
 }
 
 bool LaunchGate::Demoted() const {
@@ -379,7 +387,7 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     // still leaves room: queued with no look at the fences (no driver call).
     if (!held && may_go_unwaited && deadline_published && unwaited(piece, view.admit_until_ns, std::nullopt))
       return {view.word >> 1, false};
-    const int64_t queued = static_cast<int64_t>(LookAtQueue(view.word)) * piece;
+    const int64_t queued = QueuedEstimateNs(LookAtQueue(view.word));
     const int64_t now = clock_.now_ns();
     const PieceVerdict verdict =
         torn ? PieceVerdict::kWaitForQueue : JudgePiece(view, now, queued, piece, seen_shut);
@@ -491,6 +499,7 @@ void LaunchGate::CollectSamples() {
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
   pending_count_.store(pending_.size(), std::memory_order_relaxed);
   piece_p95_ns_.store(lengths_.P95(), std::memory_order_relaxed);
+  piece_mean_ns_.store(lengths_.Mean(), std::memory_order_relaxed);
   if (!slot_) return;
   slot_->work_p95_ns.store(lengths_.P95(), std::memory_order_relaxed);
   slot_->samples.fetch_add(done, std::memory_order_relaxed);

@@ -75,6 +75,15 @@ struct GateCounters {
   int64_t held_fit_ns = 0;
 };
 
+// How the work a program has queued ahead of a piece is predicted to take:
+// each counted piece at the 95th percentile of the timed ones (kP95, the
+// default: a queue of short pieces is taken as that many long ones), or at
+// their mean (kMean: the sum's expectation, closer for long queues of mixed
+// pieces, with the new piece still at the 95th percentile).  An experiment
+// (FREERIDE_GATE_QUEUE_ESTIMATE=mean in the interposer), to be measured
+// against kP95 on a GPU before it could become the default.
+enum class QueueEstimate { kP95, kMean };
+
 // The host's clock and sleep, injected so that the hold is tested on fake
 // time.  The real ones: CLOCK_MONOTONIC and nanosleep.
 struct HostClock {
@@ -124,8 +133,10 @@ class LaunchGate {
   // `wait_every_piece`: no piece goes without its GPU wait, nor its fence
   // (FREERIDE_GATE_STRICT=1 in the interposer): the strictest gate, at the
   // cost of a few driver calls per launch.
+  // `queue_estimate`: how queued work is predicted (QueueEstimate).
   LaunchGate(const DriverApi& api, void* page, std::string page_error,
-             GateTaskSlot* slot = nullptr, HostClock clock = RealHostClock(), bool wait_every_piece = false);
+             GateTaskSlot* slot = nullptr, HostClock clock = RealHostClock(), bool wait_every_piece = false,
+             QueueEstimate queue_estimate = QueueEstimate::kP95);
   ~LaunchGate();
 
   // Called before the program's piece of work on `stream` (as the program
@@ -155,6 +166,8 @@ class LaunchGate {
   int64_t pending_ns();
   // The published 95th percentile of the timed pieces (0: none yet).
   int64_t work_p95_ns() const;
+  // The mean of the timed pieces (0: none yet).
+  int64_t work_mean_ns() const { return piece_mean_ns_.load(std::memory_order_relaxed); }
 
   GateState state() const { return state_.load(std::memory_order_acquire); }
   const std::string& refusal() const { return refusal_; }
@@ -222,6 +235,9 @@ class LaunchGate {
   // (kUnknownPieceNs before any), twice that while the daemon has demoted
   // this process's task (its slot's `demoted`).
   int64_t PieceEstimateNs() const;
+  // The predicted time to run `pieces` counted pieces (queue_estimate_),
+  // doubled while demoted as PieceEstimateNs is.
+  int64_t QueuedEstimateNs(size_t pieces) const;
   bool Demoted() const;
   // Why a thread was held while the gate read open: the bubble's deadline
   // not yet published (and no forecast to judge by); queued work draining;
@@ -238,6 +254,7 @@ class LaunchGate {
   const uint64_t id_;
   DriverApi api_;
   const bool wait_every_piece_;
+  const QueueEstimate queue_estimate_;
   // The driver has what fences and passes need: pieces can be counted.
   const bool can_fence_;
   void* page_;
@@ -260,6 +277,7 @@ class LaunchGate {
   size_t pieces_counted_ = 0;               // pieces not yet seen to end, fenced or not
   std::vector<CuEvent> spare_fences_;
   std::atomic<int64_t> piece_p95_ns_{0};
+  std::atomic<int64_t> piece_mean_ns_{0};
   GateTaskSlot* slot_;
   HostClock clock_;
   std::mutex samples_mutex_;

@@ -1,5 +1,5 @@
-// The lengths of a process's recent timed pieces of GPU work, and their
-// 95th percentile.  Not synchronised: its owner serialises the calls.
+// The lengths of a process's recent timed pieces of GPU work, their 95th
+// percentile and their mean.  Not synchronised: its owner serialises the calls.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -26,6 +26,13 @@ class WorkLengths {
     size_t rank = std::min(count_ - 1, (count_ * 95) / 100);
     std::nth_element(sorted.begin(), sorted.begin() + rank, end);
     return sorted[rank];
+  }
+  // The mean of the window: 0 with no samples.
+  int64_t Mean() const {
+    if (count_ == 0) return 0;
+    int64_t sum = 0;
+    for (size_t i = 0; i < count_; ++i) sum += window_[i];
+    return sum / static_cast<int64_t>(count_);
   }
   size_t count() const { return count_; }
 

@@ -278,6 +278,21 @@ def drift_adjusted(starts: list[float], iter_ms: list[float], arms: list[str], a
             "drift_ms_per_min": slope * 60, "blocks": len(xs), "no_side_blocks": n}
 
 
+def split_side(side: str) -> tuple[str, dict[str, str]]:
+    """A side as --sides names it: a program or built-in task, then optionally `+VAR=VALUE` pieces,
+    the environment that one program's run gets (e.g. `resnet50+FREERIDE_GATE_QUEUE_ESTIMATE=mean`,
+    to set an interposer experiment beside the plain program in one launch).  Its rate alone is the
+    plain program's."""
+    base, *assignments = side.split("+")
+    env = {}
+    for a in assignments:
+        var, eq, value = a.partition("=")
+        if not eq or not var or not var.replace("_", "").isalnum():
+            raise SystemExit(f"--sides: {side!r}: {a!r} is not VAR=VALUE")
+        env[var] = value
+    return base, env
+
+
 def harvest_at(rate: float, units_on_by_lane: list[float], bubble_on_s_by_lane: list[float]) -> tuple:
     """(harvest, harvest by lane): the lanes' "on" work in seconds alone, at `rate` units a second,
     over their bubble seconds in "on" iterations; NaN where there is no bubble time or no rate."""
@@ -558,9 +573,12 @@ class Arms:
         self.programs = CPU_PROGRAMS if cpu else PROGRAMS
         self.progress_regex = CPU_DAEMON_PROGRESS if cpu else DAEMON_PROGRESS
         for side in sides:
-            if side not in self.programs and side not in bench.tasks:
-                raise SystemExit(f"--sides: unknown side {side!r}; programs: {', '.join(sorted(self.programs))}; "
+            base, env = split_side(side)
+            if base not in self.programs and base not in bench.tasks:
+                raise SystemExit(f"--sides: unknown side {base!r}; programs: {', '.join(sorted(self.programs))}; "
                                  f"built-in tasks: {', '.join(sorted(bench.tasks))}")
+            if env and base not in self.programs:
+                raise SystemExit(f"--sides: {side!r}: only a program's run takes +VAR=VALUE")
         self.sides = sides
         self.resident: list[int] = []  # the side tasks submitted and not yet gone
         self.rates: dict[str, float] = {}
@@ -578,11 +596,22 @@ class Arms:
 
     # -- alone rates ---------------------------------------------------------------------------
     def program(self, name: str) -> tuple[list[str], str]:
-        """Program `name`'s command (this Python, the script's full path) and progress pattern."""
-        cmd, pattern = self.programs[name]
+        """Program `name`'s command (this Python, the script's full path; run through `env` with
+        the side's +VAR=VALUE pieces) and progress pattern."""
+        base, env = split_side(name)
+        cmd, pattern = self.programs[base]
         cmd = [sys.executable if cmd[0] == "python3" else cmd[0],
                *[os.path.join(ROOT, x) if x.startswith("examples/") else x for x in cmd[1:]]]
+        if env:
+            cmd = ["env", *(f"{var}={value}" for var, value in env.items()), *cmd]
         return cmd, pattern
+
+    def is_program(self, side: str) -> bool:
+        return split_side(side)[0] in self.programs
+
+    def rate(self, side: str, rates: dict[str, float] | None = None) -> float | None:
+        """Side `side`'s rate alone (its plain program's) in `rates` (default: self.rates)."""
+        return (self.rates if rates is None else rates).get(split_side(side)[0])
 
     def measure_alone(self, rates: dict[str, float] | None = None, sides: list[str] | None = None,
                       tag: str = "", limit_s: float = 180) -> None:
@@ -590,7 +619,10 @@ class Arms:
         sides spread over the GPUs (one at a time on each); each measurement's files named with
         `tag`, and stopped after `limit_s` seconds."""
         rates = self.rates if rates is None else rates
-        pending, errors, lock = list(self.sides if sides is None else sides), [], threading.Lock()
+        # One measurement per plain program or task: a side's +VAR=VALUE runs share it.
+        wanted = self.sides if sides is None else sides
+        pending = list(dict.fromkeys(split_side(side)[0] for side in wanted))
+        errors, lock = [], threading.Lock()
 
         def worker(gpu: int) -> None:
             while True:
@@ -624,10 +656,10 @@ class Arms:
     # -- one side, on every lane -----------------------------------------------------------------
     def submit(self, side: str, lane: int, tag: str) -> int:
         name = f"{side}-{lane}-{tag}"
-        if side in self.programs:
+        if self.is_program(side):
             cmd, _ = self.program(side)
             args = ["--kind", "imperative", "--memory", self.a.side_memory,
-                    "--progress-regex", self.progress_regex[side], "--", *cmd]
+                    "--progress-regex", self.progress_regex[split_side(side)[0]], "--", *cmd]
         else:
             args = ["--profile", os.path.join(self.b.out, f"profile-{side}.json")]
             if self.cpu:
@@ -643,7 +675,7 @@ class Arms:
         return os.path.join(self.b.state, "tasks", str(task_id), "stdout.log")
 
     def progress_count(self, side: str, task_id: int, info: dict) -> float:
-        if side in self.programs:
+        if self.is_program(side):
             return len(program_progress(self.task_log(task_id), self.program(side)[1]))
         return float(info.get("steps", 0))
 
@@ -782,7 +814,7 @@ class Arms:
         units, bubble_on, slots = [], [], []
         for lane, task_id in enumerate(seg["ids"]):
             slots.append(slot_breakdown(events, lane, self.mono_to_unix, starts, spans, arms))
-            if side in self.programs:
+            if self.is_program(side):
                 done = program_progress(self.task_log(task_id), self.program(side)[1])
             else:
                 done = step_progress(task_steps(events, task_id, self.mono_to_unix))
@@ -790,9 +822,9 @@ class Arms:
             bubble_on.append(bubble_seconds_by_arm(lane_bubbles(events, lane, self.mono_to_unix), starts, spans,
                                                    arms).get("on", 0.0))
         row = dict(config, virtual_stages=run.get("virtual_stages", 1), side=side,
-                   side_kind="program" if side in self.programs else "built-in task",
-                   alone_rate_per_s=self.rates[side], warm=not seg["why_not_warm"],
-                   **arms_summary(run["iter_ms"], arms, units, bubble_on, self.rates[side], starts))
+                   side_kind="program" if self.is_program(side) else "built-in task",
+                   alone_rate_per_s=self.rate(side), warm=not seg["why_not_warm"],
+                   **arms_summary(run["iter_ms"], arms, units, bubble_on, self.rate(side), starts))
         # Every measured iteration (unix start, ms, arm), to read drift and blocks from the file.
         row["series"] = iteration_series(starts, run["iter_ms"], arms)
         if seg["why_not_warm"]:
@@ -850,7 +882,7 @@ class Arms:
             return
         self.results["alone_rates_after"] = after
         for row in self.b.rows:
-            revalue_harvest(row, after.get(row["side"]))
+            revalue_harvest(row, self.rate(row["side"], after))
         self.save()
 
     def save(self) -> None:

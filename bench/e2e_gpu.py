@@ -580,7 +580,9 @@ def main() -> None:
     add_arms_arguments(p)
     p.add_argument("--sides", default=None,
                    help="--arms: the side programs and built-in tasks, served one after another in each launch "
-                        "(default resnet50,generate,pagerank; with --device cpu loop,pagerank)")
+                        "(default resnet50,generate,pagerank; with --device cpu loop,pagerank); a program may "
+                        "take +VAR=VALUE pieces, its run's environment, to measure an interposer experiment "
+                        "beside the plain program (resnet50,resnet50+FREERIDE_GATE_QUEUE_ESTIMATE=mean)")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     cpu = a.device == "cpu"

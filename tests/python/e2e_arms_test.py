@@ -12,12 +12,14 @@ import subprocess
 import sys
 import tarfile
 
+import pytest
+
 from conftest import NORMAL_CPU_TASKS, SOURCE_DIR, make_bundle, require_torch
 
 sys.path.insert(0, str(SOURCE_DIR / "bench"))
-from e2e_arms import (ITERATION_LINE, arms_summary, bubble_seconds_by_arm, gate_misses, iteration_windows,  # noqa: E402
-                      slot_breakdown, lane_bubbles, markdown, missed_targets, revalue_harvest, step_progress,
-                      t_quantile_975, task_steps)
+from e2e_arms import (ITERATION_LINE, Arms, arms_summary, bubble_seconds_by_arm, gate_misses,  # noqa: E402
+                      iteration_windows, slot_breakdown, lane_bubbles, markdown, missed_targets, revalue_harvest,
+                      split_side, step_progress, t_quantile_975, task_steps)
 from gate_gpu import label_arms, units_by_arm  # noqa: E402
 
 # Ten 1-second iterations from t=100, marks on and off in blocks of 2.
@@ -330,3 +332,21 @@ def test_a_result_names_its_tree_tracked_changes_and_untracked_files_included(tm
     assert untracked.startswith(head + "-dirty-") and untracked != tracked
     (tmp_path / "new.py").write_text("y\n")
     assert git_commit(str(tmp_path)) not in (untracked, head)
+
+
+def test_a_side_with_var_value_pieces_runs_its_program_through_env_and_shares_its_alone_rate() -> None:
+    assert split_side("resnet50") == ("resnet50", {})
+    assert split_side("resnet50+FREERIDE_GATE_QUEUE_ESTIMATE=mean+X=1") == (
+        "resnet50", {"FREERIDE_GATE_QUEUE_ESTIMATE": "mean", "X": "1"})
+    for bad in ("resnet50+mean", "resnet50+=1", "resnet50+A B=1"):
+        with pytest.raises(SystemExit, match="is not VAR=VALUE"):
+            split_side(bad)
+    arms = Arms.__new__(Arms)  # only what program() and rate() read
+    arms.programs = {"resnet50": (["python3", "examples/side_programs/train_resnet.py"], r"step (\d+)")}
+    arms.rates = {"resnet50": 40.0}
+    plain, pattern = arms.program("resnet50")
+    varied, _ = arms.program("resnet50+FREERIDE_GATE_QUEUE_ESTIMATE=mean")
+    assert varied == ["env", "FREERIDE_GATE_QUEUE_ESTIMATE=mean", *plain] and pattern == r"step (\d+)"
+    assert arms.is_program("resnet50+FREERIDE_GATE_QUEUE_ESTIMATE=mean")
+    assert arms.rate("resnet50+FREERIDE_GATE_QUEUE_ESTIMATE=mean") == 40.0
+    assert arms.rate("resnet50", {"resnet50": 44.0}) == 44.0

@@ -682,6 +682,33 @@ TEST(Metrics, TheGuardGaugeIsEachLanesLevel) {
       << text;
 }
 
+// The gate's counters are each lane's, in seconds where the proto has
+// nanoseconds; the held-open time carries why.
+TEST(Metrics, TheGatesCountersAreEachLanesWithHeldTimeByWhy) {
+  v1::StatsReply stats;
+  v1::LaneStats* lane = stats.add_lanes();
+  lane->set_lane(0);
+  lane->set_device("gpu:0");
+  lane->set_gate_open_ns(2'500'000'000);
+  lane->set_gate_early_closes(7);
+  lane->set_gate_late_ns(3'000'000);
+  lane->set_gate_pending_ns(125'000'000);
+  lane->set_gate_held_unpublished_ns(1'000'000);
+  lane->set_gate_held_drain_ns(20'000'000);
+  lane->set_gate_held_fit_ns(500'000'000);
+  const std::string text = RenderPrometheusMetrics(stats, {});
+  for (const char* sample : {
+           "freeride_lane_gate_open_seconds_total{lane=\"0\",device=\"gpu:0\"} 2.5\n",
+           "freeride_lane_gate_early_closes_total{lane=\"0\",device=\"gpu:0\"} 7\n",
+           "freeride_lane_gate_forced_closes_total{lane=\"0\",device=\"gpu:0\"} 0\n",
+           "freeride_lane_gate_late_seconds_total{lane=\"0\",device=\"gpu:0\"} 0.003\n",
+           "freeride_lane_gate_pending_seconds_total{lane=\"0\",device=\"gpu:0\"} 0.125\n",
+           "freeride_lane_gate_held_open_seconds_total{lane=\"0\",device=\"gpu:0\",why=\"deadline\"} 0.001\n",
+           "freeride_lane_gate_held_open_seconds_total{lane=\"0\",device=\"gpu:0\",why=\"drain\"} 0.02\n",
+           "freeride_lane_gate_held_open_seconds_total{lane=\"0\",device=\"gpu:0\",why=\"fit\"} 0.5\n"})
+    EXPECT_NE(text.find(sample), std::string::npos) << sample << text;
+}
+
 // A step that never returns is killed once it has run the hang timeout past
 // its bubble's end; the lane is free again for the next task.
 TEST_F(DaemonIntegration, AHungStepIsKilledAndTheLaneGoesOn) {

@@ -78,10 +78,36 @@ std::string RenderPrometheusMetrics(const v1::StatsReply& stats,
        [](const v1::LaneStats& l) { return static_cast<double>(l.resident_tasks()); }},
       {"freeride_lane_queued_tasks", "gauge", "Tasks waiting for the lane.",
        [](const v1::LaneStats& l) { return static_cast<double>(l.queued_tasks()); }},
+      // The GPU gate's (0 on a lane without one).
+      {"freeride_lane_gate_open_seconds_total", "counter", "Time the lane's GPU gate was open.",
+       [](const v1::LaneStats& l) { return static_cast<double>(l.gate_open_ns()) / 1e9; }},
+      {"freeride_lane_gate_early_closes_total", "counter",
+       "Bubbles whose gate admitted work no more before their end (the close margin).",
+       [](const v1::LaneStats& l) { return static_cast<double>(l.gate_early_closes()); }},
+      {"freeride_lane_gate_forced_closes_total", "counter", "Gates closed for a silent or dead stage.",
+       [](const v1::LaneStats& l) { return static_cast<double>(l.gate_forced_closes()); }},
+      {"freeride_lane_gate_late_seconds_total", "counter",
+       "Gated side work found running after its bubble closed (judged by the overrun budget).",
+       [](const v1::LaneStats& l) { return static_cast<double>(l.gate_late_ns()) / 1e9; }},
+      {"freeride_lane_gate_pending_seconds_total", "counter",
+       "Busy time gated side work spent pending on its GPU wait after its bubble closed (runs nothing).",
+       [](const v1::LaneStats& l) { return static_cast<double>(l.gate_pending_ns()) / 1e9; }},
   };
   for (const LaneMetric& m : lane_metrics) {
     e.Family(m.name, m.type, m.help);
     for (const auto& l : stats.lanes()) e.Sample(m.name, lane_labels(l), m.value(l));
+  }
+  // Where an open gate's time went unused, by why (LaneStats' gate_held_*_ns).
+  e.Family("freeride_lane_gate_held_open_seconds_total", "counter",
+           "Gated programs' threads held on the host while the gate was open, summed over threads: waiting "
+           "for the bubble's deadline, for queued work to drain, or because the next piece would not end by "
+           "the deadline (fit).");
+  for (const auto& l : stats.lanes()) {
+    const std::pair<const char*, int64_t> held[] = {
+        {"deadline", l.gate_held_unpublished_ns()}, {"drain", l.gate_held_drain_ns()}, {"fit", l.gate_held_fit_ns()}};
+    for (const auto& [why, ns] : held)
+      e.Sample("freeride_lane_gate_held_open_seconds_total", fmt::format("{},why=\"{}\"", lane_labels(l), why),
+               static_cast<double>(ns) / 1e9);
   }
   // The live overhead estimate: samples only for lanes that have one, so a
   // dashboard never plots a number the daemon does not have.

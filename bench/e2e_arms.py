@@ -428,7 +428,7 @@ def _held_open(row: dict) -> str:
     misses = row.get("gate_misses_by_lane")
     if not misses or "held_drain_ms" not in misses[0]:
         return "–"
-    return "; ".join(f"{m['held_unpublished_ms']:.0f} / {m['held_drain_ms']:.0f} / {m['held_fit_ms']:.0f}"
+    return "; ".join(f"{m['held_unpublished_ms']:.1f} / {m['held_drain_ms']:.1f} / {m['held_fit_ms']:.1f}"
                      for m in misses)
 
 

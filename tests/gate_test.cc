@@ -620,6 +620,20 @@ TEST_F(LaunchGateTest, HeldTimeWhileTheDeadlineIsNotPublishedIsCountedAsUnpublis
   ExpectHeldOpen(gate, slot, 4 * LaunchGate::kDrainPollNs, 0, 0);
 }
 
+// Seen shut, then open with a forecast too short for the piece: held, and
+// counted as waiting for the deadline, until the daemon publishes it.
+TEST_F(LaunchGateTest, HeldTimeWhileTheForecastDoesNotAdmitThePieceAndNoDeadlineIsOutIsCountedAsUnpublished) {
+  GateTaskSlot slot{};
+  LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
+  const int64_t begin = FakeClock::now + 2 * LaunchGate::kShutPollNs;
+  ShutWithForecast(1, 2, begin, LaunchGate::kUnknownPieceNs / 2);  // the untimed piece does not fit it
+  OpenAtThenPublish(2, begin, begin + 4 * LaunchGate::kDrainPollNs);
+  ASSERT_TRUE(QueuePieces(gate, stream_));
+  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
+  EXPECT_GE(FakeDriver::wait_times[0], begin + 4 * LaunchGate::kDrainPollNs);
+  ExpectHeldOpen(gate, slot, 4 * LaunchGate::kDrainPollNs, 0, 0);  // the time shut is not counted
+}
+
 TEST_F(LaunchGateTest, HeldTimeWhileQueuedWorkDrainsIsCountedAsDrain) {
   GateTaskSlot slot{};
   LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
@@ -632,13 +646,15 @@ TEST_F(LaunchGateTest, HeldTimeWhileQueuedWorkDrainsIsCountedAsDrain) {
   ExpectHeldOpen(gate, slot, 0, 3 * LaunchGate::kDrainPollNs, 0);
 }
 
-TEST_F(LaunchGateTest, HeldTimeOfAPieceThatCannotEndByTheDeadlineIsCountedAsFitUntilTheGateShuts) {
+TEST_F(LaunchGateTest, HeldTimeOfAPieceThatCannotEndByTheDeadlineIsCountedAsFitToThePollTheGateShutIn) {
   GateTaskSlot slot{};
   LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock());
   // Bubble 1 has 50 us left; an untimed piece is predicted to take 100 us.
   Open(1, FakeClock::now + LaunchGate::kUnknownPieceNs / 2);
   const int64_t start = FakeClock::now;
-  const int64_t shut_at = start + 20 * LaunchGate::kShutPollNs;
+  // The gate shuts partway through a poll: counted to that poll's end.
+  const int64_t shut_at = start + 100 * LaunchGate::kDrainPollNs + LaunchGate::kDrainPollNs / 2;
+  const int64_t poll_end = start + 101 * LaunchGate::kDrainPollNs;
   const int64_t next_at = shut_at + 20 * LaunchGate::kShutPollNs;
   FakeClock::on_sleep = [&] {
     if (FakeClock::now >= shut_at && layout().word.load() == GateOpenValue(1)) Shut(1);
@@ -647,7 +663,7 @@ TEST_F(LaunchGateTest, HeldTimeOfAPieceThatCannotEndByTheDeadlineIsCountedAsFitU
   ASSERT_TRUE(QueuePieces(gate, stream_));
   ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
   EXPECT_GE(FakeDriver::wait_times[0], next_at);
-  ExpectHeldOpen(gate, slot, 0, 0, shut_at - start);  // the time shut is not counted
+  ExpectHeldOpen(gate, slot, 0, 0, poll_end - start);  // the time shut is not counted
 }
 
 // The event recorded as the first pass (0: none).

@@ -100,8 +100,8 @@ std::string RenderPrometheusMetrics(const v1::StatsReply& stats,
   // Where an open gate's time went unused, by why (LaneStats' gate_held_*_ns).
   e.Family("freeride_lane_gate_held_open_seconds_total", "counter",
            "Gated programs' threads held on the host while the gate was open, summed over threads: waiting "
-           "for the bubble's deadline, for queued work to drain, or because the next piece would not end by "
-           "the deadline (fit).");
+           "for the bubble's deadline (no forecast admitted the piece), for queued work to drain, or because "
+           "the next piece would not end by the deadline (fit).");
   for (const auto& l : stats.lanes()) {
     const std::pair<const char*, int64_t> held[] = {
         {"deadline", l.gate_held_unpublished_ns()}, {"drain", l.gate_held_drain_ns()}, {"fit", l.gate_held_fit_ns()}};

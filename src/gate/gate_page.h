@@ -66,9 +66,10 @@ struct GateTaskSlot {
   std::atomic<int64_t> pending_ns;
   // Time its threads were held on the host while the gate read open, summed
   // over threads, by why (gate/piece_admission.h's verdicts): the bubble's
-  // deadline not yet published and no forecast to judge by; queued work
-  // still draining; the piece predicted not to end by the deadline (the
-  // early close).  Where an open gate's time goes unused.  Cumulative.
+  // deadline not yet published or being rewritten (the forecast, if any,
+  // did not admit the piece); queued work still draining; the piece
+  // predicted not to end by the deadline (the early close).  Where an open
+  // gate's time goes unused.  Cumulative; added at each poll of a held thread.
   std::atomic<int64_t> held_unpublished_ns;
   std::atomic<int64_t> held_drain_ns;
   std::atomic<int64_t> held_fit_ns;

@@ -398,11 +398,15 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
       return {GateIsOpen(view.word) ? view.word >> 1 : view.ahead_bubble, true};
     }
     held = true;
-    clock_.sleep_ns(verdict == PieceVerdict::kWaitForBubble ? ShutPollNs(view, now, kShutPollNs)
-                                                            : kDrainPollNs);
-    if (GateIsOpen(view.word)) {
-      // Held while the gate read open: where an open gate's time goes unused
-      // (to within one poll: it may have closed during this one).
+    // While the gate reads open, polled at the drain's pace whatever the
+    // verdict: the time held open is counted to within that poll (the gate
+    // may shut during it), and a piece that does not fit is near the
+    // bubble's end, which comes soon.
+    const bool open = GateIsOpen(view.word);
+    clock_.sleep_ns(verdict == PieceVerdict::kWaitForBubble && !open ? ShutPollNs(view, now, kShutPollNs)
+                                                                      : kDrainPollNs);
+    if (open) {
+      // Held while the gate read open: where an open gate's time goes unused.
       const HeldWhy why = !deadline_published                     ? HeldWhy::kUnpublished
                           : verdict == PieceVerdict::kWaitForQueue ? HeldWhy::kDrain
                                                                    : HeldWhy::kFit;

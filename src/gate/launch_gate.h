@@ -11,7 +11,8 @@
 // and the piece fits its forecast; until then the calling thread is held on
 // the host, polling the gate page (every 50 us while the gate is shut, or
 // until the next bubble's lead begins if that is sooner; every 10 us while
-// queued work drains), and remembering when it last saw the gate shut (an
+// it is open: queued work draining, or the piece waiting for the bubble to
+// end), and remembering when it last saw the gate shut (an
 // open gate whose deadline is not yet published is judged from then:
 // gate/piece_admission.h).  What is
 // queued is tracked with events recorded after the pieces (fences): after
@@ -240,8 +241,9 @@ class LaunchGate {
   int64_t QueuedEstimateNs(size_t pieces) const;
   bool Demoted() const;
   // Why a thread was held while the gate read open: the bubble's deadline
-  // not yet published (and no forecast to judge by); queued work draining;
-  // the piece predicted not to end by the deadline.
+  // not yet published or being rewritten (the forecast, if any, did not
+  // admit the piece); queued work draining; the piece predicted not to end
+  // by the deadline.
   enum class HeldWhy { kUnpublished, kDrain, kFit };
   // Adds `ns` held while open to the count for `why`, and to the slot's.
   void CountHeldOpen(HeldWhy why, int64_t ns);

@@ -219,7 +219,7 @@ def test_the_table_gives_each_row_its_figures_per_gpu_and_its_verdict() -> None:
     table = markdown([{"command": "python3 bench/e2e_gpu.py --arms", "commit": "abc", "rows": [met, missed],
                        "skipped": ["torch-1f1b-m8 generate"]}])
     assert ("| torch | interleaved V=2 | 8 | resnet50 | 0.83 | +0.21% [-0.05, +0.47] | – / – | +0.21% [-0.05, +0.47] | – "
-            "| +0.21% [-0.05, +0.47] | 0 | 1.4 / 1137; 0.0 / 62 | 12 / 310 / 3; 0 / 0 / 40 | 41/30/31 | 1970/1975/1940; 1980/–/1950 "
+            "| +0.21% [-0.05, +0.47] | 0 | 1.4 / 1137; 0.0 / 62 | 12.4 / 310.0 / 2.6; 0.0 / 0.0 / 40.0 | 41/30/31 | 1970/1975/1940; 1980/–/1950 "
             "| 390/395/440; 400/–/450 | met |") in table
     assert "| torch | 1f1b | 8 | pagerank | 0.50 |" in table and "| missed: harvest 0.50 < 0.8 |" in table
     # A row kept before held time was (late and pending only) shows "–" for it, not zeros.

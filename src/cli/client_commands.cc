@@ -12,6 +12,7 @@
 #include "base/units.h"
 #include "cli/cluster_commands.h"
 #include "cli/commands.h"
+#include "cli/gate_status.h"
 #include "client/client.h"
 #include "client/task_profile.h"
 #include "daemon/task_spec.h"
@@ -289,6 +290,8 @@ void PrintStatus(const StatusArgs& args, const v1::StatsReply& stats,
       fmt::print("{:>4}  imperative tasks were let run {} in bubbles: not in harvested, which "
                  "counts steps of known work\n",
                  l.lane(), FormatDuration(l.allowed_ns()));
+  for (const auto& l : stats.lanes())
+    if (std::string gate = GateStatusLine(l); !gate.empty()) fmt::print("{}\n", gate);
   fmt::print("\ntraining slowdown from side work (live estimate, 95% interval):\n");
   for (const auto& l : stats.lanes()) fmt::print("{:>4}  {}\n", l.lane(), OverheadLine(l));
   fmt::print("\n{:>5}  {:<20} {:>4}  {:<10} {:>6} {:>10} {:>18}  {}\n", "id", "name", "lane",

@@ -55,7 +55,7 @@ def main() -> None:
     add_arms_arguments(p)
     p.add_argument("--sides", default=None,
                    help="--arms: the sides served in each launch (default pagerank,resnet50; with --device cpu "
-                        "pagerank,loop)")
+                        "pagerank,loop); a program may take +VAR=VALUE pieces (bench/e2e_gpu.py --help)")
     a = p.parse_args()
     a.preset = a.preset or ("1.3b" if a.device == "cuda" else "cpu-small" if a.arms else "tiny")
     os.makedirs(a.out, exist_ok=True)

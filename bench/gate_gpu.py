@@ -599,6 +599,10 @@ def main() -> None:
     from e2e_arms import git_commit  # e2e_arms imports this module
     b.results["commit"] = git_commit()
     programs = [x for x in a.programs.split(",") if x]
+    unknown = [x for x in programs if x not in PROGRAMS]
+    if unknown:
+        raise SystemExit(f"--programs: unknown {', '.join(unknown)}; known: {', '.join(sorted(PROGRAMS))} "
+                         "(a +VAR=VALUE variant is bench/e2e_gpu.py --arms --sides')")
     rates = {name: b.alone_rate(name) for name in programs}
     b.results["alone_rates"] = rates
     b.start_daemon()

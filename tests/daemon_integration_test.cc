@@ -692,6 +692,7 @@ TEST(Metrics, TheGatesCountersAreEachLanesWithHeldTimeByWhy) {
   lane->set_gate_open_ns(2'500'000'000);
   lane->set_gate_early_closes(7);
   lane->set_gate_late_ns(3'000'000);
+  lane->set_gate_late_bubbles(4);
   lane->set_gate_pending_ns(125'000'000);
   lane->set_gate_held_unpublished_ns(1'000'000);
   lane->set_gate_held_drain_ns(20'000'000);
@@ -702,6 +703,7 @@ TEST(Metrics, TheGatesCountersAreEachLanesWithHeldTimeByWhy) {
            "freeride_lane_gate_early_closes_total{lane=\"0\",device=\"gpu:0\"} 7\n",
            "freeride_lane_gate_forced_closes_total{lane=\"0\",device=\"gpu:0\"} 0\n",
            "freeride_lane_gate_late_seconds_total{lane=\"0\",device=\"gpu:0\"} 0.003\n",
+           "freeride_lane_gate_late_stretches_total{lane=\"0\",device=\"gpu:0\"} 4\n",
            "freeride_lane_gate_pending_seconds_total{lane=\"0\",device=\"gpu:0\"} 0.125\n",
            "freeride_lane_gate_held_open_seconds_total{lane=\"0\",device=\"gpu:0\",why=\"deadline\"} 0.001\n",
            "freeride_lane_gate_held_open_seconds_total{lane=\"0\",device=\"gpu:0\",why=\"drain\"} 0.02\n",

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -710,6 +711,19 @@ void LearnMixedPieceLengths(LaunchGate& gate, CuStream stream) {
   FakeDriver::wait_times.clear();
 }
 
+// A fresh gate with `estimate`, its pieces' lengths learned (62.5 us and
+// 500 us in turn: p95 500 us, mean about 281 us), bubble 1 open.
+std::unique_ptr<LaunchGate> MixedLengthsGate(char* page, GateTaskSlot* slot, QueueEstimate estimate, bool strict,
+                                             CuStream stream) {
+  FakeDriver::Reset();
+  FakeClock::Reset();
+  auto gate = std::make_unique<LaunchGate>(FakeDriver::Api(), page, "", slot, FakeClock::Clock(), strict, estimate);
+  LearnMixedPieceLengths(*gate, stream);
+  EXPECT_EQ(gate->work_p95_ns(), 500'000);
+  EXPECT_NEAR(gate->work_mean_ns(), 281'250, 10'000);  // half of each, to a sample
+  return gate;
+}
+
 // FREERIDE_GATE_QUEUE_ESTIMATE=mean: the queue ahead of a piece counts at
 // the pieces' mean, the piece itself at their 95th percentile.  Three
 // pieces queued with 1.7 ms to the deadline: at the 95th percentile
@@ -717,15 +731,10 @@ void LearnMixedPieceLengths(LaunchGate& gate, CuStream stream) {
 // drain; at the mean (about 281 us) it fits (3 x 281 + 500 us) and goes at once.
 TEST_F(LaunchGateTest, AtTheMeanEstimateAQueueOfMixedPiecesLeavesRoomThatTheP95EstimateDoesNot) {
   for (QueueEstimate estimate : {QueueEstimate::kP95, QueueEstimate::kMean}) {
-    FakeDriver::Reset();
-    FakeClock::Reset();
     Open(1, INT64_MAX);
     GateTaskSlot slot{};
-    LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock(), /*wait_every_piece=*/true,
-                    estimate);
-    LearnMixedPieceLengths(gate, stream_);
-    ASSERT_EQ(gate.work_p95_ns(), 500'000);
-    ASSERT_NEAR(gate.work_mean_ns(), 281'250, 10'000);  // half of each, to a sample
+    auto learned = MixedLengthsGate(page_, &slot, estimate, /*strict=*/true, stream_);
+    LaunchGate& gate = *learned;
     Open(1, FakeClock::now + 1'700'000);
     ASSERT_TRUE(QueuePieces(gate, stream_, 3));
     const uint64_t held_before = gate.counters().held;
@@ -740,6 +749,27 @@ TEST_F(LaunchGateTest, AtTheMeanEstimateAQueueOfMixedPiecesLeavesRoomThatTheP95E
       EXPECT_LT(FakeClock::now, drained_at);
     }
     FakeClock::on_sleep = nullptr;
+  }
+}
+
+// The mean estimate is JudgePiece's alone: whether a piece may go without
+// its GPU wait is still judged with each counted piece at the 95th
+// percentile.  Three pieces queued (without waits) and 3.3 ms to the
+// deadline: the fourth fits either way, but twice the queue and the piece at
+// the 95th percentile (4 ms) do not, so it gets its wait under both.
+TEST_F(LaunchGateTest, TheMeanEstimateDoesNotLetAPieceGoWithoutTheWaitThatTheP95WouldGiveIt) {
+  for (QueueEstimate estimate : {QueueEstimate::kP95, QueueEstimate::kMean}) {
+    Open(1, INT64_MAX);
+    GateTaskSlot slot{};
+    auto learned = MixedLengthsGate(page_, &slot, estimate, /*strict=*/false, stream_);
+    LaunchGate& gate = *learned;
+    Open(1, FakeClock::now + 3'300'000);
+    ASSERT_TRUE(QueuePieces(gate, stream_, 3));
+    const GateCounters before = gate.counters();
+    ASSERT_TRUE(QueuePieces(gate, stream_));
+    EXPECT_EQ(gate.counters().held, before.held) << "it fits: queued at once";
+    EXPECT_EQ(gate.counters().waits, before.waits + 1) << (estimate == QueueEstimate::kMean ? "mean" : "p95");
+    EXPECT_EQ(gate.counters().unwaited, before.unwaited);
   }
 }
 
@@ -1348,7 +1378,9 @@ TEST_F(InterposerTest, AtExitItsCountsAreAppendedToTheStatsFileAsOneJsonLine) {
   const std::string stats = dir_.path() + "/stats.jsonl";
   std::string env = "LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " LD_PRELOAD=" GATE_LIBRARY " FREERIDE_GATE_PAGE=" +
                     page_path_ + " FREERIDE_GATE_STATS=" + stats + " ";
-  ShellResult r = RunShell("env -u FREERIDE_GATE_STRICT " + env + GATE_CLIENT_BIN " many", dir_.path());
+  ShellResult r = RunShell("env -u FREERIDE_GATE_STRICT -u FREERIDE_GATE_VERBOSE -u FREERIDE_GATE_QUEUE_ESTIMATE " +
+                               env + GATE_CLIENT_BIN " many",
+                           dir_.path());
   ASSERT_EQ(r.status, 0) << r.err;
   std::ifstream in(stats);
   std::string line;

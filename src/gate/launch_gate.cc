@@ -207,10 +207,9 @@ int64_t LaunchGate::PieceEstimateNs() const {
   return Demoted() ? 2 * estimate : estimate;
 }
 
-int64_t LaunchGate::QueuedEstimateNs(size_t pieces) const {
+int64_t LaunchGate::QueuedEstimateNs(size_t pieces, int64_t piece_ns) const {
   const int64_t mean = piece_mean_ns_.load(std::memory_order_relaxed);
-  if (queue_estimate_ != QueueEstimate::kMean || mean <= 0)
-    return static_cast<int64_t>(pieces) * PieceEstimateNs();
+  if (queue_estimate_ != QueueEstimate::kMean || mean <= 0) return static_cast<int64_t>(pieces) * piece_ns;
   return static_cast<int64_t>(pieces) * (Demoted() ? 2 * mean : mean);
 }
 
@@ -387,13 +386,18 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     // still leaves room: queued with no look at the fences (no driver call).
     if (!held && may_go_unwaited && deadline_published && unwaited(piece, view.admit_until_ns, std::nullopt))
       return {view.word >> 1, false};
-    const int64_t queued = QueuedEstimateNs(LookAtQueue(view.word));
+    const size_t counted = LookAtQueue(view.word);
     const int64_t now = clock_.now_ns();
     const PieceVerdict verdict =
-        torn ? PieceVerdict::kWaitForQueue : JudgePiece(view, now, queued, piece, seen_shut);
+        torn ? PieceVerdict::kWaitForQueue
+             : JudgePiece(view, now, QueuedEstimateNs(counted, piece), piece, seen_shut);
     if (verdict == PieceVerdict::kQueue) {
       if (held) held_.fetch_add(1, std::memory_order_relaxed);
-      if (may_go_unwaited && deadline_published && unwaited(piece, view.admit_until_ns, queued))
+      // Whether it may also go without its wait is judged with every counted
+      // piece at the 95th percentile, whatever the queue estimate: the wait
+      // is the net for a prediction that was wrong.
+      const int64_t queued_p95 = static_cast<int64_t>(counted) * piece;
+      if (may_go_unwaited && deadline_published && unwaited(piece, view.admit_until_ns, queued_p95))
         return {view.word >> 1, false};
       return {GateIsOpen(view.word) ? view.word >> 1 : view.ahead_bubble, true};
     }

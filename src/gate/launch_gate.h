@@ -236,9 +236,12 @@ class LaunchGate {
   // (kUnknownPieceNs before any), twice that while the daemon has demoted
   // this process's task (its slot's `demoted`).
   int64_t PieceEstimateNs() const;
-  // The predicted time to run `pieces` counted pieces (queue_estimate_),
-  // doubled while demoted as PieceEstimateNs is.
-  int64_t QueuedEstimateNs(size_t pieces) const;
+  // The predicted time to run `pieces` counted pieces: each at `piece_ns`
+  // (PieceEstimateNs, read once by the caller) by default, at the timed
+  // pieces' mean (doubled while demoted) under QueueEstimate::kMean.  Only
+  // JudgePiece's queue: whether a piece may go without its wait is judged
+  // at `piece_ns` each.
+  int64_t QueuedEstimateNs(size_t pieces, int64_t piece_ns) const;
   bool Demoted() const;
   // Why a thread was held while the gate read open: the bubble's deadline
   // not yet published or being rewritten (the forecast, if any, did not

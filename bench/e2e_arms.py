@@ -60,7 +60,9 @@ from gate_gpu import (DAEMON_PROGRESS, PROGRAMS, GpuSampler, diff_ci, label_arms
 
 # For --device cpu (a dry run of the logic): an unmodified CPU-bound loop that prints stamped
 # progress lines, and starts at once (on a CPU lane a side runs only inside bubbles, start-up too).
-CPU_LOOP = ("import time\ni = 0\nwhile True:\n    x = 0\n    for _ in range(20000):\n        x += 1\n"
+# It says first which queue estimate its interposer would take (a +VAR=VALUE side's environment shows).
+CPU_LOOP = ("import os, time\nprint('gate queue estimate:', os.environ.get('FREERIDE_GATE_QUEUE_ESTIMATE', ''), "
+            "flush=True)\ni = 0\nwhile True:\n    x = 0\n    for _ in range(20000):\n        x += 1\n"
             "    i += 1\n    print(f'iteration {i}: at {time.time():.6f}', flush=True)\n")
 CPU_PROGRAMS = {"loop": (["python3", "-c", CPU_LOOP], r"iteration (\d+):.* at ([\d.]+)")}
 CPU_DAEMON_PROGRESS = {"loop": r"iteration (\d+):"}

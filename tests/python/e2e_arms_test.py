@@ -261,7 +261,8 @@ def test_the_three_arms_run_end_to_end_on_cpu_lanes(build_dir, tmp_path) -> None
     alternate = 3
     cmd = [sys.executable, str(SOURCE_DIR / "bench" / "e2e_gpu.py"), "--arms", "--device", "cpu", "--gpus", "2",
            "--bundle", str(make_bundle(build_dir, tmp_path / "bundle")), "--out", str(out),
-           "--work", str(tmp_path / "work"), "--configs", "1f1b:4", "--sides", "loop,pagerank",
+           "--work", str(tmp_path / "work"), "--configs", "1f1b:4",
+           "--sides", "loop,loop+FREERIDE_GATE_QUEUE_ESTIMATE=mean,pagerank",
            "--noside-seconds", "2", "--measure-seconds", "3", "--warm-seconds", "240", "--alone-seconds", "2",
            "--alone-warmup", "0.5", "--alternate", str(alternate), "--side-memory", "256MiB",
            # Every row must warm up: its side at the normal policy, not SCHED_IDLE (conftest.NORMAL_CPU_TASKS).
@@ -272,7 +273,12 @@ def test_the_three_arms_run_end_to_end_on_cpu_lanes(build_dir, tmp_path) -> None
     results = json.loads((out / "e2e_gpu_2gpu.json").read_text())
     assert results["gpus"] == 2 and results["command"].startswith(str(SOURCE_DIR / "bench" / "e2e_gpu.py"))
     rows = {row["side"]: row for row in results["rows"]}
-    assert set(rows) == {"loop", "pagerank"}
+    variant = "loop+FREERIDE_GATE_QUEUE_ESTIMATE=mean"
+    assert set(rows) == {"loop", variant, "pagerank"}
+    # A +VAR=VALUE side: the plain program's alone rate (measured once), its own row.
+    assert set(results["alone_rates"]) == {"loop", "pagerank"}
+    assert rows[variant]["alone_rate_per_s"] == rows["loop"]["alone_rate_per_s"]
+    assert rows[variant]["side_kind"] == "program"
     for side, row in rows.items():
         assert row["warm"], row
         it = row["iterations"]
@@ -286,7 +292,7 @@ def test_the_three_arms_run_end_to_end_on_cpu_lanes(build_dir, tmp_path) -> None
             row["overhead_on_vs_no_side"], row["overhead_off_vs_no_side"], row["overhead_on_vs_off"])), row
         # The side's rate alone was measured again after the launch (no budget here), and the
         # harvest valued at the higher of the two; every measured iteration is kept.
-        assert row["alone_rate_after_per_s"] == results["alone_rates_after"][side] > 0, (side, row)
+        assert row["alone_rate_after_per_s"] == results["alone_rates_after"][side.split("+")[0]] > 0, (side, row)
         assert row["alone_rate_used_per_s"] == max(row["alone_rate_per_s"], row["alone_rate_after_per_s"])
         assert len(row["series"]) == sum(it.values())
         # CPU lanes have no gate: nothing late, nothing pending, one entry a lane.
@@ -298,11 +304,17 @@ def test_the_three_arms_run_end_to_end_on_cpu_lanes(build_dir, tmp_path) -> None
             assert units <= float(task["daemon_progress"]), (side, units, task)
     table = (out / "e2e_gpu_2gpu.md").read_text()
     assert "| torch | 1f1b | 4 | loop |" in table and "| torch | 1f1b | 4 | pagerank |" in table
+    assert f"| torch | 1f1b | 4 | {variant} |" in table
     # The rest is packed: among it the trainer's JSON, with each iteration's start and end, which
     # ended at a block boundary when the stop file appeared.
     assert sorted(os.listdir(out)) == ["e2e_gpu_2gpu.json", "e2e_gpu_2gpu.md", "logs.tar.gz"]
     with tarfile.open(out / "logs.tar.gz") as tar:
         run = json.load(tar.extractfile("train-torch-1f1b-m4.json"))
+        # The variant's runs (one a lane) got its environment; the plain program's did not.
+        firsts = [tar.extractfile(m).readline().decode().strip() for m in tar.getmembers()
+                  if m.name.startswith("state/tasks/") and m.name.endswith("/stdout.log")]
+    assert sorted(f for f in firsts if f.startswith("gate queue estimate:")) == \
+        ["gate queue estimate:"] * 2 + ["gate queue estimate: mean"] * 2, firsts
     count = len(run["iter_ms"])
     assert len(run["iter_unix"]) == len(run["iter_end_unix"]) == len(run["freeride_on"]) == count
     assert count % alternate == 0 and count > run["warmup"], count

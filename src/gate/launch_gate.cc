@@ -421,10 +421,7 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
 
 void LaunchGate::CountHeldOpen(HeldWhy why, int64_t ns) {
   if (ns <= 0) return;
-  std::atomic<int64_t>& total = why == HeldWhy::kUnpublished ? held_unpublished_ns_
-                                : why == HeldWhy::kDrain     ? held_drain_ns_
-                                                             : held_fit_ns_;
-  total.fetch_add(ns, std::memory_order_relaxed);
+  held_open_ns_[static_cast<size_t>(why)].fetch_add(ns, std::memory_order_relaxed);
   if (!slot_) return;
   std::atomic<int64_t>& published = why == HeldWhy::kUnpublished ? slot_->held_unpublished_ns
                                     : why == HeldWhy::kDrain     ? slot_->held_drain_ns
@@ -506,10 +503,11 @@ void LaunchGate::CollectSamples() {
   if (done == 0) return;
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
   pending_count_.store(pending_.size(), std::memory_order_relaxed);
-  piece_p95_ns_.store(lengths_.P95(), std::memory_order_relaxed);
+  const int64_t p95 = lengths_.P95();  // a selection over the window: once
+  piece_p95_ns_.store(p95, std::memory_order_relaxed);
   piece_mean_ns_.store(lengths_.Mean(), std::memory_order_relaxed);
   if (!slot_) return;
-  slot_->work_p95_ns.store(lengths_.P95(), std::memory_order_relaxed);
+  slot_->work_p95_ns.store(p95, std::memory_order_relaxed);
   slot_->samples.fetch_add(done, std::memory_order_relaxed);
 }
 
@@ -522,8 +520,7 @@ GateCounters LaunchGate::counters() const {
           captured_.load(std::memory_order_relaxed),
           failed_waits_.load(std::memory_order_relaxed), refused_.load(std::memory_order_relaxed),
           held_.load(std::memory_order_relaxed), passes_.load(std::memory_order_relaxed),
-          held_unpublished_ns_.load(std::memory_order_relaxed), held_drain_ns_.load(std::memory_order_relaxed),
-          held_fit_ns_.load(std::memory_order_relaxed)};
+          HeldOpenNs(HeldWhy::kUnpublished), HeldOpenNs(HeldWhy::kDrain), HeldOpenNs(HeldWhy::kFit)};
 }
 
 }  // namespace freeride::gate

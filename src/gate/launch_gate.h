@@ -43,6 +43,7 @@
 // threads at once; arming happens once (the first caller arms, the others
 // wait for it).  BeforeWork blocks its caller while the piece is held.
 #pragma once
+#include <array>
 #include <atomic>
 #include <deque>
 #include <map>
@@ -250,6 +251,9 @@ class LaunchGate {
   enum class HeldWhy { kUnpublished, kDrain, kFit };
   // Adds `ns` held while open to the count for `why`, and to the slot's.
   void CountHeldOpen(HeldWhy why, int64_t ns);
+  int64_t HeldOpenNs(HeldWhy why) const {
+    return held_open_ns_[static_cast<size_t>(why)].load(std::memory_order_relaxed);
+  }
   void StartSample(CuStream stream, WorkSample* sample);
   // Reads back the timed pieces that have ended; at most one caller at once.
   void CollectSamples();
@@ -268,7 +272,7 @@ class LaunchGate {
   std::atomic<GateState> state_{GateState::kUnarmed};
   CuDevicePtr word_ = 0;
   std::atomic<uint64_t> waits_{0}, unwaited_{0}, captured_{0}, failed_waits_{0}, refused_{0}, held_{0}, passes_{0};
-  std::atomic<int64_t> held_unpublished_ns_{0}, held_drain_ns_{0}, held_fit_ns_{0};
+  std::array<std::atomic<int64_t>, 3> held_open_ns_{};  // by HeldWhy
   std::atomic<uint64_t> pieces_{0};  // pieces begun while timed ones are pending: every kCollectEvery-th reads back
   std::atomic<uint64_t> asynchronous_{0};  // pieces given a sample: one in kSampleEvery is timed
   std::mutex fence_mutex_;

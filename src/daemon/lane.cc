@@ -1025,11 +1025,11 @@ void Lane::CollectLateWork() {
       // its late work is judged).
       if (!late_group_.count(pid)) late_group_[pid] = env_->ProcessGroupOf(static_cast<pid_t>(pid));
     }
-    auto add = [](std::atomic<int64_t>& total, int64_t now_value, int64_t before_value) {
+    // Each field only grows for one process: its growth since the last look.
+    auto add = [](auto& total, auto now_value, auto before_value) {
       if (now_value > before_value) total.fetch_add(now_value - before_value, std::memory_order_relaxed);
     };
-    if (report.late_bubbles > before.late_bubbles)
-      gate_late_bubbles_.fetch_add(report.late_bubbles - before.late_bubbles, std::memory_order_relaxed);
+    add(gate_late_bubbles_, report.late_bubbles, before.late_bubbles);
     add(gate_pending_ns_, report.pending_ns, before.pending_ns);
     add(gate_held_unpublished_ns_, report.held_unpublished_ns, before.held_unpublished_ns);
     add(gate_held_drain_ns_, report.held_drain_ns, before.held_drain_ns);

@@ -60,9 +60,10 @@ from gate_gpu import (DAEMON_PROGRESS, PROGRAMS, GpuSampler, diff_ci, label_arms
 
 # For --device cpu (a dry run of the logic): an unmodified CPU-bound loop that prints stamped
 # progress lines, and starts at once (on a CPU lane a side runs only inside bubbles, start-up too).
-# It says first which queue estimate its interposer would take (a +VAR=VALUE side's environment shows).
-CPU_LOOP = ("import os, time\nprint('gate queue estimate:', os.environ.get('FREERIDE_GATE_QUEUE_ESTIMATE', ''), "
-            "flush=True)\ni = 0\nwhile True:\n    x = 0\n    for _ in range(20000):\n        x += 1\n"
+# It says first which of the interposer's FREERIDE_GATE_ settings it was given (a +VAR=VALUE side's
+# environment shows; the daemon's own gate page variable is left out).
+CPU_LOOP = ("import os, time\nprint('gate settings:', ' '.join(sorted(f'{k}={v}' for k, v in os.environ.items() "
+            "if k.startswith('FREERIDE_GATE_') and k != 'FREERIDE_GATE_PAGE')), flush=True)\ni = 0\nwhile True:\n    x = 0\n    for _ in range(20000):\n        x += 1\n"
             "    i += 1\n    print(f'iteration {i}: at {time.time():.6f}', flush=True)\n")
 CPU_PROGRAMS = {"loop": (["python3", "-c", CPU_LOOP], r"iteration (\d+):.* at ([\d.]+)")}
 CPU_DAEMON_PROGRESS = {"loop": r"iteration (\d+):"}
@@ -390,6 +391,12 @@ def verdict(row: dict) -> str:
     return "targets met" if not row["missed_targets"] else "missed: " + "; ".join(row["missed_targets"])
 
 
+# The lane status counters a row keeps (gate_misses), and their names in the row (ns become ms).
+GATE_MISS_KEYS = {"gate_late_ns": "late_ms", "gate_late_bubbles": "late_stretches", "gate_pending_ns": "pending_ms",
+                  "gate_held_unpublished_ns": "held_unpublished_ms", "gate_held_drain_ns": "held_drain_ms",
+                  "gate_held_fit_ns": "held_fit_ms"}
+
+
 def gate_misses(before: list[dict], after: list[dict]) -> list[dict]:
     """Per lane, the gate's misses between two `freeride status` readings of the lanes: late work
     (gated work running after its bubble closed: judged by the overrun budget), its stretches, and
@@ -403,18 +410,13 @@ def gate_misses(before: list[dict], after: list[dict]) -> list[dict]:
             if int(entry.get("lane", 0)) == lane:
                 return int(entry.get(key, 0))
         return 0
-    misses = []
-    for entry in after:
-        lane = int(entry.get("lane", 0))
-        delta = {key: counter(after, lane, key) - counter(before, lane, key)
-                 for key in ("gate_late_ns", "gate_late_bubbles", "gate_pending_ns", "gate_held_unpublished_ns",
-                             "gate_held_drain_ns", "gate_held_fit_ns")}
-        misses.append({"lane": lane, "late_ms": delta["gate_late_ns"] / 1e6,
-                       "late_stretches": delta["gate_late_bubbles"], "pending_ms": delta["gate_pending_ns"] / 1e6,
-                       "held_unpublished_ms": delta["gate_held_unpublished_ns"] / 1e6,
-                       "held_drain_ms": delta["gate_held_drain_ns"] / 1e6,
-                       "held_fit_ms": delta["gate_held_fit_ns"] / 1e6})
-    return misses
+    def lane_misses(lane: int) -> dict:
+        misses = {"lane": lane}
+        for key, name in GATE_MISS_KEYS.items():
+            delta = counter(after, lane, key) - counter(before, lane, key)
+            misses[name] = delta / 1e6 if key.endswith("_ns") else delta  # ns to ms; counts as they are
+        return misses
+    return [lane_misses(int(entry.get("lane", 0))) for entry in after]
 
 
 def _misses(row: dict) -> str:

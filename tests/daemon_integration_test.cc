@@ -705,7 +705,7 @@ TEST(Metrics, TheGatesCountersAreEachLanesWithHeldTimeByWhy) {
            "freeride_lane_gate_late_seconds_total{lane=\"0\",device=\"gpu:0\"} 0.003\n",
            "freeride_lane_gate_late_stretches_total{lane=\"0\",device=\"gpu:0\"} 4\n",
            "freeride_lane_gate_pending_seconds_total{lane=\"0\",device=\"gpu:0\"} 0.125\n",
-           "freeride_lane_gate_held_open_seconds_total{lane=\"0\",device=\"gpu:0\",why=\"deadline\"} 0.001\n",
+           "freeride_lane_gate_held_open_seconds_total{lane=\"0\",device=\"gpu:0\",why=\"unpublished\"} 0.001\n",
            "freeride_lane_gate_held_open_seconds_total{lane=\"0\",device=\"gpu:0\",why=\"drain\"} 0.02\n",
            "freeride_lane_gate_held_open_seconds_total{lane=\"0\",device=\"gpu:0\",why=\"fit\"} 0.5\n"})
     EXPECT_NE(text.find(sample), std::string::npos) << sample << text;

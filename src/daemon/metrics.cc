@@ -106,7 +106,7 @@ std::string RenderPrometheusMetrics(const v1::StatsReply& stats,
            "the next piece would not end by the deadline (fit).");
   for (const auto& l : stats.lanes()) {
     const std::pair<const char*, int64_t> held[] = {
-        {"deadline", l.gate_held_unpublished_ns()}, {"drain", l.gate_held_drain_ns()}, {"fit", l.gate_held_fit_ns()}};
+        {"unpublished", l.gate_held_unpublished_ns()}, {"drain", l.gate_held_drain_ns()}, {"fit", l.gate_held_fit_ns()}};
     for (const auto& [why, ns] : held)
       e.Sample("freeride_lane_gate_held_open_seconds_total", fmt::format("{},why=\"{}\"", lane_labels(l), why),
                static_cast<double>(ns) / 1e9);

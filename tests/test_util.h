@@ -20,7 +20,8 @@ class TempDir {
   std::string path_;
 };
 
-// Every JSON line of a file (lines that do not parse fail the test).
+// Every complete JSON line of a file (lines that do not parse fail the
+// test; a last line with no newline yet, still being written, is left out).
 std::vector<nlohmann::json> ReadJsonLines(const std::string& path);
 
 bool ProcessAlive(int pid);

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "base/paths.h"
@@ -199,6 +200,67 @@ TEST_F(StageAndDaemon, AnEndWaiterSleepsThroughTheBeginMark) {
   waiter.join();
   EXPECT_EQ(env.wake_calls(), 1);
   EXPECT_EQ(woke_at_seq.load(), seen + 2);
+}
+
+// An Env whose clock calls a hook as it is read: a test sees what other
+// processes could see at the instant a mark takes its time.
+class ClockHookEnv final : public Env {
+ public:
+  explicit ClockHookEnv(FakeEnv* inner) : inner_(inner) {}
+  Nanos Now() override {
+    if (on_read) on_read();
+    return inner_->Now();
+  }
+  bool Wait(std::atomic<uint32_t>* word, uint32_t expected, Nanos timeout, uint32_t bits) override {
+    return inner_->Wait(word, expected, timeout, bits);
+  }
+  void WakeAll(std::atomic<uint32_t>* word, uint32_t bits) override { inner_->WakeAll(word, bits); }
+  bool ProcessAlive(pid_t pid) override { return inner_->ProcessAlive(pid); }
+  pid_t ProcessGroupOf(pid_t pid) override { return inner_->ProcessGroupOf(pid); }
+  std::function<void()> on_read;
+
+ private:
+  FakeEnv* inner_;
+};
+
+// The end mark's time is read only once a task can see that the end has
+// begun, so a task's clock read before a check that finds its bubble open is
+// earlier than the bubble's end: its step starts inside the bubble.  (A time
+// read before the bubble is seen closing left a window where a step timed
+// after the end passed the check: a clean run's harness caught one 635 ns
+// after its bubble's end.)
+TEST_F(StageAndDaemon, AnEndMarkTakesItsTimeOnlyOnceTasksSeeTheBubbleClosing) {
+  std::string error;
+  LaneSegment task;
+  ASSERT_TRUE(task.Open(path, /*writable=*/false, &error)) << error;
+  ClockHookEnv stage_clock(&env);
+  stage.set_env(&stage_clock);
+  stage.WriteBegin(3, env.Now(), 0, 0);
+  const uint32_t seq = task.layout()->bubble_seq.load();
+  ASSERT_TRUE(task.StillOpen(seq));
+  int clock_reads = 0;
+  bool open_at_clock_read = true;
+  stage_clock.on_read = [&] {
+    ++clock_reads;
+    open_at_clock_read = task.StillOpen(seq);
+  };
+  env.Advance(5 * kMillisecond);
+  stage.WriteEndNow();
+  EXPECT_EQ(clock_reads, 1);
+  EXPECT_FALSE(open_at_clock_read) << "a task still saw the bubble open when its end was timed";
+  EXPECT_FALSE(task.StillOpen(seq));
+  BubbleMark closed;
+  ASSERT_TRUE(task.ClosedBubbleMark(seq, &closed));
+  EXPECT_EQ(closed.end_ns, env.Now());
+  // A closed lane's end is a no-op: no clock read, no second close.
+  stage.WriteEndNow();
+  EXPECT_EQ(clock_reads, 1);
+  EXPECT_EQ(task.layout()->bubble_seq.load(), seq + 1);
+  // The next bubble is open, whatever the previous one's close left.
+  stage_clock.on_read = nullptr;
+  stage.WriteBegin(3, env.Now(), 0, 0);
+  EXPECT_TRUE(task.StillOpen(seq + 2));
+  EXPECT_FALSE(task.StillOpen(seq));
 }
 
 TEST(LaneSegment, CorruptOrForeignSegmentsAreRejected) {

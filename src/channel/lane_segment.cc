@@ -96,6 +96,22 @@ void LaneSegment::WriteEnd(Nanos now) {
   if (l->end_waiters.load(std::memory_order_seq_cst) != 0) env_->WakeAll(&l->bubble_seq, kWakeOnEnd);
 }
 
+void LaneSegment::WriteEndNow() {
+  LaneSegmentLayout* l = layout_;
+  const uint32_t seq = l->bubble_seq.load(std::memory_order_relaxed);
+  if ((seq & 1u) == 0) return;
+  // seq_cst, a full fence on the store: the clock is read after every task
+  // can see that the end has begun.
+  l->closing_seq.store(seq, std::memory_order_seq_cst);
+  WriteEnd(env_->Now());
+}
+
+bool LaneSegment::StillOpen(uint32_t seq) const {
+  const LaneSegmentLayout* l = layout_;
+  return l->closing_seq.load(std::memory_order_seq_cst) != seq &&
+         l->bubble_seq.load(std::memory_order_seq_cst) == seq;
+}
+
 BubbleMark LaneSegment::Read() const {
   const LaneSegmentLayout* l = layout_;
   BubbleMark mark;

@@ -27,7 +27,7 @@
 namespace freeride {
 
 constexpr uint64_t kLaneSegmentMagic = 0x4652454552494445ULL;  // "FREERIDE"
-constexpr uint32_t kLaneSegmentVersion = 9;
+constexpr uint32_t kLaneSegmentVersion = 10;
 // The wake-up bits of the two marks (see FutexWait), and of an armed task
 // that hands back a bubble with enough left for another task.
 constexpr uint32_t kWakeOnBegin = 1u;
@@ -71,6 +71,11 @@ struct LaneSegmentLayout {
   std::atomic<int64_t> hint_ns;  // stage's own length estimate, 0 if none
   std::atomic<uint64_t> free_memory_bytes;  // UINT64_MAX when unknown
   std::atomic<int64_t> end_ns;  // end of the most recent closed bubble
+  // The open bubble's seq once its end mark has begun (WriteEndNow stores it
+  // before reading the clock for end_ns), so that a task's check that finds
+  // its bubble still open (LaneSegment::StillOpen) came before the end's
+  // time: a step timed before such a check starts inside its bubble.
+  std::atomic<uint32_t> closing_seq;
   std::atomic<int64_t> stage_pid;
   std::atomic<int64_t> stage_heartbeat_ns;
   // Slot (seq / 2) % kClosedBubbleRing holds bubble `seq` once it has ended.
@@ -230,6 +235,16 @@ class LaneSegment {
   // each other.
   void WriteBegin(uint32_t slot, Nanos now, Nanos hint, uint64_t free_memory);
   void WriteEnd(Nanos now);
+  // End with the time read from env() after the close is announced
+  // (closing_seq): the stage's end mark.  WriteEnd(now) with a time read
+  // earlier leaves a window in which a task sees the bubble open after its
+  // end time.
+  void WriteEndNow();
+
+  // Task side: whether bubble `seq` is still open, its end not yet begun.
+  // A clock read before a true answer is earlier than the bubble's end_ns
+  // when the stage ends it with WriteEndNow.  Any thread or process.
+  bool StillOpen(uint32_t seq) const;
 
   // Reads a consistent snapshot of the current mark (retries while a writer
   // is mid-update; gives up after a bounded number of tries and returns the

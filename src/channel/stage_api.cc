@@ -89,7 +89,7 @@ void freeride_bubble_end(freeride_stage* stage) {
   if (!stage) return;
   std::lock_guard<std::mutex> lock(stage->marks_mutex);
   if (!stage->segment.is_open()) return;
-  stage->segment.WriteEnd(stage->env->Now());
+  stage->segment.WriteEndNow();
 }
 
 void freeride_stage_close(freeride_stage* stage) {
@@ -112,7 +112,7 @@ void freeride_stage_close(freeride_stage* stage) {
   {
     std::lock_guard<std::mutex> lock(stage->marks_mutex);
     if (stage->segment.is_open()) {
-      stage->segment.WriteEnd(stage->env->Now());
+      stage->segment.WriteEndNow();
       stage->segment.layout()->stage_pid.store(0);
     }
   }

@@ -195,7 +195,7 @@ bool TaskChannel::GrantHolds() const {
   auto* l = task_.layout();
   if (l->command.load(std::memory_order_relaxed) == static_cast<uint32_t>(TaskCommand::kStop))
     return false;
-  if (granted_seq_ != lane_.layout()->bubble_seq.load(std::memory_order_acquire)) return false;
+  if (!lane_.StillOpen(granted_seq_)) return false;
   if (armed_grant_) return memory_bytes_ <= granted_free_memory_;
   return l->grant_active.load(std::memory_order_acquire) != 0;
 }

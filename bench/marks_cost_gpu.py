@@ -12,7 +12,10 @@ cancels:
 
   off        marks paused (the baseline)
   on         the marks as shipped: the gate opened and closed on the compute stream, the begin
-             and end marks read from the gate word by libfreeride's thread (gated marks)
+             and end marks read from the gate word by libfreeride's thread (gated marks); a gate
+             write for a compute stream with no work left is stored from the host at once
+  on-stream-writes  as on, with every gate write a stream write (the stage's host writes off,
+             as before them)
   hostfn     as shipped before the gated marks (and still where there is no gate): the gate's
              stream writes, and the begin and end marks as host functions on the mark stream
   no-hostfn  as hostfn, but the begin and end marks written from the host at once (no host
@@ -49,7 +52,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_arms import git_commit  # noqa: E402
 from gate_gpu import Bench, diff_ci, log, mean_ci  # noqa: E402
 
-VARIANTS = ["off", "on", "hostfn", "no-hostfn", "no-gate", "host-only", "writes-only", "python-only"]
+VARIANTS = ["off", "on", "on-stream-writes", "hostfn", "no-hostfn", "no-gate", "host-only", "writes-only", "python-only"]
 
 
 def stage(a) -> None:
@@ -85,14 +88,16 @@ def stage(a) -> None:
         return call
 
     shipped = (counted(shipped[0], "stream"), shipped[1], shipped[2], shipped[3], counted(shipped[4], "gated", bool))
+    variants = a.variants.split(",")
     shipped_host = (counted(shipped_host[0], "host"), shipped_host[1])
 
     def set_variant(name: str) -> None:
         current[0] = name
         begin_on, end_on, gate_open, gate_close, begin_gated = shipped
-        if name != "on":
+        if name not in ("on", "on-stream-writes"):
             begin_gated = lambda stream, slot, predicted_ns=0, free=None: False  # noqa: E731
         stage_api.begin_gated = begin_gated
+        stage_api.set_gate_host_writes(name != "on-stream-writes")
         # BubbleMarks makes no other kind once it made a gated mark (a stage must not mix them:
         # the kinds could overtake each other); here the variants take turns on purpose, after
         # each block's marks are done (the iteration synchronises the device).
@@ -151,14 +156,17 @@ def stage(a) -> None:
     per_product_ms = (time.perf_counter() - start) * 1e3 / 50
     count = max(1, round(a.compute_ms / per_product_ms))
 
-    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    cpu_ns = {v: 0 for v in VARIANTS}   # the marks thread's CPU time in each variant's blocks
-    wall_ns = {v: 0 for v in VARIANTS}  # and those blocks' wall time
+    times: dict[str, list[float]] = {v: [] for v in variants}
+    cpu_ns = {v: 0 for v in variants}   # the marks thread's CPU time in each variant's blocks
+    wall_ns = {v: 0 for v in variants}  # and those blocks' wall time
+    # The gate's writes in each variant's blocks: [on a stream, from the host].
+    gate_writes = {v: [0, 0] for v in variants}
     for round_index in range(a.rounds + 1):  # the first round warms up and is not kept
-        for k in range(len(VARIANTS)):
-            variant = VARIANTS[(k + round_index) % len(VARIANTS)]
+        for k in range(len(variants)):
+            variant = variants[(k + round_index) % len(variants)]
             set_variant(variant)
             block_start, block_cpu = time.monotonic_ns(), marks_thread_cpu_ns()
+            writes_before = stage_api.gate_writes()
             for _ in range(a.block):
                 marks.start_iteration()
                 if cuda:
@@ -173,15 +181,19 @@ def stage(a) -> None:
                 if round_index:
                     times[variant].append((time.perf_counter() - t0) * 1e3)
             cpu_ns[variant] += marks_thread_cpu_ns() - block_cpu
+            writes_after = stage_api.gate_writes()
+            for i in range(2):
+                gate_writes[variant][i] += writes_after[i] - writes_before[i]
             wall_ns[variant] += time.monotonic_ns() - block_start
-    made_per_variant = {v: dict(kinds) for v, kinds in made.items()}
+    made_per_variant = {v: dict(made[v]) for v in variants}
     set_variant("on")
     attached = marks.attached
     marks.close()
     with open(a.stage_out, "w") as f:
         json.dump({"times_ms": times, "products_per_exchange": count, "per_product_ms": per_product_ms,
-                   "attached": attached, "marks_made": made_per_variant,
-                   "marks_thread_core_share": {v: cpu_ns[v] / wall_ns[v] if wall_ns[v] else 0.0 for v in VARIANTS}},
+                   "attached": attached, "marks_made": made_per_variant, "variants": variants,
+                   "gate_writes": gate_writes,
+                   "marks_thread_core_share": {v: cpu_ns[v] / wall_ns[v] if wall_ns[v] else 0.0 for v in variants}},
                   f)
 
 
@@ -212,7 +224,7 @@ def expected_kind(variant: str, device: str) -> str | None:
         return None
     if device != "cuda":
         return "host"
-    return {"on": "gated", "hostfn": "stream", "no-gate": "stream", "no-hostfn": "host", "host-only": "host",
+    return {"on": "gated", "on-stream-writes": "gated", "hostfn": "stream", "no-gate": "stream", "no-hostfn": "host", "host-only": "host",
             "writes-only": None}[variant]
 
 
@@ -227,6 +239,8 @@ def main() -> None:
     p.add_argument("--compute-ms", type=float, default=3.0, help="GPU work before each wait")
     p.add_argument("--block", type=int, default=5, help="iterations of one variant in a row")
     p.add_argument("--rounds", type=int, default=12, help="blocks of each variant, after a warm-up round")
+    p.add_argument("--variants", default=",".join(VARIANTS),
+                   help="which variants to alternate, comma-separated (off is always among them)")
     p.add_argument("--mps", default="auto")
     p.add_argument("--daemon-args", default="")
     p.add_argument("--commit", default=None,
@@ -235,6 +249,11 @@ def main() -> None:
     p.add_argument("--stage", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--stage-out", help=argparse.SUPPRESS)
     a = p.parse_args()
+    unknown = [v for v in a.variants.split(",") if v not in VARIANTS]
+    if unknown:
+        p.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    if "off" not in a.variants.split(","):
+        a.variants = "off," + a.variants
     if a.stage:
         stage(a)
         return
@@ -246,6 +265,7 @@ def main() -> None:
         cmd = [sys.executable, os.path.abspath(__file__), "--stage", "--stage-out", stage_out,
                "--pattern", a.pattern, "--device", a.device, "--exchanges", str(a.exchanges),
                "--compute-ms", str(a.compute_ms), "--block", str(a.block), "--rounds", str(a.rounds),
+               "--variants", a.variants,
                "--out", a.out]
         subprocess.run(cmd, env=b.env, check=True)
     finally:
@@ -257,14 +277,16 @@ def main() -> None:
     times = stage_result["times_ms"]
     rows = []
     waits = (a.rounds + 1) * a.block * a.exchanges
-    for variant in VARIANTS:
+    for variant in stage_result["variants"]:
         mean, half = mean_ci(times[variant])
         made = stage_result["marks_made"][variant]
         kind = expected_kind(variant, a.device)
         expected = {k: waits if k == kind else 0 for k in MARK_KINDS}
         row = {"variant": variant, "iterations": len(times[variant]), "mean_ms": mean, "ci_ms": half,
                "marks_made": made, "marks_expected": expected,
-               "marks_thread_core_share": stage_result["marks_thread_core_share"][variant]}
+               "marks_thread_core_share": stage_result["marks_thread_core_share"][variant],
+               "gate_writes_on_stream": stage_result["gate_writes"][variant][0],
+               "gate_writes_from_host": stage_result["gate_writes"][variant][1]}
         if made != expected:
             row["invalid"] = f"made marks {made}, expected {expected}"
         if variant != "off":
@@ -284,6 +306,7 @@ def main() -> None:
         log(f"  {row['variant']:10s} {row['mean_ms']:8.3f} ms ±{row['ci_ms']:.3f} over {row['iterations']}"
             + (f"; vs off {vs['pct']:+.2f}% [{vs['low']:+.2f}, {vs['high']:+.2f}]" if vs else "")
             + f"; marks thread {100 * row['marks_thread_core_share']:.1f}% of a core"
+            + f"; gate writes {row['gate_writes_on_stream']} on a stream, {row['gate_writes_from_host']} from the host"
             + (f"; INVALID: {row['invalid']}" if "invalid" in row else ""))
     invalid = [row["variant"] for row in rows if "invalid" in row]
     if invalid:

@@ -1550,6 +1550,43 @@ TEST(StageGate, GatedMarksReachTheLaneFromTheGateWordWithTheirSlots) {
   EXPECT_NE(stage_pid, static_cast<int64_t>(getpid()));
 }
 
+// A gate write for a stream with no work left is stored from the host (no
+// stream memory operation), but only once the stage's last write on a stream
+// has landed, so no earlier value lands after a later one; busy streams, and
+// a stage with host writes turned off, get stream writes.  The marks are the
+// same either way.
+TEST(StageGate, AGateWriteForAStreamWithNoWorkLeftIsStoredFromTheHost) {
+  StageLane lane(5);
+  lane.MakeGatePage();
+  ShellResult r = lane.RunClient("host-writes");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(r.out,
+            "begin a done 0 stream 0 host 1\n"
+            "end a done 0 stream 0 host 2\n"
+            "begin a busy 0 stream 1 host 2\n"
+            "end b done, a's write pending 0 stream 2 host 2\n"
+            "begin b done, a done 0 stream 2 host 3\n"
+            "end b done, host writes off 0 stream 3 host 3\n"
+            "driver stream writes 3\n")
+      << r.err;
+  EXPECT_EQ(lane.page.layout()->word.load(), GateClosedValue(3)) << "the last bubble closed";
+  ASSERT_EQ(lane.segment.layout()->bubble_seq.load(), 6u) << "three bubbles begun and ended";
+  for (uint32_t i = 0; i < 3; ++i) {
+    BubbleMark mark;
+    ASSERT_TRUE(lane.segment.ClosedBubbleMark(2 * i + 1, &mark)) << "bubble " << i;
+    EXPECT_EQ(mark.slot, 1 + i);
+  }
+
+  // Turned off in the environment: every write goes on its stream.
+  StageLane off_lane(6);
+  off_lane.MakeGatePage();
+  ShellResult off = off_lane.RunClient("host-writes", "FREERIDE_GATE_HOST_WRITES=0");
+  ASSERT_EQ(off.status, 0) << off.out << off.err;
+  EXPECT_NE(off.out.find("end b done, host writes off 0 stream 6 host 0\ndriver stream writes 6\n"),
+            std::string::npos)
+      << off.out;
+}
+
 // A poll interval that is not one is said so, and the default used: the
 // marks still reach the lane.
 TEST(StageGate, AnInvalidGateMarkPollIntervalIsWarnedOfAndTheDefaultUsed) {

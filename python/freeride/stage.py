@@ -75,6 +75,17 @@ class Stage:
         """Closes the lane's GPU gate when the compute stream reaches this point."""
         return self._lib.freeride_gate_close_on_stream(self._handle, ctypes.c_void_p(stream)) == 0
 
+    def set_gate_host_writes(self, enabled: bool) -> None:
+        """Whether a gate write for a stream with no work left is stored from the host at once
+        (the default; FREERIDE_GATE_HOST_WRITES=0 turns it off) instead of as a stream write."""
+        self._lib.freeride_stage_set_gate_host_writes(self._handle, 1 if enabled else 0)
+
+    def gate_writes(self) -> tuple[int, int]:
+        """(gate writes made on a stream, gate writes stored from the host) so far."""
+        on_stream, from_host = ctypes.c_uint64(0), ctypes.c_uint64(0)
+        self._lib.freeride_stage_gate_writes(self._handle, ctypes.byref(on_stream), ctypes.byref(from_host))
+        return on_stream.value, from_host.value
+
     def close(self) -> None:
         """Ends any open bubble and releases the handle (synchronise streams first)."""
         if self._handle:

@@ -54,6 +54,8 @@ freeride_stage* freeride::OpenStage(int lane, const char* socket_path, Env* env)
   }
   const char* disable = std::getenv("FREERIDE_DISABLE");
   stage->disabled = disable && *disable && std::string(disable) != "0";
+  const char* host_writes = std::getenv("FREERIDE_GATE_HOST_WRITES");
+  stage->gate_host_writes = !(host_writes && std::string(host_writes) == "0");
   MaybeReattach(stage, env->Now());
   return stage;
 }

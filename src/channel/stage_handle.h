@@ -56,6 +56,17 @@ struct freeride_stage {
   int gate_state = 0;
   freeride::Nanos gate_retry_ns = 0;
   uint32_t gate_bubble = 0;  // the last bubble this stage opened on the gate
+  // A gate value for a stream with no work left is stored from the host
+  // (EnqueueGateValue); FREERIDE_GATE_HOST_WRITES=0 or
+  // freeride_stage_set_gate_host_writes(stage, 0) turns that off.
+  bool gate_host_writes = true;
+  // The stream of the last gate value written on a stream, while that write
+  // may be pending: a host store waits for it to be done (no earlier value
+  // may land after a later one).
+  void* gate_pending_stream = nullptr;
+  bool gate_write_pending = false;
+  uint64_t gate_writes_on_stream = 0;
+  uint64_t gate_writes_from_host = 0;
   // Marks read from the gate word (freeride_bubble_begin_gated), made at the
   // first gated mark; FREERIDE_GATE_MARKS=0 turns them off.
   std::unique_ptr<freeride::GateMarkWatcher> mark_watcher;

@@ -24,6 +24,7 @@ using CuHostFn = void (*)(void*);
 using CuLaunchHostFn = CuResult (*)(void* stream, CuHostFn fn, void* user_data);
 using CuStreamWriteValue32 = CuResult (*)(void* stream, unsigned long long address, uint32_t value,
                                           unsigned flags);
+using CuStreamQuery = CuResult (*)(void* stream);
 using CuMemHostRegister = CuResult (*)(void* pointer, size_t bytes, unsigned flags);
 using CuMemHostGetDevicePointer = CuResult (*)(unsigned long long* device, void* host, unsigned flags);
 
@@ -108,11 +109,35 @@ bool GateReady(freeride_stage* stage) {
   return true;
 }
 
-// Enqueues the write of `value` to the lane's gate word on `stream`, the
-// gate ready (GateReady).  0 when enqueued.
+// Whether `stream` has finished all the work queued on it (cuStreamQuery:
+// no GPU work, about a microsecond of the calling thread).
+bool StreamDone(void* stream) {
+  static auto query = DriverFn<CuStreamQuery>("cuStreamQuery");
+  return query && query(stream) == 0;
+}
+
+// Writes `value` to the lane's gate word where `stream` reaches this point,
+// the gate ready (GateReady).  A stream with no work left is already there:
+// the value is stored from the host at once, so the stream gets no memory
+// operation (each one costs its stream microseconds, with its memory
+// barrier, which a trainer that synchronises after every exchange waits
+// for).  Only once the last value written on a stream has landed, so that
+// no earlier value lands after this one.  0 when written or enqueued.
 int EnqueueGateValue(freeride_stage* stage, void* stream, uint32_t value) {
+  if (stage->gate_host_writes && StreamDone(stream) &&
+      (!stage->gate_write_pending || stage->gate_pending_stream == stream ||
+       StreamDone(stage->gate_pending_stream))) {
+    stage->gate_write_pending = false;
+    stage->gate_page.layout()->word.store(value, std::memory_order_seq_cst);
+    ++stage->gate_writes_from_host;
+    return 0;
+  }
   static auto write = DriverFn<CuStreamWriteValue32>("cuStreamWriteValue32_v2");
-  return write(stream, stage->gate_word, value, 0) == 0 ? 0 : -1;
+  if (write(stream, stage->gate_word, value, 0) != 0) return -1;
+  stage->gate_pending_stream = stream;
+  stage->gate_write_pending = true;
+  ++stage->gate_writes_on_stream;
+  return 0;
 }
 
 // Numbers the stage's next gate bubble: 31 bits, and never 0 (the gate
@@ -198,6 +223,15 @@ int freeride_bubble_end_gated(freeride_stage* stage, void* compute_stream) {
 void freeride_bubble_end_gated_on_host(freeride_stage* stage) {
   if (stage && stage->mark_watcher && stage->owner_pid == getpid())
     stage->mark_watcher->ForceEnd(stage->gate_bubble);
+}
+
+void freeride_stage_set_gate_host_writes(freeride_stage* stage, int enabled) {
+  if (stage) stage->gate_host_writes = enabled != 0;
+}
+
+void freeride_stage_gate_writes(const freeride_stage* stage, uint64_t* on_stream, uint64_t* from_host) {
+  if (on_stream) *on_stream = stage ? stage->gate_writes_on_stream : 0;
+  if (from_host) *from_host = stage ? stage->gate_writes_from_host : 0;
 }
 
 int freeride_gate_open_on_stream(freeride_stage* stage, void* compute_stream) {

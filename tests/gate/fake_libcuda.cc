@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <string>
 
 namespace {
@@ -12,6 +13,7 @@ std::string g_log;
 unsigned g_capturing_stream = 0;  // the stream (by value) that reads as capturing
 int g_register_result = 0;
 int g_write_result = 0;
+std::set<uintptr_t> g_done_streams;  // the streams cuStreamQuery finds with no work left
 void Log(const std::string& line) { g_log += line + "\n"; }
 std::string Hex(const void* p) {
   char b[32];
@@ -30,6 +32,15 @@ void fake_cuda_set_capturing(unsigned stream) { g_capturing_stream = stream; }
 void fake_cuda_set_register_result(int r) { g_register_result = r; }
 // A stream write that fails (a broken context) stores nothing.
 void fake_cuda_set_write_result(int r) { g_write_result = r; }
+
+// Every stream reads as busy (CUDA_ERROR_NOT_READY) unless set done here.
+void fake_cuda_set_stream_done(uintptr_t stream, int done) {
+  if (done) g_done_streams.insert(stream);
+  else g_done_streams.erase(stream);
+}
+CuResult cuStreamQuery(CuStream s) {
+  return g_done_streams.count(reinterpret_cast<uintptr_t>(s)) ? 0 : 600;
+}
 
 CuResult cuStreamWaitValue32_v2(CuStream s, CuDevicePtr addr, uint32_t value, unsigned flags) {
   Log("wait " + Hex(s) + " value " + std::to_string(value) + " flags " + std::to_string(flags) +

@@ -6,13 +6,17 @@
 // does.  With a third argument "gated", it marks three bubbles (slots 7, 8
 // and 9, the last left open) with the gated marks instead, and closes the
 // stage; with "failing-close", a gated bubble whose close fails, a fork
-// whose child closes its copy of the stage, and one more bubble.
+// whose child closes its copy of the stage, and one more bubble; with
+// "host-writes", gated bubbles on two streams that the fake driver reports
+// done or busy, printing after each call how many gate writes went on a
+// stream and from the host, then the driver's count of stream writes.
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "base/paths.h"
@@ -21,12 +25,43 @@
 
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) {
-    std::printf("usage: stage_gate_client SOCKET LANE [gated|failing-close]\n");
+    std::printf("usage: stage_gate_client SOCKET LANE [gated|failing-close|host-writes]\n");
     return 2;
   }
   freeride_stage* stage = freeride_stage_open(std::atoi(argv[2]), argv[1]);
   if (!stage) return 2;
   void* stream = reinterpret_cast<void*>(0x1000);
+  if (argc == 4 && std::string(argv[3]) == "host-writes") {
+    void* cuda = dlopen("libcuda.so.1", RTLD_NOW);
+    auto set_done = cuda ? reinterpret_cast<void (*)(uintptr_t, int)>(dlsym(cuda, "fake_cuda_set_stream_done"))
+                         : nullptr;
+    auto log = cuda ? reinterpret_cast<const char* (*)()>(dlsym(cuda, "fake_cuda_log")) : nullptr;
+    if (!set_done || !log) return 2;
+    void* a = reinterpret_cast<void*>(0x1000);
+    void* b = reinterpret_cast<void*>(0x2000);
+    auto show = [&](const char* call, int result) {
+      uint64_t on_stream = 0, from_host = 0;
+      freeride_stage_gate_writes(stage, &on_stream, &from_host);
+      std::printf("%s %d stream %llu host %llu\n", call, result, static_cast<unsigned long long>(on_stream),
+                  static_cast<unsigned long long>(from_host));
+    };
+    set_done(0x1000, 1);
+    show("begin a done", freeride_bubble_begin_gated(stage, a, 1, 0, 1001));
+    show("end a done", freeride_bubble_end_gated(stage, a));
+    set_done(0x1000, 0);
+    show("begin a busy", freeride_bubble_begin_gated(stage, a, 2, 0, 1002));
+    set_done(0x2000, 1);
+    show("end b done, a's write pending", freeride_bubble_end_gated(stage, b));
+    set_done(0x1000, 1);
+    show("begin b done, a done", freeride_bubble_begin_gated(stage, b, 3, 0, 1003));
+    freeride_stage_set_gate_host_writes(stage, 0);
+    show("end b done, host writes off", freeride_bubble_end_gated(stage, b));
+    int writes = 0;
+    for (const char* p = log(); (p = std::strstr(p, "write ")) != nullptr; ++p) ++writes;
+    std::printf("driver stream writes %d\n", writes);
+    freeride_stage_close(stage);
+    return 0;
+  }
   if (argc == 4 && std::string(argv[3]) == "failing-close") {
     // A bubble whose close cannot be enqueued (the context broke), then a
     // fork: the child's handle must leave the parent's thread and lane alone.

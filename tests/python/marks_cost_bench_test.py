@@ -21,8 +21,8 @@ def test_every_variant_is_timed_in_blocks_and_compared_with_marks_off(build_dir,
     result = json.loads((out / "marks_cost_sync.json").read_text())
     assert result["attached"] is True, "the stage found the daemon's lane"
     assert result["products_per_exchange"] >= 1
-    assert [row["variant"] for row in result["rows"]] == ["off", "on", "hostfn", "no-hostfn", "no-gate", "host-only",
-                                                      "writes-only", "python-only"]
+    assert [row["variant"] for row in result["rows"]] == ["off", "on", "on-stream-writes", "hostfn", "no-hostfn",
+                                                      "no-gate", "host-only", "writes-only", "python-only"]
     for row in result["rows"]:
         assert row["iterations"] == rounds * block, row
         # On CPU lanes every variant but off and the Python alone hands each wait to libfreeride,
@@ -31,9 +31,20 @@ def test_every_variant_is_timed_in_blocks_and_compared_with_marks_off(build_dir,
         assert row["marks_made"] == row["marks_expected"] == {
             "gated": 0, "stream": 0, "host": (rounds + 1) * block * 3 if marked else 0}, row
         assert "invalid" not in row, row
+        # A CPU lane has no gate: no gate writes either way.
+        assert (row["gate_writes_on_stream"], row["gate_writes_from_host"]) == (0, 0), row
         assert row["mean_ms"] > 0
         if row["variant"] == "off":
             assert "vs_off" not in row
         else:  # the ratio of this variant's mean to off's
             off = result["rows"][0]["mean_ms"]
             assert abs(row["vs_off"]["pct"] - (row["mean_ms"] / off - 1) * 100) < 1e-9
+
+
+def test_an_unknown_variant_is_refused_with_the_known_ones(tmp_path) -> None:
+    r = subprocess.run([sys.executable, str(SOURCE_DIR / "bench" / "marks_cost_gpu.py"), "--device", "cpu",
+                        "--out", str(tmp_path / "out"), "--variants", "on,fast"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r
+    assert "unknown variants ['fast']; known: off, on, on-stream-writes" in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists(), "nothing was started"

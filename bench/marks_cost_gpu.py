@@ -14,8 +14,10 @@ cancels:
   on         the marks as shipped: the gate opened and closed on the compute stream, the begin
              and end marks read from the gate word by libfreeride's thread (gated marks); a gate
              write for a compute stream with no work left is stored from the host at once
-  on-stream-writes  as on, with every gate write a stream write (the stage's host writes off,
-             as before them)
+  on-stream-writes  as on, with every gate write a stream memory write (FREERIDE_GATE_WRITES=stream,
+             as before the host writes)
+  on-memset  as on, with a 4-byte memset (a kernel, no memory barrier) where on makes a stream
+             memory write (FREERIDE_GATE_WRITES=memset, an experiment)
   hostfn     as shipped before the gated marks (and still where there is no gate): the gate's
              stream writes, and the begin and end marks as host functions on the mark stream
   no-hostfn  as hostfn, but the begin and end marks written from the host at once (no host
@@ -52,7 +54,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_arms import git_commit  # noqa: E402
 from gate_gpu import Bench, diff_ci, log, mean_ci  # noqa: E402
 
-VARIANTS = ["off", "on", "on-stream-writes", "hostfn", "no-hostfn", "no-gate", "host-only", "writes-only", "python-only"]
+VARIANTS = ["off", "on", "on-stream-writes", "on-memset", "hostfn", "no-hostfn", "no-gate", "host-only", "writes-only", "python-only"]
 
 
 def stage(a) -> None:
@@ -94,10 +96,10 @@ def stage(a) -> None:
     def set_variant(name: str) -> None:
         current[0] = name
         begin_on, end_on, gate_open, gate_close, begin_gated = shipped
-        if name not in ("on", "on-stream-writes"):
+        if name not in ("on", "on-stream-writes", "on-memset"):
             begin_gated = lambda stream, slot, predicted_ns=0, free=None: False  # noqa: E731
         stage_api.begin_gated = begin_gated
-        stage_api.set_gate_host_writes(name != "on-stream-writes")
+        stage_api.set_gate_writes({"on-stream-writes": "stream", "on-memset": "memset"}.get(name, "auto"))
         # BubbleMarks makes no other kind once it made a gated mark (a stage must not mix them:
         # the kinds could overtake each other); here the variants take turns on purpose, after
         # each block's marks are done (the iteration synchronises the device).
@@ -224,7 +226,7 @@ def expected_kind(variant: str, device: str) -> str | None:
         return None
     if device != "cuda":
         return "host"
-    return {"on": "gated", "on-stream-writes": "gated", "hostfn": "stream", "no-gate": "stream", "no-hostfn": "host", "host-only": "host",
+    return {"on": "gated", "on-stream-writes": "gated", "on-memset": "gated", "hostfn": "stream", "no-gate": "stream", "no-hostfn": "host", "host-only": "host",
             "writes-only": None}[variant]
 
 

@@ -1566,25 +1566,38 @@ TEST(StageGate, AGateWriteForAStreamWithNoWorkLeftIsStoredFromTheHost) {
             "begin a busy 0 stream 1 host 2\n"
             "end b done, a's write pending 0 stream 2 host 2\n"
             "begin b done, a done 0 stream 2 host 3\n"
-            "end b done, host writes off 0 stream 3 host 3\n"
-            "driver stream writes 3\n")
+            "end b done, stream writes 0 stream 3 host 3\n"
+            "begin b busy, memset 0 stream 4 host 3\n"
+            "end b done, memset 0 stream 4 host 4\n"
+            "begin b busy, mode 7 0 stream 5 host 4\n"
+            "end b busy, mode 7 0 stream 6 host 4\n"
+            "driver stream writes 3 memsets 3\n")  // mode 7 left memset on
       << r.err;
-  EXPECT_EQ(lane.page.layout()->word.load(), GateClosedValue(3)) << "the last bubble closed";
-  ASSERT_EQ(lane.segment.layout()->bubble_seq.load(), 6u) << "three bubbles begun and ended";
-  for (uint32_t i = 0; i < 3; ++i) {
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(lane.page.layout()->word.load(), GateClosedValue(5)) << "the last bubble closed";
+  ASSERT_EQ(lane.segment.layout()->bubble_seq.load(), 10u) << "five bubbles begun and ended";
+  for (uint32_t i = 0; i < 5; ++i) {
     BubbleMark mark;
     ASSERT_TRUE(lane.segment.ClosedBubbleMark(2 * i + 1, &mark)) << "bubble " << i;
     EXPECT_EQ(mark.slot, 1 + i);
   }
 
-  // Turned off in the environment: every write goes on its stream.
-  StageLane off_lane(6);
-  off_lane.MakeGatePage();
-  ShellResult off = off_lane.RunClient("host-writes", "FREERIDE_GATE_HOST_WRITES=0");
-  ASSERT_EQ(off.status, 0) << off.out << off.err;
-  EXPECT_NE(off.out.find("end b done, host writes off 0 stream 6 host 0\ndriver stream writes 6\n"),
+  // Stream writes from the environment: every write goes on its stream.
+  StageLane stream_lane(6);
+  stream_lane.MakeGatePage();
+  ShellResult stream = stream_lane.RunClient("host-writes", "FREERIDE_GATE_WRITES=stream");
+  ASSERT_EQ(stream.status, 0) << stream.out << stream.err;
+  EXPECT_NE(stream.out.find("end b done, stream writes 0 stream 6 host 0\n"), std::string::npos) << stream.out;
+
+  // A mode that is not one is warned of, and auto used.
+  StageLane bad_lane(7);
+  bad_lane.MakeGatePage();
+  ShellResult bad = bad_lane.RunClient("host-writes", "FREERIDE_GATE_WRITES=fast");
+  ASSERT_EQ(bad.status, 0) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("FREERIDE_GATE_WRITES=fast is not auto, stream or memset; using auto"),
             std::string::npos)
-      << off.out;
+      << bad.err;
+  EXPECT_NE(bad.out.find("begin a done 0 stream 0 host 1\n"), std::string::npos) << bad.out;
 }
 
 // A poll interval that is not one is said so, and the default used: the

@@ -109,16 +109,23 @@ int freeride_bubble_begin_gated(freeride_stage* stage, void* compute_stream, uin
 int freeride_bubble_end_gated(freeride_stage* stage, void* compute_stream);
 void freeride_bubble_end_gated_on_host(freeride_stage* stage);
 
-/* The gate calls above (open, close, begin_gated, end_gated) write the gate
- * word from the host at once, with no stream memory operation, when
- * `compute_stream` has no work left (cuStreamQuery) and the stage's last
- * write on a stream has landed: the GPU is already at that point, and the
- * stream is spared the write (microseconds of stream time each, which a
- * trainer that synchronises its device after every exchange waits for).
- * set_gate_host_writes(stage, 0) (or FREERIDE_GATE_HOST_WRITES=0 in the
- * environment when the stage is opened) makes every write a stream write;
- * gate_writes reports how many went each way.  Training thread. */
-void freeride_stage_set_gate_host_writes(freeride_stage* stage, int enabled);
+/* How the gate calls above (open, close, begin_gated, end_gated) write the
+ * gate word.  AUTO, the default: from the host at once when `compute_stream`
+ * has no work left (cuStreamQuery) and the stage's last write on a stream
+ * has landed (the GPU is already at that point, and the stream is spared the
+ * write: microseconds of stream time, which a trainer that synchronises its
+ * device after every exchange waits for), else as a stream memory write.
+ * STREAM: always a stream memory write.  MEMSET: as AUTO, but a stream write
+ * is a 4-byte cuMemsetD32Async, a kernel with no memory barrier (an
+ * experiment).  FREERIDE_GATE_WRITES=auto|stream|memset in the environment
+ * when the stage is opened sets it too.  gate_writes reports how many writes
+ * went on a stream and from the host.  Training thread. */
+enum freeride_gate_write_mode {
+  FREERIDE_GATE_WRITE_AUTO = 0,
+  FREERIDE_GATE_WRITE_STREAM = 1,
+  FREERIDE_GATE_WRITE_MEMSET = 2,
+};
+void freeride_stage_set_gate_writes(freeride_stage* stage, int mode);
 void freeride_stage_gate_writes(const freeride_stage* stage, uint64_t* on_stream, uint64_t* from_host);
 
 /* Closes the bubble if open and releases the handle.  NULL is allowed.  With

@@ -104,7 +104,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "freeride_bubble_end_gated_on_host": (None, [stage]),
         "freeride_gate_open_on_stream": (c.c_int, [stage, c.c_void_p]),
         "freeride_gate_close_on_stream": (c.c_int, [stage, c.c_void_p]),
-        "freeride_stage_set_gate_host_writes": (None, [stage, c.c_int]),
+        "freeride_stage_set_gate_writes": (None, [stage, c.c_int]),
         "freeride_stage_gate_writes": (None, [stage, c.POINTER(c.c_uint64), c.POINTER(c.c_uint64)]),
         "freeride_stage_close": (None, [stage]),
         "freeride_run_iterative_task": (c.c_int, [c.c_void_p, c.c_int, c.c_double]),

@@ -75,10 +75,16 @@ class Stage:
         """Closes the lane's GPU gate when the compute stream reaches this point."""
         return self._lib.freeride_gate_close_on_stream(self._handle, ctypes.c_void_p(stream)) == 0
 
-    def set_gate_host_writes(self, enabled: bool) -> None:
-        """Whether a gate write for a stream with no work left is stored from the host at once
-        (the default; FREERIDE_GATE_HOST_WRITES=0 turns it off) instead of as a stream write."""
-        self._lib.freeride_stage_set_gate_host_writes(self._handle, 1 if enabled else 0)
+    GATE_WRITE_MODES = {"auto": 0, "stream": 1, "memset": 2}
+
+    def set_gate_writes(self, mode: str) -> None:
+        """How the gate word is written: "auto" (the default: from the host at once when the
+        compute stream has no work left, else a stream memory write), "stream" (always a stream
+        memory write) or "memset" (as auto, with a 4-byte memset kernel for a stream write: an
+        experiment).  FREERIDE_GATE_WRITES sets it when the stage is opened."""
+        if mode not in self.GATE_WRITE_MODES:
+            raise ValueError(f"gate write mode {mode!r} is not one of {', '.join(self.GATE_WRITE_MODES)}")
+        self._lib.freeride_stage_set_gate_writes(self._handle, self.GATE_WRITE_MODES[mode])
 
     def gate_writes(self) -> tuple[int, int]:
         """(gate writes made on a stream, gate writes stored from the host) so far."""

@@ -5,6 +5,7 @@
 // watcher) holds.
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -40,6 +41,21 @@ void MaybeReattach(freeride_stage* stage, Nanos now) {
 
 }  // namespace
 
+namespace {
+
+// FREERIDE_GATE_WRITES: auto (the default), stream or memset; anything else
+// is warned of and the default used.
+int GateWriteModeFromEnvironment() {
+  const char* text = std::getenv("FREERIDE_GATE_WRITES");
+  if (!text || !*text || std::string(text) == "auto") return FREERIDE_GATE_WRITE_AUTO;
+  if (std::string(text) == "stream") return FREERIDE_GATE_WRITE_STREAM;
+  if (std::string(text) == "memset") return FREERIDE_GATE_WRITE_MEMSET;
+  std::fprintf(stderr, "freeride: FREERIDE_GATE_WRITES=%s is not auto, stream or memset; using auto\n", text);
+  return FREERIDE_GATE_WRITE_AUTO;
+}
+
+}  // namespace
+
 freeride_stage* freeride::OpenStage(int lane, const char* socket_path, Env* env) {
   auto* stage = new (std::nothrow) freeride_stage();
   if (!stage) return nullptr;
@@ -54,8 +70,7 @@ freeride_stage* freeride::OpenStage(int lane, const char* socket_path, Env* env)
   }
   const char* disable = std::getenv("FREERIDE_DISABLE");
   stage->disabled = disable && *disable && std::string(disable) != "0";
-  const char* host_writes = std::getenv("FREERIDE_GATE_HOST_WRITES");
-  stage->gate_host_writes = !(host_writes && std::string(host_writes) == "0");
+  stage->gate_write_mode = GateWriteModeFromEnvironment();
   MaybeReattach(stage, env->Now());
   return stage;
 }

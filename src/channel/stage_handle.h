@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "base/env.h"
 #include "channel/gate_mark_watcher.h"
+#include "freeride/freeride.h"
 #include "channel/lane_segment.h"
 #include "freeride/freeride.h"
 #include "gate/gate_page.h"
@@ -56,10 +57,9 @@ struct freeride_stage {
   int gate_state = 0;
   freeride::Nanos gate_retry_ns = 0;
   uint32_t gate_bubble = 0;  // the last bubble this stage opened on the gate
-  // A gate value for a stream with no work left is stored from the host
-  // (EnqueueGateValue); FREERIDE_GATE_HOST_WRITES=0 or
-  // freeride_stage_set_gate_host_writes(stage, 0) turns that off.
-  bool gate_host_writes = true;
+  // How gate values are written (freeride_gate_write_mode; EnqueueGateValue):
+  // FREERIDE_GATE_WRITES or freeride_stage_set_gate_writes.
+  int gate_write_mode = FREERIDE_GATE_WRITE_AUTO;
   // The stream of the last gate value written on a stream, while that write
   // may be pending: a host store waits for it to be done (no earlier value
   // may land after a later one).

@@ -25,6 +25,7 @@ using CuLaunchHostFn = CuResult (*)(void* stream, CuHostFn fn, void* user_data);
 using CuStreamWriteValue32 = CuResult (*)(void* stream, unsigned long long address, uint32_t value,
                                           unsigned flags);
 using CuStreamQuery = CuResult (*)(void* stream);
+using CuMemsetD32Async = CuResult (*)(unsigned long long address, unsigned value, size_t count, void* stream);
 using CuMemHostRegister = CuResult (*)(void* pointer, size_t bytes, unsigned flags);
 using CuMemHostGetDevicePointer = CuResult (*)(unsigned long long* device, void* host, unsigned flags);
 
@@ -117,14 +118,15 @@ bool StreamDone(void* stream) {
 }
 
 // Writes `value` to the lane's gate word where `stream` reaches this point,
-// the gate ready (GateReady).  A stream with no work left is already there:
-// the value is stored from the host at once, so the stream gets no memory
-// operation (each one costs its stream microseconds, with its memory
-// barrier, which a trainer that synchronises after every exchange waits
-// for).  Only once the last value written on a stream has landed, so that
-// no earlier value lands after this one.  0 when written or enqueued.
+// the gate ready (GateReady), as the stage's gate_write_mode says.  A stream
+// with no work left is already there: the value is stored from the host at
+// once, so the stream gets no memory operation (each one costs its stream
+// microseconds, with its memory barrier, which a trainer that synchronises
+// after every exchange waits for).  Only once the last value written on a
+// stream has landed, so that no earlier value lands after this one.  0 when
+// written or enqueued.
 int EnqueueGateValue(freeride_stage* stage, void* stream, uint32_t value) {
-  if (stage->gate_host_writes && StreamDone(stream) &&
+  if (stage->gate_write_mode != FREERIDE_GATE_WRITE_STREAM && StreamDone(stream) &&
       (!stage->gate_write_pending || stage->gate_pending_stream == stream ||
        StreamDone(stage->gate_pending_stream))) {
     stage->gate_write_pending = false;
@@ -133,7 +135,11 @@ int EnqueueGateValue(freeride_stage* stage, void* stream, uint32_t value) {
     return 0;
   }
   static auto write = DriverFn<CuStreamWriteValue32>("cuStreamWriteValue32_v2");
-  if (write(stream, stage->gate_word, value, 0) != 0) return -1;
+  static auto memset = DriverFn<CuMemsetD32Async>("cuMemsetD32Async");
+  const CuResult r = stage->gate_write_mode == FREERIDE_GATE_WRITE_MEMSET && memset
+                         ? memset(stage->gate_word, value, 1, stream)
+                         : write(stream, stage->gate_word, value, 0);
+  if (r != 0) return -1;
   stage->gate_pending_stream = stream;
   stage->gate_write_pending = true;
   ++stage->gate_writes_on_stream;
@@ -225,8 +231,10 @@ void freeride_bubble_end_gated_on_host(freeride_stage* stage) {
     stage->mark_watcher->ForceEnd(stage->gate_bubble);
 }
 
-void freeride_stage_set_gate_host_writes(freeride_stage* stage, int enabled) {
-  if (stage) stage->gate_host_writes = enabled != 0;
+void freeride_stage_set_gate_writes(freeride_stage* stage, int mode) {
+  if (stage && (mode == FREERIDE_GATE_WRITE_AUTO || mode == FREERIDE_GATE_WRITE_STREAM ||
+                mode == FREERIDE_GATE_WRITE_MEMSET))
+    stage->gate_write_mode = mode;
 }
 
 void freeride_stage_gate_writes(const freeride_stage* stage, uint64_t* on_stream, uint64_t* from_host) {

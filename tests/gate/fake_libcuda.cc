@@ -55,6 +55,13 @@ CuResult cuStreamWriteValue32_v2(CuStream s, CuDevicePtr addr, uint32_t value, u
   *reinterpret_cast<volatile uint32_t*>(addr) = value;
   return 0;
 }
+// A memset of 32-bit words at a "device pointer" (a host address here).
+CuResult cuMemsetD32Async(CuDevicePtr addr, unsigned value, size_t count, CuStream s) {
+  Log("memset " + Hex(s) + " value " + std::to_string(value) + " count " + std::to_string(count));
+  if (g_write_result != 0) return g_write_result;
+  for (size_t i = 0; i < count; ++i) reinterpret_cast<volatile uint32_t*>(addr)[i] = value;
+  return 0;
+}
 CuResult cuStreamIsCapturing(CuStream s, int* status) {
   *status = (g_capturing_stream && reinterpret_cast<uintptr_t>(s) == g_capturing_stream) ? 1 : 0;
   return 0;

@@ -54,11 +54,23 @@ int main(int argc, char** argv) {
     show("end b done, a's write pending", freeride_bubble_end_gated(stage, b));
     set_done(0x1000, 1);
     show("begin b done, a done", freeride_bubble_begin_gated(stage, b, 3, 0, 1003));
-    freeride_stage_set_gate_host_writes(stage, 0);
-    show("end b done, host writes off", freeride_bubble_end_gated(stage, b));
-    int writes = 0;
-    for (const char* p = log(); (p = std::strstr(p, "write ")) != nullptr; ++p) ++writes;
-    std::printf("driver stream writes %d\n", writes);
+    freeride_stage_set_gate_writes(stage, FREERIDE_GATE_WRITE_STREAM);
+    show("end b done, stream writes", freeride_bubble_end_gated(stage, b));
+    freeride_stage_set_gate_writes(stage, FREERIDE_GATE_WRITE_MEMSET);
+    set_done(0x2000, 0);
+    show("begin b busy, memset", freeride_bubble_begin_gated(stage, b, 4, 0, 1004));
+    set_done(0x2000, 1);
+    show("end b done, memset", freeride_bubble_end_gated(stage, b));
+    freeride_stage_set_gate_writes(stage, 7);  // not a mode: ignored
+    set_done(0x2000, 0);
+    show("begin b busy, mode 7", freeride_bubble_begin_gated(stage, b, 5, 0, 1005));
+    show("end b busy, mode 7", freeride_bubble_end_gated(stage, b));
+    auto count = [&](const char* what) {
+      int n = 0;
+      for (const char* p = log(); (p = std::strstr(p, what)) != nullptr; ++p) ++n;
+      return n;
+    };
+    std::printf("driver stream writes %d memsets %d\n", count("write "), count("memset "));
     freeride_stage_close(stage);
     return 0;
   }

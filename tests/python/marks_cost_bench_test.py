@@ -21,7 +21,7 @@ def test_every_variant_is_timed_in_blocks_and_compared_with_marks_off(build_dir,
     result = json.loads((out / "marks_cost_sync.json").read_text())
     assert result["attached"] is True, "the stage found the daemon's lane"
     assert result["products_per_exchange"] >= 1
-    assert [row["variant"] for row in result["rows"]] == ["off", "on", "on-stream-writes", "hostfn", "no-hostfn",
+    assert [row["variant"] for row in result["rows"]] == ["off", "on", "on-stream-writes", "on-memset", "hostfn", "no-hostfn",
                                                       "no-gate", "host-only", "writes-only", "python-only"]
     for row in result["rows"]:
         assert row["iterations"] == rounds * block, row
@@ -46,5 +46,5 @@ def test_an_unknown_variant_is_refused_with_the_known_ones(tmp_path) -> None:
                         "--out", str(tmp_path / "out"), "--variants", "on,fast"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r
-    assert "unknown variants ['fast']; known: off, on, on-stream-writes" in r.stderr, r.stderr
+    assert "unknown variants ['fast']; known: off, on, on-stream-writes, on-memset" in r.stderr, r.stderr
     assert not (tmp_path / "out").exists(), "nothing was started"

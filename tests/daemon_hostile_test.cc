@@ -420,8 +420,9 @@ TEST(HostileTcp, AFloodOfIdleConnectionsLeavesBothSocketsAnswering) {
   waitpid(daemon, nullptr, 0);
 }
 
-// A connection that sends nothing is closed once its silent timeout has
-// passed on the gate's clock; one that spoke stays open.
+// A connection that sends nothing reaches no gRPC server, and is closed once
+// its silent timeout has passed on the gate's clock; one that spoke stays
+// open.
 TEST(HostileTcp, ASilentConnectionIsClosedWhenItsTimeoutPassesOnTheGatesClock) {
   // The gRPC server's stand-in: an abstract Unix socket that takes the relays.
   const std::string backend = fmt::format("freeride-gate-test-{}", getpid());
@@ -459,9 +460,15 @@ TEST(HostileTcp, ASilentConnectionIsClosedWhenItsTimeoutPassesOnTheGatesClock) {
   ASSERT_TRUE(readable(talker_relay, 10000));
   char byte = 0;
   ASSERT_EQ(read(talker_relay, &byte, 1), 1);
+  // A silent connection reaches no backend: the next relay the backend
+  // accepts is that of a talker that connected after it.
   int silent = connect_to_gate();
-  int silent_relay = accept(listener, nullptr, nullptr);  // the gate took it
-  ASSERT_GE(silent_relay, 0);
+  int later_talker = connect_to_gate();
+  ASSERT_EQ(write(later_talker, "y", 1), 1);
+  int later_relay = accept(listener, nullptr, nullptr);
+  ASSERT_TRUE(readable(later_relay, 10000)) << "the backend's next relay is the silent connection's";
+  ASSERT_EQ(read(later_relay, &byte, 1), 1);
+  EXPECT_EQ(byte, 'y');
 
   // The relay is accepted before the gate stamps the connection, so one
   // advance could come before the stamp: advance again until the gate has
@@ -477,7 +484,7 @@ TEST(HostileTcp, ASilentConnectionIsClosedWhenItsTimeoutPassesOnTheGatesClock) {
   // The sweep that closed the silent one had judged the talker (older) first.
   EXPECT_FALSE(readable(talker, 0)) << "a connection that spoke was closed";
   gate.Stop();
-  for (int fd : {talker, talker_relay, silent, silent_relay, listener}) close(fd);
+  for (int fd : {talker, talker_relay, silent, later_talker, later_relay, listener}) close(fd);
 }
 
 }  // namespace

@@ -28,7 +28,8 @@ constexpr size_t kRelayChunk = 64 << 10;
 constexpr rlim_t kReservedDescriptors = 512;
 constexpr int kDescriptorsPerConnection = 3;
 
-// One relayed connection: side 0 is the TCP client, side 1 the gRPC server.
+// One relayed connection: side 0 is the TCP client, side 1 the gRPC server
+// (-1 until the client has sent its first bytes).
 struct Relay {
   struct End {
     Relay* relay;
@@ -158,6 +159,7 @@ void TcpGate::Loop() {
   std::map<std::string, int> per_peer;
   auto watch = [&](Relay& r) {
     for (int side = 0; side < 2; ++side) {
+      if (r.fd[side] < 0) continue;
       epoll_event e{};
       // Read a side only while what it sent last has gone on; write it
       // while something waits for it.
@@ -168,7 +170,8 @@ void TcpGate::Loop() {
     }
   };
   auto drop = [&](std::list<Relay>::iterator it) {
-    for (int fd : it->fd) close(fd);  // also leaves the epoll set
+    for (int fd : it->fd)
+      if (fd >= 0) close(fd);  // also leaves the epoll set
     if (--per_peer[it->peer] == 0) per_peer.erase(it->peer);
     relays.erase(it);
     --open_;
@@ -192,9 +195,7 @@ void TcpGate::Loop() {
       }
       std::string peer = PeerAddress(address);
       int& from_peer = per_peer[peer];
-      int backend = -1;
-      if (open_ >= limits_.max_connections || from_peer >= limits_.max_per_peer ||
-          (backend = ConnectBackend(backend_)) < 0) {
+      if (open_ >= limits_.max_connections || from_peer >= limits_.max_per_peer) {
         close(fd);
         if (from_peer == 0) per_peer.erase(peer);
         continue;
@@ -203,17 +204,29 @@ void TcpGate::Loop() {
       ++open_;
       Relay& r = relays.emplace_back();
       r.fd[0] = fd;
-      r.fd[1] = backend;
       r.peer = peer;
       r.accepted_ns = env_->Now();
-      for (int side = 0; side < 2; ++side) {
-        r.ends[side] = {&r, side};
-        epoll_event e{};
-        e.events = EPOLLIN | EPOLLRDHUP;
-        e.data.ptr = &r.ends[side];
-        epoll_ctl(epoll, EPOLL_CTL_ADD, r.fd[side], &e);
-      }
+      r.ends[0] = {&r, 0};
+      r.ends[1] = {&r, 1};
+      epoll_event e{};
+      e.events = EPOLLIN | EPOLLRDHUP;
+      e.data.ptr = &r.ends[0];
+      epoll_ctl(epoll, EPOLL_CTL_ADD, r.fd[0], &e);
     }
+  };
+  // The gRPC side of a relay whose client has spoken: connected only then,
+  // so that connections that never speak (a flood of idle ones, or ones
+  // closed in the backlog) cost gRPC nothing; its listener, like the TCP
+  // one, stops for good if it ever runs out of descriptors.  False when the
+  // server cannot be reached.
+  auto connect_backend = [&](Relay& r) {
+    r.fd[1] = ConnectBackend(backend_);
+    if (r.fd[1] < 0) return false;
+    epoll_event e{};
+    e.events = EPOLLIN | EPOLLRDHUP;
+    e.data.ptr = &r.ends[1];
+    epoll_ctl(epoll, EPOLL_CTL_ADD, r.fd[1], &e);
+    return true;
   };
   // Moves bytes for one ready side; false when the relay is over.
   auto serve = [&](Relay& r, int side, uint32_t events) {
@@ -228,6 +241,7 @@ void TcpGate::Loop() {
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return false;
       if (n > 0) {
         if (side == 0) r.heard = true;
+        if (r.fd[1] < 0 && !connect_backend(r)) return false;
         ssize_t sent = write(r.fd[1 - side], buffer, static_cast<size_t>(n));
         if (sent < 0 && errno != EAGAIN && errno != EINTR) return false;
         sent = std::max<ssize_t>(sent, 0);

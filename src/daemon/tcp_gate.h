@@ -5,7 +5,9 @@
 // restarted.  TCP connections therefore never reach a gRPC listener
 // directly: the gate accepts them within limits (per peer address, in all,
 // and within the file descriptors the process may open) and relays each
-// one's bytes to a gRPC server listening on a private abstract Unix socket.
+// one's bytes, once it has sent some, to a gRPC server listening on a
+// private abstract Unix socket (gRPC clients speak first; a connection that
+// never does costs the gRPC server nothing).
 // TLS, when configured, runs end to end through the relay.  Whatever the
 // flood, the gate keeps accepting (and refusing) and the daemon's own
 // descriptors stay within the limits.

@@ -13,7 +13,8 @@ cancels:
   off        marks paused (the baseline)
   on         the marks as shipped: the gate opened and closed on the compute stream, the begin
              and end marks read from the gate word by libfreeride's thread (gated marks); a gate
-             write for a compute stream with no work left is stored from the host at once
+             write for a compute stream with no work left is stored from the host at once (every
+             other variant but on-memset makes each gate write a stream write)
   on-stream-writes  as on, with every gate write a stream memory write (FREERIDE_GATE_WRITES=stream,
              as before the host writes)
   on-memset  as on, with a 4-byte memset (a kernel, no memory barrier) where on makes a stream
@@ -99,7 +100,9 @@ def stage(a) -> None:
         if name not in ("on", "on-stream-writes", "on-memset"):
             begin_gated = lambda stream, slot, predicted_ns=0, free=None: False  # noqa: E731
         stage_api.begin_gated = begin_gated
-        stage_api.set_gate_writes({"on-stream-writes": "stream", "on-memset": "memset"}.get(name, "auto"))
+        # Only on writes from the host where it can; the variants that stand for the marks as
+        # they were (and writes-only, the gate's stream writes alone) keep every write a stream write.
+        stage_api.set_gate_writes({"on": "auto", "on-memset": "memset"}.get(name, "stream"))
         # BubbleMarks makes no other kind once it made a gated mark (a stage must not mix them:
         # the kinds could overtake each other); here the variants take turns on purpose, after
         # each block's marks are done (the iteration synchronises the device).
@@ -254,8 +257,8 @@ def main() -> None:
     unknown = [v for v in a.variants.split(",") if v not in VARIANTS]
     if unknown:
         p.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
-    if "off" not in a.variants.split(","):
-        a.variants = "off," + a.variants
+    chosen = list(dict.fromkeys(a.variants.split(",")))  # each once, in the order given
+    a.variants = ",".join(chosen if "off" in chosen else ["off"] + chosen)
     if a.stage:
         stage(a)
         return

@@ -11,6 +11,7 @@
 #include "channel/stage_handle.h"
 #include "channel/task_segment.h"
 #include "freeride/freeride.h"
+#include "sdk/task_channel.h"
 #include "fake_env.h"
 #include "test_util.h"
 
@@ -261,6 +262,35 @@ TEST_F(StageAndDaemon, AnEndMarkTakesItsTimeOnlyOnceTasksSeeTheBubbleClosing) {
   stage.WriteBegin(3, env.Now(), 0, 0);
   EXPECT_TRUE(task.StillOpen(seq + 2));
   EXPECT_FALSE(task.StillOpen(seq));
+}
+
+// A task's check that the next step fits (TaskChannel::NextStepFits, which
+// a step is timed before) says no once the stage has begun ending the
+// bubble, before the end mark is published: the stage reads its end time
+// after that, so a step that passed the check started inside the bubble.
+TEST_F(StageAndDaemon, ATaskSeesItsGrantEndOnceTheStageBeginsEndingTheBubble) {
+  std::string error;
+  TaskSegment task_segment;
+  task_segment.set_env(&env);
+  ASSERT_TRUE(task_segment.Create(dir.path() + "/task1", 1, &error)) << error;
+  TaskChannel::Endpoints endpoints;
+  endpoints.task_segment = dir.path() + "/task1";
+  endpoints.lane_segment = path;
+  endpoints.step_hint = kMillisecond;
+  std::unique_ptr<TaskChannel> channel = TaskChannel::Attach(endpoints, &env, &error);
+  ASSERT_NE(channel, nullptr) << error;
+  channel->Ready();
+  stage.WriteBegin(0, env.Now(), 0, UINT64_MAX);
+  const uint32_t seq = daemon.layout()->bubble_seq.load();
+  task_segment.Grant(seq, env.Now() + 100 * kMillisecond);
+  ASSERT_EQ(channel->WaitForGrant(kSecond), TaskChannel::Wake::kGranted);
+  EXPECT_TRUE(channel->NextStepFits()) << "a 1 ms step in a bubble with 100 ms left";
+  // The stage has announced the end (WriteEndNow's first store) but not yet
+  // read its clock nor published the mark.
+  stage.layout()->closing_seq.store(seq);
+  EXPECT_EQ(daemon.layout()->bubble_seq.load(), seq) << "the end mark is not published yet";
+  EXPECT_FALSE(channel->NextStepFits()) << "a step timed now would start after the bubble's end time";
+  EXPECT_EQ(channel->StepBudget(), 0);
 }
 
 TEST(LaneSegment, CorruptOrForeignSegmentsAreRejected) {

@@ -470,8 +470,9 @@ TEST(HostileTcp, ASilentConnectionIsClosedWhenItsTimeoutPassesOnTheGatesClock) {
   ASSERT_EQ(read(later_relay, &byte, 1), 1);
   EXPECT_EQ(byte, 'y');
 
-  // The relay is accepted before the gate stamps the connection, so one
-  // advance could come before the stamp: advance again until the gate has
+  // The gate stamps a connection as it accepts it, which may come after
+  // the talker's relay showed it accepted the earlier ones; one advance could
+  // come before the stamp: advance again until the gate has
   // closed it, well before the timeout passes in real time (the gate sweeps
   // once a second; a connection that spoke is never judged silent).
   bool closed = false;

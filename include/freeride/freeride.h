@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-#define FREERIDE_ABI_VERSION 3
+#define FREERIDE_ABI_VERSION 4
 
 /* The ABI version this library implements; compare with FREERIDE_ABI_VERSION. */
 int freeride_abi_version(void);
@@ -65,7 +65,8 @@ int freeride_bubble_end_on_stream(freeride_stage* stage, void* cuda_stream);
 
 /* The lane's GPU gate (src/gate/gate_page.h).  Opens (closes) the gate when
  * `compute_stream` (the stage's own compute stream) reaches this point: one
- * stream memory write (cuStreamWriteValue32) to a page of host memory, so
+ * stream memory write (cuStreamWriteValue32) to a page of host memory, or a
+ * store from the host where the stream has no work left (below), so
  * the side tasks' GPU work, which waits on that word, starts within
  * microseconds of the bubble's begin and never after its end.  The stream
  * gains no host callback and no wait.  Call open where the bubble begins and
@@ -80,8 +81,8 @@ int freeride_gate_close_on_stream(freeride_stage* stage, void* compute_stream);
 
 /* Marks from the gate alone, the way to mark on a CUDA stage: the bubble
  * begins (ends) where `compute_stream` (the stage's own compute stream)
- * reaches this point.  One stream memory write opens (closes) the lane's GPU
- * gate there, as freeride_gate_open_on_stream does; the stream gains no host
+ * reaches this point.  One stream memory write (or host store, below) opens
+ * (closes) the lane's GPU gate there, as freeride_gate_open_on_stream does; the stream gains no host
  * function and no wait, so a trainer that synchronises its device does not
  * wait for marks either.  A thread of libfreeride in this process reads the
  * gate word and writes the marks (with `slot`, `predicted_ns` and
@@ -115,9 +116,14 @@ void freeride_bubble_end_gated_on_host(freeride_stage* stage);
  * has landed (the GPU is already at that point, and the stream is spared the
  * write: microseconds of stream time, which a trainer that synchronises its
  * device after every exchange waits for), else as a stream memory write.
+ * Never while the stream is being captured into a graph (it is not asked);
+ * and once the stage wrote on two different streams, always on the stream
+ * (an earlier write on the other could land after a host store).
  * STREAM: always a stream memory write.  MEMSET: as AUTO, but a stream write
  * is a 4-byte cuMemsetD32Async, a kernel with no memory barrier (an
- * experiment).  FREERIDE_GATE_WRITES=auto|stream|memset in the environment
+ * experiment; under MPS a kernel may wait for SMs that side kernels hold,
+ * so the close may come later than a memory write's).  Another mode
+ * leaves the mode as it was.  FREERIDE_GATE_WRITES=auto|stream|memset in the environment
  * when the stage is opened sets it too.  gate_writes reports how many writes
  * went on a stream and from the host.  Training thread. */
 enum freeride_gate_write_mode {

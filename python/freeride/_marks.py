@@ -8,7 +8,8 @@ the same way for all of them:
 - slots are numbered by their order within one iteration, so the daemon
   learns each slot's length separately;
 - on CUDA the compute stream opens the lane's GPU gate where the bubble
-  begins and closes it where it ends (one stream memory write each), so side
+  begins and closes it where it ends (one stream memory write each, or a host
+  store where the stream has no work left), so side
   tasks' GPU work, which waits on the gate on the GPU, starts within
   microseconds and never runs past the end; the marks themselves are read
   from the gate word by a thread of libfreeride, so they are written when

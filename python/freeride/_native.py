@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 _LIB_NAME = "libfreeride.so"
 
 

@@ -229,7 +229,8 @@ class LaneSegment {
   LaneSegmentLayout* layout() const { return layout_; }
   const SharedMapping& mapping() const { return mapping_; }
 
-  // Stage side.  Begin opens a bubble (closing an unclosed one first);
+  // Stage side.  Begin opens a bubble (closing an unclosed one first, with
+  // `now` as its end: the stage calls WriteEndNow before it reads `now`);
   // End closes it (a no-op when none is open).  Both are wait-free and never
   // allocate.  One writer at a time: the stage's marks are not atomic with
   // each other.

@@ -96,10 +96,12 @@ void freeride_bubble_begin(freeride_stage* stage, uint32_t slot, int64_t predict
                            uint64_t free_memory_bytes) {
   if (!stage) return;
   std::lock_guard<std::mutex> lock(stage->marks_mutex);
-  Nanos now = stage->env->Now();
-  MaybeReattach(stage, now);
+  MaybeReattach(stage, stage->env->Now());
   if (!stage->segment.is_open()) return;
-  stage->segment.WriteBegin(slot, now, predicted_ns > 0 ? predicted_ns : 0, free_memory_bytes);
+  // An unclosed bubble is ended first, its time read once tasks can see it
+  // closing (WriteEndNow), then the new one's.
+  stage->segment.WriteEndNow();
+  stage->segment.WriteBegin(slot, stage->env->Now(), predicted_ns > 0 ? predicted_ns : 0, free_memory_bytes);
 }
 
 void freeride_bubble_end(freeride_stage* stage) {

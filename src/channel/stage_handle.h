@@ -15,7 +15,6 @@
 #include "base/clock.h"
 #include "base/env.h"
 #include "channel/gate_mark_watcher.h"
-#include "freeride/freeride.h"
 #include "channel/lane_segment.h"
 #include "freeride/freeride.h"
 #include "gate/gate_page.h"
@@ -60,11 +59,13 @@ struct freeride_stage {
   // How gate values are written (freeride_gate_write_mode; EnqueueGateValue):
   // FREERIDE_GATE_WRITES or freeride_stage_set_gate_writes.
   int gate_write_mode = FREERIDE_GATE_WRITE_AUTO;
-  // The stream of the last gate value written on a stream, while that write
-  // may be pending: a host store waits for it to be done (no earlier value
-  // may land after a later one).
+  // The stream of the gate values written on a stream since the last host
+  // store, while they may be pending: a host store waits for that stream to
+  // be done (no earlier value may land after a later one).  Once they went on
+  // two streams, every write is a stream write.
   void* gate_pending_stream = nullptr;
   bool gate_write_pending = false;
+  bool gate_writes_on_two_streams = false;
   uint64_t gate_writes_on_stream = 0;
   uint64_t gate_writes_from_host = 0;
   // Marks read from the gate word (freeride_bubble_begin_gated), made at the

@@ -110,11 +110,28 @@ bool GateReady(freeride_stage* stage) {
   return true;
 }
 
+using CuStreamIsCapturing = CuResult (*)(void* stream, int* status);
+using CuThreadExchangeStreamCaptureMode = CuResult (*)(int* mode);
+constexpr int kCaptureModeRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED
+
 // Whether `stream` has finished all the work queued on it (cuStreamQuery:
-// no GPU work, about a microsecond of the calling thread).
+// no GPU work, about a microsecond of the calling thread).  A stream being
+// captured into a graph (or the legacy stream while one is) is never asked:
+// a query would end the capture; false then, and on any error.  The query
+// runs in the relaxed capture mode, so another thread's capture is not
+// disturbed either.
 bool StreamDone(void* stream) {
+  static auto is_capturing = DriverFn<CuStreamIsCapturing>("cuStreamIsCapturing");
+  static auto exchange = DriverFn<CuThreadExchangeStreamCaptureMode>("cuThreadExchangeStreamCaptureMode");
   static auto query = DriverFn<CuStreamQuery>("cuStreamQuery");
-  return query && query(stream) == 0;
+  int capturing = 1;
+  if (!is_capturing || !exchange || !query || is_capturing(stream, &capturing) != 0 || capturing != 0)
+    return false;
+  int mode = kCaptureModeRelaxed;
+  if (exchange(&mode) != 0) return false;
+  const bool done = query(stream) == 0;
+  exchange(&mode);
+  return done;
 }
 
 // Writes `value` to the lane's gate word where `stream` reaches this point,
@@ -122,13 +139,14 @@ bool StreamDone(void* stream) {
 // with no work left is already there: the value is stored from the host at
 // once, so the stream gets no memory operation (each one costs its stream
 // microseconds, with its memory barrier, which a trainer that synchronises
-// after every exchange waits for).  Only once the last value written on a
-// stream has landed, so that no earlier value lands after this one.  0 when
-// written or enqueued.
+// after every exchange waits for).  Only when every stream write since the
+// last host store went on this same stream, now done, so that no earlier
+// value can land after this one; a stage that wrote on two streams (only
+// ever asked about the stream it is given, which may be the only one alive)
+// makes stream writes from then on.  0 when written or enqueued.
 int EnqueueGateValue(freeride_stage* stage, void* stream, uint32_t value) {
-  if (stage->gate_write_mode != FREERIDE_GATE_WRITE_STREAM && StreamDone(stream) &&
-      (!stage->gate_write_pending || stage->gate_pending_stream == stream ||
-       StreamDone(stage->gate_pending_stream))) {
+  if (stage->gate_write_mode != FREERIDE_GATE_WRITE_STREAM && !stage->gate_writes_on_two_streams &&
+      (!stage->gate_write_pending || stage->gate_pending_stream == stream) && StreamDone(stream)) {
     stage->gate_write_pending = false;
     stage->gate_page.layout()->word.store(value, std::memory_order_seq_cst);
     ++stage->gate_writes_from_host;
@@ -140,6 +158,7 @@ int EnqueueGateValue(freeride_stage* stage, void* stream, uint32_t value) {
                          ? memset(stage->gate_word, value, 1, stream)
                          : write(stream, stage->gate_word, value, 0);
   if (r != 0) return -1;
+  if (stage->gate_write_pending && stage->gate_pending_stream != stream) stage->gate_writes_on_two_streams = true;
   stage->gate_pending_stream = stream;
   stage->gate_write_pending = true;
   ++stage->gate_writes_on_stream;

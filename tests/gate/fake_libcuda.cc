@@ -62,6 +62,15 @@ CuResult cuMemsetD32Async(CuDevicePtr addr, unsigned value, size_t count, CuStre
   for (size_t i = 0; i < count; ++i) reinterpret_cast<volatile uint32_t*>(addr)[i] = value;
   return 0;
 }
+// The thread's capture mode, swapped as the driver does (0: global).
+thread_local int g_capture_mode = 0;
+CuResult cuThreadExchangeStreamCaptureMode(int* mode) {
+  int old = g_capture_mode;
+  g_capture_mode = *mode;
+  *mode = old;
+  return 0;
+}
+int fake_cuda_capture_mode() { return g_capture_mode; }
 CuResult cuStreamIsCapturing(CuStream s, int* status) {
   *status = (g_capturing_stream && reinterpret_cast<uintptr_t>(s) == g_capturing_stream) ? 1 : 0;
   return 0;

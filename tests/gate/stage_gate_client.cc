@@ -33,10 +33,12 @@ int main(int argc, char** argv) {
   void* stream = reinterpret_cast<void*>(0x1000);
   if (argc == 4 && std::string(argv[3]) == "host-writes") {
     void* cuda = dlopen("libcuda.so.1", RTLD_NOW);
-    auto set_done = cuda ? reinterpret_cast<void (*)(uintptr_t, int)>(dlsym(cuda, "fake_cuda_set_stream_done"))
-                         : nullptr;
-    auto log = cuda ? reinterpret_cast<const char* (*)()>(dlsym(cuda, "fake_cuda_log")) : nullptr;
-    if (!set_done || !log) return 2;
+    auto sym = [&](const char* name) { return cuda ? dlsym(cuda, name) : nullptr; };
+    auto set_done = reinterpret_cast<void (*)(uintptr_t, int)>(sym("fake_cuda_set_stream_done"));
+    auto set_capturing = reinterpret_cast<void (*)(unsigned)>(sym("fake_cuda_set_capturing"));
+    auto capture_mode = reinterpret_cast<int (*)()>(sym("fake_cuda_capture_mode"));
+    auto log = reinterpret_cast<const char* (*)()>(sym("fake_cuda_log"));
+    if (!set_done || !set_capturing || !capture_mode || !log) return 2;
     void* a = reinterpret_cast<void*>(0x1000);
     void* b = reinterpret_cast<void*>(0x2000);
     auto show = [&](const char* call, int result) {
@@ -50,27 +52,35 @@ int main(int argc, char** argv) {
     show("end a done", freeride_bubble_end_gated(stage, a));
     set_done(0x1000, 0);
     show("begin a busy", freeride_bubble_begin_gated(stage, a, 2, 0, 1002));
-    set_done(0x2000, 1);
-    show("end b done, a's write pending", freeride_bubble_end_gated(stage, b));
     set_done(0x1000, 1);
-    show("begin b done, a done", freeride_bubble_begin_gated(stage, b, 3, 0, 1003));
-    freeride_stage_set_gate_writes(stage, FREERIDE_GATE_WRITE_STREAM);
-    show("end b done, stream writes", freeride_bubble_end_gated(stage, b));
+    show("end a done, its write landed", freeride_bubble_end_gated(stage, a));
+    set_capturing(0x1000);  // a query would end the capture: never asked
+    show("begin a capturing", freeride_bubble_begin_gated(stage, a, 3, 0, 1003));
+    set_capturing(0);
+    show("end a done", freeride_bubble_end_gated(stage, a));
     freeride_stage_set_gate_writes(stage, FREERIDE_GATE_WRITE_MEMSET);
-    set_done(0x2000, 0);
-    show("begin b busy, memset", freeride_bubble_begin_gated(stage, b, 4, 0, 1004));
-    set_done(0x2000, 1);
-    show("end b done, memset", freeride_bubble_end_gated(stage, b));
+    set_done(0x1000, 0);
+    show("begin a busy, memset", freeride_bubble_begin_gated(stage, a, 4, 0, 1004));
+    set_done(0x1000, 1);
+    show("end a done, memset", freeride_bubble_end_gated(stage, a));
+    freeride_stage_set_gate_writes(stage, FREERIDE_GATE_WRITE_STREAM);
+    show("begin a done, stream writes", freeride_bubble_begin_gated(stage, a, 5, 0, 1005));
+    show("end a done, stream writes", freeride_bubble_end_gated(stage, a));
+    freeride_stage_set_gate_writes(stage, FREERIDE_GATE_WRITE_AUTO);
     freeride_stage_set_gate_writes(stage, 7);  // not a mode: ignored
-    set_done(0x2000, 0);
-    show("begin b busy, mode 7", freeride_bubble_begin_gated(stage, b, 5, 0, 1005));
-    show("end b busy, mode 7", freeride_bubble_end_gated(stage, b));
+    // A's last write may be pending (the stage cannot ask a stream it was
+    // not given: it may be gone), so B's begin goes on B; from then on the
+    // writes went on two streams, and every write is a stream write.
+    set_done(0x2000, 1);
+    show("begin b done, a's write pending", freeride_bubble_begin_gated(stage, b, 6, 0, 1006));
+    show("end b done, two streams", freeride_bubble_end_gated(stage, b));
     auto count = [&](const char* what) {
       int n = 0;
       for (const char* p = log(); (p = std::strstr(p, what)) != nullptr; ++p) ++n;
       return n;
     };
-    std::printf("driver stream writes %d memsets %d\n", count("write "), count("memset "));
+    std::printf("driver stream writes %d memsets %d capture mode %d\n", count("write "), count("memset "),
+                capture_mode());
     freeride_stage_close(stage);
     return 0;
   }

@@ -48,3 +48,15 @@ def test_an_unknown_variant_is_refused_with_the_known_ones(tmp_path) -> None:
     assert r.returncode == 2, r
     assert "unknown variants ['fast']; known: off, on, on-stream-writes, on-memset" in r.stderr, r.stderr
     assert not (tmp_path / "out").exists(), "nothing was started"
+
+
+def test_variants_are_taken_once_each_with_marks_off_added(build_dir, tmp_path) -> None:
+    require_torch()
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, str(SOURCE_DIR / "bench" / "marks_cost_gpu.py"), "--device", "cpu",
+                    "--bundle", str(make_bundle(build_dir, tmp_path / "bundle")), "--out", str(out),
+                    "--work", str(tmp_path / "work"), "--rounds", "1", "--block", "1", "--exchanges", "1",
+                    "--compute-ms", "0.5", "--variants", "on,on"], check=True, timeout=600)
+    result = json.loads((out / "marks_cost_sync.json").read_text())
+    assert [row["variant"] for row in result["rows"]] == ["off", "on"]
+    assert [row["iterations"] for row in result["rows"]] == [1, 1]

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <functional>
 #include <thread>
+#include <vector>
 
 #include "base/paths.h"
 #include "channel/lane_segment.h"
@@ -291,6 +292,39 @@ TEST_F(StageAndDaemon, ATaskSeesItsGrantEndOnceTheStageBeginsEndingTheBubble) {
   EXPECT_EQ(daemon.layout()->bubble_seq.load(), seq) << "the end mark is not published yet";
   EXPECT_FALSE(channel->NextStepFits()) << "a step timed now would start after the bubble's end time";
   EXPECT_EQ(channel->StepBudget(), 0);
+}
+
+// A begin mark while a bubble is still open (its end never came) ends that
+// bubble first, the same way an end mark does: its end time is read only
+// once tasks can see it closing.
+TEST(StageApi, ABeginThatClosesAnUnclosedBubbleTimesItsEndOnceTasksSeeItClosing) {
+  TempDir dir;
+  const std::string socket = dir.path() + "/d.sock";
+  std::string error;
+  LaneSegment daemon, task;
+  ASSERT_TRUE(daemon.CreateOrOpen(LaneSegmentPath(socket, 0), 0, &error)) << error;
+  ASSERT_TRUE(task.Open(LaneSegmentPath(socket, 0), /*writable=*/false, &error)) << error;
+  FakeEnv env;
+  ClockHookEnv stage_clock(&env);
+  freeride_stage* stage = OpenStage(0, socket.c_str(), &stage_clock);
+  ASSERT_NE(stage, nullptr);
+  freeride_bubble_begin(stage, 1, 0, UINT64_MAX);
+  const uint32_t first = task.layout()->bubble_seq.load();
+  ASSERT_TRUE(task.StillOpen(first));
+  std::vector<bool> open_at_reads;
+  stage_clock.on_read = [&] { open_at_reads.push_back(task.StillOpen(first)); };
+  env.Advance(kMillisecond);
+  freeride_bubble_begin(stage, 2, 0, UINT64_MAX);  // no end mark in between
+  stage_clock.on_read = nullptr;
+  ASSERT_FALSE(open_at_reads.empty());
+  // Every clock read after the first (the attachment check) is the closed
+  // bubble's end time or the new one's begin: neither may see it open.
+  EXPECT_EQ(open_at_reads, (std::vector<bool>{true, false, false}));
+  BubbleMark closed;
+  ASSERT_TRUE(task.ClosedBubbleMark(first, &closed));
+  EXPECT_EQ(closed.slot, 1u);
+  EXPECT_TRUE(task.StillOpen(first + 2)) << "the new bubble is open";
+  freeride_stage_close(stage);
 }
 
 TEST(LaneSegment, CorruptOrForeignSegmentsAreRejected) {

@@ -1567,15 +1567,15 @@ TEST(StageGate, AGateWriteForAStreamWithNoWorkLeftIsStoredFromTheHost) {
             "end a done 0 stream 0 host 2\n"
             "begin a busy 0 stream 1 host 2\n"
             "end a done, its write landed 0 stream 1 host 3\n"
-            "begin a capturing 0 stream 2 host 3\n"
-            "end a done 0 stream 2 host 4\n"
-            "begin a busy, memset 0 stream 3 host 4\n"
-            "end a done, memset 0 stream 3 host 5\n"
+            "begin a busy, memset 0 stream 2 host 3\n"
+            "end a done, memset 0 stream 2 host 4\n"
+            "begin a busy, mode 7 0 stream 3 host 4\n"
+            "end a done, mode 7 0 stream 3 host 5\n"
             "begin a done, stream writes 0 stream 4 host 5\n"
             "end a done, stream writes 0 stream 5 host 5\n"
-            "begin b done, a's write pending 0 stream 6 host 5\n"
-            "end b done, two streams 0 stream 7 host 5\n"
-            "driver stream writes 6 memsets 1 capture mode 0\n")
+            "begin a capturing 0 stream 6 host 5\n"
+            "end a done, after a capture 0 stream 7 host 5\n"
+            "driver stream writes 5 memsets 2 capture mode 0 capturing queries 0\n")
       << r.err;
   EXPECT_EQ(r.err, "");
   EXPECT_EQ(lane.page.layout()->word.load(), GateClosedValue(6)) << "the last bubble closed";
@@ -1585,6 +1585,19 @@ TEST(StageGate, AGateWriteForAStreamWithNoWorkLeftIsStoredFromTheHost) {
     ASSERT_TRUE(lane.segment.ClosedBubbleMark(2 * i + 1, &mark)) << "bubble " << i;
     EXPECT_EQ(mark.slot, 1 + i);
   }
+
+  // Writes on two streams: the stage asks only the stream it is given.
+  StageLane two_lane(8);
+  two_lane.MakeGatePage();
+  ShellResult two = two_lane.RunClient("host-writes", "CLIENT_TWO_STREAMS=1");
+  ASSERT_EQ(two.status, 0) << two.out << two.err;
+  EXPECT_EQ(two.out,
+            "begin a busy 0 stream 1 host 0\n"
+            "end b done, a's write pending 0 stream 2 host 0\n"
+            "begin a done, two streams 0 stream 3 host 0\n"
+            "end a done, two streams 0 stream 4 host 0\n"
+            "driver stream writes 4 memsets 0 capture mode 0 capturing queries 0\n")
+      << two.err;
 
   // Stream writes from the environment: every write goes on its stream.
   StageLane stream_lane(6);

@@ -112,13 +112,15 @@ void freeride_bubble_end_gated_on_host(freeride_stage* stage);
 
 /* How the gate calls above (open, close, begin_gated, end_gated) write the
  * gate word.  AUTO, the default: from the host at once when `compute_stream`
- * has no work left (cuStreamQuery) and the stage's last write on a stream
- * has landed (the GPU is already at that point, and the stream is spared the
+ * has no work left (cuStreamQuery) and every stream write since the last
+ * host store went on that same stream (the GPU is already at that point,
+ * so no earlier value can land after it, and the stream is spared the
  * write: microseconds of stream time, which a trainer that synchronises its
  * device after every exchange waits for), else as a stream memory write.
  * Never while the stream is being captured into a graph (it is not asked);
- * and once the stage wrote on two different streams, always on the stream
- * (an earlier write on the other could land after a host store).
+ * and once the stage wrote on two different streams, or into a graph being
+ * captured, always on the stream (an earlier write could land after a host
+ * store).
  * STREAM: always a stream memory write.  MEMSET: as AUTO, but a stream write
  * is a 4-byte cuMemsetD32Async, a kernel with no memory barrier (an
  * experiment; under MPS a kernel may wait for SMs that side kernels hold,

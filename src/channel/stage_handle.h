@@ -62,10 +62,11 @@ struct freeride_stage {
   // The stream of the gate values written on a stream since the last host
   // store, while they may be pending: a host store waits for that stream to
   // be done (no earlier value may land after a later one).  Once they went on
-  // two streams, every write is a stream write.
+  // two streams, or into a graph being captured, they are untracked and
+  // every write is a stream write.
   void* gate_pending_stream = nullptr;
   bool gate_write_pending = false;
-  bool gate_writes_on_two_streams = false;
+  bool gate_writes_untracked = false;
   uint64_t gate_writes_on_stream = 0;
   uint64_t gate_writes_from_host = 0;
   // Marks read from the gate word (freeride_bubble_begin_gated), made at the

@@ -114,24 +114,27 @@ using CuStreamIsCapturing = CuResult (*)(void* stream, int* status);
 using CuThreadExchangeStreamCaptureMode = CuResult (*)(int* mode);
 constexpr int kCaptureModeRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED
 
-// Whether `stream` has finished all the work queued on it (cuStreamQuery:
-// no GPU work, about a microsecond of the calling thread).  A stream being
-// captured into a graph (or the legacy stream while one is) is never asked:
-// a query would end the capture; false then, and on any error.  The query
-// runs in the relaxed capture mode, so another thread's capture is not
-// disturbed either.
-bool StreamDone(void* stream) {
+// Where `stream` stands, for a gate write: done (no work left), busy, or
+// capturing (into a graph; also the legacy stream while a blocking stream
+// is, and any driver error): a capturing stream is never queried, as a query
+// would end the capture.  The query (cuStreamIsCapturing, then cuStreamQuery
+// in the relaxed capture mode so that another thread's capture is not
+// disturbed: four driver calls, no GPU work) leaves one window: a thread
+// that starts capturing a blocking stream between the two calls on the
+// legacy stream has that capture ended.
+enum class StreamState { kDone, kBusy, kCapturing };
+StreamState QueryStream(void* stream) {
   static auto is_capturing = DriverFn<CuStreamIsCapturing>("cuStreamIsCapturing");
   static auto exchange = DriverFn<CuThreadExchangeStreamCaptureMode>("cuThreadExchangeStreamCaptureMode");
   static auto query = DriverFn<CuStreamQuery>("cuStreamQuery");
   int capturing = 1;
   if (!is_capturing || !exchange || !query || is_capturing(stream, &capturing) != 0 || capturing != 0)
-    return false;
+    return StreamState::kCapturing;
   int mode = kCaptureModeRelaxed;
-  if (exchange(&mode) != 0) return false;
+  if (exchange(&mode) != 0) return StreamState::kCapturing;
   const bool done = query(stream) == 0;
   exchange(&mode);
-  return done;
+  return done ? StreamState::kDone : StreamState::kBusy;
 }
 
 // Writes `value` to the lane's gate word where `stream` reaches this point,
@@ -141,16 +144,22 @@ bool StreamDone(void* stream) {
 // microseconds, with its memory barrier, which a trainer that synchronises
 // after every exchange waits for).  Only when every stream write since the
 // last host store went on this same stream, now done, so that no earlier
-// value can land after this one; a stage that wrote on two streams (only
-// ever asked about the stream it is given, which may be the only one alive)
-// makes stream writes from then on.  0 when written or enqueued.
+// value can land after this one.  A stage whose stream writes went on two
+// streams (it only ever asks about the stream it is given, which may be the
+// only one alive), or into a graph being captured (replayed later, perhaps
+// many times), makes stream writes from then on.  0 when written or
+// enqueued.
 int EnqueueGateValue(freeride_stage* stage, void* stream, uint32_t value) {
-  if (stage->gate_write_mode != FREERIDE_GATE_WRITE_STREAM && !stage->gate_writes_on_two_streams &&
-      (!stage->gate_write_pending || stage->gate_pending_stream == stream) && StreamDone(stream)) {
-    stage->gate_write_pending = false;
-    stage->gate_page.layout()->word.store(value, std::memory_order_seq_cst);
-    ++stage->gate_writes_from_host;
-    return 0;
+  StreamState state = StreamState::kBusy;
+  if (stage->gate_write_mode != FREERIDE_GATE_WRITE_STREAM && !stage->gate_writes_untracked &&
+      (!stage->gate_write_pending || stage->gate_pending_stream == stream)) {
+    state = QueryStream(stream);
+    if (state == StreamState::kDone) {
+      stage->gate_write_pending = false;
+      stage->gate_page.layout()->word.store(value, std::memory_order_seq_cst);
+      ++stage->gate_writes_from_host;
+      return 0;
+    }
   }
   static auto write = DriverFn<CuStreamWriteValue32>("cuStreamWriteValue32_v2");
   static auto memset = DriverFn<CuMemsetD32Async>("cuMemsetD32Async");
@@ -158,7 +167,8 @@ int EnqueueGateValue(freeride_stage* stage, void* stream, uint32_t value) {
                          ? memset(stage->gate_word, value, 1, stream)
                          : write(stream, stage->gate_word, value, 0);
   if (r != 0) return -1;
-  if (stage->gate_write_pending && stage->gate_pending_stream != stream) stage->gate_writes_on_two_streams = true;
+  if ((stage->gate_write_pending && stage->gate_pending_stream != stream) || state == StreamState::kCapturing)
+    stage->gate_writes_untracked = true;
   stage->gate_pending_stream = stream;
   stage->gate_write_pending = true;
   ++stage->gate_writes_on_stream;

@@ -33,12 +33,27 @@ void fake_cuda_set_register_result(int r) { g_register_result = r; }
 // A stream write that fails (a broken context) stores nothing.
 void fake_cuda_set_write_result(int r) { g_write_result = r; }
 
+// The thread's capture mode, swapped as the driver does (0: global).
+thread_local int g_capture_mode = 0;
+CuResult cuThreadExchangeStreamCaptureMode(int* mode) {
+  int old = g_capture_mode;
+  g_capture_mode = *mode;
+  *mode = old;
+  return 0;
+}
+int fake_cuda_capture_mode() { return g_capture_mode; }
+
 // Every stream reads as busy (CUDA_ERROR_NOT_READY) unless set done here.
+// A query outside the relaxed capture mode (2) is refused
+// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), so a caller that forgot to relax
+// it is seen; a query of the capturing stream is logged.
 void fake_cuda_set_stream_done(uintptr_t stream, int done) {
   if (done) g_done_streams.insert(stream);
   else g_done_streams.erase(stream);
 }
 CuResult cuStreamQuery(CuStream s) {
+  if (g_capture_mode != 2) return 900;
+  if (g_capturing_stream && reinterpret_cast<uintptr_t>(s) == g_capturing_stream) Log("query of a capturing stream");
   return g_done_streams.count(reinterpret_cast<uintptr_t>(s)) ? 0 : 600;
 }
 
@@ -62,15 +77,6 @@ CuResult cuMemsetD32Async(CuDevicePtr addr, unsigned value, size_t count, CuStre
   for (size_t i = 0; i < count; ++i) reinterpret_cast<volatile uint32_t*>(addr)[i] = value;
   return 0;
 }
-// The thread's capture mode, swapped as the driver does (0: global).
-thread_local int g_capture_mode = 0;
-CuResult cuThreadExchangeStreamCaptureMode(int* mode) {
-  int old = g_capture_mode;
-  g_capture_mode = *mode;
-  *mode = old;
-  return 0;
-}
-int fake_cuda_capture_mode() { return g_capture_mode; }
 CuResult cuStreamIsCapturing(CuStream s, int* status) {
   *status = (g_capturing_stream && reinterpret_cast<uintptr_t>(s) == g_capturing_stream) ? 1 : 0;
   return 0;

@@ -29,6 +29,8 @@ cancels:
   host-only  only host marks: no stream work at all, the Python and shared-memory cost alone
   writes-only  the gate's stream writes alone: no marks reach the daemon (no event, no mark
              stream, no host marks)
+  close-only   as writes-only with the close alone (no open write): writes-only less this is
+             what the open's write costs, the one a synchronising wait waits for
   python-only  BubbleMarks.around's Python alone: every call into libfreeride is a no-op
              (so host-only less this is the library's calls and what the daemon does with
              the marks)
@@ -55,7 +57,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_arms import git_commit  # noqa: E402
 from gate_gpu import Bench, diff_ci, log, mean_ci  # noqa: E402
 
-VARIANTS = ["off", "on", "on-stream-writes", "on-memset", "hostfn", "no-hostfn", "no-gate", "host-only", "writes-only", "python-only"]
+VARIANTS = ["off", "on", "on-stream-writes", "on-memset", "hostfn", "no-hostfn", "no-gate", "host-only", "writes-only", "close-only", "python-only"]
 
 
 def stage(a) -> None:
@@ -115,10 +117,12 @@ def stage(a) -> None:
             end_on = lambda stream: (stage_api.end(), True)[1]  # noqa: E731
         if name in ("no-gate", "host-only", "python-only"):
             gate_open = gate_close = lambda stream: False  # noqa: E731
-        if name in ("writes-only", "python-only"):
+        if name in ("writes-only", "close-only", "python-only"):
             begin_on = lambda stream, slot, predicted_ns=0, free=None: True  # noqa: E731
             end_on = lambda stream: True  # noqa: E731
-        marks._mark_point = (lambda: 0) if name == "writes-only" else shipped_mark_point
+        if name == "close-only":
+            gate_open = lambda stream: True  # noqa: E731  (reads as opened, so the close follows)
+        marks._mark_point = (lambda: 0) if name in ("writes-only", "close-only") else shipped_mark_point
         stage_api.begin, stage_api.end = ((lambda slot, predicted_ns=0, free=None: None, lambda: None)
                                           if name == "python-only" else shipped_host)
         if name in ("host-only", "python-only"):
@@ -230,7 +234,7 @@ def expected_kind(variant: str, device: str) -> str | None:
     if device != "cuda":
         return "host"
     return {"on": "gated", "on-stream-writes": "gated", "on-memset": "gated", "hostfn": "stream", "no-gate": "stream", "no-hostfn": "host", "host-only": "host",
-            "writes-only": None}[variant]
+            "writes-only": None, "close-only": None}[variant]
 
 
 def main() -> None:

@@ -22,7 +22,8 @@ def test_every_variant_is_timed_in_blocks_and_compared_with_marks_off(build_dir,
     assert result["attached"] is True, "the stage found the daemon's lane"
     assert result["products_per_exchange"] >= 1
     assert [row["variant"] for row in result["rows"]] == ["off", "on", "on-stream-writes", "on-memset", "hostfn", "no-hostfn",
-                                                      "no-gate", "host-only", "writes-only", "python-only"]
+                                                      "no-gate", "host-only", "writes-only", "close-only",
+                                                      "python-only"]
     for row in result["rows"]:
         assert row["iterations"] == rounds * block, row
         # On CPU lanes every variant but off and the Python alone hands each wait to libfreeride,

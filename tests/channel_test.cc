@@ -3,7 +3,6 @@
 
 #include <atomic>
 #include <fstream>
-#include <functional>
 #include <thread>
 #include <vector>
 
@@ -204,27 +203,6 @@ TEST_F(StageAndDaemon, AnEndWaiterSleepsThroughTheBeginMark) {
   EXPECT_EQ(woke_at_seq.load(), seen + 2);
 }
 
-// An Env whose clock calls a hook as it is read: a test sees what other
-// processes could see at the instant a mark takes its time.
-class ClockHookEnv final : public Env {
- public:
-  explicit ClockHookEnv(FakeEnv* inner) : inner_(inner) {}
-  Nanos Now() override {
-    if (on_read) on_read();
-    return inner_->Now();
-  }
-  bool Wait(std::atomic<uint32_t>* word, uint32_t expected, Nanos timeout, uint32_t bits) override {
-    return inner_->Wait(word, expected, timeout, bits);
-  }
-  void WakeAll(std::atomic<uint32_t>* word, uint32_t bits) override { inner_->WakeAll(word, bits); }
-  bool ProcessAlive(pid_t pid) override { return inner_->ProcessAlive(pid); }
-  pid_t ProcessGroupOf(pid_t pid) override { return inner_->ProcessGroupOf(pid); }
-  std::function<void()> on_read;
-
- private:
-  FakeEnv* inner_;
-};
-
 // The end mark's time is read only once a task can see that the end has
 // begun, so a task's clock read before a check that finds its bubble open is
 // earlier than the bubble's end: its step starts inside the bubble.  (A time
@@ -235,31 +213,29 @@ TEST_F(StageAndDaemon, AnEndMarkTakesItsTimeOnlyOnceTasksSeeTheBubbleClosing) {
   std::string error;
   LaneSegment task;
   ASSERT_TRUE(task.Open(path, /*writable=*/false, &error)) << error;
-  ClockHookEnv stage_clock(&env);
-  stage.set_env(&stage_clock);
   stage.WriteBegin(3, env.Now(), 0, 0);
   const uint32_t seq = task.layout()->bubble_seq.load();
   ASSERT_TRUE(task.StillOpen(seq));
+  env.Advance(5 * kMillisecond);
   int clock_reads = 0;
   bool open_at_clock_read = true;
-  stage_clock.on_read = [&] {
+  env.OnNow([&] {
     ++clock_reads;
     open_at_clock_read = task.StillOpen(seq);
-  };
-  env.Advance(5 * kMillisecond);
+  });
   stage.WriteEndNow();
   EXPECT_EQ(clock_reads, 1);
   EXPECT_FALSE(open_at_clock_read) << "a task still saw the bubble open when its end was timed";
   EXPECT_FALSE(task.StillOpen(seq));
-  BubbleMark closed;
-  ASSERT_TRUE(task.ClosedBubbleMark(seq, &closed));
-  EXPECT_EQ(closed.end_ns, env.Now());
   // A closed lane's end is a no-op: no clock read, no second close.
   stage.WriteEndNow();
   EXPECT_EQ(clock_reads, 1);
+  env.OnNow(nullptr);
   EXPECT_EQ(task.layout()->bubble_seq.load(), seq + 1);
+  BubbleMark closed;
+  ASSERT_TRUE(task.ClosedBubbleMark(seq, &closed));
+  EXPECT_EQ(closed.end_ns, env.Now());
   // The next bubble is open, whatever the previous one's close left.
-  stage_clock.on_read = nullptr;
   stage.WriteBegin(3, env.Now(), 0, 0);
   EXPECT_TRUE(task.StillOpen(seq + 2));
   EXPECT_FALSE(task.StillOpen(seq));
@@ -305,17 +281,16 @@ TEST(StageApi, ABeginThatClosesAnUnclosedBubbleTimesItsEndOnceTasksSeeItClosing)
   ASSERT_TRUE(daemon.CreateOrOpen(LaneSegmentPath(socket, 0), 0, &error)) << error;
   ASSERT_TRUE(task.Open(LaneSegmentPath(socket, 0), /*writable=*/false, &error)) << error;
   FakeEnv env;
-  ClockHookEnv stage_clock(&env);
-  freeride_stage* stage = OpenStage(0, socket.c_str(), &stage_clock);
+  freeride_stage* stage = OpenStage(0, socket.c_str(), &env);
   ASSERT_NE(stage, nullptr);
   freeride_bubble_begin(stage, 1, 0, UINT64_MAX);
   const uint32_t first = task.layout()->bubble_seq.load();
   ASSERT_TRUE(task.StillOpen(first));
   std::vector<bool> open_at_reads;
-  stage_clock.on_read = [&] { open_at_reads.push_back(task.StillOpen(first)); };
   env.Advance(kMillisecond);
+  env.OnNow([&] { open_at_reads.push_back(task.StillOpen(first)); });
   freeride_bubble_begin(stage, 2, 0, UINT64_MAX);  // no end mark in between
-  stage_clock.on_read = nullptr;
+  env.OnNow(nullptr);
   ASSERT_FALSE(open_at_reads.empty());
   // Every clock read after the first (the attachment check) is the closed
   // bubble's end time or the new one's begin: neither may see it open.

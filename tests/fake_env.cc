@@ -32,9 +32,12 @@ FakeEnv::WordKey FakeEnv::KeyOf(const void* word) {
 }
 
 Nanos FakeEnv::Now() {
+  if (on_now_) on_now_();
   std::lock_guard<std::mutex> lock(mu_);
   return now_;
 }
+
+void FakeEnv::OnNow(std::function<void()> hook) { on_now_ = std::move(hook); }
 
 bool FakeEnv::Wait(std::atomic<uint32_t>* word, uint32_t expected, Nanos timeout,
                    uint32_t wake_bits) {

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <list>
 #include <mutex>
@@ -24,7 +25,10 @@ class FakeEnv final : public Env {
  public:
   explicit FakeEnv(Nanos start = kSecond) : now_(start) {}
 
+  // Calls the hook set by OnNow (if any) first, outside the Env's lock: a
+  // test sees what other threads could see at the instant a clock is read.
   Nanos Now() override;
+  void OnNow(std::function<void()> hook);
   bool Wait(std::atomic<uint32_t>* word, uint32_t expected, Nanos timeout,
             uint32_t wake_bits = kFutexAnyWake) override;
   void WakeAll(std::atomic<uint32_t>* word, uint32_t bits = kFutexAnyWake) override;
@@ -78,6 +82,7 @@ class FakeEnv final : public Env {
   std::list<Sleeper*> sleepers_;
   int wake_calls_ = 0;
   int virtual_threads_ = 0;  // 0: time moves only by Advance
+  std::function<void()> on_now_;  // set while no other thread reads the clock
   std::set<pid_t> alive_;
   std::map<pid_t, pid_t> groups_;
 };

@@ -106,6 +106,11 @@ void LaneSegment::WriteEndNow() {
   WriteEnd(env_->Now());
 }
 
+void LaneSegment::WriteBeginNow(uint32_t slot, Nanos hint, uint64_t free_memory) {
+  WriteEndNow();
+  WriteBegin(slot, env_->Now(), hint, free_memory);
+}
+
 bool LaneSegment::StillOpen(uint32_t seq) const {
   const LaneSegmentLayout* l = layout_;
   return l->closing_seq.load(std::memory_order_seq_cst) != seq &&

@@ -229,18 +229,18 @@ class LaneSegment {
   LaneSegmentLayout* layout() const { return layout_; }
   const SharedMapping& mapping() const { return mapping_; }
 
-  // Stage side.  Begin opens a bubble (closing an unclosed one first, with
-  // `now` as its end: the stage calls WriteEndNow before it reads `now`);
-  // End closes it (a no-op when none is open).  Both are wait-free and never
-  // allocate.  One writer at a time: the stage's marks are not atomic with
-  // each other.
+  // Stage side.  Begin opens a bubble (closing an unclosed one first, at
+  // `now`); End closes it (a no-op when none is open).  Both are wait-free
+  // and never allocate.  One writer at a time: the stage's marks are not
+  // atomic with each other.
   void WriteBegin(uint32_t slot, Nanos now, Nanos hint, uint64_t free_memory);
   void WriteEnd(Nanos now);
-  // End with the time read from env() after the close is announced
-  // (closing_seq): the stage's end mark.  WriteEnd(now) with a time read
-  // earlier leaves a window in which a task sees the bubble open after its
-  // end time.
+  // The stage's marks, timed by env(): End with the time read after the
+  // close is announced (closing_seq), and Begin after such an end of an
+  // unclosed bubble.  WriteEnd(now) with a time read earlier leaves a
+  // window in which a task sees the bubble open after its end time.
   void WriteEndNow();
+  void WriteBeginNow(uint32_t slot, Nanos hint, uint64_t free_memory);
 
   // Task side: whether bubble `seq` is still open, its end not yet begun.
   // A clock read before a true answer is earlier than the bubble's end_ns

@@ -39,10 +39,6 @@ void MaybeReattach(freeride_stage* stage, Nanos now) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // FREERIDE_GATE_WRITES: auto (the default), stream or memset; anything else
 // is warned of and the default used.
 int GateWriteModeFromEnvironment() {
@@ -98,10 +94,7 @@ void freeride_bubble_begin(freeride_stage* stage, uint32_t slot, int64_t predict
   std::lock_guard<std::mutex> lock(stage->marks_mutex);
   MaybeReattach(stage, stage->env->Now());
   if (!stage->segment.is_open()) return;
-  // An unclosed bubble is ended first, its time read once tasks can see it
-  // closing (WriteEndNow), then the new one's.
-  stage->segment.WriteEndNow();
-  stage->segment.WriteBegin(slot, stage->env->Now(), predicted_ns > 0 ? predicted_ns : 0, free_memory_bytes);
+  stage->segment.WriteBeginNow(slot, predicted_ns > 0 ? predicted_ns : 0, free_memory_bytes);
 }
 
 void freeride_bubble_end(freeride_stage* stage) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "channel/stage_handle.h"
+#include "gate/driver_types.h"
 
 namespace {
 
@@ -63,8 +64,9 @@ int Enqueue(freeride_stage* stage, void* stream, const PendingMark& mark) {
 }
 
 constexpr freeride::Nanos kGateRetryInterval = freeride::kSecond;
-constexpr unsigned kHostRegisterPortableDeviceMap = 0x1 | 0x2;
-constexpr CuResult kHostMemoryAlreadyRegistered = 712;
+constexpr unsigned kHostRegisterPortableDeviceMap =
+    freeride::gate::kHostRegisterPortable | freeride::gate::kHostRegisterDeviceMap;
+constexpr CuResult kHostMemoryAlreadyRegistered = freeride::gate::kCudaErrorHostMemoryAlreadyRegistered;
 
 // Maps and registers the lane's gate page, at most once per retry interval
 // while it is missing (no daemon yet, or a CPU lane); drops a page whose
@@ -112,27 +114,27 @@ bool GateReady(freeride_stage* stage) {
 
 using CuStreamIsCapturing = CuResult (*)(void* stream, int* status);
 using CuThreadExchangeStreamCaptureMode = CuResult (*)(int* mode);
-constexpr int kCaptureModeRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED
 
 // Where `stream` stands, for a gate write: done (no work left), busy, or
-// capturing (into a graph; also the legacy stream while a blocking stream
-// is, and any driver error): a capturing stream is never queried, as a query
-// would end the capture.  The query (cuStreamIsCapturing, then cuStreamQuery
+// not asked: capturing into a graph (also the legacy stream while a
+// blocking stream is), or the driver could not say.  A capturing stream is
+// never queried, as a query would end the capture.  The query (cuStreamIsCapturing, then cuStreamQuery
 // in the relaxed capture mode so that another thread's capture is not
 // disturbed: four driver calls, no GPU work) leaves one window: a thread
 // that starts capturing a blocking stream between the two calls on the
 // legacy stream has that capture ended.
-enum class StreamState { kDone, kBusy, kCapturing };
+enum class StreamState { kDone, kBusy, kNotAsked };
 StreamState QueryStream(void* stream) {
   static auto is_capturing = DriverFn<CuStreamIsCapturing>("cuStreamIsCapturing");
   static auto exchange = DriverFn<CuThreadExchangeStreamCaptureMode>("cuThreadExchangeStreamCaptureMode");
   static auto query = DriverFn<CuStreamQuery>("cuStreamQuery");
   int capturing = 1;
-  if (!is_capturing || !exchange || !query || is_capturing(stream, &capturing) != 0 || capturing != 0)
-    return StreamState::kCapturing;
-  int mode = kCaptureModeRelaxed;
-  if (exchange(&mode) != 0) return StreamState::kCapturing;
-  const bool done = query(stream) == 0;
+  if (!is_capturing || !exchange || !query || is_capturing(stream, &capturing) != freeride::gate::kCudaSuccess ||
+      capturing != freeride::gate::kCaptureStatusNone)
+    return StreamState::kNotAsked;
+  int mode = freeride::gate::kCaptureModeRelaxed;
+  if (exchange(&mode) != freeride::gate::kCudaSuccess) return StreamState::kNotAsked;
+  const bool done = query(stream) == freeride::gate::kCudaSuccess;
   exchange(&mode);
   return done ? StreamState::kDone : StreamState::kBusy;
 }
@@ -146,8 +148,9 @@ StreamState QueryStream(void* stream) {
 // last host store went on this same stream, now done, so that no earlier
 // value can land after this one.  A stage whose stream writes went on two
 // streams (it only ever asks about the stream it is given, which may be the
-// only one alive), or into a graph being captured (replayed later, perhaps
-// many times), makes stream writes from then on.  0 when written or
+// only one alive), or on a stream it could not ask (one being captured into
+// a graph is replayed later, perhaps many times), makes stream writes from
+// then on.  0 when written or
 // enqueued.
 int EnqueueGateValue(freeride_stage* stage, void* stream, uint32_t value) {
   StreamState state = StreamState::kBusy;
@@ -167,7 +170,7 @@ int EnqueueGateValue(freeride_stage* stage, void* stream, uint32_t value) {
                          ? memset(stage->gate_word, value, 1, stream)
                          : write(stream, stage->gate_word, value, 0);
   if (r != 0) return -1;
-  if ((stage->gate_write_pending && stage->gate_pending_stream != stream) || state == StreamState::kCapturing)
+  if ((stage->gate_write_pending && stage->gate_pending_stream != stream) || state == StreamState::kNotAsked)
     stage->gate_writes_untracked = true;
   stage->gate_pending_stream = stream;
   stage->gate_write_pending = true;

@@ -93,8 +93,8 @@ def stage(a) -> None:
         return call
 
     shipped = (counted(shipped[0], "stream"), shipped[1], shipped[2], shipped[3], counted(shipped[4], "gated", bool))
-    variants = a.variants.split(",")
     shipped_host = (counted(shipped_host[0], "host"), shipped_host[1])
+    variants = a.variants.split(",")
 
     def set_variant(name: str) -> None:
         current[0] = name
@@ -233,8 +233,20 @@ def expected_kind(variant: str, device: str) -> str | None:
         return None
     if device != "cuda":
         return "host"
-    return {"on": "gated", "on-stream-writes": "gated", "on-memset": "gated", "hostfn": "stream", "no-gate": "stream", "no-hostfn": "host", "host-only": "host",
-            "writes-only": None, "close-only": None}[variant]
+    return {"on": "gated", "on-stream-writes": "gated", "on-memset": "gated", "hostfn": "stream",
+            "no-gate": "stream", "no-hostfn": "host", "host-only": "host", "writes-only": None,
+            "close-only": None}[variant]
+
+
+def expected_gate_writes(variant: str, device: str, waits: int) -> tuple[int | None, int | None]:
+    """The gate writes `variant` makes over `waits` marked waits: (on a stream, from the host), None
+    where the split is the stream's to decide (on and on-memset store from the host where the stream is
+    done; their total is still two a wait).  A CPU lane has no gate."""
+    if device != "cuda" or variant in ("off", "no-gate", "host-only", "python-only"):
+        return 0, 0
+    if variant in ("on", "on-memset"):
+        return None, None
+    return (waits if variant == "close-only" else 2 * waits), 0
 
 
 def main() -> None:
@@ -296,8 +308,14 @@ def main() -> None:
                "marks_thread_core_share": stage_result["marks_thread_core_share"][variant],
                "gate_writes_on_stream": stage_result["gate_writes"][variant][0],
                "gate_writes_from_host": stage_result["gate_writes"][variant][1]}
+        writes = (row["gate_writes_on_stream"], row["gate_writes_from_host"])
+        expected_writes = expected_gate_writes(variant, a.device, waits)
         if made != expected:
             row["invalid"] = f"made marks {made}, expected {expected}"
+        elif None in expected_writes and sum(writes) != 2 * waits:
+            row["invalid"] = f"made {sum(writes)} gate writes, expected {2 * waits}"
+        elif None not in expected_writes and writes != expected_writes:
+            row["invalid"] = f"made gate writes {writes} (on a stream, from the host), expected {expected_writes}"
         if variant != "off":
             row["vs_off"] = diff_ci(times[variant], times["off"])
         rows.append(row)

@@ -42,6 +42,17 @@ def test_every_variant_is_timed_in_blocks_and_compared_with_marks_off(build_dir,
             assert abs(row["vs_off"]["pct"] - (row["mean_ms"] / off - 1) * 100) < 1e-9
 
 
+def test_each_variant_s_gate_writes_are_known_and_checked() -> None:
+    sys.path.insert(0, str(SOURCE_DIR / "bench"))
+    from marks_cost_gpu import VARIANTS, expected_gate_writes
+    waits = 80
+    assert {v: expected_gate_writes(v, "cpu", waits) for v in VARIANTS} == {v: (0, 0) for v in VARIANTS}
+    on_gpu = {v: expected_gate_writes(v, "cuda", waits) for v in VARIANTS}
+    assert on_gpu == {"off": (0, 0), "on": (None, None), "on-stream-writes": (160, 0), "on-memset": (None, None),
+                      "hostfn": (160, 0), "no-hostfn": (160, 0), "no-gate": (0, 0), "host-only": (0, 0),
+                      "writes-only": (160, 0), "close-only": (80, 0), "python-only": (0, 0)}
+
+
 def test_an_unknown_variant_is_refused_with_the_known_ones(tmp_path) -> None:
     r = subprocess.run([sys.executable, str(SOURCE_DIR / "bench" / "marks_cost_gpu.py"), "--device", "cpu",
                         "--out", str(tmp_path / "out"), "--variants", "on,fast"],

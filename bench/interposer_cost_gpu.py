@@ -2,7 +2,7 @@
 """What the gate's launch interposer costs a program whose gate is always open.
 
     python3 bench/interposer_cost_gpu.py --bundle bundle --out $OUT \
-        --programs resnet50,tiny --rounds 3 [--variant NAME=PATH.so ...] [--mps]
+        --programs resnet50,tiny --rounds 3 [--variant NAME=PATH.so ...] [--arm NAME=VAR=VALUE[,VAR=VALUE] ...] [--mps]
 
 No daemon and no stage: this script writes a gate page of its own whose gate is
 open with no admission deadline (bubble 1, until the end of time), so every piece
@@ -18,7 +18,9 @@ Arms, each a fresh process of the same program, alternate in rotating blocks
 within one launch:
 - "plain": the program alone, nothing preloaded;
 - "gate": libfreeride_gate.so from --bundle preloaded, on the open page;
-- one arm per --variant NAME=PATH (another build of the interposer).
+- one arm per --variant NAME=PATH (another build of the interposer);
+- one arm per --arm NAME=VAR=VALUE[,VAR=VALUE...]: the bundle's interposer with those variables
+  in the program's environment (FREERIDE_GATE_RUN, FREERIDE_GATE_SAMPLE_EVERY, ...).
 
 Each block runs the program (gate_gpu.py's program_alone_rate) for
 --warm-seconds of progress (not counted: CUDA's start-up, the allocator's
@@ -97,6 +99,8 @@ def main() -> int:
     p.add_argument("--programs", default="resnet50,tiny")
     p.add_argument("--variant", action="append", default=[], metavar="NAME=PATH.so",
                    help="another build of the interposer, as an arm of its own")
+    p.add_argument("--arm", action="append", default=[], metavar="NAME=VAR=VALUE[,VAR=VALUE]",
+                   help="the bundle's interposer with these environment variables, as an arm of its own")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--warm-seconds", type=float, default=4)
     p.add_argument("--seconds", type=float, default=6)
@@ -107,12 +111,22 @@ def main() -> int:
             raise SystemExit(f"--programs {name}: give some of {sorted(PROGRAMS)}")
     if args.rounds < 2:
         raise SystemExit("--rounds: at least 2, for an interval")
-    arms = {"plain": None, "gate": os.path.abspath(os.path.join(args.bundle, "lib", "libfreeride_gate.so"))}
+    bundle_lib = os.path.abspath(os.path.join(args.bundle, "lib", "libfreeride_gate.so"))
+    arms = {"plain": None, "gate": bundle_lib}
+    arm_env: dict[str, dict[str, str]] = {}  # an arm's variables beyond the gate page's
     for spec in args.variant:
         name, sep, path = spec.partition("=")
         if not sep or not name or name in arms:
             raise SystemExit(f"--variant {spec}: give NAME=PATH.so with a new NAME")
         arms[name] = os.path.abspath(path)
+    for spec in args.arm:
+        name, sep, assignments = spec.partition("=")
+        pairs = [a.partition("=") for a in assignments.split(",")] if sep else []
+        if not name or name in arms or not pairs or any(not var or not eq for var, eq, _ in pairs):
+            raise SystemExit(f"--arm {spec}: give NAME=VAR=VALUE[,VAR=VALUE...] with a new NAME, e.g. "
+                             "run32=FREERIDE_GATE_RUN=32")
+        arms[name] = bundle_lib
+        arm_env[name] = {var: value for var, _, value in pairs}
     for name, lib in arms.items():
         if lib and not os.path.isfile(lib):
             raise SystemExit(f"arm {name}: {lib} does not exist (scripts/bundle.sh builds the bundle)")
@@ -138,7 +152,7 @@ def main() -> int:
 
     def save(partial: dict | None) -> None:  # after each block: a call cut short keeps what it measured
         with open(os.path.join(args.out, "interposer_cost.json"), "w") as f:
-            json.dump({"command": sys.argv, "commit": commit, "arms": arms,
+            json.dump({"command": sys.argv, "commit": commit, "arms": arms, "arm_env": arm_env,
                        "rows": rows + ([partial] if partial else [])}, f, indent=1)
 
     try:
@@ -153,7 +167,7 @@ def main() -> int:
                     lib = arms[arm]
                     if lib:
                         write_open_page(page)
-                        env.update(LD_PRELOAD=lib, FREERIDE_GATE_PAGE=page)
+                        env.update(LD_PRELOAD=lib, FREERIDE_GATE_PAGE=page, **arm_env.get(arm, {}))
                     err = os.path.join(args.out, f"{program}-{arm}-{round_index + 1}.err")
                     cmd, pattern = PROGRAMS[program]
                     rate = program_alone_rate(cmd, pattern, env, err, args.warm_seconds, args.seconds)

@@ -797,6 +797,50 @@ TEST_F(LaunchGateTest, FarInsideAnOpenBubbleAPieceGoesWithoutItsWaitAtMostEightI
   EXPECT_EQ(gate.unfinished_pieces(), 0u);
 }
 
+TEST_F(LaunchGateTest, ATunedRunLetsThatManyPiecesGoWithoutTheirWaitAndOneFenceStandForThem) {
+  GateTaskSlot slot{};
+  constexpr uint32_t kRun = 20;
+  LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock(), false, QueueEstimate::kP95,
+                  GateTuning{.run = kRun});
+  LearnAPieceLength(gate, slot, stream_);
+  const uint64_t waits_before = gate.counters().waits, unwaited_before = gate.counters().unwaited;
+  ASSERT_TRUE(QueuePieces(gate, stream_, 2 * (kRun + 1)));
+  EXPECT_EQ(gate.counters().unwaited - unwaited_before, 2u * kRun);
+  EXPECT_EQ(gate.counters().waits - waits_before, 2u);  // the 21st of each run
+  EXPECT_EQ(FenceCount(), 4);  // each run's last, and each waited piece
+  EXPECT_EQ(gate.unfinished_pieces(), 2u * (kRun + 1));
+  FakeDriver::events_done = true;
+  EXPECT_EQ(gate.unfinished_pieces(), 0u);
+}
+
+TEST_F(LaunchGateTest, ATunedSampleRateTimesThatShareOfPiecesAndTheirEventsAreReusedOnceReadBack) {
+  GateTaskSlot slot{};
+  {
+    LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock(), false, QueueEstimate::kP95,
+                    GateTuning{.run = 8, .sample_every = 4});
+    FakeDriver::events_done = true;
+    FakeDriver::elapsed_ms = 0.25f;
+    auto timing_created = [] {
+      int n = 0;
+      for (const auto& [event, flags] : FakeDriver::event_flags) n += (flags & 0x2) == 0;
+      return n;
+    };
+    int sampled = 0;
+    for (int i = 0; i < 4 * 100; ++i) {
+      WorkSample sample;
+      ASSERT_EQ(gate.BeforeWork(stream_, false, &sample), kCudaSuccess);
+      sampled += sample.start != nullptr;
+      AfterWorkOf(gate, sample);
+    }
+    EXPECT_EQ(sampled, 100);
+    EXPECT_EQ(slot.work_p95_ns.load(), 250'000);
+    // Read back every kCollectEvery pieces, so at most that many pieces'
+    // samples are pending at once: their events, and no more, were made.
+    EXPECT_LE(timing_created(), static_cast<int>(2 * (LaunchGate::kCollectEvery / 4 + 1)));
+  }
+  EXPECT_EQ(FakeDriver::live_events, 0);  // the spares destroyed with the gate
+}
+
 TEST_F(LaunchGateTest, StrictEveryPieceWaitsAndIsFencedHoweverFarItsDeadline) {
   LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock(), /*wait_every_piece=*/true);
   ASSERT_TRUE(QueuePieces(gate, stream_, 10));
@@ -1370,6 +1414,37 @@ TEST_F(InterposerTest, FarInsideAnOpenBubbleAnAsynchronousLaunchGoesWithoutItsWa
   ShellResult strict = Run("many", true, /*strict=*/true);
   ASSERT_EQ(strict.status, 0) << strict.err;
   EXPECT_EQ(count(strict.out, "wait 0x1000"), 65u) << strict.out;
+}
+
+// FREERIDE_GATE_SAMPLE_EVERY (and FREERIDE_GATE_RUN, read the same way) tune
+// the interposer; a value it cannot take is named on stderr and the default
+// used.  The fake driver's events end at once, so every timed piece is read
+// back and counted in the process's slot.
+TEST_F(InterposerTest, ATuningVariableIsReadAndABadOneIsNamedAndTheDefaultUsed) {
+  auto samples_after = [&](const std::string& variables) {
+    page_.layout()->tasks[0].samples.store(0);
+    page_.layout()->tasks[0].pid.store(0);  // the slot of the last run's process, now dead
+    ShellResult r = RunShell("env -u FREERIDE_GATE_STRICT -u FREERIDE_GATE_RUN -u FREERIDE_GATE_SAMPLE_EVERY "
+                             "LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " LD_PRELOAD=" GATE_LIBRARY
+                             " FREERIDE_GATE_PAGE=" + page_path_ + " " + variables + " " GATE_CLIENT_BIN " many",
+                             dir_.path());
+    EXPECT_EQ(r.status, 0) << r.err;
+    return std::make_pair(page_.layout()->tasks[0].samples.load(), r.err);
+  };
+  const auto [by_default, quiet] = samples_after("");
+  const auto [every_fourth, tuned] = samples_after("FREERIDE_GATE_SAMPLE_EVERY=4 FREERIDE_GATE_RUN=32");
+  const auto [bad, warned] = samples_after("FREERIDE_GATE_SAMPLE_EVERY=0 FREERIDE_GATE_RUN=lots");
+  // 64 launches: one in 16 timed by default, one in 4 tuned (the last may be unread at exit).
+  EXPECT_GE(by_default, 3u);
+  EXPECT_LE(by_default, 4u);
+  EXPECT_GE(every_fourth, 3 * by_default);  // read back every 16th piece: the last few unread at exit
+  EXPECT_EQ(quiet.find("freeride-gate:"), std::string::npos) << quiet;
+  EXPECT_EQ(tuned.find("freeride-gate:"), std::string::npos) << tuned;
+  EXPECT_EQ(bad, by_default);
+  EXPECT_NE(warned.find("FREERIDE_GATE_SAMPLE_EVERY=0 is not a whole number from 1 to 4096; 16 it is"),
+            std::string::npos) << warned;
+  EXPECT_NE(warned.find("FREERIDE_GATE_RUN=lots is not a whole number from 1 to 256; 8 it is"),
+            std::string::npos) << warned;
 }
 
 // FREERIDE_GATE_STATS=FILE: at exit the interposer appends its counts to

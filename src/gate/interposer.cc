@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -89,6 +90,22 @@ void* Real(GatedFunction function, bool per_thread) {
   return fn;
 }
 
+// A whole number from 1 to `most` in `name`, else `fallback` (with a warning
+// on stderr when it is set to anything else).
+uint64_t PositiveFromEnvironment(const char* name, uint64_t fallback, uint64_t most) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || text[0] == '-' || value < 1 || value > most) {
+    std::fprintf(stderr, "freeride-gate: %s=%s is not a whole number from 1 to %llu; %llu it is\n", name, text,
+                 static_cast<unsigned long long>(most), static_cast<unsigned long long>(fallback));
+    return fallback;
+  }
+  return value;
+}
+
 LaunchGate& TheGate() {
   static LaunchGate* gate = [] {
     DriverApi api;
@@ -132,8 +149,12 @@ LaunchGate& TheGate() {
       std::fprintf(stderr, "freeride-gate: FREERIDE_GATE_QUEUE_ESTIMATE=%s is neither p95 nor mean; p95 it is\n",
                    estimate);
     }
+    // Experiments: how much the gate economises far inside an open bubble (GateTuning).
+    GateTuning tuning;
+    tuning.run = static_cast<uint32_t>(PositiveFromEnvironment("FREERIDE_GATE_RUN", tuning.run, 256));
+    tuning.sample_every = PositiveFromEnvironment("FREERIDE_GATE_SAMPLE_EVERY", tuning.sample_every, 4096);
     return new LaunchGate(api, page.is_open() ? page.page() : nullptr, error, slot, RealHostClock(),
-                          strict && std::string(strict) == "1", queue_estimate);
+                          strict && std::string(strict) == "1", queue_estimate, tuning);
   }();
   return *gate;
 }

@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <utility>
@@ -65,11 +66,13 @@ thread_local ShutSighting last_shut;
 }  // namespace
 
 LaunchGate::LaunchGate(const DriverApi& api, void* page, std::string page_error, GateTaskSlot* slot,
-                       HostClock clock, bool wait_every_piece, QueueEstimate queue_estimate)
+                       HostClock clock, bool wait_every_piece, QueueEstimate queue_estimate,
+                       GateTuning tuning)
     : id_(NextGateId()),
       api_(api),
       wait_every_piece_(wait_every_piece),
       queue_estimate_(queue_estimate),
+      tuning_{std::max<uint32_t>(1, tuning.run), std::max<uint64_t>(1, tuning.sample_every)},
       can_fence_(api.event_create && api.event_record && api.event_query),
       page_(page),
       refusal_(std::move(page_error)),
@@ -83,6 +86,11 @@ LaunchGate::~LaunchGate() {
     for (const Pass& pass : queue.passes) api_.event_destroy(pass.event);
   }
   for (CuEvent fence : spare_fences_) api_.event_destroy(fence);
+  for (const WorkSample& sample : pending_) {
+    api_.event_destroy(sample.start);
+    api_.event_destroy(sample.end);
+  }
+  for (CuEvent event : spare_timing_) api_.event_destroy(event);
 }
 
 CuResult LaunchGate::Arm() {
@@ -197,7 +205,7 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
   const uint64_t n = asynchronous_.fetch_add(1, std::memory_order_relaxed) + 1;
   // Synchronous copies (the default stream, legacy or the thread's own)
   // are not timed: the caller waits for them anyway.
-  if (n % kSampleEvery == 0) StartSample(target, sample);
+  if (n % tuning_.sample_every == 0) StartSample(target, sample);
   return kCudaSuccess;
 }
 
@@ -356,7 +364,9 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     std::lock_guard<std::mutex> lock(fence_mutex_);
     const int64_t ahead = queued_ns ? *queued_ns : static_cast<int64_t>(pieces_counted_) * piece;
     StreamQueue& queue = queues_[stream];
-    if (!MayGoUnwaited(clock_.now_ns(), ahead, piece, until_ns, queue.unwaited_in_row)) return false;
+    if (!MayGoUnwaited(clock_.now_ns(), ahead, piece, until_ns, queue.unwaited_in_row,
+                       static_cast<int>(tuning_.run)))
+      return false;
     ++queue.unwaited_in_row;
     return true;
   };
@@ -433,12 +443,13 @@ void LaunchGate::StartSample(CuStream stream, WorkSample* sample) {
   if (!api_.event_create || !api_.event_record || !api_.event_query ||
       !api_.event_elapsed_time || !api_.event_destroy)
     return;
-  if (pending_count_.load(std::memory_order_relaxed) >= 64) return;  // reading back lags: skip
+  if (pending_count_.load(std::memory_order_relaxed) >= kMaxPendingSamples) return;  // reading back lags: skip
   RelaxedCaptureMode relaxed(api_);
-  CuEvent start = nullptr, end = nullptr;
-  if (api_.event_create(&start, 0) != kCudaSuccess) return;
-  if (api_.event_create(&end, 0) != kCudaSuccess || api_.event_record(start, stream) != kCudaSuccess) {
-    api_.event_destroy(start);
+  std::lock_guard<std::mutex> lock(samples_mutex_);
+  CuEvent start = TakeTimingEventLocked();
+  CuEvent end = start ? TakeTimingEventLocked() : nullptr;
+  if (!end || api_.event_record(start, stream) != kCudaSuccess) {
+    if (start) api_.event_destroy(start);
     if (end) api_.event_destroy(end);
     return;
   }
@@ -464,7 +475,8 @@ void LaunchGate::AfterWork(const WorkSample& sample) {
       ++queue.unfenced;
       ++pieces_counted_;
       // Near the deadline (it waited) the count must be exact: fenced at once.
-      if (sample.waited || queue.unfenced >= kFenceEvery || wait_every_piece_) FenceUnfencedLocked(sample.stream, queue);
+      if (sample.waited || queue.unfenced >= tuning_.run || wait_every_piece_)
+        FenceUnfencedLocked(sample.stream, queue);
       // The thread's own default stream cannot be fenced from another thread
       // later: a piece it could not fence now (the cap) is not counted.
       if (sample.stream == kPerThreadStream && queue.unfenced > 0) {
@@ -494,10 +506,14 @@ void LaunchGate::CollectSamples() {
     CuResult r = api_.event_query(sample.end);
     if (r == kCudaErrorNotReady) break;  // in order on its stream; later ones may be on others, but wait
     float ms = 0;
-    if (r == kCudaSuccess && api_.event_elapsed_time(&ms, sample.start, sample.end) == kCudaSuccess)
+    if (r == kCudaSuccess && api_.event_elapsed_time(&ms, sample.start, sample.end) == kCudaSuccess) {
       lengths_.Add(static_cast<int64_t>(static_cast<double>(ms) * 1e6));
-    api_.event_destroy(sample.start);
-    api_.event_destroy(sample.end);
+      KeepTimingEventLocked(sample.start);
+      KeepTimingEventLocked(sample.end);
+    } else {  // an event in error is not reused
+      api_.event_destroy(sample.start);
+      api_.event_destroy(sample.end);
+    }
     ++done;
   }
   if (done == 0) return;
@@ -509,6 +525,27 @@ void LaunchGate::CollectSamples() {
   if (!slot_) return;
   slot_->work_p95_ns.store(p95, std::memory_order_relaxed);
   slot_->samples.fetch_add(done, std::memory_order_relaxed);
+}
+
+CuEvent LaunchGate::TakeTimingEventLocked() {
+  CuEvent event = nullptr;
+  if (!spare_timing_.empty()) {
+    event = spare_timing_.back();
+    spare_timing_.pop_back();
+  } else if (api_.event_create(&event, 0) != kCudaSuccess) {
+    return nullptr;
+  }
+  return event;
+}
+
+void LaunchGate::KeepTimingEventLocked(CuEvent event) {
+  // As many as the samples that may be pending at once, and a pair more.
+  constexpr size_t kMaxSpareTiming = 2 * kMaxPendingSamples + 2;
+  if (spare_timing_.size() < kMaxSpareTiming) {
+    spare_timing_.push_back(event);
+  } else {
+    api_.event_destroy(event);
+  }
 }
 
 int64_t LaunchGate::work_p95_ns() const {

@@ -86,6 +86,20 @@ struct GateCounters {
 // against kP95 on a GPU before it could become the default.
 enum class QueueEstimate { kP95, kMean };
 
+// How much the gate economises far inside an open bubble, where a piece is
+// admitted on the host with room to spare.  Fewer driver calls per launch
+// against a longer run of pieces that could start past a bubble that ends
+// before its forecast.  The interposer sets them from FREERIDE_GATE_RUN and
+// FREERIDE_GATE_SAMPLE_EVERY (experiments: the defaults are what the rows in
+// bench/results were measured with).
+struct GateTuning {
+  // Pieces in a row on a stream that may go without a GPU wait, and pieces
+  // one fence stands for there (MayGoUnwaited).  At least 1.
+  uint32_t run = kMaxUnwaitedInRow;
+  // One asynchronous piece in this many is timed.  At least 1.
+  uint64_t sample_every = 16;
+};
+
 // The host's clock and sleep, injected so that the hold is tested on fake
 // time.  The real ones: CLOCK_MONOTONIC and nanosleep.
 struct HostClock {
@@ -111,7 +125,7 @@ struct WorkSample {
 // Where the gate word is: a page of shared memory, mapped by the caller.
 class LaunchGate {
  public:
-  static constexpr uint64_t kSampleEvery = 16;
+  static constexpr uint64_t kSampleEvery = GateTuning{}.sample_every;
   // A piece's predicted length before any has been timed.
   static constexpr int64_t kUnknownPieceNs = 100'000;
   static constexpr int64_t kShutPollNs = 50'000;
@@ -121,11 +135,13 @@ class LaunchGate {
   // default stream's are not counted then).
   static constexpr size_t kMaxFences = 1024;
   // A piece queued without a wait is fenced with the kFenceEvery-1 before
-  // it; one fence then stands for them all.
-  static constexpr uint32_t kFenceEvery = 8;
+  // it; one fence then stands for them all (GateTuning's run).
+  static constexpr uint32_t kFenceEvery = GateTuning{}.run;
   // The timed pieces are read back at every kCollectEvery-th piece: each
   // look asks the driver.
   static constexpr uint64_t kCollectEvery = 16;
+  // Timed pieces pending their read-back, at most: past it none is timed.
+  static constexpr size_t kMaxPendingSamples = 64;
 
   // `page` is the mapped gate page (its first word is the gate), or null
   // when it could not be mapped, with `page_error` saying why.  `slot` is
@@ -136,9 +152,10 @@ class LaunchGate {
   // (FREERIDE_GATE_STRICT=1 in the interposer): the strictest gate, at the
   // cost of a few driver calls per launch.
   // `queue_estimate`: how queued work is predicted (QueueEstimate).
+  // `tuning`: GateTuning (values below 1 are taken as 1).
   LaunchGate(const DriverApi& api, void* page, std::string page_error,
              GateTaskSlot* slot = nullptr, HostClock clock = RealHostClock(), bool wait_every_piece = false,
-             QueueEstimate queue_estimate = QueueEstimate::kP95);
+             QueueEstimate queue_estimate = QueueEstimate::kP95, GateTuning tuning = {});
   ~LaunchGate();
 
   // Called before the program's piece of work on `stream` (as the program
@@ -255,6 +272,12 @@ class LaunchGate {
     return held_open_ns_[static_cast<size_t>(why)].load(std::memory_order_relaxed);
   }
   void StartSample(CuStream stream, WorkSample* sample);
+  // A timing event: a spare one, or a new one (null if none can be made).
+  // Caller holds samples_mutex_.
+  CuEvent TakeTimingEventLocked();
+  // Keeps a timing event for a later sample, or destroys it past the spares'
+  // cap.  Caller holds samples_mutex_.
+  void KeepTimingEventLocked(CuEvent event);
   // Reads back the timed pieces that have ended; at most one caller at once.
   void CollectSamples();
 
@@ -264,6 +287,7 @@ class LaunchGate {
   DriverApi api_;
   const bool wait_every_piece_;
   const QueueEstimate queue_estimate_;
+  const GateTuning tuning_;
   // The driver has what fences and passes need: pieces can be counted.
   const bool can_fence_;
   void* page_;
@@ -291,6 +315,9 @@ class LaunchGate {
   HostClock clock_;
   std::mutex samples_mutex_;
   std::vector<WorkSample> pending_;  // recorded, not yet read back (oldest first)
+  // Timing events read back, kept for the next samples: a sample then costs
+  // two records, not two creations and two destructions more.
+  std::vector<CuEvent> spare_timing_;
   std::atomic<size_t> pending_count_{0};
   WorkLengths lengths_;
 };

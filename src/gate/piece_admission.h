@@ -118,9 +118,10 @@ inline constexpr int kMaxUnwaitedInRow = 8;
 // kMaxUnwaitedInRow pieces in a row, so that what can run on past a
 // bubble's end without having waited for the gate is a few pieces at
 // most, each predicted to have ended long before.  Pure.
+// `max_in_row` replaces kMaxUnwaitedInRow (launch_gate.h's GateTuning).
 inline bool MayGoUnwaited(int64_t now_ns, int64_t queued_ns, int64_t piece_ns, int64_t until_ns,
-                          int unwaited_in_row) {
-  return unwaited_in_row < kMaxUnwaitedInRow && until_ns - now_ns >= 2 * (queued_ns + piece_ns);
+                          int unwaited_in_row, int max_in_row = kMaxUnwaitedInRow) {
+  return unwaited_in_row < max_in_row && until_ns - now_ns >= 2 * (queued_ns + piece_ns);
 }
 
 // How long a piece told to wait for the bubble sleeps before it looks

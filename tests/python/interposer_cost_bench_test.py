@@ -73,6 +73,10 @@ def test_a_page_of_another_version_is_refused_so_a_stale_layout_here_would_show(
     (["--variant", "plain=/x.so"], "with a new NAME"),
     (["--variant", "other"], "give NAME=PATH.so"),
     (["--variant", "other=/no/such.so"], "/no/such.so does not exist"),
+    (["--arm", "gate=FREERIDE_GATE_RUN=32"], "with a new NAME"),
+    (["--arm", "run32"], "give NAME=VAR=VALUE"),
+    (["--arm", "run32=FREERIDE_GATE_RUN"], "give NAME=VAR=VALUE"),
+    (["--arm", "run32=FREERIDE_GATE_RUN=32,=4"], "give NAME=VAR=VALUE"),
 ])
 def test_bad_arguments_get_a_sentence_before_anything_runs(tmp_path: Path, args: list, says: str) -> None:
     bundle = tmp_path / "bundle"

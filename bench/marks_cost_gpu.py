@@ -31,11 +31,14 @@ cancels:
              stream, no host marks)
   close-only   as writes-only with the close alone (no open write): writes-only less this is
              what the open's write costs, the one a synchronising wait waits for
+  open-only    as writes-only with the open alone (no close write)
   python-only  BubbleMarks.around's Python alone: every call into libfreeride is a no-op
              (so host-only less this is the library's calls and what the daemon does with
              the marks)
 
-Each variant's iteration time against off: mean, Welch 95% interval.  A daemon (GPU lane 0, gate
+Each variant's iteration time against off: mean, Welch 95% interval; and the host's time in
+BubbleMarks.around before the wait and after it, per marked wait (after a synchronising wait, the
+host's time is on the critical path: the GPU has nothing queued until the next launch).  A daemon (GPU lane 0, gate
 on, MPS) serves the marks, as bench/gate_gpu.py starts it; the stage joins MPS at priority 0.
 
     python3 bench/marks_cost_gpu.py --bundle bundle --out $OUT               # about 60 s
@@ -57,7 +60,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_arms import git_commit  # noqa: E402
 from gate_gpu import Bench, diff_ci, log, mean_ci  # noqa: E402
 
-VARIANTS = ["off", "on", "on-stream-writes", "on-memset", "hostfn", "no-hostfn", "no-gate", "host-only", "writes-only", "close-only", "python-only"]
+VARIANTS = ["off", "on", "on-stream-writes", "on-memset", "hostfn", "no-hostfn", "no-gate", "host-only", "writes-only", "close-only", "open-only", "python-only"]
 
 
 def stage(a) -> None:
@@ -117,12 +120,14 @@ def stage(a) -> None:
             end_on = lambda stream: (stage_api.end(), True)[1]  # noqa: E731
         if name in ("no-gate", "host-only", "python-only"):
             gate_open = gate_close = lambda stream: False  # noqa: E731
-        if name in ("writes-only", "close-only", "python-only"):
+        if name in ("writes-only", "close-only", "open-only", "python-only"):
             begin_on = lambda stream, slot, predicted_ns=0, free=None: True  # noqa: E731
             end_on = lambda stream: True  # noqa: E731
         if name == "close-only":
             gate_open = lambda stream: True  # noqa: E731  (reads as opened, so the close follows)
-        marks._mark_point = (lambda: 0) if name in ("writes-only", "close-only") else shipped_mark_point
+        if name == "open-only":
+            gate_close = lambda stream: True  # noqa: E731
+        marks._mark_point = (lambda: 0) if name in ("writes-only", "close-only", "open-only") else shipped_mark_point
         stage_api.begin, stage_api.end = ((lambda slot, predicted_ns=0, free=None: None, lambda: None)
                                           if name == "python-only" else shipped_host)
         if name in ("host-only", "python-only"):
@@ -142,7 +147,17 @@ def stage(a) -> None:
             y = x @ y
             y = y / y.norm()
 
+    # The host's time in around() before the wait begins and after it returns, per variant.
+    wait_span = [0, 0]
+
     def wait() -> None:
+        wait_span[0] = time.perf_counter_ns()
+        try:
+            timed_wait()
+        finally:
+            wait_span[1] = time.perf_counter_ns()
+
+    def timed_wait() -> None:
         if not cuda:
             return
         if a.pattern == "sync":
@@ -170,6 +185,7 @@ def stage(a) -> None:
     wall_ns = {v: 0 for v in variants}  # and those blocks' wall time
     # The gate's writes in each variant's blocks: [on a stream, from the host].
     gate_writes = {v: [0, 0] for v in variants}
+    host_ns = {v: [0, 0, 0] for v in variants}  # before the wait, after it, marked waits (kept rounds)
     for round_index in range(a.rounds + 1):  # the first round warms up and is not kept
         for k in range(len(variants)):
             variant = variants[(k + round_index) % len(variants)]
@@ -183,7 +199,14 @@ def stage(a) -> None:
                 t0 = time.perf_counter()
                 for _ in range(a.exchanges):
                     products(count)
+                    entered = time.perf_counter_ns()
                     marks.around(wait)
+                    left = time.perf_counter_ns()
+                    if round_index:
+                        spent = host_ns[variant]
+                        spent[0] += wait_span[0] - entered
+                        spent[1] += left - wait_span[1]
+                        spent[2] += 1
                 if cuda:
                     torch.cuda.synchronize(device)
                 marks.end_iteration()
@@ -202,6 +225,10 @@ def stage(a) -> None:
         json.dump({"times_ms": times, "products_per_exchange": count, "per_product_ms": per_product_ms,
                    "attached": attached, "marks_made": made_per_variant, "variants": variants,
                    "gate_writes": gate_writes,
+                   "host_us_before_wait": {v: host_ns[v][0] / host_ns[v][2] / 1e3 if host_ns[v][2] else 0.0
+                                           for v in variants},
+                   "host_us_after_wait": {v: host_ns[v][1] / host_ns[v][2] / 1e3 if host_ns[v][2] else 0.0
+                                          for v in variants},
                    "marks_thread_core_share": {v: cpu_ns[v] / wall_ns[v] if wall_ns[v] else 0.0 for v in variants}},
                   f)
 
@@ -235,7 +262,7 @@ def expected_kind(variant: str, device: str) -> str | None:
         return "host"
     return {"on": "gated", "on-stream-writes": "gated", "on-memset": "gated", "hostfn": "stream",
             "no-gate": "stream", "no-hostfn": "host", "host-only": "host", "writes-only": None,
-            "close-only": None}[variant]
+            "close-only": None, "open-only": None}[variant]
 
 
 def expected_gate_writes(variant: str, device: str, waits: int) -> tuple[int | None, int | None]:
@@ -246,7 +273,7 @@ def expected_gate_writes(variant: str, device: str, waits: int) -> tuple[int | N
         return 0, 0
     if variant in ("on", "on-memset"):
         return None, None
-    return (waits if variant == "close-only" else 2 * waits), 0
+    return (waits if variant in ("close-only", "open-only") else 2 * waits), 0
 
 
 def main() -> None:
@@ -307,7 +334,9 @@ def main() -> None:
                "marks_made": made, "marks_expected": expected,
                "marks_thread_core_share": stage_result["marks_thread_core_share"][variant],
                "gate_writes_on_stream": stage_result["gate_writes"][variant][0],
-               "gate_writes_from_host": stage_result["gate_writes"][variant][1]}
+               "gate_writes_from_host": stage_result["gate_writes"][variant][1],
+               "host_us_before_wait": stage_result["host_us_before_wait"][variant],
+               "host_us_after_wait": stage_result["host_us_after_wait"][variant]}
         writes = (row["gate_writes_on_stream"], row["gate_writes_from_host"])
         expected_writes = expected_gate_writes(variant, a.device, waits)
         if made != expected:
@@ -332,6 +361,7 @@ def main() -> None:
         vs = row.get("vs_off")
         log(f"  {row['variant']:10s} {row['mean_ms']:8.3f} ms ±{row['ci_ms']:.3f} over {row['iterations']}"
             + (f"; vs off {vs['pct']:+.2f}% [{vs['low']:+.2f}, {vs['high']:+.2f}]" if vs else "")
+            + f"; host {row['host_us_before_wait']:.1f} us before the wait, {row['host_us_after_wait']:.1f} after"
             + f"; marks thread {100 * row['marks_thread_core_share']:.1f}% of a core"
             + f"; gate writes {row['gate_writes_on_stream']} on a stream, {row['gate_writes_from_host']} from the host"
             + (f"; INVALID: {row['invalid']}" if "invalid" in row else ""))

@@ -23,7 +23,7 @@ def test_every_variant_is_timed_in_blocks_and_compared_with_marks_off(build_dir,
     assert result["products_per_exchange"] >= 1
     assert [row["variant"] for row in result["rows"]] == ["off", "on", "on-stream-writes", "on-memset", "hostfn", "no-hostfn",
                                                       "no-gate", "host-only", "writes-only", "close-only",
-                                                      "python-only"]
+                                                      "open-only", "python-only"]
     for row in result["rows"]:
         assert row["iterations"] == rounds * block, row
         # On CPU lanes every variant but off and the Python alone hands each wait to libfreeride,
@@ -35,6 +35,8 @@ def test_every_variant_is_timed_in_blocks_and_compared_with_marks_off(build_dir,
         # A CPU lane has no gate: no gate writes either way.
         assert (row["gate_writes_on_stream"], row["gate_writes_from_host"]) == (0, 0), row
         assert row["mean_ms"] > 0
+        # The host's time around each marked wait, before it and after it, is kept.
+        assert row["host_us_before_wait"] > 0 and row["host_us_after_wait"] > 0, row
         if row["variant"] == "off":
             assert "vs_off" not in row
         else:  # the ratio of this variant's mean to off's
@@ -50,7 +52,8 @@ def test_each_variant_s_gate_writes_are_known_and_checked() -> None:
     on_gpu = {v: expected_gate_writes(v, "cuda", waits) for v in VARIANTS}
     assert on_gpu == {"off": (0, 0), "on": (None, None), "on-stream-writes": (160, 0), "on-memset": (None, None),
                       "hostfn": (160, 0), "no-hostfn": (160, 0), "no-gate": (0, 0), "host-only": (0, 0),
-                      "writes-only": (160, 0), "close-only": (80, 0), "python-only": (0, 0)}
+                      "writes-only": (160, 0), "close-only": (80, 0), "open-only": (80, 0),
+                      "python-only": (0, 0)}
 
 
 def test_an_unknown_variant_is_refused_with_the_known_ones(tmp_path) -> None:

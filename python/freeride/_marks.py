@@ -36,6 +36,20 @@ from freeride.stage import Stage
 DEFAULT_MEMORY_MARGIN = 2 << 30
 
 
+def current_stream_handle(device, index: int) -> int:
+    """The handle of the current CUDA stream on `device` (numbered `index`).  A trainer that
+    synchronises its device after every exchange (megatron-core, DeepSpeed) waits for whatever the
+    host does between the wait's return and its next launch, and torch.cuda.current_stream() builds
+    a Stream object each call: about 7 us on an H200 node, against 0.6 us for the rest of the
+    marks' Python there (bench/results/gate_tuning_h200.md).  So the raw handle is asked for where
+    this torch has the call for it (torch._C._cuda_getCurrentRawStream, what torch.compile's
+    generated code uses), and the Stream object only otherwise."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(index)
+    return torch.cuda.current_stream(device).cuda_stream
+
+
 class BubbleMarks:
     """The marks of one rank on its lane.  Raises FreeRideUnavailable without libfreeride."""
 
@@ -53,6 +67,7 @@ class BubbleMarks:
         self._cuda = self._device is not None and self._device.type == "cuda"
         if self._cuda and self._device.index is None:
             self._device = torch.device("cuda", torch.cuda.current_device())
+        self._device_index = self._device.index if self._cuda else None
         self._total_bytes = torch.cuda.get_device_properties(self._device).total_memory if self._cuda else None
         if self._cuda:
             self._mark_stream = torch.cuda.Stream(self._device)
@@ -90,7 +105,7 @@ class BubbleMarks:
         self.slot += 1
         self.marks += 1
         if self._cuda:
-            compute = torch.cuda.current_stream(self._device).cuda_stream
+            compute = current_stream_handle(self._device, self._device_index)
             if self.stage.begin_gated(compute, slot, 0, self._free_bytes):
                 self._gated = True
                 try:
@@ -131,14 +146,14 @@ class BubbleMarks:
         """Closes the gate on the stream current after the wait; on a context too broken to name
         it, the bubble is ended from the host (and the daemon closes the gate of a silent stage)."""
         try:
-            stream = torch.cuda.current_stream(self._device).cuda_stream
+            stream = current_stream_handle(self._device, self._device_index)
         except Exception:
             stream = None
         self.stage.end_gated(stream)
 
     def _end_on_stream(self, gated: bool) -> None:
         if gated:
-            self.stage.gate_close_on_stream(torch.cuda.current_stream(self._device).cuda_stream)
+            self.stage.gate_close_on_stream(current_stream_handle(self._device, self._device_index))
         self.stage.end_on_stream(self._mark_point())
 
     def _mark_point(self) -> int:

@@ -70,8 +70,29 @@ def cuda_marks(stage: StreamRecordingStage):
     marks.stage = stage
     marks._cuda = True
     marks._device = "cuda:0"
+    marks._device_index = 0
     marks._mark_point = lambda: 9
     return marks
+
+
+def test_where_torch_has_the_raw_stream_call_the_marks_ask_it_for_the_handle_not_for_a_stream_object() -> None:
+    import torch
+    log: list = []
+    marks = cuda_marks(StreamRecordingStage(log))
+    marks._device_index = 3
+    asked = []
+
+    def raw(index):
+        asked.append(index)
+        return 70 + len(asked)
+
+    def wait():
+        log.append("wait")
+    with mock.patch.object(torch._C, "_cuda_getCurrentRawStream", raw, create=True), \
+            mock.patch("torch.cuda.current_stream", side_effect=AssertionError("a Stream object was built")):
+        marks.around(wait)
+    assert asked == [3, 3], "the stage's own device, before the wait and after it"
+    assert log == [("begin_gated", 71, 0), "wait", ("end_gated", 72)]
 
 
 def test_a_gated_bubble_is_ended_from_the_host_when_the_context_cannot_name_a_stream() -> None:

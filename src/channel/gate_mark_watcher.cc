@@ -120,19 +120,11 @@ void GateMarkWatcher::Run() {
     uint32_t seen = 0;
     const bool read = ObserveOnce(&seen);
     if (stopping) return;
-    // Sleep only once the word as read (and marked) shows the last write,
-    // and a closed gate: a change after that read is marked at the next.
-    // While it shows the gate open, the close comes soon, and a stage that
-    // stores it from the host (its stream done: a trainer that synchronised)
-    // would otherwise wake this thread, a futex call that the trainer waits
-    // for before its next launch (about 7 us on an H200 node,
-    // bench/results/gate_tuning_h200.md); read on instead.
-    const bool lagging = read && seen != written;
-    if (lagging || (read && GateIsOpen(seen))) {
-      // Back off while the word stays the same: up to 4 times the interval
-      // while it lags the writes, 2 times while the gate stands open.
-      const Nanos most = (lagging ? 4 : 2) * poll_interval_;
-      interval = seen == last_seen ? std::min(2 * interval, most) : poll_interval_;
+    // Sleep only once the word as read (and marked) shows the last write:
+    // a change after that read is marked at the next.
+    if (read && seen != written) {
+      // Back off while the word stays the same, up to 4 times the interval.
+      interval = seen == last_seen ? std::min(2 * interval, 4 * poll_interval_) : poll_interval_;
       last_seen = seen;
       std::this_thread::sleep_for(std::chrono::nanoseconds(interval));
       continue;

@@ -136,7 +136,9 @@ def main() -> int:
     # In shared memory, as the daemon's pages are: the driver pins it (cuMemHostRegister), which a
     # file on a disk's file system refuses.
     page = f"/dev/shm/freeride-interposer-cost-{os.getpid()}.page"
-    base_env = dict(os.environ)
+    # The caller's own FREERIDE_GATE_* settings would make the "gate" arm something other than the
+    # interposer's defaults: each arm gets only the ones it names.
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("FREERIDE_GATE_")}
     mps_pipe = None
     if args.mps:
         mps_pipe = os.path.join(args.work, "mps-pipe")

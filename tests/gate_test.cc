@@ -813,6 +813,16 @@ TEST_F(LaunchGateTest, ATunedRunLetsThatManyPiecesGoWithoutTheirWaitAndOneFenceS
   EXPECT_EQ(gate.unfinished_pieces(), 0u);
 }
 
+TEST_F(LaunchGateTest, ATuningOutsideItsBoundsIsTakenAsTheNearestBound) {
+  GateTaskSlot slot{};
+  LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock(), false, QueueEstimate::kP95,
+                  GateTuning{.run = 0, .sample_every = 0});
+  LearnAPieceLength(gate, slot, stream_);  // timed at all: sample_every 0 is taken as 1, not a division by 0
+  const uint64_t unwaited_before = gate.counters().unwaited;
+  ASSERT_TRUE(QueuePieces(gate, stream_, 6));
+  EXPECT_EQ(gate.counters().unwaited - unwaited_before, 3u) << "a run of 1: every other piece waits";
+}
+
 TEST_F(LaunchGateTest, ATunedSampleRateTimesThatShareOfPiecesAndTheirEventsAreReusedOnceReadBack) {
   GateTaskSlot slot{};
   {

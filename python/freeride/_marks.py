@@ -36,6 +36,10 @@ from freeride.stage import Stage
 DEFAULT_MEMORY_MARGIN = 2 << 30
 
 
+# torch._C._cuda_getCurrentRawStream, where this torch has it (CUDA builds); looked up once.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def current_stream_handle(device, index: int) -> int:
     """The handle of the current CUDA stream on `device` (numbered `index`).  A trainer that
     synchronises its device after every exchange (megatron-core, DeepSpeed) waits for whatever the
@@ -44,9 +48,8 @@ def current_stream_handle(device, index: int) -> int:
     marks' Python there (bench/results/gate_tuning_h200.md).  So the raw handle is asked for where
     this torch has the call for it (torch._C._cuda_getCurrentRawStream, what torch.compile's
     generated code uses), and the Stream object only otherwise."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw(index)
+    if _raw_stream is not None:
+        return _raw_stream(index)
     return torch.cuda.current_stream(device).cuda_stream
 
 

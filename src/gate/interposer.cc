@@ -151,8 +151,9 @@ LaunchGate& TheGate() {
     }
     // Experiments: how much the gate economises far inside an open bubble (GateTuning).
     GateTuning tuning;
-    tuning.run = static_cast<uint32_t>(PositiveFromEnvironment("FREERIDE_GATE_RUN", tuning.run, 256));
-    tuning.sample_every = PositiveFromEnvironment("FREERIDE_GATE_SAMPLE_EVERY", tuning.sample_every, 4096);
+    tuning.run = static_cast<uint32_t>(PositiveFromEnvironment("FREERIDE_GATE_RUN", tuning.run, GateTuning::kMostRun));
+    tuning.sample_every =
+        PositiveFromEnvironment("FREERIDE_GATE_SAMPLE_EVERY", tuning.sample_every, GateTuning::kMostSampleEvery);
     return new LaunchGate(api, page.is_open() ? page.page() : nullptr, error, slot, RealHostClock(),
                           strict && std::string(strict) == "1", queue_estimate, tuning);
   }();

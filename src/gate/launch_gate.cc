@@ -72,12 +72,15 @@ LaunchGate::LaunchGate(const DriverApi& api, void* page, std::string page_error,
       api_(api),
       wait_every_piece_(wait_every_piece),
       queue_estimate_(queue_estimate),
-      tuning_{std::max<uint32_t>(1, tuning.run), std::max<uint64_t>(1, tuning.sample_every)},
+      tuning_{std::clamp<uint32_t>(tuning.run, 1, GateTuning::kMostRun),
+              std::clamp<uint64_t>(tuning.sample_every, 1, GateTuning::kMostSampleEvery)},
       can_fence_(api.event_create && api.event_record && api.event_query),
       page_(page),
       refusal_(std::move(page_error)),
       slot_(slot),
-      clock_(clock) {}
+      clock_(clock) {
+  spare_timing_.reserve(kMaxSpareTiming);  // so that keeping a spare never allocates
+}
 
 LaunchGate::~LaunchGate() {
   if (!api_.event_destroy) return;
@@ -445,12 +448,13 @@ void LaunchGate::StartSample(CuStream stream, WorkSample* sample) {
     return;
   if (pending_count_.load(std::memory_order_relaxed) >= kMaxPendingSamples) return;  // reading back lags: skip
   RelaxedCaptureMode relaxed(api_);
-  std::lock_guard<std::mutex> lock(samples_mutex_);
-  CuEvent start = TakeTimingEventLocked();
-  CuEvent end = start ? TakeTimingEventLocked() : nullptr;
+  CuEvent start = TakeTimingEvent();
+  CuEvent end = start ? TakeTimingEvent() : nullptr;
   if (!end || api_.event_record(start, stream) != kCudaSuccess) {
-    if (start) api_.event_destroy(start);
-    if (end) api_.event_destroy(end);
+    // Events not recorded (a stream of another context, one destroyed) are whole: kept.
+    std::lock_guard<std::mutex> lock(samples_mutex_);
+    if (start) KeepTimingEventLocked(start);
+    if (end) KeepTimingEventLocked(end);
     return;
   }
   sample->start = start;
@@ -527,20 +531,20 @@ void LaunchGate::CollectSamples() {
   slot_->samples.fetch_add(done, std::memory_order_relaxed);
 }
 
-CuEvent LaunchGate::TakeTimingEventLocked() {
-  CuEvent event = nullptr;
-  if (!spare_timing_.empty()) {
-    event = spare_timing_.back();
-    spare_timing_.pop_back();
-  } else if (api_.event_create(&event, 0) != kCudaSuccess) {
-    return nullptr;
+CuEvent LaunchGate::TakeTimingEvent() {
+  {
+    std::lock_guard<std::mutex> lock(samples_mutex_);
+    if (!spare_timing_.empty()) {
+      CuEvent event = spare_timing_.back();
+      spare_timing_.pop_back();
+      return event;
+    }
   }
-  return event;
+  CuEvent event = nullptr;
+  return api_.event_create(&event, 0) == kCudaSuccess ? event : nullptr;
 }
 
 void LaunchGate::KeepTimingEventLocked(CuEvent event) {
-  // As many as the samples that may be pending at once, and a pair more.
-  constexpr size_t kMaxSpareTiming = 2 * kMaxPendingSamples + 2;
   if (spare_timing_.size() < kMaxSpareTiming) {
     spare_timing_.push_back(event);
   } else {

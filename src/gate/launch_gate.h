@@ -17,7 +17,7 @@
 // gate/piece_admission.h).  What is
 // queued is tracked with events recorded after the pieces (fences): after
 // every piece near its bubble's deadline, after every kFenceEvery-th one
-// far from it, and when the bubble a stream's pieces were admitted to
+// (GateTuning's run) far from it, and when the bubble a stream's pieces were admitted to
 // changes; a piece's length is predicted by the 95th percentile of the
 // timed pieces.  Far from the deadline a piece is judged by all counted
 // pieces as if unfinished, without asking the driver, and may go without
@@ -33,7 +33,8 @@
 // Work a stream is capturing into a graph gets no wait of its own: the
 // graph is gated where it is launched.
 //
-// It also times one piece of work in kSampleEvery (events around it, on its
+// It also times one piece of work in kSampleEvery (GateTuning's sample_every;
+// events around it, reused once read back, on its
 // stream, read back later on the program's own threads) and publishes the
 // 95th percentile of those lengths in its slot of the gate page, so that the
 // daemon closes the gate early enough for the work it let through to end
@@ -93,10 +94,14 @@ enum class QueueEstimate { kP95, kMean };
 // FREERIDE_GATE_SAMPLE_EVERY (experiments: the defaults are what the rows in
 // bench/results were measured with).
 struct GateTuning {
+  static constexpr uint32_t kMostRun = 256;
+  static constexpr uint64_t kMostSampleEvery = 4096;
   // Pieces in a row on a stream that may go without a GPU wait, and pieces
-  // one fence stands for there (MayGoUnwaited).  At least 1.
+  // one fence stands for there (MayGoUnwaited).  1 to kMostRun.
   uint32_t run = kMaxUnwaitedInRow;
-  // One asynchronous piece in this many is timed.  At least 1.
+  // One asynchronous piece in this many is timed (until one has been, every
+  // piece waits on the GPU: a large value delays the first unwaited piece
+  // that long).  1 to kMostSampleEvery.
   uint64_t sample_every = 16;
 };
 
@@ -142,6 +147,9 @@ class LaunchGate {
   static constexpr uint64_t kCollectEvery = 16;
   // Timed pieces pending their read-back, at most: past it none is timed.
   static constexpr size_t kMaxPendingSamples = 64;
+  // Timing events kept for reuse, at most: a pair for each sample that may be
+  // pending, and one more.
+  static constexpr size_t kMaxSpareTiming = 2 * kMaxPendingSamples + 2;
 
   // `page` is the mapped gate page (its first word is the gate), or null
   // when it could not be mapped, with `page_error` saying why.  `slot` is
@@ -152,7 +160,7 @@ class LaunchGate {
   // (FREERIDE_GATE_STRICT=1 in the interposer): the strictest gate, at the
   // cost of a few driver calls per launch.
   // `queue_estimate`: how queued work is predicted (QueueEstimate).
-  // `tuning`: GateTuning (values below 1 are taken as 1).
+  // `tuning`: GateTuning (values outside its bounds are taken as the nearest bound).
   LaunchGate(const DriverApi& api, void* page, std::string page_error,
              GateTaskSlot* slot = nullptr, HostClock clock = RealHostClock(), bool wait_every_piece = false,
              QueueEstimate queue_estimate = QueueEstimate::kP95, GateTuning tuning = {});
@@ -272,9 +280,9 @@ class LaunchGate {
     return held_open_ns_[static_cast<size_t>(why)].load(std::memory_order_relaxed);
   }
   void StartSample(CuStream stream, WorkSample* sample);
-  // A timing event: a spare one, or a new one (null if none can be made).
-  // Caller holds samples_mutex_.
-  CuEvent TakeTimingEventLocked();
+  // A timing event: a spare one (taken under samples_mutex_, which the
+  // caller must not hold), or a new one (null if none can be made).
+  CuEvent TakeTimingEvent();
   // Keeps a timing event for a later sample, or destroys it past the spares'
   // cap.  Caller holds samples_mutex_.
   void KeepTimingEventLocked(CuEvent event);

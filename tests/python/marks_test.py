@@ -22,6 +22,11 @@ sys.path.insert(0, str(SOURCE_DIR / "python"))
 def _torch(monkeypatch) -> None:
     require_torch()
     monkeypatch.setenv("FREERIDE_LIB", str(BUILD_DIR / "libfreeride.so"))
+    # The streams below come from a mocked torch.cuda.current_stream, the path a torch without the
+    # raw-handle call takes; a CUDA build of torch has that call, so it is taken away here (the
+    # test of the raw path gives its own).
+    import freeride._marks
+    monkeypatch.setattr(freeride._marks, "_raw_stream", None)
 
 
 class FakeStream:
@@ -76,7 +81,6 @@ def cuda_marks(stage: StreamRecordingStage):
 
 
 def test_where_torch_has_the_raw_stream_call_the_marks_ask_it_for_the_handle_not_for_a_stream_object() -> None:
-    import torch
     log: list = []
     marks = cuda_marks(StreamRecordingStage(log))
     marks._device_index = 3
@@ -88,7 +92,8 @@ def test_where_torch_has_the_raw_stream_call_the_marks_ask_it_for_the_handle_not
 
     def wait():
         log.append("wait")
-    with mock.patch.object(torch._C, "_cuda_getCurrentRawStream", raw, create=True), \
+    import freeride._marks
+    with mock.patch.object(freeride._marks, "_raw_stream", raw), \
             mock.patch("torch.cuda.current_stream", side_effect=AssertionError("a Stream object was built")):
         marks.around(wait)
     assert asked == [3, 3], "the stage's own device, before the wait and after it"

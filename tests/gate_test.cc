@@ -1451,9 +1451,9 @@ TEST_F(InterposerTest, ATuningVariableIsReadAndABadOneIsNamedAndTheDefaultUsed) 
   EXPECT_EQ(quiet.find("freeride-gate:"), std::string::npos) << quiet;
   EXPECT_EQ(tuned.find("freeride-gate:"), std::string::npos) << tuned;
   EXPECT_EQ(bad, by_default);
-  EXPECT_NE(warned.find("FREERIDE_GATE_SAMPLE_EVERY=0 is not a whole number from 1 to 4096; 16 it is"),
+  EXPECT_NE(warned.find("freeride-gate: FREERIDE_GATE_SAMPLE_EVERY=0 is not a whole number from 1 to 4096; using 16"),
             std::string::npos) << warned;
-  EXPECT_NE(warned.find("FREERIDE_GATE_RUN=lots is not a whole number from 1 to 256; 8 it is"),
+  EXPECT_NE(warned.find("freeride-gate: FREERIDE_GATE_RUN=lots is not a whole number from 1 to 256; using 8"),
             std::string::npos) << warned;
 }
 
@@ -1710,7 +1710,7 @@ TEST(StageGate, AnInvalidGateMarkPollIntervalIsWarnedOfAndTheDefaultUsed) {
   lane.MakeGatePage();
   ShellResult r = lane.RunClient("gated", "FREERIDE_GATE_MARK_POLL_US=0.5ms");
   ASSERT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_NE(r.err.find("FREERIDE_GATE_MARK_POLL_US=0.5ms is not a whole number of microseconds"),
+  EXPECT_NE(r.err.find("FREERIDE_GATE_MARK_POLL_US=0.5ms is not a whole number from 1 to 10000; using 20"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(lane.segment.layout()->bubble_seq.load(), 6u) << "three bubbles marked all the same";

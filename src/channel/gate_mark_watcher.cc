@@ -5,10 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <system_error>
 
+#include "base/settings.h"
 #include "gate/gate_page.h"
 
 namespace freeride {
@@ -28,18 +27,9 @@ GateMarkWatcher::GateMarkWatcher(Env* env, Nanos poll_interval, uint32_t last_op
 GateMarkWatcher::~GateMarkWatcher() { Stop(); }
 
 Nanos GateMarkWatcher::PollIntervalFromEnvironment() {
-  const char* text = std::getenv("FREERIDE_GATE_MARK_POLL_US");
-  if (!text || !*text) return kDefaultPollInterval;
-  char* end = nullptr;
-  long us = std::strtol(text, &end, 10);
-  if (*end != '\0' || us < 1 || us > 10000) {
-    std::fprintf(stderr,
-                 "freeride: FREERIDE_GATE_MARK_POLL_US=%s is not a whole number of microseconds "
-                 "from 1 to 10000; using %lld\n",
-                 text, static_cast<long long>(kDefaultPollInterval / kMicrosecond));
-    return kDefaultPollInterval;
-  }
-  return us * kMicrosecond;
+  return static_cast<Nanos>(WholeNumberSetting("freeride", "FREERIDE_GATE_MARK_POLL_US",
+                                               kDefaultPollInterval / kMicrosecond, 1, 10000)) *
+         kMicrosecond;
 }
 
 void GateMarkWatcher::Record(uint32_t bubble, uint32_t slot, int64_t predicted_ns,

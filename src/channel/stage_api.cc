@@ -12,6 +12,7 @@
 
 #include "base/clock.h"
 #include "base/paths.h"
+#include "base/settings.h"
 #include "channel/stage_handle.h"
 
 using freeride::MonotonicNow;
@@ -42,12 +43,10 @@ void MaybeReattach(freeride_stage* stage, Nanos now) {
 // FREERIDE_GATE_WRITES: auto (the default), stream or memset; anything else
 // is warned of and the default used.
 int GateWriteModeFromEnvironment() {
-  const char* text = std::getenv("FREERIDE_GATE_WRITES");
-  if (!text || !*text || std::string(text) == "auto") return FREERIDE_GATE_WRITE_AUTO;
-  if (std::string(text) == "stream") return FREERIDE_GATE_WRITE_STREAM;
-  if (std::string(text) == "memset") return FREERIDE_GATE_WRITE_MEMSET;
-  std::fprintf(stderr, "freeride: FREERIDE_GATE_WRITES=%s is not auto, stream or memset; using auto\n", text);
-  return FREERIDE_GATE_WRITE_AUTO;
+  static_assert(FREERIDE_GATE_WRITE_AUTO == 0 && FREERIDE_GATE_WRITE_STREAM == 1 && FREERIDE_GATE_WRITE_MEMSET == 2,
+                "the choices below are listed in the modes' order");
+  return freeride::ChoiceSetting("freeride", "FREERIDE_GATE_WRITES", {"auto", "stream", "memset"},
+                                 FREERIDE_GATE_WRITE_AUTO);
 }
 
 }  // namespace

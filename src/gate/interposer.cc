@@ -15,13 +15,13 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <type_traits>
 
+#include "base/settings.h"
 #include "gate/gate_page.h"
 #include "gate/launch_gate.h"
 #include "gate/symbol_table.h"
@@ -90,22 +90,6 @@ void* Real(GatedFunction function, bool per_thread) {
   return fn;
 }
 
-// A whole number from 1 to `most` in `name`, else `fallback` (with a warning
-// on stderr when it is set to anything else).
-uint64_t PositiveFromEnvironment(const char* name, uint64_t fallback, uint64_t most) {
-  const char* text = std::getenv(name);
-  if (!text || !*text) return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long value = std::strtoull(text, &end, 10);
-  if (errno != 0 || *end != '\0' || text[0] == '-' || value < 1 || value > most) {
-    std::fprintf(stderr, "freeride-gate: %s=%s is not a whole number from 1 to %llu; %llu it is\n", name, text,
-                 static_cast<unsigned long long>(most), static_cast<unsigned long long>(fallback));
-    return fallback;
-  }
-  return value;
-}
-
 LaunchGate& TheGate() {
   static LaunchGate* gate = [] {
     DriverApi api;
@@ -141,19 +125,16 @@ LaunchGate& TheGate() {
     freeride::GateTaskSlot* slot = page.is_open() ? page.ClaimTaskSlot(getpid()) : nullptr;
     const char* strict = std::getenv("FREERIDE_GATE_STRICT");
     // An experiment: queued work predicted at the pieces' mean (launch_gate.h's QueueEstimate).
-    const char* estimate = std::getenv("FREERIDE_GATE_QUEUE_ESTIMATE");
-    QueueEstimate queue_estimate = QueueEstimate::kP95;
-    if (estimate && std::string(estimate) == "mean") {
-      queue_estimate = QueueEstimate::kMean;
-    } else if (estimate && *estimate && std::string(estimate) != "p95") {
-      std::fprintf(stderr, "freeride-gate: FREERIDE_GATE_QUEUE_ESTIMATE=%s is neither p95 nor mean; p95 it is\n",
-                   estimate);
-    }
+    const QueueEstimate queue_estimate =
+        freeride::ChoiceSetting("freeride-gate", "FREERIDE_GATE_QUEUE_ESTIMATE", {"p95", "mean"}, 0) == 1
+            ? QueueEstimate::kMean
+            : QueueEstimate::kP95;
     // Experiments: how much the gate economises far inside an open bubble (GateTuning).
     GateTuning tuning;
-    tuning.run = static_cast<uint32_t>(PositiveFromEnvironment("FREERIDE_GATE_RUN", tuning.run, GateTuning::kMostRun));
-    tuning.sample_every =
-        PositiveFromEnvironment("FREERIDE_GATE_SAMPLE_EVERY", tuning.sample_every, GateTuning::kMostSampleEvery);
+    tuning.run = static_cast<uint32_t>(
+        freeride::WholeNumberSetting("freeride-gate", "FREERIDE_GATE_RUN", tuning.run, 1, GateTuning::kMostRun));
+    tuning.sample_every = freeride::WholeNumberSetting("freeride-gate", "FREERIDE_GATE_SAMPLE_EVERY", tuning.sample_every,
+                                                       1, GateTuning::kMostSampleEvery);
     return new LaunchGate(api, page.is_open() ? page.page() : nullptr, error, slot, RealHostClock(),
                           strict && std::string(strict) == "1", queue_estimate, tuning);
   }();

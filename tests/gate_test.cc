@@ -1710,7 +1710,7 @@ TEST(StageGate, AnInvalidGateMarkPollIntervalIsWarnedOfAndTheDefaultUsed) {
   lane.MakeGatePage();
   ShellResult r = lane.RunClient("gated", "FREERIDE_GATE_MARK_POLL_US=0.5ms");
   ASSERT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_NE(r.err.find("FREERIDE_GATE_MARK_POLL_US=0.5ms is not a whole number from 1 to 10000; using 20"),
+  EXPECT_NE(r.err.find("FREERIDE_GATE_MARK_POLL_US=0.5ms is not a whole number of microseconds from 1 to 10000; using 20"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(lane.segment.layout()->bubble_seq.load(), 6u) << "three bubbles marked all the same";

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cerrno>
+
 #include <string>
 
 namespace freeride {
@@ -44,7 +46,10 @@ TEST(Settings, AWholeNumberInItsBoundsIsTakenAndAnythingElseIsNamedAndTheDefault
   EXPECT_EQ(Number("", &warning), 8u);
   EXPECT_EQ(warning, "");
   EXPECT_EQ(Number("1", &warning), 1u);
+  EXPECT_EQ(warning, "");
   EXPECT_EQ(Number("256", &warning), 256u);
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(Number("007", &warning), 7u);
   EXPECT_EQ(warning, "");
   for (const char* bad : {"0", "257", "-3", " 4", "4 ", "+4", "4x", "0x10", "99999999999999999999999"}) {
     EXPECT_EQ(Number(bad, &warning), 8u) << bad;
@@ -65,13 +70,39 @@ int Choice(const char* value, std::string* warning) {
 TEST(Settings, AChoiceIsTakenByItsIndexAndAnythingElseIsNamedWithTheChoices) {
   std::string warning;
   EXPECT_EQ(Choice(nullptr, &warning), 0);
+  EXPECT_EQ(warning, "");
   EXPECT_EQ(Choice("", &warning), 0);
   EXPECT_EQ(warning, "");
   EXPECT_EQ(Choice("stream", &warning), 1);
+  EXPECT_EQ(warning, "");
   EXPECT_EQ(Choice("memset", &warning), 2);
   EXPECT_EQ(warning, "");
   EXPECT_EQ(Choice("Stream", &warning), 0);
   EXPECT_EQ(warning, "who: FREERIDE_SETTINGS_TEST=Stream is not auto, stream or memset; using auto\n");
+}
+
+TEST(Settings, TwoChoicesAreListedWithOrAndAWarningGivesTheNumbersUnit) {
+  {
+    ScopedVariable v(kName, "median");
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(ChoiceSetting("who", kName, {"p95", "mean"}, 0), 0);
+    EXPECT_EQ(testing::internal::GetCapturedStderr(),
+              "who: FREERIDE_SETTINGS_TEST=median is not p95 or mean; using p95\n");
+  }
+  ScopedVariable v(kName, "0.5ms");
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(WholeNumberSetting("who", kName, 20, 1, 10000, "microseconds"), 20u);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "who: FREERIDE_SETTINGS_TEST=0.5ms is not a whole number of microseconds from 1 to 10000; using 20\n");
+}
+
+TEST(Settings, ReadingASettingLeavesTheCallersErrnoAsItWas) {
+  ScopedVariable v(kName, "99999999999999999999999");  // strtoull's ERANGE
+  testing::internal::CaptureStderr();
+  errno = EINTR;
+  EXPECT_EQ(WholeNumberSetting("who", kName, 8, 1, 256), 8u);
+  EXPECT_EQ(errno, EINTR);
+  testing::internal::GetCapturedStderr();
 }
 
 }  // namespace

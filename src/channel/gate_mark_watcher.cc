@@ -28,7 +28,7 @@ GateMarkWatcher::~GateMarkWatcher() { Stop(); }
 
 Nanos GateMarkWatcher::PollIntervalFromEnvironment() {
   return static_cast<Nanos>(WholeNumberSetting("freeride", "FREERIDE_GATE_MARK_POLL_US",
-                                               kDefaultPollInterval / kMicrosecond, 1, 10000)) *
+                                               kDefaultPollInterval / kMicrosecond, 1, 10000, "microseconds")) *
          kMicrosecond;
 }
 

@@ -24,6 +24,7 @@ constexpr CuResult kCudaErrorNotReady = 600;
 // CU_STREAM_PER_THREAD: the calling thread's default stream, explicitly.
 inline const CuStream kPerThreadStream = reinterpret_cast<CuStream>(0x2);
 constexpr unsigned kStreamWaitValueAnd = 0x2;  // CU_STREAM_WAIT_VALUE_AND
+constexpr unsigned kEventDisableTiming = 0x2;  // CU_EVENT_DISABLE_TIMING
 constexpr unsigned kHostRegisterPortable = 0x1;
 constexpr unsigned kHostRegisterDeviceMap = 0x2;
 constexpr uint64_t kProcAddressPerThreadStream = 1u << 1;  // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM

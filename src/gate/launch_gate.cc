@@ -14,7 +14,6 @@ namespace freeride::gate {
 
 namespace {
 
-constexpr unsigned kEventDisableTiming = 0x2;  // CU_EVENT_DISABLE_TIMING
 
 void SleepNs(int64_t ns) {
   // The default timer slack (50 us) would stretch every poll by that much.
@@ -78,9 +77,7 @@ LaunchGate::LaunchGate(const DriverApi& api, void* page, std::string page_error,
       page_(page),
       refusal_(std::move(page_error)),
       slot_(slot),
-      clock_(clock) {
-  spare_timing_.reserve(kMaxSpareTiming);  // so that keeping a spare never allocates
-}
+      clock_(clock) {}
 
 LaunchGate::~LaunchGate() {
   if (!api_.event_destroy) return;
@@ -88,12 +85,12 @@ LaunchGate::~LaunchGate() {
     for (const Fence& fence : queue.fences) api_.event_destroy(fence.event);
     for (const Pass& pass : queue.passes) api_.event_destroy(pass.event);
   }
-  for (CuEvent fence : spare_fences_) api_.event_destroy(fence);
+  spare_fences_.DestroyAll(api_);
   for (const WorkSample& sample : pending_) {
     api_.event_destroy(sample.start);
     api_.event_destroy(sample.end);
   }
-  for (CuEvent event : spare_timing_) api_.event_destroy(event);
+  spare_timing_.DestroyAll(api_);
 }
 
 CuResult LaunchGate::Arm() {
@@ -242,7 +239,7 @@ void LaunchGate::FenceUnfencedLocked(CuStream stream, StreamQueue& queue) {
       capture != kCaptureStatusNone)
     return forget();
   RelaxedCaptureMode relaxed(api_);
-  CuEvent fence = TakeEventLocked();
+  CuEvent fence = spare_fences_.Take(api_);
   if (!fence) return forget();
   if (api_.event_record(fence, stream) != kCudaSuccess) {  // a destroyed stream, another context
     api_.event_destroy(fence);
@@ -253,21 +250,10 @@ void LaunchGate::FenceUnfencedLocked(CuStream stream, StreamQueue& queue) {
   ++fence_count_;
 }
 
-CuEvent LaunchGate::TakeEventLocked() {
-  CuEvent event = nullptr;
-  if (!spare_fences_.empty()) {
-    event = spare_fences_.back();
-    spare_fences_.pop_back();
-  } else if (api_.event_create(&event, kEventDisableTiming) != kCudaSuccess) {
-    return nullptr;
-  }
-  return event;
-}
-
 void LaunchGate::RecordPassLocked(CuStream stream, StreamQueue& queue) {
   if (fence_count_ + pass_count_ >= kMaxFences) return;  // then its pieces count as running
   RelaxedCaptureMode relaxed(api_);
-  CuEvent pass = TakeEventLocked();
+  CuEvent pass = spare_fences_.Take(api_);
   if (!pass) return;
   if (api_.event_record(pass, stream) != kCudaSuccess) {
     api_.event_destroy(pass);
@@ -287,14 +273,14 @@ size_t LaunchGate::DrainFencesLocked() {
     // An error (not "not ready") counts as reached: a fence that can never
     // be reached must not hold the program for good.
     while (!queue.fences.empty() && api_.event_query(queue.fences.front().event) != kCudaErrorNotReady) {
-      spare_fences_.push_back(queue.fences.front().event);
+      spare_fences_.Keep(api_, queue.fences.front().event);
       pieces_counted_ -= queue.fences.front().pieces;
       queue.fences.pop_front();
       --fence_count_;
     }
     // Passes reached: the stream is past those waits.
     while (!queue.passes.empty() && api_.event_query(queue.passes.front().event) != kCudaErrorNotReady) {
-      spare_fences_.push_back(queue.passes.front().event);
+      spare_fences_.Keep(api_, queue.passes.front().event);
       queue.passes.pop_front();
       --pass_count_;
     }
@@ -448,13 +434,17 @@ void LaunchGate::StartSample(CuStream stream, WorkSample* sample) {
     return;
   if (pending_count_.load(std::memory_order_relaxed) >= kMaxPendingSamples) return;  // reading back lags: skip
   RelaxedCaptureMode relaxed(api_);
-  CuEvent start = TakeTimingEvent();
-  CuEvent end = start ? TakeTimingEvent() : nullptr;
+  CuEvent start = nullptr, end = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(samples_mutex_);
+    start = spare_timing_.Take(api_);
+    end = start ? spare_timing_.Take(api_) : nullptr;
+  }
   if (!end || api_.event_record(start, stream) != kCudaSuccess) {
     // Events not recorded (a stream of another context, one destroyed) are whole: kept.
     std::lock_guard<std::mutex> lock(samples_mutex_);
-    if (start) KeepTimingEventLocked(start);
-    if (end) KeepTimingEventLocked(end);
+    if (start) spare_timing_.Keep(api_, start);
+    if (end) spare_timing_.Keep(api_, end);
     return;
   }
   sample->start = start;
@@ -512,8 +502,8 @@ void LaunchGate::CollectSamples() {
     float ms = 0;
     if (r == kCudaSuccess && api_.event_elapsed_time(&ms, sample.start, sample.end) == kCudaSuccess) {
       lengths_.Add(static_cast<int64_t>(static_cast<double>(ms) * 1e6));
-      KeepTimingEventLocked(sample.start);
-      KeepTimingEventLocked(sample.end);
+      spare_timing_.Keep(api_, sample.start);
+      spare_timing_.Keep(api_, sample.end);
     } else {  // an event in error is not reused
       api_.event_destroy(sample.start);
       api_.event_destroy(sample.end);
@@ -529,27 +519,6 @@ void LaunchGate::CollectSamples() {
   if (!slot_) return;
   slot_->work_p95_ns.store(p95, std::memory_order_relaxed);
   slot_->samples.fetch_add(done, std::memory_order_relaxed);
-}
-
-CuEvent LaunchGate::TakeTimingEvent() {
-  {
-    std::lock_guard<std::mutex> lock(samples_mutex_);
-    if (!spare_timing_.empty()) {
-      CuEvent event = spare_timing_.back();
-      spare_timing_.pop_back();
-      return event;
-    }
-  }
-  CuEvent event = nullptr;
-  return api_.event_create(&event, 0) == kCudaSuccess ? event : nullptr;
-}
-
-void LaunchGate::KeepTimingEventLocked(CuEvent event) {
-  if (spare_timing_.size() < kMaxSpareTiming) {
-    spare_timing_.push_back(event);
-  } else {
-    api_.event_destroy(event);
-  }
 }
 
 int64_t LaunchGate::work_p95_ns() const {

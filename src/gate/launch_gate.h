@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "gate/driver_types.h"
+#include "gate/event_spares.h"
 #include "gate/gate_page.h"
 #include "gate/late_work.h"
 #include "gate/piece_admission.h"
@@ -255,9 +256,6 @@ class LaunchGate {
   // Records a pass on `stream` just after a piece's GPU wait (nothing when
   // no event can be had).  Caller holds fence_mutex_.
   void RecordPassLocked(CuStream stream, StreamQueue& queue);
-  // An event for a fence or a pass: a spare one, or a new one (null if none
-  // can be made).  Caller holds fence_mutex_.
-  CuEvent TakeEventLocked();
   // A piece's predicted length: the 95th percentile of the timed ones
   // (kUnknownPieceNs before any), twice that while the daemon has demoted
   // this process's task (its slot's `demoted`).
@@ -280,12 +278,6 @@ class LaunchGate {
     return held_open_ns_[static_cast<size_t>(why)].load(std::memory_order_relaxed);
   }
   void StartSample(CuStream stream, WorkSample* sample);
-  // A timing event: a spare one (taken under samples_mutex_, which the
-  // caller must not hold), or a new one (null if none can be made).
-  CuEvent TakeTimingEvent();
-  // Keeps a timing event for a later sample, or destroys it past the spares'
-  // cap.  Caller holds samples_mutex_.
-  void KeepTimingEventLocked(CuEvent event);
   // Reads back the timed pieces that have ended; at most one caller at once.
   void CollectSamples();
 
@@ -316,7 +308,9 @@ class LaunchGate {
   size_t fence_count_ = 0;                  // fences recorded and not yet reached
   size_t pass_count_ = 0;                   // passes recorded and not yet reached
   size_t pieces_counted_ = 0;               // pieces not yet seen to end, fenced or not
-  std::vector<CuEvent> spare_fences_;
+  // Events for fences and passes, reached and kept (at most kMaxFences are
+  // out at once, so no more are ever spare).  Under fence_mutex_.
+  EventSpares spare_fences_{kEventDisableTiming, kMaxFences};
   std::atomic<int64_t> piece_p95_ns_{0};
   std::atomic<int64_t> piece_mean_ns_{0};
   GateTaskSlot* slot_;
@@ -324,8 +318,8 @@ class LaunchGate {
   std::mutex samples_mutex_;
   std::vector<WorkSample> pending_;  // recorded, not yet read back (oldest first)
   // Timing events read back, kept for the next samples: a sample then costs
-  // two records, not two creations and two destructions more.
-  std::vector<CuEvent> spare_timing_;
+  // two records, not two creations and two destructions more.  Under samples_mutex_.
+  EventSpares spare_timing_{0, kMaxSpareTiming};
   std::atomic<size_t> pending_count_{0};
   WorkLengths lengths_;
 };

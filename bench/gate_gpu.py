@@ -75,6 +75,51 @@ DIAG_HELD_WAIT = ("import ctypes, mmap, time, torch\ncuda = ctypes.CDLL('libcuda
                   "ctypes.c_uint32(0xdeadbeef), 1) == 0\n"
                   "i = 0\nwhile True:\n    time.sleep(0.05)\n    i += 1\n"
                   "    print(f'iteration {i}: at {time.time():.6f}', flush=True)\n")
+# A one-thread kernel that polls a word that never matches (sleeping `SLEEP` ns between reads), left
+# running on a stream of the program's own: what a gate built of a spinning kernel instead of a
+# stream wait would leave behind a shut gate.  Launched through the driver's own cuLaunchKernel
+# (found with glibc's dlsym, which the interposer does not answer for), so that it is not held by
+# the gate: the diagnostic is the resident kernel itself.  held_spin(where, sleep ns) fills it in.
+SPIN_PTX = (".version 8.0\\n.target sm_70\\n.address_size 64\\n"
+            ".visible .entry spin_until(.param .u64 w, .param .u32 v, .param .u32 s)\\n{\\n"
+            ".reg .pred %p<3>;\\n.reg .b32 %r<4>;\\n.reg .b64 %rd<3>;\\n"
+            "ld.param.u64 %rd2, [w];\\nld.param.u32 %r1, [v];\\nld.param.u32 %r2, [s];\\n"
+            "cvta.to.global.u64 %rd1, %rd2;\\n"
+            "L1:\\nld.volatile.global.u32 %r3, [%rd1];\\nsetp.eq.s32 %p1, %r3, %r1;\\n@%p1 bra L2;\\n"
+            "nanosleep.u32 %r2;\\nbra L1;\\nL2:\\nret;\\n}\\n")
+DIAG_HELD_SPIN = ("import ctypes, mmap, time, torch\n"
+                  "cuda = ctypes.CDLL('libcuda.so.1')\nlibc = ctypes.CDLL('libc.so.6')\n"
+                  "libc.dlvsym.restype = ctypes.c_void_p\n"
+                  "libc.dlvsym.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]\n"
+                  "addr = (libc.dlvsym(libc._handle, b'dlsym', b'GLIBC_2.34') or "
+                  "libc.dlvsym(libc._handle, b'dlsym', b'GLIBC_2.2.5'))\n"
+                  "real_dlsym = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(addr)\n"
+                  "launch = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7), "
+                  "ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(real_dlsym(cuda._handle, b'cuLaunchKernel'))\n"
+                  "word = torch.empty(64, dtype=torch.int32, device='cuda')\nstream = torch.cuda.Stream()\n"
+                  "module = ctypes.c_void_p()\n"
+                  "assert cuda.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(b'" + SPIN_PTX + "')) == 0\n"
+                  "fn = ctypes.c_void_p()\n"
+                  "assert cuda.cuModuleGetFunction(ctypes.byref(fn), module, b'spin_until') == 0\n"
+                  "where = '@WHERE@'\nif where == 'dev':\n    ptr = word.data_ptr()\n"
+                  "else:\n"
+                  "    page = mmap.mmap(-1, 4096)\n    host = ctypes.addressof(ctypes.c_char.from_buffer(page))\n"
+                  "    assert cuda.cuMemHostRegister_v2(ctypes.c_void_p(host), ctypes.c_size_t(4096), 3) == 0\n"
+                  "    dev = ctypes.c_uint64()\n"
+                  "    assert cuda.cuMemHostGetDevicePointer_v2(ctypes.byref(dev), ctypes.c_void_p(host), 0) == 0\n"
+                  "    ptr = dev.value\n"
+                  "w, v, s = ctypes.c_uint64(ptr), ctypes.c_uint32(0xdeadbeef), ctypes.c_uint32(@SLEEP_NS@)\n"
+                  "params = (ctypes.c_void_p * 3)(ctypes.addressof(w), ctypes.addressof(v), ctypes.addressof(s))\n"
+                  "assert launch(fn, 1, 1, 1, 1, 1, 1, 0, ctypes.c_void_p(stream.cuda_stream), params, None) == 0\n"
+                  "i = 0\nwhile True:\n    time.sleep(0.05)\n    i += 1\n"
+                  "    print(f'iteration {i}: at {time.time():.6f}', flush=True)\n")
+
+
+def held_spin(where: str, sleep_ns: int) -> str:
+    """DIAG_HELD_SPIN with its word in device memory ("dev") or registered host memory ("host")."""
+    return DIAG_HELD_SPIN.replace("@WHERE@", where).replace("@SLEEP_NS@", str(sleep_ns))
+
+
 PROGRAMS = {
     "resnet50": (["python3", "examples/train_resnet.py", "--model", "resnet50", "--batch", "32",
                   "--iterations", "10000000", "--log-every", "1"], r"iteration (\d+):.* at ([\d.]+)"),
@@ -90,6 +135,8 @@ PROGRAMS = {
     "gpuheld": (["python3", "-c", DIAG_GPU_HELD], r"iteration (\d+):.* at ([\d.]+)"),
     "helddev": (["python3", "-c", DIAG_HELD_WAIT % "dev"], r"iteration (\d+):.* at ([\d.]+)"),
     "heldhost": (["python3", "-c", DIAG_HELD_WAIT % "host"], r"iteration (\d+):.* at ([\d.]+)"),
+    "heldspindev": (["python3", "-c", held_spin("dev", 1000)], r"iteration (\d+):.* at ([\d.]+)"),
+    "heldspinhost": (["python3", "-c", held_spin("host", 1000)], r"iteration (\d+):.* at ([\d.]+)"),
     "resnet50-idle": (["chrt", "--idle", "0", "python3", "examples/train_resnet.py", "--model", "resnet50",
                        "--batch", "32", "--iterations", "10000000", "--log-every", "1"],
                       r"iteration (\d+):.* at ([\d.]+)"),
@@ -99,7 +146,8 @@ DAEMON_PROGRESS = {"resnet50": r"iteration (\d+):", "resnet18": r"iteration (\d+
                    "generate": r"generated (\d+) batches", "compiled": r"step (\d+):",
                    "cpuspin": r"iteration (\d+):", "gpuheld": r"iteration (\d+):",
                    "resnet50-idle": r"iteration (\d+):", "helddev": r"iteration (\d+):",
-                   "heldhost": r"iteration (\d+):"}
+                   "heldhost": r"iteration (\d+):", "heldspindev": r"iteration (\d+):",
+                   "heldspinhost": r"iteration (\d+):"}
 SCHEDULES = {
     "interleaved": ["--schedule", "interleaved", "--stages", "4", "--microbatches", "8", "--virtual", "2",
                     "--times", "2,4"],

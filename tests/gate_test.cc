@@ -682,6 +682,15 @@ int FenceCount() {
 }
 
 
+// Events no longer end at once, and the driver calls made so far are forgotten.
+void ForgetTheDriverCalls() {
+  FakeDriver::events_done = false;
+  FakeDriver::recorded.clear();
+  FakeDriver::recorded_pass.clear();
+  FakeDriver::waits.clear();
+  FakeDriver::wait_times.clear();
+}
+
 // Runs pieces that end at once until one has been timed (at 62.5 us), then
 // forgets the driver calls they made: a piece may go without its wait only
 // once the program's pieces have a measured length.
@@ -691,11 +700,7 @@ void LearnAPieceLength(LaunchGate& gate, const GateTaskSlot& slot, CuStream stre
   for (int i = 0; i < 64 && slot.work_p95_ns.load() == 0; ++i) ASSERT_TRUE(QueuePieces(gate, stream));
   ASSERT_EQ(slot.work_p95_ns.load(), 62'500);
   ASSERT_EQ(gate.unfinished_pieces(), 0u);
-  FakeDriver::events_done = false;
-  FakeDriver::recorded.clear();
-  FakeDriver::recorded_pass.clear();
-  FakeDriver::waits.clear();
-  FakeDriver::wait_times.clear();
+  ForgetTheDriverCalls();
 }
 
 // Pieces of two lengths, 62.5 us and 500 us, timed in turn, until 32 are.
@@ -771,6 +776,216 @@ TEST_F(LaunchGateTest, TheMeanEstimateDoesNotLetAPieceGoWithoutTheWaitThatTheP95
     EXPECT_EQ(gate.counters().waits, before.waits + 1) << (estimate == QueueEstimate::kMean ? "mean" : "p95");
     EXPECT_EQ(gate.counters().unwaited, before.unwaited);
   }
+}
+
+// Queues `n` asynchronous pieces of kind `key` (gate/piece_key.h) on
+// `stream`, as the interposer's wrapper does.
+::testing::AssertionResult QueueKindPieces(LaunchGate& gate, CuStream stream, uint64_t key, int n = 1) {
+  for (int i = 0; i < n; ++i) {
+    WorkSample sample;
+    sample.key = key;
+    const CuResult r = gate.BeforeWork(stream, false, &sample);
+    if (r != kCudaSuccess) return ::testing::AssertionFailure() << "piece " << i << ": CUDA error " << r;
+    AfterWorkOf(gate, sample);
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Times 120 pieces of no kind at `common_ms` (the common percentile), then
+// pieces of kind `key` at `kind_ms` until that kind's length is back (a gate
+// that learns no kinds, `by_kind` false, gets none); every piece ends at
+// once.  Then forgets the driver calls made.
+void LearnCommonAndKind(LaunchGate& gate, CuStream stream, float common_ms, uint64_t key, float kind_ms,
+                        bool by_kind = true) {
+  FakeDriver::events_done = true;
+  FakeDriver::elapsed_ms = common_ms;
+  ASSERT_TRUE(QueuePieces(gate, stream, 120 * static_cast<int>(LaunchGate::kSampleEvery)));
+  FakeDriver::elapsed_ms = kind_ms;
+  for (int i = 0; i < 64 && gate.kind_ns(key) == 0; ++i) ASSERT_TRUE(QueueKindPieces(gate, stream, key));
+  // The timings read back (the fake's length is the one at reading; the last may be pending).
+  ASSERT_TRUE(QueueKindPieces(gate, stream, key, 2 * static_cast<int>(LaunchGate::kCollectEvery)));
+  ASSERT_EQ(gate.kind_ns(key), by_kind ? static_cast<int64_t>(kind_ms * 1e6) : 0);
+  ASSERT_EQ(gate.work_p95_ns(), static_cast<int64_t>(common_ms * 1e6)) << "the kind's few are above the 95th";
+  ASSERT_EQ(gate.unfinished_pieces(), 0u);
+  ForgetTheDriverCalls();
+}
+
+constexpr uint64_t kLongKind = 0x1234, kShortKind = 0x5678;
+
+// A gate that predicts pieces by their kind's learned length (unless
+// `by_kind` is false), strict (every piece waits and is fenced) unless told.
+std::unique_ptr<LaunchGate> GateByKind(char* page, GateTaskSlot* slot, bool by_kind = true, bool strict = true,
+                                       uint64_t sample_every = GateTuning{}.sample_every) {
+  GateTuning tuning;
+  tuning.lengths_by_kind = by_kind;
+  tuning.sample_every = sample_every;
+  return std::make_unique<LaunchGate>(FakeDriver::Api(), page, "", slot, FakeClock::Clock(), strict,
+                                      QueueEstimate::kP95, tuning);
+}
+
+// The fakes afresh, bubble 1 open with no deadline, and a GateByKind that
+// has learned the common length and kind `key`'s (LearnCommonAndKind).
+std::unique_ptr<LaunchGate> LearnedGateByKind(char* page, CuStream stream, GateTaskSlot* slot, bool by_kind,
+                                              float common_ms, uint64_t key, float kind_ms) {
+  FakeDriver::Reset();
+  FakeClock::Reset();
+  auto& layout = *reinterpret_cast<GatePageLayout*>(page);
+  layout.word.store(GateOpenValue(1));
+  layout.admit_until_ns.store(INT64_MAX);
+  layout.admit_bubble.store(1);
+  auto gate = GateByKind(page, slot, by_kind);
+  LearnCommonAndKind(*gate, stream, common_ms, key, kind_ms, by_kind);
+  return gate;
+}
+
+// Pieces of 62.5 us mostly, of one kind 1 ms, and 500 us to the deadline:
+// a piece of that kind is held for the next bubble (predicted at 1 ms),
+// where the common percentile would have queued it; a piece of no kind goes.
+// With FREERIDE_GATE_LENGTHS=common (lengths_by_kind false) it goes too.
+TEST_F(LaunchGateTest, APieceOfALearnedKindIsPredictedByItsKindsLengthNotTheCommonPercentile) {
+  for (const bool by_kind : {true, false}) {
+    GateTaskSlot slot{};
+    auto made = LearnedGateByKind(page_, stream_, &slot, by_kind, 0.0625f, kLongKind, 1.0f);
+    LaunchGate& gate = *made;
+    Open(1, FakeClock::now + 500'000);
+    ASSERT_TRUE(QueuePieces(gate, stream_));
+    EXPECT_EQ(gate.counters().held, 0u);
+    FakeDriver::events_done = true;  // the queue has drained
+    const int64_t next_bubble_at = FakeClock::now + 2'000'000;
+    FakeClock::on_sleep = [&] {
+      if (FakeClock::now >= next_bubble_at) Open(2, FakeClock::now + 5'000'000);
+      else if (FakeClock::now >= next_bubble_at - 1'000'000) Shut(1);
+    };
+    ASSERT_TRUE(QueueKindPieces(gate, stream_, kLongKind));
+    ASSERT_EQ(FakeDriver::wait_times.size(), 2u);
+    if (by_kind) {
+      EXPECT_EQ(gate.counters().held, 1u);
+      EXPECT_GE(FakeDriver::wait_times[1], next_bubble_at) << "held for the next bubble";
+      EXPECT_GT(gate.counters().held_fit_ns, 0);
+    } else {
+      EXPECT_EQ(gate.counters().held, 0u) << "at the common 62.5 us it fits";
+    }
+    FakeClock::on_sleep = nullptr;
+  }
+}
+
+// Pieces of 500 us mostly, of one kind 62.5 us, and 700 us to the deadline:
+// four pieces of that kind are queued at once (the queue counts them at
+// their kind's length: 4 x 62.5 us), where at the common percentile the
+// second would have waited for the first to drain; a piece of no kind after
+// them (250 + 500 us) waits for the queue.
+TEST_F(LaunchGateTest, QueuedPiecesOfALearnedKindCountAtTheirKindsLength) {
+  for (const bool by_kind : {true, false}) {
+    GateTaskSlot slot{};
+    auto made = LearnedGateByKind(page_, stream_, &slot, by_kind, 0.5f, kShortKind, 0.0625f);
+    LaunchGate& gate = *made;
+    Open(1, FakeClock::now + 700'000);
+    const int64_t drained_at = FakeClock::now + 30'000;
+    FakeClock::on_sleep = [&] { FakeDriver::events_done = FakeClock::now >= drained_at; };
+    ASSERT_TRUE(QueueKindPieces(gate, stream_, kShortKind, 4));
+    if (!by_kind) {
+      EXPECT_GT(gate.counters().held, 0u) << "each counted at the common 500 us";
+      continue;
+    }
+    EXPECT_EQ(gate.counters().held, 0u);
+    EXPECT_EQ(gate.unfinished_pieces(), 4u);
+    ASSERT_TRUE(QueuePieces(gate, stream_));
+    EXPECT_EQ(gate.counters().held, 1u);
+    EXPECT_GE(FakeClock::now, drained_at);
+    EXPECT_GT(gate.counters().held_drain_ns, 0);
+    FakeClock::on_sleep = nullptr;
+  }
+}
+
+// A kind learned at 10 ms where bubbles last 1 ms: the piece, held since
+// the gate was shut, does not fit at its first look in two bubbles; its kind
+// is then forgotten and it goes at the common 62.5 us in the second, instead
+// of holding the program for good (a kind that never runs is never timed
+// again).  A look made late in a bubble does not count.
+TEST_F(LaunchGateTest, AKindLearnedTooLongForAnyBubbleIsForgottenAfterTwoBubbles) {
+  GateTaskSlot slot{};
+  auto made = GateByKind(page_, &slot);
+  LaunchGate& gate = *made;
+  LearnCommonAndKind(gate, stream_, 0.0625f, kLongKind, 10.0f);
+  FakeDriver::events_done = true;  // nothing of the program's is queued
+  // Bubble 1 is open, its deadline 1 ms on; this thread never saw it shut.
+  Open(1, FakeClock::now + 1'000'000);
+  // Then: shut for 2 ms, open for 1 ms (its deadline published as it opens), and so on.
+  const int64_t start = FakeClock::now;
+  uint32_t bubble = 1;
+  std::vector<int64_t> opened;
+  FakeClock::on_sleep = [&] {
+    const int64_t t = (FakeClock::now - start) % 3'000'000;
+    const bool open = t >= 2'000'000;
+    if (open && !GateIsOpen(layout().word.load())) {
+      // (From the tenth on, bubbles admit anything: a gate that never
+      // forgot would fail here, not hang.)
+      Open(++bubble, bubble < 10 ? FakeClock::now + 1'000'000 : INT64_MAX);
+      opened.push_back(FakeClock::now);
+    } else if (!open && GateIsOpen(layout().word.load())) {
+      Shut(bubble);
+    }
+  };
+  ASSERT_TRUE(QueueKindPieces(gate, stream_, kLongKind));
+  EXPECT_EQ(gate.counters().kinds_forgotten, 1u);
+  EXPECT_EQ(gate.kind_ns(kLongKind), 0) << "forgotten: learned afresh";
+  ASSERT_EQ(opened.size(), 2u) << "bubble 1 (looked at late) does not count; bubbles 2 and 3 do";
+  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
+  EXPECT_GE(FakeDriver::wait_times[0], opened[1]);
+  EXPECT_LT(FakeDriver::wait_times[0], opened[1] + 100'000) << "queued at once, at the common percentile";
+  FakeClock::on_sleep = nullptr;
+}
+
+// A program's start-up meets many kinds (each weight's copy is one by its
+// size), each timed at once to learn it: those timings must not enter the
+// common percentile, which stands for the program's pieces (one in
+// sample_every) and sets the daemon's margin.  On two H200s, with them in,
+// start-up's copies made it 25 ms, the margin shut every bubble, nothing
+// more ran to bring it down, and a `generate` loop stalled for good.
+TEST_F(LaunchGateTest, TimingsToLearnAKindDoNotEnterTheCommonPercentile) {
+  GateTaskSlot slot{};
+  auto made = GateByKind(page_, &slot);
+  LaunchGate& gate = *made;
+  FakeDriver::events_done = true;
+  FakeDriver::elapsed_ms = 0.0625f;
+  ASSERT_TRUE(QueuePieces(gate, stream_, 120 * static_cast<int>(LaunchGate::kSampleEvery)));
+  ASSERT_EQ(gate.work_p95_ns(), 62'500);
+  // 50 kinds met once each: about 3 of them are the common percentile's one
+  // in 16 (2% of its window, under the 5% above its 95th); the rest are timed
+  // to learn their kind alone.
+  FakeDriver::elapsed_ms = 10.0f;
+  for (uint64_t kind = 1; kind <= 50; ++kind) ASSERT_TRUE(QueueKindPieces(gate, stream_, 0x9000 + kind));
+  FakeDriver::elapsed_ms = 0.0625f;
+  ASSERT_TRUE(QueuePieces(gate, stream_, 2 * static_cast<int>(LaunchGate::kCollectEvery)));
+  EXPECT_EQ(gate.kind_ns(0x9000 + 25), 10'000'000) << "each kind learned";
+  EXPECT_EQ(gate.work_p95_ns(), 62'500) << "the common percentile as its own pieces made it";
+  EXPECT_EQ(slot.work_p95_ns.load(), 62'500);
+}
+
+// Timing one piece in 4096 would leave a kind seen now and then unlearned:
+// the first two pieces of a kind with no length back are timed whatever the
+// rate, no more, and none once its length is back.
+TEST_F(LaunchGateTest, TheFirstPiecesOfANewKindAreTimedWhateverTheSampleRate) {
+  GateTaskSlot slot{};
+  auto made = GateByKind(page_, &slot, /*by_kind=*/true, /*strict=*/false, GateTuning::kMostSampleEvery);
+  LaunchGate& gate = *made;
+  auto timing_records = [] {
+    int n = 0;
+    for (const auto& [event, stream] : FakeDriver::recorded) n += IsTimingEvent(event);
+    return n;
+  };
+  FakeDriver::events_done = false;  // nothing comes back yet
+  ASSERT_TRUE(QueueKindPieces(gate, stream_, kShortKind, 5));
+  EXPECT_EQ(timing_records(), 2 * static_cast<int>(LaunchGate::kLearnKind));  // a start and an end each
+  EXPECT_EQ(gate.kind_ns(kShortKind), 0);
+  FakeDriver::events_done = true;
+  FakeDriver::elapsed_ms = 0.0625f;
+  ASSERT_TRUE(QueuePieces(gate, stream_, static_cast<int>(LaunchGate::kCollectEvery)));
+  EXPECT_EQ(gate.kind_ns(kShortKind), 62'500);
+  EXPECT_EQ(gate.counters().kinds, 1u);
+  FakeDriver::recorded.clear();
+  ASSERT_TRUE(QueueKindPieces(gate, stream_, kShortKind, 5));
+  EXPECT_EQ(timing_records(), 0);
 }
 
 TEST_F(LaunchGateTest, NoPieceGoesWithoutItsWaitBeforeOneHasBeenTimed) {
@@ -1429,14 +1644,18 @@ TEST_F(InterposerTest, FarInsideAnOpenBubbleAnAsynchronousLaunchGoesWithoutItsWa
 // FREERIDE_GATE_SAMPLE_EVERY (and FREERIDE_GATE_RUN, read the same way) tune
 // the interposer; a value it cannot take is named on stderr and the default
 // used.  The fake driver's events end at once, so every timed piece is read
-// back and counted in the process's slot.
+// back and counted in the process's slot.  (By default every piece is
+// predicted by the common percentile: with FREERIDE_GATE_LENGTHS=kind the
+// first pieces of each kind would be timed too, whatever the rate.)
 TEST_F(InterposerTest, ATuningVariableIsReadAndABadOneIsNamedAndTheDefaultUsed) {
   auto samples_after = [&](const std::string& variables) {
     page_.layout()->tasks[0].samples.store(0);
     page_.layout()->tasks[0].pid.store(0);  // the slot of the last run's process, now dead
     ShellResult r = RunShell("env -u FREERIDE_GATE_STRICT -u FREERIDE_GATE_RUN -u FREERIDE_GATE_SAMPLE_EVERY "
+                             "-u FREERIDE_GATE_LENGTHS "
                              "LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " LD_PRELOAD=" GATE_LIBRARY
-                             " FREERIDE_GATE_PAGE=" + page_path_ + " " + variables + " " GATE_CLIENT_BIN " many",
+                             " FREERIDE_GATE_PAGE=" + page_path_ + " " + variables +
+                                 " " GATE_CLIENT_BIN " many",
                              dir_.path());
     EXPECT_EQ(r.status, 0) << r.err;
     return std::make_pair(page_.layout()->tasks[0].samples.load(), r.err);
@@ -1462,8 +1681,9 @@ TEST_F(InterposerTest, ATuningVariableIsReadAndABadOneIsNamedAndTheDefaultUsed) 
 TEST_F(InterposerTest, AtExitItsCountsAreAppendedToTheStatsFileAsOneJsonLine) {
   const std::string stats = dir_.path() + "/stats.jsonl";
   std::string env = "LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " LD_PRELOAD=" GATE_LIBRARY " FREERIDE_GATE_PAGE=" +
-                    page_path_ + " FREERIDE_GATE_STATS=" + stats + " ";
-  ShellResult r = RunShell("env -u FREERIDE_GATE_STRICT -u FREERIDE_GATE_VERBOSE -u FREERIDE_GATE_QUEUE_ESTIMATE " +
+                    page_path_ + " FREERIDE_GATE_STATS=" + stats + " FREERIDE_GATE_LENGTHS=kind ";
+  ShellResult r = RunShell("env -u FREERIDE_GATE_STRICT -u FREERIDE_GATE_VERBOSE -u FREERIDE_GATE_QUEUE_ESTIMATE "
+                           "-u FREERIDE_GATE_LENGTHS " +
                                env + GATE_CLIENT_BIN " many",
                            dir_.path());
   ASSERT_EQ(r.status, 0) << r.err;
@@ -1481,6 +1701,10 @@ TEST_F(InterposerTest, AtExitItsCountsAreAppendedToTheStatsFileAsOneJsonLine) {
   EXPECT_EQ(counts["held_drain_ns"], 0);
   EXPECT_EQ(counts["held_fit_ns"], 0);
   EXPECT_TRUE(counts.contains("passes")) << line;
+  // With FREERIDE_GATE_LENGTHS=kind, two kinds of piece met (the wrapper
+  // names each): the kernel's one launch shape and the graph.
+  EXPECT_EQ(counts["kinds"], 2) << line;
+  EXPECT_EQ(counts["kinds_forgotten"], 0) << line;
   EXPECT_FALSE(std::getline(in, line)) << "one line a process";
 }
 

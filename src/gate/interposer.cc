@@ -24,6 +24,7 @@
 #include "base/settings.h"
 #include "gate/gate_page.h"
 #include "gate/launch_gate.h"
+#include "gate/piece_key.h"
 #include "gate/symbol_table.h"
 
 using namespace freeride::gate;
@@ -135,6 +136,9 @@ LaunchGate& TheGate() {
         freeride::WholeNumberSetting("freeride-gate", "FREERIDE_GATE_RUN", tuning.run, 1, GateTuning::kMostRun));
     tuning.sample_every = freeride::WholeNumberSetting("freeride-gate", "FREERIDE_GATE_SAMPLE_EVERY", tuning.sample_every,
                                                        1, GateTuning::kMostSampleEvery);
+    // An experiment: pieces predicted by their kind's learned length (GateTuning).
+    tuning.lengths_by_kind =
+        freeride::ChoiceSetting("freeride-gate", "FREERIDE_GATE_LENGTHS", {"common", "kind"}, 0) == 1;
     return new LaunchGate(api, page.is_open() ? page.page() : nullptr, error, slot, RealHostClock(),
                           strict && std::string(strict) == "1", queue_estimate, tuning);
   }();
@@ -153,6 +157,7 @@ Fn RealAs(GatedFunction function, bool per_thread) {
     /* A stream expression of nullptr: a synchronous call, neither timed nor fenced. */   \
     constexpr bool kSynchronous = std::is_same_v<std::decay_t<decltype(stream)>, std::nullptr_t>; \
     WorkSample sample;                                                                      \
+    if constexpr (!kSynchronous) sample.key = PieceKeyOf<GatedFunction::k##id> args;        \
     sample.whole_graph = GatedFunction::k##id == GatedFunction::kGraphLaunch;               \
     CuResult gated = TheGate().BeforeWork(stream, kPerThread, kSynchronous ? nullptr : &sample); \
     if (gated != kCudaSuccess) return gated;                                                \
@@ -238,18 +243,19 @@ void ReportAtExit() {
   const char* state = TheGate().state() == GateState::kArmed     ? "armed"
                       : TheGate().state() == GateState::kRefused ? "refused"
                                                                  : "unarmed";
-  char line[768];
+  char line[832];
   std::snprintf(line, sizeof line,
                 "{\"pid\": %d, \"state\": \"%s\", \"waits\": %llu, \"unwaited\": %llu, \"captured\": %llu, "
                 "\"failed_waits\": %llu, \"refused\": %llu, \"held\": %llu, \"passes\": %llu, "
-                "\"held_unpublished_ns\": %lld, \"held_drain_ns\": %lld, \"held_fit_ns\": %lld}\n",
+                "\"held_unpublished_ns\": %lld, \"held_drain_ns\": %lld, \"held_fit_ns\": %lld, \"kinds\": %llu, \"kinds_forgotten\": %llu}\n",
                 static_cast<int>(getpid()), state, static_cast<unsigned long long>(c.waits),
                 static_cast<unsigned long long>(c.unwaited),
                 static_cast<unsigned long long>(c.captured),
                 static_cast<unsigned long long>(c.failed_waits),
                 static_cast<unsigned long long>(c.refused), static_cast<unsigned long long>(c.held),
                 static_cast<unsigned long long>(c.passes), static_cast<long long>(c.held_unpublished_ns),
-                static_cast<long long>(c.held_drain_ns), static_cast<long long>(c.held_fit_ns));
+                static_cast<long long>(c.held_drain_ns), static_cast<long long>(c.held_fit_ns),
+                static_cast<unsigned long long>(c.kinds), static_cast<unsigned long long>(c.kinds_forgotten));
   if (stats && *stats) {
     if (FILE* f = std::fopen(stats, "a")) {
       std::fputs(line, f);

@@ -72,7 +72,7 @@ LaunchGate::LaunchGate(const DriverApi& api, void* page, std::string page_error,
       wait_every_piece_(wait_every_piece),
       queue_estimate_(queue_estimate),
       tuning_{std::clamp<uint32_t>(tuning.run, 1, GateTuning::kMostRun),
-              std::clamp<uint64_t>(tuning.sample_every, 1, GateTuning::kMostSampleEvery)},
+              std::clamp<uint64_t>(tuning.sample_every, 1, GateTuning::kMostSampleEvery), tuning.lengths_by_kind},
       can_fence_(api.event_create && api.event_record && api.event_query),
       page_(page),
       refusal_(std::move(page_error)),
@@ -143,6 +143,19 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
   if (pending_count_.load(std::memory_order_relaxed) > 0 &&
       pieces_.fetch_add(1, std::memory_order_relaxed) % kCollectEvery == 0)
     CollectSamples();
+  // The piece's kind's learned length, and whether the kind is still to be learned.
+  const uint64_t key = sample && tuning_.lengths_by_kind ? sample->key : 0;
+  int64_t kind_ns = 0;
+  bool learn_kind = false;
+  if (key != 0) {
+    std::lock_guard<std::mutex> lock(kinds_mutex_);
+    kind_ns = kind_lengths_.Estimate(key);
+    learn_kind = kind_ns == 0 && kind_lengths_.NoteTiming(key) < kLearnKind;
+  }
+  if (sample) {
+    sample->key = key;
+    sample->kind_ns = kind_ns;
+  }
   // The thread's own default stream cannot be fenced later from another
   // thread: its pieces always get their wait and their fence; so do all
   // where pieces cannot be counted (no events).
@@ -151,7 +164,8 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
   const bool may_go_unwaited = !wait_every_piece_ && sample != nullptr && !sample->whole_graph &&
                                target != kPerThreadStream && can_fence_ && !Demoted() &&
                                piece_p95_ns_.load(std::memory_order_relaxed) > 0;
-  const Admitted admitted = HoldUntilAdmitted(target, may_go_unwaited);
+  const Admitted admitted = HoldUntilAdmitted(target, may_go_unwaited, kind_ns, key);
+  if (sample && admitted.kind_forgotten) sample->kind_ns = 0;
   // Whether no other thread's piece is on its way to this stream (between
   // its BeforeWork and AfterWork) now, and the stream's count of such
   // comings and goings: if neither changes until this piece's pass is
@@ -205,20 +219,35 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
   const uint64_t n = asynchronous_.fetch_add(1, std::memory_order_relaxed) + 1;
   // Synchronous copies (the default stream, legacy or the thread's own)
   // are not timed: the caller waits for them anyway.
-  if (n % tuning_.sample_every == 0) StartSample(target, sample);
+  if (n % tuning_.sample_every == 0) {
+    StartSample(target, sample);
+  } else if (learn_kind) {
+    sample->kind_only = true;
+    StartSample(target, sample);
+  }
   return kCudaSuccess;
 }
 
-int64_t LaunchGate::PieceEstimateNs() const {
+int64_t LaunchGate::PieceEstimateNs(int64_t kind_ns) const {
   int64_t p95 = piece_p95_ns_.load(std::memory_order_relaxed);
-  const int64_t estimate = p95 > 0 ? p95 : kUnknownPieceNs;
+  const int64_t estimate = kind_ns > 0 ? kind_ns : p95 > 0 ? p95 : kUnknownPieceNs;
   return Demoted() ? 2 * estimate : estimate;
 }
 
-int64_t LaunchGate::QueuedEstimateNs(size_t pieces, int64_t piece_ns) const {
+int64_t LaunchGate::QueuedEstimateNs(const Queued& queued, int64_t common_ns) const {
   const int64_t mean = piece_mean_ns_.load(std::memory_order_relaxed);
-  if (queue_estimate_ != QueueEstimate::kMean || mean <= 0) return static_cast<int64_t>(pieces) * piece_ns;
-  return static_cast<int64_t>(pieces) * (Demoted() ? 2 * mean : mean);
+  if (queue_estimate_ != QueueEstimate::kMean || mean <= 0) return QueuedAtCommonNs(queued, common_ns);
+  return QueuedAtCommonNs(queued, Demoted() ? 2 * mean : mean);
+}
+
+int64_t LaunchGate::kind_ns(uint64_t key) const {
+  std::lock_guard<std::mutex> lock(kinds_mutex_);
+  return kind_lengths_.Estimate(key);
+}
+
+size_t LaunchGate::kinds() const {
+  std::lock_guard<std::mutex> lock(kinds_mutex_);
+  return kind_lengths_.kinds();
 }
 
 bool LaunchGate::Demoted() const {
@@ -231,7 +260,9 @@ void LaunchGate::FenceUnfencedLocked(CuStream stream, StreamQueue& queue) {
   // a count that never drains would hold the program for good.
   auto forget = [&] {
     pieces_counted_ -= queue.unfenced;
+    kinded_counted_ -= queue.unfenced_kinded;
     queue.unfenced = 0;
+    queue.unfenced_kinded = {};
   };
   // A stream now capturing a graph would take the fence into the graph.
   int capture = kCaptureStatusNone;
@@ -245,8 +276,9 @@ void LaunchGate::FenceUnfencedLocked(CuStream stream, StreamQueue& queue) {
     api_.event_destroy(fence);
     return forget();
   }
-  queue.fences.push_back({fence, queue.unfenced_bubble, queue.unfenced, queue.next_seq++});
+  queue.fences.push_back({fence, queue.unfenced_bubble, queue.unfenced, queue.next_seq++, queue.unfenced_kinded});
   queue.unfenced = 0;
+  queue.unfenced_kinded = {};
   ++fence_count_;
 }
 
@@ -275,6 +307,7 @@ size_t LaunchGate::DrainFencesLocked() {
     while (!queue.fences.empty() && api_.event_query(queue.fences.front().event) != kCudaErrorNotReady) {
       spare_fences_.Keep(api_, queue.fences.front().event);
       pieces_counted_ -= queue.fences.front().pieces;
+      kinded_counted_ -= queue.fences.front().kinded;
       queue.fences.pop_front();
       --fence_count_;
     }
@@ -297,9 +330,9 @@ size_t LaunchGate::unfinished_pieces() {
   return api_.event_query ? DrainFencesLocked() : 0;
 }
 
-size_t LaunchGate::LookAtQueue(uint32_t word) {
+LaunchGate::Queued LaunchGate::LookAtQueue(uint32_t word) {
   std::lock_guard<std::mutex> lock(fence_mutex_);
-  if (!api_.event_query) return 0;
+  if (!api_.event_query) return {};
   const size_t left = DrainFencesLocked();
   // The oldest bubble with pieces running (or queued behind running ones),
   // and the oldest with pieces pending behind a wait not yet passed.
@@ -325,7 +358,7 @@ size_t LaunchGate::LookAtQueue(uint32_t word) {
   }
   if (slot_ && pending_waits_.late_ns() != pending_before)
     slot_->pending_ns.store(pending_waits_.late_ns(), std::memory_order_relaxed);
-  return left;
+  return {left, kinded_counted_};
 }
 
 int64_t LaunchGate::late_ns() {
@@ -343,15 +376,22 @@ uint64_t LaunchGate::late_bubbles() {
   return late_.late_bubbles();
 }
 
-LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_unwaited) {
+LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_unwaited, int64_t kind_ns,
+                                                   uint64_t key) {
   const auto& layout = *static_cast<const GatePageLayout*>(page_);
   bool held = false;
+  bool kind_forgotten = false;
+  // The last open bubble this piece was judged in, and the bubbles in which
+  // its first look found it too long (kMostBubblesTooLong).
+  std::optional<uint32_t> judged_in;
+  uint32_t too_long = 0;
   // Whether the piece, queued now by the deadline `until_ns`, may go
   // without its wait; counts it if so.  Ahead of it: `queued_ns`, or with
-  // none given every counted piece, as if none had ended (no driver call).
-  auto unwaited = [&](int64_t piece, int64_t until_ns, std::optional<int64_t> queued_ns) {
+  // none given every counted piece, as if none had ended (no driver call),
+  // those of no learned kind at `common`.
+  auto unwaited = [&](int64_t piece, int64_t common, int64_t until_ns, std::optional<int64_t> queued_ns) {
     std::lock_guard<std::mutex> lock(fence_mutex_);
-    const int64_t ahead = queued_ns ? *queued_ns : static_cast<int64_t>(pieces_counted_) * piece;
+    const int64_t ahead = queued_ns ? *queued_ns : QueuedAtCommonNs({pieces_counted_, kinded_counted_}, common);
     StreamQueue& queue = queues_[stream];
     if (!MayGoUnwaited(clock_.now_ns(), ahead, piece, until_ns, queue.unwaited_in_row,
                        static_cast<int>(tuning_.run)))
@@ -379,26 +419,45 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
       view.ahead_begin_ns = ahead.begin_ns;
       view.ahead_until_ns = ahead.until_ns;
     }
-    const int64_t piece = PieceEstimateNs();
+    const int64_t common = PieceEstimateNs();
+    const int64_t piece = PieceEstimateNs(kind_ns);
     const bool deadline_published = !torn && GateIsOpen(view.word) && view.admit_bubble == (view.word >> 1);
     // Far inside an open bubble, every counted piece taken as unfinished
     // still leaves room: queued with no look at the fences (no driver call).
-    if (!held && may_go_unwaited && deadline_published && unwaited(piece, view.admit_until_ns, std::nullopt))
-      return {view.word >> 1, false};
-    const size_t counted = LookAtQueue(view.word);
+    if (!held && may_go_unwaited && deadline_published &&
+        unwaited(piece, common, view.admit_until_ns, std::nullopt))
+      return {view.word >> 1, false, kind_forgotten};
+    const Queued counted = LookAtQueue(view.word);
     const int64_t now = clock_.now_ns();
     const PieceVerdict verdict =
         torn ? PieceVerdict::kWaitForQueue
-             : JudgePiece(view, now, QueuedEstimateNs(counted, piece), piece, seen_shut);
+             : JudgePiece(view, now, QueuedEstimateNs(counted, common), piece, seen_shut);
     if (verdict == PieceVerdict::kQueue) {
       if (held) held_.fetch_add(1, std::memory_order_relaxed);
       // Whether it may also go without its wait is judged with every counted
-      // piece at the 95th percentile, whatever the queue estimate: the wait
-      // is the net for a prediction that was wrong.
-      const int64_t queued_p95 = static_cast<int64_t>(counted) * piece;
-      if (may_go_unwaited && deadline_published && unwaited(piece, view.admit_until_ns, queued_p95))
-        return {view.word >> 1, false};
-      return {GateIsOpen(view.word) ? view.word >> 1 : view.ahead_bubble, true};
+      // piece of no learned kind at the 95th percentile, whatever the queue
+      // estimate: the wait is the net for a prediction that was wrong.
+      const int64_t queued_p95 = QueuedAtCommonNs(counted, common);
+      if (may_go_unwaited && deadline_published && unwaited(piece, common, view.admit_until_ns, queued_p95))
+        return {view.word >> 1, false, kind_forgotten};
+      return {GateIsOpen(view.word) ? view.word >> 1 : view.ahead_bubble, true, kind_forgotten};
+    }
+    // A bubble's first look, made within a poll of its opening (the thread
+    // saw the gate shut just before), with nothing queued: a piece that does
+    // not fit then is longer than the bubble, by its kind's length.
+    if (deadline_published && judged_in != view.word >> 1) {
+      judged_in = view.word >> 1;
+      if (verdict == PieceVerdict::kWaitForBubble && kind_ns > 0 && seen_shut > 0 && counted.pieces == 0 &&
+          ++too_long >= kMostBubblesTooLong) {
+        {
+          std::lock_guard<std::mutex> lock(kinds_mutex_);
+          kind_lengths_.Forget(key);
+        }
+        kinds_forgotten_.fetch_add(1, std::memory_order_relaxed);
+        kind_ns = 0;
+        kind_forgotten = true;
+        continue;  // judged again, at the common percentile
+      }
     }
     held = true;
     // While the gate reads open, polled at the drain's pace whatever the
@@ -468,6 +527,11 @@ void LaunchGate::AfterWork(const WorkSample& sample) {
         queue.unfenced_bubble = sample.bubble;
       ++queue.unfenced;
       ++pieces_counted_;
+      if (sample.kind_ns > 0) {
+        const KindedWork piece{1, Demoted() ? 2 * sample.kind_ns : sample.kind_ns};
+        queue.unfenced_kinded += piece;
+        kinded_counted_ += piece;
+      }
       // Near the deadline (it waited) the count must be exact: fenced at once.
       if (sample.waited || queue.unfenced >= tuning_.run || wait_every_piece_)
         FenceUnfencedLocked(sample.stream, queue);
@@ -475,7 +539,9 @@ void LaunchGate::AfterWork(const WorkSample& sample) {
       // later: a piece it could not fence now (the cap) is not counted.
       if (sample.stream == kPerThreadStream && queue.unfenced > 0) {
         pieces_counted_ -= queue.unfenced;
+        kinded_counted_ -= queue.unfenced_kinded;
         queue.unfenced = 0;
+        queue.unfenced_kinded = {};
       }
     }
   }
@@ -501,7 +567,12 @@ void LaunchGate::CollectSamples() {
     if (r == kCudaErrorNotReady) break;  // in order on its stream; later ones may be on others, but wait
     float ms = 0;
     if (r == kCudaSuccess && api_.event_elapsed_time(&ms, sample.start, sample.end) == kCudaSuccess) {
-      lengths_.Add(static_cast<int64_t>(static_cast<double>(ms) * 1e6));
+      const int64_t ns = static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+      if (!sample.kind_only) lengths_.Add(ns);
+      if (sample.key != 0) {
+        std::lock_guard<std::mutex> kinds_lock(kinds_mutex_);
+        kind_lengths_.Add(sample.key, ns);
+      }
       spare_timing_.Keep(api_, sample.start);
       spare_timing_.Keep(api_, sample.end);
     } else {  // an event in error is not reused
@@ -530,7 +601,8 @@ GateCounters LaunchGate::counters() const {
           captured_.load(std::memory_order_relaxed),
           failed_waits_.load(std::memory_order_relaxed), refused_.load(std::memory_order_relaxed),
           held_.load(std::memory_order_relaxed), passes_.load(std::memory_order_relaxed),
-          HeldOpenNs(HeldWhy::kUnpublished), HeldOpenNs(HeldWhy::kDrain), HeldOpenNs(HeldWhy::kFit)};
+          HeldOpenNs(HeldWhy::kUnpublished), HeldOpenNs(HeldWhy::kDrain), HeldOpenNs(HeldWhy::kFit),
+          kinds(), kinds_forgotten_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace freeride::gate

@@ -19,7 +19,11 @@
 // every piece near its bubble's deadline, after every kFenceEvery-th one
 // (GateTuning's run) far from it, and when the bubble a stream's pieces were admitted to
 // changes; a piece's length is predicted by the 95th percentile of the
-// timed pieces.  Far from the deadline a piece is judged by all counted
+// timed pieces, or, with GateTuning's lengths_by_kind (an experiment), by the
+// longest recent timing of its kind where one is back (gate/piece_key.h,
+// gate/piece_lengths.h: a kernel by its function and launch shape, a graph
+// by its executable, a one-dimensional copy or fill by its size).  Far from
+// the deadline a piece is judged by all counted
 // pieces as if unfinished, without asking the driver, and may go without
 // its GPU wait (MayGoUnwaited): the calls that would cost the launching
 // thread most are made only where they decide something.
@@ -35,7 +39,8 @@
 //
 // It also times one piece of work in kSampleEvery (GateTuning's sample_every;
 // events around it, reused once read back, on its
-// stream, read back later on the program's own threads) and publishes the
+// stream, read back later on the program's own threads), and the first
+// kLearnKind pieces of a kind none of whose lengths is back yet, and publishes the
 // 95th percentile of those lengths in its slot of the gate page, so that the
 // daemon closes the gate early enough for the work it let through to end
 // inside the bubble (policy/gate_close.h).
@@ -58,6 +63,7 @@
 #include "gate/gate_page.h"
 #include "gate/late_work.h"
 #include "gate/piece_admission.h"
+#include "gate/piece_lengths.h"
 #include "gate/work_lengths.h"
 
 namespace freeride::gate {
@@ -77,13 +83,16 @@ struct GateCounters {
   int64_t held_unpublished_ns = 0;
   int64_t held_drain_ns = 0;
   int64_t held_fit_ns = 0;
+  uint64_t kinds = 0;          // kinds of piece met and kept (gate/piece_lengths.h), timed or learned, now
+  uint64_t kinds_forgotten = 0;  // learned kinds forgotten for holding a piece too long (kMostBubblesTooLong)
 };
 
 // How the work a program has queued ahead of a piece is predicted to take:
 // each counted piece at the 95th percentile of the timed ones (kP95, the
 // default: a queue of short pieces is taken as that many long ones), or at
 // their mean (kMean: the sum's expectation, closer for long queues of mixed
-// pieces, with the new piece still at the 95th percentile).  An experiment
+// pieces, with the new piece still at the 95th percentile).  Either way, with
+// lengths by kind, a piece counted at its kind's length stays at it.  An experiment
 // (FREERIDE_GATE_QUEUE_ESTIMATE=mean in the interposer), to be measured
 // against kP95 on a GPU before it could become the default.
 enum class QueueEstimate { kP95, kMean };
@@ -104,6 +113,11 @@ struct GateTuning {
   // piece waits on the GPU: a large value delays the first unwaited piece
   // that long).  1 to kMostSampleEvery.
   uint64_t sample_every = 16;
+  // Pieces predicted by their kind's learned length (gate/piece_lengths.h)
+  // where it is known, instead of all by the common 95th percentile
+  // (FREERIDE_GATE_LENGTHS=kind in the interposer).  An experiment, off by
+  // default until measured again on a GPU: bench/results/piece_kinds_2xh200.md.
+  bool lengths_by_kind = false;
 };
 
 // The host's clock and sleep, injected so that the hold is tested on fake
@@ -117,6 +131,11 @@ HostClock RealHostClock();
 // A piece of work on its way: the stream it was queued on (for its fence)
 // and, when it is chosen for timing, its events, recorded around it.
 struct WorkSample {
+  // Set by the caller: the piece's kind (gate/piece_key.h; 0: none).
+  uint64_t key = 0;
+  // Set by BeforeWork: its kind's learned length (0: not learned; the
+  // piece is then counted at the common percentile).
+  int64_t kind_ns = 0;
   CuEvent start = nullptr;
   CuEvent end = nullptr;
   CuStream stream = nullptr;
@@ -125,6 +144,10 @@ struct WorkSample {
                         // it when the driver refused the work)
   bool waited = false;  // it got a GPU wait: near its deadline, so fenced at once
   bool in_flight = false;  // counted on its way to its stream until AfterWork
+  // Timed to learn its kind alone (kLearnKind), not as one of the common
+  // percentile's: those are one piece in sample_every, so that start-up's
+  // many kinds, each timed at once, cannot fill that window.
+  bool kind_only = false;
   uint32_t bubble = 0;  // the bubble it was admitted to (its gate's number)
 };
 
@@ -151,6 +174,16 @@ class LaunchGate {
   // Timing events kept for reuse, at most: a pair for each sample that may be
   // pending, and one more.
   static constexpr size_t kMaxSpareTiming = 2 * kMaxPendingSamples + 2;
+  // Pieces of a kind with no length back yet timed, whatever the sample
+  // rate, at most: a kind seen once in a while would otherwise go unlearned.
+  static constexpr uint32_t kLearnKind = 2;
+  // A piece of a learned kind that, held since the gate was shut and with
+  // nothing of the program's queued, did not fit at its first look in this
+  // many bubbles has its kind forgotten and is judged at the common
+  // percentile: a length learned too long (a timing stretched by the
+  // training's own kernels) would otherwise hold the piece, and the
+  // program, for good, since a kind that never runs is never timed again.
+  static constexpr uint32_t kMostBubblesTooLong = 2;
 
   // `page` is the mapped gate page (its first word is the gate), or null
   // when it could not be mapped, with `page_error` saying why.  `slot` is
@@ -196,6 +229,10 @@ class LaunchGate {
   int64_t work_p95_ns() const;
   // The mean of the timed pieces (0: none yet).
   int64_t work_mean_ns() const { return piece_mean_ns_.load(std::memory_order_relaxed); }
+  // The learned length of pieces of kind `key` (0: none learned).
+  int64_t kind_ns(uint64_t key) const;
+  // Kinds of piece met and kept now (PieceLengths::kinds).
+  size_t kinds() const;
 
   GateState state() const { return state_.load(std::memory_order_acquire); }
   const std::string& refusal() const { return refusal_; }
@@ -203,11 +240,28 @@ class LaunchGate {
   CuDevicePtr word_address() const { return word_; }
 
  private:
+  // Counted pieces whose kind's length was learned when they were queued,
+  // and the sum of those lengths (the others count at the common percentile).
+  struct KindedWork {
+    uint32_t pieces = 0;
+    int64_t ns = 0;
+    KindedWork& operator+=(const KindedWork& o) {
+      pieces += o.pieces;
+      ns += o.ns;
+      return *this;
+    }
+    KindedWork& operator-=(const KindedWork& o) {
+      pieces -= o.pieces;
+      ns -= o.ns;
+      return *this;
+    }
+  };
   struct Fence {
     CuEvent event;
     uint32_t bubble;  // the bubble its pieces were admitted to
     uint32_t pieces;  // the pieces it stands for
     uint64_t seq;     // its place among the stream's fences and passes
+    KindedWork kinded;  // those of its pieces counted at their kind's length
   };
   // Recorded just after a piece's GPU wait: not reached while the wait is
   // pending, so the pieces behind it are not running.
@@ -220,6 +274,7 @@ class LaunchGate {
     std::deque<Fence> fences;     // oldest first
     uint32_t unfenced = 0;        // pieces queued since its last fence
     uint32_t unfenced_bubble = 0; // ... admitted to this bubble
+    KindedWork unfenced_kinded;   // ... of them, counted at their kind's length
     int unwaited_in_row = 0;      // pieces queued without a GPU wait since its last wait
     std::deque<Pass> passes;      // not yet reached, oldest first
     uint64_t next_seq = 0;
@@ -237,14 +292,23 @@ class LaunchGate {
   struct Admitted {
     uint32_t bubble;  // the bubble the piece was admitted to
     bool wait;        // it needs its GPU wait (MayGoUnwaited said no)
+    bool kind_forgotten = false;  // its kind's length was forgotten (kMostBubblesTooLong)
   };
   // Holds the calling thread until JudgePiece lets a piece on `stream` be
   // queued.  `may_go_unwaited`: an asynchronous piece, whose wait may be
-  // left out.
-  Admitted HoldUntilAdmitted(CuStream stream, bool may_go_unwaited);
+  // left out.  `kind_ns`: its kind's learned length (0: none; predicted at
+  // the common percentile).
+  // `key`: its kind, forgotten if the piece is held too long by its length
+  // (kMostBubblesTooLong).
+  Admitted HoldUntilAdmitted(CuStream stream, bool may_go_unwaited, int64_t kind_ns, uint64_t key);
+  // Pieces queued and not seen to end, and those of them counted at their kind's length.
+  struct Queued {
+    size_t pieces = 0;
+    KindedWork kinded;
+  };
   // Drains the reached fences and looks for late work with the gate word
   // `word` (read just before); the unfinished pieces left.
-  size_t LookAtQueue(uint32_t word);
+  Queued LookAtQueue(uint32_t word);
   // Fences the unfenced pieces of every stream, then pops the fences that
   // have been reached, stream by stream; the pieces left unfinished.
   // Caller holds fence_mutex_.
@@ -256,16 +320,22 @@ class LaunchGate {
   // Records a pass on `stream` just after a piece's GPU wait (nothing when
   // no event can be had).  Caller holds fence_mutex_.
   void RecordPassLocked(CuStream stream, StreamQueue& queue);
-  // A piece's predicted length: the 95th percentile of the timed ones
-  // (kUnknownPieceNs before any), twice that while the daemon has demoted
+  // A piece's predicted length: its kind's learned length `kind_ns` if
+  // there is one, else the 95th percentile of the timed pieces
+  // (kUnknownPieceNs before any); twice that while the daemon has demoted
   // this process's task (its slot's `demoted`).
-  int64_t PieceEstimateNs() const;
-  // The predicted time to run `pieces` counted pieces: each at `piece_ns`
-  // (PieceEstimateNs, read once by the caller) by default, at the timed
-  // pieces' mean (doubled while demoted) under QueueEstimate::kMean.  Only
-  // JudgePiece's queue: whether a piece may go without its wait is judged
-  // at `piece_ns` each.
-  int64_t QueuedEstimateNs(size_t pieces, int64_t piece_ns) const;
+  int64_t PieceEstimateNs(int64_t kind_ns = 0) const;
+  // The predicted time to run the queued pieces `queued`: those of a
+  // learned kind at the length they were counted at, the others each at
+  // `common_ns` (PieceEstimateNs(), read once by the caller) by default, at
+  // the timed pieces' mean (doubled while demoted) under
+  // QueueEstimate::kMean.  Only JudgePiece's queue: whether a piece may go
+  // without its wait is judged with the others at `common_ns` each.
+  int64_t QueuedEstimateNs(const Queued& queued, int64_t common_ns) const;
+  // The same, every piece of no learned kind at `common_ns`.
+  static int64_t QueuedAtCommonNs(const Queued& queued, int64_t common_ns) {
+    return static_cast<int64_t>(queued.pieces - queued.kinded.pieces) * common_ns + queued.kinded.ns;
+  }
   bool Demoted() const;
   // Why a thread was held while the gate read open: the bubble's deadline
   // not yet published or being rewritten (the forecast, if any, did not
@@ -295,7 +365,8 @@ class LaunchGate {
   std::mutex arm_mutex_;
   std::atomic<GateState> state_{GateState::kUnarmed};
   CuDevicePtr word_ = 0;
-  std::atomic<uint64_t> waits_{0}, unwaited_{0}, captured_{0}, failed_waits_{0}, refused_{0}, held_{0}, passes_{0};
+  std::atomic<uint64_t> waits_{0}, unwaited_{0}, captured_{0}, failed_waits_{0}, refused_{0}, held_{0}, passes_{0},
+      kinds_forgotten_{0};
   std::array<std::atomic<int64_t>, 3> held_open_ns_{};  // by HeldWhy
   std::atomic<uint64_t> pieces_{0};  // pieces begun while timed ones are pending: every kCollectEvery-th reads back
   std::atomic<uint64_t> asynchronous_{0};  // pieces given a sample: one in kSampleEvery is timed
@@ -308,6 +379,7 @@ class LaunchGate {
   size_t fence_count_ = 0;                  // fences recorded and not yet reached
   size_t pass_count_ = 0;                   // passes recorded and not yet reached
   size_t pieces_counted_ = 0;               // pieces not yet seen to end, fenced or not
+  KindedWork kinded_counted_;               // ... of them, counted at their kind's length
   // Events for fences and passes, reached and kept (at most kMaxFences are
   // out at once, so no more are ever spare).  Under fence_mutex_.
   EventSpares spare_fences_{kEventDisableTiming, kMaxFences};
@@ -322,6 +394,8 @@ class LaunchGate {
   EventSpares spare_timing_{0, kMaxSpareTiming};
   std::atomic<size_t> pending_count_{0};
   WorkLengths lengths_;
+  mutable std::mutex kinds_mutex_;
+  PieceLengths kind_lengths_;  // under kinds_mutex_
 };
 
 }  // namespace freeride::gate

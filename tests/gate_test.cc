@@ -801,7 +801,7 @@ void LearnCommonAndKind(LaunchGate& gate, CuStream stream, float common_ms, uint
   FakeDriver::elapsed_ms = common_ms;
   ASSERT_TRUE(QueuePieces(gate, stream, 120 * static_cast<int>(LaunchGate::kSampleEvery)));
   FakeDriver::elapsed_ms = kind_ms;
-  for (int i = 0; i < 64 && gate.kind_ns(key) == 0; ++i) ASSERT_TRUE(QueueKindPieces(gate, stream, key));
+  for (int i = 0; by_kind && i < 64 && gate.kind_ns(key) == 0; ++i) ASSERT_TRUE(QueueKindPieces(gate, stream, key));
   // The timings read back (the fake's length is the one at reading; the last may be pending).
   ASSERT_TRUE(QueueKindPieces(gate, stream, key, 2 * static_cast<int>(LaunchGate::kCollectEvery)));
   ASSERT_EQ(gate.kind_ns(key), by_kind ? static_cast<int64_t>(kind_ms * 1e6) : 0);

@@ -59,14 +59,18 @@ struct freeride_stage {
   // How gate values are written (freeride_gate_write_mode; EnqueueGateValue):
   // FREERIDE_GATE_WRITES or freeride_stage_set_gate_writes.
   int gate_write_mode = FREERIDE_GATE_WRITE_AUTO;
-  // The stream of the gate values written on a stream since the last host
-  // store, while they may be pending: a host store waits for that stream to
-  // be done (no earlier value may land after a later one).  Once they went on
-  // two streams, or into a graph being captured, they are untracked and
+  // Where the gate values written on a stream since the last host store may
+  // still be pending: a host store waits for that stream to be done (no
+  // earlier value may land after a later one).  Once they went on two
+  // streams, or into a graph being captured, they are untracked for good and
   // every write is a stream write.
-  void* gate_pending_stream = nullptr;
-  bool gate_write_pending = false;
-  bool gate_writes_untracked = false;
+  enum class GateWrites {
+    kLanded,     // none written on a stream since the last host store (or none at all)
+    kOnStream,   // written on gate_pending_stream, perhaps still pending
+    kUntracked,  // written on two streams, or on one that could not be asked
+  };
+  GateWrites gate_writes = GateWrites::kLanded;
+  void* gate_pending_stream = nullptr;  // while kOnStream
   uint64_t gate_writes_on_stream = 0;
   uint64_t gate_writes_from_host = 0;
   // Marks read from the gate word (freeride_bubble_begin_gated), made at the

@@ -153,12 +153,15 @@ StreamState QueryStream(void* stream) {
 // then on.  0 when written or
 // enqueued.
 int EnqueueGateValue(freeride_stage* stage, void* stream, uint32_t value) {
+  using GateWrites = freeride_stage::GateWrites;
   StreamState state = StreamState::kBusy;
-  if (stage->gate_write_mode != FREERIDE_GATE_WRITE_STREAM && !stage->gate_writes_untracked &&
-      (!stage->gate_write_pending || stage->gate_pending_stream == stream)) {
+  if (stage->gate_write_mode != FREERIDE_GATE_WRITE_STREAM &&
+      (stage->gate_writes == GateWrites::kLanded ||
+       (stage->gate_writes == GateWrites::kOnStream && stage->gate_pending_stream == stream))) {
     state = QueryStream(stream);
     if (state == StreamState::kDone) {
-      stage->gate_write_pending = false;
+      stage->gate_writes = GateWrites::kLanded;
+      stage->gate_pending_stream = nullptr;
       stage->gate_page.layout()->word.store(value, std::memory_order_seq_cst);
       ++stage->gate_writes_from_host;
       return 0;
@@ -170,10 +173,14 @@ int EnqueueGateValue(freeride_stage* stage, void* stream, uint32_t value) {
                          ? memset(stage->gate_word, value, 1, stream)
                          : write(stream, stage->gate_word, value, 0);
   if (r != 0) return -1;
-  if ((stage->gate_write_pending && stage->gate_pending_stream != stream) || state == StreamState::kNotAsked)
-    stage->gate_writes_untracked = true;
-  stage->gate_pending_stream = stream;
-  stage->gate_write_pending = true;
+  const bool another_stream = stage->gate_writes == GateWrites::kOnStream && stage->gate_pending_stream != stream;
+  if (stage->gate_writes == GateWrites::kUntracked || another_stream || state == StreamState::kNotAsked) {
+    stage->gate_writes = GateWrites::kUntracked;
+    stage->gate_pending_stream = nullptr;
+  } else {
+    stage->gate_writes = GateWrites::kOnStream;
+    stage->gate_pending_stream = stream;
+  }
   ++stage->gate_writes_on_stream;
   return 0;
 }

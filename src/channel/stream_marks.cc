@@ -14,6 +14,7 @@
 #include <string>
 
 #include "channel/stage_handle.h"
+#include "gate/capture_mode.h"
 #include "gate/driver_types.h"
 
 namespace {
@@ -132,11 +133,9 @@ StreamState QueryStream(void* stream) {
   if (!is_capturing || !exchange || !query || is_capturing(stream, &capturing) != freeride::gate::kCudaSuccess ||
       capturing != freeride::gate::kCaptureStatusNone)
     return StreamState::kNotAsked;
-  int mode = freeride::gate::kCaptureModeRelaxed;
-  if (exchange(&mode) != freeride::gate::kCudaSuccess) return StreamState::kNotAsked;
-  const bool done = query(stream) == freeride::gate::kCudaSuccess;
-  exchange(&mode);
-  return done ? StreamState::kDone : StreamState::kBusy;
+  const freeride::gate::RelaxedCaptureMode relaxed(exchange);
+  if (!relaxed.active()) return StreamState::kNotAsked;
+  return query(stream) == freeride::gate::kCudaSuccess ? StreamState::kDone : StreamState::kBusy;
 }
 
 // Writes `value` to the lane's gate word where `stream` reaches this point,
@@ -172,7 +171,7 @@ int EnqueueGateValue(freeride_stage* stage, void* stream, uint32_t value) {
   const CuResult r = stage->gate_write_mode == FREERIDE_GATE_WRITE_MEMSET && memset
                          ? memset(stage->gate_word, value, 1, stream)
                          : write(stream, stage->gate_word, value, 0);
-  if (r != 0) return -1;
+  if (r != freeride::gate::kCudaSuccess) return -1;
   const bool another_stream = stage->gate_writes == GateWrites::kOnStream && stage->gate_pending_stream != stream;
   if (stage->gate_writes == GateWrites::kUntracked || another_stream || state == StreamState::kNotAsked) {
     stage->gate_writes = GateWrites::kUntracked;

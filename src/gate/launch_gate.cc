@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "base/clock.h"
+#include "gate/capture_mode.h"
 
 namespace freeride::gate {
 
@@ -22,26 +23,6 @@ void SleepNs(int64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
   nanosleep(&ts, nullptr);
 }
-
-// Lets the calling thread use events while another thread captures a graph
-// in global mode, where such calls would otherwise invalidate the capture.
-class RelaxedCaptureMode {
- public:
-  explicit RelaxedCaptureMode(const DriverApi& api) : api_(api) {
-    if (api_.thread_exchange_capture_mode && api_.thread_exchange_capture_mode(&mode_) == kCudaSuccess)
-      active_ = true;
-  }
-  ~RelaxedCaptureMode() {
-    if (active_) api_.thread_exchange_capture_mode(&mode_);
-  }
-  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
-  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
-
- private:
-  const DriverApi& api_;
-  int mode_ = kCaptureModeRelaxed;
-  bool active_ = false;
-};
 
 }  // namespace
 
@@ -269,7 +250,7 @@ void LaunchGate::FenceUnfencedLocked(CuStream stream, StreamQueue& queue) {
   if (api_.stream_is_capturing && api_.stream_is_capturing(stream, &capture) == kCudaSuccess &&
       capture != kCaptureStatusNone)
     return forget();
-  RelaxedCaptureMode relaxed(api_);
+  RelaxedCaptureMode relaxed(api_.thread_exchange_capture_mode);
   CuEvent fence = spare_fences_.Take(api_);
   if (!fence) return forget();
   if (api_.event_record(fence, stream) != kCudaSuccess) {  // a destroyed stream, another context
@@ -284,7 +265,7 @@ void LaunchGate::FenceUnfencedLocked(CuStream stream, StreamQueue& queue) {
 
 void LaunchGate::RecordPassLocked(CuStream stream, StreamQueue& queue) {
   if (fence_count_ + pass_count_ >= kMaxFences) return;  // then its pieces count as running
-  RelaxedCaptureMode relaxed(api_);
+  RelaxedCaptureMode relaxed(api_.thread_exchange_capture_mode);
   CuEvent pass = spare_fences_.Take(api_);
   if (!pass) return;
   if (api_.event_record(pass, stream) != kCudaSuccess) {
@@ -298,7 +279,7 @@ void LaunchGate::RecordPassLocked(CuStream stream, StreamQueue& queue) {
 
 size_t LaunchGate::DrainFencesLocked() {
   if (pieces_counted_ == 0) return 0;
-  RelaxedCaptureMode relaxed(api_);
+  RelaxedCaptureMode relaxed(api_.thread_exchange_capture_mode);
   for (auto it = queues_.begin(); it != queues_.end();) {
     StreamQueue& queue = it->second;
     FenceUnfencedLocked(it->first, queue);
@@ -492,7 +473,7 @@ void LaunchGate::StartSample(CuStream stream, WorkSample* sample) {
       !api_.event_elapsed_time || !api_.event_destroy)
     return;
   if (pending_count_.load(std::memory_order_relaxed) >= kMaxPendingSamples) return;  // reading back lags: skip
-  RelaxedCaptureMode relaxed(api_);
+  RelaxedCaptureMode relaxed(api_.thread_exchange_capture_mode);
   CuEvent start = nullptr, end = nullptr;
   {
     std::lock_guard<std::mutex> lock(samples_mutex_);
@@ -546,7 +527,7 @@ void LaunchGate::AfterWork(const WorkSample& sample) {
     }
   }
   if (!sample.start) return;
-  RelaxedCaptureMode relaxed(api_);
+  RelaxedCaptureMode relaxed(api_.thread_exchange_capture_mode);
   if (api_.event_record(sample.end, sample.stream) != kCudaSuccess) {
     api_.event_destroy(sample.start);
     api_.event_destroy(sample.end);
@@ -561,7 +542,7 @@ void LaunchGate::CollectSamples() {
   std::unique_lock<std::mutex> lock(samples_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return;  // another thread is at it
   size_t done = 0;
-  RelaxedCaptureMode relaxed(api_);
+  RelaxedCaptureMode relaxed(api_.thread_exchange_capture_mode);
   for (const WorkSample& sample : pending_) {
     CuResult r = api_.event_query(sample.end);
     if (r == kCudaErrorNotReady) break;  // in order on its stream; later ones may be on others, but wait

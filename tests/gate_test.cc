@@ -939,9 +939,10 @@ TEST_F(LaunchGateTest, AKindLearnedTooLongForAnyBubbleIsForgottenAfterTwoBubbles
 // A program's start-up meets many kinds (each weight's copy is one by its
 // size), each timed at once to learn it: those timings must not enter the
 // common percentile, which stands for the program's pieces (one in
-// sample_every) and sets the daemon's margin.  On two H200s, with them in,
-// start-up's copies made it 25 ms, the margin shut every bubble, nothing
-// more ran to bring it down, and a `generate` loop stalled for good.
+// sample_every) and judges every piece of no learned kind.  On two H200s,
+// with them in, start-up's copies made it 25 ms, every piece judged by it
+// was held, nothing more ran to bring it down, and a `generate` loop
+// stalled for good.
 TEST_F(LaunchGateTest, TimingsToLearnAKindDoNotEnterTheCommonPercentile) {
   GateTaskSlot slot{};
   auto made = GateByKind(page_, &slot);

@@ -239,12 +239,7 @@ void LaunchGate::FenceUnfencedLocked(CuStream stream, StreamQueue& queue) {
   if (queue.unfenced == 0 || fence_count_ >= kMaxFences) return;  // at the cap: counted until fences drain
   // Pieces that cannot be fenced count as ended, as a fence that errs does:
   // a count that never drains would hold the program for good.
-  auto forget = [&] {
-    pieces_counted_ -= queue.unfenced;
-    kinded_counted_ -= queue.unfenced_kinded;
-    queue.unfenced = 0;
-    queue.unfenced_kinded = {};
-  };
+  auto forget = [&] { ForgetUnfencedLocked(queue); };
   // A stream now capturing a graph would take the fence into the graph.
   int capture = kCaptureStatusNone;
   if (api_.stream_is_capturing && api_.stream_is_capturing(stream, &capture) == kCudaSuccess &&
@@ -261,6 +256,13 @@ void LaunchGate::FenceUnfencedLocked(CuStream stream, StreamQueue& queue) {
   queue.unfenced = 0;
   queue.unfenced_kinded = {};
   ++fence_count_;
+}
+
+void LaunchGate::ForgetUnfencedLocked(StreamQueue& queue) {
+  pieces_counted_ -= queue.unfenced;
+  kinded_counted_ -= queue.unfenced_kinded;
+  queue.unfenced = 0;
+  queue.unfenced_kinded = {};
 }
 
 void LaunchGate::RecordPassLocked(CuStream stream, StreamQueue& queue) {
@@ -518,12 +520,7 @@ void LaunchGate::AfterWork(const WorkSample& sample) {
         FenceUnfencedLocked(sample.stream, queue);
       // The thread's own default stream cannot be fenced from another thread
       // later: a piece it could not fence now (the cap) is not counted.
-      if (sample.stream == kPerThreadStream && queue.unfenced > 0) {
-        pieces_counted_ -= queue.unfenced;
-        kinded_counted_ -= queue.unfenced_kinded;
-        queue.unfenced = 0;
-        queue.unfenced_kinded = {};
-      }
+      if (sample.stream == kPerThreadStream && queue.unfenced > 0) ForgetUnfencedLocked(queue);
     }
   }
   if (!sample.start) return;

@@ -317,6 +317,10 @@ class LaunchGate {
   // one (`queue`, its entry); pieces that cannot be fenced count as ended.
   // Caller holds fence_mutex_.
   void FenceUnfencedLocked(CuStream stream, StreamQueue& queue);
+  // Stops counting `queue`'s unfenced pieces (they count as ended: a count
+  // that could never drain would hold the program for good).  Caller holds
+  // fence_mutex_.
+  void ForgetUnfencedLocked(StreamQueue& queue);
   // Records a pass on `stream` just after a piece's GPU wait (nothing when
   // no event can be had).  Caller holds fence_mutex_.
   void RecordPassLocked(CuStream stream, StreamQueue& queue);

@@ -229,6 +229,28 @@ class LaunchGateTest : public ::testing::Test {
       if (FakeClock::now >= published_at) Open(bubble, INT64_MAX);
     };
   }
+  // As the held thread sleeps: bubbles of 1 ms, each after 2 ms shut, the
+  // deadline published as each opens (from bubble `admit_all_from` on,
+  // none: a gate that never lets a piece go fails there rather than hangs).
+  // `opened` gets each opening's time; `forgot_in` the bubble open when
+  // `gate`'s common window was emptied, for each emptying.
+  void RunBubblesOf1ms(LaunchGate& gate, std::vector<int64_t>* opened, std::vector<uint32_t>* forgot_in,
+                       uint32_t admit_all_from = 10) {
+    const int64_t start = FakeClock::now;
+    auto bubble = std::make_shared<uint32_t>(1);
+    FakeClock::on_sleep = [this, &gate, opened, forgot_in, start, bubble, admit_all_from] {
+      while (forgot_in->size() < gate.counters().windows_forgotten) forgot_in->push_back(*bubble);
+      const int64_t t = (FakeClock::now - start) % 3'000'000;
+      const bool open = t >= 2'000'000;
+      if (open && !GateIsOpen(layout().word.load())) {
+        ++*bubble;
+        Open(*bubble, *bubble < admit_all_from ? FakeClock::now + 1'000'000 : INT64_MAX);
+        opened->push_back(FakeClock::now);
+      } else if (!open && GateIsOpen(layout().word.load())) {
+        Shut(*bubble);
+      }
+    };
+  }
   alignas(4096) char page_[4096] = {};
   CuStream stream_ = reinterpret_cast<CuStream>(0x1000);
 };
@@ -920,7 +942,8 @@ TEST_F(LaunchGateTest, AKindLearnedTooLongForAnyBubbleIsForgottenAfterTwoBubbles
     if (open && !GateIsOpen(layout().word.load())) {
       // (From the tenth on, bubbles admit anything: a gate that never
       // forgot would fail here, not hang.)
-      Open(++bubble, bubble < 10 ? FakeClock::now + 1'000'000 : INT64_MAX);
+      ++bubble;
+      Open(bubble, bubble < 10 ? FakeClock::now + 1'000'000 : INT64_MAX);
       opened.push_back(FakeClock::now);
     } else if (!open && GateIsOpen(layout().word.load())) {
       Shut(bubble);
@@ -933,6 +956,109 @@ TEST_F(LaunchGateTest, AKindLearnedTooLongForAnyBubbleIsForgottenAfterTwoBubbles
   ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
   EXPECT_GE(FakeDriver::wait_times[0], opened[1]);
   EXPECT_LT(FakeDriver::wait_times[0], opened[1] + 100'000) << "queued at once, at the common percentile";
+  FakeClock::on_sleep = nullptr;
+}
+
+// Pieces timed at 10 ms where bubbles last 1 ms: a piece judged by that
+// percentile, held since the gate was shut, does not fit at the opening of
+// sixteen bubbles; the window is then emptied and the piece goes at
+// kUnknownPieceNs in the sixteenth, instead of holding the program for good
+// (no piece held by the window runs to bring it down).
+TEST_F(LaunchGateTest, ACommonPercentileTooLongForAnyBubbleIsEmptiedAfterSixteenBubbles) {
+  GateTaskSlot slot{};
+  auto made = GateByKind(page_, &slot, /*by_kind=*/false);
+  LaunchGate& gate = *made;
+  Open(1, INT64_MAX);
+  LearnCommonAndKind(gate, stream_, 10.0f, kLongKind, 0.0625f, /*by_kind=*/false);
+  ASSERT_EQ(slot.work_p95_ns.load(), 10'000'000);
+  FakeDriver::events_done = true;  // nothing of the program's is queued
+  Open(1, FakeClock::now + 1'000'000);  // looked at late: does not count
+  std::vector<int64_t> opened;
+  std::vector<uint32_t> forgot_in;
+  RunBubblesOf1ms(gate, &opened, &forgot_in, /*admit_all_from=*/30);
+  ASSERT_TRUE(QueuePieces(gate, stream_));
+  EXPECT_EQ(gate.counters().windows_forgotten, 1u);
+  EXPECT_EQ(slot.work_p95_ns.load(), 0) << "emptied: published as none";
+  ASSERT_EQ(opened.size(), 16u) << "bubble 1 (looked at late) does not count; bubbles 2 to 17 do";
+  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
+  EXPECT_GE(FakeDriver::wait_times[0], opened[15]);
+  EXPECT_LT(FakeDriver::wait_times[0], opened[15] + 100'000) << "queued at once, at kUnknownPieceNs";
+  FakeClock::on_sleep = nullptr;
+}
+
+// Pieces of 10 ms, and an iteration of fifteen bubbles of 1 ms and one of
+// 20 ms, each after 2 ms shut: a piece fits only the long one.  A piece whose
+// thread first looks 15 ms into a long bubble (it was busy on the CPU) does
+// not fit its rest, but that look is not at the bubble's opening and does not
+// count: with it, the fifteen short bubbles after would make sixteen and the
+// window would be emptied, letting 10 ms pieces into 1 ms bubbles.
+TEST_F(LaunchGateTest, ALookMadeLateInABubbleDoesNotCountTowardsEmptyingTheWindow) {
+  GateTaskSlot slot{};
+  auto made = GateByKind(page_, &slot, /*by_kind=*/false);
+  LaunchGate& gate = *made;
+  Open(1, INT64_MAX);
+  LearnCommonAndKind(gate, stream_, 10.0f, kLongKind, 0.0625f, /*by_kind=*/false);
+  FakeDriver::elapsed_ms = 10.0f;
+  FakeDriver::events_done = true;
+  Shut(1);
+  uint32_t bubble = 1;
+  int64_t next_change = FakeClock::now + 2'000'000;
+  std::vector<uint32_t> long_bubbles;
+  FakeClock::on_sleep = [&] {
+    if (FakeClock::now < next_change) return;
+    if (GateIsOpen(layout().word.load())) {
+      Shut(bubble);
+      next_change = FakeClock::now + 2'000'000;
+    } else {
+      ++bubble;
+      const int64_t length = bubble % 16 == 0 ? 20'000'000 : 1'000'000;
+      if (length > 1'000'000) long_bubbles.push_back(bubble);
+      Open(bubble, FakeClock::now + length);
+      next_change = FakeClock::now + length;
+    }
+  };
+  ASSERT_TRUE(QueuePieces(gate, stream_));
+  ASSERT_EQ(long_bubbles.size(), 1u);
+  EXPECT_EQ(layout().word.load() >> 1, 16u) << "queued in the long bubble";
+  FakeClock::now += 15'000'000;  // the program computes on the CPU
+  ASSERT_TRUE(QueuePieces(gate, stream_));
+  EXPECT_EQ(layout().word.load() >> 1, 32u) << "held through the rest of bubble 16 and bubbles 17-31";
+  EXPECT_EQ(gate.counters().windows_forgotten, 0u);
+  EXPECT_EQ(slot.work_p95_ns.load(), 10'000'000);
+  FakeClock::on_sleep = nullptr;
+}
+
+// A program whose pieces are in fact 10 ms, with bubbles of 1 ms: each
+// emptying lets pieces go (and overrun) until a timing is back, so the next
+// needs twice as many bubbles: 16 (bubbles 2-17), then 32 (17-48), then 64
+// (48-111), a bubble's opening counting for whichever piece is held in it.
+// Then pieces of 62.5 us: once one is queued by their timings, the count is
+// back at 16, and when the pieces are 10 ms again the window is emptied in
+// the sixteenth bubble (111-126), not the 128th.
+TEST_F(LaunchGateTest, EachEmptyingOfTheCommonWindowInARowNeedsTwiceTheBubblesOfTheLast) {
+  GateTaskSlot slot{};
+  auto made = GateByKind(page_, &slot, /*by_kind=*/false);
+  LaunchGate& gate = *made;
+  Open(1, INT64_MAX);
+  LearnCommonAndKind(gate, stream_, 10.0f, kLongKind, 0.0625f, /*by_kind=*/false);
+  FakeDriver::events_done = true;
+  Open(1, FakeClock::now + 1'000'000);
+  std::vector<int64_t> opened;
+  std::vector<uint32_t> forgot_in;
+  RunBubblesOf1ms(gate, &opened, &forgot_in, /*admit_all_from=*/200);
+  FakeDriver::elapsed_ms = 10.0f;  // what the pieces timed from now take
+  for (int i = 0; i < 1000 && gate.counters().windows_forgotten < 3; ++i) ASSERT_TRUE(QueuePieces(gate, stream_));
+  ASSERT_EQ(gate.counters().windows_forgotten, 3u);
+  FakeDriver::elapsed_ms = 0.0625f;
+  for (int i = 0; i < 400 && slot.work_p95_ns.load() != 62'500; ++i) ASSERT_TRUE(QueuePieces(gate, stream_));
+  ASSERT_EQ(slot.work_p95_ns.load(), 62'500);
+  ASSERT_TRUE(QueuePieces(gate, stream_));  // queued by the short pieces' percentile
+  FakeDriver::elapsed_ms = 10.0f;
+  for (int i = 0; i < 1000 && gate.counters().windows_forgotten < 4; ++i) ASSERT_TRUE(QueuePieces(gate, stream_));
+  ASSERT_EQ(gate.counters().windows_forgotten, 4u);
+  if (forgot_in.size() < 4) forgot_in.push_back(layout().word.load() >> 1);  // no sleep since it to note it
+  EXPECT_EQ(forgot_in, (std::vector<uint32_t>{17, 48, 111, 126}));
+  EXPECT_GT(gate.counters().held, 0u);
   FakeClock::on_sleep = nullptr;
 }
 
@@ -1706,6 +1832,7 @@ TEST_F(InterposerTest, AtExitItsCountsAreAppendedToTheStatsFileAsOneJsonLine) {
   // names each): the kernel's one launch shape and the graph.
   EXPECT_EQ(counts["kinds"], 2) << line;
   EXPECT_EQ(counts["kinds_forgotten"], 0) << line;
+  EXPECT_EQ(counts["windows_forgotten"], 0) << line;
   EXPECT_FALSE(std::getline(in, line)) << "one line a process";
 }
 

@@ -247,7 +247,8 @@ void ReportAtExit() {
   std::snprintf(line, sizeof line,
                 "{\"pid\": %d, \"state\": \"%s\", \"waits\": %llu, \"unwaited\": %llu, \"captured\": %llu, "
                 "\"failed_waits\": %llu, \"refused\": %llu, \"held\": %llu, \"passes\": %llu, "
-                "\"held_unpublished_ns\": %lld, \"held_drain_ns\": %lld, \"held_fit_ns\": %lld, \"kinds\": %llu, \"kinds_forgotten\": %llu}\n",
+                "\"held_unpublished_ns\": %lld, \"held_drain_ns\": %lld, \"held_fit_ns\": %lld, \"kinds\": %llu, \"kinds_forgotten\": %llu, "
+                "\"windows_forgotten\": %llu}\n",
                 static_cast<int>(getpid()), state, static_cast<unsigned long long>(c.waits),
                 static_cast<unsigned long long>(c.unwaited),
                 static_cast<unsigned long long>(c.captured),
@@ -255,7 +256,8 @@ void ReportAtExit() {
                 static_cast<unsigned long long>(c.refused), static_cast<unsigned long long>(c.held),
                 static_cast<unsigned long long>(c.passes), static_cast<long long>(c.held_unpublished_ns),
                 static_cast<long long>(c.held_drain_ns), static_cast<long long>(c.held_fit_ns),
-                static_cast<unsigned long long>(c.kinds), static_cast<unsigned long long>(c.kinds_forgotten));
+                static_cast<unsigned long long>(c.kinds), static_cast<unsigned long long>(c.kinds_forgotten),
+                static_cast<unsigned long long>(c.windows_forgotten));
   if (stats && *stats) {
     if (FILE* f = std::fopen(stats, "a")) {
       std::fputs(line, f);

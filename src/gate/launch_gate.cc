@@ -368,6 +368,7 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
   // its first look found it too long (kMostBubblesTooLong).
   std::optional<uint32_t> judged_in;
   uint32_t too_long = 0;
+  bool window_forgotten = false;
   // Whether the piece, queued now by the deadline `until_ns`, may go
   // without its wait; counts it if so.  Ahead of it: `queued_ns`, or with
   // none given every counted piece, as if none had ended (no driver call),
@@ -417,6 +418,10 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
              : JudgePiece(view, now, QueuedEstimateNs(counted, common), piece, seen_shut);
     if (verdict == PieceVerdict::kQueue) {
       if (held) held_.fetch_add(1, std::memory_order_relaxed);
+      // Queued by a window's percentile: the program's pieces fit again.
+      if (kind_ns == 0 && !window_forgotten && piece_p95_ns_.load(std::memory_order_relaxed) > 0 &&
+          window_forgets_in_row_.load(std::memory_order_relaxed) != 0)
+        window_forgets_in_row_.store(0, std::memory_order_relaxed);
       // Whether it may also go without its wait is judged with every counted
       // piece of no learned kind at the 95th percentile, whatever the queue
       // estimate: the wait is the net for a prediction that was wrong.
@@ -427,11 +432,12 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     }
     // A bubble's first look, made within a poll of its opening (the thread
     // saw the gate shut just before), with nothing queued: a piece that does
-    // not fit then is longer than the bubble, by its kind's length.
+    // not fit then is longer than the bubble, by its predicted length.
     if (deadline_published && judged_in != view.word >> 1) {
       judged_in = view.word >> 1;
-      if (verdict == PieceVerdict::kWaitForBubble && kind_ns > 0 && seen_shut > 0 && counted.pieces == 0 &&
-          ++too_long >= kMostBubblesTooLong) {
+      const bool at_opening = seen_shut > 0 && now - seen_shut <= kOpeningLookNs;
+      const bool too_long_for_bubble = verdict == PieceVerdict::kWaitForBubble && at_opening && counted.pieces == 0;
+      if (too_long_for_bubble && kind_ns > 0 && ++too_long >= kMostBubblesTooLong) {
         {
           std::lock_guard<std::mutex> lock(kinds_mutex_);
           kind_lengths_.Forget(key);
@@ -439,7 +445,15 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
         kinds_forgotten_.fetch_add(1, std::memory_order_relaxed);
         kind_ns = 0;
         kind_forgotten = true;
+        too_long = 0;
         continue;  // judged again, at the common percentile
+      }
+      if (too_long_for_bubble && kind_ns == 0 && !window_forgotten &&
+          piece_p95_ns_.load(std::memory_order_relaxed) > 0 && ++too_long >= CommonTooLongBubbles()) {
+        ForgetCommonLengths();
+        window_forgotten = true;
+        may_go_unwaited = false;  // the wait is the net for a length not yet known
+        continue;  // judged again, at kUnknownPieceNs
       }
     }
     held = true;
@@ -458,6 +472,23 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
       CountHeldOpen(why, clock_.now_ns() - now);
     }
   }
+}
+
+uint32_t LaunchGate::CommonTooLongBubbles() const {
+  const uint32_t in_row = window_forgets_in_row_.load(std::memory_order_relaxed);
+  return kMostBubblesWindowTooLong << std::min(in_row, kMostWindowBackoff);
+}
+
+void LaunchGate::ForgetCommonLengths() {
+  {
+    std::lock_guard<std::mutex> lock(samples_mutex_);
+    lengths_.Clear();
+    piece_p95_ns_.store(0, std::memory_order_relaxed);
+    piece_mean_ns_.store(0, std::memory_order_relaxed);
+    if (slot_) slot_->work_p95_ns.store(0, std::memory_order_relaxed);
+  }
+  window_forgets_in_row_.fetch_add(1, std::memory_order_relaxed);
+  windows_forgotten_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void LaunchGate::CountHeldOpen(HeldWhy why, int64_t ns) {
@@ -580,7 +611,8 @@ GateCounters LaunchGate::counters() const {
           failed_waits_.load(std::memory_order_relaxed), refused_.load(std::memory_order_relaxed),
           held_.load(std::memory_order_relaxed), passes_.load(std::memory_order_relaxed),
           HeldOpenNs(HeldWhy::kUnpublished), HeldOpenNs(HeldWhy::kDrain), HeldOpenNs(HeldWhy::kFit),
-          kinds(), kinds_forgotten_.load(std::memory_order_relaxed)};
+          kinds(), kinds_forgotten_.load(std::memory_order_relaxed),
+          windows_forgotten_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace freeride::gate

@@ -43,7 +43,9 @@
 // kLearnKind pieces of a kind none of whose lengths is back yet, and publishes the
 // 95th percentile of those lengths in its slot of the gate page, so that the
 // daemon closes the gate early enough for the work it let through to end
-// inside the bubble (policy/gate_close.h).
+// inside the bubble (policy/gate_close.h).  A learned length that keeps a
+// piece out of whole bubbles is forgotten (kMostBubblesTooLong,
+// kMostBubblesWindowTooLong): nothing held by it would run to correct it.
 //
 // Threading: BeforeWork and AfterWork are called from any of the program's
 // threads at once; arming happens once (the first caller arms, the others
@@ -85,6 +87,7 @@ struct GateCounters {
   int64_t held_fit_ns = 0;
   uint64_t kinds = 0;          // kinds of piece met and kept (gate/piece_lengths.h), timed or learned, now
   uint64_t kinds_forgotten = 0;  // learned kinds forgotten for holding a piece too long (kMostBubblesTooLong)
+  uint64_t windows_forgotten = 0;  // times the common window was emptied for the same (CommonTooLongBubbles)
 };
 
 // How the work a program has queued ahead of a piece is predicted to take:
@@ -177,13 +180,29 @@ class LaunchGate {
   // Pieces of a kind with no length back yet timed, whatever the sample
   // rate, at most: a kind seen once in a while would otherwise go unlearned.
   static constexpr uint32_t kLearnKind = 2;
-  // A piece of a learned kind that, held since the gate was shut and with
-  // nothing of the program's queued, did not fit at its first look in this
-  // many bubbles has its kind forgotten and is judged at the common
+  // A look made within this of the thread's last sight of the gate shut is
+  // at the bubble's opening (a held thread polls at most kShutPollNs apart
+  // while it is shut): a piece that does not fit then fits no part of it.
+  static constexpr int64_t kOpeningLookNs = 2 * kShutPollNs;
+  // A piece of a learned kind that, with nothing of the program's queued,
+  // did not fit at the opening of this many bubbles has its kind forgotten and is judged at the common
   // percentile: a length learned too long (a timing stretched by the
   // training's own kernels) would otherwise hold the piece, and the
   // program, for good, since a kind that never runs is never timed again.
   static constexpr uint32_t kMostBubblesTooLong = 2;
+  // The same for a piece judged by the common percentile, in this many
+  // bubbles: its window is emptied (the next pieces are judged at
+  // kUnknownPieceNs until timings come back), since no piece held by it
+  // would ever run to bring it down (a window filled by start-up's long
+  // copies, say).  More bubbles than for a kind, so that a piece that fits
+  // only an iteration's longest bubble meets that one first.  A program
+  // whose pieces are in fact that long then overruns the bubble it is let
+  // into, so each time this happens again with no piece queued by the
+  // window in between, twice as many bubbles are required, up to
+  // kMostBubblesWindowTooLong << kMostWindowBackoff: such a program overruns
+  // rarely, and the daemon's overrun budget judges it.
+  static constexpr uint32_t kMostBubblesWindowTooLong = 16;
+  static constexpr uint32_t kMostWindowBackoff = 5;
 
   // `page` is the mapped gate page (its first word is the gate), or null
   // when it could not be mapped, with `page_error` saying why.  `slot` is
@@ -294,6 +313,12 @@ class LaunchGate {
     bool wait;        // it needs its GPU wait (MayGoUnwaited said no)
     bool kind_forgotten = false;  // its kind's length was forgotten (kMostBubblesTooLong)
   };
+  // Bubbles a piece judged by the common percentile must not fit at its
+  // first look before the window is emptied (kMostWindowBackoff).
+  uint32_t CommonTooLongBubbles() const;
+  // Empties the common window (WorkLengths::Clear) and its published
+  // percentile and mean.
+  void ForgetCommonLengths();
   // Holds the calling thread until JudgePiece lets a piece on `stream` be
   // queued.  `may_go_unwaited`: an asynchronous piece, whose wait may be
   // left out.  `kind_ns`: its kind's learned length (0: none; predicted at
@@ -370,7 +395,9 @@ class LaunchGate {
   std::atomic<GateState> state_{GateState::kUnarmed};
   CuDevicePtr word_ = 0;
   std::atomic<uint64_t> waits_{0}, unwaited_{0}, captured_{0}, failed_waits_{0}, refused_{0}, held_{0}, passes_{0},
-      kinds_forgotten_{0};
+      kinds_forgotten_{0}, windows_forgotten_{0};
+  // Windows emptied since a piece was last queued by a window's percentile.
+  std::atomic<uint32_t> window_forgets_in_row_{0};
   std::array<std::atomic<int64_t>, 3> held_open_ns_{};  // by HeldWhy
   std::atomic<uint64_t> pieces_{0};  // pieces begun while timed ones are pending: every kCollectEvery-th reads back
   std::atomic<uint64_t> asynchronous_{0};  // pieces given a sample: one in kSampleEvery is timed

@@ -35,6 +35,11 @@ class WorkLengths {
     return sum / static_cast<int64_t>(count_);
   }
   size_t count() const { return count_; }
+  // Empties the window.
+  void Clear() {
+    next_ = 0;
+    count_ = 0;
+  }
 
  private:
   std::array<int64_t, kWindow> window_{};

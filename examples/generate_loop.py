@@ -21,11 +21,15 @@ parser.add_argument("--batch", type=int, default=8)
 parser.add_argument("--prompt", type=int, default=32, help="prompt tokens")
 parser.add_argument("--new-tokens", type=int, default=16)
 parser.add_argument("--layers", type=int, default=12)
+parser.add_argument("--width", type=int, default=768, help="n_embd (GPT-2 XL: 1600, with --heads 25 --layers 48)")
+parser.add_argument("--heads", type=int, default=12, help="n_head (must divide --width)")
 parser.add_argument("--batches", type=int, default=1_000_000)
 args = parser.parse_args()
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
-config = GPT2Config(n_layer=args.layers)
+if args.width % args.heads:
+    parser.error(f"--heads {args.heads} must divide --width {args.width}")
+config = GPT2Config(n_layer=args.layers, n_embd=args.width, n_head=args.heads)
 model = GPT2LMHeadModel(config).to(device).eval()
 if device == "cuda":
     model = model.half()

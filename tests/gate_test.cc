@@ -1836,6 +1836,37 @@ TEST_F(InterposerTest, AtExitItsCountsAreAppendedToTheStatsFileAsOneJsonLine) {
   EXPECT_FALSE(std::getline(in, line)) << "one line a process";
 }
 
+// A copy of 10 MiB (a weight from the host, say) is longer than a short
+// bubble: it goes as pieces of 4, 4 and 2 MiB, each with its own wait, at
+// its offsets; one of 8 MiB goes whole; so does one being captured into a
+// graph (the graph is gated where it is launched).  A synchronous copy is
+// cut the same way, on the legacy stream.
+TEST_F(InterposerTest, ALongCopyIsCutIntoPiecesEachGatedUnlessItIsCaptured) {
+  ShellResult r = Run("long-copies");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const std::string expected =
+      "lookup cuMemcpyHtoDAsync 12000 1\n"
+      "register 4096 flags 3\n"
+      "wait 0x1000 value 1 flags 2 addr-set\n"
+      "htod_async 0x1000 dst 0x10000000 src 0x70000000 n 4194304\n"
+      "wait 0x1000 value 1 flags 2 addr-set\n"
+      "htod_async 0x1000 dst 0x10400000 src 0x70400000 n 4194304\n"
+      "wait 0x1000 value 1 flags 2 addr-set\n"
+      "htod_async 0x1000 dst 0x10800000 src 0x70800000 n 2097152\n"
+      "wait 0x1000 value 1 flags 2 addr-set\n"
+      "htod_async 0x1000 dst 0x10000000 src 0x70000000 n 8388608\n"
+      "htod_async 0x1000 dst 0x10000000 src 0x70000000 n 10485760\n"
+      "lookup cuMemcpyHtoD 12000 1\n"
+      "wait (nil) value 1 flags 2 addr-set\n"
+      "htod 4194304\n"
+      "wait (nil) value 1 flags 2 addr-set\n"
+      "htod 4194304\n"
+      "wait (nil) value 1 flags 2 addr-set\n"
+      "htod 2097152\n"
+      "result 0\nresult 0\nresult 0\nresult 0\n";
+  EXPECT_EQ(r.out, expected);
+}
+
 TEST_F(InterposerTest, CapturedWorkIsGatedWhereItsGraphIsLaunched) {
   ShellResult r = Run("capture");
   ASSERT_EQ(r.status, 0) << r.err;

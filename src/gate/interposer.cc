@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "base/settings.h"
+#include "gate/copy_split.h"
 #include "gate/gate_page.h"
 #include "gate/launch_gate.h"
 #include "gate/piece_key.h"
@@ -150,10 +151,12 @@ Fn RealAs(GatedFunction function, bool per_thread) {
   return reinterpret_cast<Fn>(Real(function, per_thread));
 }
 
-// One wrapper per entry point and variant.
+// One wrapper per entry point and variant: GatedPiece submits one piece of
+// work; Gated first cuts a long one-dimensional copy into pieces
+// (gate/copy_split.h), unless its stream is capturing into a graph.
 #define FREERIDE_GATE_WRAPPER(id, base, legacy, per_thread, min_version, params, args, stream) \
   template <bool kPerThread>                                                                \
-  CuResult Gated##id params {                                                               \
+  CuResult GatedPiece##id params {                                                          \
     /* A stream expression of nullptr: a synchronous call, neither timed nor fenced. */   \
     constexpr bool kSynchronous = std::is_same_v<std::decay_t<decltype(stream)>, std::nullptr_t>; \
     WorkSample sample;                                                                      \
@@ -167,6 +170,13 @@ Fn RealAs(GatedFunction function, bool per_thread) {
     if (result != kCudaSuccess) sample.queued = false; /* nothing was queued to count */    \
     TheGate().AfterWork(sample);                                                            \
     return result;                                                                          \
+  }                                                                                         \
+  template <bool kPerThread>                                                                \
+  CuResult Gated##id params {                                                               \
+    constexpr bool kSynchronous = std::is_same_v<std::decay_t<decltype(stream)>, std::nullptr_t>; \
+    return CutOrSubmit<GatedFunction::k##id>(                                               \
+        &GatedPiece##id<kPerThread>,                                                        \
+        [&] { return !kSynchronous && TheGate().Capturing(stream, kPerThread); }) args;     \
   }
 FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_WRAPPER)
 #undef FREERIDE_GATE_WRAPPER

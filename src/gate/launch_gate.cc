@@ -103,6 +103,13 @@ CuResult LaunchGate::Arm() {
   return kCudaSuccess;
 }
 
+bool LaunchGate::Capturing(CuStream stream, bool per_thread) const {
+  if (!api_.stream_is_capturing) return false;
+  CuStream target = (stream == nullptr && per_thread) ? kPerThreadStream : stream;
+  int capture = kCaptureStatusNone;
+  return api_.stream_is_capturing(target, &capture) == kCudaSuccess && capture != kCaptureStatusNone;
+}
+
 CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sample) {
   GateState state = state_.load(std::memory_order_acquire);
   if (state != GateState::kArmed) {
@@ -113,12 +120,9 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
     }
   }
   CuStream target = (stream == nullptr && per_thread) ? kPerThreadStream : stream;
-  if (api_.stream_is_capturing) {
-    int capture = kCaptureStatusNone;
-    if (api_.stream_is_capturing(target, &capture) == kCudaSuccess && capture != kCaptureStatusNone) {
-      captured_.fetch_add(1, std::memory_order_relaxed);
-      return kCudaSuccess;
-    }
+  if (Capturing(stream, per_thread)) {
+    captured_.fetch_add(1, std::memory_order_relaxed);
+    return kCudaSuccess;
   }
   // Reading back asks the driver: at every kCollectEvery-th piece, not at each.
   if (pending_count_.load(std::memory_order_relaxed) > 0 &&

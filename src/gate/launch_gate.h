@@ -230,6 +230,10 @@ class LaunchGate {
   CuResult BeforeWork(CuStream stream, bool per_thread, WorkSample* sample = nullptr);
   // Records the fence of a queued piece and the end of a sampled one.
   void AfterWork(const WorkSample& sample);
+  // Whether `stream` (as BeforeWork takes it, with `per_thread`) is
+  // capturing into a graph now (false when the driver cannot say).  One
+  // driver call.
+  bool Capturing(CuStream stream, bool per_thread) const;
   // Pieces queued that have not been seen to end (their fences, once
   // recorded, have not been reached).
   size_t unfinished_pieces();

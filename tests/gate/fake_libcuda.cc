@@ -125,6 +125,11 @@ CuResult cuMemcpyHtoD(CuDevicePtr, const void*, unsigned n) {
   Log("htod_v1 " + std::to_string(n));
   return 0;
 }
+CuResult cuMemcpyHtoDAsync_v2(CuDevicePtr d, const void* src, size_t n, CuStream s) {
+  Log("htod_async " + Hex(s) + " dst " + Hex(reinterpret_cast<void*>(d)) + " src " + Hex(src) + " n " +
+      std::to_string(n));
+  return 0;
+}
 CuResult cuMemcpyBatchAsync_v2(...) {
   Log("batch");
   return 0;
@@ -143,6 +148,7 @@ CuResult cuGetProcAddress_v2(const char* name, void** pfn, int version, uint64_t
   else if (!std::strcmp(name, "cuGraphLaunch")) fn = reinterpret_cast<void*>(&cuGraphLaunch);
   else if (!std::strcmp(name, "cuMemcpyHtoD"))
     fn = version >= 3020 ? reinterpret_cast<void*>(&cuMemcpyHtoD_v2) : reinterpret_cast<void*>(&cuMemcpyHtoD);
+  else if (!std::strcmp(name, "cuMemcpyHtoDAsync")) fn = reinterpret_cast<void*>(&cuMemcpyHtoDAsync_v2);
   else if (!std::strcmp(name, "cuMemcpyBatchAsync")) fn = reinterpret_cast<void*>(&cuMemcpyBatchAsync_v2);
   else if (!std::strcmp(name, "cuCtxSynchronize")) fn = reinterpret_cast<void*>(&cuCtxSynchronize);
   else if (!std::strcmp(name, "cuGetProcAddress")) fn = reinterpret_cast<void*>(&cuGetProcAddress_v2);

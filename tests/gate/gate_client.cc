@@ -16,6 +16,7 @@ using Launch = CuResult (*)(void*, unsigned, unsigned, unsigned, unsigned, unsig
 using Graph = CuResult (*)(void*, void*);
 using HtoD = CuResult (*)(unsigned long long, const void*, size_t);
 using Sync = CuResult (*)();
+using HtoDAsync = CuResult (*)(unsigned long long, const void*, size_t, void*);
 
 int main(int argc, char** argv) {
   std::string scenario = argc > 1 ? argv[1] : "";
@@ -51,6 +52,16 @@ int main(int argc, char** argv) {
     set_capturing(0);
     get_proc("cuGraphLaunch", &fn, 12000, 1, &status);
     note(reinterpret_cast<Graph>(fn)(nullptr, stream));
+  } else if (scenario == "long-copies") {  // copies of 10 MiB: cut unless captured; one of 8 MiB: not cut
+    const char* host = reinterpret_cast<const char*>(0x70000000);
+    get_proc("cuMemcpyHtoDAsync", &fn, 12000, 1, &status);
+    note(reinterpret_cast<HtoDAsync>(fn)(0x10000000, host, 10u << 20, stream));
+    note(reinterpret_cast<HtoDAsync>(fn)(0x10000000, host, 8u << 20, stream));
+    set_capturing(0x1000);
+    note(reinterpret_cast<HtoDAsync>(fn)(0x10000000, host, 10u << 20, stream));
+    set_capturing(0);
+    get_proc("cuMemcpyHtoD", &fn, 12000, 1, &status);
+    note(reinterpret_cast<HtoD>(fn)(0x10000000, host, 10u << 20));
   } else if (scenario == "old-version") {  // a pre-3.2 copy signature
     CuResult r = get_proc("cuMemcpyHtoD", &fn, 3000, 1, &status);
     note(r);

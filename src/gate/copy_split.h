@@ -1,0 +1,111 @@
+// Copies longer than a bubble, cut into pieces that fit one.  A kernel
+// cannot be cut, but a one-dimensional copy can: its pieces, in order on the
+// same stream (or, for a synchronous copy, one after another), do what it
+// does.  A side program's start-up copies its weights from the host, one
+// tensor at a time, and a tensor of 40 MB from pageable memory takes
+// several milliseconds: longer than an interleaved or zero-bubble
+// schedule's bubbles, so uncut it would either overrun one or, held back,
+// never run.  Cut into pieces of kCopyPieceBytes (a fraction of a
+// millisecond even from pageable memory), it runs across as many bubbles as
+// it needs, each piece gated, timed and fenced like any other.
+//
+// Which entry points are cut: the one-dimensional copies that may involve
+// the host (host to device, device to host, and the unified-address
+// cuMemcpy and cuMemcpyAsync, whose direction the driver infers), and
+// device-to-device copies in larger pieces (kDeviceCopyPieceBytes: device
+// memory copies a hundred times faster).  Not cut: peer copies, 2-D and 3-D
+// copies, fills.  A copy a stream is capturing into a graph is not cut
+// either: the graph is gated as a whole where it is launched.
+//
+// If a piece fails, the copy stops there and returns that piece's error,
+// with the pieces before it submitted: the caller sees the failure, as it
+// would of the whole copy, and the destination is undefined either way.
+//
+// Pure (no state): safe from any thread.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+
+#include "gate/driver_types.h"
+#include "gate/gated_functions.h"
+
+namespace freeride::gate {
+
+inline constexpr size_t kCopyPieceBytes = size_t{4} << 20;
+inline constexpr size_t kDeviceCopyPieceBytes = size_t{64} << 20;
+
+// The bytes of the pieces entry point `f`'s copies are cut into (0: not cut).
+constexpr size_t CopyPieceBytes(GatedFunction f) {
+  switch (f) {
+    case GatedFunction::kMemcpyAsync:
+    case GatedFunction::kMemcpyHtoDAsync:
+    case GatedFunction::kMemcpyDtoHAsync:
+    case GatedFunction::kMemcpy:
+    case GatedFunction::kMemcpyHtoD:
+    case GatedFunction::kMemcpyDtoH:
+      return kCopyPieceBytes;
+    case GatedFunction::kMemcpyDtoDAsync:
+    case GatedFunction::kMemcpyDtoD:
+      return kDeviceCopyPieceBytes;
+    default:
+      return 0;
+  }
+}
+
+// Whether a copy of `bytes` by `f` is cut: more than two of its pieces.
+constexpr bool CutsCopy(GatedFunction f, size_t bytes) {
+  const size_t piece = CopyPieceBytes(f);
+  return piece > 0 && bytes > 2 * piece;
+}
+
+// An address `offset` bytes on, host or device.
+inline CuDevicePtr AdvanceAddress(CuDevicePtr p, size_t offset) { return p + offset; }
+inline void* AdvanceAddress(void* p, size_t offset) { return static_cast<char*>(p) + offset; }
+inline const void* AdvanceAddress(const void* p, size_t offset) { return static_cast<const char*>(p) + offset; }
+
+// The bytes of a cut entry point's copy, from its arguments
+// (destination, source, bytes[, stream]).
+template <typename Dst, typename Src, typename... Rest>
+size_t CopyBytes(Dst, Src, size_t bytes, Rest...) {
+  return bytes;
+}
+
+// The arguments of the piece of `bytes` at `offset` of a copy made with
+// `dst, src, total[, stream]`.
+template <typename Dst, typename Src, typename... Rest>
+std::tuple<Dst, Src, size_t, Rest...> CopyPieceArgs(size_t offset, size_t bytes, Dst dst, Src src, size_t /*total*/,
+                                                      Rest... rest) {
+  return {AdvanceAddress(dst, offset), AdvanceAddress(src, offset), bytes, rest...};
+}
+
+// Submits the copy `args` of entry point `f` as its pieces, each by
+// `submit_piece` (called with a piece's arguments; returns its result), in
+// order; stops at the first piece that fails and returns its result.
+template <GatedFunction f, typename SubmitPiece, typename... Args>
+CuResult SubmitCopyInPieces(SubmitPiece&& submit_piece, Args... args) {
+  const size_t total = CopyBytes(args...);
+  const size_t piece = CopyPieceBytes(f);
+  for (size_t offset = 0; offset < total; offset += piece) {
+    const size_t bytes = total - offset < piece ? total - offset : piece;
+    const CuResult r = std::apply(submit_piece, CopyPieceArgs(offset, bytes, args...));
+    if (r != kCudaSuccess) return r;
+  }
+  return kCudaSuccess;
+}
+
+// What a wrapper whose parameters are one parenthesised list applies them
+// to: a callable that submits a copy of entry point `f` that CutsCopy, and
+// whose stream is not `capturing()`, in pieces (SubmitCopyInPieces), and
+// anything else as one piece, each by `submit_piece`.
+template <GatedFunction f, typename SubmitPiece, typename Capturing>
+auto CutOrSubmit(SubmitPiece submit_piece, Capturing capturing) {
+  return [submit_piece, capturing](auto... args) -> CuResult {
+    if constexpr (CopyPieceBytes(f) > 0) {
+      if (CutsCopy(f, CopyBytes(args...)) && !capturing()) return SubmitCopyInPieces<f>(submit_piece, args...);
+    }
+    return submit_piece(args...);
+  };
+}
+
+}  // namespace freeride::gate

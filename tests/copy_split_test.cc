@@ -1,0 +1,117 @@
+// Long one-dimensional copies cut into pieces that fit a bubble
+// (gate/copy_split.h).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "gate/copy_split.h"
+
+namespace freeride::gate {
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+CuStream const kStream = reinterpret_cast<CuStream>(0x1000);
+
+struct Piece {
+  CuDevicePtr dst;
+  const void* src;
+  size_t bytes;
+  CuStream stream;
+  bool operator==(const Piece&) const = default;
+};
+
+const char* HostAt(size_t offset) { return reinterpret_cast<const char*>(0x7f0000000000) + offset; }
+
+TEST(CopySplit, CopiesThatInvolveTheHostAreCutAboveTwoPiecesOfFourMiB) {
+  for (GatedFunction f : {GatedFunction::kMemcpyHtoDAsync, GatedFunction::kMemcpyDtoHAsync,
+                          GatedFunction::kMemcpyAsync, GatedFunction::kMemcpyHtoD, GatedFunction::kMemcpyDtoH,
+                          GatedFunction::kMemcpy}) {
+    EXPECT_EQ(CopyPieceBytes(f), 4 * kMiB);
+    EXPECT_FALSE(CutsCopy(f, 8 * kMiB));
+    EXPECT_TRUE(CutsCopy(f, 8 * kMiB + 1));
+  }
+  for (GatedFunction f : {GatedFunction::kMemcpyDtoDAsync, GatedFunction::kMemcpyDtoD}) {
+    EXPECT_FALSE(CutsCopy(f, 128 * kMiB)) << "device memory: pieces of 64 MiB";
+    EXPECT_TRUE(CutsCopy(f, 128 * kMiB + 1));
+  }
+}
+
+TEST(CopySplit, KernelsFillsPeerAndMultiDimensionalCopiesAreNeverCut) {
+  for (GatedFunction f : {GatedFunction::kLaunchKernel, GatedFunction::kGraphLaunch, GatedFunction::kMemsetD8Async,
+                          GatedFunction::kMemsetD32, GatedFunction::kMemcpyPeerAsync, GatedFunction::kMemcpy2DAsync,
+                          GatedFunction::kMemcpy3D}) {
+    EXPECT_EQ(CopyPieceBytes(f), 0u);
+    EXPECT_FALSE(CutsCopy(f, size_t{1} << 40));
+  }
+}
+
+// 10 MiB from the host: pieces of 4, 4 and 2 MiB, in order, each at its
+// offset in both the destination and the source, on the copy's stream.
+TEST(CopySplit, ACopyIsSubmittedAsItsPiecesInOrderEachAtItsOffset) {
+  std::vector<Piece> pieces;
+  auto submit = [&](CuDevicePtr d, const void* s, size_t n, CuStream st) {
+    pieces.push_back({d, s, n, st});
+    return kCudaSuccess;
+  };
+  const CuDevicePtr dst = 0x10000000;
+  EXPECT_EQ(SubmitCopyInPieces<GatedFunction::kMemcpyHtoDAsync>(submit, dst, static_cast<const void*>(HostAt(0)),
+                                                                10 * kMiB, kStream),
+            kCudaSuccess);
+  const std::vector<Piece> expected = {{dst, HostAt(0), 4 * kMiB, kStream},
+                                       {dst + 4 * kMiB, HostAt(4 * kMiB), 4 * kMiB, kStream},
+                                       {dst + 8 * kMiB, HostAt(8 * kMiB), 2 * kMiB, kStream}};
+  EXPECT_EQ(pieces, expected);
+}
+
+// A device-to-host copy's destination is on the host: both addresses move.
+TEST(CopySplit, ADeviceToHostCopysHostDestinationMovesWithItsPieces) {
+  std::vector<std::pair<void*, CuDevicePtr>> pieces;
+  auto submit = [&](void* d, CuDevicePtr s, size_t) {
+    pieces.emplace_back(d, s);
+    return kCudaSuccess;
+  };
+  char* host = reinterpret_cast<char*>(0x7f0000000000);
+  ASSERT_EQ(SubmitCopyInPieces<GatedFunction::kMemcpyDtoH>(submit, static_cast<void*>(host), CuDevicePtr{0x2000},
+                                                           12 * kMiB),
+            kCudaSuccess);
+  ASSERT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(pieces[2].first, host + 8 * kMiB);
+  EXPECT_EQ(pieces[2].second, 0x2000 + 8 * kMiB);
+}
+
+// The second piece fails: its error is returned, and no piece after it is submitted.
+TEST(CopySplit, APieceThatFailsStopsTheCopyWithItsError) {
+  int submitted = 0;
+  auto submit = [&](CuDevicePtr, CuDevicePtr, size_t, CuStream) { return ++submitted == 2 ? 700 : kCudaSuccess; };
+  EXPECT_EQ(SubmitCopyInPieces<GatedFunction::kMemcpyAsync>(submit, CuDevicePtr{1}, CuDevicePtr{2}, 40 * kMiB, kStream),
+            700);
+  EXPECT_EQ(submitted, 2);
+}
+
+// CutOrSubmit: a long copy in pieces unless its stream is capturing into a
+// graph; a short one, or another entry point, as it came.
+TEST(CopySplit, CutOrSubmitCutsOnlyLongCopiesOnStreamsNotCapturing) {
+  for (const bool capturing : {false, true}) {
+    std::vector<size_t> sizes;
+    auto submit = [&](CuDevicePtr, const void*, size_t n, CuStream) {
+      sizes.push_back(n);
+      return kCudaSuccess;
+    };
+    auto wrapper = CutOrSubmit<GatedFunction::kMemcpyHtoDAsync>(submit, [&] { return capturing; });
+    EXPECT_EQ(wrapper(CuDevicePtr{0}, static_cast<const void*>(HostAt(0)), 9 * kMiB, kStream), kCudaSuccess);
+    EXPECT_EQ(wrapper(CuDevicePtr{0}, static_cast<const void*>(HostAt(0)), 8 * kMiB, kStream), kCudaSuccess);
+    if (capturing)
+      EXPECT_EQ(sizes, (std::vector<size_t>{9 * kMiB, 8 * kMiB}));
+    else
+      EXPECT_EQ(sizes, (std::vector<size_t>{4 * kMiB, 4 * kMiB, 1 * kMiB, 8 * kMiB}));
+  }
+  int launches = 0;
+  auto launch = [&](CuDevicePtr, unsigned char, size_t, CuStream) { return ++launches, kCudaSuccess; };
+  auto fill = CutOrSubmit<GatedFunction::kMemsetD8Async>(launch, [] { return false; });
+  EXPECT_EQ(fill(CuDevicePtr{0}, static_cast<unsigned char>(0), size_t{1} << 30, kStream), kCudaSuccess);
+  EXPECT_EQ(launches, 1) << "a fill is never cut";
+}
+
+}  // namespace
+}  // namespace freeride::gate

@@ -119,7 +119,7 @@ struct GateTuning {
   // Pieces predicted by their kind's learned length (gate/piece_lengths.h)
   // where it is known, instead of all by the common 95th percentile
   // (FREERIDE_GATE_LENGTHS=kind in the interposer).  An experiment, off by
-  // default until measured again on a GPU: bench/results/piece_kinds_2xh200.md.
+  // default: no consistent gain on a real pipeline (bench/results/piece_kinds_2xh200.md).
   bool lengths_by_kind = false;
 };
 

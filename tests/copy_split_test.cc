@@ -55,8 +55,8 @@ TEST(CopySplit, ACopyIsSubmittedAsItsPiecesInOrderEachAtItsOffset) {
     return kCudaSuccess;
   };
   const CuDevicePtr dst = 0x10000000;
-  EXPECT_EQ(SubmitCopyInPieces<GatedFunction::kMemcpyHtoDAsync>(submit, dst, static_cast<const void*>(HostAt(0)),
-                                                                10 * kMiB, kStream),
+  EXPECT_EQ(SubmitCopyInPieces(CopyPieceBytes(GatedFunction::kMemcpyHtoDAsync), submit, dst,
+                               static_cast<const void*>(HostAt(0)), 10 * kMiB, kStream),
             kCudaSuccess);
   const std::vector<Piece> expected = {{dst, HostAt(0), 4 * kMiB, kStream},
                                        {dst + 4 * kMiB, HostAt(4 * kMiB), 4 * kMiB, kStream},
@@ -72,8 +72,7 @@ TEST(CopySplit, ADeviceToHostCopysHostDestinationMovesWithItsPieces) {
     return kCudaSuccess;
   };
   char* host = reinterpret_cast<char*>(0x7f0000000000);
-  ASSERT_EQ(SubmitCopyInPieces<GatedFunction::kMemcpyDtoH>(submit, static_cast<void*>(host), CuDevicePtr{0x2000},
-                                                           12 * kMiB),
+  ASSERT_EQ(SubmitCopyInPieces(kCopyPieceBytes, submit, static_cast<void*>(host), CuDevicePtr{0x2000}, 12 * kMiB),
             kCudaSuccess);
   ASSERT_EQ(pieces.size(), 3u);
   EXPECT_EQ(pieces[2].first, host + 8 * kMiB);
@@ -84,8 +83,7 @@ TEST(CopySplit, ADeviceToHostCopysHostDestinationMovesWithItsPieces) {
 TEST(CopySplit, APieceThatFailsStopsTheCopyWithItsError) {
   int submitted = 0;
   auto submit = [&](CuDevicePtr, CuDevicePtr, size_t, CuStream) { return ++submitted == 2 ? 700 : kCudaSuccess; };
-  EXPECT_EQ(SubmitCopyInPieces<GatedFunction::kMemcpyAsync>(submit, CuDevicePtr{1}, CuDevicePtr{2}, 40 * kMiB, kStream),
-            700);
+  EXPECT_EQ(SubmitCopyInPieces(kCopyPieceBytes, submit, CuDevicePtr{1}, CuDevicePtr{2}, 40 * kMiB, kStream), 700);
   EXPECT_EQ(submitted, 2);
 }
 
@@ -98,7 +96,8 @@ TEST(CopySplit, CutOrSubmitCutsOnlyLongCopiesOnStreamsNotCapturing) {
       sizes.push_back(n);
       return kCudaSuccess;
     };
-    auto wrapper = CutOrSubmit<GatedFunction::kMemcpyHtoDAsync>(submit, [&] { return capturing; });
+    auto wrapper = CutOrSubmit<GatedFunction::kMemcpyHtoDAsync>(submit, [&] { return capturing; },
+                                                                [](CuDevicePtr) { return false; });
     EXPECT_EQ(wrapper(CuDevicePtr{0}, static_cast<const void*>(HostAt(0)), 9 * kMiB, kStream), kCudaSuccess);
     EXPECT_EQ(wrapper(CuDevicePtr{0}, static_cast<const void*>(HostAt(0)), 8 * kMiB, kStream), kCudaSuccess);
     if (capturing)
@@ -108,9 +107,36 @@ TEST(CopySplit, CutOrSubmitCutsOnlyLongCopiesOnStreamsNotCapturing) {
   }
   int launches = 0;
   auto launch = [&](CuDevicePtr, unsigned char, size_t, CuStream) { return ++launches, kCudaSuccess; };
-  auto fill = CutOrSubmit<GatedFunction::kMemsetD8Async>(launch, [] { return false; });
+  auto fill = CutOrSubmit<GatedFunction::kMemsetD8Async>(launch, [] { return false; }, [](CuDevicePtr) { return true; });
   EXPECT_EQ(fill(CuDevicePtr{0}, static_cast<unsigned char>(0), size_t{1} << 30, kStream), kCudaSuccess);
   EXPECT_EQ(launches, 1) << "a fill is never cut";
+}
+
+// cuMemcpyAsync infers the direction from the addresses: both on the device,
+// pieces of 64 MiB (a copy of 100 MiB is not cut); either on the host, of
+// 4 MiB.  The addresses are asked about only for a copy long enough to cut.
+TEST(CopySplit, AUnifiedAddressCopyBetweenDeviceAddressesIsCutAsADeviceToDeviceOne) {
+  const CuDevicePtr device_a = 0x10000000, device_b = 0x90000000, host = 0x7f0000000000;
+  auto on_device = [&](CuDevicePtr p) { return p != host; };
+  std::vector<size_t> sizes;
+  auto submit = [&](CuDevicePtr, CuDevicePtr, size_t n, CuStream) {
+    sizes.push_back(n);
+    return kCudaSuccess;
+  };
+  auto wrapper = CutOrSubmit<GatedFunction::kMemcpyAsync>(submit, [] { return false; }, on_device);
+  ASSERT_EQ(wrapper(device_a, device_b, 100 * kMiB, kStream), kCudaSuccess);
+  EXPECT_EQ(sizes, (std::vector<size_t>{100 * kMiB}));
+  sizes.clear();
+  ASSERT_EQ(wrapper(device_a, device_b, 129 * kMiB, kStream), kCudaSuccess);
+  EXPECT_EQ(sizes, (std::vector<size_t>{64 * kMiB, 64 * kMiB, 1 * kMiB}));
+  sizes.clear();
+  ASSERT_EQ(wrapper(device_a, host, 9 * kMiB, kStream), kCudaSuccess);
+  EXPECT_EQ(sizes, (std::vector<size_t>{4 * kMiB, 4 * kMiB, 1 * kMiB}));
+  int asked = 0;
+  auto counting = CutOrSubmit<GatedFunction::kMemcpyAsync>(submit, [] { return false; },
+                                                            [&](CuDevicePtr) { return ++asked, true; });
+  ASSERT_EQ(counting(device_a, device_b, 8 * kMiB, kStream), kCudaSuccess);
+  EXPECT_EQ(asked, 0) << "a copy too short to cut asks nothing";
 }
 
 }  // namespace

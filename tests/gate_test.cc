@@ -63,6 +63,7 @@ struct FakeDriver {
   static inline std::vector<Wait> waits;
   static inline std::vector<int64_t> wait_times;  // FakeClock::now at each wait
   static inline CuStream capturing = nullptr;
+  static inline CuResult capturing_result = kCudaSuccess;  // what asking whether a stream captures returns
   static inline CuResult register_result = kCudaSuccess;
   static inline CuResult wait_result = kCudaSuccess;
   static inline int registrations = 0;
@@ -78,6 +79,10 @@ struct FakeDriver {
   static inline std::map<intptr_t, bool> last_record_pass;
   static inline std::function<void()> on_wait;  // called as a wait is queued
   static inline float elapsed_ms = 0;
+  // When set, the time between two events is this of the start event's
+  // record time (FakeClock), instead of elapsed_ms.
+  static inline std::function<float(int64_t recorded_at)> elapsed_of;
+  static inline std::map<intptr_t, int64_t> record_time;
   static inline int live_events = 0;
   static inline std::map<intptr_t, unsigned> event_flags;
 
@@ -90,11 +95,14 @@ struct FakeDriver {
     event_done = nullptr;
     events_done = false;
     elapsed_ms = 0;
+    elapsed_of = nullptr;
+    record_time.clear();
     live_events = 0;
     event_flags.clear();
     waits.clear();
     wait_times.clear();
     capturing = nullptr;
+    capturing_result = kCudaSuccess;
     register_result = kCudaSuccess;
     wait_result = kCudaSuccess;
     registrations = 0;
@@ -110,7 +118,7 @@ struct FakeDriver {
     };
     api.stream_is_capturing = [](CuStream s, int* status) {
       *status = (capturing && s == capturing) ? 1 : 0;
-      return kCudaSuccess;
+      return capturing_result;
     };
     api.mem_host_register = [](void*, size_t, unsigned) {
       ++registrations;
@@ -131,6 +139,7 @@ struct FakeDriver {
       recorded.push_back({reinterpret_cast<intptr_t>(e), s});
       recorded_pass.push_back(waited_last[s]);
       last_record_pass[reinterpret_cast<intptr_t>(e)] = waited_last[s];
+      record_time[reinterpret_cast<intptr_t>(e)] = FakeClockNow();
       waited_last[s] = false;
       return kCudaSuccess;
     };
@@ -139,8 +148,8 @@ struct FakeDriver {
       const bool done = event_done ? event_done(n, last_record_pass[n]) : events_done;
       return done ? kCudaSuccess : kCudaErrorNotReady;
     };
-    api.event_elapsed_time = [](float* ms, CuEvent, CuEvent) {
-      *ms = elapsed_ms;
+    api.event_elapsed_time = [](float* ms, CuEvent start, CuEvent) {
+      *ms = elapsed_of ? elapsed_of(record_time[reinterpret_cast<intptr_t>(start)]) : elapsed_ms;
       return kCudaSuccess;
     };
     api.event_destroy = [](CuEvent) {
@@ -230,25 +239,29 @@ class LaunchGateTest : public ::testing::Test {
     };
   }
   // As the held thread sleeps: bubbles of 1 ms, each after 2 ms shut, the
-  // deadline published as each opens (from bubble `admit_all_from` on,
-  // none: a gate that never lets a piece go fails there rather than hangs).
-  // `opened` gets each opening's time; `forgot_in` the bubble open when
-  // `gate`'s common window was emptied, for each emptying.
+  // deadline (the bubble's end) published `publish_after` ns after each
+  // opens, as the daemon does once it has the stage's mark (from bubble
+  // `admit_all_from` on, none: a gate that never lets a piece go fails
+  // there rather than hangs).  `opened` gets each opening's time;
+  // `forgot_in` the bubble open when `gate`'s common window was emptied,
+  // for each emptying.
   void RunBubblesOf1ms(LaunchGate& gate, std::vector<int64_t>* opened, std::vector<uint32_t>* forgot_in,
-                       uint32_t admit_all_from = 10) {
+                       uint32_t admit_all_from = 10, int64_t publish_after = 0) {
     const int64_t start = FakeClock::now;
     auto bubble = std::make_shared<uint32_t>(1);
-    FakeClock::on_sleep = [this, &gate, opened, forgot_in, start, bubble, admit_all_from] {
+    FakeClock::on_sleep = [this, &gate, opened, forgot_in, start, bubble, admit_all_from, publish_after] {
       while (forgot_in->size() < gate.counters().windows_forgotten) forgot_in->push_back(*bubble);
       const int64_t t = (FakeClock::now - start) % 3'000'000;
       const bool open = t >= 2'000'000;
       if (open && !GateIsOpen(layout().word.load())) {
         ++*bubble;
-        Open(*bubble, *bubble < admit_all_from ? FakeClock::now + 1'000'000 : INT64_MAX);
+        layout().word.store(GateOpenValue(*bubble));
         opened->push_back(FakeClock::now);
       } else if (!open && GateIsOpen(layout().word.load())) {
         Shut(*bubble);
       }
+      if (open && t >= 2'000'000 + publish_after && layout().admit_bubble.load() != *bubble)
+        Open(*bubble, *bubble < admit_all_from ? FakeClock::now - (t - 2'000'000) + 1'000'000 : INT64_MAX);
     };
   }
   alignas(4096) char page_[4096] = {};
@@ -286,6 +299,21 @@ TEST_F(LaunchGateTest, WorkCapturedIntoAGraphGetsNoWaitOfItsOwn) {
   EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
   EXPECT_TRUE(FakeDriver::waits.empty());
   EXPECT_EQ(gate.counters().captured, 1u);
+}
+
+// The legacy stream while another stream captures in global mode: asking
+// fails with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, and so would the work.  It
+// is left to the driver to refuse (no wait of ours to fail first, and a
+// long copy is not cut: LaunchGate::Capturing).
+TEST_F(LaunchGateTest, WorkOnTheLegacyStreamDuringAnotherStreamsCaptureIsLeftToTheDriver) {
+  LaunchGate gate(FakeDriver::Api(), page_, "");
+  FakeDriver::capturing_result = kCudaErrorStreamCaptureImplicit;
+  EXPECT_TRUE(gate.Capturing(nullptr, false));
+  EXPECT_EQ(gate.BeforeWork(nullptr, false), kCudaSuccess);
+  EXPECT_TRUE(FakeDriver::waits.empty());
+  EXPECT_EQ(gate.counters().captured, 1u);
+  FakeDriver::capturing_result = kCudaErrorInvalidValue;  // any other failure: not capturing
+  EXPECT_FALSE(gate.Capturing(nullptr, false));
 }
 
 TEST_F(LaunchGateTest, AWaitTheDriverRefusesIsReturnedSoTheWorkIsNotSubmitted) {
@@ -1025,6 +1053,60 @@ TEST_F(LaunchGateTest, ALookMadeLateInABubbleDoesNotCountTowardsEmptyingTheWindo
   EXPECT_EQ(layout().word.load() >> 1, 32u) << "held through the rest of bubble 16 and bubbles 17-31";
   EXPECT_EQ(gate.counters().windows_forgotten, 0u);
   EXPECT_EQ(slot.work_p95_ns.load(), 10'000'000);
+  FakeClock::on_sleep = nullptr;
+}
+
+// The same with the deadline published 200 us after each bubble opens (the
+// daemon's answer to the stage's mark, as on a GPU): the look that sees it
+// is not at the opening, but a piece that would not fit even begun before
+// the opening counts all the same.
+TEST_F(LaunchGateTest, ADeadlinePublishedAfterTheOpeningStillCountsTowardsEmptyingTheWindow) {
+  GateTaskSlot slot{};
+  auto made = GateByKind(page_, &slot, /*by_kind=*/false);
+  LaunchGate& gate = *made;
+  Open(1, INT64_MAX);
+  LearnCommonAndKind(gate, stream_, 10.0f, kLongKind, 0.0625f, /*by_kind=*/false);
+  FakeDriver::events_done = true;
+  Open(1, FakeClock::now + 1'000'000);
+  std::vector<int64_t> opened;
+  std::vector<uint32_t> forgot_in;
+  RunBubblesOf1ms(gate, &opened, &forgot_in, /*admit_all_from=*/30, /*publish_after=*/200'000);
+  ASSERT_TRUE(QueuePieces(gate, stream_));
+  EXPECT_EQ(gate.counters().windows_forgotten, 1u);
+  ASSERT_EQ(opened.size(), 16u) << "bubbles 2 to 17";
+  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
+  EXPECT_GE(FakeDriver::wait_times[0], opened[15] + 200'000) << "once bubble 17's deadline is out";
+  EXPECT_LT(FakeDriver::wait_times[0], opened[15] + 300'000);
+  FakeClock::on_sleep = nullptr;
+}
+
+// A timing begun before the window was emptied (one of the long pieces
+// that filled it, read back only later) is not added to the emptied
+// window: it would fill it again at once.  Pieces timed before the
+// emptying took 10 ms, those after 62.5 us.
+TEST_F(LaunchGateTest, ATimingBegunBeforeTheWindowWasEmptiedDoesNotRefillIt) {
+  GateTaskSlot slot{};
+  auto made = GateByKind(page_, &slot, /*by_kind=*/false);
+  LaunchGate& gate = *made;
+  Open(1, INT64_MAX);
+  LearnCommonAndKind(gate, stream_, 10.0f, kLongKind, 0.0625f, /*by_kind=*/false);
+  bool timings_back = false;
+  FakeDriver::event_done = [&](intptr_t event, bool) { return !IsTimingEvent(event) || timings_back; };
+  const int64_t emptied_after = FakeClock::now + 1;
+  FakeDriver::elapsed_of = [&](int64_t recorded_at) { return recorded_at < emptied_after ? 10.0f : 0.0625f; };
+  ASSERT_TRUE(QueuePieces(gate, stream_, static_cast<int>(LaunchGate::kSampleEvery)));  // one timed, not back
+  FakeClock::now = emptied_after;
+  Open(1, FakeClock::now + 1'000'000);
+  std::vector<int64_t> opened;
+  std::vector<uint32_t> forgot_in;
+  RunBubblesOf1ms(gate, &opened, &forgot_in, /*admit_all_from=*/100);
+  ASSERT_TRUE(QueuePieces(gate, stream_));
+  ASSERT_EQ(gate.counters().windows_forgotten, 1u);
+  ASSERT_EQ(slot.work_p95_ns.load(), 0);
+  timings_back = true;
+  for (int i = 0; i < 200 && slot.work_p95_ns.load() == 0; ++i) ASSERT_TRUE(QueuePieces(gate, stream_));
+  EXPECT_EQ(slot.work_p95_ns.load(), 62'500) << "the stale 10 ms timing was dropped";
+  EXPECT_EQ(gate.counters().windows_forgotten, 1u);
   FakeClock::on_sleep = nullptr;
 }
 

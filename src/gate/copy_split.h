@@ -7,25 +7,32 @@
 // schedule's bubbles, so uncut it would either overrun one or, held back,
 // never run.  Cut into pieces of kCopyPieceBytes (a fraction of a
 // millisecond even from pageable memory), it runs across as many bubbles as
-// it needs, each piece gated, timed and fenced like any other.
+// it needs, each piece gated like any other (an asynchronous piece is also
+// timed and fenced; a synchronous one, like any synchronous call, is not).
+// The calling thread returns once the last piece is queued: an asynchronous
+// copy may hold it across bubbles, as a kernel that does not fit would.
 //
 // Which entry points are cut: the one-dimensional copies that may involve
 // the host (host to device, device to host, and the unified-address
-// cuMemcpy and cuMemcpyAsync, whose direction the driver infers), and
-// device-to-device copies in larger pieces (kDeviceCopyPieceBytes: device
-// memory copies a hundred times faster).  Not cut: peer copies, 2-D and 3-D
+// cuMemcpy and cuMemcpyAsync, whose direction the driver infers from the
+// addresses), and device-to-device copies in larger pieces
+// (kDeviceCopyPieceBytes: device memory copies a hundred times faster;
+// a unified-address copy both of whose ends are device memory is one).  Not cut: peer copies, 2-D and 3-D
 // copies, fills.  A copy a stream is capturing into a graph is not cut
 // either: the graph is gated as a whole where it is launched.
 //
 // If a piece fails, the copy stops there and returns that piece's error,
 // with the pieces before it submitted: the caller sees the failure, as it
-// would of the whole copy, and the destination is undefined either way.
+// would of the whole copy, but where the whole copy would have been refused
+// before copying anything (a range running past its allocation), the
+// pieces before the failing one have been copied.
 //
 // Pure (no state): safe from any thread.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <tuple>
+#include <utility>
 
 #include "gate/driver_types.h"
 #include "gate/gated_functions.h"
@@ -53,10 +60,13 @@ constexpr size_t CopyPieceBytes(GatedFunction f) {
   }
 }
 
-// Whether a copy of `bytes` by `f` is cut: more than two of its pieces.
-constexpr bool CutsCopy(GatedFunction f, size_t bytes) {
-  const size_t piece = CopyPieceBytes(f);
-  return piece > 0 && bytes > 2 * piece;
+// Whether a copy of `bytes` in pieces of `piece` bytes is cut: more than two of them.
+constexpr bool CutsCopy(size_t piece, size_t bytes) { return piece > 0 && bytes > 2 * piece; }
+constexpr bool CutsCopy(GatedFunction f, size_t bytes) { return CutsCopy(CopyPieceBytes(f), bytes); }
+
+// Whether `f` is a unified-address copy, whose direction lies in its addresses.
+constexpr bool InfersDirection(GatedFunction f) {
+  return f == GatedFunction::kMemcpy || f == GatedFunction::kMemcpyAsync;
 }
 
 // An address `offset` bytes on, host or device.
@@ -79,13 +89,18 @@ std::tuple<Dst, Src, size_t, Rest...> CopyPieceArgs(size_t offset, size_t bytes,
   return {AdvanceAddress(dst, offset), AdvanceAddress(src, offset), bytes, rest...};
 }
 
-// Submits the copy `args` of entry point `f` as its pieces, each by
+// The ends of a copy made with `dst, src, bytes[, stream]`.
+template <typename Dst, typename Src, typename... Rest>
+std::pair<Dst, Src> CopyEnds(Dst dst, Src src, size_t, Rest...) {
+  return {dst, src};
+}
+
+// Submits the copy `args` as pieces of `piece` bytes, each by
 // `submit_piece` (called with a piece's arguments; returns its result), in
 // order; stops at the first piece that fails and returns its result.
-template <GatedFunction f, typename SubmitPiece, typename... Args>
-CuResult SubmitCopyInPieces(SubmitPiece&& submit_piece, Args... args) {
+template <typename SubmitPiece, typename... Args>
+CuResult SubmitCopyInPieces(size_t piece, SubmitPiece&& submit_piece, Args... args) {
   const size_t total = CopyBytes(args...);
-  const size_t piece = CopyPieceBytes(f);
   for (size_t offset = 0; offset < total; offset += piece) {
     const size_t bytes = total - offset < piece ? total - offset : piece;
     const CuResult r = std::apply(submit_piece, CopyPieceArgs(offset, bytes, args...));
@@ -97,12 +112,23 @@ CuResult SubmitCopyInPieces(SubmitPiece&& submit_piece, Args... args) {
 // What a wrapper whose parameters are one parenthesised list applies them
 // to: a callable that submits a copy of entry point `f` that CutsCopy, and
 // whose stream is not `capturing()`, in pieces (SubmitCopyInPieces), and
-// anything else as one piece, each by `submit_piece`.
-template <GatedFunction f, typename SubmitPiece, typename Capturing>
-auto CutOrSubmit(SubmitPiece submit_piece, Capturing capturing) {
-  return [submit_piece, capturing](auto... args) -> CuResult {
+// anything else as one piece, each by `submit_piece`.  A unified-address
+// copy both of whose ends `on_device(address)` says are device memory is cut
+// as a device-to-device one.  `capturing` and `on_device` are asked only
+// of a copy long enough to be cut (each is a driver call).
+template <GatedFunction f, typename SubmitPiece, typename Capturing, typename OnDevice>
+auto CutOrSubmit(SubmitPiece submit_piece, Capturing capturing, OnDevice on_device) {
+  return [submit_piece, capturing, on_device](auto... args) -> CuResult {
     if constexpr (CopyPieceBytes(f) > 0) {
-      if (CutsCopy(f, CopyBytes(args...)) && !capturing()) return SubmitCopyInPieces<f>(submit_piece, args...);
+      const size_t bytes = CopyBytes(args...);
+      size_t piece = CopyPieceBytes(f);
+      if constexpr (InfersDirection(f)) {
+        if (CutsCopy(piece, bytes)) {
+          const auto [dst, src] = CopyEnds(args...);
+          if (on_device(dst) && on_device(src)) piece = kDeviceCopyPieceBytes;
+        }
+      }
+      if (CutsCopy(piece, bytes) && !capturing()) return SubmitCopyInPieces(piece, submit_piece, args...);
     }
     return submit_piece(args...);
   };

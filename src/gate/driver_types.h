@@ -20,6 +20,7 @@ constexpr CuResult kCudaErrorNotSupported = 801;
 constexpr CuResult kCudaErrorNotPermitted = 800;
 constexpr CuResult kCudaErrorHostMemoryAlreadyRegistered = 712;
 constexpr CuResult kCudaErrorNotReady = 600;
+constexpr CuResult kCudaErrorStreamCaptureImplicit = 906;
 
 // CU_STREAM_PER_THREAD: the calling thread's default stream, explicitly.
 inline const CuStream kPerThreadStream = reinterpret_cast<CuStream>(0x2);

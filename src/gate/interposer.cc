@@ -151,6 +151,19 @@ Fn RealAs(GatedFunction function, bool per_thread) {
   return reinterpret_cast<Fn>(Real(function, per_thread));
 }
 
+// Whether `address` is device memory (CU_POINTER_ATTRIBUTE_MEMORY_TYPE is
+// CU_MEMORYTYPE_DEVICE); false where the driver cannot say (pageable host
+// memory it does not know).
+bool IsDeviceMemory(CuDevicePtr address) {
+  using GetAttribute = CuResult (*)(void* data, int attribute, CuDevicePtr pointer);
+  static const auto get_attribute = reinterpret_cast<GetAttribute>(DriverSymbol("cuPointerGetAttribute"));
+  constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+  constexpr unsigned kMemoryTypeDevice = 2;       // CU_MEMORYTYPE_DEVICE
+  unsigned type = 0;
+  return get_attribute && get_attribute(&type, kPointerAttributeMemoryType, address) == kCudaSuccess &&
+         type == kMemoryTypeDevice;
+}
+
 // One wrapper per entry point and variant: GatedPiece submits one piece of
 // work; Gated first cuts a long one-dimensional copy into pieces
 // (gate/copy_split.h), unless its stream is capturing into a graph.
@@ -176,7 +189,8 @@ Fn RealAs(GatedFunction function, bool per_thread) {
     constexpr bool kSynchronous = std::is_same_v<std::decay_t<decltype(stream)>, std::nullptr_t>; \
     return CutOrSubmit<GatedFunction::k##id>(                                               \
         &GatedPiece##id<kPerThread>,                                                        \
-        [&] { return !kSynchronous && TheGate().Capturing(stream, kPerThread); }) args;     \
+        [&] { return !kSynchronous && TheGate().Capturing(stream, kPerThread); },           \
+        &IsDeviceMemory) args;                                                              \
   }
 FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_WRAPPER)
 #undef FREERIDE_GATE_WRAPPER

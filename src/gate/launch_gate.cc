@@ -107,7 +107,11 @@ bool LaunchGate::Capturing(CuStream stream, bool per_thread) const {
   if (!api_.stream_is_capturing) return false;
   CuStream target = (stream == nullptr && per_thread) ? kPerThreadStream : stream;
   int capture = kCaptureStatusNone;
-  return api_.stream_is_capturing(target, &capture) == kCudaSuccess && capture != kCaptureStatusNone;
+  const CuResult r = api_.stream_is_capturing(target, &capture);
+  // The legacy stream while another stream captures in global mode: the
+  // work itself would fail so, and is left to the driver to refuse.
+  if (r == kCudaErrorStreamCaptureImplicit) return true;
+  return r == kCudaSuccess && capture != kCaptureStatusNone;
 }
 
 CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sample) {
@@ -368,16 +372,18 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
   const auto& layout = *static_cast<const GatePageLayout*>(page_);
   bool held = false;
   bool kind_forgotten = false;
-  // The last open bubble this piece was judged in, and the bubbles in which
-  // its first look found it too long (kMostBubblesTooLong).
+  // The last open bubble this piece was judged in, and the bubbles it was
+  // found too long for (kMostBubblesTooLong, kMostBubblesWindowTooLong).
   std::optional<uint32_t> judged_in;
   uint32_t too_long = 0;
-  bool window_forgotten = false;
   // Whether the piece, queued now by the deadline `until_ns`, may go
   // without its wait; counts it if so.  Ahead of it: `queued_ns`, or with
   // none given every counted piece, as if none had ended (no driver call),
   // those of no learned kind at `common`.
   auto unwaited = [&](int64_t piece, int64_t common, int64_t until_ns, std::optional<int64_t> queued_ns) {
+    // A window emptied since BeforeWork looked (ForgetCommonLengths): no
+    // length to stand on, so the wait stays.
+    if (piece_p95_ns_.load(std::memory_order_relaxed) <= 0) return false;
     std::lock_guard<std::mutex> lock(fence_mutex_);
     const int64_t ahead = queued_ns ? *queued_ns : QueuedAtCommonNs({pieces_counted_, kinded_counted_}, common);
     StreamQueue& queue = queues_[stream];
@@ -423,9 +429,10 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     if (verdict == PieceVerdict::kQueue) {
       if (held) held_.fetch_add(1, std::memory_order_relaxed);
       // Queued by a window's percentile: the program's pieces fit again.
-      if (kind_ns == 0 && !window_forgotten && piece_p95_ns_.load(std::memory_order_relaxed) > 0 &&
-          window_forgets_in_row_.load(std::memory_order_relaxed) != 0)
-        window_forgets_in_row_.store(0, std::memory_order_relaxed);
+      if (kind_ns == 0 && piece_p95_ns_.load(std::memory_order_relaxed) > 0) {
+        uint32_t in_row = window_forgets_in_row_.load(std::memory_order_relaxed);
+        if (in_row != 0) window_forgets_in_row_.compare_exchange_strong(in_row, 0, std::memory_order_relaxed);
+      }
       // Whether it may also go without its wait is judged with every counted
       // piece of no learned kind at the 95th percentile, whatever the queue
       // estimate: the wait is the net for a prediction that was wrong.
@@ -434,13 +441,15 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
         return {view.word >> 1, false, kind_forgotten};
       return {GateIsOpen(view.word) ? view.word >> 1 : view.ahead_bubble, true, kind_forgotten};
     }
-    // A bubble's first look, made within a poll of its opening (the thread
-    // saw the gate shut just before), with nothing queued: a piece that does
-    // not fit then is longer than the bubble, by its predicted length.
+    // A bubble's first look with its deadline out, nothing of the program's
+    // queued: a piece that would not end by the deadline even begun when
+    // the thread last saw the gate shut, before the bubble opened, is
+    // longer than the whole bubble by its predicted length, however late
+    // the look (the deadline comes out some 200 us after the opening).
     if (deadline_published && judged_in != view.word >> 1) {
       judged_in = view.word >> 1;
-      const bool at_opening = seen_shut > 0 && now - seen_shut <= kOpeningLookNs;
-      const bool too_long_for_bubble = verdict == PieceVerdict::kWaitForBubble && at_opening && counted.pieces == 0;
+      const bool too_long_for_bubble = verdict == PieceVerdict::kWaitForBubble && seen_shut > 0 &&
+                                       counted.pieces == 0 && seen_shut + piece > view.admit_until_ns;
       if (too_long_for_bubble && kind_ns > 0 && ++too_long >= kMostBubblesTooLong) {
         {
           std::lock_guard<std::mutex> lock(kinds_mutex_);
@@ -452,12 +461,13 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
         too_long = 0;
         continue;  // judged again, at the common percentile
       }
-      if (too_long_for_bubble && kind_ns == 0 && !window_forgotten &&
-          piece_p95_ns_.load(std::memory_order_relaxed) > 0 && ++too_long >= CommonTooLongBubbles()) {
+      // (While the window is empty, at kUnknownPieceNs, nothing counts;
+      // refilled with long timings, the count starts again.)
+      if (too_long_for_bubble && kind_ns == 0 && piece_p95_ns_.load(std::memory_order_relaxed) > 0 &&
+          ++too_long >= CommonTooLongBubbles()) {
         ForgetCommonLengths();
-        window_forgotten = true;
-        may_go_unwaited = false;  // the wait is the net for a length not yet known
-        continue;  // judged again, at kUnknownPieceNs
+        too_long = 0;
+        continue;  // judged again, at kUnknownPieceNs, and with its wait (unwaited)
       }
     }
     held = true;
@@ -487,6 +497,7 @@ void LaunchGate::ForgetCommonLengths() {
   {
     std::lock_guard<std::mutex> lock(samples_mutex_);
     lengths_.Clear();
+    ++window_generation_;
     piece_p95_ns_.store(0, std::memory_order_relaxed);
     piece_mean_ns_.store(0, std::memory_order_relaxed);
     if (slot_) slot_->work_p95_ns.store(0, std::memory_order_relaxed);
@@ -527,6 +538,8 @@ void LaunchGate::StartSample(CuStream stream, WorkSample* sample) {
   sample->start = start;
   sample->end = end;
   sample->stream = stream;
+  std::lock_guard<std::mutex> lock(samples_mutex_);
+  sample->window_generation = window_generation_;
 }
 
 void LaunchGate::AfterWork(const WorkSample& sample) {
@@ -581,7 +594,9 @@ void LaunchGate::CollectSamples() {
     float ms = 0;
     if (r == kCudaSuccess && api_.event_elapsed_time(&ms, sample.start, sample.end) == kCudaSuccess) {
       const int64_t ns = static_cast<int64_t>(static_cast<double>(ms) * 1e6);
-      if (!sample.kind_only) lengths_.Add(ns);
+      // A timing begun before the window was last emptied is of the work
+      // that filled it: it would fill it again.
+      if (!sample.kind_only && sample.window_generation == window_generation_) lengths_.Add(ns);
       if (sample.key != 0) {
         std::lock_guard<std::mutex> kinds_lock(kinds_mutex_);
         kind_lengths_.Add(sample.key, ns);

@@ -152,6 +152,9 @@ struct WorkSample {
   // many kinds, each timed at once, cannot fill that window.
   bool kind_only = false;
   uint32_t bubble = 0;  // the bubble it was admitted to (its gate's number)
+  // The common window's emptyings before it was timed (a timing from an
+  // emptied window's time is not added to the new one).
+  uint64_t window_generation = 0;
 };
 
 // Where the gate word is: a page of shared memory, mapped by the caller.
@@ -180,12 +183,9 @@ class LaunchGate {
   // Pieces of a kind with no length back yet timed, whatever the sample
   // rate, at most: a kind seen once in a while would otherwise go unlearned.
   static constexpr uint32_t kLearnKind = 2;
-  // A look made within this of the thread's last sight of the gate shut is
-  // at the bubble's opening (a held thread polls at most kShutPollNs apart
-  // while it is shut): a piece that does not fit then fits no part of it.
-  static constexpr int64_t kOpeningLookNs = 2 * kShutPollNs;
   // A piece of a learned kind that, with nothing of the program's queued,
-  // did not fit at the opening of this many bubbles has its kind forgotten and is judged at the common
+  // would not end by the deadline of this many bubbles even begun when its
+  // thread last saw the gate shut before each opened has its kind forgotten and is judged at the common
   // percentile: a length learned too long (a timing stretched by the
   // training's own kernels) would otherwise hold the piece, and the
   // program, for good, since a kind that never runs is never timed again.
@@ -428,7 +428,8 @@ class LaunchGate {
   // two records, not two creations and two destructions more.  Under samples_mutex_.
   EventSpares spare_timing_{0, kMaxSpareTiming};
   std::atomic<size_t> pending_count_{0};
-  WorkLengths lengths_;
+  WorkLengths lengths_;              // under samples_mutex_
+  uint64_t window_generation_ = 0;  // times lengths_ was emptied; under samples_mutex_
   mutable std::mutex kinds_mutex_;
   PieceLengths kind_lengths_;  // under kinds_mutex_
 };

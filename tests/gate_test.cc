@@ -987,6 +987,19 @@ TEST_F(LaunchGateTest, AKindLearnedTooLongForAnyBubbleIsForgottenAfterTwoBubbles
   FakeClock::on_sleep = nullptr;
 }
 
+// A gate judging pieces by the common percentile, which it has learned at
+// 10 ms (pieces timed from now take the same), in bubble 1, open with no deadline.
+std::unique_ptr<LaunchGate> GateWithA10msWindow(GateTaskSlot* slot, char* page, CuStream stream) {
+  auto gate = GateByKind(page, slot, /*by_kind=*/false);
+  auto& layout = *reinterpret_cast<GatePageLayout*>(page);
+  layout.word.store(GateOpenValue(1));
+  layout.admit_until_ns.store(INT64_MAX);
+  layout.admit_bubble.store(1);
+  LearnCommonAndKind(*gate, stream, 10.0f, kLongKind, 0.0625f, /*by_kind=*/false);
+  FakeDriver::elapsed_ms = 10.0f;
+  return gate;
+}
+
 // Pieces timed at 10 ms where bubbles last 1 ms: a piece judged by that
 // percentile, held since the gate was shut, does not fit at the opening of
 // sixteen bubbles; the window is then emptied and the piece goes at
@@ -994,10 +1007,8 @@ TEST_F(LaunchGateTest, AKindLearnedTooLongForAnyBubbleIsForgottenAfterTwoBubbles
 // (no piece held by the window runs to bring it down).
 TEST_F(LaunchGateTest, ACommonPercentileTooLongForAnyBubbleIsEmptiedAfterSixteenBubbles) {
   GateTaskSlot slot{};
-  auto made = GateByKind(page_, &slot, /*by_kind=*/false);
+  auto made = GateWithA10msWindow(&slot, page_, stream_);
   LaunchGate& gate = *made;
-  Open(1, INT64_MAX);
-  LearnCommonAndKind(gate, stream_, 10.0f, kLongKind, 0.0625f, /*by_kind=*/false);
   ASSERT_EQ(slot.work_p95_ns.load(), 10'000'000);
   FakeDriver::events_done = true;  // nothing of the program's is queued
   Open(1, FakeClock::now + 1'000'000);  // looked at late: does not count
@@ -1022,11 +1033,8 @@ TEST_F(LaunchGateTest, ACommonPercentileTooLongForAnyBubbleIsEmptiedAfterSixteen
 // window would be emptied, letting 10 ms pieces into 1 ms bubbles.
 TEST_F(LaunchGateTest, ALookMadeLateInABubbleDoesNotCountTowardsEmptyingTheWindow) {
   GateTaskSlot slot{};
-  auto made = GateByKind(page_, &slot, /*by_kind=*/false);
+  auto made = GateWithA10msWindow(&slot, page_, stream_);
   LaunchGate& gate = *made;
-  Open(1, INT64_MAX);
-  LearnCommonAndKind(gate, stream_, 10.0f, kLongKind, 0.0625f, /*by_kind=*/false);
-  FakeDriver::elapsed_ms = 10.0f;
   FakeDriver::events_done = true;
   Shut(1);
   uint32_t bubble = 1;
@@ -1062,10 +1070,8 @@ TEST_F(LaunchGateTest, ALookMadeLateInABubbleDoesNotCountTowardsEmptyingTheWindo
 // the opening counts all the same.
 TEST_F(LaunchGateTest, ADeadlinePublishedAfterTheOpeningStillCountsTowardsEmptyingTheWindow) {
   GateTaskSlot slot{};
-  auto made = GateByKind(page_, &slot, /*by_kind=*/false);
+  auto made = GateWithA10msWindow(&slot, page_, stream_);
   LaunchGate& gate = *made;
-  Open(1, INT64_MAX);
-  LearnCommonAndKind(gate, stream_, 10.0f, kLongKind, 0.0625f, /*by_kind=*/false);
   FakeDriver::events_done = true;
   Open(1, FakeClock::now + 1'000'000);
   std::vector<int64_t> opened;
@@ -1086,10 +1092,8 @@ TEST_F(LaunchGateTest, ADeadlinePublishedAfterTheOpeningStillCountsTowardsEmptyi
 // emptying took 10 ms, those after 62.5 us.
 TEST_F(LaunchGateTest, ATimingBegunBeforeTheWindowWasEmptiedDoesNotRefillIt) {
   GateTaskSlot slot{};
-  auto made = GateByKind(page_, &slot, /*by_kind=*/false);
+  auto made = GateWithA10msWindow(&slot, page_, stream_);
   LaunchGate& gate = *made;
-  Open(1, INT64_MAX);
-  LearnCommonAndKind(gate, stream_, 10.0f, kLongKind, 0.0625f, /*by_kind=*/false);
   bool timings_back = false;
   FakeDriver::event_done = [&](intptr_t event, bool) { return !IsTimingEvent(event) || timings_back; };
   const int64_t emptied_after = FakeClock::now + 1;
@@ -1119,16 +1123,13 @@ TEST_F(LaunchGateTest, ATimingBegunBeforeTheWindowWasEmptiedDoesNotRefillIt) {
 // the sixteenth bubble (111-126), not the 128th.
 TEST_F(LaunchGateTest, EachEmptyingOfTheCommonWindowInARowNeedsTwiceTheBubblesOfTheLast) {
   GateTaskSlot slot{};
-  auto made = GateByKind(page_, &slot, /*by_kind=*/false);
+  auto made = GateWithA10msWindow(&slot, page_, stream_);
   LaunchGate& gate = *made;
-  Open(1, INT64_MAX);
-  LearnCommonAndKind(gate, stream_, 10.0f, kLongKind, 0.0625f, /*by_kind=*/false);
   FakeDriver::events_done = true;
   Open(1, FakeClock::now + 1'000'000);
   std::vector<int64_t> opened;
   std::vector<uint32_t> forgot_in;
   RunBubblesOf1ms(gate, &opened, &forgot_in, /*admit_all_from=*/200);
-  FakeDriver::elapsed_ms = 10.0f;  // what the pieces timed from now take
   for (int i = 0; i < 1000 && gate.counters().windows_forgotten < 3; ++i) ASSERT_TRUE(QueuePieces(gate, stream_));
   ASSERT_EQ(gate.counters().windows_forgotten, 3u);
   FakeDriver::elapsed_ms = 0.0625f;

@@ -833,6 +833,15 @@ bool TaskManager::Launch(int64_t id) {
   // A gated task starts stopped like any other, and is continued for good:
   // its CPU start-up may run, its GPU work waits on the gate.
   if (runtime->gated) runtime->Continue();
+  // Logged whatever follows: the process was launched, even one that exits
+  // at once and is reaped before this (a reader that bounds a relaunch by
+  // its launch event would otherwise find the one before).
+  events_->Emit({{"type", "launch"},
+                 {"ts_ns", env_->Now()},
+                 {"task_id", id},
+                 {"lane", record.info.lane()},
+                 {"pid", result.pid},
+                 {"attempt", record.info.attempts()}});
   // A process that exits at once may already have been reaped and its end
   // recorded; that outcome must not be overwritten with "launched".
   if (record.runtime != runtime) return true;
@@ -843,12 +852,6 @@ bool TaskManager::Launch(int64_t id) {
       : runtime->imperative ? ""
                             : "; runs only inside bubbles until it attaches to FreeRide"));
   journal_->Record(record.info, nullptr);
-  events_->Emit({{"type", "launch"},
-                 {"ts_ns", env_->Now()},
-                 {"task_id", id},
-                 {"lane", record.info.lane()},
-                 {"pid", result.pid},
-                 {"attempt", record.info.attempts()}});
   return true;
 }
 

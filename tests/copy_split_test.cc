@@ -97,7 +97,7 @@ TEST(CopySplit, CutOrSubmitCutsOnlyLongCopiesOnStreamsNotCapturing) {
       return kCudaSuccess;
     };
     auto wrapper = CutOrSubmit<GatedFunction::kMemcpyHtoDAsync>(submit, [&] { return capturing; },
-                                                                [](CuDevicePtr) { return false; });
+                                                                [](CuDevicePtr, CuDevicePtr) { return false; });
     EXPECT_EQ(wrapper(CuDevicePtr{0}, static_cast<const void*>(HostAt(0)), 9 * kMiB, kStream), kCudaSuccess);
     EXPECT_EQ(wrapper(CuDevicePtr{0}, static_cast<const void*>(HostAt(0)), 8 * kMiB, kStream), kCudaSuccess);
     if (capturing)
@@ -107,17 +107,19 @@ TEST(CopySplit, CutOrSubmitCutsOnlyLongCopiesOnStreamsNotCapturing) {
   }
   int launches = 0;
   auto launch = [&](CuDevicePtr, unsigned char, size_t, CuStream) { return ++launches, kCudaSuccess; };
-  auto fill = CutOrSubmit<GatedFunction::kMemsetD8Async>(launch, [] { return false; }, [](CuDevicePtr) { return true; });
+  auto fill = CutOrSubmit<GatedFunction::kMemsetD8Async>(launch, [] { return false; },
+                                                         [](CuDevicePtr, CuDevicePtr) { return true; });
   EXPECT_EQ(fill(CuDevicePtr{0}, static_cast<unsigned char>(0), size_t{1} << 30, kStream), kCudaSuccess);
   EXPECT_EQ(launches, 1) << "a fill is never cut";
 }
 
-// cuMemcpyAsync infers the direction from the addresses: both on the device,
-// pieces of 64 MiB (a copy of 100 MiB is not cut); either on the host, of
-// 4 MiB.  The addresses are asked about only for a copy long enough to cut.
+// cuMemcpyAsync infers the direction from the addresses: both in one
+// device's memory, pieces of 64 MiB (a copy of 100 MiB is not cut);
+// otherwise of 4 MiB.  The addresses are asked about only for a copy long
+// enough to cut, and not being captured.
 TEST(CopySplit, AUnifiedAddressCopyBetweenDeviceAddressesIsCutAsADeviceToDeviceOne) {
   const CuDevicePtr device_a = 0x10000000, device_b = 0x90000000, host = 0x7f0000000000;
-  auto on_device = [&](CuDevicePtr p) { return p != host; };
+  auto on_device = [&](CuDevicePtr d, CuDevicePtr s) { return d != host && s != host; };
   std::vector<size_t> sizes;
   auto submit = [&](CuDevicePtr, CuDevicePtr, size_t n, CuStream) {
     sizes.push_back(n);
@@ -133,10 +135,14 @@ TEST(CopySplit, AUnifiedAddressCopyBetweenDeviceAddressesIsCutAsADeviceToDeviceO
   ASSERT_EQ(wrapper(device_a, host, 9 * kMiB, kStream), kCudaSuccess);
   EXPECT_EQ(sizes, (std::vector<size_t>{4 * kMiB, 4 * kMiB, 1 * kMiB}));
   int asked = 0;
-  auto counting = CutOrSubmit<GatedFunction::kMemcpyAsync>(submit, [] { return false; },
-                                                            [&](CuDevicePtr) { return ++asked, true; });
+  bool capturing = false;
+  auto counting = CutOrSubmit<GatedFunction::kMemcpyAsync>(submit, [&] { return capturing; },
+                                                            [&](CuDevicePtr, CuDevicePtr) { return ++asked, true; });
   ASSERT_EQ(counting(device_a, device_b, 8 * kMiB, kStream), kCudaSuccess);
   EXPECT_EQ(asked, 0) << "a copy too short to cut asks nothing";
+  capturing = true;
+  ASSERT_EQ(counting(device_a, device_b, 200 * kMiB, kStream), kCudaSuccess);
+  EXPECT_EQ(asked, 0) << "nor does one being captured";
 }
 
 }  // namespace

@@ -301,17 +301,19 @@ TEST_F(LaunchGateTest, WorkCapturedIntoAGraphGetsNoWaitOfItsOwn) {
   EXPECT_EQ(gate.counters().captured, 1u);
 }
 
-// The legacy stream while another stream captures in global mode: asking
-// fails with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, and so would the work.  It
-// is left to the driver to refuse (no wait of ours to fail first, and a
-// long copy is not cut: LaunchGate::Capturing).
-TEST_F(LaunchGateTest, WorkOnTheLegacyStreamDuringAnotherStreamsCaptureIsLeftToTheDriver) {
+// The legacy stream while a blocking stream captures: asking fails with
+// CUDA_ERROR_STREAM_CAPTURE_IMPLICIT.  A long copy is not cut then
+// (Capturing: it would fail all the same), but a piece is gated as usual:
+// its wait is refused while that capture lasts, and if the capture ends
+// meanwhile the piece still waits for the gate.
+TEST_F(LaunchGateTest, WorkOnTheLegacyStreamDuringAnotherStreamsCaptureIsStillGated) {
   LaunchGate gate(FakeDriver::Api(), page_, "");
+  Open(1, INT64_MAX);
   FakeDriver::capturing_result = kCudaErrorStreamCaptureImplicit;
   EXPECT_TRUE(gate.Capturing(nullptr, false));
   EXPECT_EQ(gate.BeforeWork(nullptr, false), kCudaSuccess);
-  EXPECT_TRUE(FakeDriver::waits.empty());
-  EXPECT_EQ(gate.counters().captured, 1u);
+  EXPECT_EQ(FakeDriver::waits.size(), 1u);
+  EXPECT_EQ(gate.counters().captured, 0u);
   FakeDriver::capturing_result = kCudaErrorInvalidValue;  // any other failure: not capturing
   EXPECT_FALSE(gate.Capturing(nullptr, false));
 }
@@ -1111,6 +1113,29 @@ TEST_F(LaunchGateTest, ATimingBegunBeforeTheWindowWasEmptiedDoesNotRefillIt) {
   for (int i = 0; i < 200 && slot.work_p95_ns.load() == 0; ++i) ASSERT_TRUE(QueuePieces(gate, stream_));
   EXPECT_EQ(slot.work_p95_ns.load(), 62'500) << "the stale 10 ms timing was dropped";
   EXPECT_EQ(gate.counters().windows_forgotten, 1u);
+  FakeClock::on_sleep = nullptr;
+}
+
+// A demoted task's pieces count twice their length, so a 750 us piece is
+// held out of 1 ms bubbles (their deadlines come 1 ms after they open); but
+// its own length fits them, and its window is not emptied for the demotion.
+TEST_F(LaunchGateTest, ADemotedTasksDoubledLengthDoesNotEmptyAWindowThatFits) {
+  GateTaskSlot slot{};
+  auto made = GateByKind(page_, &slot, /*by_kind=*/false);
+  LaunchGate& gate = *made;
+  Open(1, INT64_MAX);
+  LearnCommonAndKind(gate, stream_, 0.75f, kLongKind, 0.0625f, /*by_kind=*/false);
+  FakeDriver::elapsed_ms = 0.75f;
+  FakeDriver::events_done = true;
+  slot.demoted.store(1);
+  Open(1, FakeClock::now + 500'000);  // no room for the piece
+  std::vector<int64_t> opened;
+  std::vector<uint32_t> forgot_in;
+  RunBubblesOf1ms(gate, &opened, &forgot_in, /*admit_all_from=*/30, /*publish_after=*/200'000);
+  ASSERT_TRUE(QueuePieces(gate, stream_));
+  EXPECT_EQ(opened.size(), 29u) << "held until bubble 30 admits anything";
+  EXPECT_EQ(gate.counters().windows_forgotten, 0u);
+  EXPECT_EQ(slot.work_p95_ns.load(), 750'000);
   FakeClock::on_sleep = nullptr;
 }
 

@@ -17,7 +17,8 @@
 // cuMemcpy and cuMemcpyAsync, whose direction the driver infers from the
 // addresses), and device-to-device copies in larger pieces
 // (kDeviceCopyPieceBytes: device memory copies a hundred times faster;
-// a unified-address copy both of whose ends are device memory is one).  Not cut: peer copies, 2-D and 3-D
+// a unified-address copy both of whose ends are one device's own memory,
+// not managed, is one).  Not cut: peer copies, 2-D and 3-D
 // copies, fills.  A copy a stream is capturing into a graph is not cut
 // either: the graph is gated as a whole where it is launched.
 //
@@ -113,22 +114,21 @@ CuResult SubmitCopyInPieces(size_t piece, SubmitPiece&& submit_piece, Args... ar
 // to: a callable that submits a copy of entry point `f` that CutsCopy, and
 // whose stream is not `capturing()`, in pieces (SubmitCopyInPieces), and
 // anything else as one piece, each by `submit_piece`.  A unified-address
-// copy both of whose ends `on_device(address)` says are device memory is cut
-// as a device-to-device one.  `capturing` and `on_device` are asked only
-// of a copy long enough to be cut (each is a driver call).
-template <GatedFunction f, typename SubmitPiece, typename Capturing, typename OnDevice>
-auto CutOrSubmit(SubmitPiece submit_piece, Capturing capturing, OnDevice on_device) {
-  return [submit_piece, capturing, on_device](auto... args) -> CuResult {
+// copy whose ends `on_one_device(dst, src)` says are one device's own memory
+// is cut as a device-to-device one.  `capturing` and `on_one_device` are
+// asked only of a copy long enough to be cut (each makes driver calls).
+template <GatedFunction f, typename SubmitPiece, typename Capturing, typename OnOneDevice>
+auto CutOrSubmit(SubmitPiece submit_piece, Capturing capturing, OnOneDevice on_one_device) {
+  return [submit_piece, capturing, on_one_device](auto... args) -> CuResult {
     if constexpr (CopyPieceBytes(f) > 0) {
       const size_t bytes = CopyBytes(args...);
       size_t piece = CopyPieceBytes(f);
+      if (!CutsCopy(piece, bytes) || capturing()) return submit_piece(args...);
       if constexpr (InfersDirection(f)) {
-        if (CutsCopy(piece, bytes)) {
-          const auto [dst, src] = CopyEnds(args...);
-          if (on_device(dst) && on_device(src)) piece = kDeviceCopyPieceBytes;
-        }
+        const auto [dst, src] = CopyEnds(args...);
+        if (on_one_device(dst, src)) piece = kDeviceCopyPieceBytes;
       }
-      if (CutsCopy(piece, bytes) && !capturing()) return SubmitCopyInPieces(piece, submit_piece, args...);
+      if (CutsCopy(piece, bytes)) return SubmitCopyInPieces(piece, submit_piece, args...);
     }
     return submit_piece(args...);
   };

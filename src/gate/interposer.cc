@@ -151,17 +151,30 @@ Fn RealAs(GatedFunction function, bool per_thread) {
   return reinterpret_cast<Fn>(Real(function, per_thread));
 }
 
-// Whether `address` is device memory (CU_POINTER_ATTRIBUTE_MEMORY_TYPE is
-// CU_MEMORYTYPE_DEVICE); false where the driver cannot say (pageable host
-// memory it does not know).
-bool IsDeviceMemory(CuDevicePtr address) {
+// The ordinal of the device whose own memory `address` is (memory type
+// device, not managed: managed pages may lie on the host), or -1 (host
+// memory, managed memory, or the driver cannot say).
+int DeviceOrdinalOf(CuDevicePtr address) {
   using GetAttribute = CuResult (*)(void* data, int attribute, CuDevicePtr pointer);
   static const auto get_attribute = reinterpret_cast<GetAttribute>(DriverSymbol("cuPointerGetAttribute"));
-  constexpr int kPointerAttributeMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
-  constexpr unsigned kMemoryTypeDevice = 2;       // CU_MEMORYTYPE_DEVICE
-  unsigned type = 0;
-  return get_attribute && get_attribute(&type, kPointerAttributeMemoryType, address) == kCudaSuccess &&
-         type == kMemoryTypeDevice;
+  constexpr int kMemoryType = 2;      // CU_POINTER_ATTRIBUTE_MEMORY_TYPE (a 4-byte CUmemorytype)
+  constexpr int kIsManaged = 8;       // CU_POINTER_ATTRIBUTE_IS_MANAGED
+  constexpr int kDeviceOrdinal = 9;   // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL (an int)
+  constexpr uint32_t kMemoryTypeDevice = 2;  // CU_MEMORYTYPE_DEVICE
+  if (!get_attribute) return -1;
+  // Zeroed 8 bytes each, read at their low 4: a flag written as one byte or four reads the same.
+  uint64_t type = 0, managed = 0, ordinal = 0;
+  if (get_attribute(&type, kMemoryType, address) != kCudaSuccess || static_cast<uint32_t>(type) != kMemoryTypeDevice)
+    return -1;
+  if (get_attribute(&managed, kIsManaged, address) != kCudaSuccess || static_cast<uint32_t>(managed) != 0) return -1;
+  if (get_attribute(&ordinal, kDeviceOrdinal, address) != kCudaSuccess) return -1;
+  return static_cast<int>(static_cast<uint32_t>(ordinal));
+}
+
+// Whether a copy between `dst` and `src` stays in one device's own memory.
+bool OnOneDevice(CuDevicePtr dst, CuDevicePtr src) {
+  const int device = DeviceOrdinalOf(dst);
+  return device >= 0 && DeviceOrdinalOf(src) == device;
 }
 
 // One wrapper per entry point and variant: GatedPiece submits one piece of
@@ -190,7 +203,7 @@ bool IsDeviceMemory(CuDevicePtr address) {
     return CutOrSubmit<GatedFunction::k##id>(                                               \
         &GatedPiece##id<kPerThread>,                                                        \
         [&] { return !kSynchronous && TheGate().Capturing(stream, kPerThread); },           \
-        &IsDeviceMemory) args;                                                              \
+        &OnOneDevice) args;                                                                 \
   }
 FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_WRAPPER)
 #undef FREERIDE_GATE_WRAPPER

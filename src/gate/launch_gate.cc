@@ -103,13 +103,18 @@ CuResult LaunchGate::Arm() {
   return kCudaSuccess;
 }
 
-bool LaunchGate::Capturing(CuStream stream, bool per_thread) const {
-  if (!api_.stream_is_capturing) return false;
+CuResult LaunchGate::CaptureStatus(CuStream stream, bool per_thread, int* capture) const {
+  *capture = kCaptureStatusNone;
+  if (!api_.stream_is_capturing) return kCudaSuccess;
   CuStream target = (stream == nullptr && per_thread) ? kPerThreadStream : stream;
+  return api_.stream_is_capturing(target, capture);
+}
+
+bool LaunchGate::Capturing(CuStream stream, bool per_thread) const {
   int capture = kCaptureStatusNone;
-  const CuResult r = api_.stream_is_capturing(target, &capture);
-  // The legacy stream while another stream captures in global mode: the
-  // work itself would fail so, and is left to the driver to refuse.
+  const CuResult r = CaptureStatus(stream, per_thread, &capture);
+  // The legacy stream while a blocking stream captures: the copy itself
+  // would fail so; cut, it would fail at its first piece all the same.
   if (r == kCudaErrorStreamCaptureImplicit) return true;
   return r == kCudaSuccess && capture != kCaptureStatusNone;
 }
@@ -124,7 +129,11 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
     }
   }
   CuStream target = (stream == nullptr && per_thread) ? kPerThreadStream : stream;
-  if (Capturing(stream, per_thread)) {
+  // Only a capture the driver confirms skips the gate: any failure to ask
+  // (the legacy stream while another thread's capture lasts) gates the
+  // piece, whose wait the driver then refuses while that capture lasts.
+  int capture = kCaptureStatusNone;
+  if (CaptureStatus(stream, per_thread, &capture) == kCudaSuccess && capture != kCaptureStatusNone) {
     captured_.fetch_add(1, std::memory_order_relaxed);
     return kCudaSuccess;
   }
@@ -217,10 +226,10 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
   return kCudaSuccess;
 }
 
-int64_t LaunchGate::PieceEstimateNs(int64_t kind_ns) const {
+int64_t LaunchGate::PieceEstimateNs(int64_t kind_ns, bool as_demoted) const {
   int64_t p95 = piece_p95_ns_.load(std::memory_order_relaxed);
   const int64_t estimate = kind_ns > 0 ? kind_ns : p95 > 0 ? p95 : kUnknownPieceNs;
-  return Demoted() ? 2 * estimate : estimate;
+  return as_demoted && Demoted() ? 2 * estimate : estimate;
 }
 
 int64_t LaunchGate::QueuedEstimateNs(const Queued& queued, int64_t common_ns) const {
@@ -448,8 +457,11 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     // the look (the deadline comes out some 200 us after the opening).
     if (deadline_published && judged_in != view.word >> 1) {
       judged_in = view.word >> 1;
+      // (By the piece's own length, not doubled while demoted: a length
+      // that fits is not to be forgotten for the demotion.)
       const bool too_long_for_bubble = verdict == PieceVerdict::kWaitForBubble && seen_shut > 0 &&
-                                       counted.pieces == 0 && seen_shut + piece > view.admit_until_ns;
+                                       counted.pieces == 0 &&
+                                       seen_shut + PieceEstimateNs(kind_ns, /*as_demoted=*/false) > view.admit_until_ns;
       if (too_long_for_bubble && kind_ns > 0 && ++too_long >= kMostBubblesTooLong) {
         {
           std::lock_guard<std::mutex> lock(kinds_mutex_);
@@ -523,10 +535,12 @@ void LaunchGate::StartSample(CuStream stream, WorkSample* sample) {
   if (pending_count_.load(std::memory_order_relaxed) >= kMaxPendingSamples) return;  // reading back lags: skip
   RelaxedCaptureMode relaxed(api_.thread_exchange_capture_mode);
   CuEvent start = nullptr, end = nullptr;
+  uint64_t generation = 0;
   {
     std::lock_guard<std::mutex> lock(samples_mutex_);
     start = spare_timing_.Take(api_);
     end = start ? spare_timing_.Take(api_) : nullptr;
+    generation = window_generation_;
   }
   if (!end || api_.event_record(start, stream) != kCudaSuccess) {
     // Events not recorded (a stream of another context, one destroyed) are whole: kept.
@@ -538,8 +552,7 @@ void LaunchGate::StartSample(CuStream stream, WorkSample* sample) {
   sample->start = start;
   sample->end = end;
   sample->stream = stream;
-  std::lock_guard<std::mutex> lock(samples_mutex_);
-  sample->window_generation = window_generation_;
+  sample->window_generation = generation;
 }
 
 void LaunchGate::AfterWork(const WorkSample& sample) {

@@ -230,8 +230,10 @@ class LaunchGate {
   CuResult BeforeWork(CuStream stream, bool per_thread, WorkSample* sample = nullptr);
   // Records the fence of a queued piece and the end of a sampled one.
   void AfterWork(const WorkSample& sample);
-  // Whether `stream` (as BeforeWork takes it, with `per_thread`) is
-  // capturing into a graph now (false when the driver cannot say).  One
+  // Whether work on `stream` (as BeforeWork takes it, with `per_thread`)
+  // would be captured into a graph now, or refused for a capture elsewhere
+  // (the legacy stream while a blocking stream captures): then a long copy
+  // is not cut (gate/copy_split.h).  False when the driver cannot say.  One
   // driver call.
   bool Capturing(CuStream stream, bool per_thread) const;
   // Pieces queued that have not been seen to end (their fences, once
@@ -357,7 +359,11 @@ class LaunchGate {
   // there is one, else the 95th percentile of the timed pieces
   // (kUnknownPieceNs before any); twice that while the daemon has demoted
   // this process's task (its slot's `demoted`).
-  int64_t PieceEstimateNs(int64_t kind_ns = 0) const;
+  // `as_demoted` false: the length alone, demoted or not.
+  int64_t PieceEstimateNs(int64_t kind_ns = 0, bool as_demoted = true) const;
+  // cuStreamIsCapturing's answer for `stream` as BeforeWork takes it
+  // (kCudaSuccess and none without the entry point).
+  CuResult CaptureStatus(CuStream stream, bool per_thread, int* capture) const;
   // The predicted time to run the queued pieces `queued`: those of a
   // learned kind at the length they were counted at, the others each at
   // `common_ns` (PieceEstimateNs(), read once by the caller) by default, at

@@ -354,7 +354,8 @@ __attribute__((visibility("default"))) void* dlsym(void* handle, const char* nam
   DlsymFn real_dlsym = RealDlsym();
   if (!real_dlsym) return nullptr;
   void* real = real_dlsym(handle, name);
-  if (!real || !name || name[0] != 'c' || name[1] != 'u') return real;
+  // (`name` is declared nonnull: the driver's dlsym has found nothing for a null one.)
+  if (!real || name[0] != 'c' || name[1] != 'u') return real;
   if (std::strcmp(name, "cuGetProcAddress_v2") == 0) {
     if (!FromThisLibrary(real)) g_real_get_proc_v2.store(real);
     return reinterpret_cast<void*>(&FreerideGetProcAddressV2);

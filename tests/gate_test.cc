@@ -1734,9 +1734,38 @@ TEST(GateSymbolTable, OldSignaturesAndUncoveredEntryPointsAreKnown) {
   EXPECT_TRUE(LookupRefusedForVersion("cuMemcpyHtoD", 3000));
   EXPECT_FALSE(LookupRefusedForVersion("cuMemcpyHtoD", 12000));
   EXPECT_FALSE(LookupRefusedForVersion("cuLaunchKernel", 3000));  // one signature since 4.0
-  EXPECT_TRUE(UncoveredByName("cuMemcpyBatchAsync"));
-  EXPECT_TRUE(UncoveredByName("cuMemcpyBatchAsync_v2_ptsz"));
+  EXPECT_TRUE(UncoveredByName("cuStreamBatchMemOp"));
+  EXPECT_TRUE(UncoveredByName("cuStreamBatchMemOp_v2_ptsz"));
   EXPECT_FALSE(UncoveredByName("cuMemcpyAsync"));
+  EXPECT_FALSE(UncoveredByName("cuMemcpyBatchAsync"));
+}
+
+// cuMemcpyBatchAsync had one signature in CUDA 12.8 (with a failure index)
+// and another from 13.0: a look-up gets the one its version asks for, and
+// one older than both is refused.  So does cuMemcpy3DBatchAsync.
+TEST(GateSymbolTable, ABaseNameWithTwoSignaturesGetsTheOneItsVersionAsksFor) {
+  for (const auto& [name, v1, v2] :
+       {std::tuple{"cuMemcpyBatchAsync", GatedFunction::kMemcpyBatchAsync, GatedFunction::kMemcpyBatchAsyncV2},
+        std::tuple{"cuMemcpy3DBatchAsync", GatedFunction::kMemcpy3DBatchAsync,
+                   GatedFunction::kMemcpy3DBatchAsyncV2}}) {
+    auto old = GatedByBaseName(name, 12080, 0);
+    auto newer = GatedByBaseName(name, 13000, 2);
+    ASSERT_TRUE(old && newer) << name;
+    EXPECT_EQ(old->function, v1);
+    EXPECT_EQ(newer->function, v2);
+    EXPECT_TRUE(newer->per_thread);
+    EXPECT_FALSE(GatedByBaseName(name, 12000, 0));
+    EXPECT_TRUE(LookupRefusedForVersion(name, 12000));
+    EXPECT_FALSE(LookupRefusedForVersion(name, 12080));
+    EXPECT_FALSE(LookupRefusedForVersion(name, 13000));
+  }
+  auto v2_export = GatedByExportName("cuMemcpyBatchAsync_v2_ptsz");
+  ASSERT_TRUE(v2_export);
+  EXPECT_EQ(v2_export->function, GatedFunction::kMemcpyBatchAsyncV2);
+  EXPECT_TRUE(v2_export->per_thread);
+  auto v1_export = GatedByExportName("cuMemcpyBatchAsync");
+  ASSERT_TRUE(v1_export);
+  EXPECT_EQ(v1_export->function, GatedFunction::kMemcpyBatchAsync);
 }
 
 TEST(GatePage, AnEarlyCloseClosesItsOwnBubbleOnlyAndAForcedCloseAnyOpenOne) {
@@ -1995,11 +2024,29 @@ TEST_F(InterposerTest, APreTwoPointThreeCopySignatureIsNotHandedOut) {
 TEST_F(InterposerTest, AnUncoveredEntryPointFailsWithAReasonInsteadOfRunning) {
   ShellResult r = Run("uncovered");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(r.out.find("batch"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("batchmemop"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("result 0\nresult 801\n"), std::string::npos) << r.out;
-  EXPECT_NE(r.err.find("cuMemcpyBatchAsync submits GPU work that the gate does not cover"),
+  EXPECT_NE(r.err.find("cuStreamBatchMemOp submits GPU work that the gate does not cover"),
             std::string::npos)
       << r.err;
+}
+
+// Batched copies (cudaMemcpyBatchAsync: cuDF, SGLang's KV cache, NCCL's
+// copy-engine collectives) wait on the gate like any copy, under either
+// signature: CUDA 13's, and 12.8's with its failure index.
+TEST_F(InterposerTest, BatchedCopiesWaitOnTheGateUnderEitherSignature) {
+  ShellResult r = Run("batch-copies");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const std::string expected =
+      "lookup cuMemcpyBatchAsync 13000 1\n"
+      "register 4096 flags 3\n"
+      "wait 0x1000 value 1 flags 2 addr-set\n"
+      "batch_v2 0x1000 count 2\n"
+      "lookup cuMemcpyBatchAsync 12080 1\n"
+      "wait 0x1000 value 1 flags 2 addr-set\n"
+      "batch_v1 0x1000 count 3 fail-index-set\n"
+      "result 0\nresult 0\n";
+  EXPECT_EQ(r.out, expected);
 }
 
 TEST_F(InterposerTest, AProgramLinkedToTheDriverByNameIsGatedToo) {

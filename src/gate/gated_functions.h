@@ -7,6 +7,8 @@
 //   (parameters), (arguments), stream expression)
 // A stream expression of nullptr means the call is synchronous and runs on
 // the default stream (the legacy one, or the thread's own for _ptds).
+// Where one base name has had two signatures, each has its entry, the newer
+// first: a look-up gets the first whose least version it meets.
 #pragma once
 #include "gate/driver_types.h"
 
@@ -42,6 +44,19 @@
     (const void* desc, CuStream s), (desc, s), s)                                                \
   X(Memcpy3DPeerAsync, "cuMemcpy3DPeerAsync", "cuMemcpy3DPeerAsync",                             \
     "cuMemcpy3DPeerAsync_ptsz", 0, (const void* desc, CuStream s), (desc, s), s)                 \
+  /* Batched copies (CUDA 12.8's signatures had a failure index, 13.0's have none). */           \
+  X(MemcpyBatchAsyncV2, "cuMemcpyBatchAsync", "cuMemcpyBatchAsync_v2", "cuMemcpyBatchAsync_v2_ptsz", \
+    13000, (CuDevicePtr* d, CuDevicePtr* src, size_t* n, size_t count, void* attrs, size_t* idxs,  \
+            size_t num_attrs, CuStream s), (d, src, n, count, attrs, idxs, num_attrs, s), s)      \
+  X(MemcpyBatchAsync, "cuMemcpyBatchAsync", "cuMemcpyBatchAsync", "cuMemcpyBatchAsync_ptsz", 12080, \
+    (CuDevicePtr* d, CuDevicePtr* src, size_t* n, size_t count, void* attrs, size_t* idxs,        \
+     size_t num_attrs, size_t* fail_idx, CuStream s), (d, src, n, count, attrs, idxs, num_attrs, fail_idx, s), s) \
+  X(Memcpy3DBatchAsyncV2, "cuMemcpy3DBatchAsync", "cuMemcpy3DBatchAsync_v2",                     \
+    "cuMemcpy3DBatchAsync_v2_ptsz", 13000, (size_t ops, void* list, unsigned long long flags, CuStream s), \
+    (ops, list, flags, s), s)                                                                    \
+  X(Memcpy3DBatchAsync, "cuMemcpy3DBatchAsync", "cuMemcpy3DBatchAsync", "cuMemcpy3DBatchAsync_ptsz", 12080, \
+    (size_t ops, void* list, size_t* fail_idx, unsigned long long flags, CuStream s),             \
+    (ops, list, fail_idx, flags, s), s)                                                          \
   X(MemsetD8Async, "cuMemsetD8Async", "cuMemsetD8Async", "cuMemsetD8Async_ptsz", 0,              \
     (CuDevicePtr d, unsigned char v, size_t n, CuStream s), (d, v, n, s), s)                     \
   X(MemsetD16Async, "cuMemsetD16Async", "cuMemsetD16Async", "cuMemsetD16Async_ptsz", 0,          \
@@ -83,7 +98,6 @@
 // CUDA_ERROR_NOT_SUPPORTED and a message), never run ungated; looking one
 // up is allowed, since runtimes look up entry points they never call.
 #define FREERIDE_UNCOVERED_FUNCTIONS(X)                                              \
-  X(MemcpyBatchAsync, "cuMemcpyBatchAsync") X(Memcpy3DBatchAsync, "cuMemcpy3DBatchAsync") \
   X(LaunchCooperativeKernelMultiDevice, "cuLaunchCooperativeKernelMultiDevice")     \
   X(StreamBatchMemOp, "cuStreamBatchMemOp") X(MemcpyHtoA, "cuMemcpyHtoA")            \
   X(MemcpyAtoH, "cuMemcpyAtoH") X(MemcpyHtoAAsync, "cuMemcpyHtoAAsync")              \

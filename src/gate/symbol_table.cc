@@ -44,9 +44,9 @@ std::optional<GatedSymbol> GatedByExportName(const char* name) {
 
 std::optional<GatedSymbol> GatedByBaseName(const char* name, int cuda_version, uint64_t flags) {
   if (!DriverName(name)) return std::nullopt;
+  // A name's entries come newest signature first: the first the version meets.
   for (size_t i = 0; i < std::size(kGated); ++i) {
-    if (std::strcmp(name, kGated[i].base) != 0) continue;
-    if (cuda_version < kGated[i].min_version) return std::nullopt;
+    if (std::strcmp(name, kGated[i].base) != 0 || cuda_version < kGated[i].min_version) continue;
     return GatedSymbol{GatedFunction(i), (flags & kProcAddressPerThreadStream) != 0};
   }
   return std::nullopt;
@@ -54,9 +54,13 @@ std::optional<GatedSymbol> GatedByBaseName(const char* name, int cuda_version, u
 
 bool LookupRefusedForVersion(const char* name, int cuda_version) {
   if (!DriverName(name)) return false;
-  for (const Names& names : kGated)
-    if (std::strcmp(name, names.base) == 0) return cuda_version < names.min_version;
-  return false;
+  bool known = false;
+  for (const Names& names : kGated) {
+    if (std::strcmp(name, names.base) != 0) continue;
+    if (cuda_version >= names.min_version) return false;
+    known = true;
+  }
+  return known;
 }
 
 std::optional<UncoveredFunction> UncoveredByName(const char* name) {

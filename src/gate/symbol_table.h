@@ -19,9 +19,10 @@ struct GatedSymbol {
 std::optional<GatedSymbol> GatedByExportName(const char* name);
 
 // A name as cuGetProcAddress is asked for it ("cuMemcpyHtoDAsync"), with
-// the caller's cudaVersion and flags.  Empty for names that are not gated,
-// and for versions older than the signature the wrapper has: those are
-// answered by LookupRefusedForVersion.
+// the caller's cudaVersion and flags: the newest of the name's signatures
+// that version has.  Empty for names that are not gated, and for versions
+// older than every signature the wrappers have: those are answered by
+// LookupRefusedForVersion.
 std::optional<GatedSymbol> GatedByBaseName(const char* name, int cuda_version, uint64_t flags);
 
 // Whether cuGetProcAddress(name, version) asks for an entry point of the
@@ -29,8 +30,8 @@ std::optional<GatedSymbol> GatedByBaseName(const char* name, int cuda_version, u
 // copies): the gate answers "not supported" rather than pass it ungated.
 bool LookupRefusedForVersion(const char* name, int cuda_version);
 
-// An uncovered entry point, by base or exported name ("cuMemcpyBatchAsync",
-// "cuMemcpyBatchAsync_v2", "..._ptsz").
+// An uncovered entry point, by base or exported name ("cuStreamBatchMemOp",
+// "cuStreamBatchMemOp_v2", "..._ptsz").
 std::optional<UncoveredFunction> UncoveredByName(const char* name);
 
 // The name of a function in the lists (for messages).

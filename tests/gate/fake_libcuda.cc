@@ -130,8 +130,18 @@ CuResult cuMemcpyHtoDAsync_v2(CuDevicePtr d, const void* src, size_t n, CuStream
       std::to_string(n));
   return 0;
 }
-CuResult cuMemcpyBatchAsync_v2(...) {
-  Log("batch");
+CuResult cuMemcpyBatchAsync_v2(CuDevicePtr*, CuDevicePtr*, size_t*, size_t count, void*, size_t*, size_t,
+                               CuStream s) {
+  Log("batch_v2 " + Hex(s) + " count " + std::to_string(count));
+  return 0;
+}
+CuResult cuMemcpyBatchAsync(CuDevicePtr*, CuDevicePtr*, size_t*, size_t count, void*, size_t*, size_t,
+                            size_t* fail_idx, CuStream s) {
+  Log("batch_v1 " + Hex(s) + " count " + std::to_string(count) + (fail_idx ? " fail-index-set" : ""));
+  return 0;
+}
+CuResult cuStreamBatchMemOp_v2(...) {
+  Log("batchmemop");
   return 0;
 }
 CuResult cuCtxSynchronize() {
@@ -149,7 +159,9 @@ CuResult cuGetProcAddress_v2(const char* name, void** pfn, int version, uint64_t
   else if (!std::strcmp(name, "cuMemcpyHtoD"))
     fn = version >= 3020 ? reinterpret_cast<void*>(&cuMemcpyHtoD_v2) : reinterpret_cast<void*>(&cuMemcpyHtoD);
   else if (!std::strcmp(name, "cuMemcpyHtoDAsync")) fn = reinterpret_cast<void*>(&cuMemcpyHtoDAsync_v2);
-  else if (!std::strcmp(name, "cuMemcpyBatchAsync")) fn = reinterpret_cast<void*>(&cuMemcpyBatchAsync_v2);
+  else if (!std::strcmp(name, "cuMemcpyBatchAsync"))
+    fn = version >= 13000 ? reinterpret_cast<void*>(&cuMemcpyBatchAsync_v2) : reinterpret_cast<void*>(&cuMemcpyBatchAsync);
+  else if (!std::strcmp(name, "cuStreamBatchMemOp")) fn = reinterpret_cast<void*>(&cuStreamBatchMemOp_v2);
   else if (!std::strcmp(name, "cuCtxSynchronize")) fn = reinterpret_cast<void*>(&cuCtxSynchronize);
   else if (!std::strcmp(name, "cuGetProcAddress")) fn = reinterpret_cast<void*>(&cuGetProcAddress_v2);
   if (status) *status = fn ? 0 : 1;

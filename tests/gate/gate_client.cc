@@ -17,6 +17,9 @@ using Graph = CuResult (*)(void*, void*);
 using HtoD = CuResult (*)(unsigned long long, const void*, size_t);
 using Sync = CuResult (*)();
 using HtoDAsync = CuResult (*)(unsigned long long, const void*, size_t, void*);
+using BatchV2 = CuResult (*)(unsigned long long*, unsigned long long*, size_t*, size_t, void*, size_t*, size_t, void*);
+using BatchV1 = CuResult (*)(unsigned long long*, unsigned long long*, size_t*, size_t, void*, size_t*, size_t,
+                             size_t*, void*);
 
 int main(int argc, char** argv) {
   std::string scenario = argc > 1 ? argv[1] : "";
@@ -67,8 +70,15 @@ int main(int argc, char** argv) {
     note(r);
     note(fn == nullptr ? 0 : 1);
   } else if (scenario == "uncovered") {  // an entry point the gate does not cover
-    note(get_proc("cuMemcpyBatchAsync", &fn, 12080, 1, &status));
+    note(get_proc("cuStreamBatchMemOp", &fn, 12000, 1, &status));
     note(reinterpret_cast<Sync>(fn)());
+  } else if (scenario == "batch-copies") {  // cuMemcpyBatchAsync as CUDA 13 and 12.8 declare it
+    unsigned long long dsts[3] = {}, srcs[3] = {};
+    size_t sizes[3] = {}, attr_idxs[1] = {}, fail_idx = 0;
+    get_proc("cuMemcpyBatchAsync", &fn, 13000, 1, &status);
+    note(reinterpret_cast<BatchV2>(fn)(dsts, srcs, sizes, 2, nullptr, attr_idxs, 0, stream));
+    get_proc("cuMemcpyBatchAsync", &fn, 12080, 1, &status);
+    note(reinterpret_cast<BatchV1>(fn)(dsts, srcs, sizes, 3, nullptr, attr_idxs, 0, &fail_idx, stream));
   } else if (scenario == "direct") {  // a program that binds the driver's names itself
     fn = dlsym(RTLD_DEFAULT, "cuLaunchKernel");
     note(fn ? reinterpret_cast<Launch>(fn)(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr) : -1);

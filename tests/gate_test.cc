@@ -1755,7 +1755,8 @@ TEST(GateSymbolTable, ABaseNameWithTwoSignaturesGetsTheOneItsVersionAsksFor) {
     EXPECT_EQ(newer->function, v2);
     EXPECT_TRUE(newer->per_thread);
     EXPECT_FALSE(GatedByBaseName(name, 12000, 0));
-    EXPECT_TRUE(LookupRefusedForVersion(name, 12000));
+    // Before 12.8 there was none: the driver, not the gate, says so.
+    EXPECT_FALSE(LookupRefusedForVersion(name, 12000));
     EXPECT_FALSE(LookupRefusedForVersion(name, 12080));
     EXPECT_FALSE(LookupRefusedForVersion(name, 13000));
   }
@@ -2018,7 +2019,7 @@ TEST_F(InterposerTest, APreTwoPointThreeCopySignatureIsNotHandedOut) {
   ShellResult r = Run("old-version");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out.find("lookup"), std::string::npos) << r.out;  // never reached the driver
-  EXPECT_NE(r.out.find("result 801\nresult 0\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("result 801\nresult 0\nresult 2\n"), std::string::npos) << r.out;
 }
 
 TEST_F(InterposerTest, AnUncoveredEntryPointFailsWithAReasonInsteadOfRunning) {
@@ -2034,6 +2035,16 @@ TEST_F(InterposerTest, AnUncoveredEntryPointFailsWithAReasonInsteadOfRunning) {
 // Batched copies (cudaMemcpyBatchAsync: cuDF, SGLang's KV cache, NCCL's
 // copy-engine collectives) wait on the gate like any copy, under either
 // signature: CUDA 13's, and 12.8's with its failure index.
+// Refused by the gate (no gate page: it cannot be armed), a batched copy of
+// CUDA 12.8's signature says through its failure index that no one copy failed.
+TEST_F(InterposerTest, ABatchedCopyTheGateRefusesSetsItsFailureIndexToNone) {
+  ShellResult r = Run("batch-copies", /*with_page=*/false);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("batch_v"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fail index 18446744073709551615\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("result 800\nresult 800\n"), std::string::npos) << r.out;
+}
+
 TEST_F(InterposerTest, BatchedCopiesWaitOnTheGateUnderEitherSignature) {
   ShellResult r = Run("batch-copies");
   ASSERT_EQ(r.status, 0) << r.out << r.err;
@@ -2045,6 +2056,7 @@ TEST_F(InterposerTest, BatchedCopiesWaitOnTheGateUnderEitherSignature) {
       "lookup cuMemcpyBatchAsync 12080 1\n"
       "wait 0x1000 value 1 flags 2 addr-set\n"
       "batch_v1 0x1000 count 3 fail-index-set\n"
+      "fail index 0\n"
       "result 0\nresult 0\n";
   EXPECT_EQ(r.out, expected);
 }

@@ -29,6 +29,7 @@ constexpr unsigned kEventDisableTiming = 0x2;  // CU_EVENT_DISABLE_TIMING
 constexpr unsigned kHostRegisterPortable = 0x1;
 constexpr unsigned kHostRegisterDeviceMap = 0x2;
 constexpr uint64_t kProcAddressPerThreadStream = 1u << 1;  // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+constexpr int kProcAddressVersionNotSufficient = 2;  // CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
 constexpr int kCaptureStatusNone = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
 constexpr int kCaptureModeRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED
 

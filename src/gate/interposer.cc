@@ -15,10 +15,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 #include "base/settings.h"
@@ -177,6 +179,18 @@ bool OnOneDevice(CuDevicePtr dst, CuDevicePtr src) {
   return device >= 0 && DeviceOrdinalOf(src) == device;
 }
 
+// A batched copy of CUDA 12.8's signature refused before the driver saw
+// it: its failure index says no single copy failed (SIZE_MAX, as the
+// driver writes for such errors).  Nothing for other entry points.
+template <GatedFunction f, typename... Args>
+void RefusedBatch(Args... args) {
+  auto all = std::tuple<Args...>(args...);
+  size_t* fail_idx = nullptr;
+  if constexpr (f == GatedFunction::kMemcpyBatchAsync) fail_idx = std::get<7>(all);
+  if constexpr (f == GatedFunction::kMemcpy3DBatchAsync) fail_idx = std::get<2>(all);
+  if (fail_idx) *fail_idx = SIZE_MAX;
+}
+
 // One wrapper per entry point and variant: GatedPiece submits one piece of
 // work; Gated first cuts a long one-dimensional copy into pieces
 // (gate/copy_split.h), unless its stream is capturing into a graph.
@@ -189,10 +203,11 @@ bool OnOneDevice(CuDevicePtr dst, CuDevicePtr src) {
     if constexpr (!kSynchronous) sample.key = PieceKeyOf<GatedFunction::k##id> args;        \
     sample.whole_graph = GatedFunction::k##id == GatedFunction::kGraphLaunch;               \
     CuResult gated = TheGate().BeforeWork(stream, kPerThread, kSynchronous ? nullptr : &sample); \
-    if (gated != kCudaSuccess) return gated;                                                \
+    if (gated != kCudaSuccess) return RefusedBatch<GatedFunction::k##id> args, gated;         \
     using Fn = CuResult(*) params;                                                          \
     Fn fn = RealAs<Fn>(GatedFunction::k##id, kPerThread);                                   \
-    CuResult result = fn ? fn args : kCudaErrorNotSupported;                                \
+    if (!fn) return RefusedBatch<GatedFunction::k##id> args, kCudaErrorNotSupported;          \
+    CuResult result = fn args;                                                              \
     if (result != kCudaSuccess) sample.queued = false; /* nothing was queued to count */    \
     TheGate().AfterWork(sample);                                                            \
     return result;                                                                          \
@@ -315,6 +330,7 @@ __attribute__((visibility("default"))) CuResult FreerideGetProcAddressV2(const c
                                                                           int* status) {
   if (LookupRefusedForVersion(name, version)) {
     if (pfn) *pfn = nullptr;
+    if (status) *status = kProcAddressVersionNotSufficient;
     return kCudaErrorNotSupported;
   }
   auto real = reinterpret_cast<GetProcV2>(g_real_get_proc_v2.load());

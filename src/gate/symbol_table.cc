@@ -54,13 +54,16 @@ std::optional<GatedSymbol> GatedByBaseName(const char* name, int cuda_version, u
 
 bool LookupRefusedForVersion(const char* name, int cuda_version) {
   if (!DriverName(name)) return false;
-  bool known = false;
+  // Refused only where an older form exists: the name's oldest entry (the
+  // last) is itself a "_v2", which replaced a first one.  A name first
+  // declared at its oldest entry's version is the driver's to answer.
+  const Names* oldest = nullptr;
   for (const Names& names : kGated) {
     if (std::strcmp(name, names.base) != 0) continue;
     if (cuda_version >= names.min_version) return false;
-    known = true;
+    oldest = &names;
   }
-  return known;
+  return oldest && std::string_view(oldest->legacy).ends_with("_v2");
 }
 
 std::optional<UncoveredFunction> UncoveredByName(const char* name) {

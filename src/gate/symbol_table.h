@@ -26,8 +26,10 @@ std::optional<GatedSymbol> GatedByExportName(const char* name);
 std::optional<GatedSymbol> GatedByBaseName(const char* name, int cuda_version, uint64_t flags);
 
 // Whether cuGetProcAddress(name, version) asks for an entry point of the
-// gated list in an older form than the wrapper's (the pre-3.2 32-bit-size
-// copies): the gate answers "not supported" rather than pass it ungated.
+// gated list in an older form than any wrapper's (the pre-3.2 32-bit-size
+// copies): the gate answers "not supported" rather than pass it ungated.  A
+// version older than the name itself (cuMemcpyBatchAsync before 12.8) is not
+// refused: the driver answers that it has none.
 bool LookupRefusedForVersion(const char* name, int cuda_version);
 
 // An uncovered entry point, by base or exported name ("cuStreamBatchMemOp",

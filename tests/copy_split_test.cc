@@ -28,12 +28,12 @@ TEST(CopySplit, CopiesThatInvolveTheHostAreCutAboveTwoPiecesOfFourMiB) {
                           GatedFunction::kMemcpyAsync, GatedFunction::kMemcpyHtoD, GatedFunction::kMemcpyDtoH,
                           GatedFunction::kMemcpy}) {
     EXPECT_EQ(CopyPieceBytes(f), 4 * kMiB);
-    EXPECT_FALSE(CutsCopy(f, 8 * kMiB));
-    EXPECT_TRUE(CutsCopy(f, 8 * kMiB + 1));
+    EXPECT_FALSE(CutsCopy(CopyPieceBytes(f), 8 * kMiB));
+    EXPECT_TRUE(CutsCopy(CopyPieceBytes(f), 8 * kMiB + 1));
   }
   for (GatedFunction f : {GatedFunction::kMemcpyDtoDAsync, GatedFunction::kMemcpyDtoD}) {
-    EXPECT_FALSE(CutsCopy(f, 128 * kMiB)) << "device memory: pieces of 64 MiB";
-    EXPECT_TRUE(CutsCopy(f, 128 * kMiB + 1));
+    EXPECT_FALSE(CutsCopy(CopyPieceBytes(f), 128 * kMiB)) << "device memory: pieces of 64 MiB";
+    EXPECT_TRUE(CutsCopy(CopyPieceBytes(f), 128 * kMiB + 1));
   }
 }
 
@@ -42,7 +42,7 @@ TEST(CopySplit, KernelsFillsPeerAndMultiDimensionalCopiesAreNeverCut) {
                           GatedFunction::kMemsetD32, GatedFunction::kMemcpyPeerAsync, GatedFunction::kMemcpy2DAsync,
                           GatedFunction::kMemcpy3D}) {
     EXPECT_EQ(CopyPieceBytes(f), 0u);
-    EXPECT_FALSE(CutsCopy(f, size_t{1} << 40));
+    EXPECT_FALSE(CutsCopy(CopyPieceBytes(f), size_t{1} << 40));
   }
 }
 

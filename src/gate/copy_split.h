@@ -63,7 +63,6 @@ constexpr size_t CopyPieceBytes(GatedFunction f) {
 
 // Whether a copy of `bytes` in pieces of `piece` bytes is cut: more than two of them.
 constexpr bool CutsCopy(size_t piece, size_t bytes) { return piece > 0 && bytes > 2 * piece; }
-constexpr bool CutsCopy(GatedFunction f, size_t bytes) { return CutsCopy(CopyPieceBytes(f), bytes); }
 
 // Whether `f` is a unified-address copy, whose direction lies in its addresses.
 constexpr bool InfersDirection(GatedFunction f) {

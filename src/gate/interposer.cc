@@ -200,7 +200,8 @@ void RefusedBatch(Args... args) {
     /* A stream expression of nullptr: a synchronous call, neither timed nor fenced. */   \
     constexpr bool kSynchronous = std::is_same_v<std::decay_t<decltype(stream)>, std::nullptr_t>; \
     WorkSample sample;                                                                      \
-    if constexpr (!kSynchronous) sample.key = PieceKeyOf<GatedFunction::k##id> args;        \
+    if constexpr (!kSynchronous)                                                            \
+      if (TheGate().learns_kinds()) sample.key = PieceKeyOf<GatedFunction::k##id> args;     \
     sample.whole_graph = GatedFunction::k##id == GatedFunction::kGraphLaunch;               \
     CuResult gated = TheGate().BeforeWork(stream, kPerThread, kSynchronous ? nullptr : &sample); \
     if (gated != kCudaSuccess) return RefusedBatch<GatedFunction::k##id> args, gated;         \

@@ -259,9 +259,7 @@ void LaunchGate::FenceUnfencedLocked(CuStream stream, StreamQueue& queue) {
   auto forget = [&] { ForgetUnfencedLocked(queue); };
   // A stream now capturing a graph would take the fence into the graph.
   int capture = kCaptureStatusNone;
-  if (api_.stream_is_capturing && api_.stream_is_capturing(stream, &capture) == kCudaSuccess &&
-      capture != kCaptureStatusNone)
-    return forget();
+  if (CaptureStatus(stream, false, &capture) == kCudaSuccess && capture != kCaptureStatusNone) return forget();
   RelaxedCaptureMode relaxed(api_.thread_exchange_capture_mode);
   CuEvent fence = spare_fences_.Take(api_);
   if (!fence) return forget();

@@ -236,6 +236,9 @@ class LaunchGate {
   // is not cut (gate/copy_split.h).  False when the driver cannot say.  One
   // driver call.
   bool Capturing(CuStream stream, bool per_thread) const;
+  // Whether pieces are predicted by their kind (GateTuning::lengths_by_kind):
+  // a caller need not name a piece's kind otherwise.
+  bool learns_kinds() const { return tuning_.lengths_by_kind; }
   // Pieces queued that have not been seen to end (their fences, once
   // recorded, have not been reached).
   size_t unfinished_pieces();

@@ -238,31 +238,42 @@ class LaunchGateTest : public ::testing::Test {
       if (FakeClock::now >= published_at) Open(bubble, INT64_MAX);
     };
   }
-  // As the held thread sleeps: bubbles of 1 ms, each after 2 ms shut, the
+  // What RunBubblesOf1ms saw: each bubble's opening time, and the bubble
+  // open at each emptying of the gate's common window.
+  struct BubbleLog {
+    std::vector<int64_t> opened;
+    std::vector<uint32_t> forgot_in;
+  };
+  // Nothing of the program's is queued (every event reached) and bubble 1
+  // is open with `first_left` ns to its deadline, this thread never having
+  // seen it shut (a look in it does not count as at an opening).  Then, as
+  // the held thread sleeps: bubbles of 1 ms, each after 2 ms shut, the
   // deadline (the bubble's end) published `publish_after` ns after each
   // opens, as the daemon does once it has the stage's mark (from bubble
   // `admit_all_from` on, none: a gate that never lets a piece go fails
-  // there rather than hangs).  `opened` gets each opening's time;
-  // `forgot_in` the bubble open when `gate`'s common window was emptied,
-  // for each emptying.
-  void RunBubblesOf1ms(LaunchGate& gate, std::vector<int64_t>* opened, std::vector<uint32_t>* forgot_in,
-                       uint32_t admit_all_from = 10, int64_t publish_after = 0) {
+  // there rather than hangs).
+  std::shared_ptr<BubbleLog> RunBubblesOf1ms(LaunchGate& gate, uint32_t admit_all_from, int64_t publish_after = 0,
+                                             int64_t first_left = 1'000'000) {
+    FakeDriver::events_done = true;
+    Open(1, FakeClock::now + first_left);
+    auto log = std::make_shared<BubbleLog>();
     const int64_t start = FakeClock::now;
     auto bubble = std::make_shared<uint32_t>(1);
-    FakeClock::on_sleep = [this, &gate, opened, forgot_in, start, bubble, admit_all_from, publish_after] {
-      while (forgot_in->size() < gate.counters().windows_forgotten) forgot_in->push_back(*bubble);
+    FakeClock::on_sleep = [this, &gate, log, start, bubble, admit_all_from, publish_after] {
+      while (log->forgot_in.size() < gate.counters().windows_forgotten) log->forgot_in.push_back(*bubble);
       const int64_t t = (FakeClock::now - start) % 3'000'000;
       const bool open = t >= 2'000'000;
       if (open && !GateIsOpen(layout().word.load())) {
         ++*bubble;
         layout().word.store(GateOpenValue(*bubble));
-        opened->push_back(FakeClock::now);
+        log->opened.push_back(FakeClock::now);
       } else if (!open && GateIsOpen(layout().word.load())) {
         Shut(*bubble);
       }
       if (open && t >= 2'000'000 + publish_after && layout().admit_bubble.load() != *bubble)
         Open(*bubble, *bubble < admit_all_from ? FakeClock::now - (t - 2'000'000) + 1'000'000 : INT64_MAX);
     };
+    return log;
   }
   alignas(4096) char page_[4096] = {};
   CuStream stream_ = reinterpret_cast<CuStream>(0x1000);
@@ -959,26 +970,8 @@ TEST_F(LaunchGateTest, AKindLearnedTooLongForAnyBubbleIsForgottenAfterTwoBubbles
   auto made = GateByKind(page_, &slot);
   LaunchGate& gate = *made;
   LearnCommonAndKind(gate, stream_, 0.0625f, kLongKind, 10.0f);
-  FakeDriver::events_done = true;  // nothing of the program's is queued
-  // Bubble 1 is open, its deadline 1 ms on; this thread never saw it shut.
-  Open(1, FakeClock::now + 1'000'000);
-  // Then: shut for 2 ms, open for 1 ms (its deadline published as it opens), and so on.
-  const int64_t start = FakeClock::now;
-  uint32_t bubble = 1;
-  std::vector<int64_t> opened;
-  FakeClock::on_sleep = [&] {
-    const int64_t t = (FakeClock::now - start) % 3'000'000;
-    const bool open = t >= 2'000'000;
-    if (open && !GateIsOpen(layout().word.load())) {
-      // (From the tenth on, bubbles admit anything: a gate that never
-      // forgot would fail here, not hang.)
-      ++bubble;
-      Open(bubble, bubble < 10 ? FakeClock::now + 1'000'000 : INT64_MAX);
-      opened.push_back(FakeClock::now);
-    } else if (!open && GateIsOpen(layout().word.load())) {
-      Shut(bubble);
-    }
-  };
+  const auto log = RunBubblesOf1ms(gate, /*admit_all_from=*/10);
+  const std::vector<int64_t>& opened = log->opened;
   ASSERT_TRUE(QueueKindPieces(gate, stream_, kLongKind));
   EXPECT_EQ(gate.counters().kinds_forgotten, 1u);
   EXPECT_EQ(gate.kind_ns(kLongKind), 0) << "forgotten: learned afresh";
@@ -990,15 +983,15 @@ TEST_F(LaunchGateTest, AKindLearnedTooLongForAnyBubbleIsForgottenAfterTwoBubbles
 }
 
 // A gate judging pieces by the common percentile, which it has learned at
-// 10 ms (pieces timed from now take the same), in bubble 1, open with no deadline.
-std::unique_ptr<LaunchGate> GateWithA10msWindow(GateTaskSlot* slot, char* page, CuStream stream) {
+// `ms` (pieces timed from now take the same), in bubble 1, open with no deadline.
+std::unique_ptr<LaunchGate> GateWithAWindowOf(float ms, GateTaskSlot* slot, char* page, CuStream stream) {
   auto gate = GateByKind(page, slot, /*by_kind=*/false);
   auto& layout = *reinterpret_cast<GatePageLayout*>(page);
   layout.word.store(GateOpenValue(1));
   layout.admit_until_ns.store(INT64_MAX);
   layout.admit_bubble.store(1);
-  LearnCommonAndKind(*gate, stream, 10.0f, kLongKind, 0.0625f, /*by_kind=*/false);
-  FakeDriver::elapsed_ms = 10.0f;
+  LearnCommonAndKind(*gate, stream, ms, kLongKind, 0.0625f, /*by_kind=*/false);
+  FakeDriver::elapsed_ms = ms;
   return gate;
 }
 
@@ -1009,14 +1002,11 @@ std::unique_ptr<LaunchGate> GateWithA10msWindow(GateTaskSlot* slot, char* page, 
 // (no piece held by the window runs to bring it down).
 TEST_F(LaunchGateTest, ACommonPercentileTooLongForAnyBubbleIsEmptiedAfterSixteenBubbles) {
   GateTaskSlot slot{};
-  auto made = GateWithA10msWindow(&slot, page_, stream_);
+  auto made = GateWithAWindowOf(10.0f, &slot, page_, stream_);
   LaunchGate& gate = *made;
   ASSERT_EQ(slot.work_p95_ns.load(), 10'000'000);
-  FakeDriver::events_done = true;  // nothing of the program's is queued
-  Open(1, FakeClock::now + 1'000'000);  // looked at late: does not count
-  std::vector<int64_t> opened;
-  std::vector<uint32_t> forgot_in;
-  RunBubblesOf1ms(gate, &opened, &forgot_in, /*admit_all_from=*/30);
+  const auto log = RunBubblesOf1ms(gate, /*admit_all_from=*/30);
+  const std::vector<int64_t>& opened = log->opened;
   ASSERT_TRUE(QueuePieces(gate, stream_));
   EXPECT_EQ(gate.counters().windows_forgotten, 1u);
   EXPECT_EQ(slot.work_p95_ns.load(), 0) << "emptied: published as none";
@@ -1035,7 +1025,7 @@ TEST_F(LaunchGateTest, ACommonPercentileTooLongForAnyBubbleIsEmptiedAfterSixteen
 // window would be emptied, letting 10 ms pieces into 1 ms bubbles.
 TEST_F(LaunchGateTest, ALookMadeLateInABubbleDoesNotCountTowardsEmptyingTheWindow) {
   GateTaskSlot slot{};
-  auto made = GateWithA10msWindow(&slot, page_, stream_);
+  auto made = GateWithAWindowOf(10.0f, &slot, page_, stream_);
   LaunchGate& gate = *made;
   FakeDriver::events_done = true;
   Shut(1);
@@ -1072,13 +1062,10 @@ TEST_F(LaunchGateTest, ALookMadeLateInABubbleDoesNotCountTowardsEmptyingTheWindo
 // the opening counts all the same.
 TEST_F(LaunchGateTest, ADeadlinePublishedAfterTheOpeningStillCountsTowardsEmptyingTheWindow) {
   GateTaskSlot slot{};
-  auto made = GateWithA10msWindow(&slot, page_, stream_);
+  auto made = GateWithAWindowOf(10.0f, &slot, page_, stream_);
   LaunchGate& gate = *made;
-  FakeDriver::events_done = true;
-  Open(1, FakeClock::now + 1'000'000);
-  std::vector<int64_t> opened;
-  std::vector<uint32_t> forgot_in;
-  RunBubblesOf1ms(gate, &opened, &forgot_in, /*admit_all_from=*/30, /*publish_after=*/200'000);
+  const auto log = RunBubblesOf1ms(gate, /*admit_all_from=*/30, /*publish_after=*/200'000);
+  const std::vector<int64_t>& opened = log->opened;
   ASSERT_TRUE(QueuePieces(gate, stream_));
   EXPECT_EQ(gate.counters().windows_forgotten, 1u);
   ASSERT_EQ(opened.size(), 16u) << "bubbles 2 to 17";
@@ -1094,7 +1081,7 @@ TEST_F(LaunchGateTest, ADeadlinePublishedAfterTheOpeningStillCountsTowardsEmptyi
 // emptying took 10 ms, those after 62.5 us.
 TEST_F(LaunchGateTest, ATimingBegunBeforeTheWindowWasEmptiedDoesNotRefillIt) {
   GateTaskSlot slot{};
-  auto made = GateWithA10msWindow(&slot, page_, stream_);
+  auto made = GateWithAWindowOf(10.0f, &slot, page_, stream_);
   LaunchGate& gate = *made;
   bool timings_back = false;
   FakeDriver::event_done = [&](intptr_t event, bool) { return !IsTimingEvent(event) || timings_back; };
@@ -1102,10 +1089,7 @@ TEST_F(LaunchGateTest, ATimingBegunBeforeTheWindowWasEmptiedDoesNotRefillIt) {
   FakeDriver::elapsed_of = [&](int64_t recorded_at) { return recorded_at < emptied_after ? 10.0f : 0.0625f; };
   ASSERT_TRUE(QueuePieces(gate, stream_, static_cast<int>(LaunchGate::kSampleEvery)));  // one timed, not back
   FakeClock::now = emptied_after;
-  Open(1, FakeClock::now + 1'000'000);
-  std::vector<int64_t> opened;
-  std::vector<uint32_t> forgot_in;
-  RunBubblesOf1ms(gate, &opened, &forgot_in, /*admit_all_from=*/100);
+  RunBubblesOf1ms(gate, /*admit_all_from=*/100);
   ASSERT_TRUE(QueuePieces(gate, stream_));
   ASSERT_EQ(gate.counters().windows_forgotten, 1u);
   ASSERT_EQ(slot.work_p95_ns.load(), 0);
@@ -1121,19 +1105,13 @@ TEST_F(LaunchGateTest, ATimingBegunBeforeTheWindowWasEmptiedDoesNotRefillIt) {
 // its own length fits them, and its window is not emptied for the demotion.
 TEST_F(LaunchGateTest, ADemotedTasksDoubledLengthDoesNotEmptyAWindowThatFits) {
   GateTaskSlot slot{};
-  auto made = GateByKind(page_, &slot, /*by_kind=*/false);
+  auto made = GateWithAWindowOf(0.75f, &slot, page_, stream_);
   LaunchGate& gate = *made;
-  Open(1, INT64_MAX);
-  LearnCommonAndKind(gate, stream_, 0.75f, kLongKind, 0.0625f, /*by_kind=*/false);
-  FakeDriver::elapsed_ms = 0.75f;
-  FakeDriver::events_done = true;
   slot.demoted.store(1);
-  Open(1, FakeClock::now + 500'000);  // no room for the piece
-  std::vector<int64_t> opened;
-  std::vector<uint32_t> forgot_in;
-  RunBubblesOf1ms(gate, &opened, &forgot_in, /*admit_all_from=*/30, /*publish_after=*/200'000);
+  const auto log = RunBubblesOf1ms(gate, /*admit_all_from=*/30, /*publish_after=*/200'000,
+                                   /*first_left=*/500'000);  // no room for the piece
   ASSERT_TRUE(QueuePieces(gate, stream_));
-  EXPECT_EQ(opened.size(), 29u) << "held until bubble 30 admits anything";
+  EXPECT_EQ(log->opened.size(), 29u) << "held until bubble 30 admits anything";
   EXPECT_EQ(gate.counters().windows_forgotten, 0u);
   EXPECT_EQ(slot.work_p95_ns.load(), 750'000);
   FakeClock::on_sleep = nullptr;
@@ -1148,13 +1126,10 @@ TEST_F(LaunchGateTest, ADemotedTasksDoubledLengthDoesNotEmptyAWindowThatFits) {
 // the sixteenth bubble (111-126), not the 128th.
 TEST_F(LaunchGateTest, EachEmptyingOfTheCommonWindowInARowNeedsTwiceTheBubblesOfTheLast) {
   GateTaskSlot slot{};
-  auto made = GateWithA10msWindow(&slot, page_, stream_);
+  auto made = GateWithAWindowOf(10.0f, &slot, page_, stream_);
   LaunchGate& gate = *made;
-  FakeDriver::events_done = true;
-  Open(1, FakeClock::now + 1'000'000);
-  std::vector<int64_t> opened;
-  std::vector<uint32_t> forgot_in;
-  RunBubblesOf1ms(gate, &opened, &forgot_in, /*admit_all_from=*/200);
+  const auto log = RunBubblesOf1ms(gate, /*admit_all_from=*/200);
+  std::vector<uint32_t>& forgot_in = log->forgot_in;
   for (int i = 0; i < 1000 && gate.counters().windows_forgotten < 3; ++i) ASSERT_TRUE(QueuePieces(gate, stream_));
   ASSERT_EQ(gate.counters().windows_forgotten, 3u);
   FakeDriver::elapsed_ms = 0.0625f;

@@ -145,14 +145,9 @@ PROGRAMS = {
                        "--batch", "32", "--iterations", "10000000", "--log-every", "1"],
                       r"iteration (\d+):.* at ([\d.]+)"),
 }
-# What the daemon is told of each program's progress (--progress-regex).
-DAEMON_PROGRESS = {"resnet50": r"iteration (\d+):", "resnet18": r"iteration (\d+):",
-                   "generate": r"generated (\d+) batches", "generate-xl": r"generated (\d+) batches",
-                   "compiled": r"step (\d+):",
-                   "cpuspin": r"iteration (\d+):", "gpuheld": r"iteration (\d+):",
-                   "resnet50-idle": r"iteration (\d+):", "helddev": r"iteration (\d+):",
-                   "heldhost": r"iteration (\d+):", "heldspindev": r"iteration (\d+):",
-                   "heldspinhost": r"iteration (\d+):"}
+# What the daemon is told of each program's progress (--progress-regex): its
+# pattern's count, without the time that the bench reads from each line.
+DAEMON_PROGRESS = {name: pattern.split(".* at ")[0] for name, (_, pattern) in PROGRAMS.items()}
 SCHEDULES = {
     "interleaved": ["--schedule", "interleaved", "--stages", "4", "--microbatches", "8", "--virtual", "2",
                     "--times", "2,4"],

@@ -89,6 +89,19 @@ def iteration_windows(run: dict) -> tuple[list[float], list[float]]:
     return starts, run["iter_ms"]
 
 
+def lane_windows(run: dict, lane: int) -> tuple[list[float], list[float]]:
+    """(unix start, length in ms) of each iteration of the rank whose lane is `lane` (on one node
+    the lane is the rank), where the trainer gives each rank's own (rank_iter_unix, rank_iter_ms),
+    else iteration_windows(run).  The ranks of a pipeline do not start an iteration together: the
+    last stage starts its next one while the first still ends this one, so work on a lane is
+    placed in its own rank's iterations, whose modes are the same step's."""
+    starts, times = run.get("rank_iter_unix"), run.get("rank_iter_ms")
+    if starts and times and lane < len(starts):
+        count = len(run["iter_unix"])
+        return starts[lane][:count], times[lane][:count]
+    return iteration_windows(run)
+
+
 def bubble_seconds_by_arm(bubbles: list[tuple[float, float]], starts: list[float], spans_ms: list[float],
                           arms: list[str]) -> dict[str, float]:
     """Seconds of `bubbles` ((unix begin, unix end)) in each arm's iterations: each bubble belongs to
@@ -817,14 +830,15 @@ class Arms:
                           seg["t_gone"], t_from, t_until)
         units, bubble_on, slots = [], [], []
         for lane, task_id in enumerate(seg["ids"]):
-            slots.append(slot_breakdown(events, lane, self.mono_to_unix, starts, spans, arms))
+            lane_starts, lane_spans = lane_windows(run, lane)
+            slots.append(slot_breakdown(events, lane, self.mono_to_unix, lane_starts, lane_spans, arms))
             if self.is_program(side):
                 done = program_progress(self.task_log(task_id), self.program(side)[1])
             else:
                 done = step_progress(task_steps(events, task_id, self.mono_to_unix))
-            units.append(units_by_arm(done, starts, spans, modes, arms))
-            bubble_on.append(bubble_seconds_by_arm(lane_bubbles(events, lane, self.mono_to_unix), starts, spans,
-                                                   arms).get("on", 0.0))
+            units.append(units_by_arm(done, lane_starts, lane_spans, modes, arms))
+            bubble_on.append(bubble_seconds_by_arm(lane_bubbles(events, lane, self.mono_to_unix), lane_starts,
+                                                   lane_spans, arms).get("on", 0.0))
         row = dict(config, virtual_stages=run.get("virtual_stages", 1), side=side,
                    side_kind="program" if self.is_program(side) else "built-in task",
                    alone_rate_per_s=self.rate(side), warm=not seg["why_not_warm"],

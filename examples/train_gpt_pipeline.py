@@ -121,9 +121,10 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
                    help="model size (default: 1.3b on GPUs, tiny on CPU)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--stop-file", default=None, metavar="PATH",
-                   help="end at the first block boundary (every iteration without --freeride-alternate) "
-                        "past the warm-up at which some rank sees PATH, at most --steps iterations: a run as "
-                        "long as some other work, with whole marks-on and marks-off blocks")
+                   help="end at the block boundary (every iteration without --freeride-alternate) after "
+                        "the first past the warm-up at which some rank sees PATH, at most --steps iterations: "
+                        "a run as long as some other work, with whole marks-on and marks-off blocks (the ranks "
+                        "learn of PATH one block late, so that asking never lines them up)")
     p.add_argument("--log-every", type=int, default=0, metavar="N",
                    help="rank 0 prints 'iteration I: T ms, FreeRide on|off, at UNIX' every N iterations "
                         "(0: never), for a driver that follows the run")
@@ -176,6 +177,7 @@ def train_loop(args, harvest, next_batch, one_step, device, cuda: bool):
     unix start times)."""
     times, losses, modes, starts = [], [], [], []
     block = args.freeride_alternate if args.freeride == "on" else 0
+    stop = StopCheck(args.stop_file, device) if args.stop_file else None
     printing = args.log_every > 0 and dist.get_rank() == 0
     for step in range(args.steps):
         if block:
@@ -194,25 +196,51 @@ def train_loop(args, harvest, next_batch, one_step, device, cuda: bool):
         if printing and (step + 1) % args.log_every == 0:
             print(f"iteration {step}: {times[-1]:.1f} ms, FreeRide {'on' if modes[-1] else 'off'}, "
                   f"at {starts[-1]:.6f}", flush=True)
-        # Checked only where a block ends (a collective: every rank asks at the same steps), so
-        # that the run ends with whole blocks and the ranks sync no more often than that.
+        # Checked only where a block ends (every rank asks at the same steps), so that the run
+        # ends with whole blocks.
         block_ends = not block or (step + 1) % block == 0
-        if args.stop_file and step >= args.warmup and block_ends and stop_asked(args.stop_file, device):
+        if stop and step >= args.warmup and block_ends and stop.asked():
             break
     return times, modes, losses, starts
 
 
-def stop_asked(path: str, device) -> bool:
-    """Whether any rank sees `path`: every rank stops after the same iteration (outside the timing)."""
-    seen = torch.tensor([1.0 if os.path.exists(path) else 0.0], device=device)
-    dist.all_reduce(seen, op=dist.ReduceOp.MAX)
-    return bool(seen.item())
+class StopCheck:
+    """Whether any rank has seen the stop file, asked at the same steps on every rank, so that
+    every rank stops after the same iteration.
+
+    The answer is the previous ask's: each ask starts an all-reduce of whether this rank sees the
+    file and reads the one started at the ask before, long done by then.  Waiting for this ask's
+    own all-reduce would line the ranks up at every block's end, so each block's first iteration
+    would start with every stage at once, and the last stage's first wait would be the pipeline's
+    fill alone instead of the slack it has in every other iteration (bench/results/
+    e2e_gpu_2gpu_stop_check.md): a slot of two kinds, one of them made by the benchmark.  The run
+    ends one block later for it."""
+
+    def __init__(self, path: str, device):
+        self._path = path
+        self._device = device
+        self._pending = None  # (work, tensor) of the last ask
+
+    def asked(self) -> bool:
+        seen = False
+        if self._pending is not None:
+            work, tensor = self._pending
+            work.wait()
+            seen = bool(tensor.item())
+            if seen:  # every rank read the same answer: none starts another ask
+                self._pending = None
+                return True
+        tensor = torch.tensor([1.0 if os.path.exists(self._path) else 0.0], device=self._device)
+        self._pending = (dist.all_reduce(tensor, op=dist.ReduceOp.MAX, async_op=True), tensor)
+        return seen
 
 
 def write_results(args, result: dict, params, times, modes, losses, marks: int, starts: list[float]) -> None:
     """Gathers every rank's times, start times, losses, parameter checksum and marks; rank 0 prints
     and writes --out.  Iteration i's time is the slowest rank's; it began (iter_unix) when the
-    first rank began it and ended (iter_end_unix) when the last rank ended it."""
+    first rank began it and ended (iter_end_unix) when the last rank ended it.  Each rank's own
+    start times and times are kept too (rank_iter_unix, rank_iter_ms: the ranks need not start an
+    iteration together, so a side task on a rank's lane is told apart by that rank's iterations)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     checksum = float(sum(p.detach().double().sum() for p in params))
     gathered = [None] * world
@@ -234,6 +262,8 @@ def write_results(args, result: dict, params, times, modes, losses, marks: int, 
         with open(args.out, "w") as f:
             json.dump(dict(result, microbatches=args.microbatches, ranks=world, freeride=args.freeride,
                            warmup=args.warmup, iter_ms=iter_ms, iter_unix=iter_unix, iter_end_unix=iter_end_unix,
+                           rank_iter_unix=[g["starts"][:count] for g in gathered],
+                           rank_iter_ms=[g["times"][:count] for g in gathered],
                            freeride_on=modes[:count], losses=all_losses,
                            checksums=[g["checksum"] for g in gathered],
                            marks=[g["marks"] for g in gathered]), f, indent=1)

@@ -18,7 +18,7 @@ from conftest import NORMAL_CPU_TASKS, SOURCE_DIR, make_bundle, require_torch
 
 sys.path.insert(0, str(SOURCE_DIR / "bench"))
 from e2e_arms import (ITERATION_LINE, Arms, arms_summary, bubble_seconds_by_arm, gate_misses,  # noqa: E402
-                      iteration_windows, slot_breakdown, lane_bubbles, markdown, missed_targets, revalue_harvest,
+                      iteration_windows, lane_windows, slot_breakdown, lane_bubbles, markdown, missed_targets, revalue_harvest,
                       split_side, step_progress, t_quantile_975, task_steps)
 from gate_gpu import label_arms, units_by_arm  # noqa: E402
 
@@ -34,6 +34,27 @@ def test_an_iteration_spans_from_the_first_ranks_start_to_the_last_ranks_end() -
     assert starts == [10.0, 11.0] and [round(s) for s in spans] == [900, 1200]
     # The stand-in stage (one process) gives only its own times.
     assert iteration_windows({"iter_unix": [10.0], "iter_ms": [800.0]}) == ([10.0], [800.0])
+
+
+def test_a_lanes_work_is_placed_in_its_own_ranks_iterations() -> None:
+    """The last stage (rank 1) starts each iteration 0.4 s before the first stage (rank 0) ends the
+    one before.  Marks go on at iteration 2: lane 1's work at 101.8 s, in its iteration 2, is "on",
+    though it falls inside iteration 1 from rank 0's start to rank 1's end, which is "off"."""
+    run = {"iter_unix": [99.6, 100.6, 101.6, 102.6], "iter_end_unix": [101.0, 102.0, 103.0, 104.0],
+           "iter_ms": [1000.0] * 4,
+           "rank_iter_unix": [[100.0, 101.0, 102.0, 103.0], [99.6, 100.6, 101.6, 102.6]],
+           "rank_iter_ms": [[1000.0] * 4, [1000.0] * 4]}
+    modes, arms = [False, False, True, True], ["off", "off", "on", "on"]
+    done = [(0, 100.1), (1, 101.8)]  # cumulative units: one unit done at 101.8
+    starts, spans = lane_windows(run, 1)
+    assert starts == run["rank_iter_unix"][1] and spans == run["rank_iter_ms"][1]
+    assert units_by_arm(done, starts, spans, modes, arms) == {"on": 1, "off": 0}
+    # By the ranks' joint windows it would be counted in iteration 1, the off block's second.
+    assert units_by_arm(done, *iteration_windows(run), modes, arms) == {"on": 0, "off": 1}
+    # A trainer that gives no rank's own times (the stand-in stage), or a lane past its ranks.
+    joint = {k: run[k] for k in ("iter_unix", "iter_end_unix", "iter_ms")}
+    assert lane_windows(joint, 1) == iteration_windows(run)
+    assert lane_windows(run, 2) == iteration_windows(run)
 
 
 def test_bubble_time_counts_in_the_iteration_it_began_in_cut_at_its_end() -> None:

@@ -126,12 +126,12 @@ PROGRAMS = {
     "resnet18": (["python3", "examples/train_resnet.py", "--model", "resnet18", "--batch", "32",
                   "--iterations", "10000000", "--log-every", "1"], r"iteration (\d+):.* at ([\d.]+)"),
     "generate": (["python3", "examples/generate_loop.py", "--batch", "8", "--new-tokens", "16"],
-                 r"generated (\d+) tokens at ([\d.]+)"),
+                 r"generated (\d+) tokens.* at ([\d.]+)"),
     "compiled": (["python3", "examples/train_compiled.py", "--log-every", "5"], r"step (\d+):.* at ([\d.]+)"),
     # GPT-2 XL (1.5B) built on the host and copied to the GPU: start-up copies of 40 MB a weight,
     # longer than a zero-bubble schedule's bubbles (gate/copy_split.h cuts them).
     "generate-xl": (["python3", "examples/generate_loop.py", "--batch", "8", "--new-tokens", "16", "--layers", "48",
-                     "--width", "1600", "--heads", "25"], r"generated (\d+) tokens at ([\d.]+)"),
+                     "--width", "1600", "--heads", "25"], r"generated (\d+) tokens.* at ([\d.]+)"),
     # Diagnostics of what a resident side process costs the trainer with the gate shut: a program
     # that only spins on the CPU (no CUDA), one that holds GPU work behind the gate while its host
     # thread sleeps (a blocking event), and ResNet-50 with its threads in SCHED_IDLE.

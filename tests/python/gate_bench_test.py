@@ -137,3 +137,21 @@ def test_a_rows_harvest_is_revalued_at_the_better_alone_rate_by_e2e_arms_rule() 
     assert math.isclose(row["harvest"], 900 / 49.5 / 25) and row["alone_rate_used_per_s"] == 49.5
     assert math.isclose(row["harvest_at_first_rate"], 900 / 38.5 / 25)
     assert row["missed_targets"] == [f"harvest {900 / 49.5 / 25:.2f} < 0.8"]
+
+
+def test_each_programs_progress_pattern_gives_the_daemon_one_count_and_the_bench_a_count_and_a_time() -> None:
+    """The daemon refuses a --progress-regex of more than one capture group (ProgressWatch::Check),
+    so each program's pattern must lose its time group in DAEMON_PROGRESS."""
+    import re
+
+    from gate_gpu import DAEMON_PROGRESS, PROGRAMS
+    assert set(DAEMON_PROGRESS) == set(PROGRAMS)
+    for name, (_, pattern) in PROGRAMS.items():
+        assert re.compile(pattern).groups == 2, name
+        assert re.compile(DAEMON_PROGRESS[name]).groups == 1, (name, DAEMON_PROGRESS[name])
+    # generate_loop.py's two lines: tokens are counted, batches are not.
+    token, batch = "generated 24 tokens at 1795846416.351041", "generated 2 batches (16 new tokens each) at 1795846416.5"
+    for name in ("generate", "generate-xl"):
+        assert re.search(PROGRAMS[name][1], token).groups() == ("24", "1795846416.351041")
+        assert re.search(DAEMON_PROGRESS[name], token).group(1) == "24"
+        assert re.search(PROGRAMS[name][1], batch) is None and re.search(DAEMON_PROGRESS[name], batch) is None

@@ -96,10 +96,12 @@ def lane_windows(run: dict, lane: int) -> tuple[list[float], list[float]]:
     last stage starts its next one while the first still ends this one, so work on a lane is
     placed in its own rank's iterations, whose modes are the same step's."""
     starts, times = run.get("rank_iter_unix"), run.get("rank_iter_ms")
-    if starts and times and lane < len(starts):
-        count = len(run["iter_unix"])
-        return starts[lane][:count], times[lane][:count]
-    return iteration_windows(run)
+    if not starts or not times:
+        return iteration_windows(run)
+    if lane >= len(starts):
+        raise ValueError(f"lane {lane}: the trainer gave the iterations of {len(starts)} ranks")
+    count = len(run["iter_unix"])
+    return starts[lane][:count], times[lane][:count]
 
 
 def bubble_seconds_by_arm(bubbles: list[tuple[float, float]], starts: list[float], spans_ms: list[float],
@@ -564,7 +566,8 @@ class Trainer:
             self.poll()
 
     def finish(self, stop_file: str, graceful: bool) -> None:
-        """Asks the trainer to end at its next block boundary (or kills it at once), and waits."""
+        """Asks the trainer to end at a block boundary, the one after its next (it learns of the stop
+        file one block late: examples/train_gpt_pipeline.py StopCheck), or kills it at once; waits."""
         open(stop_file, "w").close()
         if graceful:
             try:
@@ -849,7 +852,9 @@ class Arms:
             row["why_not_warm"] = seg["why_not_warm"]
         if self.sampler:
             pooled = ["noside" if a.startswith("noside") else a for a in arms]
-            row["gpu_samples"] = {str(g): self.sampler.by_arm(starts, spans, pooled, gpu=g) for g in range(self.b.gpus)}
+            # GPU g runs rank g (one node): its samples by that rank's iterations, which do not overlap.
+            row["gpu_samples"] = {str(g): self.sampler.by_arm(*lane_windows(run, g), pooled, gpu=g)
+                                  for g in range(self.b.gpus)}
         row.update(seconds={"warm": seg["t_warm"] - seg["t_submit"], "measured": seg["t_cancel"] - seg["t_warm"],
                             "exit": seg["t_gone"] - seg["t_cancel"]},
                    tasks=seg["tasks"], gate_margin_ns=seg["gate_margin_ns"], live_overhead=seg["live_overhead"],

@@ -18,7 +18,8 @@ from conftest import NORMAL_CPU_TASKS, SOURCE_DIR, make_bundle, require_torch
 
 sys.path.insert(0, str(SOURCE_DIR / "bench"))
 from e2e_arms import (ITERATION_LINE, Arms, arms_summary, bubble_seconds_by_arm, gate_misses,  # noqa: E402
-                      iteration_windows, lane_windows, slot_breakdown, lane_bubbles, markdown, missed_targets, revalue_harvest,
+                      iteration_windows, lane_windows, slot_breakdown,
+                      lane_bubbles, markdown, missed_targets, revalue_harvest,
                       split_side, step_progress, t_quantile_975, task_steps)
 from gate_gpu import label_arms, units_by_arm  # noqa: E402
 
@@ -54,7 +55,8 @@ def test_a_lanes_work_is_placed_in_its_own_ranks_iterations() -> None:
     # A trainer that gives no rank's own times (the stand-in stage), or a lane past its ranks.
     joint = {k: run[k] for k in ("iter_unix", "iter_end_unix", "iter_ms")}
     assert lane_windows(joint, 1) == iteration_windows(run)
-    assert lane_windows(run, 2) == iteration_windows(run)
+    with pytest.raises(ValueError, match="lane 2: the trainer gave the iterations of 2 ranks"):
+        lane_windows(run, 2)
 
 
 def test_bubble_time_counts_in_the_iteration_it_began_in_cut_at_its_end() -> None:
@@ -329,7 +331,7 @@ def test_the_three_arms_run_end_to_end_on_cpu_lanes(build_dir, tmp_path) -> None
     assert "| torch | 1f1b | 4 | loop |" in table and "| torch | 1f1b | 4 | pagerank |" in table
     assert f"| torch | 1f1b | 4 | {variant} |" in table
     # The rest is packed: among it the trainer's JSON, with each iteration's start and end, which
-    # ended at a block boundary when the stop file appeared.
+    # ended at a block boundary (the one after the stop file appeared: StopCheck learns of it a block late).
     assert sorted(os.listdir(out)) == ["e2e_gpu_2gpu.json", "e2e_gpu_2gpu.md", "logs.tar.gz"]
     with tarfile.open(out / "logs.tar.gz") as tar:
         run = json.load(tar.extractfile("train-torch-1f1b-m4.json"))
@@ -342,6 +344,12 @@ def test_the_three_arms_run_end_to_end_on_cpu_lanes(build_dir, tmp_path) -> None
     assert len(run["iter_unix"]) == len(run["iter_end_unix"]) == len(run["freeride_on"]) == count
     assert count % alternate == 0 and count > run["warmup"], count
     assert all(end > start for start, end in zip(run["iter_unix"], run["iter_end_unix"]))
+    # Each rank's own iterations, by which its lane's work is placed, lie in the joint ones.
+    assert len(run["rank_iter_unix"]) == len(run["rank_iter_ms"]) == 2
+    for starts, times in zip(run["rank_iter_unix"], run["rank_iter_ms"]):
+        assert len(starts) == len(times) == count
+        assert all(joint <= start and start + ms / 1e3 <= end + 1e-6 for start, ms, joint, end
+                   in zip(starts, times, run["iter_unix"], run["iter_end_unix"]))
 
 
 def test_a_result_names_its_tree_tracked_changes_and_untracked_files_included(tmp_path) -> None:

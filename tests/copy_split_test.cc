@@ -11,6 +11,8 @@ namespace freeride::gate {
 namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
+// A piece of a copy that involves the host.
+constexpr size_t P = kCopyPieceBytes;
 CuStream const kStream = reinterpret_cast<CuStream>(0x1000);
 
 struct Piece {
@@ -23,13 +25,13 @@ struct Piece {
 
 const char* HostAt(size_t offset) { return reinterpret_cast<const char*>(0x7f0000000000) + offset; }
 
-TEST(CopySplit, CopiesThatInvolveTheHostAreCutAboveTwoPiecesOfFourMiB) {
+TEST(CopySplit, CopiesThatInvolveTheHostAreCutAboveTwoPiecesOfOneMiB) {
   for (GatedFunction f : {GatedFunction::kMemcpyHtoDAsync, GatedFunction::kMemcpyDtoHAsync,
                           GatedFunction::kMemcpyAsync, GatedFunction::kMemcpyHtoD, GatedFunction::kMemcpyDtoH,
                           GatedFunction::kMemcpy}) {
-    EXPECT_EQ(CopyPieceBytes(f), 4 * kMiB);
-    EXPECT_FALSE(CutsCopy(CopyPieceBytes(f), 8 * kMiB));
-    EXPECT_TRUE(CutsCopy(CopyPieceBytes(f), 8 * kMiB + 1));
+    EXPECT_EQ(CopyPieceBytes(f), 1 * kMiB);
+    EXPECT_FALSE(CutsCopy(CopyPieceBytes(f), 2 * kMiB));
+    EXPECT_TRUE(CutsCopy(CopyPieceBytes(f), 2 * kMiB + 1));
   }
   for (GatedFunction f : {GatedFunction::kMemcpyDtoDAsync, GatedFunction::kMemcpyDtoD}) {
     EXPECT_FALSE(CutsCopy(CopyPieceBytes(f), 128 * kMiB)) << "device memory: pieces of 64 MiB";
@@ -46,8 +48,9 @@ TEST(CopySplit, KernelsFillsPeerAndMultiDimensionalCopiesAreNeverCut) {
   }
 }
 
-// 10 MiB from the host: pieces of 4, 4 and 2 MiB, in order, each at its
-// offset in both the destination and the source, on the copy's stream.
+// Two and a half pieces from the host: two whole pieces and a half one, in
+// order, each at its offset in both the destination and the source, on the
+// copy's stream.
 TEST(CopySplit, ACopyIsSubmittedAsItsPiecesInOrderEachAtItsOffset) {
   std::vector<Piece> pieces;
   auto submit = [&](CuDevicePtr d, const void* s, size_t n, CuStream st) {
@@ -56,11 +59,11 @@ TEST(CopySplit, ACopyIsSubmittedAsItsPiecesInOrderEachAtItsOffset) {
   };
   const CuDevicePtr dst = 0x10000000;
   EXPECT_EQ(SubmitCopyInPieces(CopyPieceBytes(GatedFunction::kMemcpyHtoDAsync), submit, dst,
-                               static_cast<const void*>(HostAt(0)), 10 * kMiB, kStream),
+                               static_cast<const void*>(HostAt(0)), 5 * P / 2, kStream),
             kCudaSuccess);
-  const std::vector<Piece> expected = {{dst, HostAt(0), 4 * kMiB, kStream},
-                                       {dst + 4 * kMiB, HostAt(4 * kMiB), 4 * kMiB, kStream},
-                                       {dst + 8 * kMiB, HostAt(8 * kMiB), 2 * kMiB, kStream}};
+  const std::vector<Piece> expected = {{dst, HostAt(0), P, kStream},
+                                       {dst + P, HostAt(P), P, kStream},
+                                       {dst + 2 * P, HostAt(2 * P), P / 2, kStream}};
   EXPECT_EQ(pieces, expected);
 }
 
@@ -72,18 +75,17 @@ TEST(CopySplit, ADeviceToHostCopysHostDestinationMovesWithItsPieces) {
     return kCudaSuccess;
   };
   char* host = reinterpret_cast<char*>(0x7f0000000000);
-  ASSERT_EQ(SubmitCopyInPieces(kCopyPieceBytes, submit, static_cast<void*>(host), CuDevicePtr{0x2000}, 12 * kMiB),
-            kCudaSuccess);
+  ASSERT_EQ(SubmitCopyInPieces(P, submit, static_cast<void*>(host), CuDevicePtr{0x2000}, 3 * P), kCudaSuccess);
   ASSERT_EQ(pieces.size(), 3u);
-  EXPECT_EQ(pieces[2].first, host + 8 * kMiB);
-  EXPECT_EQ(pieces[2].second, 0x2000 + 8 * kMiB);
+  EXPECT_EQ(pieces[2].first, host + 2 * P);
+  EXPECT_EQ(pieces[2].second, 0x2000 + 2 * P);
 }
 
 // The second piece fails: its error is returned, and no piece after it is submitted.
 TEST(CopySplit, APieceThatFailsStopsTheCopyWithItsError) {
   int submitted = 0;
   auto submit = [&](CuDevicePtr, CuDevicePtr, size_t, CuStream) { return ++submitted == 2 ? 700 : kCudaSuccess; };
-  EXPECT_EQ(SubmitCopyInPieces(kCopyPieceBytes, submit, CuDevicePtr{1}, CuDevicePtr{2}, 40 * kMiB, kStream), 700);
+  EXPECT_EQ(SubmitCopyInPieces(P, submit, CuDevicePtr{1}, CuDevicePtr{2}, 10 * P, kStream), 700);
   EXPECT_EQ(submitted, 2);
 }
 
@@ -98,12 +100,12 @@ TEST(CopySplit, CutOrSubmitCutsOnlyLongCopiesOnStreamsNotCapturing) {
     };
     auto wrapper = CutOrSubmit<GatedFunction::kMemcpyHtoDAsync>(submit, [&] { return capturing; },
                                                                 [](CuDevicePtr, CuDevicePtr) { return false; });
-    EXPECT_EQ(wrapper(CuDevicePtr{0}, static_cast<const void*>(HostAt(0)), 9 * kMiB, kStream), kCudaSuccess);
-    EXPECT_EQ(wrapper(CuDevicePtr{0}, static_cast<const void*>(HostAt(0)), 8 * kMiB, kStream), kCudaSuccess);
+    EXPECT_EQ(wrapper(CuDevicePtr{0}, static_cast<const void*>(HostAt(0)), 2 * P + P / 4, kStream), kCudaSuccess);
+    EXPECT_EQ(wrapper(CuDevicePtr{0}, static_cast<const void*>(HostAt(0)), 2 * P, kStream), kCudaSuccess);
     if (capturing)
-      EXPECT_EQ(sizes, (std::vector<size_t>{9 * kMiB, 8 * kMiB}));
+      EXPECT_EQ(sizes, (std::vector<size_t>{2 * P + P / 4, 2 * P}));
     else
-      EXPECT_EQ(sizes, (std::vector<size_t>{4 * kMiB, 4 * kMiB, 1 * kMiB, 8 * kMiB}));
+      EXPECT_EQ(sizes, (std::vector<size_t>{P, P, P / 4, 2 * P}));
   }
   int launches = 0;
   auto launch = [&](CuDevicePtr, unsigned char, size_t, CuStream) { return ++launches, kCudaSuccess; };
@@ -115,7 +117,7 @@ TEST(CopySplit, CutOrSubmitCutsOnlyLongCopiesOnStreamsNotCapturing) {
 
 // cuMemcpyAsync infers the direction from the addresses: both in one
 // device's memory, pieces of 64 MiB (a copy of 100 MiB is not cut);
-// otherwise of 4 MiB.  The addresses are asked about only for a copy long
+// otherwise of kCopyPieceBytes.  The addresses are asked about only for a copy long
 // enough to cut, and not being captured.
 TEST(CopySplit, AUnifiedAddressCopyBetweenDeviceAddressesIsCutAsADeviceToDeviceOne) {
   const CuDevicePtr device_a = 0x10000000, device_b = 0x90000000, host = 0x7f0000000000;
@@ -132,13 +134,13 @@ TEST(CopySplit, AUnifiedAddressCopyBetweenDeviceAddressesIsCutAsADeviceToDeviceO
   ASSERT_EQ(wrapper(device_a, device_b, 129 * kMiB, kStream), kCudaSuccess);
   EXPECT_EQ(sizes, (std::vector<size_t>{64 * kMiB, 64 * kMiB, 1 * kMiB}));
   sizes.clear();
-  ASSERT_EQ(wrapper(device_a, host, 9 * kMiB, kStream), kCudaSuccess);
-  EXPECT_EQ(sizes, (std::vector<size_t>{4 * kMiB, 4 * kMiB, 1 * kMiB}));
+  ASSERT_EQ(wrapper(device_a, host, 2 * P + P / 4, kStream), kCudaSuccess);
+  EXPECT_EQ(sizes, (std::vector<size_t>{P, P, P / 4}));
   int asked = 0;
   bool capturing = false;
   auto counting = CutOrSubmit<GatedFunction::kMemcpyAsync>(submit, [&] { return capturing; },
                                                             [&](CuDevicePtr, CuDevicePtr) { return ++asked, true; });
-  ASSERT_EQ(counting(device_a, device_b, 8 * kMiB, kStream), kCudaSuccess);
+  ASSERT_EQ(counting(device_a, device_b, 2 * P, kStream), kCudaSuccess);
   EXPECT_EQ(asked, 0) << "a copy too short to cut asks nothing";
   capturing = true;
   ASSERT_EQ(counting(device_a, device_b, 200 * kMiB, kStream), kCudaSuccess);

@@ -251,15 +251,17 @@ class LaunchGateTest : public ::testing::Test {
   // deadline (the bubble's end) published `publish_after` ns after each
   // opens, as the daemon does once it has the stage's mark (from bubble
   // `admit_all_from` on, none: a gate that never lets a piece go fails
-  // there rather than hangs).
+  // there rather than hangs).  With `look_late`, the stage's stream opened
+  // each bubble that long before the word reads open on the host: its
+  // deadline is that much sooner.
   std::shared_ptr<BubbleLog> RunBubblesOf1ms(LaunchGate& gate, uint32_t admit_all_from, int64_t publish_after = 0,
-                                             int64_t first_left = 1'000'000) {
+                                             int64_t first_left = 1'000'000, int64_t look_late = 0) {
     FakeDriver::events_done = true;
     Open(1, FakeClock::now + first_left);
     auto log = std::make_shared<BubbleLog>();
     const int64_t start = FakeClock::now;
     auto bubble = std::make_shared<uint32_t>(1);
-    FakeClock::on_sleep = [this, &gate, log, start, bubble, admit_all_from, publish_after] {
+    FakeClock::on_sleep = [this, &gate, log, start, bubble, admit_all_from, publish_after, look_late] {
       while (log->forgot_in.size() < gate.counters().windows_forgotten) log->forgot_in.push_back(*bubble);
       const int64_t t = (FakeClock::now - start) % 3'000'000;
       const bool open = t >= 2'000'000;
@@ -271,7 +273,7 @@ class LaunchGateTest : public ::testing::Test {
         Shut(*bubble);
       }
       if (open && t >= 2'000'000 + publish_after && layout().admit_bubble.load() != *bubble)
-        Open(*bubble, *bubble < admit_all_from ? FakeClock::now - (t - 2'000'000) + 1'000'000 : INT64_MAX);
+        Open(*bubble, *bubble < admit_all_from ? FakeClock::now - (t - 2'000'000) - look_late + 1'000'000 : INT64_MAX);
     };
     return log;
   }
@@ -1011,6 +1013,32 @@ TEST_F(LaunchGateTest, ACommonPercentileTooLongForAnyBubbleIsEmptiedAfterSixteen
   EXPECT_EQ(gate.counters().windows_forgotten, 1u);
   EXPECT_EQ(slot.work_p95_ns.load(), 0) << "emptied: published as none";
   ASSERT_EQ(opened.size(), 16u) << "bubble 1 (looked at late) does not count; bubbles 2 to 17 do";
+  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
+  EXPECT_GE(FakeDriver::wait_times[0], opened[15]);
+  EXPECT_LT(FakeDriver::wait_times[0], opened[15] + 100'000) << "queued at once, at kUnknownPieceNs";
+  FakeClock::on_sleep = nullptr;
+}
+
+// Pieces timed at 995 us where bubbles last 1 ms, each opened by the stage's
+// stream 20 us before the host reads the word open (as a shut poll lands
+// anywhere after an opening on a GPU): the piece would fit only begun at
+// the opening itself, so it never fits at a look.
+// Such a bubble counts towards emptying the window (the piece ends past the
+// deadline begun a shut poll after the thread last saw the gate shut);
+// otherwise no bubble would ever count, and the program would be held for
+// good (pageable copies' pieces timed at 1.7 ms against a zero-bubble
+// schedule's 2 ms bubbles did so on an H200: bench/results/
+// e2e_gpu_2gpu_stop_check.md).
+TEST_F(LaunchGateTest, APieceThatFitsOnlyBegunAtTheOpeningCountsTowardsEmptyingTheWindow) {
+  GateTaskSlot slot{};
+  auto made = GateWithAWindowOf(0.995f, &slot, page_, stream_);
+  LaunchGate& gate = *made;
+  const auto log = RunBubblesOf1ms(gate, /*admit_all_from=*/40, /*publish_after=*/0, /*first_left=*/500'000,
+                                   /*look_late=*/20'000);
+  const std::vector<int64_t>& opened = log->opened;
+  ASSERT_TRUE(QueuePieces(gate, stream_));
+  EXPECT_EQ(gate.counters().windows_forgotten, 1u);
+  ASSERT_EQ(opened.size(), 16u) << "bubble 1 (never seen shut) does not count; bubbles 2 to 17 do";
   ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
   EXPECT_GE(FakeDriver::wait_times[0], opened[15]);
   EXPECT_LT(FakeDriver::wait_times[0], opened[15] + 100'000) << "queued at once, at kUnknownPieceNs";
@@ -1949,9 +1977,9 @@ TEST_F(InterposerTest, AtExitItsCountsAreAppendedToTheStatsFileAsOneJsonLine) {
   EXPECT_FALSE(std::getline(in, line)) << "one line a process";
 }
 
-// A copy of 10 MiB (a weight from the host, say) is longer than a short
-// bubble: it goes as pieces of 4, 4 and 2 MiB, each with its own wait, at
-// its offsets; one of 8 MiB goes whole; so does one being captured into a
+// A copy of 2.5 MiB (a weight from the host, say) is longer than a short
+// bubble: it goes as pieces of 1, 1 and 0.5 MiB, each with its own wait, at
+// its offsets; one of 2 MiB goes whole; so does one being captured into a
 // graph (the graph is gated where it is launched).  A synchronous copy is
 // cut the same way, on the legacy stream.
 TEST_F(InterposerTest, ALongCopyIsCutIntoPiecesEachGatedUnlessItIsCaptured) {
@@ -1961,21 +1989,21 @@ TEST_F(InterposerTest, ALongCopyIsCutIntoPiecesEachGatedUnlessItIsCaptured) {
       "lookup cuMemcpyHtoDAsync 12000 1\n"
       "register 4096 flags 3\n"
       "wait 0x1000 value 1 flags 2 addr-set\n"
-      "htod_async 0x1000 dst 0x10000000 src 0x70000000 n 4194304\n"
+      "htod_async 0x1000 dst 0x10000000 src 0x70000000 n 1048576\n"
       "wait 0x1000 value 1 flags 2 addr-set\n"
-      "htod_async 0x1000 dst 0x10400000 src 0x70400000 n 4194304\n"
+      "htod_async 0x1000 dst 0x10100000 src 0x70100000 n 1048576\n"
       "wait 0x1000 value 1 flags 2 addr-set\n"
-      "htod_async 0x1000 dst 0x10800000 src 0x70800000 n 2097152\n"
+      "htod_async 0x1000 dst 0x10200000 src 0x70200000 n 524288\n"
       "wait 0x1000 value 1 flags 2 addr-set\n"
-      "htod_async 0x1000 dst 0x10000000 src 0x70000000 n 8388608\n"
-      "htod_async 0x1000 dst 0x10000000 src 0x70000000 n 10485760\n"
+      "htod_async 0x1000 dst 0x10000000 src 0x70000000 n 2097152\n"
+      "htod_async 0x1000 dst 0x10000000 src 0x70000000 n 2621440\n"
       "lookup cuMemcpyHtoD 12000 1\n"
       "wait (nil) value 1 flags 2 addr-set\n"
-      "htod 4194304\n"
+      "htod 1048576\n"
       "wait (nil) value 1 flags 2 addr-set\n"
-      "htod 4194304\n"
+      "htod 1048576\n"
       "wait (nil) value 1 flags 2 addr-set\n"
-      "htod 2097152\n"
+      "htod 524288\n"
       "result 0\nresult 0\nresult 0\nresult 0\n";
   EXPECT_EQ(r.out, expected);
 }

@@ -5,10 +5,13 @@
 // tensor at a time, and a tensor of 40 MB from pageable memory takes
 // several milliseconds: longer than an interleaved or zero-bubble
 // schedule's bubbles, so uncut it would either overrun one or, held back,
-// never run.  Cut into pieces of kCopyPieceBytes (a fraction of a
-// millisecond even from pageable memory), it runs across as many bubbles as
-// it needs, each piece gated like any other (an asynchronous piece is also
-// timed and fenced; a synchronous one, like any synchronous call, is not).
+// never run.  Cut into pieces of kCopyPieceBytes, it runs across as many
+// bubbles as it needs, each piece gated like any other (an asynchronous
+// piece is also timed and fenced; a synchronous one, like any synchronous
+// call, is not).  From pageable memory a piece of 4 MiB took about 1.7 ms
+// on an H200 node (the 95th percentile of a GPT-2 program's start-up):
+// too long for a zero-bubble schedule's 1-2 ms bubbles less their margin,
+// so pieces are 1 MiB (about 0.4 ms there), a driver call or two each.
 // The calling thread returns once the last piece is queued: an asynchronous
 // copy may hold it across bubbles, as a kernel that does not fit would.
 //
@@ -40,7 +43,7 @@
 
 namespace freeride::gate {
 
-inline constexpr size_t kCopyPieceBytes = size_t{4} << 20;
+inline constexpr size_t kCopyPieceBytes = size_t{1} << 20;
 inline constexpr size_t kDeviceCopyPieceBytes = size_t{64} << 20;
 
 // The bytes of the pieces entry point `f`'s copies are cut into (0: not cut).

@@ -453,13 +453,16 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     // the thread last saw the gate shut, before the bubble opened, is
     // longer than the whole bubble by its predicted length, however late
     // the look (the deadline comes out some 200 us after the opening).
+    // Begun a shut poll after that sighting, rather: a held thread sees an
+    // opening up to a poll late, so a piece that fits only begun at the
+    // opening itself never fits at a look, and would never count either.
     if (deadline_published && judged_in != view.word >> 1) {
       judged_in = view.word >> 1;
       // (By the piece's own length, not doubled while demoted: a length
       // that fits is not to be forgotten for the demotion.)
-      const bool too_long_for_bubble = verdict == PieceVerdict::kWaitForBubble && seen_shut > 0 &&
-                                       counted.pieces == 0 &&
-                                       seen_shut + PieceEstimateNs(kind_ns, /*as_demoted=*/false) > view.admit_until_ns;
+      const bool too_long_for_bubble =
+          verdict == PieceVerdict::kWaitForBubble && seen_shut > 0 && counted.pieces == 0 &&
+          seen_shut + kShutPollNs + PieceEstimateNs(kind_ns, /*as_demoted=*/false) > view.admit_until_ns;
       if (too_long_for_bubble && kind_ns > 0 && ++too_long >= kMostBubblesTooLong) {
         {
           std::lock_guard<std::mutex> lock(kinds_mutex_);

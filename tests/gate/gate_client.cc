@@ -55,16 +55,16 @@ int main(int argc, char** argv) {
     set_capturing(0);
     get_proc("cuGraphLaunch", &fn, 12000, 1, &status);
     note(reinterpret_cast<Graph>(fn)(nullptr, stream));
-  } else if (scenario == "long-copies") {  // copies of 10 MiB: cut unless captured; one of 8 MiB: not cut
+  } else if (scenario == "long-copies") {  // copies of 2.5 MiB: cut unless captured; one of 2 MiB: not cut
     const char* host = reinterpret_cast<const char*>(0x70000000);
     get_proc("cuMemcpyHtoDAsync", &fn, 12000, 1, &status);
-    note(reinterpret_cast<HtoDAsync>(fn)(0x10000000, host, 10u << 20, stream));
-    note(reinterpret_cast<HtoDAsync>(fn)(0x10000000, host, 8u << 20, stream));
+    note(reinterpret_cast<HtoDAsync>(fn)(0x10000000, host, 5u << 19, stream));
+    note(reinterpret_cast<HtoDAsync>(fn)(0x10000000, host, 2u << 20, stream));
     set_capturing(0x1000);
-    note(reinterpret_cast<HtoDAsync>(fn)(0x10000000, host, 10u << 20, stream));
+    note(reinterpret_cast<HtoDAsync>(fn)(0x10000000, host, 5u << 19, stream));
     set_capturing(0);
     get_proc("cuMemcpyHtoD", &fn, 12000, 1, &status);
-    note(reinterpret_cast<HtoD>(fn)(0x10000000, host, 10u << 20));
+    note(reinterpret_cast<HtoD>(fn)(0x10000000, host, 5u << 19));
   } else if (scenario == "old-version") {  // a pre-3.2 copy signature
     CuResult r = get_proc("cuMemcpyHtoD", &fn, 3000, 1, &status);
     note(r);

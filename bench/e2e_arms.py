@@ -479,9 +479,10 @@ def markdown(results: list[dict]) -> str:
             "iterations' times (before the side and after it), read at the arm's time, its uncertainty added "
             "(bench/e2e_arms.py drift_adjusted), over the launch's blocks of iterations, which are closer to "
             "independent than iterations; the targets are judged by the worse of the two figures.  SM MHz and "
-            "power W per GPU: no side / off / on.  Late / pending ms per lane, over the row: gated work "
-            "running after its bubble closed (judged by the overrun budget) / waiting on its GPU wait then "
-            "(shown, not judged).  Held open ms per lane, over the row: gated programs' threads held on the "
+            "power W per GPU: no side / off / on.  Late / pending ms per lane, over the row's arms (from the "
+            "side's warm-up to its cancel; the warm-up's own are in the JSON, gate_misses_warm_up_by_lane): "
+            "gated work running after its bubble closed (judged by the overrun budget) / waiting on its GPU "
+            "wait then (shown, not judged).  Held open ms per lane, over the same: gated programs' threads held on the "
             "host while the gate was open, summed over threads, waiting for the bubble's deadline / for queued "
             "work to drain / because the next piece was predicted not to end by the deadline (the early close).",
             "",
@@ -730,6 +731,7 @@ class Arms:
             seg["ids"].append(self.submit(side, lane, tag))
         seg["why_not_warm"] = self.wait_warm(side, seg["ids"], trainer)
         seg["t_warm"] = time.time()
+        seg["lanes_warm"] = self.b.status()["stats"].get("lanes", [])
         if not seg["why_not_warm"]:
             trainer.wait(seg["t_warm"], self.a.measure_seconds, self.a.alternate)
         else:
@@ -859,7 +861,9 @@ class Arms:
                             "exit": seg["t_gone"] - seg["t_cancel"]},
                    tasks=seg["tasks"], gate_margin_ns=seg["gate_margin_ns"], live_overhead=seg["live_overhead"],
                    slots_on_by_lane=slots, lanes=seg["lanes"],
-                   gate_misses_by_lane=gate_misses(seg.get("lanes_before", []), seg["lanes"]),
+                   # The gate's misses in the arms (warm to cancel), and in the warm-up apart.
+                   gate_misses_by_lane=gate_misses(seg.get("lanes_warm", []), seg["lanes"]),
+                   gate_misses_warm_up_by_lane=gate_misses(seg.get("lanes_before", []), seg.get("lanes_warm", [])),
                    command=self.results["command"], commit=self.results["commit"])
         row["missed_targets"] = missed_targets(row)
         self.b.rows.append(row)

@@ -479,6 +479,7 @@ class Bench:
                     break
                 time.sleep(0.2)
             t_warm = time.time()
+            lane_warm = self.lane_stats()
             time.sleep(self.a.measure_seconds)
             t_cancel = time.time()
             show = json.loads(self.cli("show", task, "--json"))
@@ -531,7 +532,9 @@ class Bench:
                "gate_margin_ns": margin,
                # The gate's own misses during this row (the lane's totals' growth over it): late
                # work (running) and pending time (waiting on a wait), apart.
-               "gate_misses": gate_misses([late_before], [lane])[0]}
+               # From warm-up's end to the cancel (the arms), and before that apart.
+               "gate_misses": gate_misses([lane_warm], [lane])[0],
+               "gate_misses_warm_up": gate_misses([late_before], [lane_warm])[0]}
         judge_over_blocks(row, run["iter_unix"], run["iter_ms"], arm)
         self.rows.append(row)
         a = row["overhead_on_vs_no_side_drift_adjusted"]

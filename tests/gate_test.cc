@@ -277,6 +277,20 @@ class LaunchGateTest : public ::testing::Test {
     };
     return log;
   }
+  // Queues the piece held by RunBubblesOf1ms's bubbles and checks that the
+  // common window was emptied once, that `opened` bubbles had opened since
+  // bubble 1 (`which`: the bubbles that counted), and that the piece was
+  // queued within 100 us of `after` ns past the last opening.
+  void ExpectTheWindowEmptiedOnceThenThePieceQueued(LaunchGate& gate, const BubbleLog& log, size_t opened,
+                                                    int64_t after, const char* which) {
+    ASSERT_TRUE(QueuePieces(gate, stream_));
+    EXPECT_EQ(gate.counters().windows_forgotten, 1u);
+    ASSERT_EQ(log.opened.size(), opened) << which;
+    ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
+    EXPECT_GE(FakeDriver::wait_times[0], log.opened.back() + after);
+    EXPECT_LT(FakeDriver::wait_times[0], log.opened.back() + after + 100'000);
+    FakeClock::on_sleep = nullptr;
+  }
   alignas(4096) char page_[4096] = {};
   CuStream stream_ = reinterpret_cast<CuStream>(0x1000);
 };
@@ -1008,41 +1022,45 @@ TEST_F(LaunchGateTest, ACommonPercentileTooLongForAnyBubbleIsEmptiedAfterSixteen
   LaunchGate& gate = *made;
   ASSERT_EQ(slot.work_p95_ns.load(), 10'000'000);
   const auto log = RunBubblesOf1ms(gate, /*admit_all_from=*/30);
-  const std::vector<int64_t>& opened = log->opened;
-  ASSERT_TRUE(QueuePieces(gate, stream_));
-  EXPECT_EQ(gate.counters().windows_forgotten, 1u);
+  // Queued at once in bubble 17, at kUnknownPieceNs.
+  ExpectTheWindowEmptiedOnceThenThePieceQueued(gate, *log, 16, 0,
+                                               "bubble 1 (looked at late) does not count; bubbles 2 to 17 do");
   EXPECT_EQ(slot.work_p95_ns.load(), 0) << "emptied: published as none";
-  ASSERT_EQ(opened.size(), 16u) << "bubble 1 (looked at late) does not count; bubbles 2 to 17 do";
-  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
-  EXPECT_GE(FakeDriver::wait_times[0], opened[15]);
-  EXPECT_LT(FakeDriver::wait_times[0], opened[15] + 100'000) << "queued at once, at kUnknownPieceNs";
-  FakeClock::on_sleep = nullptr;
 }
 
 // Pieces timed at 995 us where bubbles last 1 ms, each opened by the stage's
 // stream 20 us before the host reads the word open (as a shut poll lands
 // anywhere after an opening on a GPU): the piece would fit only begun at
-// the opening itself, so it never fits at a look.
-// Such a bubble counts towards emptying the window (the piece ends past the
-// deadline begun a shut poll after the thread last saw the gate shut);
-// otherwise no bubble would ever count, and the program would be held for
-// good (pageable copies' pieces timed at 1.7 ms against a zero-bubble
-// schedule's 2 ms bubbles did so on an H200: bench/results/
-// e2e_gpu_2gpu_stop_check.md).
+// the opening itself, so it never fits at a look, and it would fit begun
+// when the thread last saw the gate shut, so it never counts at a look
+// either.  Each bubble the thread saw open promptly and never fitted counts
+// at its end, so the window is emptied at the end of the sixteenth (bubble
+// 17), and the piece goes at kUnknownPieceNs in the next; before, such a
+// program was held for good (pageable copies' pieces timed at 1.7 ms against
+// a zero-bubble schedule's 2 ms bubbles, on an H200:
+// bench/results/e2e_gpu_2gpu_stop_check.md).
 TEST_F(LaunchGateTest, APieceThatFitsOnlyBegunAtTheOpeningCountsTowardsEmptyingTheWindow) {
   GateTaskSlot slot{};
   auto made = GateWithAWindowOf(0.995f, &slot, page_, stream_);
   LaunchGate& gate = *made;
   const auto log = RunBubblesOf1ms(gate, /*admit_all_from=*/40, /*publish_after=*/0, /*first_left=*/500'000,
                                    /*look_late=*/20'000);
-  const std::vector<int64_t>& opened = log->opened;
-  ASSERT_TRUE(QueuePieces(gate, stream_));
-  EXPECT_EQ(gate.counters().windows_forgotten, 1u);
-  ASSERT_EQ(opened.size(), 16u) << "bubble 1 (never seen shut) does not count; bubbles 2 to 17 do";
-  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
-  EXPECT_GE(FakeDriver::wait_times[0], opened[15]);
-  EXPECT_LT(FakeDriver::wait_times[0], opened[15] + 100'000) << "queued at once, at kUnknownPieceNs";
-  FakeClock::on_sleep = nullptr;
+  // Queued at once in bubble 18, at kUnknownPieceNs.
+  ExpectTheWindowEmptiedOnceThenThePieceQueued(
+      gate, *log, 17, 0, "bubble 1 (never seen shut) does not count; bubbles 2 to 17 do, at their ends");
+}
+
+// The same where the deadline comes out 200 us after each opening (the
+// daemon's answer to the stage's mark) and pieces are timed at 950 us: begun
+// at the opening a piece would end 50 us before the deadline, but the
+// thread learns the deadline only 200 us in, when it no longer fits.
+TEST_F(LaunchGateTest, APieceThatFitsOnlyBeforeTheDeadlineIsOutCountsTowardsEmptyingTheWindow) {
+  GateTaskSlot slot{};
+  auto made = GateWithAWindowOf(0.95f, &slot, page_, stream_);
+  LaunchGate& gate = *made;
+  const auto log = RunBubblesOf1ms(gate, /*admit_all_from=*/40, /*publish_after=*/200'000, /*first_left=*/500'000);
+  // Queued once bubble 18's deadline is out.
+  ExpectTheWindowEmptiedOnceThenThePieceQueued(gate, *log, 17, 200'000, "bubbles 2 to 17 count, at their ends");
 }
 
 // Pieces of 10 ms, and an iteration of fifteen bubbles of 1 ms and one of
@@ -1093,14 +1111,8 @@ TEST_F(LaunchGateTest, ADeadlinePublishedAfterTheOpeningStillCountsTowardsEmptyi
   auto made = GateWithAWindowOf(10.0f, &slot, page_, stream_);
   LaunchGate& gate = *made;
   const auto log = RunBubblesOf1ms(gate, /*admit_all_from=*/30, /*publish_after=*/200'000);
-  const std::vector<int64_t>& opened = log->opened;
-  ASSERT_TRUE(QueuePieces(gate, stream_));
-  EXPECT_EQ(gate.counters().windows_forgotten, 1u);
-  ASSERT_EQ(opened.size(), 16u) << "bubbles 2 to 17";
-  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
-  EXPECT_GE(FakeDriver::wait_times[0], opened[15] + 200'000) << "once bubble 17's deadline is out";
-  EXPECT_LT(FakeDriver::wait_times[0], opened[15] + 300'000);
-  FakeClock::on_sleep = nullptr;
+  // Queued once bubble 17's deadline is out.
+  ExpectTheWindowEmptiedOnceThenThePieceQueued(gate, *log, 16, 200'000, "bubbles 2 to 17");
 }
 
 // A timing begun before the window was emptied (one of the long pieces

@@ -383,6 +383,19 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
   // found too long for (kMostBubblesTooLong, kMostBubblesWindowTooLong).
   std::optional<uint32_t> judged_in;
   uint32_t too_long = 0;
+  // The open bubble this piece is held in (count_too_long's second way):
+  // seen open promptly, its deadline seen published, anything of the
+  // program's seen queued, counted already the first way, a look the piece
+  // would have fitted undoubled.
+  struct BubbleWatch {
+    uint32_t bubble = 0;
+    bool prompt = false;
+    bool published = false;
+    bool queued = false;
+    bool counted = false;
+    bool would_fit = false;
+  };
+  std::optional<BubbleWatch> watch;
   // Whether the piece, queued now by the deadline `until_ns`, may go
   // without its wait; counts it if so.  Ahead of it: `queued_ns`, or with
   // none given every counted piece, as if none had ended (no driver call),
@@ -399,6 +412,50 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
       return false;
     ++queue.unwaited_in_row;
     return true;
+  };
+  // Whether the piece is held out of bubbles for good, by its length (a
+  // kind's, or the window's percentile) with nothing of the program's
+  // queued.  A bubble counts towards forgetting that length
+  // (kMostBubblesTooLong, CommonTooLongBubbles) in one of two ways:
+  // - at its first look with the deadline out, a piece that would not end
+  //   by the deadline even begun when the thread last saw the gate shut,
+  //   before the bubble opened, is longer than the whole bubble by its
+  //   predicted length, however late the look (the deadline comes out
+  //   some 200 us after the opening);
+  // - at its end, a bubble the thread saw open promptly (held across the
+  //   opening, within two shut polls of its last shut sighting), its
+  //   deadline published, with nothing queued at any look, in which the
+  //   piece never fitted: a piece that fits only begun at the opening
+  //   itself, or before the deadline came out, never fits at a look
+  //   (a held thread sees the opening up to a poll late, the deadline
+  //   later still), and would never count the first way.
+  // A bubble first looked at late (the program was busy on its CPU) does
+  // not count: the piece may fit a bubble looked at from its opening.
+  // (By the piece's own length, not doubled while demoted: a length that
+  // fits is not to be forgotten for the demotion; held while demoted, by
+  // the doubled length alone, a piece does fit at some look.)
+  auto count_too_long = [&]() {  // true: judged again (a length was forgotten)
+    if (kind_ns > 0 && ++too_long >= kMostBubblesTooLong) {
+      {
+        std::lock_guard<std::mutex> lock(kinds_mutex_);
+        kind_lengths_.Forget(key);
+      }
+      kinds_forgotten_.fetch_add(1, std::memory_order_relaxed);
+      kind_ns = 0;
+      kind_forgotten = true;
+      too_long = 0;
+      watch.reset();
+      return true;  // judged again, at the common percentile
+    }
+    // (While the window is empty, at kUnknownPieceNs, nothing counts;
+    // refilled with long timings, the count starts again.)
+    if (kind_ns == 0 && piece_p95_ns_.load(std::memory_order_relaxed) > 0 && ++too_long >= CommonTooLongBubbles()) {
+      ForgetCommonLengths();
+      too_long = 0;
+      watch.reset();
+      return true;  // judged again, at kUnknownPieceNs, and with its wait (unwaited)
+    }
+    return false;
   };
   for (;;) {
     GateView view;
@@ -430,9 +487,9 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
       return {view.word >> 1, false, kind_forgotten};
     const Queued counted = LookAtQueue(view.word);
     const int64_t now = clock_.now_ns();
+    const int64_t queued_ns = QueuedEstimateNs(counted, common);
     const PieceVerdict verdict =
-        torn ? PieceVerdict::kWaitForQueue
-             : JudgePiece(view, now, QueuedEstimateNs(counted, common), piece, seen_shut);
+        torn ? PieceVerdict::kWaitForQueue : JudgePiece(view, now, queued_ns, piece, seen_shut);
     if (verdict == PieceVerdict::kQueue) {
       if (held) held_.fetch_add(1, std::memory_order_relaxed);
       // Queued by a window's percentile: the program's pieces fit again.
@@ -448,39 +505,32 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
         return {view.word >> 1, false, kind_forgotten};
       return {GateIsOpen(view.word) ? view.word >> 1 : view.ahead_bubble, true, kind_forgotten};
     }
-    // A bubble's first look with its deadline out, nothing of the program's
-    // queued: a piece that would not end by the deadline even begun when
-    // the thread last saw the gate shut, before the bubble opened, is
-    // longer than the whole bubble by its predicted length, however late
-    // the look (the deadline comes out some 200 us after the opening).
-    // Begun a shut poll after that sighting, rather: a held thread sees an
-    // opening up to a poll late, so a piece that fits only begun at the
-    // opening itself never fits at a look, and would never count either.
-    if (deadline_published && judged_in != view.word >> 1) {
-      judged_in = view.word >> 1;
-      // (By the piece's own length, not doubled while demoted: a length
-      // that fits is not to be forgotten for the demotion.)
-      const bool too_long_for_bubble =
-          verdict == PieceVerdict::kWaitForBubble && seen_shut > 0 && counted.pieces == 0 &&
-          seen_shut + kShutPollNs + PieceEstimateNs(kind_ns, /*as_demoted=*/false) > view.admit_until_ns;
-      if (too_long_for_bubble && kind_ns > 0 && ++too_long >= kMostBubblesTooLong) {
-        {
-          std::lock_guard<std::mutex> lock(kinds_mutex_);
-          kind_lengths_.Forget(key);
-        }
-        kinds_forgotten_.fetch_add(1, std::memory_order_relaxed);
-        kind_ns = 0;
-        kind_forgotten = true;
-        too_long = 0;
-        continue;  // judged again, at the common percentile
-      }
-      // (While the window is empty, at kUnknownPieceNs, nothing counts;
-      // refilled with long timings, the count starts again.)
-      if (too_long_for_bubble && kind_ns == 0 && piece_p95_ns_.load(std::memory_order_relaxed) > 0 &&
-          ++too_long >= CommonTooLongBubbles()) {
-        ForgetCommonLengths();
-        too_long = 0;
-        continue;  // judged again, at kUnknownPieceNs, and with its wait (unwaited)
+    const uint32_t bubble = view.word >> 1;
+    const bool open = GateIsOpen(view.word);
+    if (watch && (!open || bubble != watch->bubble)) {  // the watched bubble has ended
+      const bool ended_unfitted = watch->prompt && watch->published && !watch->queued && !watch->counted &&
+                                  !watch->would_fit;
+      watch.reset();
+      if (ended_unfitted && count_too_long()) continue;
+    }
+    if (open && !watch)
+      watch = BubbleWatch{bubble, seen_shut > 0 && before_read - seen_shut <= 2 * kShutPollNs};
+    if (watch) {
+      watch->published |= deadline_published;
+      watch->queued |= counted.pieces != 0;
+      // A look, deadline out, that the piece's own length (not doubled
+      // while demoted) fits: held only for the demotion, it does not count.
+      watch->would_fit |=
+          deadline_published && now + queued_ns + PieceEstimateNs(kind_ns, /*as_demoted=*/false) <= view.admit_until_ns;
+    }
+    if (deadline_published && judged_in != bubble) {
+      judged_in = bubble;
+      const bool too_long_for_bubble = verdict == PieceVerdict::kWaitForBubble && seen_shut > 0 &&
+                                       counted.pieces == 0 &&
+                                       seen_shut + PieceEstimateNs(kind_ns, /*as_demoted=*/false) > view.admit_until_ns;
+      if (too_long_for_bubble) {
+        if (watch) watch->counted = true;
+        if (count_too_long()) continue;
       }
     }
     held = true;
@@ -488,7 +538,6 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     // verdict: the time held open is counted to within that poll (the gate
     // may shut during it), and a piece that does not fit is near the
     // bubble's end, which comes soon.
-    const bool open = GateIsOpen(view.word);
     clock_.sleep_ns(verdict == PieceVerdict::kWaitForBubble && !open ? ShutPollNs(view, now, kShutPollNs)
                                                                       : kDrainPollNs);
     if (open) {

@@ -184,8 +184,10 @@ class LaunchGate {
   // rate, at most: a kind seen once in a while would otherwise go unlearned.
   static constexpr uint32_t kLearnKind = 2;
   // A piece of a learned kind that, with nothing of the program's queued,
-  // would not end by the deadline of this many bubbles even begun when its
-  // thread last saw the gate shut before each opened has its kind forgotten and is judged at the common
+  // is held out of this many bubbles (it would not end by the deadline even
+  // begun when its thread last saw the gate shut before the opening, or it
+  // never fitted at any look in a bubble its thread saw open promptly:
+  // HoldUntilAdmitted) has its kind forgotten and is judged at the common
   // percentile: a length learned too long (a timing stretched by the
   // training's own kernels) would otherwise hold the piece, and the
   // program, for good, since a kind that never runs is never timed again.

@@ -1157,6 +1157,69 @@ TEST_F(LaunchGateTest, ADemotedTasksDoubledLengthDoesNotEmptyAWindowThatFits) {
   FakeClock::on_sleep = nullptr;
 }
 
+// Bubbles that admit nothing (a withheld window, the overhead guard's
+// pause: the deadline is the stage's mark, 150 us after the opening here,
+// out 200 us after it) do not count towards emptying the window, whatever
+// the piece's length: pieces of 20 us, which fit every bubble that admits
+// anything, are held until bubble 30 with their window kept.
+TEST_F(LaunchGateTest, BubblesThatAdmitNothingDoNotCountTowardsEmptyingTheWindow) {
+  GateTaskSlot slot{};
+  auto made = GateWithAWindowOf(0.02f, &slot, page_, stream_);
+  LaunchGate& gate = *made;
+  const int64_t learned = slot.work_p95_ns.load();
+  ASSERT_GT(learned, 0);
+  const auto log = RunBubblesOf1ms(gate, /*admit_all_from=*/30, /*publish_after=*/200'000, /*first_left=*/0,
+                                   /*look_late=*/850'000);
+  ASSERT_TRUE(QueuePieces(gate, stream_));
+  EXPECT_EQ(log->opened.size(), 29u) << "held until bubble 30 admits anything";
+  EXPECT_EQ(gate.counters().windows_forgotten, 0u);
+  EXPECT_EQ(slot.work_p95_ns.load(), learned);
+  FakeClock::on_sleep = nullptr;
+}
+
+// Bubbles of 1 ms, each an iteration's first (its forecast published at the
+// close before it, open from just after its begin: no queueing ahead), the
+// deadline out 200 us after each opening, and pieces of 850 us: undemoted,
+// a piece is queued by the forecast at the opening; demoted (1.7 ms), it is
+// held, but its own length would have been queued, so no bubble counts and
+// the window is kept (a length that fits is not forgotten for the demotion).
+TEST_F(LaunchGateTest, ADemotedPieceWhoseOwnLengthTheForecastAdmitsDoesNotEmptyTheWindow) {
+  for (const bool demoted : {false, true}) {
+    SCOPED_TRACE(demoted ? "demoted" : "not demoted");
+    FakeDriver::Reset();
+    FakeClock::Reset();
+    GateTaskSlot slot{};
+    auto made = GateWithAWindowOf(0.85f, &slot, page_, stream_);
+    LaunchGate& gate = *made;
+    slot.demoted.store(demoted ? 1 : 0);
+    FakeDriver::events_done = true;
+    Open(1, FakeClock::now);  // no room in bubble 1
+    std::vector<int64_t> opened;
+    const int64_t start = FakeClock::now;
+    uint32_t bubble = 1;
+    FakeClock::on_sleep = [&] {
+      const int64_t t = (FakeClock::now - start) % 3'000'000;
+      const int64_t open_at = FakeClock::now - t + 2'000'000;  // this cycle's opening
+      const bool open = t >= 2'000'000;
+      if (open && !GateIsOpen(layout().word.load())) {
+        ++bubble;
+        layout().word.store(GateOpenValue(bubble));
+        opened.push_back(FakeClock::now);
+      } else if (!open && GateIsOpen(layout().word.load())) {
+        Shut(bubble);
+        PublishAheadAdmission(&layout(), {bubble + 1, open_at + 1, open_at, open_at + 1'000'000});
+      }
+      if (open && t >= 2'200'000 && layout().admit_bubble.load() != bubble)
+        Open(bubble, bubble < 30 ? FakeClock::now - (t - 2'000'000) + 1'000'000 : INT64_MAX);
+    };
+    ASSERT_TRUE(QueuePieces(gate, stream_));
+    EXPECT_EQ(opened.size(), demoted ? 29u : 1u) << "demoted: held until bubble 30 admits anything";
+    EXPECT_EQ(gate.counters().windows_forgotten, 0u);
+    EXPECT_EQ(slot.work_p95_ns.load(), 850'000);
+    FakeClock::on_sleep = nullptr;
+  }
+}
+
 // A program whose pieces are in fact 10 ms, with bubbles of 1 ms: each
 // emptying lets pieces go (and overrun) until a timing is back, so the next
 // needs twice as many bubbles: 16 (bubbles 2-17), then 32 (17-48), then 64

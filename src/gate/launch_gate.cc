@@ -384,18 +384,21 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
   std::optional<uint32_t> judged_in;
   uint32_t too_long = 0;
   // The open bubble this piece is held in (count_too_long's second way):
-  // seen open promptly, its deadline seen published, anything of the
-  // program's seen queued, counted already the first way, a look the piece
-  // would have fitted undoubled.
+  // seen open promptly, a look with its deadline out and still ahead (the
+  // bubble admitted something), anything of the program's seen queued,
+  // counted already.
   struct BubbleWatch {
     uint32_t bubble = 0;
     bool prompt = false;
-    bool published = false;
+    bool admitting = false;
     bool queued = false;
     bool counted = false;
-    bool would_fit = false;
   };
   std::optional<BubbleWatch> watch;
+  // The bubble a demoted piece would have been queued for at its own,
+  // undoubled length (in it, or ahead of it): not counted (a length that
+  // fits is not forgotten for the demotion).
+  std::optional<uint32_t> own_length_fits;
   // Whether the piece, queued now by the deadline `until_ns`, may go
   // without its wait; counts it if so.  Ahead of it: `queued_ns`, or with
   // none given every counted piece, as if none had ended (no driver call),
@@ -415,7 +418,8 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
   };
   // Whether the piece is held out of bubbles for good, by its length (a
   // kind's, or the window's percentile) with nothing of the program's
-  // queued.  A bubble counts towards forgetting that length
+  // queued.  A bubble that admitted something (at a look its deadline was
+  // out and still ahead) counts towards forgetting that length
   // (kMostBubblesTooLong, CommonTooLongBubbles) in one of two ways:
   // - at its first look with the deadline out, a piece that would not end
   //   by the deadline even begun when the thread last saw the gate shut,
@@ -430,10 +434,13 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
   //   (a held thread sees the opening up to a poll late, the deadline
   //   later still), and would never count the first way.
   // A bubble first looked at late (the program was busy on its CPU) does
-  // not count: the piece may fit a bubble looked at from its opening.
-  // (By the piece's own length, not doubled while demoted: a length that
-  // fits is not to be forgotten for the demotion; held while demoted, by
-  // the doubled length alone, a piece does fit at some look.)
+  // not count the second way: the piece may fit a bubble looked at from its
+  // opening.  A bubble that admits nothing (no forecast yet, a withheld
+  // window, the overhead guard's pause) counts neither way, whatever the
+  // piece's length.  Both ways go by the piece's own length, not doubled
+  // while demoted, and a bubble the piece would have been queued for at its
+  // own length, in it or ahead of it, does not count: a length that fits is
+  // not to be forgotten for the demotion.
   auto count_too_long = [&]() {  // true: judged again (a length was forgotten)
     if (kind_ns > 0 && ++too_long >= kMostBubblesTooLong) {
       {
@@ -444,7 +451,6 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
       kind_ns = 0;
       kind_forgotten = true;
       too_long = 0;
-      watch.reset();
       return true;  // judged again, at the common percentile
     }
     // (While the window is empty, at kUnknownPieceNs, nothing counts;
@@ -452,7 +458,6 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     if (kind_ns == 0 && piece_p95_ns_.load(std::memory_order_relaxed) > 0 && ++too_long >= CommonTooLongBubbles()) {
       ForgetCommonLengths();
       too_long = 0;
-      watch.reset();
       return true;  // judged again, at kUnknownPieceNs, and with its wait (unwaited)
     }
     return false;
@@ -507,27 +512,31 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     }
     const uint32_t bubble = view.word >> 1;
     const bool open = GateIsOpen(view.word);
+    // Held while demoted: would the piece's own length have been queued?
+    const int64_t own = PieceEstimateNs(kind_ns, /*as_demoted=*/false);
+    if (!torn && own < piece && JudgePiece(view, now, queued_ns, own, seen_shut) == PieceVerdict::kQueue)
+      own_length_fits = open ? bubble : view.ahead_bubble;
     if (watch && (!open || bubble != watch->bubble)) {  // the watched bubble has ended
-      const bool ended_unfitted = watch->prompt && watch->published && !watch->queued && !watch->counted &&
-                                  !watch->would_fit;
+      const bool ended_unfitted = watch->prompt && watch->admitting && !watch->queued && !watch->counted &&
+                                  own_length_fits != watch->bubble;
       watch.reset();
       if (ended_unfitted && count_too_long()) continue;
     }
     if (open && !watch)
       watch = BubbleWatch{bubble, seen_shut > 0 && before_read - seen_shut <= 2 * kShutPollNs};
+    // A bubble whose deadline is out and already past admits nothing (no
+    // forecast yet, a withheld window, the overhead guard's pause): it
+    // counts neither way, whatever the piece's length.
+    const bool admitting = deadline_published && view.admit_until_ns > now;
     if (watch) {
-      watch->published |= deadline_published;
+      watch->admitting |= admitting;
       watch->queued |= counted.pieces != 0;
-      // A look, deadline out, that the piece's own length (not doubled
-      // while demoted) fits: held only for the demotion, it does not count.
-      watch->would_fit |=
-          deadline_published && now + queued_ns + PieceEstimateNs(kind_ns, /*as_demoted=*/false) <= view.admit_until_ns;
     }
     if (deadline_published && judged_in != bubble) {
       judged_in = bubble;
       const bool too_long_for_bubble = verdict == PieceVerdict::kWaitForBubble && seen_shut > 0 &&
-                                       counted.pieces == 0 &&
-                                       seen_shut + PieceEstimateNs(kind_ns, /*as_demoted=*/false) > view.admit_until_ns;
+                                       counted.pieces == 0 && admitting &&
+                                       seen_shut + own > view.admit_until_ns;
       if (too_long_for_bubble) {
         if (watch) watch->counted = true;
         if (count_too_long()) continue;

@@ -28,7 +28,10 @@ Sides are of two kinds:
   `freeride task-profile`; its work is its steps in the daemon's event log, valued at the
   profile's rate.
 Harvest is that work in "on" iterations, in seconds alone, over the lanes' bubble time (the
-daemon's bubble events) in those iterations, summed over the lanes; the alone rates are measured
+daemon's bubble events) in those iterations, summed over the lanes; each lane's work and bubbles
+are placed by its own rank's iterations (lane_windows: the ranks do not start an iteration
+together), and the gate's misses (gate_misses) are counted over the arms, the side's warm-up
+apart; the alone rates are measured
 again after the launches, and the work valued at the higher reading.  Overheads are Welch 95%
 intervals of mean iteration times between arms of the same launch, and, against the no-side
 arm, also drift-adjusted over blocks (drift_adjusted); the targets are judged by the worse.
@@ -98,8 +101,8 @@ def lane_windows(run: dict, lane: int) -> tuple[list[float], list[float]]:
     starts, times = run.get("rank_iter_unix"), run.get("rank_iter_ms")
     if not starts or not times:
         return iteration_windows(run)
-    if lane >= len(starts):
-        raise ValueError(f"lane {lane}: the trainer gave the iterations of {len(starts)} ranks")
+    if lane >= len(starts):  # SystemExit: the launch fails, the bench goes on (Arms.run)
+        raise SystemExit(f"lane {lane}: the trainer gave the iterations of {len(starts)} ranks")
     count = len(run["iter_unix"])
     return starts[lane][:count], times[lane][:count]
 

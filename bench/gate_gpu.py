@@ -465,7 +465,7 @@ class Bench:
         stage, out = self.stand_in_async(profile, rank, tag, stop)
         try:
             time.sleep(self.a.noside_seconds)
-            late_before = self.lane_stats()  # the lane's late work is counted since the daemon began
+            lane_before = self.lane_stats()  # the lane's counters run from the daemon's start
             t_submit = time.time()
             task = self.submit(program)
             # Its GPU start-up (upload, warm-up, compilation's benchmarks) runs in bubbles too,
@@ -530,11 +530,11 @@ class Bench:
                "task_state": show.get("state"), "task_message": show.get("message"),
                "daemon_progress": show.get("progress"), "daemon_allowed_ns": show.get("allowed_ns"),
                "gate_margin_ns": margin,
-               # The gate's own misses during this row (the lane's totals' growth over it): late
-               # work (running) and pending time (waiting on a wait), apart.
-               # From warm-up's end to the cancel (the arms), and before that apart.
+               # The gate's own misses (the lane's totals' growth): late work (running), pending
+               # time (waiting on a wait) and held-open time, from warm-up's end to the cancel
+               # (the arms), and over the warm-up apart.
                "gate_misses": gate_misses([lane_warm], [lane])[0],
-               "gate_misses_warm_up": gate_misses([late_before], [lane_warm])[0]}
+               "gate_misses_warm_up": gate_misses([lane_before], [lane_warm])[0]}
         judge_over_blocks(row, run["iter_unix"], run["iter_ms"], arm)
         self.rows.append(row)
         a = row["overhead_on_vs_no_side_drift_adjusted"]

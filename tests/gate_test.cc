@@ -291,6 +291,17 @@ class LaunchGateTest : public ::testing::Test {
     EXPECT_LT(FakeDriver::wait_times[0], log.opened.back() + after + 100'000);
     FakeClock::on_sleep = nullptr;
   }
+  // Queues the piece held by RunBubblesOf1ms's bubbles (admit_all_from 30)
+  // and checks that it was held until bubble 30 admitted anything, with the
+  // window kept at `p95_ns`.
+  void ExpectHeldUntilBubble30WithTheWindowKept(LaunchGate& gate, const BubbleLog& log, const GateTaskSlot& slot,
+                                                int64_t p95_ns) {
+    ASSERT_TRUE(QueuePieces(gate, stream_));
+    EXPECT_EQ(log.opened.size(), 29u) << "held until bubble 30 admits anything";
+    EXPECT_EQ(gate.counters().windows_forgotten, 0u);
+    EXPECT_EQ(slot.work_p95_ns.load(), p95_ns);
+    FakeClock::on_sleep = nullptr;
+  }
   alignas(4096) char page_[4096] = {};
   CuStream stream_ = reinterpret_cast<CuStream>(0x1000);
 };
@@ -1150,11 +1161,7 @@ TEST_F(LaunchGateTest, ADemotedTasksDoubledLengthDoesNotEmptyAWindowThatFits) {
   slot.demoted.store(1);
   const auto log = RunBubblesOf1ms(gate, /*admit_all_from=*/30, /*publish_after=*/200'000,
                                    /*first_left=*/500'000);  // no room for the piece
-  ASSERT_TRUE(QueuePieces(gate, stream_));
-  EXPECT_EQ(log->opened.size(), 29u) << "held until bubble 30 admits anything";
-  EXPECT_EQ(gate.counters().windows_forgotten, 0u);
-  EXPECT_EQ(slot.work_p95_ns.load(), 750'000);
-  FakeClock::on_sleep = nullptr;
+  ExpectHeldUntilBubble30WithTheWindowKept(gate, *log, slot, 750'000);
 }
 
 // Bubbles that admit nothing (a withheld window, the overhead guard's
@@ -1170,54 +1177,72 @@ TEST_F(LaunchGateTest, BubblesThatAdmitNothingDoNotCountTowardsEmptyingTheWindow
   ASSERT_GT(learned, 0);
   const auto log = RunBubblesOf1ms(gate, /*admit_all_from=*/30, /*publish_after=*/200'000, /*first_left=*/0,
                                    /*look_late=*/850'000);
-  ASSERT_TRUE(QueuePieces(gate, stream_));
-  EXPECT_EQ(log->opened.size(), 29u) << "held until bubble 30 admits anything";
-  EXPECT_EQ(gate.counters().windows_forgotten, 0u);
-  EXPECT_EQ(slot.work_p95_ns.load(), learned);
-  FakeClock::on_sleep = nullptr;
+  ExpectHeldUntilBubble30WithTheWindowKept(gate, *log, slot, learned);
 }
 
-// Bubbles of 1 ms, each an iteration's first (its forecast published at the
-// close before it, open from just after its begin: no queueing ahead), the
-// deadline out 200 us after each opening, and pieces of 850 us: undemoted,
-// a piece is queued by the forecast at the opening; demoted (1.7 ms), it is
-// held, but its own length would have been queued, so no bubble counts and
-// the window is kept (a length that fits is not forgotten for the demotion).
+// Bubbles of 1 ms, the deadline out 200 us after each opening, and pieces
+// of 850 us, each bubble forecast at the close before it: either as an
+// iteration's first (2 ms shut, its window open from just after its begin:
+// no queueing ahead), or within an iteration (250 us shut, queued ahead from
+// 300 us before its begin).  Undemoted, a piece is queued by the forecast at
+// the opening, or ahead of it; demoted (1.7 ms), it is held, but its own
+// length would have been queued, so no bubble counts and the window is kept
+// (a length that fits is not forgotten for the demotion).  Within an
+// iteration the next bubble's ahead window is open at the first look after
+// a close: the bubble that closed is judged before that look's verdict.
 TEST_F(LaunchGateTest, ADemotedPieceWhoseOwnLengthTheForecastAdmitsDoesNotEmptyTheWindow) {
-  for (const bool demoted : {false, true}) {
-    SCOPED_TRACE(demoted ? "demoted" : "not demoted");
-    FakeDriver::Reset();
-    FakeClock::Reset();
-    GateTaskSlot slot{};
-    auto made = GateWithAWindowOf(0.85f, &slot, page_, stream_);
-    LaunchGate& gate = *made;
-    slot.demoted.store(demoted ? 1 : 0);
-    FakeDriver::events_done = true;
-    Open(1, FakeClock::now);  // no room in bubble 1
-    std::vector<int64_t> opened;
-    const int64_t start = FakeClock::now;
-    uint32_t bubble = 1;
-    FakeClock::on_sleep = [&] {
-      const int64_t t = (FakeClock::now - start) % 3'000'000;
-      const int64_t open_at = FakeClock::now - t + 2'000'000;  // this cycle's opening
-      const bool open = t >= 2'000'000;
-      if (open && !GateIsOpen(layout().word.load())) {
-        ++bubble;
-        layout().word.store(GateOpenValue(bubble));
-        opened.push_back(FakeClock::now);
-      } else if (!open && GateIsOpen(layout().word.load())) {
-        Shut(bubble);
-        PublishAheadAdmission(&layout(), {bubble + 1, open_at + 1, open_at, open_at + 1'000'000});
-      }
-      if (open && t >= 2'200'000 && layout().admit_bubble.load() != bubble)
-        Open(bubble, bubble < 30 ? FakeClock::now - (t - 2'000'000) + 1'000'000 : INT64_MAX);
-    };
-    ASSERT_TRUE(QueuePieces(gate, stream_));
-    EXPECT_EQ(opened.size(), demoted ? 29u : 1u) << "demoted: held until bubble 30 admits anything";
-    EXPECT_EQ(gate.counters().windows_forgotten, 0u);
-    EXPECT_EQ(slot.work_p95_ns.load(), 850'000);
-    FakeClock::on_sleep = nullptr;
+  for (const bool ahead : {false, true}) {
+    for (const bool demoted : {false, true}) {
+      SCOPED_TRACE(std::string(ahead ? "queued ahead, " : "an iteration's first, ") +
+                   (demoted ? "demoted" : "not demoted"));
+      FakeDriver::Reset();
+      FakeClock::Reset();
+      GateTaskSlot slot{};
+      auto made = GateWithAWindowOf(0.85f, &slot, page_, stream_);
+      LaunchGate& gate = *made;
+      slot.demoted.store(demoted ? 1 : 0);
+      FakeDriver::events_done = true;
+      Open(1, FakeClock::now);  // no room in bubble 1
+      std::vector<int64_t> opened;
+      const int64_t start = FakeClock::now;
+      const int64_t shut_for = ahead ? 250'000 : 2'000'000;
+      uint32_t bubble = 1;
+      FakeClock::on_sleep = [&] {
+        const int64_t t = (FakeClock::now - start) % (shut_for + 1'000'000);
+        const int64_t open_at = FakeClock::now - t + shut_for;  // this cycle's opening
+        const bool open = t >= shut_for;
+        if (open && !GateIsOpen(layout().word.load())) {
+          ++bubble;
+          layout().word.store(GateOpenValue(bubble));
+          opened.push_back(FakeClock::now);
+        } else if (!open && GateIsOpen(layout().word.load())) {
+          Shut(bubble);
+          const int64_t from = ahead ? open_at - 300'000 : open_at + 1;
+          PublishAheadAdmission(&layout(), {bubble + 1, from, open_at, open_at + 1'000'000});
+        }
+        if (open && t >= shut_for + 200'000 && layout().admit_bubble.load() != bubble)
+          Open(bubble, bubble < 30 ? open_at + 1'000'000 : INT64_MAX);
+      };
+      ASSERT_TRUE(QueuePieces(gate, stream_));
+      EXPECT_EQ(opened.size(), demoted ? 29u : ahead ? 0u : 1u) << "demoted: held until bubble 30 admits anything";
+      EXPECT_EQ(gate.counters().windows_forgotten, 0u);
+      EXPECT_EQ(slot.work_p95_ns.load(), 850'000);
+      FakeClock::on_sleep = nullptr;
+    }
   }
+}
+
+// A bubble that admits nothing does not count the first way either, however
+// long the piece: pieces of 10 ms, held through bubbles whose deadline (the
+// stage's mark, 150 us in) is out 200 us after the opening, keep their
+// window until bubble 30 admits anything.
+TEST_F(LaunchGateTest, ALongPieceHeldThroughBubblesThatAdmitNothingKeepsItsWindow) {
+  GateTaskSlot slot{};
+  auto made = GateWithAWindowOf(10.0f, &slot, page_, stream_);
+  LaunchGate& gate = *made;
+  const auto log = RunBubblesOf1ms(gate, /*admit_all_from=*/30, /*publish_after=*/200'000, /*first_left=*/0,
+                                   /*look_late=*/850'000);
+  ExpectHeldUntilBubble30WithTheWindowKept(gate, *log, slot, 10'000'000);
 }
 
 // A program whose pieces are in fact 10 ms, with bubbles of 1 ms: each

@@ -8,10 +8,12 @@
 // never run.  Cut into pieces of kCopyPieceBytes, it runs across as many
 // bubbles as it needs, each piece gated like any other (an asynchronous
 // piece is also timed and fenced; a synchronous one, like any synchronous
-// call, is not).  From pageable memory a piece of 4 MiB took about 1.7 ms
-// on an H200 node (the 95th percentile of a GPT-2 program's start-up):
-// too long for a zero-bubble schedule's 1-2 ms bubbles less their margin,
-// so pieces are 1 MiB (about 0.4 ms there), a driver call or two each.
+// call, is not).  From pageable memory, pieces of 4 MiB took about 1.7 ms
+// on an H200 node (the 95th percentile of a GPT-2 program's start-up; no
+// piece was timed alone): too long for a zero-bubble schedule's 1-2 ms
+// bubbles less their margin.  So pieces are 1 MiB, a quarter of that at
+// the same rate; each costs the gate's calls of a piece (its wait, and now
+// and then a fence and a timing), not timed here.
 // The calling thread returns once the last piece is queued: an asynchronous
 // copy may hold it across bubbles, as a kernel that does not fit would.
 //

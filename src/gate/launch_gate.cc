@@ -512,16 +512,18 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     }
     const uint32_t bubble = view.word >> 1;
     const bool open = GateIsOpen(view.word);
-    // Held while demoted: would the piece's own length have been queued?
-    const int64_t own = PieceEstimateNs(kind_ns, /*as_demoted=*/false);
-    if (!torn && own < piece && JudgePiece(view, now, queued_ns, own, seen_shut) == PieceVerdict::kQueue)
-      own_length_fits = open ? bubble : view.ahead_bubble;
-    if (watch && (!open || bubble != watch->bubble)) {  // the watched bubble has ended
+    // The watched bubble has ended: judged before this look's own-length
+    // verdict, which may be for the next bubble (its ahead window).
+    if (watch && (!open || bubble != watch->bubble)) {
       const bool ended_unfitted = watch->prompt && watch->admitting && !watch->queued && !watch->counted &&
                                   own_length_fits != watch->bubble;
       watch.reset();
       if (ended_unfitted && count_too_long()) continue;
     }
+    // Held while demoted: would the piece's own length have been queued?
+    const int64_t own = PieceEstimateNs(kind_ns, /*as_demoted=*/false);
+    if (!torn && own < piece && JudgePiece(view, now, queued_ns, own, seen_shut) == PieceVerdict::kQueue)
+      own_length_fits = open ? bubble : view.ahead_bubble;
     if (open && !watch)
       watch = BubbleWatch{bubble, seen_shut > 0 && before_read - seen_shut <= 2 * kShutPollNs};
     // A bubble whose deadline is out and already past admits nothing (no

@@ -37,6 +37,11 @@ start of each of its kernels; the release latency is the first side
 kernel's start after each open (over all bubbles, and apart for an
 iteration's first bubble, which the daemon does not forecast ahead), and any
 side kernel that starts while the gate is closed is counted.
+
+--py-spy PATH samples each program's stacks over its arms (py-spy --idle --native, the
+wheel's binary from PyPI, carried to the node) and says where its threads' time went: held by
+the gate, waiting for the GPU, in the driver, or in its own host work (bench/side_stacks.py).
+For a program whose harvest is low while the gate held it little.
 """
 from __future__ import annotations
 
@@ -480,8 +485,10 @@ class Bench:
                 time.sleep(0.2)
             t_warm = time.time()
             lane_warm = self.lane_stats()
+            stacks = self.sample_stacks(task, tag)
             time.sleep(self.a.measure_seconds)
             t_cancel = time.time()
+            py_spy = self.stacks_summary(stacks)
             show = json.loads(self.cli("show", task, "--json"))
             lane = self.lane_stats()  # while the program's learned work length still counts
             margin = int(lane.get("gate_margin_ns", 0))  # the base plus the tasks' longest published work
@@ -535,6 +542,8 @@ class Bench:
                # (the arms), and over the warm-up apart.
                "gate_misses": gate_misses([lane_warm], [lane])[0],
                "gate_misses_warm_up": gate_misses([lane_before], [lane_warm])[0]}
+        if py_spy is not None:
+            row["py_spy"] = py_spy
         judge_over_blocks(row, run["iter_unix"], run["iter_ms"], arm)
         self.rows.append(row)
         a = row["overhead_on_vs_no_side_drift_adjusted"]
@@ -542,7 +551,39 @@ class Bench:
         log(f"{tag}: harvest {harvest:.2f}; on {format_interval(row['overhead_on_vs_no_side'])}{blocks}, off "
             f"{row['overhead_off_vs_no_side']['pct']:+.2f}%, on vs off {row['overhead_on_vs_off']['pct']:+.2f}% "
             f"(same launch); units off {units['off']}; iterations {row['iterations']}; {verdict(row)}")
+        if py_spy is not None:
+            shares = ", ".join(f"{c} {x:.0%}" for c, x in py_spy.get("share", {}).items())
+            log(f"{tag}: stacks over the arms: {py_spy.get('samples', 0)} samples; {shares or py_spy.get('error')}")
         self.save()
+
+    def sample_stacks(self, task: str, tag: str) -> tuple[subprocess.Popen, str] | None:
+        """With --py-spy, py-spy recording the task's process for --measure-seconds (the arms):
+        (its process, its raw output's path); else None."""
+        if not self.a.py_spy:
+            return None
+        pid = int(json.loads(self.cli("show", task, "--json")).get("pid", 0))
+        path = os.path.join(self.a.out, f"{tag}.stacks.txt")
+        cmd = [self.a.py_spy, "record", "--pid", str(pid), "--rate", str(self.a.py_spy_rate), "--idle",
+               "--native", "--format", "raw", "--duration", str(max(1, math.ceil(self.a.measure_seconds))),
+               "--output", path]
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                stderr=open(os.path.join(self.a.out, f"{tag}.stacks.err"), "w")), path
+
+    def stacks_summary(self, stacks: tuple[subprocess.Popen, str] | None) -> dict | None:
+        """side_stacks.summarize of what sample_stacks recorded, or why there is nothing."""
+        if stacks is None:
+            return None
+        proc, path = stacks
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            proc.wait()
+        if not os.path.exists(path):
+            return {"error": f"py-spy exited {proc.returncode} without samples; see {os.path.basename(path)[:-4]}.err"}
+        from side_stacks import summarize
+        with open(path) as f:
+            return dict(summarize(f), file=os.path.basename(path))
 
     def lane_stats(self) -> dict:
         """The daemon's one lane's statistics (`freeride status --json`)."""
@@ -638,11 +679,21 @@ def main() -> None:
     p.add_argument("--latency-seconds", type=float, default=6)
     p.add_argument("--daemon-args", default="")
     p.add_argument("--mps", default="auto")
+    p.add_argument("--py-spy", default="",
+                   help="path of a py-spy binary: samples each program's stacks over its arms "
+                        "(--idle --native), keeps them as PROFILE-PROGRAM.stacks.txt and sums them up "
+                        "in the row's py_spy (bench/side_stacks.py: gate hold, GPU wait, driver, python)")
+    p.add_argument("--py-spy-rate", type=int, default=250, help="py-spy's samples a second")
     p.add_argument("--warm-seconds", type=float, default=120,
                    help="stand-in launches until the program has printed 3 progress lines, at most this long")
     a = p.parse_args()
     for name in [x for x in a.profiles.split(",") if x]:
         check_profile_name(name)
+    if a.py_spy and not shutil.which(a.py_spy):
+        raise SystemExit(f"--py-spy {a.py_spy}: no such executable (unzip py-spy's wheel from PyPI and give "
+                         "the path of py_spy-*.data/scripts/py-spy)")
+    if a.py_spy_rate <= 0:
+        raise SystemExit(f"--py-spy-rate {a.py_spy_rate}: give samples a second above 0")
     if not 0 <= a.stage_copy_share < 1:
         raise SystemExit(f"--stage-copy-share {a.stage_copy_share}: give a share from 0 up to (not including) 1")
     os.makedirs(a.out, exist_ok=True)

@@ -10,6 +10,7 @@
 
 #include "base/clock.h"
 #include "gate/capture_mode.h"
+#include "gate/too_long_bubbles.h"
 
 namespace freeride::gate {
 
@@ -379,26 +380,10 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
   const auto& layout = *static_cast<const GatePageLayout*>(page_);
   bool held = false;
   bool kind_forgotten = false;
-  // The last open bubble this piece was judged in, and the bubbles it was
-  // found too long for (kMostBubblesTooLong, kMostBubblesWindowTooLong).
-  std::optional<uint32_t> judged_in;
+  // The bubbles that found the piece too long, counted towards forgetting
+  // its length (gate/too_long_bubbles.h says which count).
+  TooLongBubbles bubbles;
   uint32_t too_long = 0;
-  // The open bubble this piece is held in (count_too_long's second way):
-  // seen open promptly, a look with its deadline out and still ahead (the
-  // bubble admitted something), anything of the program's seen queued,
-  // counted already.
-  struct BubbleWatch {
-    uint32_t bubble = 0;
-    bool prompt = false;
-    bool admitting = false;
-    bool queued = false;
-    bool counted = false;
-  };
-  std::optional<BubbleWatch> watch;
-  // The bubble a demoted piece would have been queued for at its own,
-  // undoubled length (in it, or ahead of it): not counted (a length that
-  // fits is not forgotten for the demotion).
-  std::optional<uint32_t> own_length_fits;
   // Whether the piece, queued now by the deadline `until_ns`, may go
   // without its wait; counts it if so.  Ahead of it: `queued_ns`, or with
   // none given every counted piece, as if none had ended (no driver call),
@@ -416,31 +401,9 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     ++queue.unwaited_in_row;
     return true;
   };
-  // Whether the piece is held out of bubbles for good, by its length (a
-  // kind's, or the window's percentile) with nothing of the program's
-  // queued.  A bubble that admitted something (at a look its deadline was
-  // out and still ahead) counts towards forgetting that length
-  // (kMostBubblesTooLong, CommonTooLongBubbles) in one of two ways:
-  // - at its first look with the deadline out, a piece that would not end
-  //   by the deadline even begun when the thread last saw the gate shut,
-  //   before the bubble opened, is longer than the whole bubble by its
-  //   predicted length, however late the look (the deadline comes out
-  //   some 200 us after the opening);
-  // - at its end, a bubble the thread saw open promptly (held across the
-  //   opening, within two shut polls of its last shut sighting), its
-  //   deadline published, with nothing queued at any look, in which the
-  //   piece never fitted: a piece that fits only begun at the opening
-  //   itself, or before the deadline came out, never fits at a look
-  //   (a held thread sees the opening up to a poll late, the deadline
-  //   later still), and would never count the first way.
-  // A bubble first looked at late (the program was busy on its CPU) does
-  // not count the second way: the piece may fit a bubble looked at from its
-  // opening.  A bubble that admits nothing (no forecast yet, a withheld
-  // window, the overhead guard's pause) counts neither way, whatever the
-  // piece's length.  Both ways go by the piece's own length, not doubled
-  // while demoted, and a bubble the piece would have been queued for at its
-  // own length, in it or ahead of it, does not count: a length that fits is
-  // not to be forgotten for the demotion.
+  // A bubble counted as too long for the piece (TooLongBubbles): after
+  // enough of them its length (a kind's, or the window's percentile, with
+  // nothing of the program's queued) is forgotten, and it is judged again.
   auto count_too_long = [&]() {  // true: judged again (a length was forgotten)
     if (kind_ns > 0 && ++too_long >= kMostBubblesTooLong) {
       {
@@ -512,38 +475,25 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     }
     const uint32_t bubble = view.word >> 1;
     const bool open = GateIsOpen(view.word);
-    // The watched bubble has ended: judged before this look's own-length
-    // verdict, which may be for the next bubble (its ahead window).
-    if (watch && (!open || bubble != watch->bubble)) {
-      const bool ended_unfitted = watch->prompt && watch->admitting && !watch->queued && !watch->counted &&
-                                  own_length_fits != watch->bubble;
-      watch.reset();
-      if (ended_unfitted && count_too_long()) continue;
-    }
+    // The watched bubble's end is judged before this look's own verdicts,
+    // which may be for the next bubble (its ahead window).
+    if (bubbles.WatchedEndedUnfitted(bubble, open) && count_too_long()) continue;
     // Held while demoted: would the piece's own length have been queued?
     const int64_t own = PieceEstimateNs(kind_ns, /*as_demoted=*/false);
     if (!torn && own < piece && JudgePiece(view, now, queued_ns, own, seen_shut) == PieceVerdict::kQueue)
-      own_length_fits = open ? bubble : view.ahead_bubble;
-    if (open && !watch)
-      watch = BubbleWatch{bubble, seen_shut > 0 && before_read - seen_shut <= 2 * kShutPollNs};
-    // A bubble whose deadline is out and already past admits nothing (no
-    // forecast yet, a withheld window, the overhead guard's pause): it
-    // counts neither way, whatever the piece's length.
+      bubbles.NoteOwnLengthFits(open ? bubble : view.ahead_bubble);
+    // A bubble whose deadline is out and already past admits nothing.
     const bool admitting = deadline_published && view.admit_until_ns > now;
-    if (watch) {
-      watch->admitting |= admitting;
-      watch->queued |= counted.pieces != 0;
-    }
-    if (deadline_published && judged_in != bubble) {
-      judged_in = bubble;
-      const bool too_long_for_bubble = verdict == PieceVerdict::kWaitForBubble && seen_shut > 0 &&
-                                       counted.pieces == 0 && admitting &&
-                                       seen_shut + own > view.admit_until_ns;
-      if (too_long_for_bubble) {
-        if (watch) watch->counted = true;
-        if (count_too_long()) continue;
-      }
-    }
+    TooLongBubbles::Look look;
+    look.bubble = bubble;
+    look.open = open;
+    look.prompt = seen_shut > 0 && before_read - seen_shut <= 2 * kShutPollNs;
+    look.deadline_published = deadline_published;
+    look.admitting = admitting;
+    look.queued = counted.pieces != 0;
+    look.longer_than_bubble = verdict == PieceVerdict::kWaitForBubble && seen_shut > 0 && counted.pieces == 0 &&
+                              admitting && seen_shut + own > view.admit_until_ns;
+    if (bubbles.Observe(look) && count_too_long()) continue;
     held = true;
     // While the gate reads open, polled at the drain's pace whatever the
     // verdict: the time held open is counted to within that poll (the gate

@@ -3,7 +3,7 @@
 # With package names as arguments, installs those instead (install-slurm.sh).
 set -euo pipefail
 PACKAGES=(build-essential cmake ninja-build pkg-config
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libre2-dev
   libsqlite3-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsimdjson-dev zlib1g-dev libdeflate-dev
   libjpeg-dev libpng-dev python3-venv libcpp-httplib-dev openssl)

@@ -325,6 +325,35 @@ TEST_F(Hostile, NamesThatMisleadAreRefusedClearly) {
   EXPECT_NE(r.err.find("not valid UTF-8"), std::string::npos) << r.err;
 }
 
+// A user's progress regex over a user's output is matched inside the daemon:
+// a `.*` regex over one 200 KB line overflowed its stack under std::regex
+// (and again at each restart, reading the same log), and a progress file
+// that is a FIFO blocked it.  The line is read; the FIFO is refused.
+TEST_F(Hostile, ALongOutputLineAndAFifoProgressFileLeaveTheDaemonAnswering) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(&fake_env_));
+  ScriptedStage stage(options_.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
+  v1::TaskSpec spec = MakeSpec(
+      "long-line", {"/bin/sh", "-c", "head -c 200000 /dev/zero | tr '\\0' x; echo ' iteration 5'; sleep 60"});
+  spec.set_kind(v1::TASK_KIND_IMPERATIVE);
+  spec.set_progress_regex(R"(.*iteration (\d+))");
+  v1::TaskInfo info = Submit(spec);
+  v1::TaskInfo seen = WaitForTask(tasks(), info.id(), [](const v1::TaskInfo& t) { return t.progress() == 5; },
+                                  kSideTaskGuard);
+  EXPECT_EQ(seen.progress(), 5) << seen.state() << ": " << seen.message();
+  v1::TaskInfo cancelled;
+  EXPECT_TRUE(tasks()->Cancel(info.id(), "", &cancelled).ok());
+
+  const std::string fifo = dir_.path() + "/progress.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  v1::TaskSpec from_fifo = MakeSpec("fifo-progress", {"/bin/true"});
+  from_fifo.set_kind(v1::TASK_KIND_IMPERATIVE);
+  from_fifo.set_progress_file(fifo);
+  v1::TaskInfo refused;
+  Status status = tasks()->Submit(from_fifo, &refused);
+  EXPECT_EQ(status.code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(status.message.find("not a regular file"), std::string::npos) << status.message;
+}
+
 TEST(HostileProfile, ADirectoryOrAnOverflowingMemoryFigureIsAClearError) {
   TempDir dir;
   ShellResult r = RunShell(std::string(FREERIDE_BIN) + " submit --socket " + dir.path() +

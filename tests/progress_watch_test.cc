@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <fstream>
+#include <string>
 
 #include "test_util.h"
 
@@ -48,6 +51,65 @@ TEST(ProgressWatch, BadExpressionsAreRefusedWithTheReason) {
   EXPECT_NE(ProgressWatch::Check("it (\\d+").find("does not compile"), std::string::npos);
   EXPECT_NE(ProgressWatch::Check(R"((\d+) of (\d+))").find("more than one capture group"),
             std::string::npos);
+}
+
+TEST(ProgressWatch, ExpressionsAreRe2sAndGroupsThatDoNotCaptureAreFine) {
+  EXPECT_EQ(ProgressWatch::Check(R"((?:step|iteration) (\d+))"), "");
+  // Lookaround and backreferences are not RE2's: refused, and the syntax named.
+  const std::string lookahead = ProgressWatch::Check(R"(step (\d+)(?= done))");
+  EXPECT_NE(lookahead.find("does not compile"), std::string::npos) << lookahead;
+  EXPECT_NE(lookahead.find("RE2"), std::string::npos) << lookahead;
+  EXPECT_NE(ProgressWatch::Check(R"((a)\1)").find("does not compile"), std::string::npos);
+}
+
+// A hostile user's regex and output: a common prefix `.*` over one line of
+// 1 MiB (std::regex recursed once per character there and overflowed the
+// daemon's stack), and a nested quantifier over a line that does not match
+// (std::regex backtracked for seconds at 30 characters, doubling with each).
+TEST(ProgressWatch, LongLinesAndNestedQuantifiersAreMatchedWithoutRecursionOrBacktracking) {
+  ProgressWatch greedy(R"(.*iteration (\d+))", "", "");
+  greedy.Feed(std::string(1 << 20, 'x') + " iteration 17\n");
+  EXPECT_EQ(greedy.progress(), 17);
+  ProgressWatch nested(R"((?:a+)+b (\d+))", "", "");
+  nested.Feed(std::string(4096, 'a') + "\n" + std::string(64, 'a') + "b 9\n");
+  EXPECT_EQ(nested.progress(), 9);
+  ProgressWatch counted("(?:a+)+b", "", "");
+  counted.Feed(std::string(4096, 'a') + "\nab\n");
+  EXPECT_EQ(counted.progress(), 1);
+}
+
+TEST(ProgressWatch, AProgressBarThatRewritesItsLineIsReadAsItGoes) {
+  ProgressWatch watch(R"((\d+)/100 \[)", "", "");
+  watch.Feed("  1%|          | 1/100 [00:01<01:39]\r  2%|          | 2/100 [00:02<01:38]\r");
+  EXPECT_EQ(watch.progress(), 2);
+  watch.Feed(" 57%|#####     | 57/100 [");  // the bar's next rewrite, not ended yet
+  EXPECT_EQ(watch.progress(), 2);
+  watch.Feed("00:57<00:43]\r");
+  EXPECT_EQ(watch.progress(), 57);
+}
+
+// A progress file that is no regular file (a FIFO no one writes, /dev/zero)
+// would block the daemon's read or never end it: it is not read, and a
+// submission naming one is refused.
+TEST(ProgressWatch, OnlyARegularFileOfAtMost4KiBIsReadAsTheProgressFile) {
+  TempDir dir;
+  const std::string fifo = dir.path() + "/fifo", big = dir.path() + "/big";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  ProgressWatch from_fifo("", "", fifo);
+  EXPECT_FALSE(from_fifo.Poll());  // returns: opened without blocking, and not read
+  ProgressWatch from_zero("", "", "/dev/zero");
+  EXPECT_FALSE(from_zero.Poll());
+  std::ofstream(big) << std::string(5000, ' ') << "12\n";
+  ProgressWatch from_big("", "", big);
+  EXPECT_FALSE(from_big.Poll());
+  std::ofstream(big) << "12\n";
+  EXPECT_EQ(from_big.Poll(), 12);
+
+  EXPECT_NE(ProgressWatch::CheckFile(fifo).find("not a regular file"), std::string::npos);
+  EXPECT_NE(ProgressWatch::CheckFile("/dev/zero").find("not a regular file"), std::string::npos);
+  EXPECT_NE(ProgressWatch::CheckFile(dir.path()).find("not a regular file"), std::string::npos);
+  EXPECT_EQ(ProgressWatch::CheckFile(big), "");
+  EXPECT_EQ(ProgressWatch::CheckFile(dir.path() + "/not-yet"), "");  // the program makes it later
 }
 
 }  // namespace

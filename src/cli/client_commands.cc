@@ -472,9 +472,11 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
   cmd->add_option("--progress-regex", submit->progress_regex,
                   "A program without the SDK: a regex over its output's lines that shows its "
                   "progress (one capture group: the progress so far, e.g. 'iteration (\\d+)'; "
-                  "none: each matching line counts one)");
+                  "none: each matching line counts one).  RE2 syntax (as Python's re, without "
+                  "backreferences or lookaround); a line ends at \\n or \\r (progress bars)");
   cmd->add_option("--progress-file", submit->progress_file,
-                  "A program without the SDK: a file it writes its progress into (a number)");
+                  "A program without the SDK: a regular file it rewrites with its progress (its "
+                  "last number counts; read while at most 4 KiB)");
   cmd->add_option("--progress-unit", submit->progress_unit,
                   "What one unit of its progress is (e.g. iterations), for reports");
   cmd->add_option("--kind", submit->kind, "iterative (SDK task) or imperative (any program)")

@@ -1,5 +1,10 @@
 #include "daemon/progress_watch.h"
 
+#include <fcntl.h>
+#include <re2/re2.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -9,10 +14,12 @@ namespace freeride {
 namespace {
 
 constexpr size_t kMaxRead = 1 << 20;  // per poll: a chatty program is read over several
+constexpr size_t kMaxProgressFile = 4096;
 
-std::optional<double> LastNumber(const std::string& text) {
+std::optional<double> LastNumber(std::string_view text) {
+  const std::string copy(text);  // strtod needs a terminated string
   std::optional<double> last;
-  const char* p = text.c_str();
+  const char* p = copy.c_str();
   while (*p) {
     char* end = nullptr;
     double value = std::strtod(p, &end);
@@ -26,41 +33,74 @@ std::optional<double> LastNumber(const std::string& text) {
   return last;
 }
 
+RE2::Options ProgressOptions() {
+  RE2::Options options;
+  options.set_log_errors(false);  // the error goes back to the submitter, not to the daemon's log
+  return options;
+}
+
+// The last number in a regular file of at most kMaxProgressFile bytes; a
+// FIFO, a device or a directory is not read at all (opened without blocking).
+std::optional<double> ReadProgressFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return std::nullopt;
+  struct stat st;
+  char buffer[kMaxProgressFile + 1];
+  ssize_t n = -1;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) n = read(fd, buffer, sizeof buffer);
+  close(fd);
+  if (n < 0 || static_cast<size_t>(n) > kMaxProgressFile) return std::nullopt;
+  return LastNumber(std::string_view(buffer, static_cast<size_t>(n)));
+}
+
 }  // namespace
 
 std::string ProgressWatch::Check(const std::string& regex) {
-  try {
-    std::regex compiled(regex, std::regex::ECMAScript);
-    if (compiled.mark_count() > 1)
-      return "the progress regex has more than one capture group: give it one (the progress so "
-             "far) or none (each matching line counts one)";
-  } catch (const std::regex_error& e) {
-    return std::string("the progress regex does not compile: ") + e.what();
-  }
+  RE2 compiled(regex, ProgressOptions());
+  if (!compiled.ok())
+    return "the progress regex does not compile: " + compiled.error() +
+           " (RE2 syntax: as Python's re, without backreferences or lookaround)";
+  if (compiled.NumberOfCapturingGroups() > 1)
+    return "the progress regex has more than one capture group: give it one (the progress so "
+           "far) or none (each matching line counts one); (?:...) groups without capturing";
   return "";
+}
+
+std::string ProgressWatch::CheckFile(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return "";
+  return "the progress file " + path +
+         " is not a regular file (a FIFO, a device or a directory): give a file the program rewrites";
 }
 
 ProgressWatch::ProgressWatch(const std::string& regex, std::string stdout_path, std::string file)
     : stdout_path_(std::move(stdout_path)), file_(std::move(file)) {
   if (!regex.empty() && Check(regex).empty()) {
-    regex_.emplace(regex, std::regex::ECMAScript);
-    counted_ = regex_->mark_count() == 0;
+    regex_ = std::make_unique<RE2>(regex, ProgressOptions());
+    counted_ = regex_->NumberOfCapturingGroups() == 0;
   }
+}
+
+ProgressWatch::~ProgressWatch() = default;
+
+void ProgressWatch::Match(std::string_view line) {
+  if (!regex_) return;
+  const re2::StringPiece text(line.data(), line.size());
+  if (counted_) {
+    if (RE2::PartialMatch(text, *regex_)) progress_ = progress_.value_or(0) + 1;
+    return;
+  }
+  re2::StringPiece group;
+  if (!RE2::PartialMatch(text, *regex_, &group)) return;
+  if (auto value = LastNumber(std::string_view(group.data(), group.size()))) progress_ = *value;
 }
 
 void ProgressWatch::Feed(std::string_view bytes) {
   partial_.append(bytes);
-  size_t start = 0, newline;
-  while ((newline = partial_.find('\n', start)) != std::string::npos) {
-    std::string line = partial_.substr(start, newline - start);
-    start = newline + 1;
-    std::smatch match;
-    if (!regex_ || !std::regex_search(line, match, *regex_)) continue;
-    if (counted_) {
-      progress_ = progress_.value_or(0) + 1;
-    } else if (auto value = LastNumber(match[1].str())) {
-      progress_ = *value;
-    }
+  size_t start = 0, end;
+  while ((end = partial_.find_first_of("\r\n", start)) != std::string::npos) {
+    Match(std::string_view(partial_).substr(start, end - start));
+    start = end + 1;
   }
   partial_.erase(0, start);
   if (partial_.size() > kMaxRead) partial_.clear();  // a line without end: not a progress line
@@ -83,14 +123,8 @@ std::optional<double> ProgressWatch::Poll() {
       }
     }
   }
-  if (!file_.empty()) {
-    std::ifstream in(file_);
-    if (in) {
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (text.size() <= 4096)
-        if (auto value = LastNumber(text); value && *value >= 0) progress_ = *value;
-    }
-  }
+  if (!file_.empty())
+    if (auto value = ReadProgressFile(file_); value && *value >= 0) progress_ = *value;
   return progress_;
 }
 

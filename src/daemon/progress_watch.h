@@ -5,34 +5,53 @@
 // each matching line counts one unit.  A progress file holds a number (its
 // last number counts), rewritten as the program goes.
 //
+// The regex is RE2's (the syntax of Go's regexp and most of Python's re: no
+// backreferences, no lookaround), searched for anywhere in a line.  Both the
+// regex and the output come from users, and the daemon matches them: RE2
+// takes time linear in the line, with no recursion.  (std::regex, before it,
+// took seconds on `(a+)+b` and a 30-character line, and recursed once per
+// character, so one 100 KB line overflowed the daemon's stack.)  A line ends
+// at '\n' or '\r', so that a progress bar that rewrites its line (tqdm) is
+// read as it goes.
+//
 // Not synchronised: its owner (the TaskManager, under its lock) calls it.
 #pragma once
+#include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <string_view>
+
+namespace re2 {
+class RE2;
+}
 
 namespace freeride {
 
 class ProgressWatch {
  public:
-  // An ECMAScript regular expression; false with *error when it does not
-  // compile or has more than one capture group.
+  // "" when `regex` compiles and has at most one capture group; else why not.
   static std::string Check(const std::string& regex);
+  // "" when `path` is absent or a regular file; else why it cannot be a
+  // progress file (a FIFO or a device would block or never end a read).
+  static std::string CheckFile(const std::string& path);
 
   // `regex` may be empty (then only the file is read); `file` may be empty.
   ProgressWatch(const std::string& regex, std::string stdout_path, std::string file);
+  ~ProgressWatch();
 
   // Reads what the program has written since the last call (its output's new
-  // complete lines; the progress file whole) and returns its progress, or
-  // nothing when it has shown none yet.
+  // complete lines; the progress file whole, if it is a regular file of at
+  // most 4 KiB) and returns its progress, or nothing when it has shown none
+  // yet.  Reads at most 1 MiB of output a call, and never blocks.
   std::optional<double> Poll();
   // The same, from text given (the output's new bytes): for tests.
   void Feed(std::string_view bytes);
   std::optional<double> progress() const { return progress_; }
 
  private:
-  std::optional<std::regex> regex_;
+  void Match(std::string_view line);
+
+  std::unique_ptr<re2::RE2> regex_;
   bool counted_ = false;  // no capture group: each match counts one
   std::string stdout_path_;
   std::string file_;

@@ -129,6 +129,11 @@ std::string ValidateSpec(const v1::TaskSpec& spec, const std::vector<LaneLimits>
   struct stat st;
   if (stat(spec.working_dir().c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return fmt::format("working directory {} does not exist", spec.working_dir());
+  if (!spec.progress_file().empty()) {
+    const std::string& file = spec.progress_file();
+    const std::string path = file[0] == '/' ? file : spec.working_dir() + "/" + file;
+    if (std::string problem = ProgressWatch::CheckFile(path); !problem.empty()) return problem;
+  }
 
   if (spec.lane() < -1) return fmt::format("lane {} does not exist", spec.lane());
   uint64_t largest = 0;

@@ -374,6 +374,15 @@ TEST(HostileProfile, ADirectoryOrAnOverflowingMemoryFigureIsAClearError) {
   EXPECT_EQ(ProfiledMemoryBytes(huge), UINT64_MAX) << "saturates, never wraps";
 }
 
+TEST(HostileCli, ASubmitFromADirectoryThatNoLongerExistsIsAClearError) {
+  TempDir dir;
+  ShellResult r = RunShell("mkdir gone && cd gone && rmdir ../gone && " + std::string(FREERIDE_BIN) +
+                               " submit --socket " + dir.path() + "/none.sock -- /bin/true",
+                           dir.path());
+  EXPECT_EQ(r.status, 2) << r.err;  // not an uncaught exception's abort (134)
+  EXPECT_NE(r.err.find("the current directory cannot be read"), std::string::npos) << r.err;
+}
+
 TEST(HostileMemory, CpuLanesRefuseMoreMemoryThanTheMachineHas) {
   TempDir dir;
   DaemonOptions options = CpuOptions(dir);

@@ -302,6 +302,10 @@ TEST_F(MadeUpTraces, BadInputGetsAClearError) {
   EXPECT_THROW(LoadKinetoTrace(dir_.path() + "/missing.json"), TraceError);
 }
 
+json CpuOp(double ts, double dur, const std::string& name, int tid = 11) {
+  return {{"ph", "X"}, {"cat", "cpu_op"}, {"name", name}, {"ts", ts}, {"dur", dur}, {"tid", tid}};
+}
+
 TEST_F(MadeUpTraces, TracesWithoutWhatTheProfilerNeedsAreExplained) {
   auto message = [&](const json& trace) {
     try {
@@ -315,10 +319,12 @@ TEST_F(MadeUpTraces, TracesWithoutWhatTheProfilerNeedsAreExplained) {
   EXPECT_NE(message(nothing).find("no GPU kernels, and no CPU operators"), std::string::npos);
   json no_steps = Trace({Kernel(0, 10, 7)});
   EXPECT_NE(message(no_steps).find("no ProfilerStep"), std::string::npos);
-}
-
-json CpuOp(double ts, double dur, const std::string& name, int tid = 11) {
-  return {{"ph", "X"}, {"cat", "cpu_op"}, {"name", name}, {"ts", ts}, {"dur", dur}, {"tid", tid}};
+  // prof.step() without a schedule: torch writes no marks, so saying "call prof.step()" misleads.
+  EXPECT_NE(message(no_steps).find("only when the profiler has a schedule"), std::string::npos);
+  json cpu_only_no_steps = Trace({CpuOp(0, 500, "aten::mm")});
+  const std::string cpu = message(cpu_only_no_steps);
+  EXPECT_NE(cpu.find("no GPU kernels and no ProfilerStep#N marks"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("schedule=torch.profiler.schedule("), std::string::npos) << cpu;
 }
 
 // A CPU-only run (gloo): busy time is the CPU operators of the thread that

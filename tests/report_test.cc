@@ -196,6 +196,27 @@ TEST(RunReport, FiguresMatchTheHandComputedOnes) {
   EXPECT_NEAR(j["cost_saving_pct"].get<double>(), *r.cost_saving_pct, 1e-9);
 }
 
+// A program without the SDK: its steps are spans it was let run (0 units);
+// its progress, read from its output by the daemon, comes with its transitions.
+TEST(RunReport, AProgramWithoutTheSdkDidTheProgressTheDaemonLoggedForIt) {
+  std::string log =
+      R"({"type":"transition","task_id":4,"name":"loop","lane":0,"from":"","to":"SUBMITTED","reason":"submitted","progress":0,"alone_rate_per_s":100})"
+      "\n"
+      R"({"type":"transition","task_id":4,"name":"loop","lane":0,"from":"SUBMITTED","to":"CREATED","reason":"launched","progress":0})"
+      "\n";
+  for (int i = 0; i < 3; ++i) log += Step(0, 4, 100 * i, 100 * i + 30, 0) + Bubble(0, 0, 100 * i, 100 * i + 40, 30, 0, 1);
+  log += R"({"type":"transition","task_id":4,"name":"loop","lane":0,"from":"RUNNING","to":"CANCELLED","reason":"cancelled","progress":1268,"unit":"iterations"})"
+         "\n";
+  RunReport r = ComputeRunReport(ParseEventLog(log, "run"), nullptr, ReportOptions{});
+  ASSERT_EQ(r.tasks.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.tasks[0].units, 1268);
+  EXPECT_EQ(r.tasks[0].unit, "iterations");
+  EXPECT_NEAR(r.tasks[0].work_gpu_s, 12.68, 1e-12);
+  // An SDK task's steps and its logged progress agree: counted once.
+  r = ComputeRunReport(ParseEventLog(RunLog(), "run"), nullptr, ReportOptions{});
+  EXPECT_DOUBLE_EQ(r.tasks[0].units, 90);
+}
+
 TEST(RunReport, WithoutBaselineOrRatesItSaysWhatIsMissing) {
   std::string log = RunLog();
   log.replace(log.find(R"(,"alone_rate_per_s":1000)"), 24, "");
@@ -383,6 +404,12 @@ TEST(ReportCli, ErrorsAreClearAndTheReportPrints) {
   r = RunShell(std::string(FREERIDE_BIN) + " report " + dir.path() + "/nope.jsonl", dir.path());
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("cannot read event log"), std::string::npos) << r.err;
+  // Another kind of file (a profiler's trace) is not an empty run.
+  std::ofstream(dir.path() + "/trace.json") << "{\n  \"traceEvents\": [\n  ]\n}\n";
+  r = RunShell(std::string(FREERIDE_BIN) + " report " + dir.path() + "/trace.json", dir.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("is not a FreeRide event log: none of its 4 line(s) is an event"), std::string::npos)
+      << r.err;
   r = RunShell(std::string(FREERIDE_BIN) + " timeline " + events, dir.path());
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--perfetto"), std::string::npos) << r.err;

@@ -8,6 +8,8 @@
 #include <tuple>
 #include <sstream>
 
+#include "test_util.h"
+
 namespace freeride {
 namespace {
 
@@ -203,9 +205,11 @@ TEST(PipelineSchedule, TheFirstStagesWeightGradientIsItsWholeBackward) {
   EXPECT_DOUBLE_EQ(t.ActionTime({PipelineAction::kBackwardInput, 5, 0}), 2);
   EXPECT_DOUBLE_EQ(t.ActionTime({PipelineAction::kBackwardWeight, 5, 0}), 1);
   ScheduleTimeline zbv = TimeSchedule(ScheduleKind::kZeroBubbleV, 4, 8, t, 1e-9, 2);
-  for (const TimedAction& a : zbv.ranks[0].actions)
-    if (a.action.stage == 0 && a.action.type == PipelineAction::kBackwardInput)
+  for (const TimedAction& a : zbv.ranks[0].actions) {
+    if (a.action.stage == 0 && a.action.type == PipelineAction::kBackwardInput) {
       EXPECT_DOUBLE_EQ(a.end, a.start) << a.action.Label();
+    }
+  }
 }
 
 // DualPipeV runs a forward and a backward of its two stages as one action
@@ -258,6 +262,33 @@ TEST(PipelineSchedule, BadInputIsRefusedClearly) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("multiple of the rounds"), std::string::npos);
   }
+}
+
+// The CLI's own checks: a latency and stages per rank that no schedule has,
+// and times whose sum overflows, are refused (exit 2), never printed as a
+// schedule of NaNs or of stages that start before their input arrives.
+TEST(ScheduleCli, ImpossibleLatenciesStagesPerRankAndOverflowingTimesAreRefused) {
+  TempDir dir;
+  struct Case {
+    std::string args, why;
+  } cases[] = {
+      {"--p2p -0.5", "--p2p -0.5: give a latency of 0 or more"},
+      {"--p2p nan", "give a latency of 0 or more"},
+      {"--p2p 1e309", "give a latency of 0 or more"},
+      {"--virtual 0", "--virtual 0: give 1 or more stages per rank"},
+      {"--schedule interleaved --virtual -5", "--virtual -5: give 1 or more"},
+      {"--times 1e308,1e308", "the iteration's time overflows"},
+  };
+  for (const Case& c : cases) {
+    ShellResult r = RunShell(std::string(FREERIDE_BIN) + " schedule --stages 2 --microbatches 2 " + c.args,
+                             dir.path());
+    EXPECT_EQ(r.status, 2) << c.args << ": " << r.out;
+    EXPECT_NE(r.err.find(c.why), std::string::npos) << c.args << ": " << r.err;
+  }
+  ShellResult r = RunShell(std::string(FREERIDE_BIN) +
+                               " schedule --schedule interleaved --stages 2 --microbatches 4 --virtual 3 --p2p 0",
+                           dir.path());
+  EXPECT_EQ(r.status, 0) << r.err;
 }
 
 }  // namespace

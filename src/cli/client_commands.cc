@@ -192,7 +192,14 @@ int RunSubmit(const SubmitArgs& args) {
   for (const std::string& a : command) spec->add_command(a);
   // Explicit --memory and --step-time win over the profile's figures.
   if (profile) ApplyTaskProfile(*profile, spec);
-  spec->set_working_dir(std::filesystem::current_path().string());
+  std::error_code cwd_error;
+  const std::filesystem::path cwd = std::filesystem::current_path(cwd_error);
+  if (cwd_error) {
+    fmt::print(stderr, "freeride submit: the current directory cannot be read ({}): the task runs "
+                       "there, so cd to a directory that exists\n", cwd_error.message());
+    return 2;
+  }
+  spec->set_working_dir(cwd.string());
   for (char** e = environ; *e; ++e) {
     std::string entry(*e);
     size_t eq = entry.find('=');

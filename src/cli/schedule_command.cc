@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+
+#include <cmath>
 #include <optional>
 
 #include "cli/commands.h"
@@ -17,7 +19,8 @@ struct ScheduleArgs {
   int microbatches = 4;
   std::string times = "1,2";
   double p2p = 0;
-  int virtual_stages = 0;  // 0: the schedule's default
+  int virtual_stages = 0;  // the schedule's default unless virtual_given
+  bool virtual_given = false;
   bool steady = false;
   bool json = false;
 };
@@ -34,8 +37,18 @@ int RunSchedule(const ScheduleArgs& args) {
     fmt::print(stderr, "freeride schedule: {}\n", error);
     return 2;
   }
+  if (!std::isfinite(args.p2p) || args.p2p < 0) {
+    fmt::print(stderr, "freeride schedule: --p2p {}: give a latency of 0 or more, in the unit of --times\n",
+               args.p2p);
+    return 2;
+  }
+  if (args.virtual_given && args.virtual_stages < 1) {
+    fmt::print(stderr, "freeride schedule: --virtual {}: give 1 or more stages per rank (or leave it out: "
+                       "{} for {})\n", args.virtual_stages, DefaultVirtualStages(*kind), ScheduleKindName(*kind));
+    return 2;
+  }
   times.p2p_latency = args.p2p;
-  int virtual_stages = args.virtual_stages > 0 ? args.virtual_stages : DefaultVirtualStages(*kind);
+  int virtual_stages = args.virtual_given ? args.virtual_stages : DefaultVirtualStages(*kind);
   ScheduleTimeline t;
   try {
     t = args.steady ? TimeSteadyState(*kind, args.stages, args.microbatches, times, 1e-9,
@@ -43,6 +56,11 @@ int RunSchedule(const ScheduleArgs& args) {
                     : TimeSchedule(*kind, args.stages, args.microbatches, times, 1e-9, virtual_stages);
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "freeride schedule: {}\n", e.what());
+    return 2;
+  }
+  if (!std::isfinite(t.iteration) || !std::isfinite(t.bubble_fraction)) {
+    fmt::print(stderr, "freeride schedule: the iteration's time overflows (--times {}, --p2p {}): give "
+                       "smaller times\n", args.times, args.p2p);
     return 2;
   }
   // GPipe/1F1B: (P-1)/(M+P-1).  Interleaving divides the bubble by V (the
@@ -128,7 +146,10 @@ void AddScheduleCommand(CLI::App& app, int* exit_code) {
                 "Time the steady state of a training loop (iterations back to back, as "
                 "`freeride profile` sees them) instead of one iteration on its own");
   cmd->add_flag("--json", args->json, "Print JSON");
-  cmd->callback([args, exit_code] { *exit_code = RunSchedule(*args); });
+  cmd->callback([args, exit_code, cmd] {
+    args->virtual_given = cmd->count("--virtual") > 0;
+    *exit_code = RunSchedule(*args);
+  });
 }
 
 }  // namespace freeride::cli

@@ -150,13 +150,24 @@ RankProfile AnalyzeRank(const KinetoTrace& trace, int fallback_rank,
   out.rank = trace.rank.value_or(fallback_rank);
   out.world_size = trace.world_size.value_or(0);
 
+  // torch writes ProfilerStep#N marks only for a profiler with a schedule:
+  // prof.step() alone, without one, leaves none.
+  constexpr const char* kStepMarksHint =
+      "torch marks iterations (ProfilerStep#N) only when the profiler has a schedule: "
+      "torch.profiler.profile(..., schedule=torch.profiler.schedule(wait=1, warmup=1, active=3)), "
+      "with prof.step() called once per iteration";
+  const bool no_marks = trace.cpu_steps.empty() && trace.gpu_steps.empty();
   std::vector<Interval> busy;
   if (!ReadGpuBusy(trace, options, out, busy) && !ReadCpuBusy(trace, out, busy))
-    throw TraceError(fmt::format(
-        "{}: no GPU kernels, and no CPU operators on the thread of the ProfilerStep marks, in "
-        "the trace. Profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] "
-        "(CPU only for a CPU run) and call prof.step() once per iteration.",
-        trace.path));
+    throw TraceError(
+        no_marks ? fmt::format("{}: no GPU kernels and no ProfilerStep#N marks in the trace. Profile with "
+                               "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (CPU only for a "
+                               "CPU run); {}.",
+                               trace.path, kStepMarksHint)
+                 : fmt::format("{}: no GPU kernels, and no CPU operators on the thread of the ProfilerStep "
+                               "marks, in the trace. Profile with activities=[ProfilerActivity.CPU, "
+                               "ProfilerActivity.CUDA] (CPU only for a CPU run).",
+                               trace.path));
 
   // The training loop's own step marks are the iteration; the GPU marks only
   // span each step's GPU work and miss the fill before it.
@@ -164,10 +175,7 @@ RankProfile AnalyzeRank(const KinetoTrace& trace, int fallback_rank,
       !trace.cpu_steps.empty() ? trace.cpu_steps : trace.gpu_steps;
   out.window_source = !trace.cpu_steps.empty() ? "cpu" : "gpu";
   if (windows.empty())
-    throw TraceError(fmt::format(
-        "{}: no ProfilerStep#N annotations. Call prof.step() once per training iteration so "
-        "that the profiler marks iterations.",
-        trace.path));
+    throw TraceError(fmt::format("{}: no ProfilerStep#N annotations: {}.", trace.path, kStepMarksHint));
 
   bool last_stage = out.world_size > 0 && out.rank == out.world_size - 1;
   GapClassifier classifier(trace.gpu_steps, last_stage);

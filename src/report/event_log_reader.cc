@@ -122,6 +122,15 @@ std::optional<EventLogData> ReadEventLog(const std::string& path, std::string* e
       return std::nullopt;
     }
   }
+  // A log the daemon wrote has events on most lines (a cut last line at
+  // most is bad); one with none is another file (a trace, a config): its
+  // empty report would pass for a run in which nothing happened.
+  if (out.lines > 0 && out.skipped_lines == out.lines) {
+    *error = fmt::format("{} is not a FreeRide event log: none of its {} line(s) is an event (line {}: {}); "
+                         "give the daemon's state directory or its events.jsonl",
+                         path, out.lines, out.first_skipped_line, out.first_skip_reason);
+    return std::nullopt;
+  }
   return out;
 }
 

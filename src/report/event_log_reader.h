@@ -63,7 +63,8 @@ EventLogData ParseEventLog(std::string_view text, const std::string& path);
 
 // Reads and parses the log at path, after its older rotated files (PATH.N
 // ... PATH.1) when there are any.  Returns nullopt and sets *error (which
-// names the file) when one cannot be read.
+// names the file) when one cannot be read, or when none of their lines is an
+// event (another kind of file).
 std::optional<EventLogData> ReadEventLog(const std::string& path, std::string* error);
 
 }  // namespace freeride::report

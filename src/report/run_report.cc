@@ -193,6 +193,13 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
     ++t.steps;
     t.units += s.units;
   }
+  // A program without the SDK (--progress-regex, --progress-file) shows its
+  // progress to the daemon, not in its steps (each a span it was let run,
+  // of 0 units): its work is the progress the daemon logged at its last
+  // transition, which counts from its first start.
+  for (auto& [id, t] : tasks)
+    if (auto meta = run.tasks.find(id); meta != run.tasks.end() && meta->second.progress > t.units)
+      t.units = meta->second.progress;
   std::vector<std::string> unvalued;
   for (auto& [id, t] : tasks) {
     if (t.name.empty()) t.name = fmt::format("task {}", id);

@@ -352,6 +352,14 @@ TEST_F(Hostile, ALongOutputLineAndAFifoProgressFileLeaveTheDaemonAnswering) {
   Status status = tasks()->Submit(from_fifo, &refused);
   EXPECT_EQ(status.code, ErrorCode::kInvalidArgument);
   EXPECT_NE(status.message.find("not a regular file"), std::string::npos) << status.message;
+  // Both ways at once: the file would silently win.
+  v1::TaskSpec both = MakeSpec("both-progress", {"/bin/true"});
+  both.set_kind(v1::TASK_KIND_IMPERATIVE);
+  both.set_progress_regex(R"(step (\d+))");
+  both.set_progress_file(dir_.path() + "/progress.txt");
+  status = tasks()->Submit(both, &refused);
+  EXPECT_EQ(status.code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(status.message.find("not both"), std::string::npos) << status.message;
 }
 
 TEST(HostileProfile, ADirectoryOrAnOverflowingMemoryFigureIsAClearError) {
@@ -374,13 +382,21 @@ TEST(HostileProfile, ADirectoryOrAnOverflowingMemoryFigureIsAClearError) {
   EXPECT_EQ(ProfiledMemoryBytes(huge), UINT64_MAX) << "saturates, never wraps";
 }
 
-TEST(HostileCli, ASubmitFromADirectoryThatNoLongerExistsIsAClearError) {
+TEST(HostileCli, ASubmitFromAGoneDirectoryAnEmptyRegexAndNoCpuLanesAreClearErrors) {
   TempDir dir;
   ShellResult r = RunShell("mkdir gone && cd gone && rmdir ../gone && " + std::string(FREERIDE_BIN) +
                                " submit --socket " + dir.path() + "/none.sock -- /bin/true",
                            dir.path());
   EXPECT_EQ(r.status, 2) << r.err;  // not an uncaught exception's abort (134)
   EXPECT_NE(r.err.find("the current directory cannot be read"), std::string::npos) << r.err;
+  // An empty regex meant "none" and no CPU lanes meant one, without a word.
+  r = RunShell(std::string(FREERIDE_BIN) + " submit --socket " + dir.path() + "/none.sock --progress-regex '' -- /bin/true",
+               dir.path());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("give a regex, or leave the option out"), std::string::npos) << r.err;
+  r = RunShell(std::string(FREERIDE_BIN) + " daemon --cpu-lanes 0 --socket " + dir.path() + "/d.sock", dir.path());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--cpu-lanes: Value 0 not in range 1 to 256"), std::string::npos) << r.err;
 }
 
 TEST(HostileMemory, CpuLanesRefuseMoreMemoryThanTheMachineHas) {

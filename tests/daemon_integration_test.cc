@@ -682,6 +682,24 @@ TEST(Metrics, TheGuardGaugeIsEachLanesLevel) {
       << text;
 }
 
+// Free memory is shown where a stage gave it, and left out while unknown
+// (the largest value, which a dashboard would plot as 18 EB).
+TEST(Metrics, FreeMemoryIsShownOnlyWhereAStageGaveIt) {
+  v1::StatsReply stats;
+  v1::LaneStats* known = stats.add_lanes();
+  known->set_lane(0);
+  known->set_device("gpu:0");
+  known->set_free_memory_bytes(4096);
+  v1::LaneStats* unknown = stats.add_lanes();
+  unknown->set_lane(1);
+  unknown->set_device("cpu:0");
+  unknown->set_free_memory_bytes(std::numeric_limits<uint64_t>::max());
+  const std::string text = RenderPrometheusMetrics(stats, {});
+  EXPECT_NE(text.find("freeride_lane_free_memory_bytes{lane=\"0\",device=\"gpu:0\"} 4096\n"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("freeride_lane_free_memory_bytes{lane=\"1\""), std::string::npos) << text;
+}
+
 // The gate's counters are each lane's, in seconds where the proto has
 // nanoseconds; the held-open time carries why.
 TEST(Metrics, TheGatesCountersAreEachLanesWithHeldTimeByWhy) {

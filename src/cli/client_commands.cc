@@ -480,7 +480,9 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
                   "A program without the SDK: a regex over its output's lines that shows its "
                   "progress (one capture group: the progress so far, e.g. 'iteration (\\d+)'; "
                   "none: each matching line counts one).  RE2 syntax (as Python's re, without "
-                  "backreferences or lookaround); a line ends at \\n or \\r (progress bars)");
+                  "backreferences or lookaround); a line ends at \\n or \\r (progress bars)")
+      ->check(CLI::Validator([](std::string& regex) { return regex.empty() ? "give a regex, or leave the option out" : ""; },
+                             "REGEX"));
   cmd->add_option("--progress-file", submit->progress_file,
                   "A program without the SDK: a regular file it rewrites with its progress (its "
                   "last number counts; read while at most 4 KiB)");

@@ -394,7 +394,8 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
                   "(default $XDG_STATE_HOME/freeride or ~/.local/state/freeride)");
   cmd->add_option("--gpus", args->gpus, "GPU lanes, e.g. 0,1,2,3");
   cmd->add_option("--cpu-lanes", args->cpu_lanes,
-                  "CPU lanes, for machines without GPUs (default 1 when --gpus is not given)");
+                  "CPU lanes, for machines without GPUs (default 1 when --gpus is not given)")
+      ->check(CLI::Range(1, 256));
   cmd->add_option("--lane-cores", args->lane_cores,
                   "CPU lanes: the core each lane's side tasks are pinned to, e.g. 0,1 (default: "
                   "core i+1 for lane i when there are more cores than lanes, else none); pin "

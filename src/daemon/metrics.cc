@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <limits>
 #include <map>
 
 namespace freeride {
@@ -71,9 +72,6 @@ std::string RenderPrometheusMetrics(const v1::StatsReply& stats,
        [](const v1::LaneStats& l) { return l.in_bubble() ? 1.0 : 0.0; }},
       {"freeride_lane_stage_alive", "gauge", "1 while a training stage is attached and alive.",
        [](const v1::LaneStats& l) { return l.stage_alive() ? 1.0 : 0.0; }},
-      {"freeride_lane_free_memory_bytes", "gauge",
-       "Device memory the stage leaves to side tasks (last mark).",
-       [](const v1::LaneStats& l) { return static_cast<double>(l.free_memory_bytes()); }},
       {"freeride_lane_resident_tasks", "gauge", "Launched tasks held by the lane.",
        [](const v1::LaneStats& l) { return static_cast<double>(l.resident_tasks()); }},
       {"freeride_lane_queued_tasks", "gauge", "Tasks waiting for the lane.",
@@ -99,6 +97,13 @@ std::string RenderPrometheusMetrics(const v1::StatsReply& stats,
     e.Family(m.name, m.type, m.help);
     for (const auto& l : stats.lanes()) e.Sample(m.name, lane_labels(l), m.value(l));
   }
+  // Free memory only where a stage has said it: unknown is the largest value
+  // (the channel's "no figure"), which would plot as 18 EB.
+  e.Family("freeride_lane_free_memory_bytes", "gauge",
+           "Device memory the stage leaves to side tasks (last mark); absent until a stage gives it.");
+  for (const auto& l : stats.lanes())
+    if (l.free_memory_bytes() != std::numeric_limits<uint64_t>::max())
+      e.Sample("freeride_lane_free_memory_bytes", lane_labels(l), static_cast<double>(l.free_memory_bytes()));
   // Where an open gate's time went unused, by why (LaneStats' gate_held_*_ns).
   e.Family("freeride_lane_gate_held_open_seconds_total", "counter",
            "Gated programs' threads held on the host while the gate was open, summed over threads: waiting "

@@ -123,6 +123,8 @@ std::string ValidateSpec(const v1::TaskSpec& spec, const std::vector<LaneLimits>
       return problem;
   }
   if (spec.progress_file().size() > 4096) return "the progress file's path is too long";
+  if (!spec.progress_regex().empty() && !spec.progress_file().empty())
+    return "give a progress regex or a progress file, not both: each says the progress so far";
   if (spec.progress_unit().size() > 64) return "the progress unit is longer than 64 characters";
   if (spec.working_dir().empty() || spec.working_dir()[0] != '/')
     return "the working directory must be an absolute path";

@@ -382,6 +382,32 @@ TEST(HostileProfile, ADirectoryOrAnOverflowingMemoryFigureIsAClearError) {
   EXPECT_EQ(ProfiledMemoryBytes(huge), UINT64_MAX) << "saturates, never wraps";
 }
 
+// A lane books a bubble's let-run time at the bubble's end, which can come
+// after the task ended and its last state was journaled: the figure must
+// survive a restart as shown before it.
+TEST_F(Hostile, AnEndedTasksLateBookedTimeSurvivesARestart) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(&fake_env_));
+  v1::TaskInfo info;
+  {
+    ScriptedStage stage(options_.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
+    v1::TaskSpec spec = MakeSpec("ends", {"/bin/true"});
+    spec.set_kind(v1::TASK_KIND_IMPERATIVE);
+    info = Submit(spec);
+    ASSERT_EQ(WaitForState(tasks(), info.id(), "FINISHED", kSideTaskGuard).state(), "FINISHED");
+  }
+  tasks()->AddAllowed(info.id(), 7 * kMillisecond);  // the bubble it ended in, booked at its end
+  tasks()->AddHarvest(info.id(), 3 * kMillisecond);
+  v1::TaskInfo before;
+  ASSERT_TRUE(tasks()->Get(info.id(), "", &before).ok());
+  daemon_.reset();  // a clean stop
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(&fake_env_));
+  v1::TaskInfo after;
+  ASSERT_TRUE(tasks()->Get(info.id(), "", &after).ok());
+  EXPECT_EQ(after.allowed_ns(), before.allowed_ns());
+  EXPECT_EQ(after.harvested_ns(), before.harvested_ns());
+  EXPECT_GE(after.allowed_ns(), 7 * kMillisecond);
+}
+
 TEST(HostileCli, ASubmitFromAGoneDirectoryAnEmptyRegexAndNoCpuLanesAreClearErrors) {
   TempDir dir;
   ShellResult r = RunShell("mkdir gone && cd gone && rmdir ../gone && " + std::string(FREERIDE_BIN) +

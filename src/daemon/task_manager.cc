@@ -613,16 +613,23 @@ void TaskManager::CopyCounters(const Record& record, const TaskRuntime& runtime,
   }
 }
 
+// A lane books a bubble's time at the bubble's end, which can come after
+// the task has ended (its last transition journaled): an ended task's
+// figures are journaled again, or a restart would show them smaller.
 void TaskManager::AddHarvest(int64_t id, Nanos harvested) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (Record* record = ByIdLocked(id))
+  if (Record* record = ByIdLocked(id)) {
     record->info.set_harvested_ns(record->info.harvested_ns() + harvested);
+    if (IsTerminal(record->state) && harvested != 0) journal_->Record(record->info, nullptr);
+  }
 }
 
 void TaskManager::AddAllowed(int64_t id, Nanos allowed) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (Record* record = ByIdLocked(id))
+  if (Record* record = ByIdLocked(id)) {
     record->info.set_allowed_ns(record->info.allowed_ns() + allowed);
+    if (IsTerminal(record->state) && allowed != 0) journal_->Record(record->info, nullptr);
+  }
 }
 
 void TaskManager::RecordOverrun(int64_t id, Nanos overrun, Nanos bubble) {

@@ -289,6 +289,9 @@ TEST(SimulateCommand, PrintsTheDocumentedJsonAndRefusesBadFlags) {
   refused("--task no-such-task", "neither a built-in task");
   refused("--free-memory-gib 0.25", "could never run");
   refused("--stage-times /nonexistent.json", "cannot open");
+  refused("--price -3", "give a GPU-hour's price of 0 or more");
+  refused("--times 1e308,1e308", "must be at most a day");  // the iteration's sum would be infinite
+  refused("--p2p -1", "--p2p must be a time of 0 ms or more");
 
   // A profile taken at 4 micro-batches, simulated at 8: each micro-batch keeps
   // the profiled stage times (60 ms busy / (4 x 3): F 5, B 10), so the 1F1B

@@ -97,9 +97,11 @@ int RunSchedule(const ScheduleArgs& args) {
     fmt::print("{}\n", out.dump(2));
     return 0;
   }
-  fmt::print("{} schedule, {} ranks x {} stage(s), {} micro-batches, F={} B={} (time units)\n",
-             ScheduleKindName(*kind), args.stages, virtual_stages, args.microbatches,
-             times.forward, times.backward);
+  // B is the whole backward; with W given (F,B,W) it is shown as I and W, as they were given.
+  const std::string backward = times.weight >= 0 ? fmt::format("I={} W={}", times.InputTime(), times.WeightTime())
+                                                 : fmt::format("B={}", times.backward);
+  fmt::print("{} schedule, {} ranks x {} stage(s), {} micro-batches, F={} {} (time units)\n",
+             ScheduleKindName(*kind), args.stages, virtual_stages, args.microbatches, times.forward, backward);
   if (args.steady)
     fmt::print("steady state of a training loop: times from each rank's own iteration start; "
                "the fill joins the previous iteration's drain\n");

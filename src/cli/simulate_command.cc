@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -203,6 +204,10 @@ bool BuildConfig(const SimulateArgs& a, sim::SimConfig* c, std::string* error) {
   c->dispatch_latency_ms = a.dispatch_latency;
   c->overrun_cost = a.overrun_cost;
   c->step_slowdown = a.step_slowdown;
+  if (!(a.price >= 0) || !std::isfinite(a.price)) {
+    *error = fmt::format("--price {}: give a GPU-hour's price of 0 or more", a.price);
+    return false;
+  }
   if (a.free_memory_gib < 0) {
     *error = "--free-memory-gib cannot be negative";
     return false;

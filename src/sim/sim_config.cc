@@ -8,9 +8,15 @@
 namespace freeride::sim {
 namespace {
 
+// Times beyond a day per action are no training's, and their sums over an
+// iteration's actions could overflow to infinity.
+constexpr double kMostMs = 86'400'000;
+
 void RequireTime(double value, const std::string& what) {
   if (!std::isfinite(value) || value < 0)
     throw std::invalid_argument(fmt::format("{} must be a time of 0 ms or more, not {}", what, value));
+  if (value > kMostMs)
+    throw std::invalid_argument(fmt::format("{} must be at most a day ({} ms), not {}", what, kMostMs, value));
 }
 
 void RequireAtLeastOne(int64_t value, const char* what) {
@@ -50,7 +56,7 @@ void ValidateSimConfig(const SimConfig& c) {
     if (t.forward + t.backward <= 0)
       throw std::invalid_argument(fmt::format("{} has neither forward nor backward time", stage));
   }
-  RequireTime(c.p2p_ms, "--p2p-ms");
+  RequireTime(c.p2p_ms, "--p2p");
   RequireTime(c.allreduce_ms, "--allreduce-ms");
   RequireTime(c.optimizer_ms, "--optimizer-ms");
   RequireTime(c.dispatch_latency_ms, "--dispatch-latency-ms");

@@ -525,6 +525,45 @@ TEST_F(DaemonIntegration, FailuresKeepExitStatusAndStderrAndAreRetried) {
 // A task whose steps have a heavy tail its estimate does not expect keeps
 // overrunning its bubbles: it is demoted, then killed for good (no retries),
 // and the lane goes on with the next task.
+// A step's units are the task's own figure; its time is the training's.
+// Steps that report units below 0 or not a number (a NaN loss returned as
+// units) were dropped whole: their time counted as neither harvest nor
+// overrun, so the overrun budget never saw a task that overran.
+TEST_F(DaemonIntegration, StepsWithUnitsBelowZeroOrNotANumberAreStillJudgedByTheirTime) {
+  options_.cpu_overrun_budget = {.max_fraction = 0.05, .window = 16, .min_bubbles = 4,
+                                 .min_overrun = 10 * kMillisecond, .warmup_bubbles = 2, .hang = 0};
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ScriptedStage stage(options_.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
+  for (const char* units : {"nan", "-5"}) {
+    v1::TaskSpec spec = MakeSpec(std::string("wrong-units-") + (units[0] == '-' ? "negative" : "nan"),
+                                 {BAD_TASK_BIN, "--units", units, "--step-us", "300", "--slow-every", "10",
+                                  "--slow-us", "8000"});
+    v1::TaskInfo info;
+    ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
+    v1::TaskInfo failed = WaitForState(tasks(), info.id(), "FAILED", kSideTaskGuard);
+    ASSERT_EQ(failed.state(), "FAILED") << units << ": " << failed.message();
+    EXPECT_NE(failed.message().find("killed: overran its last"), std::string::npos) << failed.message();
+    EXPECT_GT(failed.harvested_ns(), 0) << units << ": its steps inside bubbles count as harvest time";
+  }
+}
+
+// A task's unit is text it writes into its own segment; the daemon puts it
+// into every TaskInfo, and a protobuf string that is not UTF-8 fails the
+// whole reply: one task could break status, show and cancel for everyone.
+TEST_F(DaemonIntegration, AUnitThatIsNotUtf8IsRepairedAndStatusStillAnswers) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ScriptedStage stage(options_.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
+  v1::TaskSpec spec = MakeSpec("bad-unit", {BAD_TASK_BIN, "--unit-hex", "6162ff", "--step-us", "100"});
+  v1::TaskInfo info;
+  ASSERT_TRUE(tasks()->Submit(spec, &info).ok());
+  WaitForTask(tasks(), info.id(), [](const v1::TaskInfo& t) { return t.progress() > 0; }, kSideTaskGuard);
+  auto channel = grpc::CreateChannel("unix:" + options_.socket_path, grpc::InsecureChannelCredentials());
+  auto stub = v1::FreeRide::NewStub(channel);
+  v1::TaskInfo shown = GetTask(*stub, info.id());
+  EXPECT_EQ(shown.id(), info.id()) << "the reply carrying the task's unit failed";
+  EXPECT_EQ(shown.progress_unit(), "ab\xef\xbf\xbd");  // the bad byte as U+FFFD
+}
+
 TEST_F(DaemonIntegration, ATaskThatKeepsOverrunningIsDemotedThenKilled) {
   // CPU lanes have no budget by default; this test gives its lane the GPU default's share.
   options_.cpu_overrun_budget = {.max_fraction = 0.05, .window = 16, .min_bubbles = 4,

@@ -48,7 +48,7 @@ from typing import Any, Callable
 
 from freeride._native import load_library
 from freeride.task import (_ERROR, _HOOK, _PATH, _PEAK, _STEP, IterativeTask, _as_result,
-                           _checkpoint_failed, _Hooks, _record_failure, parse_run_options,
+                           _checkpoint_failed, _Hooks, _record_failure, _utf8_prefix, parse_run_options,
                            parse_seconds, report_parts, step_budget_ns)
 
 DEFAULT_PIECE_MS = 2.0
@@ -378,7 +378,7 @@ class _PacedRun:
                 return self.baton.ask(name, path.decode())
             return _PATH(call)
 
-        unit = (self.task.unit if self.task else "iterations").encode()[:31]
+        unit = _utf8_prefix(self.task.unit if self.task else "iterations", 31)
         callbacks = [hook("init"), _STEP(step), hook("pause"), hook("resume"), hook("finish"),
                      path_hook("save"), path_hook("restore"),
                      _PEAK(lambda _user: self.baton.ask("peak")),

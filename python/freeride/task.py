@@ -24,6 +24,12 @@ from typing import Any, Callable
 from freeride._native import load_library, loaded_library
 
 
+def _utf8_prefix(text: str, max_bytes: int) -> bytes:
+    """`text` as UTF-8, cut to at most `max_bytes` on a character's boundary (the daemon shows
+    the unit as text, and a character cut in two is not text)."""
+    return text.encode()[:max_bytes].decode("utf-8", "ignore").encode()
+
+
 @dataclass
 class StepResult:
     units: float = 0.0
@@ -144,10 +150,10 @@ def _record_failure(e: BaseException, error_text: Any) -> int:
     meant for the user; anything else is a bug in the task, whose traceback
     helps."""
     if isinstance(e, SystemExit):
-        error_text.value = str(e).encode()[:1023]
+        error_text.value = _utf8_prefix(str(e), 1023)
     else:
         traceback.print_exc()
-        error_text.value = f"{type(e).__name__}: {e}".encode()[:1023]
+        error_text.value = _utf8_prefix(f"{type(e).__name__}: {e}", 1023)
     return 1
 
 
@@ -199,7 +205,7 @@ def _bind(task: IterativeTask) -> tuple[_Hooks, list]:
                  guarded(task.finish), checkpoint(task.save), checkpoint(task.restore),
                  _PEAK(lambda _user: int(task.peak_memory_bytes())),
                  _ERROR(lambda _user: ctypes.addressof(error_text))]
-    hooks = _Hooks(None, task.unit.encode()[:31], *callbacks)
+    hooks = _Hooks(None, _utf8_prefix(task.unit, 31), *callbacks)
     return hooks, callbacks + [error_text]
 
 

@@ -5,10 +5,9 @@
 
 namespace freeride {
 
-bool PlausibleStep(const StepRecord& step) {
-  return step.start_ns > 0 && step.end_ns >= step.start_ns && std::isfinite(step.units) &&
-         step.units >= 0;
-}
+bool PlausibleStep(const StepRecord& step) { return step.start_ns > 0 && step.end_ns >= step.start_ns; }
+
+bool PlausibleUnits(double units) { return std::isfinite(units) && units >= 0; }
 
 StepShare ShareOfStep(const StepRecord& step, int64_t begin, int64_t end) {
   StepShare share;

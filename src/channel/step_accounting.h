@@ -14,9 +14,15 @@
 
 namespace freeride {
 
-// True when a step record can be believed: it ends no earlier than it
-// starts, both times are positive, and its units are finite and >= 0.
+// True when a step record's times can be believed: it ends no earlier than
+// it starts, and both times are positive.  Its time is then counted (as
+// harvest or overrun) whatever its units say: a task's units are its own
+// figures, its time is the training's.
 bool PlausibleStep(const StepRecord& step);
+
+// True when a step's units can be believed: finite and >= 0.  Others (a
+// NaN loss returned as units, a delta below 0) count as 0 units.
+bool PlausibleUnits(double units);
 
 // How a step splits against a bubble [begin, end]: time inside it and time
 // past its end.  Both are >= 0 and computed without overflow for any input.

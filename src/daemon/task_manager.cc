@@ -13,6 +13,7 @@
 
 #include "base/paths.h"
 #include "base/units.h"
+#include "base/utf8.h"
 #include "channel/step_accounting.h"
 #include "daemon/launch_plan.h"
 #include "daemon/task_dirs.h"
@@ -562,10 +563,22 @@ uint64_t TaskManager::DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* ou
   thread_local std::vector<StepRecord> records;
   records.clear();
   uint64_t lost = CollectSteps(l->ring, kStepRingSize, head, &runtime.ring_tail, out ? &records : nullptr);
-  // The segment is the task's to write: records that make no sense are dropped.
+  // The segment is the task's to write: records whose times make no sense
+  // are dropped; units that make none count as 0, the step's time still counts.
   for (const StepRecord& record : records) {
-    if (PlausibleStep(record)) out->push_back({runtime.task_id, record});
-    else ++lost;
+    if (!PlausibleStep(record)) {
+      ++lost;
+      continue;
+    }
+    out->push_back({runtime.task_id, record});
+    if (!PlausibleUnits(record.units)) {
+      out->back().record.units = 0;
+      if (Record* task = ByIdLocked(runtime.task_id); task && !task->warned_units) {
+        task->warned_units = true;
+        fmt::print(stderr, "freeride daemon: task {} reported a step of {} units (below 0 or not a number): "
+                           "counted as 0 units; its time is counted as any step's\n", runtime.task_id, record.units);
+      }
+    }
   }
   RefreshProgressLocked(runtime);
   return lost;
@@ -608,8 +621,9 @@ void TaskManager::CopyCounters(const Record& record, const TaskRuntime& runtime,
     info->set_progress((totals ? 0 : runtime.base_progress) + progress);
   info->set_steps((totals ? 0 : runtime.base_steps) + l->steps_done.load(std::memory_order_relaxed));
   if (info->progress_unit().empty() && l->progress_unit[0]) {
+    // The task's to write: made valid UTF-8, or every reply that carries it would fail.
     info->set_progress_unit(
-        std::string(l->progress_unit, strnlen(l->progress_unit, sizeof(l->progress_unit))));
+        ValidUtf8(std::string_view(l->progress_unit, strnlen(l->progress_unit, sizeof(l->progress_unit)))));
   }
 }
 

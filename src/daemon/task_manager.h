@@ -115,6 +115,7 @@ class TaskManager final : public LaneTasks {
     // only writers of the state): the lanes' candidate scans read it at every
     // bubble, and the proto's string is for clients.
     TaskState state = TaskState::kSubmitted;
+    bool warned_units = false;  // told the daemon's log once of units below 0 or not a number
     uint64_t submit_order = 0;
     std::string executable;
     std::shared_ptr<TaskRuntime> runtime;  // set while a process exists

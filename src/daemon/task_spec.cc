@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "base/units.h"
+#include "base/utf8.h"
 
 namespace freeride {
 namespace {
@@ -16,25 +17,6 @@ namespace {
 bool IsExecutableFile(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
-}
-
-// The code point starting at text[*at], advancing *at past it; -1 for bytes
-// that are not UTF-8 (stray continuation bytes, overlong forms, surrogates,
-// code points past U+10FFFF, truncated sequences).
-int32_t NextCodePoint(std::string_view text, size_t* at) {
-  auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
-  unsigned char lead = byte(*at);
-  int length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 0;
-  if (length == 0 || *at + length > text.size()) return -1;
-  int32_t code = length == 1 ? lead : lead & (0x7F >> length);
-  for (int i = 1; i < length; ++i) {
-    if ((byte(*at + i) & 0xC0) != 0x80) return -1;
-    code = (code << 6) | (byte(*at + i) & 0x3F);
-  }
-  static constexpr int32_t kLeast[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (code < kLeast[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return -1;
-  *at += length;
-  return code;
 }
 
 // Characters that print as nothing, move the cursor or reorder the text

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/futex.h"
+#include "base/utf8.h"
 
 namespace freeride {
 
@@ -49,8 +50,10 @@ std::unique_ptr<TaskChannel> TaskChannel::Attach(const Endpoints& endpoints, Env
 
 void TaskChannel::SetUnit(std::string_view unit) {
   auto* l = task_.layout();
-  size_t n = std::min(unit.size(), sizeof(l->progress_unit) - 1);
-  std::memcpy(l->progress_unit, unit.data(), n);
+  // Cut on a character's boundary: the daemon shows the unit as text.
+  const std::string_view kept = Utf8Prefix(unit, sizeof(l->progress_unit) - 1);
+  const size_t n = kept.size();
+  std::memcpy(l->progress_unit, kept.data(), n);
   l->progress_unit[n] = '\0';
 }
 

@@ -21,6 +21,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <cstdlib>
 #include <cstring>
@@ -36,6 +37,8 @@ void Burn(long us) {
 struct Settings {
   long step_us = 300, slow_every = 0, slow_us = 0, hang_after = 0, crash_after = 0;
   long total = 1000000;
+  double units = 1;  // what each step reports: -5 or nan play a task whose figures are wrong
+  std::string unit = "steps";  // --unit-hex: bytes that are not UTF-8 play a task whose unit is not text
   long steal_us = 0;
   const char* steal_until_file = nullptr;
   const char* device_lock = nullptr;
@@ -82,7 +85,7 @@ class BadTask : public freeride::IterativeTask {
         thief_(s.steal_us > 0 && s.device_lock && s.steal_until_file
                    ? new DeviceThief(s.steal_us, open(s.device_lock, O_RDWR | O_CREAT, 0600))
                    : nullptr) {}
-  std::string unit() const override { return "steps"; }
+  std::string unit() const override { return s_.unit; }
   void Pause() override {
     if (thief_ && access(s_.steal_until_file, F_OK) != 0) thief_->Steal();
   }
@@ -95,7 +98,7 @@ class BadTask : public freeride::IterativeTask {
       *null = 1;
     }
     Burn(s_.slow_every > 0 && steps_ % s_.slow_every == 0 ? s_.slow_us : s_.step_us);
-    return {.units = 1, .done = steps_ >= s_.total};
+    return {.units = s_.units, .done = steps_ >= s_.total};
   }
 
  private:
@@ -111,7 +114,12 @@ int main(int argc, char** argv) {
   Settings s;
   for (int i = 1; i + 1 < argc; i += 2) {
     long v = std::atol(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--step-us")) s.step_us = v;
+    if (!std::strcmp(argv[i], "--units")) s.units = std::strtod(argv[i + 1], nullptr);
+    else if (!std::strcmp(argv[i], "--unit-hex")) {
+      s.unit.clear();
+      for (const char* h = argv[i + 1]; h[0] && h[1]; h += 2) s.unit += static_cast<char>(std::stoi(std::string(h, 2), nullptr, 16));
+    }
+    else if (!std::strcmp(argv[i], "--step-us")) s.step_us = v;
     else if (!std::strcmp(argv[i], "--slow-every")) s.slow_every = v;
     else if (!std::strcmp(argv[i], "--slow-us")) s.slow_us = v;
     else if (!std::strcmp(argv[i], "--hang-after")) s.hang_after = v;

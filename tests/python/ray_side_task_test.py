@@ -212,3 +212,18 @@ def test_node_daemon_reads_lanes(node):
     lanes = NodeDaemon().lanes()
     assert [(l.index, l.capacity_bytes) for l in lanes] == [(0, 1 << 30)]
     assert lanes[0].stage_alive and not lanes[0].stage_ended
+
+
+def test_a_lane_whose_stage_closed_cleanly_has_ended_and_one_that_never_had_a_stage_has_not() -> None:
+    """freeride_stage_close() sets the lane's stage pid back to 0: only a crashed stage kept its
+    pid, so side work on a node whose training ended normally waited for bubbles for good."""
+    from freeride.ray._daemon import lanes_of
+
+    def lane(pid: int, alive: bool, bubbles: int) -> dict:
+        return {"lane": 0, "capacity_bytes": "0", "stage_pid": str(pid), "stage_alive": alive, "bubbles": str(bubbles)}
+
+    ended = lambda l: lanes_of({"stats": {"lanes": [l]}})[0].stage_ended  # noqa: E731
+    assert not ended(lane(0, False, 0))     # no stage yet: training may start
+    assert ended(lane(0, False, 594))       # closed cleanly after its bubbles
+    assert ended(lane(4242, False, 594))    # died
+    assert not ended(lane(4242, True, 594))  # marking now

@@ -53,13 +53,16 @@ def find_cli() -> str:
 class Lane:
     index: int
     capacity_bytes: int   # 0: no limit
-    stage_pid: int        # 0: no training stage has attached
+    stage_pid: int        # 0: no training stage attached now (none yet, or it closed)
     stage_alive: bool
+    bubbles: int = 0      # bubbles the lane has seen since the daemon started
 
     @property
     def stage_ended(self) -> bool:
-        """A training stage marked bubbles on this lane and has exited."""
-        return self.stage_pid != 0 and not self.stage_alive
+        """A training stage marked bubbles on this lane and is gone: it died (its pid stays), or
+        it closed its lane cleanly at the end of training (its pid is 0 again, but the lane has
+        seen its bubbles).  A lane that has never seen a stage has not ended: training may start."""
+        return not self.stage_alive and (self.stage_pid != 0 or self.bubbles > 0)
 
 
 class NodeDaemon:
@@ -112,5 +115,6 @@ class NodeDaemon:
 
 def lanes_of(status: dict) -> list[Lane]:
     """The lanes in a `freeride status --json` answer (64-bit integers come as strings)."""
-    return [Lane(int(l["lane"]), int(l["capacity_bytes"]), int(l["stage_pid"]), bool(l["stage_alive"]))
+    return [Lane(int(l["lane"]), int(l["capacity_bytes"]), int(l["stage_pid"]), bool(l["stage_alive"]),
+                 int(l.get("bubbles", 0)))
             for l in status.get("stats", {}).get("lanes", [])]

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -84,6 +85,31 @@ TEST_F(StageAndDaemon, MarksOfEarlierBubblesStayReadable) {
     stage.WriteBegin(0, 30001 + i, 0, 1);
   }
   EXPECT_FALSE(daemon.ClosedBubbleMark(seqs[0], &mark)) << "overwritten by a later bubble";
+}
+
+// The segments are named from the socket's one spelling: a trainer told
+// `run/fr.sock` in the daemon's directory, `run/./fr.sock`, `run//fr.sock`,
+// `x/../run/fr.sock` or a symlinked directory reaches the same socket, and
+// must find the same lane; a daemon at `fr.sock` elsewhere must not.
+TEST(SegmentPaths, EverySpellingOfOneSocketNamesTheSameSegmentsAndOtherSocketsOthers) {
+  TempDir dir;
+  ASSERT_EQ(mkdir((dir.path() + "/run").c_str(), 0700), 0);
+  ASSERT_EQ(mkdir((dir.path() + "/x").c_str(), 0700), 0);
+  ASSERT_EQ(symlink((dir.path() + "/run").c_str(), (dir.path() + "/link").c_str()), 0);
+  const std::string absolute = dir.path() + "/run/fr.sock";
+  const std::string lane = LaneSegmentPath(absolute, 0);
+  char old_cwd[4096];
+  ASSERT_NE(getcwd(old_cwd, sizeof old_cwd), nullptr);
+  ASSERT_EQ(chdir(dir.path().c_str()), 0);
+  for (const std::string& spelling : {std::string("run/fr.sock"), std::string("./run/fr.sock"),
+                                      std::string("run//fr.sock"), std::string("x/../run/fr.sock"),
+                                      std::string("link/fr.sock"), dir.path() + "/link/fr.sock"}) {
+    EXPECT_EQ(LaneSegmentPath(spelling, 0), lane) << spelling;
+    EXPECT_EQ(TaskSegmentPath(spelling, 7), TaskSegmentPath(absolute, 7)) << spelling;
+  }
+  EXPECT_NE(LaneSegmentPath("fr.sock", 0), lane) << "another directory's socket";
+  EXPECT_NE(LaneSegmentPath(absolute, 1), lane);
+  ASSERT_EQ(chdir(old_cwd), 0);
 }
 
 TEST(LaneSegment, ABubbleGoesSilentWithoutHeartbeatsOrWithGarbageOnes) {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 namespace freeride {
 uint64_t Fnv1a64(const std::string& text) {
@@ -20,9 +21,23 @@ uint64_t Fnv1a64(const std::string& text) {
 
 namespace {
 
+// The socket as one spelling of its file: absolute, with `.`, `..`, `//` and
+// the symlinks of its existing directories resolved.  The daemon and each
+// trainer and task name the segments from it, each as it was told the
+// socket: `run/fr.sock` from one directory and `/srv/run/fr.sock`, or a
+// symlinked path, must name the same segments (the socket itself is found
+// either way), and two daemons at `fr.sock` in different directories must not.
+std::string OneSpelling(const std::string& socket_path) {
+  std::error_code error;
+  std::filesystem::path absolute = std::filesystem::absolute(socket_path, error);
+  if (error) return socket_path;
+  std::filesystem::path canonical = std::filesystem::weakly_canonical(absolute, error);
+  return error ? absolute.lexically_normal().string() : canonical.string();
+}
+
 std::string SegmentPrefix(const std::string& socket_path) {
   return fmt::format("/dev/shm/freeride-{}-{:012x}", getuid(),
-                     Fnv1a64(socket_path) & 0xffffffffffffULL);
+                     Fnv1a64(OneSpelling(socket_path)) & 0xffffffffffffULL);
 }
 
 }  // namespace

@@ -19,7 +19,10 @@ uint64_t Fnv1a64(const std::string& text);
 std::string DefaultStateDir();
 
 // The file backing lane `lane`'s bubble segment for the daemon at
-// socket_path: /dev/shm/freeride-<uid>-<hash of socket path>-lane<lane>.
+// socket_path: /dev/shm/freeride-<uid>-<hash of socket path>-lane<lane>, the
+// path hashed as one spelling (absolute, `.`, `..` and symlinks of its
+// existing directories resolved), so every spelling of one socket names the
+// same segments.
 std::string LaneSegmentPath(const std::string& socket_path, int lane);
 
 // The GPU gate page of lane `lane` (gate/gate_page.h): the lane segment's

@@ -201,9 +201,20 @@ def _bind(task: IterativeTask) -> tuple[_Hooks, list]:
                 return _checkpoint_failed(path.decode(), e)
         return _PATH(hook)
 
+    def peak(_user: Any) -> int:
+        # An exception escaping a ctypes callback leaves its return value undefined (a peak of
+        # 18 bytes was recorded so, and would become the task's memory); say it, and report
+        # the peak unknown (0), as the default does.
+        try:
+            value = int(task.peak_memory_bytes())
+            return value if 0 <= value < 1 << 64 else 0
+        except Exception as e:  # noqa: BLE001 - an unknown peak is not a failed task
+            print(f"freeride: peak_memory_bytes() raised {type(e).__name__}: {e}; the peak counts as unknown",
+                  file=sys.stderr)
+            return 0
+
     callbacks = [guarded(task.init), _STEP(step), guarded(task.pause), guarded(task.resume),
-                 guarded(task.finish), checkpoint(task.save), checkpoint(task.restore),
-                 _PEAK(lambda _user: int(task.peak_memory_bytes())),
+                 guarded(task.finish), checkpoint(task.save), checkpoint(task.restore), _PEAK(peak),
                  _ERROR(lambda _user: ctypes.addressof(error_text))]
     hooks = _Hooks(None, _utf8_prefix(task.unit, 31), *callbacks)
     return hooks, callbacks + [error_text]

@@ -171,3 +171,29 @@ def test_killed_under_the_daemon_it_resumes_from_its_checkpoint(count_script, fr
         if stage:
             stage.kill()
         daemon.stop()
+
+
+def test_a_peak_memory_hook_that_raises_or_lies_reports_the_peak_unknown(capfd) -> None:
+    """An exception escaping a ctypes callback leaves its return value undefined: the SDK read a
+    peak of 18 bytes from one, which `task-profile` would record as the task's memory."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+    from freeride.task import IterativeTask, _bind
+
+    class Raises(IterativeTask):
+        def peak_memory_bytes(self) -> int:
+            raise RuntimeError("no CUDA here")
+
+    class Negative(IterativeTask):
+        def peak_memory_bytes(self) -> int:
+            return -5
+
+    class Known(IterativeTask):
+        def peak_memory_bytes(self) -> int:
+            return 3 << 30
+
+    peak = {name: _bind(task())[1][7] for name, task in
+            (("raises", Raises), ("negative", Negative), ("known", Known))}
+    assert peak["raises"](None) == 0
+    assert "peak_memory_bytes() raised RuntimeError: no CUDA here" in capfd.readouterr().err
+    assert peak["negative"](None) == 0
+    assert peak["known"](None) == 3 << 30

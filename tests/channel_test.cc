@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -445,6 +447,23 @@ TEST(TaskSegment, GrantAndAcknowledgeRoundTrip) {
   EXPECT_EQ(daemon.layout()->ring_head.load(), 1u);
   EXPECT_DOUBLE_EQ(daemon.progress(), 2.5);
   EXPECT_EQ(daemon.layout()->ring[0].end_ns, 200);
+}
+
+// A step's units are the task's own figure: a NaN (a loss returned as units)
+// stuck in the progress total for good, and a negative one undid work.  The
+// steps are still recorded (their time counts); their units add nothing.
+TEST(TaskSegment, UnitsBelowZeroOrNotANumberAddNothingToTheProgress) {
+  TempDir dir;
+  TaskSegment segment;
+  std::string error;
+  ASSERT_TRUE(segment.Create(dir.path() + "/task", 9, &error)) << error;
+  segment.RecordStep(100, 200, 2.5, 1);
+  segment.RecordStep(200, 300, std::nan(""), 1);
+  segment.RecordStep(300, 400, -5, 1);
+  segment.AddProgress(std::numeric_limits<double>::infinity());
+  segment.RecordStep(400, 500, 1, 1);
+  EXPECT_DOUBLE_EQ(segment.progress(), 3.5);
+  EXPECT_EQ(segment.layout()->ring_head.load(), 4u);
 }
 
 }  // namespace

@@ -562,6 +562,16 @@ TEST_F(DaemonIntegration, AUnitThatIsNotUtf8IsRepairedAndStatusStillAnswers) {
   v1::TaskInfo shown = GetTask(*stub, info.id());
   EXPECT_EQ(shown.id(), info.id()) << "the reply carrying the task's unit failed";
   EXPECT_EQ(shown.progress_unit(), "ab\xef\xbf\xbd");  // the bad byte as U+FFFD
+
+  // Its stderr's tail, cut at a byte count: a bar of 3-byte characters (tqdm's) is cut inside one.
+  v1::TaskSpec bar = MakeSpec("bar", {"/bin/sh", "-c", "for i in $(seq 2000); do printf '\\342\\226\\210' >&2; done"});
+  bar.set_kind(v1::TASK_KIND_IMPERATIVE);
+  ASSERT_TRUE(tasks()->Submit(bar, &info).ok());
+  ASSERT_EQ(WaitForState(tasks(), info.id(), "FINISHED", kSideTaskGuard).state(), "FINISHED");
+  shown = GetTask(*stub, info.id());
+  EXPECT_EQ(shown.id(), info.id()) << "the reply carrying the task's stderr tail failed";
+  EXPECT_FALSE(shown.stderr_tail().empty());
+  EXPECT_EQ(shown.stderr_tail().substr(0, 3), "\xe2\x96\x88") << "starts on a whole character";
 }
 
 TEST_F(DaemonIntegration, ATaskThatKeepsOverrunningIsDemotedThenKilled) {

@@ -78,6 +78,16 @@ TEST(ProgressWatch, LongLinesAndNestedQuantifiersAreMatchedWithoutRecursionOrBac
   EXPECT_EQ(counted.progress(), 1);
 }
 
+TEST(ProgressWatch, ACrLfEndsOneLineEvenWhenAReadEndsBetweenItsBytes) {
+  ProgressWatch watch("x*", "", "");  // matches any line, the empty one too
+  watch.Feed("a\r\nb\r");
+  watch.Feed("\nc\n");
+  EXPECT_EQ(watch.progress(), 3);
+  ProgressWatch latin1(R"(epoch (\d+).*done)", "", "");  // output that is not UTF-8 is still matched
+  latin1.Feed("epoch 4 \xe9t\xe9 done\n");
+  EXPECT_EQ(latin1.progress(), 4);
+}
+
 TEST(ProgressWatch, AProgressBarThatRewritesItsLineIsReadAsItGoes) {
   ProgressWatch watch(R"((\d+)/100 \[)", "", "");
   watch.Feed("  1%|          | 1/100 [00:01<01:39]\r  2%|          | 2/100 [00:02<01:38]\r");

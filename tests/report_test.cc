@@ -215,6 +215,16 @@ TEST(RunReport, AProgramWithoutTheSdkDidTheProgressTheDaemonLoggedForIt) {
   // An SDK task's steps and its logged progress agree: counted once.
   r = ComputeRunReport(ParseEventLog(RunLog(), "run"), nullptr, ReportOptions{});
   EXPECT_DOUBLE_EQ(r.tasks[0].units, 90);
+  // A rotated log whose window begins mid-run: only the progress made in it.
+  std::string rotated =
+      R"({"type":"transition","task_id":4,"name":"loop","lane":0,"from":"PAUSED","to":"RUNNING","reason":"bubble","progress":1000})"
+      "\n";
+  rotated += Step(0, 4, 0, 30, 0) + Bubble(0, 0, 0, 40, 30, 0, 1);
+  rotated += R"({"type":"transition","task_id":4,"name":"loop","lane":0,"from":"RUNNING","to":"CANCELLED","reason":"cancelled","progress":1268})"
+             "\n";
+  r = ComputeRunReport(ParseEventLog(rotated, "run"), nullptr, ReportOptions{});
+  ASSERT_EQ(r.tasks.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.tasks[0].units, 268);
 }
 
 TEST(RunReport, WithoutBaselineOrRatesItSaysWhatIsMissing) {

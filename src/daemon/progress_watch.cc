@@ -36,15 +36,24 @@ std::optional<double> LastNumber(std::string_view text) {
 RE2::Options ProgressOptions() {
   RE2::Options options;
   options.set_log_errors(false);  // the error goes back to the submitter, not to the daemon's log
+  // Bytes, as std::regex matched them: a program's output need not be UTF-8
+  // (`.` would not match a Latin-1 byte), and a UTF-8 literal in the regex
+  // still matches its own bytes.
+  options.set_encoding(RE2::Options::EncodingLatin1);
   return options;
 }
 
 // The last number in a regular file of at most kMaxProgressFile bytes; a
 // FIFO, a device or a directory is not read at all (opened without blocking).
 std::optional<double> ReadProgressFile(const std::string& path) {
+  // Looked at before it is opened: opening a FIFO lets its writer's open
+  // through (and its next write fail once this closes), and opening some
+  // devices does things.  Checked again on the open file, which may have
+  // been replaced in between.
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
   const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) return std::nullopt;
-  struct stat st;
   char buffer[kMaxProgressFile + 1];
   ssize_t n = -1;
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) n = read(fd, buffer, sizeof buffer);
@@ -96,11 +105,17 @@ void ProgressWatch::Match(std::string_view line) {
 }
 
 void ProgressWatch::Feed(std::string_view bytes) {
+  // "\r\n" ends one line, not a line and an empty one (which a regex
+  // matching the empty string would count), even when a read ends between them.
+  if (ended_at_cr_ && !bytes.empty() && bytes.front() == '\n') bytes.remove_prefix(1);
+  if (!bytes.empty()) ended_at_cr_ = false;
   partial_.append(bytes);
   size_t start = 0, end;
   while ((end = partial_.find_first_of("\r\n", start)) != std::string::npos) {
     Match(std::string_view(partial_).substr(start, end - start));
-    start = end + 1;
+    const bool crlf = partial_[end] == '\r' && end + 1 < partial_.size() && partial_[end + 1] == '\n';
+    ended_at_cr_ = partial_[end] == '\r' && end + 1 == partial_.size();
+    start = end + (crlf ? 2 : 1);
   }
   partial_.erase(0, start);
   if (partial_.size() > kMaxRead) partial_.clear();  // a line without end: not a progress line

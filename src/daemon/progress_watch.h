@@ -57,6 +57,7 @@ class ProgressWatch {
   std::string file_;
   long long offset_ = 0;  // bytes of the output read so far
   std::string partial_;   // an incomplete last line
+  bool ended_at_cr_ = false;  // the bytes read so far ended with a line's "\r": a "\n" next is its
   std::optional<double> progress_;
 };
 

@@ -57,7 +57,10 @@ void ReadTransition(dom::object o, EventLogData* out) {
   t.last_reason = e.reason;
   // Progress is written with every transition (null when not finite), the
   // alone rate only when known: otherwise the last known figure stays.
-  if (events::HasNumberField(o, "progress")) t.progress = e.progress;
+  if (events::HasNumberField(o, "progress")) {
+    t.progress = e.progress;
+    if (!t.first_progress) t.first_progress = e.progress;
+  }
   if (e.alone_rate_per_s > 0) t.alone_rate_per_s = e.alone_rate_per_s;
 }
 

@@ -25,6 +25,7 @@ struct TaskMeta {
   std::string last_state;        // e.g. RUNNING, FINISHED
   std::string last_reason;
   double progress = 0;           // the daemon's own progress figure, when logged
+  std::optional<double> first_progress;  // ... at the first transition this log holds
   double alone_rate_per_s = 0;   // from the submission (`submit --profile`); 0: unknown
   // Its latest start (the transition to CREATED): the work it started from
   // (its checkpoint's), and how many of the log's step records came before.

@@ -180,6 +180,8 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
       t.steps = meta.start_steps;
     }
   }
+  std::map<int64_t, double> step_units;  // by task: the units its steps in the log carry
+  for (const auto& [id, meta] : run.tasks) step_units[id] = 0;
   for (size_t i = 0; i < run.steps.size(); ++i) {
     const StepRecord& s = run.steps[i];
     TaskReport& t = tasks[s.task_id];
@@ -192,14 +194,19 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
       continue;  // superseded by the start's figures
     ++t.steps;
     t.units += s.units;
+    step_units[s.task_id] += s.units;
   }
   // A program without the SDK (--progress-regex, --progress-file) shows its
   // progress to the daemon, not in its steps (each a span it was let run,
-  // of 0 units): its work is the progress the daemon logged at its last
-  // transition, which counts from its first start.
-  for (auto& [id, t] : tasks)
-    if (auto meta = run.tasks.find(id); meta != run.tasks.end() && meta->second.progress > t.units)
-      t.units = meta->second.progress;
+  // of 0 units): its work is the progress the daemon logged from its first
+  // transition in this log to its last (from 0 where the log holds its
+  // submission; a rotated log's window otherwise, as its steps are).
+  for (auto& [id, t] : tasks) {
+    auto meta = run.tasks.find(id);
+    if (meta == run.tasks.end() || !step_units.count(id) || step_units.at(id) > 0) continue;
+    const double shown = meta->second.progress - meta->second.first_progress.value_or(0);
+    if (shown > t.units) t.units = shown;
+  }
   std::vector<std::string> unvalued;
   for (auto& [id, t] : tasks) {
     if (t.name.empty()) t.name = fmt::format("task {}", id);

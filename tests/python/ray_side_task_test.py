@@ -214,16 +214,48 @@ def test_node_daemon_reads_lanes(node):
     assert lanes[0].stage_alive and not lanes[0].stage_ended
 
 
-def test_a_lane_whose_stage_closed_cleanly_has_ended_and_one_that_never_had_a_stage_has_not() -> None:
-    """freeride_stage_close() sets the lane's stage pid back to 0: only a crashed stage kept its
-    pid, so side work on a node whose training ended normally waited for bubbles for good."""
+def test_a_side_task_whose_stage_closed_cleanly_gives_its_node_up_and_new_work_waits_for_the_next(
+        monkeypatch) -> None:
+    """freeride_stage_close() sets the lane's stage pid back to 0, as on a lane no stage has
+    attached to: only a crashed stage kept its pid, so a side task waited for bubbles for good
+    once training ended normally.  A task that saw the stage alive now gives the node up; the
+    node itself still serves new work (a new training may come)."""
+    import freeride.ray._side_task as side_task
     from freeride.ray._daemon import lanes_of
 
-    def lane(pid: int, alive: bool, bubbles: int) -> dict:
-        return {"lane": 0, "capacity_bytes": "0", "stage_pid": str(pid), "stage_alive": alive, "bubbles": str(bubbles)}
+    def status(pid: int, alive: bool) -> dict:
+        return {"stats": {"lanes": [{"lane": 0, "capacity_bytes": "0", "stage_pid": str(pid),
+                                     "stage_alive": alive, "bubbles": "594"}]},
+                "tasks": {"tasks": [{"id": "7", "state": "PAUSED", "lane": 0}]}}
 
-    ended = lambda l: lanes_of({"stats": {"lanes": [l]}})[0].stage_ended  # noqa: E731
-    assert not ended(lane(0, False, 0))     # no stage yet: training may start
-    assert ended(lane(0, False, 594))       # closed cleanly after its bubbles
-    assert ended(lane(4242, False, 594))    # died
-    assert not ended(lane(4242, True, 594))  # marking now
+    class Daemon:
+        def __init__(self, answers: list[dict]) -> None:
+            self.answers = answers
+            self.cancelled = False
+
+        def status(self) -> dict:
+            return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+        def cancel(self, task_id: int) -> None:
+            self.cancelled = True
+
+    def waiting_task(daemon: Daemon) -> side_task.SideTask:
+        task = object.__new__(side_task.SideTask)  # its state, without a runner
+        task.daemon, task.task_id, task._stage_gone_since, task._saw_stage = daemon, 7, None, False
+        task._unavailable = lambda why: side_task.NodeUnavailable(why)  # not the blocker: no Ray here
+        return task
+
+    monkeypatch.setattr(side_task, "STAGE_GONE_S", 0.0)
+    closed = Daemon([status(4242, True), status(0, False)])
+    task = waiting_task(closed)
+    task._check()  # the stage marks: wait on
+    with pytest.raises(side_task.NodeUnavailable, match="has ended"):
+        task._check()
+    assert closed.cancelled
+    # Submitted after the training ended: it never saw a stage, so it waits for the next one.
+    later = Daemon([status(0, False)])
+    task = waiting_task(later)
+    task._check()
+    task._check()
+    assert not later.cancelled
+    assert not lanes_of(status(0, False))[0].stage_ended and lanes_of(status(4242, False))[0].stage_ended

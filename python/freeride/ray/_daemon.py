@@ -59,10 +59,11 @@ class Lane:
 
     @property
     def stage_ended(self) -> bool:
-        """A training stage marked bubbles on this lane and is gone: it died (its pid stays), or
-        it closed its lane cleanly at the end of training (its pid is 0 again, but the lane has
-        seen its bubbles).  A lane that has never seen a stage has not ended: training may start."""
-        return not self.stage_alive and (self.stage_pid != 0 or self.bubbles > 0)
+        """A training stage marked bubbles on this lane and died (its pid stays).  A stage that
+        closed cleanly sets its pid back to 0, as on a lane no stage has attached to yet: a
+        new training may come, so new work may wait for it (a side task that saw the stage
+        go tells that apart itself: _side_task.py)."""
+        return self.stage_pid != 0 and not self.stage_alive
 
 
 class NodeDaemon:

@@ -82,6 +82,7 @@ class SideTask:
         self.connection: socket.socket | None = None
         self._next_call = 1
         self._stage_gone_since: float | None = None
+        self._saw_stage = False  # a stage was alive on the watched lanes while this task waited
         self._folder = tempfile.mkdtemp(prefix="freeride-ray-")
         try:
             self._start(work, name, priority)
@@ -184,7 +185,10 @@ class SideTask:
         lane = int(task.get("lane", -1))
         lanes = lanes_of(status)
         watched = [l for l in lanes if l.index == lane] if lane >= 0 else lanes
-        if watched and all(l.stage_ended for l in watched):
+        # A stage that closed cleanly sets its pid back to 0, as on a lane none has attached
+        # to yet: ended for this task if it saw one alive there, as for a stage that died.
+        self._saw_stage = self._saw_stage or any(l.stage_alive for l in watched)
+        if watched and all(l.stage_ended or (self._saw_stage and not l.stage_alive) for l in watched):
             now = time.monotonic()
             self._stage_gone_since = self._stage_gone_since or now
             if now - self._stage_gone_since >= STAGE_GONE_S:

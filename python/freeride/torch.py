@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 import threading
+import warnings
 
 import torch
 import torch.distributed.pipelining.schedules as _schedules
@@ -90,13 +91,22 @@ def instrument(schedule: Any, *, enabled: bool = True, lane: int | None = None,
     global _active
     if not enabled:
         return Disabled()
+    with _lock:
+        previous = _active
+    # Instrumented already: its handle, not a second wrapping of its step (which the first
+    # handle's close then undid, so that no iteration was counted again).
+    if previous is not None and previous.schedule is schedule:
+        return previous
     marks = open_marks(Instrumentation.find_device(schedule), lane, socket, memory_margin)
     if marks is None:
         return Disabled()
+    if previous is not None:
+        # One schedule per process marks its waits (the schedules' module-level wait is one).
+        warnings.warn("freeride.torch.instrument: another schedule was instrumented; its bubbles are no "
+                      "longer marked (one schedule per process)", stacklevel=2)
+        previous.close()  # before the new wrapping: it restores what it wrapped
     inst = Instrumentation(schedule, marks)
     with _lock:
-        if _active is not None:
-            _active.close()
         _active = inst
         _schedules._wait_batch_p2p = inst.wait
     return inst

@@ -107,6 +107,12 @@ bool BuildLanes(const DaemonArgs& args, DaemonOptions* options, std::string* err
   }
   if (!args.gpus.empty()) {
     std::map<int, uint64_t> present = QueryGpuMemory();
+    // Lanes on GPUs the driver does not list are kept (a test, a node whose
+    // driver comes later), but said: their side tasks get no GPU there.
+    if (present.empty())
+      fmt::print(stderr,
+                 "freeride daemon: warning: no NVIDIA GPU was found (nvidia-smi lists none): the GPU "
+                 "lanes' side tasks will find no GPU until a driver and GPUs are there\n");
     std::stringstream list(args.gpus);
     std::string item;
     std::set<int> seen;
@@ -318,12 +324,6 @@ int RunDaemon(const DaemonArgs& args) {
   MpsSetup mps;
   bool gpu_lanes = !options.lanes.empty() && options.lanes[0].device.rfind("gpu:", 0) == 0;
   if (gpu_lanes) {
-    // Lanes on GPUs the driver does not list are kept (a test, a node whose
-    // driver comes later), but said: their side tasks get no GPU there.
-    if (QueryGpuMemory().empty())
-      fmt::print(stderr,
-                 "freeride daemon: warning: no NVIDIA GPU was found (nvidia-smi lists none): the GPU "
-                 "lanes' side tasks will find no GPU until a driver and GPUs are there\n");
     if (!SetUpMps(mps_mode, options.state_dir, &mps, &error)) {
       fmt::print(stderr, "freeride daemon: {}\n", error);
       return 1;

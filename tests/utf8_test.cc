@@ -32,6 +32,10 @@ TEST(Utf8, APrefixNeverEndsInsideACharacter) {
   EXPECT_EQ(Utf8Prefix(text, 5), "ab" + kE);
   EXPECT_EQ(Utf8Prefix(text, 3), "ab");
   EXPECT_EQ(Utf8Prefix(text, 0), "");
+  // A tail cut at a byte count: from the first whole character.
+  EXPECT_EQ(Utf8SuffixFromACharacter(std::string_view(text).substr(5)), "");  // the last two bytes of €
+  EXPECT_EQ(Utf8SuffixFromACharacter(std::string_view(text).substr(3)), "\xE2\x82\xAC");
+  EXPECT_EQ(Utf8SuffixFromACharacter(text), text);
 }
 
 }  // namespace

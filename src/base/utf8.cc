@@ -57,4 +57,10 @@ std::string_view Utf8Prefix(std::string_view text, size_t max_bytes) {
   return text.substr(0, end);
 }
 
+std::string_view Utf8SuffixFromACharacter(std::string_view text) {
+  size_t first = 0;
+  while (first < text.size() && IsContinuation(static_cast<unsigned char>(text[first]))) ++first;
+  return text.substr(first);
+}
+
 }  // namespace freeride

@@ -24,4 +24,8 @@ std::string ValidUtf8(std::string_view text);
 // the middle of a character (of valid text: cut so, it stays valid).
 std::string_view Utf8Prefix(std::string_view text, size_t max_bytes);
 
+// `text` from its first byte that is not a continuation byte: a tail cut at a
+// byte count starts on a whole character.
+std::string_view Utf8SuffixFromACharacter(std::string_view text);
+
 }  // namespace freeride

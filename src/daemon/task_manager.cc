@@ -1000,9 +1000,7 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
     // The tail is cut at a byte count (often inside a character: tqdm's
     // bars are 3-byte ones) and the task's own bytes: made valid UTF-8, or
     // every show and cancel of this task would fail to serialise.
-    size_t first = 0;
-    while (first < stderr_tail.size() && (static_cast<unsigned char>(stderr_tail[first]) & 0xC0) == 0x80) ++first;
-    record.info.set_stderr_tail(ValidUtf8(std::string_view(stderr_tail).substr(first)));
+    record.info.set_stderr_tail(ValidUtf8(Utf8SuffixFromACharacter(stderr_tail)));
     if (shutting_down_) {
       journal_->Record(record.info, nullptr);
       return;  // the next daemon relaunches it

@@ -181,7 +181,6 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
     }
   }
   std::map<int64_t, double> step_units;  // by task: the units its steps in the log carry
-  for (const auto& [id, meta] : run.tasks) step_units[id] = 0;
   for (size_t i = 0; i < run.steps.size(); ++i) {
     const StepRecord& s = run.steps[i];
     TaskReport& t = tasks[s.task_id];
@@ -203,7 +202,7 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
   // submission; a rotated log's window otherwise, as its steps are).
   for (auto& [id, t] : tasks) {
     auto meta = run.tasks.find(id);
-    if (meta == run.tasks.end() || !step_units.count(id) || step_units.at(id) > 0) continue;
+    if (meta == run.tasks.end() || step_units[id] > 0) continue;
     const double shown = meta->second.progress - meta->second.first_progress.value_or(0);
     if (shown > t.units) t.units = shown;
   }

@@ -55,7 +55,6 @@ class Lane:
     capacity_bytes: int   # 0: no limit
     stage_pid: int        # 0: no training stage attached now (none yet, or it closed)
     stage_alive: bool
-    bubbles: int = 0      # bubbles the lane has seen since the daemon started
 
     @property
     def stage_ended(self) -> bool:
@@ -116,6 +115,5 @@ class NodeDaemon:
 
 def lanes_of(status: dict) -> list[Lane]:
     """The lanes in a `freeride status --json` answer (64-bit integers come as strings)."""
-    return [Lane(int(l["lane"]), int(l["capacity_bytes"]), int(l["stage_pid"]), bool(l["stage_alive"]),
-                 int(l.get("bubbles", 0)))
+    return [Lane(int(l["lane"]), int(l["capacity_bytes"]), int(l["stage_pid"]), bool(l["stage_alive"]))
             for l in status.get("stats", {}).get("lanes", [])]

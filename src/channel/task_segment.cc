@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include <bit>
-#include <cmath>
 #include <new>
 
 #include "base/futex.h"
+#include "channel/step_accounting.h"
 
 namespace freeride {
 
@@ -107,8 +107,8 @@ void TaskSegment::RecordStep(Nanos start, Nanos end, double units, uint32_t bubb
 void TaskSegment::AddProgress(double units) {
   // A NaN (a loss returned as units) would stick in the total for good, and
   // a negative count would undo work: both count as 0, as the daemon counts
-  // such a step (channel/step_accounting.h).
-  if (!std::isfinite(units) || units < 0) return;
+  // such a step.
+  if (!PlausibleUnits(units)) return;
   auto* l = layout_;
   // Single writer (the task), so load-add-store is enough.
   double total = std::bit_cast<double>(l->progress_bits.load(std::memory_order_relaxed)) + units;

@@ -59,7 +59,7 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
 from gate_gpu import (DAEMON_PROGRESS, PROGRAMS, GpuSampler, diff_ci, label_arms, mean_ci,  # noqa: E402
-                      program_alone_rate, units_by_arm)
+                      is_warm, program_alone_run, units_by_arm)
 
 # For --device cpu (a dry run of the logic): an unmodified CPU-bound loop that prints stamped
 # progress lines, and starts at once (on a CPU lane a side runs only inside bubbles, start-up too).
@@ -606,6 +606,7 @@ class Arms:
         self.sides = sides
         self.resident: list[int] = []  # the side tasks submitted and not yet gone
         self.rates: dict[str, float] = {}
+        self.warm_units: dict[str, int] = {}  # each program's warm-up in units (gate_gpu.AloneRun)
         self.alone_seconds_taken = 0.0  # how long the alone rates took, kept for measuring them again
         self.sampler: GpuSampler | None = None
         self.started = time.monotonic()
@@ -614,7 +615,7 @@ class Arms:
         self.mono_to_unix = time.time() - time.monotonic()
         self.results = {"command": " ".join(sys.argv), "commit": git_commit(), "gpus": bench.gpus,
                         "device": describe_device(cpu), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-                        "targets": TARGETS, "alone_rates": self.rates, "rows": bench.rows, "skipped": []}
+                        "targets": TARGETS, "alone_rates": self.rates, "warm_units": self.warm_units, "rows": bench.rows, "skipped": []}
         self.markdown_name = os.path.splitext(bench.results)[0] + ".md"
         bench.keep.append(self.markdown_name)
 
@@ -658,10 +659,13 @@ class Arms:
                     if name in self.programs:
                         cmd, pattern = self.program(name)
                         env = dict(self.b.env, CUDA_VISIBLE_DEVICES=str(gpu), CUDA_MPS_PIPE_DIRECTORY="/nonexistent")
-                        rates[name] = program_alone_rate(cmd, pattern, env,
-                                                         os.path.join(self.b.out, f"alone-{name}{tag}.err"),
-                                                         self.a.alone_warmup, self.a.alone_seconds, limit_s)
-                        log(f"alone {name}{tag}: {rates[name]:.3f} units/s")
+                        run = program_alone_run(cmd, pattern, env, os.path.join(self.b.out, f"alone-{name}{tag}.err"),
+                                                self.a.alone_warmup, self.a.alone_seconds, limit_s,
+                                                self.a.warm_alone_seconds)
+                        rates[name] = run.rate
+                        if rates is self.rates:  # the first measurement: the warm-up of the rows
+                            self.warm_units[name] = run.warm_units
+                        log(f"alone {name}{tag}: {run.rate:.3f} units/s; warm after {run.warm_units} units")
                     else:
                         self.b.finish_profile(name, self.b.start_profile(name, gpu, tag), tag, limit_s)
                         rates[name] = self.b.alone[name + tag]["rate_per_s"]
@@ -698,13 +702,16 @@ class Arms:
     def task_log(self, task_id: int) -> str:
         return os.path.join(self.b.state, "tasks", str(task_id), "stdout.log")
 
-    def progress_count(self, side: str, task_id: int, info: dict) -> float:
+    def warm(self, side: str, task_id: int, info: dict) -> bool:
+        """Whether the side on one lane is past its warm-up: a program by gate_gpu.is_warm, a
+        built-in task after 3 steps."""
         if self.is_program(side):
-            return len(program_progress(self.task_log(task_id), self.program(side)[1]))
-        return float(info.get("steps", 0))
+            counts = [count for count, _ in program_progress(self.task_log(task_id), self.program(side)[1])]
+            return is_warm(counts, self.warm_units.get(split_side(side)[0], 0))
+        return int(info.get("steps", 0)) >= 3
 
     def wait_warm(self, side: str, ids: list[int], trainer: Trainer) -> str:
-        """Until each lane's side has made 3 units of progress: "" then, else why not."""
+        """Until each lane's side is warm (warm()): "" then, else why not."""
         deadline = time.time() + self.a.warm_seconds
         while time.time() < deadline:
             trainer.poll()
@@ -713,10 +720,12 @@ class Arms:
                      if info.get("state") in ("FAILED", "CANCELLED", "FINISHED")]
             if ended:
                 return "; ".join(ended)
-            if all(self.progress_count(side, i, info) >= 3 for i, info in zip(ids, infos)):
+            if all(self.warm(side, i, info) for i, info in zip(ids, infos)):
                 return ""
             time.sleep(0.3)
-        return f"less than 3 units of progress on some lane in {self.a.warm_seconds:.0f} s"
+        want = (f"3 progress lines and {self.warm_units.get(split_side(side)[0], 0)} units"
+                if self.is_program(side) else "3 steps")
+        return f"not warm ({want}) on some lane in {self.a.warm_seconds:.0f} s"
 
     def gone(self, task_id: int) -> bool:
         info = self.show(task_id)
@@ -995,7 +1004,12 @@ def add_arms_arguments(p) -> None:
     p.add_argument("--measure-seconds", type=float, default=12,
                    help="--arms: the on and off arms, once the side has warmed up")
     p.add_argument("--warm-seconds", type=float, default=60,
-                   help="--arms: at most this long for a side to make 3 units of progress on every lane")
+                   help="--arms: at most this long for a side to warm up on every lane (a built-in task: 3 "
+                        "steps; a program: 3 progress lines and the units it did in its first "
+                        "--warm-alone-seconds alone)")
+    p.add_argument("--warm-alone-seconds", type=float, default=1.0,
+                   help="--arms: a program is warm in bubbles once it has done the work of its first this-many "
+                        "seconds of progress alone")
     p.add_argument("--alone-warmup", type=float, default=4,
                    help="--arms: a program's first seconds of progress alone, left out of its rate")
     p.add_argument("--side-memory", default="16GiB", help="--arms: a program's --memory")

@@ -56,6 +56,7 @@ import statistics
 import subprocess
 import sys
 import time
+import typing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIAG_CPU_SPIN = ("import time\ni = 0\nwhile True:\n    end = time.perf_counter() + 0.05\n"
@@ -337,23 +338,34 @@ class GpuSampler:
         self.proc.wait()
 
 
-def program_alone_rate(cmd: list[str], pattern: str, env: dict, err_path: str, warmup_s: float,
-                       seconds: float, limit_s: float = 180) -> float:
+class AloneRun(typing.NamedTuple):
+    rate: float  # units a second, timed after the warm-up
+    # The count the program's progress had reached after its first `warm_units_seconds` of
+    # progress alone: the same amount of its own work is its warm-up in bubbles too, so that
+    # its rate there is compared with its rate alone at the same point of its life.
+    warm_units: int
+
+
+def program_alone_run(cmd: list[str], pattern: str, env: dict, err_path: str, warmup_s: float,
+                      seconds: float, limit_s: float = 180, warm_units_seconds: float = 1.0) -> AloneRun:
     """An unmodified program's rate alone (units a second), from its own progress lines (`pattern`:
     the count, then the unix time).  Its warm-up (cuDNN's and cuBLAS's first calls, compilation) is
     left out: the rate is timed from the first line printed after `warmup_s` seconds of progress,
-    for `seconds`.  A program still short of that after `limit_s` seconds is killed."""
+    for `seconds`.  Also the count at the first line printed after `warm_units_seconds` (at most
+    `warmup_s`) of progress.  A program still short of that after `limit_s` seconds is killed."""
     import threading
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=open(err_path, "w"), text=True)
     watchdog = threading.Timer(limit_s, proc.kill)
     watchdog.start()
-    marks, first, deadline = [], None, None
+    marks, first, deadline, warm_units = [], None, None, None
     for line in proc.stdout:
         m = re.search(pattern, line)
         if not m:
             continue
         at = float(m.group(2))
         first = first or at
+        if warm_units is None and at - first >= min(warm_units_seconds, warmup_s):
+            warm_units = int(m.group(1))
         if at - first < warmup_s:
             continue
         marks.append((int(m.group(1)), at))
@@ -366,7 +378,23 @@ def program_alone_rate(cmd: list[str], pattern: str, env: dict, err_path: str, w
     proc.wait()
     if len(marks) < 2:
         raise SystemExit(f"{' '.join(cmd)}: too few progress lines alone (in {limit_s:.0f} s at most); see {err_path}")
-    return (marks[-1][0] - marks[0][0]) / (marks[-1][1] - marks[0][1])
+    return AloneRun((marks[-1][0] - marks[0][0]) / (marks[-1][1] - marks[0][1]), warm_units)
+
+
+def program_alone_rate(cmd: list[str], pattern: str, env: dict, err_path: str, warmup_s: float,
+                       seconds: float, limit_s: float = 180) -> float:
+    """program_alone_run's rate alone."""
+    return program_alone_run(cmd, pattern, env, err_path, warmup_s, seconds, limit_s).rate
+
+
+def is_warm(counts: list[int], warm_units: int) -> bool:
+    """Whether a side program's progress counts (those of its progress lines, in order) show it
+    past its warm-up: 3 lines at least, and as much of its own work as it did in its first
+    second alone (AloneRun.warm_units; 0 where unknown).  A program's first calls (cuDNN's and
+    cuBLAS's choices, the caching allocator's growth, a generate loop's first batch) can take
+    many bubbles; timed among the arms they would be charged to the gate, where its rate alone
+    leaves them out."""
+    return len(counts) >= 3 and counts[-1] >= warm_units
 
 
 class Bench:
@@ -377,6 +405,7 @@ class Bench:
         shutil.rmtree(self.work, ignore_errors=True)
         os.makedirs(self.work)
         self.socket = os.path.join(self.work, "fr.sock")
+        self.warm_units: dict[str, int] = {}  # each program's warm-up in units (AloneRun)
         self.env = dict(os.environ, PYTHONUNBUFFERED="1",
                         PATH=f"{self.bundle}/bin:{os.environ['PATH']}",
                         PYTHONPATH=f"{self.bundle}/share/freeride/python",
@@ -422,12 +451,18 @@ class Bench:
         return path, self.a.schedule_rank
 
     def alone_rate(self, name: str, when: str = "") -> float:
+        """`name`'s rate alone; before the rows (`when` ""), also its warm-up in units (is_warm)."""
         cmd, pattern = PROGRAMS[name]
-        rate = program_alone_rate(cmd, pattern, dict(self.env, CUDA_MPS_PIPE_DIRECTORY="/nonexistent"),
-                                  os.path.join(self.a.out, f"alone-{name}{'-' + when if when else ''}.err"),
-                                  self.a.alone_warmup, self.a.alone_seconds)
-        log(f"{name}: alone {rate:.2f} units/s{' ' + when + ' the rows' if when else ''}")
-        return rate
+        run = program_alone_run(cmd, pattern, dict(self.env, CUDA_MPS_PIPE_DIRECTORY="/nonexistent"),
+                                os.path.join(self.a.out, f"alone-{name}{'-' + when if when else ''}.err"),
+                                self.a.alone_warmup, self.a.alone_seconds,
+                                warm_units_seconds=self.a.warm_alone_seconds)
+        if not when:
+            self.warm_units[name] = run.warm_units
+            self.results.setdefault("warm_units", {})[name] = run.warm_units
+        log(f"{name}: alone {run.rate:.2f} units/s{' ' + when + ' the rows' if when else ''}"
+            f"{'' if when else f'; warm after {run.warm_units} units (its first {self.a.warm_alone_seconds:g} s alone)'}")
+        return run.rate
 
     def submit(self, name: str) -> str:
         cmd, _ = PROGRAMS[name]
@@ -474,15 +509,19 @@ class Bench:
             t_submit = time.time()
             task = self.submit(program)
             # Its GPU start-up (upload, warm-up, compilation's benchmarks) runs in bubbles too,
-            # in this launch; the arms with the program start once it makes progress.
+            # in this launch; the arms with the program start once it is warm (is_warm).
             stdout = self.task_log(task)
             _, pattern = PROGRAMS[program]
             deadline = time.time() + self.a.warm_seconds
+            warm_units = self.warm_units.get(program, 0)
             while time.time() < deadline:
                 lines = [l for l in open(stdout)] if os.path.exists(stdout) else []
-                if sum(1 for l in lines if re.search(pattern, l)) >= 3:
+                if is_warm([int(m.group(1)) for m in (re.search(pattern, l) for l in lines) if m], warm_units):
                     break
                 time.sleep(0.2)
+            else:
+                log(f"{tag}: not warm after {self.a.warm_seconds:g} s (want 3 progress lines and "
+                    f"{warm_units} units); its arms begin anyway")
             t_warm = time.time()
             lane_warm = self.lane_stats()
             stacks = self.sample_stacks(task, tag)
@@ -532,6 +571,7 @@ class Bench:
                "overhead_off_vs_no_side": diff_ci(iters["off"], no_side),
                "overhead_on_vs_off": diff_ci(iters["on"], iters["off"]),
                "marks_alone_on_vs_off": diff_ci(iters["noside_on"], iters["noside_off"]),
+               "warm_units": self.warm_units.get(program, 0),
                "seconds": {"warm": t_warm - t_submit, "measured": t_cancel - t_warm, "exit": t_gone - t_cancel},
                "gpu_samples": self.sampler.by_arm(run["iter_unix"], run["iter_ms"], arm) if self.sampler else None,
                "task_state": show.get("state"), "task_message": show.get("message"),
@@ -685,7 +725,11 @@ def main() -> None:
                         "in the row's py_spy (bench/side_stacks.py: gate hold, GPU wait, driver, python)")
     p.add_argument("--py-spy-rate", type=int, default=250, help="py-spy's samples a second")
     p.add_argument("--warm-seconds", type=float, default=120,
-                   help="stand-in launches until the program has printed 3 progress lines, at most this long")
+                   help="the arms begin once the program is warm (3 progress lines, and the units it "
+                        "did in its first --warm-alone-seconds alone), or after this long")
+    p.add_argument("--warm-alone-seconds", type=float, default=1.0,
+                   help="a program is warm in bubbles once it has done the work of its first this-many "
+                        "seconds of progress alone")
     a = p.parse_args()
     for name in [x for x in a.profiles.split(",") if x]:
         check_profile_name(name)

@@ -155,3 +155,31 @@ def test_each_programs_progress_pattern_gives_the_daemon_one_count_and_the_bench
         assert re.search(PROGRAMS[name][1], token).groups() == ("24", "1795846416.351041")
         assert re.search(DAEMON_PROGRESS[name], token).group(1) == "24"
         assert re.search(PROGRAMS[name][1], batch) is None and re.search(DAEMON_PROGRESS[name], batch) is None
+
+
+def test_an_alone_run_gives_its_rate_after_the_warm_up_and_the_units_of_its_first_second(tmp_path) -> None:
+    """A program's progress lines carry their own times, so a stand-in prints a run of 8 units a
+    second from t=1000 at once: the rate is timed from the first line 4 s of progress in (unit
+    32) to the first past 2 s later (unit 49), and the warm-up in units is the count 1 s in."""
+    from gate_gpu import program_alone_run
+    printer = ("for n in range(400):\n"
+               "    print(f'iteration {n}: at {1000 + n / 8:.6f}', flush=True)\n")
+    run = program_alone_run([sys.executable, "-c", printer], r"iteration (\d+):.* at ([\d.]+)", {},
+                            str(tmp_path / "alone.err"), warmup_s=4, seconds=2, warm_units_seconds=1)
+    assert run.rate == 8.0
+    assert run.warm_units == 8
+    # The warm-up in units never reaches past where the rate is timed from.
+    run = program_alone_run([sys.executable, "-c", printer], r"iteration (\d+):.* at ([\d.]+)", {},
+                            str(tmp_path / "alone.err"), warmup_s=0.5, seconds=1, warm_units_seconds=3)
+    assert run.warm_units == 4
+
+
+def test_a_program_is_warm_after_3_lines_and_the_work_of_its_first_second_alone() -> None:
+    """A generate loop's first batch took one token step a bubble where later ones took three:
+    begun after 3 lines, its arms charged that to the gate."""
+    from gate_gpu import is_warm
+    assert not is_warm([8, 16], 0)
+    assert is_warm([8, 16, 24], 0)
+    assert not is_warm([8, 16, 24], 128)
+    assert not is_warm(list(range(8, 128, 8)), 128)
+    assert is_warm(list(range(8, 136, 8)), 128)

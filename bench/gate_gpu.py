@@ -38,10 +38,12 @@ kernel's start after each open (over all bubbles, and apart for an
 iteration's first bubble, which the daemon does not forecast ahead), and any
 side kernel that starts while the gate is closed is counted.
 
---py-spy PATH samples each program's stacks over its arms (py-spy --idle --native, the
-wheel's binary from PyPI, carried to the node) and says where its threads' time went: held by
-the gate, waiting for the GPU, in the driver, or in its own host work (bench/side_stacks.py).
-For a program whose harvest is low while the gate held it little.
+--py-spy PATH samples each program's stacks over its arms (py-spy --idle --native
+--nonblocking, the wheel's binary from PyPI, carried to the node) and says where its threads'
+time went: held by the gate, waiting for the GPU, in the driver, or in its own host work
+(bench/side_stacks.py).  For a program whose harvest is low while the gate held it little.
+--keep-logs keeps each program's output and the daemon's events, for bench/progress_per_bubble.py:
+how many of its progress lines each bubble saw, and when in it.
 """
 from __future__ import annotations
 
@@ -183,6 +185,11 @@ def gap_profile(name: str) -> dict:
     busy_ms, bubble_ms = busy_bubble_ms(name, "--profiles", "gap:2:2", prefix="gap:")
     return {"ranks": [{"rank": 0, "iteration_ms": busy_ms + bubble_ms,
                        "bubbles": [{"start_ms": busy_ms, "duration_ms": bubble_ms}]}]}
+
+
+def file_name(tag: str) -> str:
+    """A row's tag ("h200:3-generate") as a file name with no character a copy back might refuse."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", tag)
 
 
 def check_profile_name(name: str) -> None:
@@ -535,6 +542,8 @@ class Bench:
             while not self.task_ended(task):
                 time.sleep(0.1)
             t_gone = time.time()
+            if self.a.keep_logs:  # for bench/progress_per_bubble.py, beside the daemon's events.jsonl
+                shutil.copy(stdout, os.path.join(self.a.out, f"{file_name(tag)}.stdout.log"))
             time.sleep(self.a.noside_seconds)
         finally:
             open(stop, "w").close()
@@ -602,12 +611,14 @@ class Bench:
         if not self.a.py_spy:
             return None
         pid = int(json.loads(self.cli("show", task, "--json")).get("pid", 0))
-        path = os.path.join(self.a.out, f"{tag}.stacks.txt")
+        path = os.path.join(self.a.out, f"{file_name(tag)}.stacks.txt")
+        # --nonblocking: py-spy's default stops the program for each sample, which at 500 a second
+        # (with --native) cut a generate loop's harvest from 0.47 to 0.02.
         cmd = [self.a.py_spy, "record", "--pid", str(pid), "--rate", str(self.a.py_spy_rate), "--idle",
-               "--native", "--format", "raw", "--duration", str(max(1, math.ceil(self.a.measure_seconds))),
+               "--native", "--nonblocking", "--format", "raw", "--duration", str(max(1, math.ceil(self.a.measure_seconds))),
                "--output", path]
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                                stderr=open(os.path.join(self.a.out, f"{tag}.stacks.err"), "w")), path
+                                stderr=open(os.path.join(self.a.out, f"{file_name(tag)}.stacks.err"), "w")), path
 
     def stacks_summary(self, stacks: tuple[subprocess.Popen, str] | None) -> dict | None:
         """side_stacks.summarize of what sample_stacks recorded, or why there is nothing."""
@@ -688,6 +699,9 @@ class Bench:
                 self.daemon.wait(20)
             except subprocess.TimeoutExpired:
                 self.daemon.kill()
+            events = os.path.join(self.work, "state", "events.jsonl")
+            if self.a.keep_logs and os.path.exists(events):
+                shutil.copy(events, os.path.join(self.a.out, "events.jsonl"))
 
 
 def main() -> None:
@@ -721,9 +735,12 @@ def main() -> None:
     p.add_argument("--mps", default="auto")
     p.add_argument("--py-spy", default="",
                    help="path of a py-spy binary: samples each program's stacks over its arms "
-                        "(--idle --native), keeps them as PROFILE-PROGRAM.stacks.txt and sums them up "
+                        "(--idle --native --nonblocking), keeps them as PROFILE-PROGRAM.stacks.txt and sums them up "
                         "in the row's py_spy (bench/side_stacks.py: gate hold, GPU wait, driver, python)")
     p.add_argument("--py-spy-rate", type=int, default=250, help="py-spy's samples a second")
+    p.add_argument("--keep-logs", action="store_true",
+                   help="keep each program's output (PROFILE-PROGRAM.stdout.log, ':' written '_') and the "
+                        "daemon's events.jsonl in --out, for bench/progress_per_bubble.py")
     p.add_argument("--warm-seconds", type=float, default=120,
                    help="the arms begin once the program is warm (3 progress lines, and the units it "
                         "did in its first --warm-alone-seconds alone), or after this long")

@@ -183,3 +183,47 @@ def test_a_program_is_warm_after_3_lines_and_the_work_of_its_first_second_alone(
     assert not is_warm([8, 16, 24], 128)
     assert not is_warm(list(range(8, 128, 8)), 128)
     assert is_warm(list(range(8, 136, 8)), 128)
+
+
+def test_progress_lines_fall_into_the_bubble_they_were_printed_in(tmp_path) -> None:
+    """Two 26 ms bubbles from the daemon's gate_bubble events (begin on its monotonic clock, the
+    event's Unix time at the end): one token line in the first, three in the second after the
+    batch line; a line before any bubble or past the slack belongs to none."""
+    import json as _json
+
+    from progress_per_bubble import bubbles_from_events, per_bubble, progress_lines
+    events = tmp_path / "events.jsonl"
+    with open(events, "w") as f:
+        for begin_s in (10.0, 10.3):  # monotonic; Unix = monotonic + 1000
+            end_ns = int((begin_s + 0.026) * 1e9)
+            f.write(_json.dumps({"type": "gate_bubble", "begin_ns": int(begin_s * 1e9), "ts_ns": end_ns,
+                                 "unix_ns": end_ns + 1000 * 10**9}) + "\n")
+        f.write(_json.dumps({"type": "bubble", "ts_ns": 1}) + "\n")
+    out = tmp_path / "stdout.log"
+    out.write_text("generated 8 tokens at 1009.990000\n"
+                   "generated 16 tokens at 1010.012000\n"
+                   "generated 1 batches (16 new tokens each) at 1010.100000\n"
+                   "generated 24 tokens at 1010.302000\n"
+                   "generated 32 tokens at 1010.309000\n"
+                   "generated 40 tokens at 1010.327000\n"
+                   "generated 48 tokens at 1010.400000\n")
+    bubbles = bubbles_from_events(str(events))
+    assert [round(b - 1000, 3) for b, _ in bubbles] == [10.0, 10.3]
+    progress, marks = progress_lines(str(out), r"generated (\d+) tokens.* at ([\d.]+)", "batches")
+    assert len(progress) == 6 and marks == [1010.1]
+    rows = per_bubble(bubbles, progress, marks, slack_s=0.002)
+    assert [r["offsets_ms"] for r in rows] == [[12.0], [2.0, 9.0, 27.0]]
+    assert [r["after"] for r in rows] == [0, 1]
+
+
+def test_progress_per_bubble_refuses_a_file_that_is_not_events(tmp_path) -> None:
+    import pytest
+
+    from progress_per_bubble import bubbles_from_events
+    bad = tmp_path / "stdout.log"
+    bad.write_text("generated 8 tokens at 1.0\n")
+    with pytest.raises(SystemExit, match="not a JSON event"):
+        bubbles_from_events(str(bad))
+    bad.write_text('{"type": "gate_bubble", "ts_ns": 5}\n')
+    with pytest.raises(SystemExit, match="without unix_ns"):
+        bubbles_from_events(str(bad))

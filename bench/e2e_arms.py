@@ -661,7 +661,7 @@ class Arms:
                         env = dict(self.b.env, CUDA_VISIBLE_DEVICES=str(gpu), CUDA_MPS_PIPE_DIRECTORY="/nonexistent")
                         run = program_alone_run(cmd, pattern, env, os.path.join(self.b.out, f"alone-{name}{tag}.err"),
                                                 self.a.alone_warmup, self.a.alone_seconds, limit_s,
-                                                self.a.warm_alone_seconds)
+                                                self.a.warm_share)
                         rates[name] = run.rate
                         if rates is self.rates:  # the first measurement: the warm-up of the rows
                             self.warm_units[name] = run.warm_units
@@ -1005,11 +1005,11 @@ def add_arms_arguments(p) -> None:
                    help="--arms: the on and off arms, once the side has warmed up")
     p.add_argument("--warm-seconds", type=float, default=60,
                    help="--arms: at most this long for a side to warm up on every lane (a built-in task: 3 "
-                        "steps; a program: 3 progress lines and the units it did in its first "
-                        "--warm-alone-seconds alone)")
-    p.add_argument("--warm-alone-seconds", type=float, default=1.0,
-                   help="--arms: a program is warm in bubbles once it has done the work of its first this-many "
-                        "seconds of progress alone")
+                        "steps; a program: 3 progress lines and the units it had done alone when its rate "
+                        "settled: --warm-share)")
+    p.add_argument("--warm-share", type=float, default=0.8,
+                   help="--arms: a program's rate alone has settled once it keeps this share of its timed rate "
+                        "for half a second; in bubbles it is warm once it has done the work it had done then")
     p.add_argument("--alone-warmup", type=float, default=4,
                    help="--arms: a program's first seconds of progress alone, left out of its rate")
     p.add_argument("--side-memory", default="16GiB", help="--arms: a program's --memory")

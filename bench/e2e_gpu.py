@@ -584,6 +584,8 @@ def main() -> None:
                         "take +VAR=VALUE pieces, its run's environment, to measure an interposer experiment "
                         "beside the plain program (resnet50,resnet50+FREERIDE_GATE_QUEUE_ESTIMATE=mean)")
     a = p.parse_args()
+    if a.arms and not 0 < a.warm_share <= 1:
+        raise SystemExit(f"--warm-share {a.warm_share}: give a share above 0, up to 1")
     os.makedirs(a.out, exist_ok=True)
     cpu = a.device == "cpu"
     if cpu and a.preset == "1.3b":

@@ -347,32 +347,50 @@ class GpuSampler:
 
 class AloneRun(typing.NamedTuple):
     rate: float  # units a second, timed after the warm-up
-    # The count the program's progress had reached after its first `warm_units_seconds` of
-    # progress alone: the same amount of its own work is its warm-up in bubbles too, so that
-    # its rate there is compared with its rate alone at the same point of its life.
+    # The count its progress had reached alone when its rate first settled (settled_units): the
+    # same amount of its own work is its warm-up in bubbles too, so that its rate there is
+    # compared with its rate alone at the same point of its life.
     warm_units: int
 
 
+def settled_units(marks: list[tuple[int, float]], rate: float, share: float = 0.8,
+                  window_s: float = 0.5) -> int | None:
+    """The count at the first progress line (marks: (count, time), in order) from which the
+    program went on at `share` of `rate` or more for `window_s` (or for 3 lines, if they are
+    sparser): where its warm-up ended.  A generate loop's first batch made a token step in 42 ms
+    where later ones took 6 ms; ResNet-50's first steps choose cuDNN's algorithms.  None if its
+    rate never got there."""
+    for i, (count, at) in enumerate(marks):
+        j = i + 3
+        while j < len(marks) and marks[j][1] - at < window_s:
+            j += 1
+        if j >= len(marks):
+            return None
+        if marks[j][1] > at and (marks[j][0] - count) / (marks[j][1] - at) >= share * rate:
+            return count
+    return None
+
+
 def program_alone_run(cmd: list[str], pattern: str, env: dict, err_path: str, warmup_s: float,
-                      seconds: float, limit_s: float = 180, warm_units_seconds: float = 1.0) -> AloneRun:
+                      seconds: float, limit_s: float = 180, warm_share: float = 0.8) -> AloneRun:
     """An unmodified program's rate alone (units a second), from its own progress lines (`pattern`:
     the count, then the unix time).  Its warm-up (cuDNN's and cuBLAS's first calls, compilation) is
     left out: the rate is timed from the first line printed after `warmup_s` seconds of progress,
-    for `seconds`.  Also the count at the first line printed after `warm_units_seconds` (at most
-    `warmup_s`) of progress.  A program still short of that after `limit_s` seconds is killed."""
+    for `seconds`.  Also where its warm-up ended, in units (settled_units at `warm_share`; the
+    timed window's start if its rate had not settled before).  A program still short of that
+    after `limit_s` seconds is killed."""
     import threading
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=open(err_path, "w"), text=True)
     watchdog = threading.Timer(limit_s, proc.kill)
     watchdog.start()
-    marks, first, deadline, warm_units = [], None, None, None
+    every, marks, first, deadline = [], [], None, None
     for line in proc.stdout:
         m = re.search(pattern, line)
         if not m:
             continue
         at = float(m.group(2))
+        every.append((int(m.group(1)), at))
         first = first or at
-        if warm_units is None and at - first >= min(warm_units_seconds, warmup_s):
-            warm_units = int(m.group(1))
         if at - first < warmup_s:
             continue
         marks.append((int(m.group(1)), at))
@@ -385,7 +403,9 @@ def program_alone_run(cmd: list[str], pattern: str, env: dict, err_path: str, wa
     proc.wait()
     if len(marks) < 2:
         raise SystemExit(f"{' '.join(cmd)}: too few progress lines alone (in {limit_s:.0f} s at most); see {err_path}")
-    return AloneRun((marks[-1][0] - marks[0][0]) / (marks[-1][1] - marks[0][1]), warm_units)
+    rate = (marks[-1][0] - marks[0][0]) / (marks[-1][1] - marks[0][1])
+    settled = settled_units(every, rate, warm_share)
+    return AloneRun(rate, min(settled, marks[0][0]) if settled is not None else marks[0][0])
 
 
 def program_alone_rate(cmd: list[str], pattern: str, env: dict, err_path: str, warmup_s: float,
@@ -396,8 +416,8 @@ def program_alone_rate(cmd: list[str], pattern: str, env: dict, err_path: str, w
 
 def is_warm(counts: list[int], warm_units: int) -> bool:
     """Whether a side program's progress counts (those of its progress lines, in order) show it
-    past its warm-up: 3 lines at least, and as much of its own work as it did in its first
-    second alone (AloneRun.warm_units; 0 where unknown).  A program's first calls (cuDNN's and
+    past its warm-up: 3 lines at least, and as much of its own work as it had done alone when
+    its rate settled (AloneRun.warm_units; 0 where unknown).  A program's first calls (cuDNN's and
     cuBLAS's choices, the caching allocator's growth, a generate loop's first batch) can take
     many bubbles; timed among the arms they would be charged to the gate, where its rate alone
     leaves them out."""
@@ -463,12 +483,12 @@ class Bench:
         run = program_alone_run(cmd, pattern, dict(self.env, CUDA_MPS_PIPE_DIRECTORY="/nonexistent"),
                                 os.path.join(self.a.out, f"alone-{name}{'-' + when if when else ''}.err"),
                                 self.a.alone_warmup, self.a.alone_seconds,
-                                warm_units_seconds=self.a.warm_alone_seconds)
+                                warm_share=self.a.warm_share)
         if not when:
             self.warm_units[name] = run.warm_units
             self.results.setdefault("warm_units", {})[name] = run.warm_units
         log(f"{name}: alone {run.rate:.2f} units/s{' ' + when + ' the rows' if when else ''}"
-            f"{'' if when else f'; warm after {run.warm_units} units (its first {self.a.warm_alone_seconds:g} s alone)'}")
+            f"{'' if when else f'; warm after {run.warm_units} units (where its rate alone settled)'}")
         return run.rate
 
     def submit(self, name: str) -> str:
@@ -743,16 +763,18 @@ def main() -> None:
                         "daemon's events.jsonl in --out, for bench/progress_per_bubble.py")
     p.add_argument("--warm-seconds", type=float, default=120,
                    help="the arms begin once the program is warm (3 progress lines, and the units it "
-                        "did in its first --warm-alone-seconds alone), or after this long")
-    p.add_argument("--warm-alone-seconds", type=float, default=1.0,
-                   help="a program is warm in bubbles once it has done the work of its first this-many "
-                        "seconds of progress alone")
+                        "had done alone when its rate settled: --warm-share), or after this long")
+    p.add_argument("--warm-share", type=float, default=0.8,
+                   help="a program's rate alone has settled once it keeps this share of its timed rate "
+                        "for half a second; in bubbles it is warm once it has done the work it had done then")
     a = p.parse_args()
     for name in [x for x in a.profiles.split(",") if x]:
         check_profile_name(name)
     if a.py_spy and not shutil.which(a.py_spy):
         raise SystemExit(f"--py-spy {a.py_spy}: no such executable (unzip py-spy's wheel from PyPI and give "
                          "the path of py_spy-*.data/scripts/py-spy)")
+    if not 0 < a.warm_share <= 1:
+        raise SystemExit(f"--warm-share {a.warm_share}: give a share above 0, up to 1")
     if a.py_spy_rate <= 0:
         raise SystemExit(f"--py-spy-rate {a.py_spy_rate}: give samples a second above 0")
     if not 0 <= a.stage_copy_share < 1:

@@ -157,24 +157,41 @@ def test_each_programs_progress_pattern_gives_the_daemon_one_count_and_the_bench
         assert re.search(PROGRAMS[name][1], batch) is None and re.search(DAEMON_PROGRESS[name], batch) is None
 
 
-def test_an_alone_run_gives_its_rate_after_the_warm_up_and_the_units_of_its_first_second(tmp_path) -> None:
-    """A program's progress lines carry their own times, so a stand-in prints a run of 8 units a
-    second from t=1000 at once: the rate is timed from the first line 4 s of progress in (unit
-    32) to the first past 2 s later (unit 49), and the warm-up in units is the count 1 s in."""
+def test_an_alone_run_gives_its_rate_after_the_warm_up_and_where_its_rate_settled(tmp_path) -> None:
+    """A program's progress lines carry their own times, so a stand-in prints them at once: ten
+    lines at 2 units a second from t=1000, then 8 a second from t=1005.  The rate is timed from
+    the first line 8 s of progress in (unit 34) to the first past 2 s later (unit 51), and the
+    warm-up ends at unit 10, where the rate first keeps 0.8 of that for half a second."""
     from gate_gpu import program_alone_run
     printer = ("for n in range(400):\n"
-               "    print(f'iteration {n}: at {1000 + n / 8:.6f}', flush=True)\n")
+               "    t = 1000 + n / 2 if n < 10 else 1005 + (n - 10) / 8\n"
+               "    print(f'iteration {n}: at {t:.6f}', flush=True)\n")
     run = program_alone_run([sys.executable, "-c", printer], r"iteration (\d+):.* at ([\d.]+)", {},
-                            str(tmp_path / "alone.err"), warmup_s=4, seconds=2, warm_units_seconds=1)
+                            str(tmp_path / "alone.err"), warmup_s=8, seconds=2)
     assert run.rate == 8.0
-    assert run.warm_units == 8
-    # The warm-up in units never reaches past where the rate is timed from.
+    assert run.warm_units == 10
+    # Timed from before its rate settled: the warm-up is where the timing began.
     run = program_alone_run([sys.executable, "-c", printer], r"iteration (\d+):.* at ([\d.]+)", {},
-                            str(tmp_path / "alone.err"), warmup_s=0.5, seconds=1, warm_units_seconds=3)
+                            str(tmp_path / "alone.err"), warmup_s=2, seconds=5)
     assert run.warm_units == 4
 
 
-def test_a_program_is_warm_after_3_lines_and_the_work_of_its_first_second_alone() -> None:
+def test_a_rate_settles_where_it_keeps_its_share_for_a_window_or_3_lines() -> None:
+    from gate_gpu import settled_units
+    steady = [(n, 100 + n / 10) for n in range(20)]
+    assert settled_units(steady, 10.0) == 0
+    # Too slow at first (1 a second), then steady: settled at the first steady line.
+    slow_then_steady = [(n, 100 + n) for n in range(5)] + [(5 + n, 104.5 + n / 10) for n in range(20)]
+    assert settled_units(slow_then_steady, 10.0) == 5
+    # Sparse lines: 3 lines stand for the window.
+    sparse = [(10 * n, 100 + n) for n in range(6)]
+    assert settled_units(sparse, 10.0) == 0
+    # Never at 0.8 of the rate, or too few lines after: None.
+    assert settled_units(steady, 20.0) is None
+    assert settled_units(steady[:3], 10.0) is None
+
+
+def test_a_program_is_warm_after_3_lines_and_the_work_it_had_done_alone_when_its_rate_settled() -> None:
     """A generate loop's first batch took one token step a bubble where later ones took three:
     begun after 3 lines, its arms charged that to the gate."""
     from gate_gpu import is_warm

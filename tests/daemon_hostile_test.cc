@@ -362,6 +362,59 @@ TEST_F(Hostile, ALongOutputLineAndAFifoProgressFileLeaveTheDaemonAnswering) {
   EXPECT_NE(status.message.find("not both"), std::string::npos) << status.message;
 }
 
+// tqdm and Python's logging write to standard error: a progress regex reads
+// both outputs unless told one.  (The program writes standard error's line
+// first, so any read that sees standard output's has seen it too.)
+TEST_F(Hostile, AProgressRegexReadsStandardErrorTooUnlessToldOneOutput) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(&fake_env_));
+  ScriptedStage stage(options_.socket_path, {5 * kMillisecond}, 2 * kMillisecond);
+  v1::TaskSpec logged = MakeSpec("logged", {"/bin/sh", "-c", "echo 'INFO step 4' >&2; sleep 60"});
+  logged.set_kind(v1::TASK_KIND_IMPERATIVE);
+  logged.set_progress_regex(R"(step (\d+))");
+  v1::TaskInfo info = Submit(logged);
+  v1::TaskInfo seen = WaitForTask(tasks(), info.id(), [](const v1::TaskInfo& t) { return t.progress() == 4; },
+                                  kSideTaskGuard);
+  EXPECT_EQ(seen.progress(), 4) << seen.state() << ": " << seen.message();
+  v1::TaskInfo cancelled;
+  EXPECT_TRUE(tasks()->Cancel(info.id(), "", &cancelled).ok());
+
+  v1::TaskSpec stdout_only =
+      MakeSpec("stdout-only", {"/bin/sh", "-c", "echo 'step 9' >&2; echo 'step 3'; sleep 60"});
+  stdout_only.set_kind(v1::TASK_KIND_IMPERATIVE);
+  stdout_only.set_progress_regex(R"(step (\d+))");
+  stdout_only.set_progress_streams(v1::PROGRESS_STREAMS_STDOUT);
+  info = Submit(stdout_only);
+  seen = WaitForTask(tasks(), info.id(), [](const v1::TaskInfo& t) { return t.progress() == 3; }, kSideTaskGuard);
+  EXPECT_EQ(seen.progress(), 3) << "standard error's 9 read too: " << seen.state() << ": " << seen.message();
+  EXPECT_TRUE(tasks()->Cancel(info.id(), "", &cancelled).ok());
+
+  v1::TaskSpec no_regex = MakeSpec("no-regex", {"/bin/true"});
+  no_regex.set_kind(v1::TASK_KIND_IMPERATIVE);
+  no_regex.set_progress_streams(v1::PROGRESS_STREAMS_STDERR);
+  v1::TaskInfo refused;
+  Status status = tasks()->Submit(no_regex, &refused);
+  EXPECT_EQ(status.code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(status.message.find("give a progress regex"), std::string::npos) << status.message;
+  v1::TaskSpec unknown = MakeSpec("unknown-streams", {"/bin/true"});
+  unknown.set_kind(v1::TASK_KIND_IMPERATIVE);
+  unknown.set_progress_regex(R"(step (\d+))");
+  unknown.set_progress_streams(static_cast<v1::ProgressStreams>(7));
+  status = tasks()->Submit(unknown, &refused);
+  EXPECT_EQ(status.code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(status.message.find("unknown progress streams 7"), std::string::npos) << status.message;
+
+  ShellResult r = RunShell(std::string(FREERIDE_BIN) + " submit --socket " + options_.socket_path +
+                               " --progress-stream stderr -- /bin/true",
+                           dir_.path());
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("give --progress-regex too"), std::string::npos) << r.err;
+  r = RunShell(std::string(FREERIDE_BIN) + " submit --socket " + options_.socket_path +
+                   " --progress-regex 'x' --progress-stream stdin -- /bin/true",
+               dir_.path());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("stdin not in {both,stdout,stderr}"), std::string::npos) << r.err;
+}
+
 TEST(HostileProfile, ADirectoryOrAnOverflowingMemoryFigureIsAClearError) {
   TempDir dir;
   ShellResult r = RunShell(std::string(FREERIDE_BIN) + " submit --socket " + dir.path() +

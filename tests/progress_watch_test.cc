@@ -15,7 +15,7 @@ namespace freeride {
 namespace {
 
 TEST(ProgressWatch, ACaptureGroupIsTheProgressSoFar) {
-  ProgressWatch watch(R"(iteration (\d+):)", "", "");
+  ProgressWatch watch(R"(iteration (\d+):)", {}, "");
   EXPECT_FALSE(watch.progress());
   watch.Feed("loading\niteration 1: loss 2.3\niteration 2: loss 2.1\n");
   EXPECT_EQ(watch.progress(), 2);
@@ -26,7 +26,7 @@ TEST(ProgressWatch, ACaptureGroupIsTheProgressSoFar) {
 }
 
 TEST(ProgressWatch, WithoutAGroupEachMatchingLineCountsOne) {
-  ProgressWatch watch("generated .* batches", "", "");
+  ProgressWatch watch("generated .* batches", {}, "");
   watch.Feed("generated 1 batches\nwarning: slow\ngenerated 2 batches\n");
   EXPECT_EQ(watch.progress(), 2);
 }
@@ -34,7 +34,7 @@ TEST(ProgressWatch, WithoutAGroupEachMatchingLineCountsOne) {
 TEST(ProgressWatch, TheOutputIsReadAsItGrowsAndAFileByItsLastNumber) {
   TempDir dir;
   const std::string out = dir.path() + "/stdout.log", file = dir.path() + "/progress";
-  ProgressWatch watch(R"(step (\d+))", out, file);
+  ProgressWatch watch(R"(step (\d+))", {out}, file);
   EXPECT_FALSE(watch.Poll());
   std::ofstream(out) << "step 1\nstep 2\n";
   EXPECT_EQ(watch.Poll(), 2);
@@ -44,6 +44,33 @@ TEST(ProgressWatch, TheOutputIsReadAsItGrowsAndAFileByItsLastNumber) {
   EXPECT_EQ(watch.Poll(), 100);
   std::ofstream(file) << "41\n";
   EXPECT_EQ(watch.Poll(), 41);
+}
+
+// tqdm and Python's logging write to standard error, print to standard
+// output: a regex reads both.  A count shown on both (a program that logs to
+// each) is counted once; lines without a group add up over both.
+TEST(ProgressWatch, BothOutputsAreReadAndACountShownOnEachCountsOnce) {
+  TempDir dir;
+  const std::string out = dir.path() + "/stdout.log", err = dir.path() + "/stderr.log";
+  ProgressWatch watch(R"(step (\d+))", {out, err}, "");
+  std::ofstream(err) << "INFO step 1\nINFO step 2\n";
+  EXPECT_EQ(watch.Poll(), 2);
+  std::ofstream(out) << "step 1\nstep 2\nstep 3\n";
+  EXPECT_EQ(watch.Poll(), 3);
+  std::ofstream(err, std::ios::app) << "INFO step 3\n";
+  EXPECT_EQ(watch.Poll(), 3);
+
+  ProgressWatch counted("^done", {"", ""}, "");  // two outputs, given by Feed
+  counted.Feed("done\n", 0);
+  counted.Feed("done\nnot yet\ndone\n", 1);
+  EXPECT_EQ(counted.progress(), 3);
+  // A line split between reads of one output is not mixed with the other's.
+  ProgressWatch split(R"(^step (\d+)$)", {"", ""}, "");
+  split.Feed("step 1", 0);
+  split.Feed("7\n", 1);
+  EXPECT_FALSE(split.progress());
+  split.Feed("2\n", 0);
+  EXPECT_EQ(split.progress(), 12);
 }
 
 TEST(ProgressWatch, BadExpressionsAreRefusedWithTheReason) {
@@ -67,29 +94,29 @@ TEST(ProgressWatch, ExpressionsAreRe2sAndGroupsThatDoNotCaptureAreFine) {
 // daemon's stack), and a nested quantifier over a line that does not match
 // (std::regex backtracked for seconds at 30 characters, doubling with each).
 TEST(ProgressWatch, LongLinesAndNestedQuantifiersAreMatchedWithoutRecursionOrBacktracking) {
-  ProgressWatch greedy(R"(.*iteration (\d+))", "", "");
+  ProgressWatch greedy(R"(.*iteration (\d+))", {}, "");
   greedy.Feed(std::string(1 << 20, 'x') + " iteration 17\n");
   EXPECT_EQ(greedy.progress(), 17);
-  ProgressWatch nested(R"((?:a+)+b (\d+))", "", "");
+  ProgressWatch nested(R"((?:a+)+b (\d+))", {}, "");
   nested.Feed(std::string(4096, 'a') + "\n" + std::string(64, 'a') + "b 9\n");
   EXPECT_EQ(nested.progress(), 9);
-  ProgressWatch counted("(?:a+)+b", "", "");
+  ProgressWatch counted("(?:a+)+b", {}, "");
   counted.Feed(std::string(4096, 'a') + "\nab\n");
   EXPECT_EQ(counted.progress(), 1);
 }
 
 TEST(ProgressWatch, ACrLfEndsOneLineEvenWhenAReadEndsBetweenItsBytes) {
-  ProgressWatch watch("x*", "", "");  // matches any line, the empty one too
+  ProgressWatch watch("x*", {}, "");  // matches any line, the empty one too
   watch.Feed("a\r\nb\r");
   watch.Feed("\nc\n");
   EXPECT_EQ(watch.progress(), 3);
-  ProgressWatch latin1(R"(epoch (\d+).*done)", "", "");  // output that is not UTF-8 is still matched
+  ProgressWatch latin1(R"(epoch (\d+).*done)", {}, "");  // output that is not UTF-8 is still matched
   latin1.Feed("epoch 4 \xe9t\xe9 done\n");
   EXPECT_EQ(latin1.progress(), 4);
 }
 
 TEST(ProgressWatch, AProgressBarThatRewritesItsLineIsReadAsItGoes) {
-  ProgressWatch watch(R"((\d+)/100 \[)", "", "");
+  ProgressWatch watch(R"((\d+)/100 \[)", {}, "");
   watch.Feed("  1%|          | 1/100 [00:01<01:39]\r  2%|          | 2/100 [00:02<01:38]\r");
   EXPECT_EQ(watch.progress(), 2);
   watch.Feed(" 57%|#####     | 57/100 [");  // the bar's next rewrite, not ended yet
@@ -105,12 +132,12 @@ TEST(ProgressWatch, OnlyARegularFileOfAtMost4KiBIsReadAsTheProgressFile) {
   TempDir dir;
   const std::string fifo = dir.path() + "/fifo", big = dir.path() + "/big";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  ProgressWatch from_fifo("", "", fifo);
+  ProgressWatch from_fifo("", {}, fifo);
   EXPECT_FALSE(from_fifo.Poll());  // returns: opened without blocking, and not read
-  ProgressWatch from_zero("", "", "/dev/zero");
+  ProgressWatch from_zero("", {}, "/dev/zero");
   EXPECT_FALSE(from_zero.Poll());
   std::ofstream(big) << std::string(5000, ' ') << "12\n";
-  ProgressWatch from_big("", "", big);
+  ProgressWatch from_big("", {}, big);
   EXPECT_FALSE(from_big.Poll());
   std::ofstream(big) << "12\n";
   EXPECT_EQ(from_big.Poll(), 12);

@@ -49,7 +49,8 @@ from typing import Any, Callable
 from freeride._native import load_library
 from freeride.task import (_ERROR, _HOOK, _PATH, _PEAK, _STEP, IterativeTask, _as_result,
                            _checkpoint_failed, _Hooks, _record_failure, _utf8_prefix, parse_run_options,
-                           parse_seconds, report_parts, step_budget_ns)
+                           parse_seconds, report_parts, standalone_seconds_from_environment,
+                           step_budget_ns)
 
 DEFAULT_PIECE_MS = 2.0
 # A piece's first pass over work it has not timed yet assumes each segment
@@ -565,8 +566,10 @@ class _PacedRun:
 
 
 def runs_alone(standalone: bool) -> bool:
-    """Whether a task runs alone: asked to (--standalone), or not launched by a daemon."""
-    return standalone or not os.environ.get("FREERIDE_TASK_SEGMENT")
+    """Whether a task runs alone: asked to (--standalone, or FREERIDE_STANDALONE_SECONDS from
+    `freeride task-profile`), or not launched by a daemon."""
+    return (standalone or standalone_seconds_from_environment() is not None
+            or not os.environ.get("FREERIDE_TASK_SEGMENT"))
 
 
 def run_paced(task: IterativeTask, argv: list[str] | None = None) -> int:
@@ -650,6 +653,9 @@ def split_run_options(args: list[str]) -> tuple[bool, float, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     standalone, seconds, rest = split_run_options(args)
+    from_environment = standalone_seconds_from_environment()
+    if from_environment is not None:
+        standalone, seconds = True, seconds or from_environment
     if not rest or rest[0] in ("-h", "--help"):
         print(__doc__.strip().split("\n\n")[0] + "\n\nusage: python -m freeride.pace SCRIPT.py [ARGS...]"
               " [--standalone [--seconds T]]", file=sys.stderr if not rest else sys.stdout)

@@ -16,6 +16,8 @@ back to back and prints the alone rate as one JSON line, which
 from __future__ import annotations
 
 import ctypes
+import math
+import os
 import sys
 import traceback
 from dataclasses import dataclass
@@ -109,6 +111,26 @@ def parse_seconds(value: list[str]) -> float:
         raise SystemExit(f"freeride: --seconds {' '.join(value)!r}: give a number of seconds") from None
     if not seconds > 0:
         raise SystemExit(f"freeride: --seconds {value[0]}: give a positive number")
+    return seconds
+
+
+STANDALONE_SECONDS = "FREERIDE_STANDALONE_SECONDS"
+
+
+def standalone_seconds_from_environment() -> float | None:
+    """The seconds `freeride task-profile` asks a task to run alone for, through
+    FREERIDE_STANDALONE_SECONDS (not appended arguments, which the task's own
+    parser may refuse); None when it is not set.  0: to completion.  A clear
+    exit when it is not a number of seconds (as the C++ runner's)."""
+    value = os.environ.get(STANDALONE_SECONDS, "")
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise SystemExit(f"freeride: {STANDALONE_SECONDS}={value} is not a number of seconds")
     return seconds
 
 

@@ -111,6 +111,7 @@ struct SubmitArgs {
   std::string progress_regex;
   std::string progress_file;
   std::string progress_unit;
+  std::string progress_stream;  // "": both (the default)
   bool json = false;
   std::vector<std::string> command;
 };
@@ -165,6 +166,16 @@ int RunSubmit(const SubmitArgs& args) {
     return 2;
   }
   spec->set_progress_regex(args.progress_regex);
+  if (!args.progress_stream.empty()) {
+    if (args.progress_regex.empty()) {
+      fmt::print(stderr, "freeride submit: --progress-stream names the output --progress-regex reads: "
+                         "give --progress-regex too\n");
+      return 2;
+    }
+    spec->set_progress_streams(args.progress_stream == "stdout"   ? v1::PROGRESS_STREAMS_STDOUT
+                               : args.progress_stream == "stderr" ? v1::PROGRESS_STREAMS_STDERR
+                                                                  : v1::PROGRESS_STREAMS_BOTH);
+  }
   spec->set_progress_file(args.progress_file);
   spec->set_progress_unit(args.progress_unit);
   if (!args.step_time.empty()) {
@@ -480,9 +491,14 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
                   "A program without the SDK: a regex over its output's lines that shows its "
                   "progress (one capture group: the progress so far, e.g. 'iteration (\\d+)'; "
                   "none: each matching line counts one).  RE2 syntax (as Python's re, without "
-                  "backreferences or lookaround); a line ends at \\n or \\r (progress bars)")
+                  "backreferences or lookaround); a line ends at \\n or \\r (progress bars); "
+                  "read from both of its outputs unless --progress-stream says one")
       ->check(CLI::Validator([](std::string& regex) { return regex.empty() ? "give a regex, or leave the option out" : ""; },
                              "REGEX"));
+  cmd->add_option("--progress-stream", submit->progress_stream,
+                  "Which output --progress-regex reads: both (the default: tqdm and Python's "
+                  "logging write to stderr), stdout or stderr")
+      ->check(CLI::IsMember({"both", "stdout", "stderr"}));
   cmd->add_option("--progress-file", submit->progress_file,
                   "A program without the SDK: a regular file it rewrites with its progress (its "
                   "last number counts; read while at most 4 KiB)");

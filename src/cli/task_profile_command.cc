@@ -1,5 +1,6 @@
 // `freeride task-profile [--seconds T] [--output F] -- CMD ARGS...`: runs an
-// iterative side task alone (the SDK's --standalone mode) for T seconds and
+// iterative side task alone (the SDK's standalone mode, asked through
+// FREERIDE_STANDALONE_SECONDS) for T seconds and
 // records its alone rate, step-time distribution and peak device memory as
 // a profile JSON that `freeride submit --profile F` uses.
 #include <fmt/format.h>
@@ -50,8 +51,9 @@ int RunTaskProfile(const TaskProfileArgs& args) {
   std::string output = args.output;
   if (output.empty())
     output = std::filesystem::path(args.command[0]).filename().string() + ".profile.json";
+  // Alone for --seconds through the environment, not appended arguments,
+  // which a task that parses its own (argparse) would refuse.
   std::vector<std::string> argv = args.command;
-  argv.insert(argv.end(), {"--standalone", "--seconds", fmt::format("{}", args.seconds)});
 
   int fds[2];
   if (pipe(fds) != 0) {
@@ -68,6 +70,7 @@ int RunTaskProfile(const TaskProfileArgs& args) {
     // Alone means alone: never attach to a daemon this shell knows of.
     for (const char* v : {kEnvTaskId, kEnvTaskSegment, kEnvLaneSegment, kEnvMemory})
       unsetenv(v);
+    setenv(kEnvStandaloneSeconds, fmt::format("{}", args.seconds).c_str(), 1);
     std::vector<char*> cargv;
     for (auto& a : argv) cargv.push_back(a.data());
     cargv.push_back(nullptr);
@@ -137,7 +140,7 @@ int RunTaskProfile(const TaskProfileArgs& args) {
   if (!profile) {
     fmt::print(stderr,
                "freeride task-profile: no standalone result line from the task ({}); profiles "
-               "need an iterative SDK task, which prints one under --standalone\n",
+               "need an iterative SDK task, which prints one when run alone\n",
                why);
     return 1;
   }

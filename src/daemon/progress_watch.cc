@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -82,62 +83,82 @@ std::string ProgressWatch::CheckFile(const std::string& path) {
          " is not a regular file (a FIFO, a device or a directory): give a file the program rewrites";
 }
 
-ProgressWatch::ProgressWatch(const std::string& regex, std::string stdout_path, std::string file)
-    : stdout_path_(std::move(stdout_path)), file_(std::move(file)) {
+ProgressWatch::ProgressWatch(const std::string& regex, std::vector<std::string> outputs, std::string file)
+    : file_(std::move(file)) {
   if (!regex.empty() && Check(regex).empty()) {
     regex_ = std::make_unique<RE2>(regex, ProgressOptions());
     counted_ = regex_->NumberOfCapturingGroups() == 0;
   }
+  for (std::string& path : outputs) outputs_.push_back(Output{std::move(path)});
+  if (outputs_.empty()) outputs_.emplace_back();
 }
 
 ProgressWatch::~ProgressWatch() = default;
 
-void ProgressWatch::Match(std::string_view line) {
+void ProgressWatch::Match(Output& output, std::string_view line) {
   if (!regex_) return;
   const re2::StringPiece text(line.data(), line.size());
   if (counted_) {
-    if (RE2::PartialMatch(text, *regex_)) progress_ = progress_.value_or(0) + 1;
+    if (RE2::PartialMatch(text, *regex_)) output.counted += 1;
     return;
   }
   re2::StringPiece group;
   if (!RE2::PartialMatch(text, *regex_, &group)) return;
-  if (auto value = LastNumber(std::string_view(group.data(), group.size()))) progress_ = *value;
+  if (auto value = LastNumber(std::string_view(group.data(), group.size()))) output.shown = *value;
 }
 
-void ProgressWatch::Feed(std::string_view bytes) {
+void ProgressWatch::Feed(std::string_view bytes, size_t index) {
+  if (index >= outputs_.size()) return;
+  Output& output = outputs_[index];
   // "\r\n" ends one line, not a line and an empty one (which a regex
   // matching the empty string would count), even when a read ends between them.
-  if (ended_at_cr_ && !bytes.empty() && bytes.front() == '\n') bytes.remove_prefix(1);
-  if (!bytes.empty()) ended_at_cr_ = false;
-  partial_.append(bytes);
+  if (output.ended_at_cr && !bytes.empty() && bytes.front() == '\n') bytes.remove_prefix(1);
+  if (!bytes.empty()) output.ended_at_cr = false;
+  std::string& partial = output.partial;
+  partial.append(bytes);
   size_t start = 0, end;
-  while ((end = partial_.find_first_of("\r\n", start)) != std::string::npos) {
-    Match(std::string_view(partial_).substr(start, end - start));
-    const bool crlf = partial_[end] == '\r' && end + 1 < partial_.size() && partial_[end + 1] == '\n';
-    ended_at_cr_ = partial_[end] == '\r' && end + 1 == partial_.size();
+  while ((end = partial.find_first_of("\r\n", start)) != std::string::npos) {
+    Match(output, std::string_view(partial).substr(start, end - start));
+    const bool crlf = partial[end] == '\r' && end + 1 < partial.size() && partial[end + 1] == '\n';
+    output.ended_at_cr = partial[end] == '\r' && end + 1 == partial.size();
     start = end + (crlf ? 2 : 1);
   }
-  partial_.erase(0, start);
-  if (partial_.size() > kMaxRead) partial_.clear();  // a line without end: not a progress line
+  partial.erase(0, start);
+  if (partial.size() > kMaxRead) partial.clear();  // a line without end: not a progress line
+  Sum();
+}
+
+void ProgressWatch::Sum() {
+  std::optional<double> progress;
+  for (const Output& output : outputs_) {
+    if (counted_) {
+      if (output.counted > 0) progress = progress.value_or(0) + output.counted;
+    } else if (output.shown) {
+      progress = progress ? std::max(*progress, *output.shown) : *output.shown;
+    }
+  }
+  if (progress) progress_ = progress;
+}
+
+void ProgressWatch::Read(Output& output) {
+  std::ifstream in(output.path, std::ios::binary);
+  if (!in) return;
+  in.seekg(0, std::ios::end);
+  long long size = in.tellg();
+  if (size < output.offset) output.offset = 0;  // rewritten: read it again
+  if (size <= output.offset) return;
+  in.seekg(output.offset);
+  std::string bytes(static_cast<size_t>(std::min<long long>(size - output.offset, kMaxRead)), '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  bytes.resize(static_cast<size_t>(in.gcount()));
+  output.offset += static_cast<long long>(bytes.size());
+  Feed(bytes, static_cast<size_t>(&output - outputs_.data()));
 }
 
 std::optional<double> ProgressWatch::Poll() {
-  if (regex_ && !stdout_path_.empty()) {
-    std::ifstream in(stdout_path_, std::ios::binary);
-    if (in) {
-      in.seekg(0, std::ios::end);
-      long long size = in.tellg();
-      if (size < offset_) offset_ = 0;  // rewritten: read it again
-      if (size > offset_) {
-        in.seekg(offset_);
-        std::string bytes(static_cast<size_t>(std::min<long long>(size - offset_, kMaxRead)), '\0');
-        in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-        bytes.resize(static_cast<size_t>(in.gcount()));
-        offset_ += static_cast<long long>(bytes.size());
-        Feed(bytes);
-      }
-    }
-  }
+  if (regex_)
+    for (Output& output : outputs_)
+      if (!output.path.empty()) Read(output);
   if (!file_.empty())
     if (auto value = ReadProgressFile(file_); value && *value >= 0) progress_ = *value;
   return progress_;

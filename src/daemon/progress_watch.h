@@ -1,9 +1,12 @@
 // A program's own progress, for programs that do not use the SDK: a line of
-// its standard output that a regular expression matches, or a file it
-// writes its progress into.  With a capture group the last match's group is
-// the progress so far (a cumulative count, "iteration 420"); without one,
-// each matching line counts one unit.  A progress file holds a number (its
-// last number counts), rewritten as the program goes.
+// its output (standard output, standard error, or both: tqdm and Python's
+// logging write to standard error) that a regular expression matches, or a
+// file it writes its progress into.  With a capture group the last match's
+// group is the progress so far (a cumulative count, "iteration 420"; where
+// both outputs show one, the larger: a program that logs to both counts
+// once); without one, each matching line counts one unit, over both.  A
+// progress file holds a number (its last number counts), rewritten as the
+// program goes.
 //
 // The regex is RE2's (the syntax of Go's regexp and most of Python's re: no
 // backreferences, no lookaround), searched for anywhere in a line.  Both the
@@ -20,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace re2 {
 class RE2;
@@ -35,29 +39,39 @@ class ProgressWatch {
   // progress file (a FIFO or a device would block or never end a read).
   static std::string CheckFile(const std::string& path);
 
-  // `regex` may be empty (then only the file is read); `file` may be empty.
-  ProgressWatch(const std::string& regex, std::string stdout_path, std::string file);
+  // `regex` may be empty (then only the file is read); `outputs` are the
+  // files the program's output streams are written to (its stdout.log,
+  // stderr.log; none: only Feed gives output); `file` may be empty.
+  ProgressWatch(const std::string& regex, std::vector<std::string> outputs, std::string file);
   ~ProgressWatch();
 
-  // Reads what the program has written since the last call (its output's new
+  // Reads what the program has written since the last call (its outputs' new
   // complete lines; the progress file whole, if it is a regular file of at
   // most 4 KiB) and returns its progress, or nothing when it has shown none
-  // yet.  Reads at most 1 MiB of output a call, and never blocks.
+  // yet.  Reads at most 1 MiB of each output a call, and never blocks.
   std::optional<double> Poll();
-  // The same, from text given (the output's new bytes): for tests.
-  void Feed(std::string_view bytes);
+  // The same, from text given (output `output`'s new bytes): for tests.
+  void Feed(std::string_view bytes, size_t output = 0);
   std::optional<double> progress() const { return progress_; }
 
  private:
-  void Match(std::string_view line);
+  // One output stream, read on from where the last read ended.
+  struct Output {
+    std::string path;
+    long long offset = 0;     // bytes read so far
+    std::string partial;      // an incomplete last line
+    bool ended_at_cr = false;  // the bytes read so far ended with a line's "\r": a "\n" next is its
+    std::optional<double> shown;  // its last match's value (a capture group)
+    double counted = 0;           // its matching lines (no capture group)
+  };
+  void Match(Output& output, std::string_view line);
+  void Read(Output& output);
+  void Sum();  // progress_ from the outputs
 
   std::unique_ptr<re2::RE2> regex_;
   bool counted_ = false;  // no capture group: each match counts one
-  std::string stdout_path_;
+  std::vector<Output> outputs_;  // at least one (Feed's, without a path)
   std::string file_;
-  long long offset_ = 0;  // bytes of the output read so far
-  std::string partial_;   // an incomplete last line
-  bool ended_at_cr_ = false;  // the bytes read so far ended with a line's "\r": a "\n" next is its
   std::optional<double> progress_;
 };
 

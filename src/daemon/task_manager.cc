@@ -826,8 +826,10 @@ bool TaskManager::Launch(int64_t id) {
     if (!spec.progress_regex().empty() || !spec.progress_file().empty()) {
       std::string file = spec.progress_file();
       if (!file.empty() && file[0] != '/') file = spec.working_dir() + "/" + file;
-      record.progress_watch =
-          std::make_unique<ProgressWatch>(spec.progress_regex(), dir + "/stdout.log", file);
+      std::vector<std::string> outputs;
+      if (spec.progress_streams() != v1::PROGRESS_STREAMS_STDERR) outputs.push_back(dir + "/stdout.log");
+      if (spec.progress_streams() != v1::PROGRESS_STREAMS_STDOUT) outputs.push_back(dir + "/stderr.log");
+      record.progress_watch = std::make_unique<ProgressWatch>(spec.progress_regex(), std::move(outputs), file);
     }
     if (options_.IsGatedLane(record.info.lane())) {
       plan.gate_library = options_.gate_library;

@@ -104,6 +104,11 @@ std::string ValidateSpec(const v1::TaskSpec& spec, const std::vector<LaneLimits>
     if (std::string problem = ProgressWatch::Check(spec.progress_regex()); !problem.empty())
       return problem;
   }
+  if (!v1::ProgressStreams_IsValid(spec.progress_streams()))
+    return fmt::format("unknown progress streams {} (0: both outputs, 1: standard output, 2: standard error)",
+                       static_cast<int>(spec.progress_streams()));
+  if (spec.progress_streams() != v1::PROGRESS_STREAMS_BOTH && spec.progress_regex().empty())
+    return "progress streams name the outputs a progress regex reads: give a progress regex";
   if (spec.progress_file().size() > 4096) return "the progress file's path is too long";
   if (!spec.progress_regex().empty() && !spec.progress_file().empty())
     return "give a progress regex or a progress file, not both: each says the progress so far";

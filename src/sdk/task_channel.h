@@ -23,6 +23,9 @@ inline constexpr const char* kEnvCheckpointDir = "FREERIDE_CHECKPOINT_DIR";
 inline constexpr const char* kEnvStepHint = "FREERIDE_STEP_HINT_NS";
 inline constexpr const char* kEnvTaskId = "FREERIDE_TASK_ID";
 inline constexpr const char* kEnvMemory = "FREERIDE_MEMORY_BYTES";
+// Set by `freeride task-profile` (not in the command's arguments, which its
+// own parser may refuse): the task runs alone for this many seconds.
+inline constexpr const char* kEnvStandaloneSeconds = "FREERIDE_STANDALONE_SECONDS";
 
 class TaskChannel {
  public:

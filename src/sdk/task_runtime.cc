@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <cstdint>
 #include <cstdio>
@@ -234,7 +235,20 @@ RunOptions ParseRunOptions(int* argc, char** argv) {
   return options;
 }
 
-int RunIterativeTask(IterativeTask& task, const RunOptions& options) {
+int RunIterativeTask(IterativeTask& task, const RunOptions& given) {
+  RunOptions options = given;
+  // `freeride task-profile` asks through the environment (kEnvStandaloneSeconds);
+  // the command line's --standalone --seconds, where given, win.
+  if (const char* value = std::getenv(kEnvStandaloneSeconds); value && *value) {
+    char* end = nullptr;
+    const double seconds = std::strtod(value, &end);
+    if (*end != '\0' || !std::isfinite(seconds) || seconds < 0) {
+      std::fprintf(stderr, "freeride: %s=%s is not a number of seconds\n", kEnvStandaloneSeconds, value);
+      return 2;
+    }
+    options.standalone = true;
+    if (given.seconds <= 0) options.seconds = seconds;
+  }
   try {
     std::string reason;
     std::unique_ptr<TaskChannel> channel;

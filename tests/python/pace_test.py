@@ -290,7 +290,7 @@ def test_only_leading_or_trailing_run_options_are_the_pacers() -> None:
     assert split_run_options(["train.py", "--seconds", "60", "--lr", "1"]) == (
         False, 0.0, ["train.py", "--seconds", "60", "--lr", "1"]), "the script's own --seconds"
     assert split_run_options(["train.py", "--seconds", "60", "--standalone", "--seconds", "5"]) == (
-        True, 5.0, ["train.py", "--seconds", "60"]), "what task-profile appends"
+        True, 5.0, ["train.py", "--seconds", "60"]), "what task-profile appended before it set FREERIDE_STANDALONE_SECONDS"
     assert split_run_options(["--standalone", "train.py"]) == (True, 0.0, ["train.py"])
     with pytest.raises(SystemExit, match="give a number of seconds"):
         split_run_options(["train.py", "--standalone", "--seconds", "1h"])
@@ -330,3 +330,15 @@ def test_forked_workers_and_passed_through_parameters_are_left_alone() -> None:
         assert os.waitstatus_to_exitcode(status) == 0
     finally:
         pacer.uninstall()
+
+
+def test_the_pacer_runs_alone_when_task_profile_asks_through_the_environment(monkeypatch) -> None:
+    from freeride.pace import runs_alone
+    monkeypatch.setenv("FREERIDE_TASK_SEGMENT", "/dev/shm/freeride-task-1")
+    monkeypatch.delenv("FREERIDE_STANDALONE_SECONDS", raising=False)
+    assert not runs_alone(False)
+    monkeypatch.setenv("FREERIDE_STANDALONE_SECONDS", "5")
+    assert runs_alone(False)
+    monkeypatch.setenv("FREERIDE_STANDALONE_SECONDS", "1h")
+    with pytest.raises(SystemExit, match="FREERIDE_STANDALONE_SECONDS=1h is not a number of seconds"):
+        runs_alone(False)

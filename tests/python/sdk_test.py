@@ -197,3 +197,31 @@ def test_a_peak_memory_hook_that_raises_or_lies_reports_the_peak_unknown(capfd) 
     assert "peak_memory_bytes() raised RuntimeError: no CUDA here" in capfd.readouterr().err
     assert peak["negative"](None) == 0
     assert peak["known"](None) == 3 << 30
+
+
+def test_task_profile_runs_a_task_that_parses_its_own_arguments(freeride_env, build_dir, tmp_path):
+    """task-profile asks for a run alone through FREERIDE_STANDALONE_SECONDS: appended to the
+    command, --standalone --seconds T made a task whose argparse runs first exit 2."""
+    script = tmp_path / "strict.py"
+    script.write_text(textwrap.dedent("""
+        import argparse, time, freeride
+        args = argparse.ArgumentParser().parse_args()  # refuses any argument it does not know
+        class Tick(freeride.IterativeTask):
+            unit = "ticks"
+            def step(self):
+                time.sleep(0.001)
+                return freeride.StepResult(1)
+        raise SystemExit(freeride.run_task(Tick()))
+    """))
+    profile = tmp_path / "strict.profile.json"
+    p = subprocess.run([str(build_dir / "freeride"), "task-profile", "--seconds", "0.3", "-o", str(profile), "--",
+                        sys.executable, str(script)], env=freeride_env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    recorded = json.loads(profile.read_text())
+    assert recorded["unit"] == "ticks" and recorded["rate_per_s"] > 0
+    assert recorded["command"] == [sys.executable, str(script)]
+
+    # Set by hand to what is not a number of seconds: a clear exit (the C++ runner says so).
+    bad = dict(freeride_env, FREERIDE_STANDALONE_SECONDS="soon")
+    p = subprocess.run([sys.executable, str(script)], env=bad, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "FREERIDE_STANDALONE_SECONDS=soon is not a number of seconds" in p.stderr, p.stderr

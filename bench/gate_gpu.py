@@ -357,16 +357,18 @@ def settled_units(marks: list[tuple[int, float]], rate: float, share: float = 0.
                   window_s: float = 0.5) -> int | None:
     """The count at the first progress line (marks: (count, time), in order) from which the
     program went on at `share` of `rate` or more for `window_s` (or for 3 lines, if they are
-    sparser): where its warm-up ended.  A generate loop's first batch made a token step in 42 ms
-    where later ones took 6 ms; ResNet-50's first steps choose cuDNN's algorithms.  None if its
-    rate never got there."""
+    sparser), measured from that line to every line of the window from its third on, so that
+    a slow tail is not averaged away by the fast lines after it: where its warm-up ended.  A
+    generate loop's first batch made a token step in 42 ms where later ones took 6 ms;
+    ResNet-50's first steps choose cuDNN's algorithms.  None if its rate never got there."""
     for i, (count, at) in enumerate(marks):
-        j = i + 3
-        while j < len(marks) and marks[j][1] - at < window_s:
-            j += 1
-        if j >= len(marks):
+        last = i + 3
+        while last < len(marks) and marks[last][1] - at < window_s:
+            last += 1
+        if last >= len(marks):
             return None
-        if marks[j][1] > at and (marks[j][0] - count) / (marks[j][1] - at) >= share * rate:
+        if all(marks[j][1] > at and (marks[j][0] - count) / (marks[j][1] - at) >= share * rate
+               for j in range(i + 3, last + 1)):
             return count
     return None
 
@@ -541,14 +543,16 @@ class Bench:
             _, pattern = PROGRAMS[program]
             deadline = time.time() + self.a.warm_seconds
             warm_units = self.warm_units.get(program, 0)
+            warm_reached = True
             while time.time() < deadline:
                 lines = [l for l in open(stdout)] if os.path.exists(stdout) else []
                 if is_warm([int(m.group(1)) for m in (re.search(pattern, l) for l in lines) if m], warm_units):
                     break
                 time.sleep(0.2)
             else:
+                warm_reached = False
                 log(f"{tag}: not warm after {self.a.warm_seconds:g} s (want 3 progress lines and "
-                    f"{warm_units} units); its arms begin anyway")
+                    f"{warm_units} units); its arms begin anyway, and the row says so")
             t_warm = time.time()
             lane_warm = self.lane_stats()
             stacks = self.sample_stacks(task, tag)
@@ -601,6 +605,9 @@ class Bench:
                "overhead_on_vs_off": diff_ci(iters["on"], iters["off"]),
                "marks_alone_on_vs_off": diff_ci(iters["noside_on"], iters["noside_off"]),
                "warm_units": self.warm_units.get(program, 0),
+               # e2e_arms.missed_targets reads these: a row measured cold meets no target.
+               "warm": warm_reached, "why_not_warm": "" if warm_reached else
+               f"short of {self.warm_units.get(program, 0)} units in {self.a.warm_seconds:g} s",
                "seconds": {"warm": t_warm - t_submit, "measured": t_cancel - t_warm, "exit": t_gone - t_cancel},
                "gpu_samples": self.sampler.by_arm(run["iter_unix"], run["iter_ms"], arm) if self.sampler else None,
                "task_state": show.get("state"), "task_message": show.get("message"),

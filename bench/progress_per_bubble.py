@@ -18,6 +18,7 @@ bench/gate_gpu.py now leaves out of the arms: gate_gpu.is_warm).
 
 --after LINE_REGEX marks each bubble with how many of the program's lines that match it were
 printed before the bubble began (for generate_loop.py, 'batches': the batch the bubble served).
+--lane K takes the bubbles of lane K; it is needed when the events hold more than one lane's.
 """
 from __future__ import annotations
 
@@ -28,12 +29,12 @@ import statistics
 import sys
 
 
-def bubbles_from_events(path: str) -> list[tuple[float, float]]:
-    """Each gate_bubble event's (begin, end) in Unix seconds, in order.  The event is written at
-    the bubble's end (its ts_ns, which its unix_ns stamps), so its begin is that less begin_ns'
-    distance from ts_ns."""
-    out = []
-    with open(path) as f:
+def bubbles_from_events(path: str, lane: int | None = None) -> list[tuple[float, float]]:
+    """Each gate_bubble event's (begin, end) in Unix seconds, in order, of lane `lane` (None: the
+    events must hold one lane's only).  The event is written at the bubble's end (its ts_ns,
+    which its unix_ns stamps), so its begin is that less begin_ns' distance from ts_ns."""
+    out, lanes = [], set()
+    with open_text(path) as f:
         for n, line in enumerate(f, 1):
             line = line.strip()
             if not line:
@@ -47,26 +48,50 @@ def bubbles_from_events(path: str) -> list[tuple[float, float]]:
             try:
                 end = int(event["unix_ns"]) / 1e9
                 begin = end - (int(event["ts_ns"]) - int(event["begin_ns"])) / 1e9
-            except (KeyError, TypeError, ValueError):
-                raise SystemExit(f"{path}:{n}: a gate_bubble event without unix_ns, ts_ns and begin_ns")
-            out.append((begin, end))
+                event_lane = int(event.get("lane", 0))
+            except (KeyError, TypeError, ValueError, OverflowError):
+                raise SystemExit(f"{path}:{n}: a gate_bubble event without whole unix_ns, ts_ns and begin_ns")
+            lanes.add(event_lane)
+            if lane is None or event_lane == lane:
+                out.append((begin, end))
+    if lane is None and len(lanes) > 1:
+        raise SystemExit(f"{path}: bubbles of lanes {', '.join(map(str, sorted(lanes)))}: give --lane")
     return sorted(out)
 
 
-def progress_lines(path: str, pattern: str, after: str | None) -> tuple[list[tuple[int, float]], list[float]]:
+def open_text(path: str):
+    """`path` opened as text (bytes that are not UTF-8 replaced), or a clear exit."""
+    try:
+        return open(path, errors="replace")
+    except OSError as e:
+        raise SystemExit(f"{path}: {e.strerror}")
+
+
+def progress_lines(path: str, pattern: str, after: str | None) -> tuple[list[tuple[float, float]], list[float]]:
     """The program's progress lines as (count, unix time), and the times of the lines that match
-    `after` (their time is the last number on the line)."""
+    `after` (their time is the last number on the line).  A line whose groups are not numbers
+    is not a progress line."""
     progress, marks = [], []
-    regex, after_regex = re.compile(pattern), re.compile(after) if after else None
+    regex, after_regex = compile_regex(pattern, "--pattern"), compile_regex(after, "--after") if after else None
     number = re.compile(r"(\d+(?:\.\d+)?)\s*$")
-    with open(path, errors="replace") as f:
+    with open_text(path) as f:
         for line in f:
             m = regex.search(line)
             if m:
-                progress.append((int(m.group(1)), float(m.group(2))))
+                try:
+                    progress.append((float(m.group(1)), float(m.group(2))))
+                except (TypeError, ValueError):
+                    continue
             elif after_regex and after_regex.search(line) and number.search(line):
                 marks.append(float(number.search(line).group(1)))
     return progress, marks
+
+
+def compile_regex(pattern: str, option: str) -> re.Pattern:
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise SystemExit(f"{option} {pattern!r}: {e}")
 
 
 def per_bubble(bubbles: list[tuple[float, float]], progress: list[tuple[int, float]], marks: list[float],
@@ -95,18 +120,25 @@ def main() -> None:
     p.add_argument("--pattern", default=r"generated (\d+) tokens.* at ([\d.]+)",
                    help="a progress line: the count, then its Unix time")
     p.add_argument("--after", default=None, help="count the lines matching this before each bubble")
-    p.add_argument("--slack-ms", type=float, default=2.0)
+    p.add_argument("--slack-ms", type=float, default=2.0, help="a line this long after a bubble's end is its")
+    p.add_argument("--lane", type=int, default=None, help="the lane whose bubbles to take")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
-    if re.compile(a.pattern).groups < 2:
+    if compile_regex(a.pattern, "--pattern").groups < 2:
         raise SystemExit(f"--pattern {a.pattern!r}: give two groups, the count and the Unix time")
-    bubbles = bubbles_from_events(a.events)
+    if not 0 <= a.slack_ms < 1e6:
+        raise SystemExit(f"--slack-ms {a.slack_ms}: give milliseconds from 0")
+    bubbles = bubbles_from_events(a.events, a.lane)
     if not bubbles:
-        raise SystemExit(f"{a.events}: no gate_bubble events (a daemon whose lane has a GPU gate writes them)")
+        raise SystemExit(f"{a.events}: no gate_bubble events{'' if a.lane is None else f' of lane {a.lane}'} "
+                         "(a daemon whose lane has a GPU gate writes them)")
     progress, marks = progress_lines(a.stdout, a.pattern, a.after)
     if not progress:
         raise SystemExit(f"{a.stdout}: no line matches --pattern {a.pattern!r}")
     rows = per_bubble(bubbles, progress, marks, a.slack_ms / 1e3)
+    if not rows:
+        raise SystemExit(f"none of {a.stdout}'s {len(progress)} progress lines falls in one of the "
+                         f"{len(bubbles)} bubbles: are they of the same run (and lane)?")
     if a.json:
         json.dump(rows, sys.stdout, indent=1)
         print()

@@ -71,7 +71,20 @@ int main(int argc, char** argv) {
   void (*busy)(int64_t) = spin_for_ns;
   const char* device_lock = NULL;
   int slot_base = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  const char* usage =
+      "usage: %s [--lane K] [--iterations N] [--busy-ms B] [--bubbles-ms a,b,c] "
+      "[--iteration-ms T --slots-ms start:len,...] [--busy spin|sleep|work] [--device-lock PATH] [--slot-base N] "
+      "[--socket PATH]\n";
+  for (int i = 1; i < argc; i += 2) {
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      printf(usage, argv[0]);
+      return 0;
+    }
+    if (i + 1 == argc) {
+      fprintf(stderr, "%s: %s wants a value\n", argv[0], argv[i]);
+      fprintf(stderr, usage, argv[0]);
+      return 2;
+    }
     if (!strcmp(argv[i], "--lane")) lane = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--iterations")) iterations = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--busy-ms")) busy_ms = atof(argv[i + 1]);
@@ -85,9 +98,8 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--device-lock")) device_lock = argv[i + 1];
     else if (!strcmp(argv[i], "--slot-base")) slot_base = atoi(argv[i + 1]);
     else {
-      fprintf(stderr, "usage: %s [--lane K] [--iterations N] [--busy-ms B] [--bubbles-ms a,b,c] "
-                      "[--iteration-ms T --slots-ms start:len,...] [--busy spin|sleep|work] [--device-lock PATH] [--slot-base N] "
-                      "[--socket PATH]\n", argv[0]);
+      fprintf(stderr, "%s: unknown option or value: %s %s\n", argv[0], argv[i], argv[i + 1]);
+      fprintf(stderr, usage, argv[0]);
       return 2;
     }
   }

@@ -466,5 +466,17 @@ TEST(TaskSegment, UnitsBelowZeroOrNotANumberAddNothingToTheProgress) {
   EXPECT_EQ(segment.layout()->ring_head.load(), 4u);
 }
 
+// task-profile's FREERIDE_STANDALONE_SECONDS, read alike by the C++ runner
+// and Python's (tests/python/pace_test.py has the same table): a value one
+// of them refused and the other took would pass one check and fail the next.
+TEST(StandaloneSeconds, DecimalSecondsAboveZeroAndNothingElse) {
+  for (auto [text, seconds] : std::vector<std::pair<const char*, double>>{
+           {"0.2", 0.2}, {"5", 5.0}, {"1e1", 10.0}, {".5", 0.5}, {"5.", 5.0}})
+    EXPECT_EQ(ParseStandaloneSeconds(text), seconds) << text;
+  for (const char* text : {"", " 0.2", "0.2 ", "1_0", "0x0.4p0", "-1", "+1", "0", "1e-400", "nan", "inf", "1e400",
+                           "abc", "1e", ".."})
+    EXPECT_FALSE(ParseStandaloneSeconds(text)) << text;
+}
+
 }  // namespace
 }  // namespace freeride

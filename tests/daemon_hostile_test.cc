@@ -478,6 +478,21 @@ TEST(HostileCli, ASubmitFromAGoneDirectoryAnEmptyRegexAndNoCpuLanesAreClearError
   EXPECT_NE(r.err.find("--cpu-lanes: Value 0 not in range 1 to 256"), std::string::npos) << r.err;
 }
 
+// The example stage read its options in pairs: a lone --help was skipped,
+// and a replay of 100 iterations ran instead of the usage.
+TEST(HostileCli, TheExampleStageSaysItsUsageAndRefusesALoneOption) {
+  TempDir dir;
+  ShellResult r = RunShell(std::string(STAGE_REPLAY_BIN) + " --help", dir.path());
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("usage: "), std::string::npos) << r.out;
+  r = RunShell(std::string(STAGE_REPLAY_BIN) + " --iterations 3 --lane", dir.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--lane wants a value"), std::string::npos) << r.err;
+  r = RunShell(std::string(STAGE_REPLAY_BIN) + " --busy fast", dir.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("unknown option or value: --busy fast"), std::string::npos) << r.err;
+}
+
 TEST(HostileMemory, CpuLanesRefuseMoreMemoryThanTheMachineHas) {
   TempDir dir;
   DaemonOptions options = CpuOptions(dir);

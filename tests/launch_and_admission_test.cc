@@ -113,6 +113,9 @@ TEST(LaunchPlan, ASubmittedEnvironmentReplacesTheDaemonsAndAGpuLaneSetsItsDevice
   spec.add_command("infer");
   (*spec.mutable_env())["CUDA_VISIBLE_DEVICES"] = "5";
   (*spec.mutable_env())["FREERIDE_TASK_ID"] = "99";
+  // task-profile's, from the submitting shell: the task would run alone,
+  // outside the bubbles, with the daemon held off by its announcement.
+  (*spec.mutable_env())["FREERIDE_STANDALONE_SECONDS"] = "3";
   (*spec.mutable_env())["MY_FLAG"] = "1";
   LaneConfig lane{1, "gpu:1", 0, -1};
   LaunchRequest r = PlanLaunch(Input(spec, lane));
@@ -120,6 +123,7 @@ TEST(LaunchPlan, ASubmittedEnvironmentReplacesTheDaemonsAndAGpuLaneSetsItsDevice
   EXPECT_TRUE(Has(r.env, "MY_FLAG=1"));
   EXPECT_FALSE(Has(r.env, "FREERIDE_TASK_ID=99"));
   EXPECT_TRUE(Has(r.env, "FREERIDE_TASK_ID=7"));
+  EXPECT_EQ(CountKey(r.env, "FREERIDE_STANDALONE_SECONDS"), 0);
   EXPECT_FALSE(r.idle_cpu_priority);
   EXPECT_EQ(r.cpu_core, -1);
   // A process sees the first of two entries, so the submitted device must

@@ -47,9 +47,11 @@ TEST(ProgressWatch, TheOutputIsReadAsItGrowsAndAFileByItsLastNumber) {
 }
 
 // tqdm and Python's logging write to standard error, print to standard
-// output: a regex reads both.  A count shown on both (a program that logs to
-// each) is counted once; lines without a group add up over both.
-TEST(ProgressWatch, BothOutputsAreReadAndACountShownOnEachCountsOnce) {
+// output: a regex reads both.  With a group, the match read last is the
+// progress (one stale number on one output does not pin it); without one,
+// the output with more matching lines is the count, so a program that logs
+// each step to both counts it once.
+TEST(ProgressWatch, BothOutputsAreReadTheLastMatchCountsAndAStepLoggedTwiceCountsOnce) {
   TempDir dir;
   const std::string out = dir.path() + "/stdout.log", err = dir.path() + "/stderr.log";
   ProgressWatch watch(R"(step (\d+))", {out, err}, "");
@@ -57,12 +59,16 @@ TEST(ProgressWatch, BothOutputsAreReadAndACountShownOnEachCountsOnce) {
   EXPECT_EQ(watch.Poll(), 2);
   std::ofstream(out) << "step 1\nstep 2\nstep 3\n";
   EXPECT_EQ(watch.Poll(), 3);
-  std::ofstream(err, std::ios::app) << "INFO step 3\n";
-  EXPECT_EQ(watch.Poll(), 3);
+  std::ofstream(err, std::ios::app) << "WARNING: checkpoint from step 5000 ignored\n";
+  EXPECT_EQ(watch.Poll(), 5000);  // the latest match, as with one output
+  std::ofstream(out, std::ios::app) << "step 4\n";
+  EXPECT_EQ(watch.Poll(), 4) << "a stale number on the other output does not pin the progress";
 
-  ProgressWatch counted("^done", {"", ""}, "");  // two outputs, given by Feed
-  counted.Feed("done\n", 0);
-  counted.Feed("done\nnot yet\ndone\n", 1);
+  ProgressWatch counted("processed batch", {"", ""}, "");  // two outputs, given by Feed
+  counted.Feed("processed batch 1\nprocessed batch 2\n", 0);
+  counted.Feed("INFO processed batch 1\nINFO processed batch 2\n", 1);
+  EXPECT_EQ(counted.progress(), 2) << "each step logged to both outputs counts once";
+  counted.Feed("INFO processed batch 3\n", 1);
   EXPECT_EQ(counted.progress(), 3);
   // A line split between reads of one output is not mixed with the other's.
   ProgressWatch split(R"(^step (\d+)$)", {"", ""}, "");

@@ -26,6 +26,24 @@ SimConfig EqualStages(ScheduleKind kind, int stages, int microbatches) {
   return c;
 }
 
+// One stage, one pipeline: "1 stage", "1 GPU", and a figure that rounds to
+// nothing is printed as +0.000%, not -0.000%.
+TEST(SimReport, CountsOfOneAreSingularAndNothingIsNotALoss) {
+  SimConfig c = EqualStages(ScheduleKind::k1F1B, 1, 1);
+  c.iterations = 1;
+  SimResult r = Simulate(c);
+  r.overhead_pct = -1e-9;
+  r.cost_saving_pct = -0.01;
+  const std::string text = FormatSimResult(r);
+  EXPECT_NE(text.find("1f1b, 1 stage, 1 micro-batch, 1 pipeline (1 GPU), 1 iteration\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("-0.0"), std::string::npos) << text;
+  EXPECT_NE(text.find("without side tasks: +0.000%"), std::string::npos) << text;
+  EXPECT_NE(text.find("cost saving:            0.0%"), std::string::npos) << text;
+  c = EqualStages(ScheduleKind::k1F1B, 4, 8);
+  EXPECT_NE(FormatSimResult(Simulate(c)).find("1f1b, 4 stages, 8 micro-batches, 1 pipeline (4 GPUs), 20 iterations"),
+            std::string::npos);
+}
+
 TEST(Simulate, EqualStageTimesGiveTheClosedFormBubbleFraction) {
   for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B}) {
     for (auto [p, m] : {std::pair{2, 1}, {4, 4}, {4, 16}, {8, 4}, {8, 32}}) {

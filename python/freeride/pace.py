@@ -23,8 +23,8 @@ runs on its own thread and asks the main thread for each piece.
     freeride submit --name r18 -- python -m freeride.pace train.py
 
 A script's progress is counted in optimizer steps ("iterations"), credited
-when the piece holding the step has ended.  Under --standalone (what
-`freeride task-profile` passes) the script runs alone, unpaced, and the last
+when the piece holding the step has ended.  Under --standalone (or
+FREERIDE_STANDALONE_SECONDS=T, how `freeride task-profile` asks) the script runs alone, unpaced, and the last
 line it prints is the standalone JSON with its alone rate, timed from its
 first optimizer step, so that start-up is not counted.
 
@@ -633,8 +633,8 @@ def _run_script_alone(script: list[str], seconds: float) -> int:
 
 def split_run_options(args: list[str]) -> tuple[bool, float, list[str]]:
     """(standalone, seconds, the script and its arguments): only options
-    before the script, or the `--standalone [--seconds T]` that
-    `freeride task-profile` appends, are the pacer's; the script's own
+    before the script, or a trailing `--standalone [--seconds T]` (what
+    `freeride task-profile` appended before it set FREERIDE_STANDALONE_SECONDS), are the pacer's; the script's own
     arguments are left alone, whatever they are called."""
     standalone, seconds = False, 0.0
     args = list(args)
@@ -653,13 +653,13 @@ def split_run_options(args: list[str]) -> tuple[bool, float, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     standalone, seconds, rest = split_run_options(args)
-    from_environment = standalone_seconds_from_environment()
-    if from_environment is not None:
-        standalone, seconds = True, seconds or from_environment
     if not rest or rest[0] in ("-h", "--help"):
         print(__doc__.strip().split("\n\n")[0] + "\n\nusage: python -m freeride.pace SCRIPT.py [ARGS...]"
               " [--standalone [--seconds T]]", file=sys.stderr if not rest else sys.stdout)
         return 2 if not rest else 0
+    from_environment = standalone_seconds_from_environment()
+    if from_environment is not None:
+        standalone, seconds = True, seconds or from_environment
     if not os.path.isfile(rest[0]):
         print(f"freeride.pace: {rest[0]}: no such script", file=sys.stderr)
         return 2

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import math
 import os
+import re
 import sys
 import traceback
 from dataclasses import dataclass
@@ -99,6 +100,9 @@ class IterativeTask:
 def _as_result(value: StepResult | float | int | None) -> StepResult:
     if isinstance(value, StepResult):
         return value
+    if isinstance(value, (str, bytes)):  # float() would read "3" as 3 units: a slip, said as one
+        raise TypeError(f"step() returned {type(value).__name__} {value!r}: return a StepResult or a "
+                        "number of units")
     return StepResult(units=float(value or 0))
 
 
@@ -120,17 +124,23 @@ STANDALONE_SECONDS = "FREERIDE_STANDALONE_SECONDS"
 def standalone_seconds_from_environment() -> float | None:
     """The seconds `freeride task-profile` asks a task to run alone for, through
     FREERIDE_STANDALONE_SECONDS (not appended arguments, which the task's own
-    parser may refuse); None when it is not set.  0: to completion.  A clear
-    exit when it is not a number of seconds (as the C++ runner's)."""
+    parser may refuse); None when it is not set, or a daemon launched the task
+    (which drops it: the task would run outside the bubbles).  Read as the C++
+    runner reads it (ParseStandaloneSeconds: decimal digits with an optional
+    point and exponent, finite and above 0); any other value exits 2 with the
+    reason, as there."""
     value = os.environ.get(STANDALONE_SECONDS, "")
-    if not value:
+    if not value or os.environ.get("FREERIDE_TASK_SEGMENT"):
         return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds < 0:
-        raise SystemExit(f"freeride: {STANDALONE_SECONDS}={value} is not a number of seconds")
+    seconds = math.nan
+    if re.fullmatch(r"[0-9.eE+-]+", value) and value[0] not in "+-":
+        try:
+            seconds = float(value)
+        except ValueError:
+            pass
+    if not (math.isfinite(seconds) and seconds > 0):
+        print(f"freeride: {STANDALONE_SECONDS}={value} is not a number of seconds above 0", file=sys.stderr)
+        raise SystemExit(2)
     return seconds
 
 

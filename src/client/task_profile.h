@@ -26,7 +26,7 @@ struct TaskProfile {
   int64_t created_unix = 0;
 };
 
-// Builds a profile from the JSON line a task prints after --standalone.
+// Builds a profile from the JSON line a task prints when run alone.
 // Returns nullopt and sets *error when `line` is not such a line.
 std::optional<TaskProfile> ProfileFromStandaloneLine(const std::string& line,
                                                      std::string* error);

@@ -10,9 +10,11 @@
 namespace freeride {
 
 bool IsChannelVariable(const std::string& key) {
+  // kEnvStandaloneSeconds is task-profile's: a task the daemon launches
+  // never runs alone, whatever the submitting shell had set.
   for (const char* name : {kEnvTaskSegment, kEnvLaneSegment, kEnvCheckpointDir, kEnvTaskId,
-                           kEnvStepHint, kEnvMemory, "FREERIDE_LANE", "FREERIDE_SOCKET",
-                           "FREERIDE_GATE_PAGE"})
+                           kEnvStepHint, kEnvMemory, kEnvStandaloneSeconds, "FREERIDE_LANE",
+                           "FREERIDE_SOCKET", "FREERIDE_GATE_PAGE"})
     if (key == name) return true;
   return false;
 }

@@ -36,9 +36,10 @@ struct LaunchPlanInput {
   std::vector<std::string> daemon_environment;
 };
 
-// Variables that describe one launch's channel.  Stale copies (from a shell
-// inside another task, or a daemon started there) never leak through: they
-// are dropped from the inherited or submitted environment and set afresh.
+// Variables that describe one launch's channel, or ask a task to run alone
+// (FREERIDE_STANDALONE_SECONDS).  Stale copies (from a shell inside another
+// task, or a daemon started there) never leak through: they are dropped from
+// the inherited or submitted environment, and the channel's set afresh.
 bool IsChannelVariable(const std::string& key);
 
 // The launch request, without a cgroup (the caller makes one).  The task

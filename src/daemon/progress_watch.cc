@@ -104,7 +104,10 @@ void ProgressWatch::Match(Output& output, std::string_view line) {
   }
   re2::StringPiece group;
   if (!RE2::PartialMatch(text, *regex_, &group)) return;
-  if (auto value = LastNumber(std::string_view(group.data(), group.size()))) output.shown = *value;
+  if (auto value = LastNumber(std::string_view(group.data(), group.size()))) {
+    output.shown = *value;
+    output.shown_seq = ++matches_;
+  }
 }
 
 void ProgressWatch::Feed(std::string_view bytes, size_t index) {
@@ -130,11 +133,13 @@ void ProgressWatch::Feed(std::string_view bytes, size_t index) {
 
 void ProgressWatch::Sum() {
   std::optional<double> progress;
+  uint64_t latest = 0;
   for (const Output& output : outputs_) {
     if (counted_) {
-      if (output.counted > 0) progress = progress.value_or(0) + output.counted;
-    } else if (output.shown) {
-      progress = progress ? std::max(*progress, *output.shown) : *output.shown;
+      if (output.counted > 0) progress = std::max(progress.value_or(0), output.counted);
+    } else if (output.shown && output.shown_seq > latest) {
+      progress = output.shown;
+      latest = output.shown_seq;
     }
   }
   if (progress) progress_ = progress;

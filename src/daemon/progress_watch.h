@@ -2,11 +2,12 @@
 // its output (standard output, standard error, or both: tqdm and Python's
 // logging write to standard error) that a regular expression matches, or a
 // file it writes its progress into.  With a capture group the last match's
-// group is the progress so far (a cumulative count, "iteration 420"; where
-// both outputs show one, the larger: a program that logs to both counts
-// once); without one, each matching line counts one unit, over both.  A
-// progress file holds a number (its last number counts), rewritten as the
-// program goes.
+// group is the progress so far (a cumulative count, "iteration 420"), over
+// both outputs: the match read last (of two read in one poll, standard
+// error's); without one, each matching line counts one unit, and the output
+// with more such lines is the count (a program that logs each step to both
+// counts it once).  A progress file holds a number (its last number counts),
+// rewritten as the program goes.
 //
 // The regex is RE2's (the syntax of Go's regexp and most of Python's re: no
 // backreferences, no lookaround), searched for anywhere in a line.  Both the
@@ -19,6 +20,7 @@
 //
 // Not synchronised: its owner (the TaskManager, under its lock) calls it.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,6 +64,7 @@ class ProgressWatch {
     std::string partial;      // an incomplete last line
     bool ended_at_cr = false;  // the bytes read so far ended with a line's "\r": a "\n" next is its
     std::optional<double> shown;  // its last match's value (a capture group)
+    uint64_t shown_seq = 0;       // when that match was read, in all outputs' matches
     double counted = 0;           // its matching lines (no capture group)
   };
   void Match(Output& output, std::string_view line);
@@ -71,6 +74,7 @@ class ProgressWatch {
   std::unique_ptr<re2::RE2> regex_;
   bool counted_ = false;  // no capture group: each match counts one
   std::vector<Output> outputs_;  // at least one (Feed's, without a path)
+  uint64_t matches_ = 0;         // matches read with a capture group, over all outputs
   std::string file_;
   std::optional<double> progress_;
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -261,6 +262,17 @@ void TaskChannel::WakeLaneIfWorthIt(bool rest_free) {
   const auto& threshold = rest_free ? lane->idle_handback_wake_ns : lane->handback_wake_ns;
   if (left >= threshold.load(std::memory_order_relaxed))
     env_->WakeAll(const_cast<std::atomic<uint32_t>*>(&lane->bubble_seq), kWakeOnHandBack);
+}
+
+std::optional<double> ParseStandaloneSeconds(std::string_view text) {
+  if (text.empty() || text.find_first_not_of("0123456789.eE+-") != std::string_view::npos ||
+      text.front() == '+' || text.front() == '-')
+    return std::nullopt;
+  const std::string copy(text);  // strtod needs a terminated string
+  char* end = nullptr;
+  const double seconds = std::strtod(copy.c_str(), &end);
+  if (end != copy.c_str() + copy.size() || !std::isfinite(seconds) || seconds <= 0) return std::nullopt;
+  return seconds;
 }
 
 }  // namespace freeride

@@ -4,6 +4,7 @@
 // at a time (the counters in the segment have a single writer).
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -24,8 +25,13 @@ inline constexpr const char* kEnvStepHint = "FREERIDE_STEP_HINT_NS";
 inline constexpr const char* kEnvTaskId = "FREERIDE_TASK_ID";
 inline constexpr const char* kEnvMemory = "FREERIDE_MEMORY_BYTES";
 // Set by `freeride task-profile` (not in the command's arguments, which its
-// own parser may refuse): the task runs alone for this many seconds.
+// own parser may refuse): the task runs alone for this many seconds, unless
+// a daemon launched it.
 inline constexpr const char* kEnvStandaloneSeconds = "FREERIDE_STANDALONE_SECONDS";
+// Its value's seconds: decimal digits with an optional point and exponent
+// (no sign, space, hex or underscore: Python's reader agrees on every
+// spelling), finite and above 0; nothing otherwise.
+std::optional<double> ParseStandaloneSeconds(std::string_view text);
 
 class TaskChannel {
  public:

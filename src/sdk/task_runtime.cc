@@ -238,16 +238,19 @@ RunOptions ParseRunOptions(int* argc, char** argv) {
 int RunIterativeTask(IterativeTask& task, const RunOptions& given) {
   RunOptions options = given;
   // `freeride task-profile` asks through the environment (kEnvStandaloneSeconds);
-  // the command line's --standalone --seconds, where given, win.
-  if (const char* value = std::getenv(kEnvStandaloneSeconds); value && *value) {
-    char* end = nullptr;
-    const double seconds = std::strtod(value, &end);
-    if (*end != '\0' || !std::isfinite(seconds) || seconds < 0) {
-      std::fprintf(stderr, "freeride: %s=%s is not a number of seconds\n", kEnvStandaloneSeconds, value);
+  // the command line's --standalone --seconds, where given, win.  Never under a
+  // daemon (which drops the variable from what it launches in any case): the
+  // task would run outside the bubbles.
+  const char* value = std::getenv(kEnvStandaloneSeconds);
+  const char* segment = std::getenv(kEnvTaskSegment);
+  if (value && *value && !(segment && *segment)) {
+    const std::optional<double> seconds = ParseStandaloneSeconds(value);
+    if (!seconds) {
+      std::fprintf(stderr, "freeride: %s=%s is not a number of seconds above 0\n", kEnvStandaloneSeconds, value);
       return 2;
     }
     options.standalone = true;
-    if (given.seconds <= 0) options.seconds = seconds;
+    if (given.seconds <= 0) options.seconds = *seconds;
   }
   try {
     std::string reason;

@@ -2,17 +2,26 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 namespace freeride::sim {
 namespace {
 
 double Pct(double part, double whole) { return whole > 0 ? 100 * part / whole : 0; }
 
+// `value` as printed with `decimals` places, without a "-0.0": a figure that
+// rounds to nothing is shown as nothing, not as a loss.
+double Shown(double value, int decimals) {
+  return std::fabs(value) < 0.5 * std::pow(10.0, -decimals) ? 0.0 : value;
+}
+
 std::string Describe(const SimConfig& c) {
-  std::string shape = fmt::format("{} stages", c.stages);
+  std::string shape = fmt::format("{} stage{}", c.stages, c.stages == 1 ? "" : "s");
   if (c.VirtualStages() > 1) shape += fmt::format(" x {} virtual", c.VirtualStages());
-  return fmt::format("{}, {}, {} micro-batches, {} pipeline{} ({} GPUs), {} iterations",
-                     ScheduleKindName(c.schedule), shape, c.microbatches, c.data_parallel,
-                     c.data_parallel == 1 ? "" : "s", c.Gpus(), c.iterations);
+  return fmt::format("{}, {}, {} micro-batch{}, {} pipeline{} ({} GPU{}), {} iteration{}",
+                     ScheduleKindName(c.schedule), shape, c.microbatches, c.microbatches == 1 ? "" : "es",
+                     c.data_parallel, c.data_parallel == 1 ? "" : "s", c.Gpus(), c.Gpus() == 1 ? "" : "s",
+                     c.iterations, c.iterations == 1 ? "" : "s");
 }
 
 }  // namespace
@@ -56,11 +65,11 @@ std::string FormatSimResult(const SimResult& r) {
                      100 * r.harvested_fraction);
   out += fmt::format("  training iteration:     {:.3f} ms vs {:.3f} ms without side tasks: {:+.3f}%"
                      " (overruns {:.3f} GPU-s)\n",
-                     r.iteration_ms, r.iteration_ms_baseline, r.overhead_pct, r.overrun_gpu_s);
+                     r.iteration_ms, r.iteration_ms_baseline, Shown(r.overhead_pct, 3), r.overrun_gpu_s);
   out += fmt::format("  side work:              {:.1f} GPU-s, worth {:.1f} dedicated GPUs\n",
                      r.work_gpu_s, r.extra_gpu_equivalents);
   out += fmt::format("  cost saving:            {:.1f}% of the training's GPU time\n",
-                     r.cost_saving_pct);
+                     Shown(r.cost_saving_pct, 1));
   if (r.money_saved_per_hour)
     out += fmt::format("  money:                  {:.2f} per hour of training (at {:.2f} per GPU-hour)\n",
                        *r.money_saved_per_hour, c.gpu_hour_price);

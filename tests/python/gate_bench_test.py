@@ -186,6 +186,12 @@ def test_a_rate_settles_where_it_keeps_its_share_for_a_window_or_3_lines() -> No
     # Sparse lines: 3 lines stand for the window.
     sparse = [(10 * n, 100 + n) for n in range(6)]
     assert settled_units(sparse, 10.0) == 0
+    # A generate loop's slow first batch (16 token steps of 42 ms, 8 tokens each), then 6 ms
+    # steps: the half second from its last slow steps averages 0.8 of the rate, but the lines
+    # just after them do not, so the warm-up ends where the batch does.
+    first_batch = [(8 * (n + 1), 1000 + 0.042 * (n + 1)) for n in range(16)]
+    later = [(128 + 8 * (n + 1), first_batch[-1][1] + 0.006 * (n + 1)) for n in range(400)]
+    assert settled_units(first_batch + later, 8 / 0.006) == 128
     # Never at 0.8 of the rate, or too few lines after: None.
     assert settled_units(steady, 20.0) is None
     assert settled_units(steady[:3], 10.0) is None
@@ -242,5 +248,17 @@ def test_progress_per_bubble_refuses_a_file_that_is_not_events(tmp_path) -> None
     with pytest.raises(SystemExit, match="not a JSON event"):
         bubbles_from_events(str(bad))
     bad.write_text('{"type": "gate_bubble", "ts_ns": 5}\n')
-    with pytest.raises(SystemExit, match="without unix_ns"):
+    with pytest.raises(SystemExit, match="without whole unix_ns"):
         bubbles_from_events(str(bad))
+    bad.write_text('{"type": "gate_bubble", "ts_ns": 5, "begin_ns": 1, "unix_ns": Infinity}\n')
+    with pytest.raises(SystemExit, match="without whole unix_ns"):
+        bubbles_from_events(str(bad))
+    with pytest.raises(SystemExit, match="No such file"):
+        bubbles_from_events(str(tmp_path / "none.jsonl"))
+    # Two lanes' bubbles are not mixed: one is chosen, or the reader is told to choose.
+    two = tmp_path / "two.jsonl"
+    two.write_text("".join('{"type": "gate_bubble", "lane": %d, "begin_ns": %d, "ts_ns": %d, "unix_ns": %d}\n'
+                           % (lane, begin, begin + 10, begin + 10) for lane, begin in ((0, 100), (1, 200))))
+    with pytest.raises(SystemExit, match="bubbles of lanes 0, 1: give --lane"):
+        bubbles_from_events(str(two))
+    assert [round(b * 1e9) for b, _ in bubbles_from_events(str(two), lane=1)] == [200]

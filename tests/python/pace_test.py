@@ -332,13 +332,31 @@ def test_forked_workers_and_passed_through_parameters_are_left_alone() -> None:
         pacer.uninstall()
 
 
-def test_the_pacer_runs_alone_when_task_profile_asks_through_the_environment(monkeypatch) -> None:
-    from freeride.pace import runs_alone
-    monkeypatch.setenv("FREERIDE_TASK_SEGMENT", "/dev/shm/freeride-task-1")
+# The spellings of FREERIDE_STANDALONE_SECONDS, read alike by Python and by the C++ runner
+# (tests/channel_test.cc's StandaloneSeconds test has the same table).
+STANDALONE_SPELLINGS = {"0.2": 0.2, "5": 5.0, "1e1": 10.0, ".5": 0.5, "5.": 5.0}
+STANDALONE_REFUSED = [" 0.2", "0.2 ", "1_0", "0x0.4p0", "-1", "+1", "0", "1e-400", "nan", "inf", "1e400", "abc",
+                      "1e", ".."]
+
+
+def test_task_profiles_seconds_are_read_from_the_environment_only_when_no_daemon_launched_it(
+        monkeypatch, capsys) -> None:
+    from freeride.task import standalone_seconds_from_environment
+    monkeypatch.delenv("FREERIDE_TASK_SEGMENT", raising=False)
     monkeypatch.delenv("FREERIDE_STANDALONE_SECONDS", raising=False)
+    assert standalone_seconds_from_environment() is None
+    for value, seconds in STANDALONE_SPELLINGS.items():
+        monkeypatch.setenv("FREERIDE_STANDALONE_SECONDS", value)
+        assert standalone_seconds_from_environment() == seconds, value
+    for value in STANDALONE_REFUSED:
+        monkeypatch.setenv("FREERIDE_STANDALONE_SECONDS", value)
+        with pytest.raises(SystemExit) as exit_:
+            standalone_seconds_from_environment()
+        assert exit_.value.code == 2, value
+        assert f"FREERIDE_STANDALONE_SECONDS={value} is not a number of seconds above 0" in capsys.readouterr().err
+    # Under a daemon (a stray export in the submitting shell): ignored, not a run outside the bubbles.
+    monkeypatch.setenv("FREERIDE_TASK_SEGMENT", "/dev/shm/freeride-task-1")
+    monkeypatch.setenv("FREERIDE_STANDALONE_SECONDS", "3")
+    assert standalone_seconds_from_environment() is None
+    from freeride.pace import runs_alone
     assert not runs_alone(False)
-    monkeypatch.setenv("FREERIDE_STANDALONE_SECONDS", "5")
-    assert runs_alone(False)
-    monkeypatch.setenv("FREERIDE_STANDALONE_SECONDS", "1h")
-    with pytest.raises(SystemExit, match="FREERIDE_STANDALONE_SECONDS=1h is not a number of seconds"):
-        runs_alone(False)

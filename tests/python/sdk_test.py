@@ -224,4 +224,20 @@ def test_task_profile_runs_a_task_that_parses_its_own_arguments(freeride_env, bu
     # Set by hand to what is not a number of seconds: a clear exit (the C++ runner says so).
     bad = dict(freeride_env, FREERIDE_STANDALONE_SECONDS="soon")
     p = subprocess.run([sys.executable, str(script)], env=bad, capture_output=True, text=True, timeout=60)
-    assert p.returncode == 2 and "FREERIDE_STANDALONE_SECONDS=soon is not a number of seconds" in p.stderr, p.stderr
+    assert p.returncode == 2 and "FREERIDE_STANDALONE_SECONDS=soon is not a number of seconds above 0" in p.stderr, \
+        p.stderr
+
+
+def test_a_step_that_returns_text_fails_with_the_reason(freeride_env, tmp_path):
+    """float() read a step's "3" as 3 units: a slip (a formatted log line returned), said as one."""
+    script = tmp_path / "text.py"
+    script.write_text(textwrap.dedent("""
+        import freeride
+        class Text(freeride.IterativeTask):
+            def step(self):
+                return "3"
+        raise SystemExit(freeride.run_task(Text(), ["text.py", "--standalone"]))
+    """))
+    p = subprocess.run([sys.executable, str(script)], env=freeride_env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1, p.stderr
+    assert "step() returned str '3': return a StepResult or a number of units" in p.stderr, p.stderr

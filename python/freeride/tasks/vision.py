@@ -12,8 +12,8 @@ and backward are CUDA graphs over chained static buffers: a chunk's forward read
 output where it lies, its backward adds into the parameters' gradients and
 writes the gradient the previous chunk's backward reads, so that running an
 operation is one graph launch and no Python autograd.  Under a daemon a step is a piece of
-about FREERIDE_PIECE_MS of GPU time; alone (--standalone, what
-`freeride task-profile` runs) a step is a whole iteration, so the alone
+about FREERIDE_PIECE_MS of GPU time; alone (--standalone, or
+`freeride task-profile`'s FREERIDE_STANDALONE_SECONDS) a step is a whole iteration, so the alone
 rate that harvest is valued at is the task's full speed.
 
     python -m freeride.tasks.vision --model resnet50 --batch 32 --device cuda

@@ -485,7 +485,7 @@ class Bench:
         run = program_alone_run(cmd, pattern, dict(self.env, CUDA_MPS_PIPE_DIRECTORY="/nonexistent"),
                                 os.path.join(self.a.out, f"alone-{name}{'-' + when if when else ''}.err"),
                                 self.a.alone_warmup, self.a.alone_seconds,
-                                warm_share=self.a.warm_share)
+                                warm_share=getattr(self.a, "warm_share", 0.8))
         if not when:
             self.warm_units[name] = run.warm_units
             self.results.setdefault("warm_units", {})[name] = run.warm_units
@@ -566,7 +566,7 @@ class Bench:
             while not self.task_ended(task):
                 time.sleep(0.1)
             t_gone = time.time()
-            if self.a.keep_logs:  # for bench/progress_per_bubble.py, beside the daemon's events.jsonl
+            if getattr(self.a, "keep_logs", False):  # for bench/progress_per_bubble.py, beside events.jsonl
                 shutil.copy(stdout, os.path.join(self.a.out, f"{file_name(tag)}.stdout.log"))
             time.sleep(self.a.noside_seconds)
         finally:
@@ -727,7 +727,7 @@ class Bench:
             except subprocess.TimeoutExpired:
                 self.daemon.kill()
             events = os.path.join(self.work, "state", "events.jsonl")
-            if self.a.keep_logs and os.path.exists(events):
+            if getattr(self.a, "keep_logs", False) and os.path.exists(events):
                 shutil.copy(events, os.path.join(self.a.out, "events.jsonl"))
 
 

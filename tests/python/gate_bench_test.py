@@ -262,3 +262,28 @@ def test_progress_per_bubble_refuses_a_file_that_is_not_events(tmp_path) -> None
     with pytest.raises(SystemExit, match="bubbles of lanes 0, 1: give --lane"):
         bubbles_from_events(str(two))
     assert [round(b * 1e9) for b, _ in bubbles_from_events(str(two), lane=1)] == [200]
+
+
+def test_the_slowdown_is_fitted_against_the_clock_per_program(tmp_path) -> None:
+    """bench/overhead_vs_clock.py: one GPU's rows and several GPUs' rows both give a clock
+    change; on an exact line the fit returns its slope and intercept."""
+    import json as _json
+
+    from overhead_vs_clock import fit, rows
+    one_gpu = {"rows": [{"program": "resnet50", "overhead_on_vs_off": {"pct": 0.2 + 0.5 * c},
+                         "gpu_samples": {"on": {"sm_mhz": 1000 * (1 + c / 100)}, "off": {"sm_mhz": 1000}}}
+                        for c in (0.0, -1.0, -2.0)]}
+    two_gpus = {"rows": [{"side": "pagerank", "overhead_on_vs_off": {"pct": 0.4},
+                          "gpu_samples_by_gpu": {"0": {"on": {"sm_mhz": 990}, "off": {"sm_mhz": 1000}},
+                                                 "1": {"on": {"sm_mhz": 1010}, "off": {"sm_mhz": 1000}}}},
+                         {"side": "pagerank", "overhead_on_vs_off": None, "gpu_samples": {}}]}
+    (tmp_path / "a.json").write_text(_json.dumps(one_gpu))
+    (tmp_path / "b.json").write_text(_json.dumps(two_gpus))
+    (tmp_path / "c.json").write_text("not json")
+    found = rows(str(tmp_path))
+    assert [(r["program"], round(r["clock_pct"], 6)) for r in found] == [
+        ("resnet50", 0.0), ("resnet50", -1.0), ("resnet50", -2.0), ("pagerank", 0.0)]
+    line = fit([(r["clock_pct"], r["slowdown_pct"]) for r in found if r["program"] == "resnet50"])
+    assert math.isclose(line["slope"], 0.5) and math.isclose(line["intercept_pct"], 0.2)
+    assert math.isclose(line["r"], 1.0)
+    assert fit([(0.0, 1.0), (0.0, 2.0), (0.0, 3.0)]) is None, "no spread in the clock: no line"

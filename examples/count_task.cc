@@ -57,7 +57,14 @@ int main(int argc, char** argv) {
   freeride::RunOptions options = freeride::ParseRunOptions(&argc, argv);
   long total = 1000, step_us = 500;
   const char* step_kind = "spin";
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 == argc || std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
+      const bool help = std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0;
+      std::fprintf(help ? stdout : stderr,
+                   "usage: %s [--total N] [--step-us US] [--step-kind spin|sleep] [--standalone --seconds T]\n",
+                   argv[0]);
+      return help ? 0 : 2;
+    }
     if (std::strcmp(argv[i], "--total") == 0) total = std::atol(argv[i + 1]);
     else if (std::strcmp(argv[i], "--step-us") == 0) step_us = std::atol(argv[i + 1]);
     else if (std::strcmp(argv[i], "--step-kind") == 0) step_kind = argv[i + 1];

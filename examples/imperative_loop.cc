@@ -36,8 +36,13 @@ class Loop : public freeride::ImperativeTask {
 
 int main(int argc, char** argv) {
   double seconds = 1.0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--seconds-of-work") == 0) seconds = std::atof(argv[i + 1]);
+  for (int i = 1; i < argc; i += 2) {
+    const bool help = std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0;
+    if (help || i + 1 == argc || std::strcmp(argv[i], "--seconds-of-work") != 0) {
+      std::fprintf(help ? stdout : stderr, "usage: %s [--seconds-of-work S]\n", argv[0]);
+      return help ? 0 : 2;
+    }
+    seconds = std::atof(argv[i + 1]);
   }
   Loop loop(seconds);
   return freeride::RunImperativeTask(loop);

@@ -491,6 +491,18 @@ TEST(HostileCli, TheExampleStageSaysItsUsageAndRefusesALoneOption) {
   r = RunShell(std::string(STAGE_REPLAY_BIN) + " --busy fast", dir.path());
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("unknown option or value: --busy fast"), std::string::npos) << r.err;
+  // Its sibling examples read options in pairs too.
+  for (const char* example : {COUNT_TASK_BIN, IMPERATIVE_TASK_BIN}) {
+    r = RunShell(std::string(example) + " --help", dir.path());
+    EXPECT_EQ(r.status, 0) << example << ": " << r.err;
+    EXPECT_NE(r.out.find("usage: "), std::string::npos) << example;
+    r = RunShell(std::string(example) + " --total", dir.path());
+    EXPECT_EQ(r.status, 2) << example;
+  }
+  // PositiveNumber lets nan through: the child would have been told "nan" seconds.
+  r = RunShell(std::string(FREERIDE_BIN) + " task-profile --seconds nan -- /bin/true", dir.path());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("give a finite number of seconds"), std::string::npos) << r.err;
 }
 
 TEST(HostileMemory, CpuLanesRefuseMoreMemoryThanTheMachineHas) {

@@ -47,11 +47,10 @@ TEST(ProgressWatch, TheOutputIsReadAsItGrowsAndAFileByItsLastNumber) {
 }
 
 // tqdm and Python's logging write to standard error, print to standard
-// output: a regex reads both.  With a group, the match read last is the
-// progress (one stale number on one output does not pin it); without one,
-// the output with more matching lines is the count, so a program that logs
-// each step to both counts it once.
-TEST(ProgressWatch, BothOutputsAreReadTheLastMatchCountsAndAStepLoggedTwiceCountsOnce) {
+// output: a regex reads both.  The output with more matching lines carries
+// the progress, so a one-off number on the other (a warning naming a step)
+// does not take its place, and a step logged to both counts once.
+TEST(ProgressWatch, BothOutputsAreReadAndTheOneWithMoreMatchesCarriesTheProgress) {
   TempDir dir;
   const std::string out = dir.path() + "/stdout.log", err = dir.path() + "/stderr.log";
   ProgressWatch watch(R"(step (\d+))", {out, err}, "");
@@ -59,10 +58,16 @@ TEST(ProgressWatch, BothOutputsAreReadTheLastMatchCountsAndAStepLoggedTwiceCount
   EXPECT_EQ(watch.Poll(), 2);
   std::ofstream(out) << "step 1\nstep 2\nstep 3\n";
   EXPECT_EQ(watch.Poll(), 3);
-  std::ofstream(err, std::ios::app) << "WARNING: checkpoint from step 5000 ignored\n";
-  EXPECT_EQ(watch.Poll(), 5000);  // the latest match, as with one output
+  std::ofstream(err, std::ios::app) << "INFO step 3\n";
+  EXPECT_EQ(watch.Poll(), 3);
   std::ofstream(out, std::ios::app) << "step 4\n";
-  EXPECT_EQ(watch.Poll(), 4) << "a stale number on the other output does not pin the progress";
+  EXPECT_EQ(watch.Poll(), 4);
+
+  const std::string out2 = dir.path() + "/stdout2.log", err2 = dir.path() + "/stderr2.log";
+  ProgressWatch one_off(R"(step (\d+))", {out2, err2}, "");
+  std::ofstream(out2) << "step 1\nstep 2\nstep 3\n";
+  std::ofstream(err2) << "WARNING: checkpoint from step 5000 ignored\n";
+  EXPECT_EQ(one_off.Poll(), 3) << "a one-off number on the other output does not pin the progress";
 
   ProgressWatch counted("processed batch", {"", ""}, "");  // two outputs, given by Feed
   counted.Feed("processed batch 1\nprocessed batch 2\n", 0);
@@ -77,6 +82,19 @@ TEST(ProgressWatch, BothOutputsAreReadTheLastMatchCountsAndAStepLoggedTwiceCount
   EXPECT_FALSE(split.progress());
   split.Feed("2\n", 0);
   EXPECT_EQ(split.progress(), 12);
+}
+
+// A relaunched task appends to its logs: the earlier attempt's lines are
+// its progress, which the daemon keeps apart (base_progress), not the new
+// attempt's.
+TEST(ProgressWatch, OutputWrittenBeforeTheWatchWasMadeIsNotRead) {
+  TempDir dir;
+  const std::string out = dir.path() + "/stdout.log";
+  std::ofstream(out) << "done\ndone\ndone\n";  // the first attempt's
+  ProgressWatch watch("^done$", {out}, "");
+  EXPECT_FALSE(watch.Poll());
+  std::ofstream(out, std::ios::app) << "done\n";
+  EXPECT_EQ(watch.Poll(), 1);
 }
 
 TEST(ProgressWatch, BadExpressionsAreRefusedWithTheReason) {

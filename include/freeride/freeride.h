@@ -237,8 +237,9 @@ typedef struct freeride_iterative_task {
 /* Runs the task exactly as the C++ SDK's RunIterativeTask does: under the
  * daemon that launched this process (steps inside grants, checkpoints),
  * else alone, printing the standalone JSON line.  standalone != 0 runs
- * alone regardless; seconds > 0 bounds a standalone run.  Returns the
- * process exit status. */
+ * alone regardless; seconds > 0 bounds a standalone run.  Without a
+ * daemon, FREERIDE_STANDALONE_SECONDS (`freeride task-profile`'s) runs it
+ * alone for that long too.  Returns the process exit status. */
 int freeride_run_iterative_task(const freeride_iterative_task* task, int standalone,
                                 double seconds);
 

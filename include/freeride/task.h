@@ -102,10 +102,11 @@ RunOptions ParseRunOptions(int* argc, char** argv);
 // Runs an iterative task.  Under a daemon: Init (and Restore), then steps
 // inside grants, checkpointing periodically.  Alone: steps back to back and
 // prints the alone throughput, step-time quantiles and peak memory as a JSON
-// line on stdout.  Also alone when FREERIDE_STANDALONE_SECONDS is set (how
-// `freeride task-profile` asks, leaving the command's arguments to its own
-// parser), for that many seconds unless `options` give them; a value that is
-// not a number of seconds exits 2.  Returns the process exit status.
+// line on stdout.  Also alone when FREERIDE_STANDALONE_SECONDS is set and no
+// daemon launched the task (how `freeride task-profile` asks, leaving the
+// command's arguments to its own parser), for that many seconds unless
+// `options` give them; a value that is not a decimal number of seconds above
+// 0 exits 2.  Returns the process exit status.
 int RunIterativeTask(IterativeTask& task, const RunOptions& options = {});
 
 // Runs an imperative task.

@@ -100,7 +100,7 @@ class IterativeTask:
 def _as_result(value: StepResult | float | int | None) -> StepResult:
     if isinstance(value, StepResult):
         return value
-    if isinstance(value, (str, bytes)):  # float() would read "3" as 3 units: a slip, said as one
+    if isinstance(value, (str, bytes, bytearray)):  # float() would read "3" as 3 units: a slip, said as one
         raise TypeError(f"step() returned {type(value).__name__} {value!r}: return a StepResult or a "
                         "number of units")
     return StepResult(units=float(value or 0))

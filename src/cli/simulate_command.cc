@@ -316,10 +316,12 @@ int RunSimulate(const SimulateArgs& a) {
     std::vector<sim::SimResult> rows;
     for (size_t i = 0; i < configs.size(); ++i) {
       if (!a.quiet)
-        fmt::print(stderr, "simulate: scale {} of {}: {} GPUs, {} micro-batches per pipeline\n",
-                   i + 1, configs.size(), configs[i].Gpus(), configs[i].microbatches);
+        fmt::print(stderr, "simulate: scale {} of {}: {} GPU{}, {} micro-batch{} per pipeline\n", i + 1,
+                   configs.size(), configs[i].Gpus(), configs[i].Gpus() == 1 ? "" : "s", configs[i].microbatches,
+                   configs[i].microbatches == 1 ? "" : "es");
       rows.push_back(sim::Simulate(
-          configs[i], ProgressPrinter(a.quiet, fmt::format("{} GPUs, ", configs[i].Gpus()))));
+          configs[i], ProgressPrinter(a.quiet, fmt::format("{} GPU{}, ", configs[i].Gpus(),
+                                                           configs[i].Gpus() == 1 ? "" : "s"))));
     }
     if (a.json)
       fmt::print("{}\n", sim::SweepToJson(rows).dump(2));

@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -178,7 +180,13 @@ void AddTaskProfileCommand(CLI::App& app, int* exit_code) {
       "task-profile", "Profile a side task alone: freeride task-profile [OPTIONS] -- CMD ARGS...");
   cmd->add_option("--seconds", args->seconds, "How long to run it after its setup")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->check(CLI::Validator(
+          [](std::string& text) {  // PositiveNumber lets nan and inf through
+            const double value = std::strtod(text.c_str(), nullptr);
+            return std::isfinite(value) && value < 1e9 ? std::string() : "give a finite number of seconds";
+          },
+          "SECONDS"));
   cmd->add_option("--timeout", args->timeout, "Kill it after this many seconds in all")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

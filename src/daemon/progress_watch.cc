@@ -89,7 +89,12 @@ ProgressWatch::ProgressWatch(const std::string& regex, std::vector<std::string> 
     regex_ = std::make_unique<RE2>(regex, ProgressOptions());
     counted_ = regex_->NumberOfCapturingGroups() == 0;
   }
-  for (std::string& path : outputs) outputs_.push_back(Output{std::move(path)});
+  for (std::string& path : outputs) {
+    // Appended to across attempts: an earlier attempt's lines are its progress, not this one's.
+    struct stat st;
+    const long long size = !path.empty() && stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : 0;
+    outputs_.push_back(Output{std::move(path), size});
+  }
   if (outputs_.empty()) outputs_.emplace_back();
 }
 
@@ -99,13 +104,17 @@ void ProgressWatch::Match(Output& output, std::string_view line) {
   if (!regex_) return;
   const re2::StringPiece text(line.data(), line.size());
   if (counted_) {
-    if (RE2::PartialMatch(text, *regex_)) output.counted += 1;
+    if (RE2::PartialMatch(text, *regex_)) {
+      output.counted += 1;
+      output.shown_seq = ++matches_;
+    }
     return;
   }
   re2::StringPiece group;
   if (!RE2::PartialMatch(text, *regex_, &group)) return;
   if (auto value = LastNumber(std::string_view(group.data(), group.size()))) {
     output.shown = *value;
+    output.counted += 1;
     output.shown_seq = ++matches_;
   }
 }
@@ -132,17 +141,14 @@ void ProgressWatch::Feed(std::string_view bytes, size_t index) {
 }
 
 void ProgressWatch::Sum() {
-  std::optional<double> progress;
-  uint64_t latest = 0;
-  for (const Output& output : outputs_) {
-    if (counted_) {
-      if (output.counted > 0) progress = std::max(progress.value_or(0), output.counted);
-    } else if (output.shown && output.shown_seq > latest) {
-      progress = output.shown;
-      latest = output.shown_seq;
-    }
-  }
-  if (progress) progress_ = progress;
+  const Output* carrier = nullptr;  // the output with the most matching lines
+  for (const Output& output : outputs_)
+    if (output.counted > 0 && (!carrier || output.counted > carrier->counted ||
+                               (output.counted == carrier->counted && output.shown_seq > carrier->shown_seq)))
+      carrier = &output;
+  if (!carrier) return;
+  if (counted_) progress_ = carrier->counted;
+  else if (carrier->shown) progress_ = carrier->shown;
 }
 
 void ProgressWatch::Read(Output& output) {

@@ -1,13 +1,16 @@
 // A program's own progress, for programs that do not use the SDK: a line of
 // its output (standard output, standard error, or both: tqdm and Python's
 // logging write to standard error) that a regular expression matches, or a
-// file it writes its progress into.  With a capture group the last match's
-// group is the progress so far (a cumulative count, "iteration 420"), over
-// both outputs: the match read last (of two read in one poll, standard
-// error's); without one, each matching line counts one unit, and the output
-// with more such lines is the count (a program that logs each step to both
-// counts it once).  A progress file holds a number (its last number counts),
-// rewritten as the program goes.
+// file it writes its progress into.  Of two outputs, the one with more
+// matching lines is the one that carries the progress (ties: the one whose
+// match was read last): with a capture group its last match's group is the
+// progress so far (a cumulative count, "iteration 420"; a one-off match on
+// the other output, a warning naming "step 5000", or a per-epoch count
+// there, does not take its place); without one, each of its matching lines
+// counts one unit (a program that logs each step to both counts it once).
+// A progress file holds a number (its last number counts), rewritten as the
+// program goes.  Output written before the watch was made (an earlier
+// attempt's, whose progress the caller keeps apart) is not read.
 //
 // The regex is RE2's (the syntax of Go's regexp and most of Python's re: no
 // backreferences, no lookaround), searched for anywhere in a line.  Both the
@@ -43,7 +46,8 @@ class ProgressWatch {
 
   // `regex` may be empty (then only the file is read); `outputs` are the
   // files the program's output streams are written to (its stdout.log,
-  // stderr.log; none: only Feed gives output); `file` may be empty.
+  // stderr.log; none: only Feed gives output), read from their size now;
+  // `file` may be empty.
   ProgressWatch(const std::string& regex, std::vector<std::string> outputs, std::string file);
   ~ProgressWatch();
 
@@ -64,8 +68,8 @@ class ProgressWatch {
     std::string partial;      // an incomplete last line
     bool ended_at_cr = false;  // the bytes read so far ended with a line's "\r": a "\n" next is its
     std::optional<double> shown;  // its last match's value (a capture group)
-    uint64_t shown_seq = 0;       // when that match was read, in all outputs' matches
-    double counted = 0;           // its matching lines (no capture group)
+    uint64_t shown_seq = 0;       // when its last match was read, in all outputs' matches
+    double counted = 0;           // its matching lines
   };
   void Match(Output& output, std::string_view line);
   void Read(Output& output);
@@ -74,7 +78,7 @@ class ProgressWatch {
   std::unique_ptr<re2::RE2> regex_;
   bool counted_ = false;  // no capture group: each match counts one
   std::vector<Output> outputs_;  // at least one (Feed's, without a path)
-  uint64_t matches_ = 0;         // matches read with a capture group, over all outputs
+  uint64_t matches_ = 0;         // matching lines read, over all outputs
   std::string file_;
   std::optional<double> progress_;
 };

@@ -130,18 +130,19 @@ nlohmann::json SimResultToJson(const SimResult& r) {
 std::string FormatSweep(const std::vector<SimResult>& rows) {
   if (rows.empty()) return "";
   const SimConfig& c = rows.front().config;
+  const int64_t global_batch = static_cast<int64_t>(c.microbatches) * c.data_parallel;
   std::string out = fmt::format(
-      "FreeRide scale-out: {}, {} stages, a fixed global batch of {} micro-batches, {} iterations\n\n",
-      ScheduleKindName(c.schedule), c.stages,
-      static_cast<int64_t>(c.microbatches) * c.data_parallel, c.iterations);
+      "FreeRide scale-out: {}, {} stage{}, a fixed global batch of {} micro-batch{}, {} iteration{}\n\n",
+      ScheduleKindName(c.schedule), c.stages, c.stages == 1 ? "" : "s", global_batch,
+      global_batch == 1 ? "" : "es", c.iterations, c.iterations == 1 ? "" : "s");
   out += fmt::format("{:>7} {:>10} {:>8} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9}\n", "GPUs",
                      "pipelines", "M", "bubble", "harvest", "overhead", "GPU-equiv", "saving",
                      "sim s");
   for (const SimResult& r : rows)
     out += fmt::format("{:>7} {:>10} {:>8} {:>8.1f}% {:>8.1f}% {:>+9.3f}% {:>10.1f} {:>8.1f}% {:>9.2f}\n",
                        r.config.Gpus(), r.config.data_parallel, r.config.microbatches,
-                       100 * r.bubble_fraction, 100 * r.harvest_ratio, r.overhead_pct,
-                       r.extra_gpu_equivalents, r.cost_saving_pct, r.simulated_seconds);
+                       100 * r.bubble_fraction, 100 * r.harvest_ratio, Shown(r.overhead_pct, 3),
+                       r.extra_gpu_equivalents, Shown(r.cost_saving_pct, 1), r.simulated_seconds);
   return out;
 }
 

@@ -208,9 +208,11 @@ def test_task_profile_runs_a_task_that_parses_its_own_arguments(freeride_env, bu
         args = argparse.ArgumentParser().parse_args()  # refuses any argument it does not know
         class Tick(freeride.IterativeTask):
             unit = "ticks"
+            n = 0
             def step(self):
                 time.sleep(0.001)
-                return freeride.StepResult(1)
+                self.n += 1
+                return freeride.StepResult(1, self.n >= 2000)  # ends by itself when not timed
         raise SystemExit(freeride.run_task(Tick()))
     """))
     profile = tmp_path / "strict.profile.json"
@@ -220,6 +222,12 @@ def test_task_profile_runs_a_task_that_parses_its_own_arguments(freeride_env, bu
     recorded = json.loads(profile.read_text())
     assert recorded["unit"] == "ticks" and recorded["rate_per_s"] > 0
     assert recorded["command"] == [sys.executable, str(script)]
+
+    # Under a daemon (FREERIDE_TASK_SEGMENT set) the runner ignores it: it tries to attach (here to
+    # a segment that is not there) and says so, instead of running alone for 0.2 s unasked.
+    under = dict(freeride_env, FREERIDE_STANDALONE_SECONDS="0.2", FREERIDE_TASK_SEGMENT=str(tmp_path / "none"))
+    p = subprocess.run([sys.executable, str(script)], env=under, capture_output=True, text=True, timeout=60)
+    assert "running alone" in p.stderr, p.stderr
 
     # Set by hand to what is not a number of seconds: a clear exit (the C++ runner says so).
     bad = dict(freeride_env, FREERIDE_STANDALONE_SECONDS="soon")

@@ -122,6 +122,19 @@ DIAG_HELD_SPIN = ("import ctypes, mmap, time, torch\n"
                   "i = 0\nwhile True:\n    time.sleep(0.05)\n    i += 1\n"
                   "    print(f'iteration {i}: at {time.time():.6f}', flush=True)\n")
 
+# Two GPU-heavy side programs that differ in what they leave the trainer (bench/overhead_vs_clock.py:
+# ResNet-50's slowdown goes partly with a lower clock, PageRank's does not): one streams 1 GiB
+# through HBM per copy (0.2 ms kernels, far past the 50 MB L2: the trainer's data is evicted in
+# every bubble), the other multiplies 8 MB operands that stay in L2 (power, little memory traffic).
+DIAG_MEMORY_STREAM = ("import time, torch\nx = torch.empty(1 << 28, dtype=torch.float16, device='cuda')\n"
+                      "y = torch.empty_like(x)\ni = 0\nwhile True:\n    for _ in range(4):\n        y.copy_(x)\n"
+                      "    torch.cuda.synchronize()\n    i += 1\n"
+                      "    print(f'iteration {i}: at {time.time():.6f}', flush=True)\n")
+DIAG_L2_MATMUL = ("import time, torch\na = torch.randn(2048, 2048, dtype=torch.float16, device='cuda')\n"
+                  "b = torch.randn_like(a)\nc = torch.empty_like(a)\ni = 0\nwhile True:\n    for _ in range(32):\n"
+                  "        torch.mm(a, b, out=c)\n    torch.cuda.synchronize()\n    i += 1\n"
+                  "    print(f'iteration {i}: at {time.time():.6f}', flush=True)\n")
+
 
 def held_spin(where: str, sleep_ns: int) -> str:
     """DIAG_HELD_SPIN with its word in device memory ("dev") or registered host memory ("host")."""
@@ -152,6 +165,8 @@ PROGRAMS = {
     "resnet50-idle": (["chrt", "--idle", "0", "python3", "examples/train_resnet.py", "--model", "resnet50",
                        "--batch", "32", "--iterations", "10000000", "--log-every", "1"],
                       r"iteration (\d+):.* at ([\d.]+)"),
+    "memstream": (["python3", "-c", DIAG_MEMORY_STREAM], r"iteration (\d+):.* at ([\d.]+)"),
+    "l2matmul": (["python3", "-c", DIAG_L2_MATMUL], r"iteration (\d+):.* at ([\d.]+)"),
 }
 # What the daemon is told of each program's progress (--progress-regex): its
 # pattern's count, without the time that the bench reads from each line.

@@ -121,4 +121,8 @@ std::string FormatDuration(int64_t nanos) {
   return fmt::format("{:.2f} s", v / 1e9);
 }
 
+std::string Counted(int64_t count, std::string_view one, std::string_view many) {
+  return std::to_string(count) + " " + std::string(count == 1 ? one : many);
+}
+
 }  // namespace freeride

@@ -25,4 +25,7 @@ std::optional<int64_t> ParseDuration(std::string_view text, std::string* error);
 // Formats nanoseconds as the most readable of ns/us/ms/s.
 std::string FormatDuration(int64_t nanos);
 
+// "1 stage", "4 stages": `count` and the noun that goes with it.
+std::string Counted(int64_t count, std::string_view one, std::string_view many);
+
 }  // namespace freeride

@@ -10,6 +10,7 @@
 #include <limits>
 #include <memory>
 
+#include "base/units.h"
 #include "cli/commands.h"
 #include "client/task_profile.h"
 #include "sim/cluster_sim.h"
@@ -316,12 +317,11 @@ int RunSimulate(const SimulateArgs& a) {
     std::vector<sim::SimResult> rows;
     for (size_t i = 0; i < configs.size(); ++i) {
       if (!a.quiet)
-        fmt::print(stderr, "simulate: scale {} of {}: {} GPU{}, {} micro-batch{} per pipeline\n", i + 1,
-                   configs.size(), configs[i].Gpus(), configs[i].Gpus() == 1 ? "" : "s", configs[i].microbatches,
-                   configs[i].microbatches == 1 ? "" : "es");
+        fmt::print(stderr, "simulate: scale {} of {}: {}, {} per pipeline\n", i + 1, configs.size(),
+                   Counted(configs[i].Gpus(), "GPU", "GPUs"),
+                   Counted(configs[i].microbatches, "micro-batch", "micro-batches"));
       rows.push_back(sim::Simulate(
-          configs[i], ProgressPrinter(a.quiet, fmt::format("{} GPU{}, ", configs[i].Gpus(),
-                                                           configs[i].Gpus() == 1 ? "" : "s"))));
+          configs[i], ProgressPrinter(a.quiet, Counted(configs[i].Gpus(), "GPU", "GPUs") + ", ")));
     }
     if (a.json)
       fmt::print("{}\n", sim::SweepToJson(rows).dump(2));

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "base/units.h"
+
 namespace freeride::sim {
 namespace {
 
@@ -16,12 +18,12 @@ double Shown(double value, int decimals) {
 }
 
 std::string Describe(const SimConfig& c) {
-  std::string shape = fmt::format("{} stage{}", c.stages, c.stages == 1 ? "" : "s");
+  std::string shape = Counted(c.stages, "stage", "stages");
   if (c.VirtualStages() > 1) shape += fmt::format(" x {} virtual", c.VirtualStages());
-  return fmt::format("{}, {}, {} micro-batch{}, {} pipeline{} ({} GPU{}), {} iteration{}",
-                     ScheduleKindName(c.schedule), shape, c.microbatches, c.microbatches == 1 ? "" : "es",
-                     c.data_parallel, c.data_parallel == 1 ? "" : "s", c.Gpus(), c.Gpus() == 1 ? "" : "s",
-                     c.iterations, c.iterations == 1 ? "" : "s");
+  return fmt::format("{}, {}, {}, {} ({}), {}", ScheduleKindName(c.schedule), shape,
+                     Counted(c.microbatches, "micro-batch", "micro-batches"),
+                     Counted(c.data_parallel, "pipeline", "pipelines"), Counted(c.Gpus(), "GPU", "GPUs"),
+                     Counted(c.iterations, "iteration", "iterations"));
 }
 
 }  // namespace
@@ -132,9 +134,9 @@ std::string FormatSweep(const std::vector<SimResult>& rows) {
   const SimConfig& c = rows.front().config;
   const int64_t global_batch = static_cast<int64_t>(c.microbatches) * c.data_parallel;
   std::string out = fmt::format(
-      "FreeRide scale-out: {}, {} stage{}, a fixed global batch of {} micro-batch{}, {} iteration{}\n\n",
-      ScheduleKindName(c.schedule), c.stages, c.stages == 1 ? "" : "s", global_batch,
-      global_batch == 1 ? "" : "es", c.iterations, c.iterations == 1 ? "" : "s");
+      "FreeRide scale-out: {}, {}, a fixed global batch of {}, {}\n\n", ScheduleKindName(c.schedule),
+      Counted(c.stages, "stage", "stages"), Counted(global_batch, "micro-batch", "micro-batches"),
+      Counted(c.iterations, "iteration", "iterations"));
   out += fmt::format("{:>7} {:>10} {:>8} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9}\n", "GPUs",
                      "pipelines", "M", "bubble", "harvest", "overhead", "GPU-equiv", "saving",
                      "sim s");

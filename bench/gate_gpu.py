@@ -509,10 +509,16 @@ class Bench:
         return run.rate
 
     def submit(self, name: str) -> str:
-        cmd, _ = PROGRAMS[name]
-        task = f"{name}-{len(self.rows)}"
+        """Submits program `name` (a PROGRAMS entry, optionally with +VAR=VALUE pieces: its
+        environment, e.g. an interposer experiment) to lane 0; the task's name."""
+        from e2e_arms import split_side  # e2e_arms imports this module
+        base, env = split_side(name)
+        cmd, _ = PROGRAMS[base]
+        if env:
+            cmd = ["env", *(f"{var}={value}" for var, value in env.items()), *cmd]
+        task = f"{file_name(name)}-{len(self.rows)}"
         self.cli("submit", "--name", task, "--kind", "imperative", "--lane", "0", "--memory", "16GiB",
-                 "--progress-regex", DAEMON_PROGRESS[name], "--", *cmd)
+                 "--progress-regex", DAEMON_PROGRESS[base], "--", *cmd)
         return task
 
     def task_log(self, task: str) -> str:
@@ -521,13 +527,13 @@ class Bench:
 
     def stand_in_async(self, profile: str, rank: int, tag: str, stop_file: str) -> tuple[subprocess.Popen, str]:
         """A stand-in launch that runs until stop_file exists (at a block boundary); (process, its JSON)."""
-        out = os.path.join(self.work, f"{tag}.json")
+        out = os.path.join(self.work, f"{file_name(tag)}.json")
         cmd = ["python3", "examples/stage_replay_gpu.py", "--profile", profile, "--rank", str(rank),
                "--steps", "1000000", "--warmup", "3", "--freeride", "on", "--freeride-alternate",
                str(self.a.alternate), "--stop-file", stop_file, "--socket", self.socket, "--out", out,
                "--copy-share", str(self.a.stage_copy_share)]
         proc = subprocess.Popen(cmd, env=self.env, cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=open(os.path.join(self.a.out, f"{tag}.err"), "w"), text=True)
+                                stderr=open(os.path.join(self.a.out, f"{file_name(tag)}.err"), "w"), text=True)
         first = proc.stdout.readline()  # "replaying rank ...": its set-up is done
         if not first.startswith("replaying"):
             proc.kill()
@@ -543,9 +549,11 @@ class Bench:
         """One stand-in launch holds all three arms: no side process (before the program is
         submitted and after it has exited), and, in between, marks off and on in alternating
         blocks once the program has warmed up."""
+        from e2e_arms import split_side  # e2e_arms imports this module
+        base = split_side(program)[0]  # a +VAR=VALUE variant has its plain program's pattern and warm-up
         profile, rank = self.profile_path(profile_name)
         tag = f"{profile_name}-{program}"
-        stop = os.path.join(self.work, f"{tag}.stop")
+        stop = os.path.join(self.work, f"{file_name(tag)}.stop")
         stage, out = self.stand_in_async(profile, rank, tag, stop)
         try:
             time.sleep(self.a.noside_seconds)
@@ -555,9 +563,9 @@ class Bench:
             # Its GPU start-up (upload, warm-up, compilation's benchmarks) runs in bubbles too,
             # in this launch; the arms with the program start once it is warm (is_warm).
             stdout = self.task_log(task)
-            _, pattern = PROGRAMS[program]
+            _, pattern = PROGRAMS[base]
             deadline = time.time() + self.a.warm_seconds
-            warm_units = self.warm_units.get(program, 0)
+            warm_units = self.warm_units.get(base, 0)
             warm_reached = True
             while time.time() < deadline:
                 lines = [l for l in open(stdout)] if os.path.exists(stdout) else []
@@ -619,10 +627,10 @@ class Bench:
                "overhead_off_vs_no_side": diff_ci(iters["off"], no_side),
                "overhead_on_vs_off": diff_ci(iters["on"], iters["off"]),
                "marks_alone_on_vs_off": diff_ci(iters["noside_on"], iters["noside_off"]),
-               "warm_units": self.warm_units.get(program, 0),
+               "warm_units": self.warm_units.get(base, 0),
                # e2e_arms.missed_targets reads these: a row measured cold meets no target.
                "warm": warm_reached, "why_not_warm": "" if warm_reached else
-               f"short of {self.warm_units.get(program, 0)} units in {self.a.warm_seconds:g} s",
+               f"short of {self.warm_units.get(base, 0)} units in {self.a.warm_seconds:g} s",
                "seconds": {"warm": t_warm - t_submit, "measured": t_cancel - t_warm, "exit": t_gone - t_cancel},
                "gpu_samples": self.sampler.by_arm(run["iter_unix"], run["iter_ms"], arm) if self.sampler else None,
                "task_state": show.get("state"), "task_message": show.get("message"),
@@ -756,7 +764,10 @@ def main() -> None:
                         f"({', '.join(SCHEDULES)}: `freeride schedule`, rank --schedule-rank, 1 unit = 1 ms), "
                         "or gap:BUSY_MS:BUBBLE_MS (one bubble an iteration; gap:1:500 is a gate open "
                         "almost all the time), comma-separated")
-    p.add_argument("--programs", default="resnet50,generate,compiled")
+    p.add_argument("--programs", default="resnet50,generate,compiled",
+                   help="comma-separated; each may take +VAR=VALUE pieces, its environment under the daemon "
+                        "(e.g. resnet50+FREERIDE_GATE_LENGTHS=kind: an interposer experiment beside the plain "
+                        "program, from the same daemon and launch order), valued at its plain program's rate alone")
     p.add_argument("--schedule-rank", type=int, default=1)
     p.add_argument("--noside-seconds", type=float, default=8,
                    help="the no-side arm: this long before the program is submitted and after it exits")
@@ -805,12 +816,16 @@ def main() -> None:
     b = Bench(a)
     from e2e_arms import git_commit  # e2e_arms imports this module
     b.results["commit"] = git_commit()
+    from e2e_arms import split_side  # e2e_arms imports this module
     programs = [x for x in a.programs.split(",") if x]
-    unknown = [x for x in programs if x not in PROGRAMS]
+    bases = list(dict.fromkeys(split_side(x)[0] for x in programs))  # SystemExit for a bad +VAR=VALUE
+    unknown = [x for x in bases if x not in PROGRAMS]
     if unknown:
         raise SystemExit(f"--programs: unknown {', '.join(unknown)}; known: {', '.join(sorted(PROGRAMS))} "
-                         "(a +VAR=VALUE variant is bench/e2e_gpu.py --arms --sides')")
-    rates = {name: b.alone_rate(name) for name in programs}
+                         "(each may take +VAR=VALUE pieces: its environment, e.g. resnet50+FREERIDE_GATE_LENGTHS=kind)")
+    # A variant's rate alone is its plain program's (measured once, without the interposer).
+    base_rates = {name: b.alone_rate(name) for name in bases}
+    rates = {name: base_rates[split_side(name)[0]] for name in programs}
     b.results["alone_rates"] = rates
     b.start_daemon()
     try:
@@ -827,7 +842,8 @@ def main() -> None:
     # Alone again once the daemon (and its MPS) is gone, as before the rows.
     if a.alone_again and b.rows:
         try:
-            after = {name: b.alone_rate(name, "after") for name in programs}
+            after_bases = {name: b.alone_rate(name, "after") for name in bases}
+            after = {name: after_bases[split_side(name)[0]] for name in programs}
         except SystemExit as e:
             log(f"the alone rates could not be measured again: {e}")
             return

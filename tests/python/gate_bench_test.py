@@ -287,3 +287,28 @@ def test_the_slowdown_is_fitted_against_the_clock_per_program(tmp_path) -> None:
     assert math.isclose(line["slope"], 0.5) and math.isclose(line["intercept_pct"], 0.2)
     assert math.isclose(line["r"], 1.0)
     assert fit([(0.0, 1.0), (0.0, 2.0), (0.0, 3.0)]) is None, "no spread in the clock: no line"
+
+
+def test_a_program_variant_is_submitted_with_its_environment_and_its_plain_programs_pattern() -> None:
+    """`resnet50+FREERIDE_GATE_LENGTHS=kind` runs the plain program's command under `env` with that
+    variable, counted by the plain program's pattern, and a bad piece is refused before anything
+    starts."""
+    import pytest
+
+    from gate_gpu import DAEMON_PROGRESS, PROGRAMS, Bench
+    bench = object.__new__(Bench)
+    bench.rows = []
+    calls = []
+    bench.cli = lambda *args: calls.append(args) or ""
+    task = bench.submit("resnet50+FREERIDE_GATE_LENGTHS=kind+FREERIDE_GATE_RUN=16")
+    (args,) = calls
+    command = list(args[args.index("--") + 1:])
+    assert command == ["env", "FREERIDE_GATE_LENGTHS=kind", "FREERIDE_GATE_RUN=16", *PROGRAMS["resnet50"][0]]
+    assert args[args.index("--progress-regex") + 1] == DAEMON_PROGRESS["resnet50"]
+    assert task == "resnet50_FREERIDE_GATE_LENGTHS_kind_FREERIDE_GATE_RUN_16-0"
+    calls.clear()
+    assert bench.submit("generate") == "generate-0"
+    assert list(calls[0][calls[0].index("--") + 1:]) == PROGRAMS["generate"][0]
+    from e2e_arms import split_side
+    with pytest.raises(SystemExit, match="is not VAR=VALUE"):
+        split_side("resnet50+LENGTHS")

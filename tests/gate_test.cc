@@ -1960,7 +1960,11 @@ class InterposerTest : public ::testing::Test {
     std::string env = "LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " LD_PRELOAD=" GATE_LIBRARY " ";
     if (strict) env += "FREERIDE_GATE_STRICT=1 ";
     if (with_page) env += "FREERIDE_GATE_PAGE=" + page_path_ + " ";
-    return RunShell("env -u FREERIDE_GATE_PAGE " + env + GATE_CLIENT_BIN " " + scenario, dir_.path());
+    // The interposer's experiments, unset: the caller's environment must not choose them.
+    return RunShell("env -u FREERIDE_GATE_PAGE -u FREERIDE_GATE_LENGTHS -u FREERIDE_GATE_QUEUE_ESTIMATE "
+                    "-u FREERIDE_GATE_RUN -u FREERIDE_GATE_SAMPLE_EVERY " +
+                        env + GATE_CLIENT_BIN " " + scenario,
+                    dir_.path());
   }
   TempDir dir_;
   std::string page_path_;
@@ -2014,9 +2018,9 @@ TEST_F(InterposerTest, FarInsideAnOpenBubbleAnAsynchronousLaunchGoesWithoutItsWa
 // FREERIDE_GATE_SAMPLE_EVERY (and FREERIDE_GATE_RUN, read the same way) tune
 // the interposer; a value it cannot take is named on stderr and the default
 // used.  The fake driver's events end at once, so every timed piece is read
-// back and counted in the process's slot.  (With FREERIDE_GATE_LENGTHS=common
-// every piece is predicted by the common percentile; by kind, the default,
-// the first pieces of each kind would be timed too, whatever the rate.)
+// back and counted in the process's slot.  (By default every piece is
+// predicted by the common percentile: with FREERIDE_GATE_LENGTHS=kind the
+// first pieces of each kind would be timed too, whatever the rate.)
 TEST_F(InterposerTest, ATuningVariableIsReadAndABadOneIsNamedAndTheDefaultUsed) {
   auto samples_after = [&](const std::string& variables) {
     page_.layout()->tasks[0].samples.store(0);
@@ -2024,7 +2028,7 @@ TEST_F(InterposerTest, ATuningVariableIsReadAndABadOneIsNamedAndTheDefaultUsed) 
     ShellResult r = RunShell("env -u FREERIDE_GATE_STRICT -u FREERIDE_GATE_RUN -u FREERIDE_GATE_SAMPLE_EVERY "
                              "-u FREERIDE_GATE_LENGTHS "
                              "LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " LD_PRELOAD=" GATE_LIBRARY
-                             " FREERIDE_GATE_PAGE=" + page_path_ + " FREERIDE_GATE_LENGTHS=common " + variables +
+                             " FREERIDE_GATE_PAGE=" + page_path_ + " " + variables +
                                  " " GATE_CLIENT_BIN " many",
                              dir_.path());
     EXPECT_EQ(r.status, 0) << r.err;
@@ -2079,10 +2083,10 @@ TEST_F(InterposerTest, AtExitItsCountsAreAppendedToTheStatsFileAsOneJsonLine) {
   EXPECT_FALSE(std::getline(in, line)) << "one line a process";
 }
 
-// Pieces are predicted by their kind's learned length unless the task's
-// environment says FREERIDE_GATE_LENGTHS=common; a value that is neither is
-// named on stderr and the default used.
-TEST_F(InterposerTest, PiecesArePredictedByKindUnlessTheEnvironmentAsksForTheCommonPercentile) {
+// Every piece is predicted by the common percentile unless the task's
+// environment says FREERIDE_GATE_LENGTHS=kind (an experiment); a value that
+// is neither is named on stderr and the default used.
+TEST_F(InterposerTest, PiecesArePredictedByKindOnlyWhenTheEnvironmentAsks) {
   auto kinds_with = [&](const std::string& variables) {
     const std::string stats = dir_.path() + "/kinds.jsonl";
     std::remove(stats.c_str());
@@ -2097,14 +2101,14 @@ TEST_F(InterposerTest, PiecesArePredictedByKindUnlessTheEnvironmentAsksForTheCom
     return std::make_pair(line.empty() ? -1 : nlohmann::json::parse(line)["kinds"].get<int>(), r.err);
   };
   const auto [by_default, quiet] = kinds_with("");
-  const auto [common, asked] = kinds_with("FREERIDE_GATE_LENGTHS=common");
+  const auto [by_kind, asked] = kinds_with("FREERIDE_GATE_LENGTHS=kind");
   const auto [bad, warned] = kinds_with("FREERIDE_GATE_LENGTHS=longest");
-  EXPECT_EQ(by_default, 2) << "the kernel's one launch shape and the graph";
-  EXPECT_EQ(common, 0);
-  EXPECT_EQ(bad, 2);
+  EXPECT_EQ(by_default, 0);
+  EXPECT_EQ(by_kind, 2) << "the kernel's one launch shape and the graph";
+  EXPECT_EQ(bad, 0);
   EXPECT_EQ(quiet.find("freeride-gate:"), std::string::npos) << quiet;
   EXPECT_EQ(asked.find("freeride-gate:"), std::string::npos) << asked;
-  EXPECT_NE(warned.find("freeride-gate: FREERIDE_GATE_LENGTHS=longest is not common or kind; using kind"),
+  EXPECT_NE(warned.find("freeride-gate: FREERIDE_GATE_LENGTHS=longest is not common or kind; using common"),
             std::string::npos) << warned;
 }
 

@@ -45,8 +45,9 @@ constexpr uint32_t GateClosedValue(uint32_t bubble) { return bubble << 1; }
 constexpr bool GateIsOpen(uint32_t word) { return (word & 1u) != 0; }
 
 // What one gated process publishes of its GPU work: the 95th percentile of
-// the lengths of its sampled pieces (kernels, graphs, copies), so that the
-// daemon closes the gate early enough for them to end inside the bubble.
+// the lengths of its sampled pieces (kernels, graphs, copies), which the
+// daemon shows in the lane's margin (its interposer holds each piece to the
+// bubble's deadline by the piece's own predicted length).
 struct GateTaskSlot {
   std::atomic<int64_t> pid;  // 0: free; claimed with a compare-and-swap
   std::atomic<int64_t> work_p95_ns;

@@ -139,10 +139,9 @@ LaunchGate& TheGate() {
         freeride::WholeNumberSetting("freeride-gate", "FREERIDE_GATE_RUN", tuning.run, 1, GateTuning::kMostRun));
     tuning.sample_every = freeride::WholeNumberSetting("freeride-gate", "FREERIDE_GATE_SAMPLE_EVERY", tuning.sample_every,
                                                        1, GateTuning::kMostSampleEvery);
-    // Pieces predicted by their kind's learned length (GateTuning), unless
-    // FREERIDE_GATE_LENGTHS=common: the common percentile alone.
+    // An experiment: pieces predicted by their kind's learned length (GateTuning).
     tuning.lengths_by_kind =
-        freeride::ChoiceSetting("freeride-gate", "FREERIDE_GATE_LENGTHS", {"common", "kind"}, 1) == 1;
+        freeride::ChoiceSetting("freeride-gate", "FREERIDE_GATE_LENGTHS", {"common", "kind"}, 0) == 1;
     return new LaunchGate(api, page.is_open() ? page.page() : nullptr, error, slot, RealHostClock(),
                           strict && std::string(strict) == "1", queue_estimate, tuning);
   }();

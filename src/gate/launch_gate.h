@@ -19,7 +19,7 @@
 // every piece near its bubble's deadline, after every kFenceEvery-th one
 // (GateTuning's run) far from it, and when the bubble a stream's pieces were admitted to
 // changes; a piece's length is predicted by the 95th percentile of the
-// timed pieces, or, with GateTuning's lengths_by_kind (the interposer's default), by the
+// timed pieces, or, with GateTuning's lengths_by_kind (an experiment), by the
 // longest recent timing of its kind where one is back (gate/piece_key.h,
 // gate/piece_lengths.h: a kernel by its function and launch shape, a graph
 // by its executable, a one-dimensional copy or fill by its size).  Far from
@@ -41,9 +41,10 @@
 // events around it, reused once read back, on its
 // stream, read back later on the program's own threads), and the first
 // kLearnKind pieces of a kind none of whose lengths is back yet, and publishes the
-// 95th percentile of those lengths in its slot of the gate page, so that the
-// daemon closes the gate early enough for the work it let through to end
-// inside the bubble (policy/gate_close.h).  A learned length that keeps a
+// 95th percentile of those lengths in its slot of the gate page, where the
+// daemon shows it in the lane's margin (policy/gate_close.h's GateMargin; the
+// deadline itself is the base margin before the forecast end: each piece is
+// held to it here, by its own predicted length).  A learned length that keeps a
 // piece out of whole bubbles is forgotten (kMostBubblesTooLong,
 // kMostBubblesWindowTooLong): nothing held by it would run to correct it.
 //
@@ -117,13 +118,14 @@ struct GateTuning {
   // that long).  1 to kMostSampleEvery.
   uint64_t sample_every = 16;
   // Pieces predicted by their kind's learned length (gate/piece_lengths.h)
-  // where it is known, instead of all by the common 95th percentile.  Off
-  // here, the mechanism's plainest form; the interposer turns it on unless
-  // FREERIDE_GATE_LENGTHS=common: on one H200's short bubbles it took the
-  // waits a long kernel left pending past the close to zero, and the
-  // trainer's slowdown down, with harvest unchanged
-  // (bench/results/gate_kinds_margin_h200.md; on a real 2-stage pipeline,
-  // piece_kinds_2xh200.md).
+  // where it is known, instead of all by the common 95th percentile
+  // (FREERIDE_GATE_LENGTHS=kind in the interposer).  An experiment, off by
+  // default: no consistent gain on a real pipeline (bench/results/piece_kinds_2xh200.md);
+  // on one H200's short bubbles it left no wait pending, where a real 2-stage
+  // pipeline's rows left more (gate_kinds_margin_h200.md), and a kind held
+  // too long is forgotten with no backoff (HoldUntilAdmitted), so a kernel
+  // longer than every bubble may be let in, and overrun, after each
+  // forgetting (no test covers it yet).
   bool lengths_by_kind = false;
 };
 

@@ -1015,6 +1015,46 @@ TEST_F(LaunchGateTest, AKindLearnedTooLongForAnyBubbleIsForgottenAfterTwoBubbles
   FakeClock::on_sleep = nullptr;
 }
 
+// The same kind, in fact 10 ms long: let in at the common percentile once
+// forgotten, it is timed and learned again at 10 ms, and the next time it is
+// held it is forgotten only after four bubbles (twice as many), not two, so
+// a kernel longer than every bubble overruns ever more rarely.
+TEST_F(LaunchGateTest, AKindForgottenAgainWithoutFittingIsHeldTwiceAsManyBubbles) {
+  GateTaskSlot slot{};
+  auto made = GateByKind(page_, &slot);
+  LaunchGate& gate = *made;
+  LearnCommonAndKind(gate, stream_, 0.0625f, kLongKind, 10.0f);
+  EXPECT_EQ(LaunchGate::KindTooLongBubbles(0), 2u);
+  EXPECT_EQ(LaunchGate::KindTooLongBubbles(1), 4u);
+  EXPECT_EQ(LaunchGate::KindTooLongBubbles(99), 64u) << "at most kMostBubblesTooLong << kMostWindowBackoff";
+  {
+    const auto log = RunBubblesOf1ms(gate, /*admit_all_from=*/100);
+    ASSERT_TRUE(QueueKindPieces(gate, stream_, kLongKind));
+    ASSERT_EQ(gate.counters().kinds_forgotten, 1u);
+    ASSERT_EQ(log->opened.size(), 2u) << "bubble 1 (looked at late) does not count; bubbles 2 and 3 do";
+  }
+  // Learned again: its next piece is timed for its kind (10 ms), read back at
+  // pieces of no kind, with the gate open and no deadline.
+  FakeClock::on_sleep = nullptr;
+  Open(1, INT64_MAX);
+  FakeDriver::events_done = true;
+  FakeDriver::elapsed_ms = 10.0f;
+  for (int i = 0; i < 64 && gate.kind_ns(kLongKind) == 0; ++i) {
+    ASSERT_TRUE(QueueKindPieces(gate, stream_, kLongKind));
+    ASSERT_TRUE(QueuePieces(gate, stream_, static_cast<int>(LaunchGate::kCollectEvery)));
+  }
+  ASSERT_EQ(gate.kind_ns(kLongKind), 10'000'000);
+  ASSERT_EQ(gate.work_p95_ns(), 62'500) << "the common window kept";
+  FakeDriver::wait_times.clear();
+  const auto log = RunBubblesOf1ms(gate, /*admit_all_from=*/100);
+  ASSERT_TRUE(QueueKindPieces(gate, stream_, kLongKind));
+  EXPECT_EQ(gate.counters().kinds_forgotten, 2u);
+  ASSERT_EQ(log->opened.size(), 4u) << "bubble 1 does not count; bubbles 2 to 5 do";
+  ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
+  EXPECT_GE(FakeDriver::wait_times[0], log->opened[3]);
+  FakeClock::on_sleep = nullptr;
+}
+
 // A gate judging pieces by the common percentile, which it has learned at
 // `ms` (pieces timed from now take the same), in bubble 1, open with no deadline.
 std::unique_ptr<LaunchGate> GateWithAWindowOf(float ms, GateTaskSlot* slot, char* page, CuStream stream) {

@@ -116,5 +116,30 @@ TEST(PieceLengths, AFullTableIsEmptiedAndTheKindsStillInUseAreLearnedAgain) {
   EXPECT_EQ(lengths.Estimate(Launch(kKernel, 1)), 0);
 }
 
+
+// Forgetting a kind empties its lengths and timings but counts the
+// forgetting, until a piece of it fits at a learned length again; a kind
+// never forgotten, or not kept, counts none.
+TEST(PieceLengths, AKindsForgettingsInARowAreCountedUntilItFitsAgain) {
+  PieceLengths lengths;
+  lengths.Add(7, 10'000);
+  EXPECT_EQ(lengths.Forgets(7), 0u);
+  lengths.Forget(7);
+  EXPECT_EQ(lengths.Estimate(7), 0);
+  EXPECT_EQ(lengths.NoteTiming(7), 0u) << "its timings start afresh";
+  EXPECT_EQ(lengths.Forgets(7), 1u);
+  lengths.Add(7, 10'000);
+  lengths.Forget(7);
+  EXPECT_EQ(lengths.Forgets(7), 2u);
+  lengths.Add(7, 10'000);
+  lengths.NoteFitted(7);
+  EXPECT_EQ(lengths.Forgets(7), 0u);
+  EXPECT_EQ(lengths.Estimate(7), 10'000) << "fitting keeps what was learned";
+  EXPECT_EQ(lengths.Forgets(8), 0u);
+  EXPECT_EQ(lengths.Forgets(0), 0u);
+  lengths.NoteFitted(8);  // not kept: nothing to do
+  EXPECT_EQ(lengths.kinds(), 1u);
+}
+
 }  // namespace
 }  // namespace freeride::gate

@@ -146,10 +146,12 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
   const uint64_t key = sample && tuning_.lengths_by_kind ? sample->key : 0;
   int64_t kind_ns = 0;
   bool learn_kind = false;
+  uint32_t kind_forgets = 0;
   if (key != 0) {
     std::lock_guard<std::mutex> lock(kinds_mutex_);
     kind_ns = kind_lengths_.Estimate(key);
     learn_kind = kind_ns == 0 && kind_lengths_.NoteTiming(key) < kLearnKind;
+    kind_forgets = kind_lengths_.Forgets(key);
   }
   if (sample) {
     sample->key = key;
@@ -163,7 +165,7 @@ CuResult LaunchGate::BeforeWork(CuStream stream, bool per_thread, WorkSample* sa
   const bool may_go_unwaited = !wait_every_piece_ && sample != nullptr && !sample->whole_graph &&
                                target != kPerThreadStream && can_fence_ && !Demoted() &&
                                piece_p95_ns_.load(std::memory_order_relaxed) > 0;
-  const Admitted admitted = HoldUntilAdmitted(target, may_go_unwaited, kind_ns, key);
+  const Admitted admitted = HoldUntilAdmitted(target, may_go_unwaited, kind_ns, key, kind_forgets);
   if (sample && admitted.kind_forgotten) sample->kind_ns = 0;
   // Whether no other thread's piece is on its way to this stream (between
   // its BeforeWork and AfterWork) now, and the stream's count of such
@@ -376,7 +378,7 @@ uint64_t LaunchGate::late_bubbles() {
 }
 
 LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_unwaited, int64_t kind_ns,
-                                                   uint64_t key) {
+                                                   uint64_t key, uint32_t kind_forgets) {
   const auto& layout = *static_cast<const GatePageLayout*>(page_);
   bool held = false;
   bool kind_forgotten = false;
@@ -405,7 +407,7 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
   // enough of them its length (a kind's, or the window's percentile, with
   // nothing of the program's queued) is forgotten, and it is judged again.
   auto count_too_long = [&]() {  // true: judged again (a length was forgotten)
-    if (kind_ns > 0 && ++too_long >= kMostBubblesTooLong) {
+    if (kind_ns > 0 && ++too_long >= KindTooLongBubbles(kind_forgets)) {
       {
         std::lock_guard<std::mutex> lock(kinds_mutex_);
         kind_lengths_.Forget(key);
@@ -460,6 +462,11 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
         torn ? PieceVerdict::kWaitForQueue : JudgePiece(view, now, queued_ns, piece, seen_shut);
     if (verdict == PieceVerdict::kQueue) {
       if (held) held_.fetch_add(1, std::memory_order_relaxed);
+      // Queued at its kind's learned length: the kind fits again.
+      if (kind_ns > 0 && kind_forgets > 0) {
+        std::lock_guard<std::mutex> lock(kinds_mutex_);
+        kind_lengths_.NoteFitted(key);
+      }
       // Queued by a window's percentile: the program's pieces fit again.
       if (kind_ns == 0 && piece_p95_ns_.load(std::memory_order_relaxed) > 0) {
         uint32_t in_row = window_forgets_in_row_.load(std::memory_order_relaxed);

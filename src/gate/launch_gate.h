@@ -52,6 +52,7 @@
 // threads at once; arming happens once (the first caller arms, the others
 // wait for it).  BeforeWork blocks its caller while the piece is held.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <deque>
@@ -122,10 +123,7 @@ struct GateTuning {
   // (FREERIDE_GATE_LENGTHS=kind in the interposer).  An experiment, off by
   // default: no consistent gain on a real pipeline (bench/results/piece_kinds_2xh200.md);
   // on one H200's short bubbles it left no wait pending, where a real 2-stage
-  // pipeline's rows left more (gate_kinds_margin_h200.md), and a kind held
-  // too long is forgotten with no backoff (HoldUntilAdmitted), so a kernel
-  // longer than every bubble may be let in, and overrun, after each
-  // forgetting (no test covers it yet).
+  // pipeline's rows left more (gate_kinds_margin_h200.md).
   bool lengths_by_kind = false;
 };
 
@@ -197,6 +195,11 @@ class LaunchGate {
   // percentile: a length learned too long (a timing stretched by the
   // training's own kernels) would otherwise hold the piece, and the
   // program, for good, since a kind that never runs is never timed again.
+  // A kind whose pieces are in fact that long is let in at the common
+  // percentile once forgotten, overruns, and is learned again: so each time
+  // it is forgotten again with no piece of it let in at its learned length
+  // in between, twice as many bubbles are required (KindTooLongBubbles), up
+  // to kMostBubblesTooLong << kMostWindowBackoff, as for the common window.
   static constexpr uint32_t kMostBubblesTooLong = 2;
   // The same for a piece judged by the common percentile, in this many
   // bubbles: its window is emptied (the next pieces are judged at
@@ -211,6 +214,11 @@ class LaunchGate {
   // rarely, and the daemon's overrun budget judges it.
   static constexpr uint32_t kMostBubblesWindowTooLong = 16;
   static constexpr uint32_t kMostWindowBackoff = 5;
+  // Bubbles a piece of a learned kind, forgotten `forgets` times in a row
+  // already, must not fit before its kind is forgotten again.
+  static uint32_t KindTooLongBubbles(uint32_t forgets) {
+    return kMostBubblesTooLong << std::min(forgets, kMostWindowBackoff);
+  }
 
   // `page` is the mapped gate page (its first word is the gate), or null
   // when it could not be mapped, with `page_error` saying why.  `slot` is
@@ -341,8 +349,11 @@ class LaunchGate {
   // left out.  `kind_ns`: its kind's learned length (0: none; predicted at
   // the common percentile).
   // `key`: its kind, forgotten if the piece is held too long by its length
-  // (kMostBubblesTooLong).
-  Admitted HoldUntilAdmitted(CuStream stream, bool may_go_unwaited, int64_t kind_ns, uint64_t key);
+  // (kMostBubblesTooLong), after KindTooLongBubbles(`kind_forgets`): the
+  // kind's forgettings in a row (PieceLengths::Forgets).
+  Admitted HoldUntilAdmitted(CuStream stream, bool may_go_unwaited, int64_t kind_ns, uint64_t key,
+                             uint32_t kind_forgets);
+
   // Pieces queued and not seen to end, and those of them counted at their kind's length.
   struct Queued {
     size_t pieces = 0;

@@ -72,12 +72,26 @@ class PieceLengths {
     return before;
   }
   // Forgets what was learned of kind `key` (its lengths and its timings), so
-  // that it is predicted as a piece of no learned kind and learned afresh.
+  // that it is predicted as a piece of no learned kind and learned afresh;
+  // counts the forgetting (Forgets).
   void Forget(uint64_t key) {
     Slot* slot = key == 0 ? nullptr : Find(key);
     if (!slot) return;
+    const uint32_t forgets = slot->forgets < UINT32_MAX ? slot->forgets + 1 : slot->forgets;
     *slot = Slot{};
     slot->key = key;
+    slot->forgets = forgets;
+  }
+  // Times kind `key` was forgotten since a piece of it last fitted at its
+  // learned length (NoteFitted): 0 for a kind never forgotten or not kept.
+  uint32_t Forgets(uint64_t key) const {
+    const Slot* slot = key == 0 ? nullptr : Find(key);
+    return slot ? slot->forgets : 0;
+  }
+  // A piece of kind `key` was let in at its learned length: its forgettings
+  // in a row end.
+  void NoteFitted(uint64_t key) {
+    if (Slot* slot = key == 0 ? nullptr : Find(key)) slot->forgets = 0;
   }
   // Kinds kept (timed or learned), and times the table was emptied for being full.
   size_t kinds() const { return kinds_; }
@@ -90,6 +104,7 @@ class PieceLengths {
     uint32_t count = 0;
     uint32_t next = 0;
     uint32_t timings = 0;  // NoteTiming's
+    uint32_t forgets = 0;  // Forget's, since NoteFitted
   };
   // Open addressing, linear probing, in a table twice the capacity: a probe
   // ends at a free slot well before it has gone far.

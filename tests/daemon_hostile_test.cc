@@ -547,9 +547,13 @@ TEST(HostileTcp, AFloodOfIdleConnectionsLeavesBothSocketsAnswering) {
   // 256 descriptors, so that a flood of a couple of thousand exhausts them.
   pid_t daemon = StartDaemonProcess(
       options, {"--listen", "127.0.0.1:0", "--token-file", token_file}, /*descriptor_limit=*/256);
+  // The banner naming the port is written after the Unix socket answers: wait for it.
   std::smatch port;
-  std::string log = FileText(options.state_dir + ".log");
-  ASSERT_TRUE(std::regex_search(log, port, std::regex("tcp: 127\\.0\\.0\\.1:(\\d+)"))) << log;
+  std::string log;
+  ASSERT_TRUE(WaitUntil([&] {
+    log = FileText(options.state_dir + ".log");
+    return std::regex_search(log, port, std::regex("tcp: 127\\.0\\.0\\.1:(\\d+)"));
+  })) << log;
   DaemonEndpoint local, remote;
   local.socket_path = options.socket_path;
   remote.server = "127.0.0.1:" + port[1].str();

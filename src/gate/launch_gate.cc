@@ -519,8 +519,7 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
 }
 
 uint32_t LaunchGate::CommonTooLongBubbles() const {
-  const uint32_t in_row = window_forgets_in_row_.load(std::memory_order_relaxed);
-  return kMostBubblesWindowTooLong << std::min(in_row, kMostWindowBackoff);
+  return TooLongBubblesAfter(kMostBubblesWindowTooLong, window_forgets_in_row_.load(std::memory_order_relaxed));
 }
 
 void LaunchGate::ForgetCommonLengths() {

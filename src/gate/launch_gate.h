@@ -214,11 +214,16 @@ class LaunchGate {
   // rarely, and the daemon's overrun budget judges it.
   static constexpr uint32_t kMostBubblesWindowTooLong = 16;
   static constexpr uint32_t kMostWindowBackoff = 5;
+  // Bubbles a length must keep a piece out of, `first` the first time, once
+  // forgotten `in_row` times in a row already: twice as many each time, up
+  // to first << kMostWindowBackoff (a kind's, KindTooLongBubbles; the common
+  // window's, CommonTooLongBubbles).
+  static uint32_t TooLongBubblesAfter(uint32_t first, uint32_t in_row) {
+    return first << std::min(in_row, kMostWindowBackoff);
+  }
   // Bubbles a piece of a learned kind, forgotten `forgets` times in a row
   // already, must not fit before its kind is forgotten again.
-  static uint32_t KindTooLongBubbles(uint32_t forgets) {
-    return kMostBubblesTooLong << std::min(forgets, kMostWindowBackoff);
-  }
+  static uint32_t KindTooLongBubbles(uint32_t forgets) { return TooLongBubblesAfter(kMostBubblesTooLong, forgets); }
 
   // `page` is the mapped gate page (its first word is the gate), or null
   // when it could not be mapped, with `page_error` saying why.  `slot` is

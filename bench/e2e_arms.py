@@ -314,6 +314,12 @@ def split_side(side: str) -> tuple[str, dict[str, str]]:
     return base, env
 
 
+def under_env(cmd: list[str], env: dict[str, str]) -> list[str]:
+    """`cmd` run with the variables `env` (a side's +VAR=VALUE pieces, split_side) through `env`;
+    `cmd` itself without any."""
+    return ["env", *(f"{var}={value}" for var, value in env.items()), *cmd] if env else cmd
+
+
 def harvest_at(rate: float, units_on_by_lane: list[float], bubble_on_s_by_lane: list[float]) -> tuple:
     """(harvest, harvest by lane): the lanes' "on" work in seconds alone, at `rate` units a second,
     over their bubble seconds in "on" iterations; NaN where there is no bubble time or no rate."""
@@ -627,9 +633,7 @@ class Arms:
         cmd, pattern = self.programs[base]
         cmd = [sys.executable if cmd[0] == "python3" else cmd[0],
                *[os.path.join(ROOT, x) if x.startswith("examples/") else x for x in cmd[1:]]]
-        if env:
-            cmd = ["env", *(f"{var}={value}" for var, value in env.items()), *cmd]
-        return cmd, pattern
+        return under_env(cmd, env), pattern
 
     def is_program(self, side: str) -> bool:
         return split_side(side)[0] in self.programs

@@ -511,11 +511,9 @@ class Bench:
     def submit(self, name: str) -> str:
         """Submits program `name` (a PROGRAMS entry, optionally with +VAR=VALUE pieces: its
         environment, e.g. an interposer experiment) to lane 0; the task's name."""
-        from e2e_arms import split_side  # e2e_arms imports this module
+        from e2e_arms import split_side, under_env  # e2e_arms imports this module
         base, env = split_side(name)
-        cmd, _ = PROGRAMS[base]
-        if env:
-            cmd = ["env", *(f"{var}={value}" for var, value in env.items()), *cmd]
+        cmd = under_env(PROGRAMS[base][0], env)
         task = f"{file_name(name)}-{len(self.rows)}"
         self.cli("submit", "--name", task, "--kind", "imperative", "--lane", "0", "--memory", "16GiB",
                  "--progress-regex", DAEMON_PROGRESS[base], "--", *cmd)

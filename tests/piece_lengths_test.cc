@@ -116,7 +116,6 @@ TEST(PieceLengths, AFullTableIsEmptiedAndTheKindsStillInUseAreLearnedAgain) {
   EXPECT_EQ(lengths.Estimate(Launch(kKernel, 1)), 0);
 }
 
-
 // Forgetting a kind empties its lengths and timings but counts the
 // forgetting, until a piece of it fits at a learned length again; a kind
 // never forgotten, or not kept, counts none.

@@ -242,6 +242,7 @@ def test_a_side_task_whose_stage_closed_cleanly_gives_its_node_up_and_new_work_w
     def waiting_task(daemon: Daemon) -> side_task.SideTask:
         task = object.__new__(side_task.SideTask)  # its state, without a runner
         task.daemon, task.task_id, task._stage_gone_since, task._saw_stage = daemon, 7, None, False
+        task.connection = None  # still waiting for the runner to connect
         task._unavailable = lambda why: side_task.NodeUnavailable(why)  # not the blocker: no Ray here
         return task
 
@@ -259,3 +260,45 @@ def test_a_side_task_whose_stage_closed_cleanly_gives_its_node_up_and_new_work_w
     task._check()
     assert not later.cancelled
     assert not lanes_of(status(0, False))[0].stage_ended and lanes_of(status(4242, False))[0].stage_ended
+
+
+def test_a_reply_sent_just_before_the_runner_exited_is_the_result_not_a_lost_node(monkeypatch) -> None:
+    """The runner replies, then exits, while the wrapper asks the daemon how the task is (a
+    process start, slow on a loaded node): the daemon already says FINISHED, but the reply is
+    in the socket.  That reply is the result; taking the task as lost had Ray run the finished
+    work again on another node (tests/multinode/ray_test.py saw work recorded twice)."""
+    import socket
+
+    import freeride.ray._side_task as side_task
+
+    wrapper_end, runner_end = socket.socketpair()
+
+    class Daemon:
+        def __init__(self) -> None:
+            self.cancelled = False
+
+        def status(self) -> dict:
+            # The runner finishes during this call: its reply, then its exit.
+            if runner_end.fileno() >= 0:
+                _wire.send(runner_end, ("result", 0, "the work's result"))
+                runner_end.close()
+            return {"stats": {"lanes": [{"lane": 0, "capacity_bytes": "0", "stage_pid": "4242",
+                                         "stage_alive": True, "bubbles": "9"}]},
+                    "tasks": {"tasks": [{"id": "7", "state": "FINISHED", "lane": 0}]}}
+
+        def show(self, task_id: int) -> dict:
+            return {"state": "FINISHED", "pid": "4343", "message": "exited with status 0"}
+
+        def cancel(self, task_id: int) -> None:
+            self.cancelled = True
+
+    task = object.__new__(side_task.SideTask)  # its state, with a connection and no daemon process
+    task.daemon, task.task_id, task.runner_pid, task.connection = Daemon(), 7, 4343, wrapper_end
+    task._stage_gone_since, task._saw_stage = None, False
+    task._unavailable = lambda why: side_task.NodeUnavailable(why)  # not the blocker: no Ray here
+    monkeypatch.setattr(side_task, "_CHECK_EVERY_S", 0.0)  # check at once: nothing was sent yet
+    try:
+        assert task.result() == "the work's result"
+        assert not task.daemon.cancelled
+    finally:
+        wrapper_end.close()

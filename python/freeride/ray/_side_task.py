@@ -174,11 +174,20 @@ class SideTask:
 
     # ------------------------------------------------------------ watching --
     def _check(self) -> None:
-        """Raises when the daemon is gone, the side task ended, or its lane's stage has ended."""
+        """Raises when the daemon is gone, the side task ended, or its lane's stage has ended;
+        returns without judging when the runner's connection is readable (its reply is read first)."""
         try:
             status = self.daemon.status()  # the lanes and the live tasks, in one call
         except DaemonUnreachable as e:
+            if self._reply_waiting():
+                return
             raise self._unavailable(str(e)) from None
+        # The runner may have replied, and exited, while the status was asked (a process start,
+        # slow on a loaded node): its reply comes first, or its finished work would be lost and
+        # done again elsewhere.  It wrote the reply before it exited, so the reply is readable
+        # by the time the daemon reports the exit.
+        if self._reply_waiting():
+            return
         task = next((t for t in status.get("tasks", {}).get("tasks", []) if int(t["id"]) == self.task_id), None)
         if task is None or task.get("state") in _ENDED:
             raise self._runner_ended()
@@ -197,6 +206,13 @@ class SideTask:
                                         "on this node: no more bubbles")
         else:
             self._stage_gone_since = None
+
+    def _reply_waiting(self) -> bool:
+        """Whether the runner's connection has something to read now: a reply, or its close."""
+        if self.connection is None:
+            return False
+        ready, _, _ = select.select([self.connection], [], [], 0)
+        return bool(ready)
 
     def _runner_ended(self) -> BaseException:
         """Why the runner ended without replying: the exception to raise.  The daemon learns of

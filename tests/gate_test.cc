@@ -1885,6 +1885,23 @@ TEST(GateSymbolTable, OldSignaturesAndUncoveredEntryPointsAreKnown) {
   EXPECT_FALSE(UncoveredByName("cuMemcpyBatchAsync"));
 }
 
+// cuMemPrefetchAsync took a device until 12.2 and a location since: each
+// version's look-up gets its own wrapper, and the exported names theirs.
+TEST(GateSymbolTable, APrefetchLookupGetsTheSignatureOfItsVersion) {
+  auto old = GatedByBaseName("cuMemPrefetchAsync", 12000, 0);
+  auto newer = GatedByBaseName("cuMemPrefetchAsync", 12020, 2);
+  ASSERT_TRUE(old && newer);
+  EXPECT_EQ(old->function, GatedFunction::kMemPrefetchAsync);
+  EXPECT_EQ(newer->function, GatedFunction::kMemPrefetchAsyncV2);
+  EXPECT_TRUE(newer->per_thread);
+  EXPECT_FALSE(LookupRefusedForVersion("cuMemPrefetchAsync", 7000));  // before 8.0 the driver has none
+  EXPECT_EQ(GatedByExportName("cuMemPrefetchAsync_v2_ptsz")->function, GatedFunction::kMemPrefetchAsyncV2);
+  EXPECT_EQ(GatedByExportName("cuMemPrefetchAsync")->function, GatedFunction::kMemPrefetchAsync);
+  EXPECT_EQ(GatedByExportName("cuMemsetD2D32_v2_ptds")->function, GatedFunction::kMemsetD2D32);
+  EXPECT_TRUE(LookupRefusedForVersion("cuMemsetD2D8", 3000));  // the 32-bit-size form
+  EXPECT_FALSE(GatedByBaseName("cuStreamWriteValue32", 12000, 0));  // a stage's gate writes: never gated
+}
+
 // cuMemcpyBatchAsync had one signature in CUDA 12.8 (with a failure index)
 // and another from 13.0: a look-up gets the one its version asks for, and
 // one older than both is refused.  So does cuMemcpy3DBatchAsync.
@@ -2236,6 +2253,31 @@ TEST_F(InterposerTest, BatchedCopiesWaitOnTheGateUnderEitherSignature) {
       "batch_v1 0x1000 count 3 fail-index-set\n"
       "fail index 0\n"
       "result 0\nresult 0\n";
+  EXPECT_EQ(r.out, expected);
+}
+
+// Managed memory prefetched on a stream (one range or a batch), a graph
+// uploaded ahead of its launch, and a synchronous 2-D fill: each waits on
+// the gate, and reaches the driver with its arguments as the program gave
+// them (a location passed by value included).
+TEST_F(InterposerTest, PrefetchesGraphUploadsAndTwoDimensionalFillsWaitOnTheGate) {
+  ShellResult r = Run("prefetch-upload-fill");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const std::string expected =
+      "lookup cuMemPrefetchAsync 13000 1\n"
+      "register 4096 flags 3\n"
+      "wait 0x1000 value 1 flags 2 addr-set\n"
+      "prefetch 0x1000 n 4096 to 1:0 flags 0\n"
+      "lookup cuMemPrefetchBatchAsync 13000 1\n"
+      "wait 0x1000 value 1 flags 2 addr-set\n"
+      "prefetch_batch 0x1000 count 2 last 8192\n"
+      "lookup cuGraphUpload 12000 1\n"
+      "wait 0x1000 value 1 flags 2 addr-set\n"
+      "upload 0x1000\n"
+      "lookup cuMemsetD2D8 12000 1\n"
+      "wait (nil) value 1 flags 2 addr-set\n"  // synchronous: the legacy stream
+      "memset2d pitch 64 value 7 16x4\n"
+      "result 0\nresult 0\nresult 0\nresult 0\n";
   EXPECT_EQ(r.out, expected);
 }
 

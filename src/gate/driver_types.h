@@ -33,6 +33,12 @@ constexpr int kProcAddressVersionNotSufficient = 2;  // CU_GET_PROC_ADDRESS_VERS
 constexpr int kCaptureStatusNone = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
 constexpr int kCaptureModeRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED
 
+// CUmemLocation (its type and id), passed by value to cuMemPrefetchAsync_v2.
+struct MemLocation {
+  int type;
+  int id;
+};
+
 // CUlaunchConfig's leading fields; the stream is all the gate reads.
 struct LaunchConfigHead {
   unsigned grid[3];

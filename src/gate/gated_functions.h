@@ -72,6 +72,22 @@
   X(MemsetD2D32Async, "cuMemsetD2D32Async", "cuMemsetD2D32Async", "cuMemsetD2D32Async_ptsz", 0,  \
     (CuDevicePtr d, size_t pitch, unsigned v, size_t w, size_t h, CuStream s),                   \
     (d, pitch, v, w, h, s), s)                                                                   \
+  /* Managed memory moved ahead of use: copy-engine work on a stream (12.2 gave it a location). */ \
+  X(MemPrefetchAsyncV2, "cuMemPrefetchAsync", "cuMemPrefetchAsync_v2", "cuMemPrefetchAsync_v2_ptsz", \
+    12020, (CuDevicePtr d, size_t n, MemLocation to, unsigned flags, CuStream s), (d, n, to, flags, s), s) \
+  X(MemPrefetchAsync, "cuMemPrefetchAsync", "cuMemPrefetchAsync", "cuMemPrefetchAsync_ptsz", 8000, \
+    (CuDevicePtr d, size_t n, int device, CuStream s), (d, n, device, s), s)                      \
+  X(MemPrefetchBatchAsync, "cuMemPrefetchBatchAsync", "cuMemPrefetchBatchAsync",                 \
+    "cuMemPrefetchBatchAsync_ptsz", 13000,                                                       \
+    (CuDevicePtr* d, size_t* n, size_t count, MemLocation* to, size_t* to_idxs, size_t num_to,   \
+     unsigned long long flags, CuStream s), (d, n, count, to, to_idxs, num_to, flags, s), s)     \
+  X(MemDiscardAndPrefetchBatchAsync, "cuMemDiscardAndPrefetchBatchAsync",                        \
+    "cuMemDiscardAndPrefetchBatchAsync", "cuMemDiscardAndPrefetchBatchAsync_ptsz", 13000,        \
+    (CuDevicePtr* d, size_t* n, size_t count, MemLocation* to, size_t* to_idxs, size_t num_to,   \
+     unsigned long long flags, CuStream s), (d, n, count, to, to_idxs, num_to, flags, s), s)     \
+  /* A graph's work descriptors uploaded ahead of its launch. */                                 \
+  X(GraphUpload, "cuGraphUpload", "cuGraphUpload", "cuGraphUpload_ptsz", 11010,                   \
+    (void* exec, CuStream s), (exec, s), s)                                                      \
   X(Memcpy, "cuMemcpy", "cuMemcpy", "cuMemcpy_ptds", 0,                                          \
     (CuDevicePtr d, CuDevicePtr src, size_t n), (d, src, n), nullptr)                            \
   X(MemcpyPeer, "cuMemcpyPeer", "cuMemcpyPeer", "cuMemcpyPeer_ptds", 0,                          \
@@ -91,7 +107,19 @@
   X(MemsetD16, "cuMemsetD16", "cuMemsetD16_v2", "cuMemsetD16_v2_ptds", 3020,                     \
     (CuDevicePtr d, unsigned short v, size_t n), (d, v, n), nullptr)                             \
   X(MemsetD32, "cuMemsetD32", "cuMemsetD32_v2", "cuMemsetD32_v2_ptds", 3020,                     \
-    (CuDevicePtr d, unsigned v, size_t n), (d, v, n), nullptr)
+    (CuDevicePtr d, unsigned v, size_t n), (d, v, n), nullptr)                                   \
+  X(MemsetD2D8, "cuMemsetD2D8", "cuMemsetD2D8_v2", "cuMemsetD2D8_v2_ptds", 3020,                 \
+    (CuDevicePtr d, size_t pitch, unsigned char v, size_t w, size_t h), (d, pitch, v, w, h), nullptr) \
+  X(MemsetD2D16, "cuMemsetD2D16", "cuMemsetD2D16_v2", "cuMemsetD2D16_v2_ptds", 3020,             \
+    (CuDevicePtr d, size_t pitch, unsigned short v, size_t w, size_t h), (d, pitch, v, w, h), nullptr) \
+  X(MemsetD2D32, "cuMemsetD2D32", "cuMemsetD2D32_v2", "cuMemsetD2D32_v2_ptds", 3020,             \
+    (CuDevicePtr d, size_t pitch, unsigned v, size_t w, size_t h), (d, pitch, v, w, h), nullptr)
+
+// Not gated, on purpose: stream memory writes (cuStreamWriteValue32/64, a
+// few bytes each, no GPU time to speak of) are how a training stage opens
+// and closes its gate, and a stage must never wait on a gate; nor are
+// stream-ordered allocations, host functions, event and semaphore signals,
+// which queue no work for the GPU's engines.
 
 // Entry points that submit GPU work the gate does not cover.  A program
 // that calls one is refused at that call (it fails with

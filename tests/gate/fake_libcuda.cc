@@ -140,6 +140,28 @@ CuResult cuMemcpyBatchAsync(CuDevicePtr*, CuDevicePtr*, size_t*, size_t count, v
   Log("batch_v1 " + Hex(s) + " count " + std::to_string(count) + (fail_idx ? " fail-index-set" : ""));
   return 0;
 }
+struct MemLocation {
+  int type, id;
+};
+CuResult cuMemPrefetchAsync_v2(CuDevicePtr d, size_t n, MemLocation to, unsigned flags, CuStream s) {
+  Log("prefetch " + Hex(s) + " n " + std::to_string(n) + " to " + std::to_string(to.type) + ":" +
+      std::to_string(to.id) + " flags " + std::to_string(flags));
+  return 0;
+}
+CuResult cuMemPrefetchBatchAsync(CuDevicePtr*, size_t* sizes, size_t count, MemLocation*, size_t*, size_t,
+                                 unsigned long long, CuStream s) {
+  Log("prefetch_batch " + Hex(s) + " count " + std::to_string(count) + " last " + std::to_string(sizes[count - 1]));
+  return 0;
+}
+CuResult cuGraphUpload(void*, CuStream s) {
+  Log("upload " + Hex(s));
+  return 0;
+}
+CuResult cuMemsetD2D8_v2(CuDevicePtr, size_t pitch, unsigned char v, size_t w, size_t h) {
+  Log("memset2d pitch " + std::to_string(pitch) + " value " + std::to_string(v) + " " + std::to_string(w) + "x" +
+      std::to_string(h));
+  return 0;
+}
 CuResult cuStreamBatchMemOp_v2(...) {
   Log("batchmemop");
   return 0;
@@ -161,6 +183,10 @@ CuResult cuGetProcAddress_v2(const char* name, void** pfn, int version, uint64_t
   else if (!std::strcmp(name, "cuMemcpyHtoDAsync")) fn = reinterpret_cast<void*>(&cuMemcpyHtoDAsync_v2);
   else if (!std::strcmp(name, "cuMemcpyBatchAsync"))
     fn = version >= 13000 ? reinterpret_cast<void*>(&cuMemcpyBatchAsync_v2) : reinterpret_cast<void*>(&cuMemcpyBatchAsync);
+  else if (!std::strcmp(name, "cuMemPrefetchAsync") && version >= 12020) fn = reinterpret_cast<void*>(&cuMemPrefetchAsync_v2);
+  else if (!std::strcmp(name, "cuMemPrefetchBatchAsync")) fn = reinterpret_cast<void*>(&cuMemPrefetchBatchAsync);
+  else if (!std::strcmp(name, "cuGraphUpload")) fn = reinterpret_cast<void*>(&cuGraphUpload);
+  else if (!std::strcmp(name, "cuMemsetD2D8")) fn = reinterpret_cast<void*>(&cuMemsetD2D8_v2);
   else if (!std::strcmp(name, "cuStreamBatchMemOp")) fn = reinterpret_cast<void*>(&cuStreamBatchMemOp_v2);
   else if (!std::strcmp(name, "cuCtxSynchronize")) fn = reinterpret_cast<void*>(&cuCtxSynchronize);
   else if (!std::strcmp(name, "cuGetProcAddress")) fn = reinterpret_cast<void*>(&cuGetProcAddress_v2);

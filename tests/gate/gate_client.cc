@@ -18,6 +18,13 @@ using HtoD = CuResult (*)(unsigned long long, const void*, size_t);
 using Sync = CuResult (*)();
 using HtoDAsync = CuResult (*)(unsigned long long, const void*, size_t, void*);
 using BatchV2 = CuResult (*)(unsigned long long*, unsigned long long*, size_t*, size_t, void*, size_t*, size_t, void*);
+struct Location {
+  int type, id;
+};
+using PrefetchV2 = CuResult (*)(unsigned long long, size_t, Location, unsigned, void*);
+using PrefetchBatch = CuResult (*)(unsigned long long*, size_t*, size_t, Location*, size_t*, size_t,
+                                   unsigned long long, void*);
+using Memset2D = CuResult (*)(unsigned long long, size_t, unsigned char, size_t, size_t);
 using BatchV1 = CuResult (*)(unsigned long long*, unsigned long long*, size_t*, size_t, void*, size_t*, size_t,
                              size_t*, void*);
 
@@ -83,6 +90,18 @@ int main(int argc, char** argv) {
     std::printf("%sfail index %zu\n", log(), fail_idx);
     std::printf("%s", results.c_str());
     return 0;
+  } else if (scenario == "prefetch-upload-fill") {  // managed memory moved, a graph uploaded, a 2-D fill
+    get_proc("cuMemPrefetchAsync", &fn, 13000, 1, &status);
+    note(reinterpret_cast<PrefetchV2>(fn)(0x20000000, 4096, Location{1, 0}, 0, stream));
+    unsigned long long ptrs[2] = {0x20000000, 0x30000000};
+    size_t sizes[2] = {4096, 8192}, loc_idxs[1] = {0};
+    Location to{1, 0};
+    get_proc("cuMemPrefetchBatchAsync", &fn, 13000, 1, &status);
+    note(reinterpret_cast<PrefetchBatch>(fn)(ptrs, sizes, 2, &to, loc_idxs, 1, 0, stream));
+    get_proc("cuGraphUpload", &fn, 12000, 1, &status);
+    note(reinterpret_cast<Graph>(fn)(nullptr, stream));
+    get_proc("cuMemsetD2D8", &fn, 12000, 1, &status);
+    note(reinterpret_cast<Memset2D>(fn)(0x20000000, 64, 7, 16, 4));
   } else if (scenario == "direct") {  // a program that binds the driver's names itself
     fn = dlsym(RTLD_DEFAULT, "cuLaunchKernel");
     note(fn ? reinterpret_cast<Launch>(fn)(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr) : -1);

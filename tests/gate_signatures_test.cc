@@ -1,0 +1,121 @@
+// The gate's wrappers against CUDA's own declarations: each entry of
+// gated_functions.h must take what the driver's entry point of that
+// version takes, or a program's arguments reach the driver shifted.  The
+// check is at compile time (this file does not build if one differs); the
+// test says which driver typedef each entry was checked against.  Built
+// where the CUDA toolkit's headers are (CI has them: nvcc is installed).
+#include <cudaTypedefs.h>
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <type_traits>
+
+#include "gate/gated_functions.h"
+#include "gate/symbol_table.h"
+
+namespace freeride::gate {
+namespace {
+
+// What the x86-64 calling convention sees of a parameter: its size and its
+// class (pointer, integer or enum, or a small struct passed by value).
+template <typename T>
+constexpr int AbiClass() {
+  if constexpr (std::is_pointer_v<T>) return 1;
+  else if constexpr (std::is_integral_v<T> || std::is_enum_v<T>) return 2;
+  else if constexpr (std::is_class_v<T>) return 3;
+  else return 4;
+}
+
+template <typename Ours, typename Theirs>
+struct SameAbi : std::false_type {};
+template <typename... A, typename... B>
+struct SameAbi<CuResult (*)(A...), CUresult(CUDAAPI*)(B...)> {
+  static constexpr bool value = [] {
+    if constexpr (sizeof...(A) != sizeof...(B)) return false;
+    else return ((sizeof(A) == sizeof(B) && AbiClass<A>() == AbiClass<B>()) && ...);
+  }();
+};
+
+// Our parameters of each entry.
+#define FREERIDE_GATE_PARAMS(id, base, legacy, per_thread, min_version, params, args, stream) \
+  using Ours##id = CuResult(*) params;
+FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_PARAMS)
+#undef FREERIDE_GATE_PARAMS
+
+// The driver's typedef of each entry: the name's signature at the entry's
+// least version (the only one where the least version is 0).
+#define FREERIDE_GATE_DRIVER_TYPES(X)                                                        \
+  X(LaunchKernel, PFN_cuLaunchKernel_v4000) X(LaunchKernelEx, PFN_cuLaunchKernelEx_v11060)   \
+  X(LaunchCooperativeKernel, PFN_cuLaunchCooperativeKernel_v9000)                            \
+  X(GraphLaunch, PFN_cuGraphLaunch_v10000) X(MemcpyAsync, PFN_cuMemcpyAsync_v4000)           \
+  X(MemcpyPeerAsync, PFN_cuMemcpyPeerAsync_v4000)                                            \
+  X(MemcpyHtoDAsync, PFN_cuMemcpyHtoDAsync_v3020) X(MemcpyDtoHAsync, PFN_cuMemcpyDtoHAsync_v3020) \
+  X(MemcpyDtoDAsync, PFN_cuMemcpyDtoDAsync_v3020) X(Memcpy2DAsync, PFN_cuMemcpy2DAsync_v3020) \
+  X(Memcpy3DAsync, PFN_cuMemcpy3DAsync_v3020) X(Memcpy3DPeerAsync, PFN_cuMemcpy3DPeerAsync_v4000) \
+  X(MemcpyBatchAsyncV2, PFN_cuMemcpyBatchAsync_v13000)                                       \
+  X(MemcpyBatchAsync, PFN_cuMemcpyBatchAsync_v12080)                                         \
+  X(Memcpy3DBatchAsyncV2, PFN_cuMemcpy3DBatchAsync_v13000)                                   \
+  X(Memcpy3DBatchAsync, PFN_cuMemcpy3DBatchAsync_v12080)                                     \
+  X(MemsetD8Async, PFN_cuMemsetD8Async_v3020) X(MemsetD16Async, PFN_cuMemsetD16Async_v3020)  \
+  X(MemsetD32Async, PFN_cuMemsetD32Async_v3020) X(MemsetD2D8Async, PFN_cuMemsetD2D8Async_v3020) \
+  X(MemsetD2D16Async, PFN_cuMemsetD2D16Async_v3020)                                          \
+  X(MemsetD2D32Async, PFN_cuMemsetD2D32Async_v3020)                                          \
+  X(MemPrefetchAsyncV2, PFN_cuMemPrefetchAsync_v12020)                                       \
+  X(MemPrefetchAsync, PFN_cuMemPrefetchAsync_v8000)                                          \
+  X(MemPrefetchBatchAsync, PFN_cuMemPrefetchBatchAsync_v13000)                               \
+  X(MemDiscardAndPrefetchBatchAsync, PFN_cuMemDiscardAndPrefetchBatchAsync_v13000)           \
+  X(GraphUpload, PFN_cuGraphUpload_v11010) X(Memcpy, PFN_cuMemcpy_v4000)                     \
+  X(MemcpyPeer, PFN_cuMemcpyPeer_v4000) X(MemcpyHtoD, PFN_cuMemcpyHtoD_v3020)                \
+  X(MemcpyDtoH, PFN_cuMemcpyDtoH_v3020) X(MemcpyDtoD, PFN_cuMemcpyDtoD_v3020)                \
+  X(Memcpy2D, PFN_cuMemcpy2D_v3020) X(Memcpy3D, PFN_cuMemcpy3D_v3020)                        \
+  X(MemsetD8, PFN_cuMemsetD8_v3020) X(MemsetD16, PFN_cuMemsetD16_v3020)                      \
+  X(MemsetD32, PFN_cuMemsetD32_v3020) X(MemsetD2D8, PFN_cuMemsetD2D8_v3020)                  \
+  X(MemsetD2D16, PFN_cuMemsetD2D16_v3020) X(MemsetD2D32, PFN_cuMemsetD2D32_v3020)
+
+#define FREERIDE_GATE_CHECK(id, driver_type)                                               \
+  static_assert(SameAbi<Ours##id, driver_type>::value,                                    \
+                "gated_functions.h: " #id "'s parameters differ from the driver's " #driver_type);
+FREERIDE_GATE_DRIVER_TYPES(FREERIDE_GATE_CHECK)
+#undef FREERIDE_GATE_CHECK
+
+struct Checked {
+  GatedFunction function;
+  const char* driver_type;
+};
+constexpr Checked kChecked[] = {
+#define FREERIDE_GATE_CHECKED(id, driver_type) {GatedFunction::k##id, #driver_type},
+    FREERIDE_GATE_DRIVER_TYPES(FREERIDE_GATE_CHECKED)
+#undef FREERIDE_GATE_CHECKED
+};
+
+int MinVersion(GatedFunction f) {
+  constexpr int kMinVersion[] = {
+#define FREERIDE_GATE_MIN(id, base, legacy, per_thread, min_version, ...) min_version,
+      FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_MIN)
+#undef FREERIDE_GATE_MIN
+  };
+  return kMinVersion[static_cast<size_t>(f)];
+}
+
+TEST(GateSignatures, EveryGatedEntryIsCheckedOnceAgainstTheDriversTypedefOfItsNameAndVersion) {
+  bool seen[static_cast<size_t>(GatedFunction::kCount)] = {};
+  for (const Checked& c : kChecked) {
+    const size_t i = static_cast<size_t>(c.function);
+    EXPECT_FALSE(seen[i]) << c.driver_type << ": its entry is checked twice";
+    seen[i] = true;
+    const std::string type = c.driver_type;
+    const std::string prefix = std::string("PFN_") + BaseName(c.function) + "_v";
+    ASSERT_EQ(type.rfind(prefix, 0), 0u) << type << " is not a typedef of " << BaseName(c.function);
+    const int version = std::stoi(type.substr(prefix.size()));
+    // An entry with a least version is checked at that version's signature.
+    if (MinVersion(c.function) > 0) {
+      EXPECT_EQ(version, MinVersion(c.function)) << type;
+    }
+  }
+  for (size_t i = 0; i < std::size(seen); ++i)
+    EXPECT_TRUE(seen[i]) << BaseName(GatedFunction(i)) << " (entry " << i << ") is not checked against cuda.h";
+}
+
+}  // namespace
+}  // namespace freeride::gate

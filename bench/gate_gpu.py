@@ -38,6 +38,12 @@ kernel's start after each open (over all bubbles, and apart for an
 iteration's first bubble, which the daemon does not forecast ahead), and any
 side kernel that starts while the gate is closed is counted.
 
+--entry-points runs the same stage against gate_latency.cu's "ops" program: each
+round a synchronous cudaMemset2D, a cudaMemPrefetchAsync of managed memory, a
+kernel that checks both and stamps its start, and a graph uploaded
+(cudaGraphUpload) and launched; the program's exit, its wrong values (must be
+0) and its kernels started outside the bubbles (must be 0) are reported.
+
 --py-spy PATH samples each program's stacks over its arms (py-spy --idle --native
 --nonblocking, the wheel's binary from PyPI, carried to the node) and says where its threads'
 time went: held by the gate, waiting for the GPU, in the driver, or in its own host work
@@ -689,14 +695,18 @@ class Bench:
         lanes = json.loads(self.cli("status", "--json")).get("stats", {}).get("lanes", [])
         return lanes[0] if lanes else {}
 
-    def latency(self) -> None:
+    def latency(self, role: str = "side") -> None:
+        """gate_latency.cu's stage against its side program `role`: "side" (20 us kernels: the
+        release latency, results' "latency") or "ops" (fills, prefetches and graph uploads, each
+        checked: results' "entry_points", with the side task's end and its wrong values)."""
         binary = os.path.join(self.work, "gate_latency")
-        subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-I", os.path.join(ROOT, "include"), "-o", binary,
-                        os.path.join(ROOT, "bench/gate_latency.cu"), "-L", f"{self.bundle}/lib", "-lfreeride",
-                        f"-Xlinker=-rpath={self.bundle}/lib"], check=True)
-        side_out, stage_out = os.path.join(self.work, "side.txt"), os.path.join(self.work, "stage.txt")
-        self.cli("submit", "--name", "latency-side", "--kind", "imperative", "--lane", "0", "--memory", "2GiB",
-                 "--", binary, "side", str(self.a.latency_seconds), side_out)
+        if not os.path.exists(binary):
+            subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-I", os.path.join(ROOT, "include"), "-o", binary,
+                            os.path.join(ROOT, "bench/gate_latency.cu"), "-L", f"{self.bundle}/lib", "-lfreeride",
+                            f"-Xlinker=-rpath={self.bundle}/lib"], check=True)
+        side_out, stage_out = os.path.join(self.work, f"{role}.txt"), os.path.join(self.work, f"stage-{role}.txt")
+        task = json.loads(self.cli("submit", "--json", "--name", f"latency-{role}", "--kind", "imperative", "--lane",
+                                   "0", "--memory", "2GiB", "--", binary, role, str(self.a.latency_seconds), side_out))
         time.sleep(3)  # the side program's CPU start-up (not gated)
         iterations = int((self.a.latency_seconds + 6) * 1e6 / (2000 + 2000))
         subprocess.run([binary, "stage", str(iterations), "2000", "2000", stage_out], env=self.env, check=True)
@@ -704,6 +714,18 @@ class Bench:
             if os.path.exists(side_out):
                 break
             time.sleep(0.2)
+        ended = {}
+        for _ in range(100):
+            ended = json.loads(self.cli("show", str(task["id"]), "--json"))
+            if ended.get("state") in ("FINISHED", "FAILED", "CANCELLED"):
+                break
+            time.sleep(0.2)
+        if not os.path.exists(side_out):
+            self.results["entry_points" if role == "ops" else "latency"] = {"error": "the side program wrote nothing",
+                                                                             "side_task": ended}
+            log(role, "the side program wrote nothing:", ended.get("state"), ended.get("message"))
+            self.save()
+            return
         bubbles = [tuple(map(int, l.split()[1:])) for l in open(stage_out) if l.startswith("B ")]
         starts = sorted(int(l.split()[1]) for l in open(side_out) if l.startswith("S "))
         import bisect
@@ -724,14 +746,18 @@ class Bench:
             q = lambda p: values[min(len(values) - 1, int(p * len(values)))] if values else float("nan")
             return {f"{prefix}p50": q(0.5), f"{prefix}p90": q(0.9), f"{prefix}p99": q(0.99),
                     f"{prefix}max": values[-1] if values else None, f"{prefix}count": len(values)}
-        res = {"bubbles": len(bubbles), "bubbles_with_side_kernel": len(latencies), "side_kernels": len(starts),
+        res = {"side_task": {k: ended.get(k) for k in ("state", "message", "stderr_tail")},
+               "bubbles": len(bubbles), "bubbles_with_side_kernel": len(latencies), "side_kernels": len(starts),
                "side_kernels_outside_bubbles": outside, **quantiles(latencies, "latency_us_"),
                # The daemon forecasts every bubble but an iteration's first (slot 0): those are
                # released from the host, after the daemon has seen them begin.
                **quantiles(by_position["first"], "latency_first_in_iteration_us_"),
                **quantiles(by_position["rest"], "latency_rest_us_")}
-        self.results["latency"] = res
-        log("latency", res)
+        if role == "ops":
+            summary = [l.split() for l in open(side_out) if l.startswith("# rounds")]
+            res["rounds"], res["wrong_values"] = (int(summary[0][2]), int(summary[0][4])) if summary else (0, None)
+        self.results["entry_points" if role == "ops" else "latency"] = res
+        log(role, res)
         self.save()
 
     def save(self) -> None:
@@ -782,6 +808,10 @@ def main() -> None:
                         "products alone, at an H200's power limit)")
     p.add_argument("--latency", action="store_true")
     p.add_argument("--latency-seconds", type=float, default=6)
+    p.add_argument("--entry-points", action="store_true",
+                   help="run gate_latency.cu's \"ops\" side program against its stage as --latency does: "
+                        "cudaMemset2D, cudaMemPrefetchAsync and cudaGraphUpload under the gate, every value "
+                        "checked on the GPU, and its kernels' starts outside the bubbles counted")
     p.add_argument("--daemon-args", default="")
     p.add_argument("--mps", default="auto")
     p.add_argument("--py-spy", default="",
@@ -829,6 +859,8 @@ def main() -> None:
     try:
         if a.latency:
             b.latency()
+        if a.entry_points:
+            b.latency("ops")
         if shutil.which("nvidia-smi"):
             b.sampler = GpuSampler(os.path.join(a.out, "gpu_samples.csv"), [0])  # the daemon's one lane
         for profile in [x for x in a.profiles.split(",") if x]:

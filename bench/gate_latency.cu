@@ -4,6 +4,7 @@
 //
 //   gate_latency stage ITERATIONS BUSY_US BUBBLE_US OUT   (a stand-in stage: libfreeride's marks)
 //   gate_latency side SECONDS OUT                         (an unmodified CUDA program)
+//   gate_latency ops SECONDS OUT                          (one of fills, prefetches and graph uploads)
 //
 // The stage marks iterations of 8 bubbles (slots 0 to 7) and stamps
 // %globaltimer just before it opens the gate and just
@@ -108,10 +109,90 @@ int Side(double seconds, const char* out) {
   return 0;
 }
 
+// The side program's other work: the entry points that are not launches.
+// Each round fills a pitched buffer with cudaMemset2D (synchronous), moves a
+// managed buffer to the GPU with cudaMemPrefetchAsync, checks both on the
+// GPU from a kernel that stamps its start, then uploads and launches a graph
+// whose kernel stamps its start.  Every value is checked, so a wrapper that
+// handed the driver its arguments shifted is seen (exit 4), not only one that
+// let work through the shut gate (a stamp outside the bubbles).
+__global__ void CheckThenStamp(const unsigned char* pitched, size_t pitch, int width, int height,
+                               unsigned char fill, const int* managed, int count, int expected,
+                               unsigned long long* stamp, unsigned long long* wrong) {
+  unsigned long long start = GlobalTimer();
+  *stamp = start;
+  unsigned long long bad = 0;
+  for (int y = 0; y < height; ++y)
+    for (int x = 0; x < width; ++x) bad += pitched[y * pitch + x] != fill;
+  for (int i = 0; i < count; ++i) bad += managed[i] != expected + i;
+  *wrong += bad;
+}
+
+int Ops(double seconds, const char* out) {
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int device = 0;
+  CHECK(cudaGetDevice(&device));
+  const int capacity = 1 << 16, width = 256, height = 64, count = 4096;
+  unsigned long long *stamps, *wrong;
+  CHECK(cudaMalloc(&stamps, sizeof(unsigned long long) * capacity));
+  CHECK(cudaMalloc(&wrong, sizeof(unsigned long long)));
+  CHECK(cudaMemset(wrong, 0, sizeof(unsigned long long)));
+  unsigned char* pitched;
+  size_t pitch = 0;
+  CHECK(cudaMallocPitch(&pitched, &pitch, width, height));
+  int* managed;
+  CHECK(cudaMallocManaged(&managed, count * sizeof(int)));
+  // The graph, captured once (capture queues no work): a stamped kernel.
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  int graph_slot = capacity - 1;
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  StampThenSpin<<<1, 1, 0, s>>>(&stamps[graph_slot], 20000);
+  CHECK(cudaStreamEndCapture(s, &graph));
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaMemLocation on_gpu{};
+  on_gpu.type = cudaMemLocationTypeDevice;
+  on_gpu.id = device;
+  auto begin = std::chrono::steady_clock::now();
+  int n = 0, rounds = 0;
+  std::vector<unsigned long long> graph_starts;
+  unsigned long long graph_start = 0;
+  while (n + 1 < graph_slot &&
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() < seconds) {
+    const unsigned char fill = static_cast<unsigned char>(rounds % 251 + 1);
+    CHECK(cudaStreamSynchronize(s));  // the host writes the managed buffer: nothing of the GPU's in flight
+    for (int i = 0; i < count; ++i) managed[i] = rounds + i;
+    CHECK(cudaMemset2D(pitched, pitch, fill, width, height));
+    CHECK(cudaMemPrefetchAsync(managed, count * sizeof(int), on_gpu, 0, s));
+    CheckThenStamp<<<1, 1, 0, s>>>(pitched, pitch, width, height, fill, managed, count, rounds, &stamps[n++], wrong);
+    CHECK(cudaGetLastError());
+    CHECK(cudaGraphUpload(exec, s));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaMemcpyAsync(&graph_start, &stamps[graph_slot], sizeof graph_start, cudaMemcpyDeviceToHost, s));
+    CHECK(cudaStreamSynchronize(s));
+    graph_starts.push_back(graph_start);
+    ++rounds;
+  }
+  CHECK(cudaStreamSynchronize(s));
+  std::vector<unsigned long long> host(n);
+  unsigned long long wrong_host = 0;
+  CHECK(cudaMemcpy(host.data(), stamps, n * sizeof(host[0]), cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(&wrong_host, wrong, sizeof wrong_host, cudaMemcpyDeviceToHost));
+  FILE* f = std::fopen(out, "w");
+  for (int i = 0; i < n; ++i) std::fprintf(f, "S %llu\n", host[i]);
+  for (unsigned long long t : graph_starts) std::fprintf(f, "S %llu\n", t);
+  std::fprintf(f, "# rounds %d wrong %llu\n", rounds, wrong_host);
+  std::fclose(f);
+  std::printf("ops: %d rounds, %llu wrong values\n", rounds, wrong_host);
+  return wrong_host == 0 ? 0 : 4;
+}
+
 int main(int argc, char** argv) {
   std::string role = argc > 1 ? argv[1] : "";
   if (role == "stage" && argc == 6) return Stage(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), argv[5]);
   if (role == "side" && argc == 4) return Side(std::atof(argv[2]), argv[3]);
-  std::fprintf(stderr, "usage: gate_latency stage ITERATIONS BUSY_US BUBBLE_US OUT | side SECONDS OUT\n");
+  if (role == "ops" && argc == 4) return Ops(std::atof(argv[2]), argv[3]);
+  std::fprintf(stderr, "usage: gate_latency stage ITERATIONS BUSY_US BUBBLE_US OUT | side SECONDS OUT | ops SECONDS OUT\n");
   return 2;
 }

@@ -737,10 +737,14 @@ class Bench:
             if j < len(starts) and starts[j] < closed:
                 latencies.append((starts[j] - opened) / 1e3)
                 by_position["first" if i % slots == 0 else "rest"].append(latencies[-1])
+        opens = [b[0] for b in bubbles]
+        outside_us = []  # each start outside: (us past the last close, or None before any open; us to the next open)
         for s in starts:
-            i = bisect.bisect_right([b[0] for b in bubbles], s) - 1
+            i = bisect.bisect_right(opens, s) - 1
             if i < 0 or s > bubbles[i][1]:
                 outside += 1
+                after_next = (opens[i + 1] - s) / 1e3 if i + 1 < len(opens) else None
+                outside_us.append([(s - bubbles[i][1]) / 1e3 if i >= 0 else None, after_next])
         def quantiles(values: list, prefix: str) -> dict:
             values = sorted(values)
             q = lambda p: values[min(len(values) - 1, int(p * len(values)))] if values else float("nan")
@@ -748,7 +752,8 @@ class Bench:
                     f"{prefix}max": values[-1] if values else None, f"{prefix}count": len(values)}
         res = {"side_task": {k: ended.get(k) for k in ("state", "message", "stderr_tail")},
                "bubbles": len(bubbles), "bubbles_with_side_kernel": len(latencies), "side_kernels": len(starts),
-               "side_kernels_outside_bubbles": outside, **quantiles(latencies, "latency_us_"),
+               "side_kernels_outside_bubbles": outside, "outside_us_past_close_and_to_next_open": outside_us[:50],
+               **quantiles(latencies, "latency_us_"),
                # The daemon forecasts every bubble but an iteration's first (slot 0): those are
                # released from the host, after the daemon has seen them begin.
                **quantiles(by_position["first"], "latency_first_in_iteration_us_"),

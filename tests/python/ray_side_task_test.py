@@ -302,3 +302,39 @@ def test_a_reply_sent_just_before_the_runner_exited_is_the_result_not_a_lost_nod
         assert not task.daemon.cancelled
     finally:
         wrapper_end.close()
+
+
+def test_a_reply_sent_while_the_side_task_is_cancelled_for_an_ended_stage_is_the_result(monkeypatch) -> None:
+    """The lane's stage has ended, so the wrapper cancels the side task; the runner, finishing its
+    last step, replies before the cancel reaches it.  Its work is done: the reply is the result, not
+    a lost node (which would have Ray run it again elsewhere)."""
+    import socket
+
+    import freeride.ray._side_task as side_task
+
+    wrapper_end, runner_end = socket.socketpair()
+
+    class Daemon:
+        cancelled = False
+
+        def status(self) -> dict:  # the stage has died: its pid stays, not alive
+            return {"stats": {"lanes": [{"lane": 0, "capacity_bytes": "0", "stage_pid": "4242",
+                                         "stage_alive": False, "bubbles": "9"}]},
+                    "tasks": {"tasks": [{"id": "7", "state": "RUNNING", "lane": 0}]}}
+
+        def cancel(self, task_id: int) -> None:
+            self.cancelled = True
+            _wire.send(runner_end, ("result", 0, "done before the cancel"))
+
+    task = object.__new__(side_task.SideTask)
+    task.daemon, task.task_id, task.runner_pid, task.connection = Daemon(), 7, 4343, wrapper_end
+    task._stage_gone_since, task._saw_stage = None, True
+    task._unavailable = lambda why: side_task.NodeUnavailable(why)
+    monkeypatch.setattr(side_task, "_CHECK_EVERY_S", 0.0)
+    monkeypatch.setattr(side_task, "STAGE_GONE_S", 0.0)
+    try:
+        assert task.result() == "done before the cancel"
+        assert task.daemon.cancelled
+    finally:
+        wrapper_end.close()
+        runner_end.close()

@@ -202,6 +202,8 @@ class SideTask:
             self._stage_gone_since = self._stage_gone_since or now
             if now - self._stage_gone_since >= STAGE_GONE_S:
                 self._cancel()
+                if self._reply_sent():
+                    return  # it finished while being cancelled: its result stands
                 raise self._unavailable(f"the training stage of lane {lane if lane >= 0 else 'any'} has ended "
                                         "on this node: no more bubbles")
         else:
@@ -213,6 +215,15 @@ class SideTask:
             return False
         ready, _, _ = select.select([self.connection], [], [], 0)
         return bool(ready)
+
+    def _reply_sent(self) -> bool:
+        """Whether a reply (not only the connection's close) is waiting to be read."""
+        if not self._reply_waiting():
+            return False
+        try:
+            return bool(self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except OSError:  # BlockingIOError included: nothing after all
+            return False
 
     def _runner_ended(self) -> BaseException:
         """Why the runner ended without replying: the exception to raise.  The daemon learns of

@@ -2231,13 +2231,16 @@ TEST_F(InterposerTest, AnUncoveredEntryPointFailsWithAReasonInsteadOfRunning) {
 // copy-engine collectives) wait on the gate like any copy, under either
 // signature: CUDA 13's, and 12.8's with its failure index.
 // Refused by the gate (no gate page: it cannot be armed), a batched copy of
-// CUDA 12.8's signature says through its failure index that no one copy failed.
+// CUDA 12.8's signature, and a batched decompression, say through their
+// failure index that no one copy failed.
 TEST_F(InterposerTest, ABatchedCopyTheGateRefusesSetsItsFailureIndexToNone) {
   ShellResult r = Run("batch-copies", /*with_page=*/false);
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_EQ(r.out.find("batch_v"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("fail index 18446744073709551615\n"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("result 800\nresult 800\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("decompress"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fail index 18446744073709551615\nerror index 18446744073709551615\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("result 800\nresult 800\nresult 800\n"), std::string::npos) << r.out;
 }
 
 TEST_F(InterposerTest, BatchedCopiesWaitOnTheGateUnderEitherSignature) {
@@ -2251,8 +2254,12 @@ TEST_F(InterposerTest, BatchedCopiesWaitOnTheGateUnderEitherSignature) {
       "lookup cuMemcpyBatchAsync 12080 1\n"
       "wait 0x1000 value 1 flags 2 addr-set\n"
       "batch_v1 0x1000 count 3 fail-index-set\n"
+      "lookup cuMemBatchDecompressAsync 12060 1\n"
+      "wait 0x1000 value 1 flags 2 addr-set\n"
+      "decompress 0x1000 count 4 error-index-set\n"
       "fail index 0\n"
-      "result 0\nresult 0\n";
+      "error index 0\n"
+      "result 0\nresult 0\nresult 0\n";
   EXPECT_EQ(r.out, expected);
 }
 

@@ -85,6 +85,10 @@
     "cuMemDiscardAndPrefetchBatchAsync", "cuMemDiscardAndPrefetchBatchAsync_ptsz", 13000,        \
     (CuDevicePtr* d, size_t* n, size_t count, MemLocation* to, size_t* to_idxs, size_t num_to,   \
      unsigned long long flags, CuStream s), (d, n, count, to, to_idxs, num_to, flags, s), s)     \
+  /* The copy engines' decompression of a batch (CUDA 12.6). */                                  \
+  X(MemBatchDecompressAsync, "cuMemBatchDecompressAsync", "cuMemBatchDecompressAsync",           \
+    "cuMemBatchDecompressAsync_ptsz", 12060, (void* params, size_t count, unsigned flags, size_t* error_idx, \
+                                              CuStream s), (params, count, flags, error_idx, s), s) \
   /* A graph's work descriptors uploaded ahead of its launch. */                                 \
   X(GraphUpload, "cuGraphUpload", "cuGraphUpload", "cuGraphUpload_ptsz", 11010,                   \
     (void* exec, CuStream s), (exec, s), s)                                                      \
@@ -99,6 +103,8 @@
   X(MemcpyDtoD, "cuMemcpyDtoD", "cuMemcpyDtoD_v2", "cuMemcpyDtoD_v2_ptds", 3020,                 \
     (CuDevicePtr d, CuDevicePtr src, size_t n), (d, src, n), nullptr)                            \
   X(Memcpy2D, "cuMemcpy2D", "cuMemcpy2D_v2", "cuMemcpy2D_v2_ptds", 3020, (const void* desc),     \
+    (desc), nullptr)                                                                             \
+  X(Memcpy3DPeer, "cuMemcpy3DPeer", "cuMemcpy3DPeer", "cuMemcpy3DPeer_ptds", 0, (const void* desc), \
     (desc), nullptr)                                                                             \
   X(Memcpy3D, "cuMemcpy3D", "cuMemcpy3D_v2", "cuMemcpy3D_v2_ptds", 3020, (const void* desc),     \
     (desc), nullptr)                                                                             \
@@ -115,11 +121,13 @@
   X(MemsetD2D32, "cuMemsetD2D32", "cuMemsetD2D32_v2", "cuMemsetD2D32_v2_ptds", 3020,             \
     (CuDevicePtr d, size_t pitch, unsigned v, size_t w, size_t h), (d, pitch, v, w, h), nullptr)
 
-// Not gated, on purpose: stream memory writes (cuStreamWriteValue32/64, a
-// few bytes each, no GPU time to speak of) are how a training stage opens
-// and closes its gate, and a stage must never wait on a gate; nor are
-// stream-ordered allocations, host functions, event and semaphore signals,
-// which queue no work for the GPU's engines.
+// Not gated, on purpose: stream memory writes (cuStreamWriteValue32/64: a
+// few bytes each, no GPU time to speak of, ordered after the stream's gated
+// work); stream-ordered allocations, discards (cuMemDiscardBatchAsync moves
+// no data), host functions, event and semaphore signals, which queue no work
+// for the GPU's engines.  Left for later: a graph uploaded by
+// cuGraphInstantiateWithParams's upload flag (no runtime we know of sets it;
+// cuGraphUpload and the graph's launch are gated).
 
 // Entry points that submit GPU work the gate does not cover.  A program
 // that calls one is refused at that call (it fails with

@@ -179,15 +179,17 @@ bool OnOneDevice(CuDevicePtr dst, CuDevicePtr src) {
   return device >= 0 && DeviceOrdinalOf(src) == device;
 }
 
-// A batched copy of CUDA 12.8's signature refused before the driver saw
-// it: its failure index says no single copy failed (SIZE_MAX, as the
-// driver writes for such errors).  Nothing for other entry points.
+// A batched copy of CUDA 12.8's signature, or a batched decompression,
+// refused before the driver saw it: its failure index says no single one
+// failed (SIZE_MAX, as the driver writes for such errors).  Nothing for
+// other entry points.
 template <GatedFunction f, typename... Args>
 void RefusedBatch(Args... args) {
   auto all = std::tuple<Args...>(args...);
   size_t* fail_idx = nullptr;
   if constexpr (f == GatedFunction::kMemcpyBatchAsync) fail_idx = std::get<7>(all);
   if constexpr (f == GatedFunction::kMemcpy3DBatchAsync) fail_idx = std::get<2>(all);
+  if constexpr (f == GatedFunction::kMemBatchDecompressAsync) fail_idx = std::get<3>(all);
   if (fail_idx) *fail_idx = SIZE_MAX;
 }
 

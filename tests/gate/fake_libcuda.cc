@@ -162,6 +162,10 @@ CuResult cuMemsetD2D8_v2(CuDevicePtr, size_t pitch, unsigned char v, size_t w, s
       std::to_string(h));
   return 0;
 }
+CuResult cuMemBatchDecompressAsync(void*, size_t count, unsigned, size_t* error_idx, CuStream s) {
+  Log("decompress " + Hex(s) + " count " + std::to_string(count) + (error_idx ? " error-index-set" : ""));
+  return 0;
+}
 CuResult cuStreamBatchMemOp_v2(...) {
   Log("batchmemop");
   return 0;
@@ -185,6 +189,7 @@ CuResult cuGetProcAddress_v2(const char* name, void** pfn, int version, uint64_t
     fn = version >= 13000 ? reinterpret_cast<void*>(&cuMemcpyBatchAsync_v2) : reinterpret_cast<void*>(&cuMemcpyBatchAsync);
   else if (!std::strcmp(name, "cuMemPrefetchAsync") && version >= 12020) fn = reinterpret_cast<void*>(&cuMemPrefetchAsync_v2);
   else if (!std::strcmp(name, "cuMemPrefetchBatchAsync")) fn = reinterpret_cast<void*>(&cuMemPrefetchBatchAsync);
+  else if (!std::strcmp(name, "cuMemBatchDecompressAsync")) fn = reinterpret_cast<void*>(&cuMemBatchDecompressAsync);
   else if (!std::strcmp(name, "cuGraphUpload")) fn = reinterpret_cast<void*>(&cuGraphUpload);
   else if (!std::strcmp(name, "cuMemsetD2D8")) fn = reinterpret_cast<void*>(&cuMemsetD2D8_v2);
   else if (!std::strcmp(name, "cuStreamBatchMemOp")) fn = reinterpret_cast<void*>(&cuStreamBatchMemOp_v2);

@@ -24,6 +24,7 @@ struct Location {
 using PrefetchV2 = CuResult (*)(unsigned long long, size_t, Location, unsigned, void*);
 using PrefetchBatch = CuResult (*)(unsigned long long*, size_t*, size_t, Location*, size_t*, size_t,
                                    unsigned long long, void*);
+using Decompress = CuResult (*)(void*, size_t, unsigned, size_t*, void*);
 using Memset2D = CuResult (*)(unsigned long long, size_t, unsigned char, size_t, size_t);
 using BatchV1 = CuResult (*)(unsigned long long*, unsigned long long*, size_t*, size_t, void*, size_t*, size_t,
                              size_t*, void*);
@@ -87,7 +88,10 @@ int main(int argc, char** argv) {
     note(reinterpret_cast<BatchV2>(fn)(dsts, srcs, sizes, 2, nullptr, attr_idxs, 0, stream));
     get_proc("cuMemcpyBatchAsync", &fn, 12080, 1, &status);
     note(reinterpret_cast<BatchV1>(fn)(dsts, srcs, sizes, 3, nullptr, attr_idxs, 0, &fail_idx, stream));
-    std::printf("%sfail index %zu\n", log(), fail_idx);
+    size_t error_idx = 0;
+    get_proc("cuMemBatchDecompressAsync", &fn, 12060, 1, &status);
+    note(reinterpret_cast<Decompress>(fn)(nullptr, 4, 0, &error_idx, stream));
+    std::printf("%sfail index %zu\nerror index %zu\n", log(), fail_idx, error_idx);
     std::printf("%s", results.c_str());
     return 0;
   } else if (scenario == "prefetch-upload-fill") {  // managed memory moved, a graph uploaded, a 2-D fill

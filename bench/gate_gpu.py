@@ -42,7 +42,9 @@ side kernel that starts while the gate is closed is counted.
 round a synchronous cudaMemset2D, a cudaMemPrefetchAsync of managed memory, a
 kernel that checks both and stamps its start, and a graph uploaded
 (cudaGraphUpload) and launched; the program's exit, its wrong values (must be
-0) and its kernels started outside the bubbles (must be 0) are reported.
+0), its kernels started outside the bubbles (must be 0) and the interposer's
+gated calls per round (6 when the fill, prefetch and upload are gated with
+the rest; 3 if they were not) are reported.
 
 --py-spy PATH samples each program's stacks over its arms (py-spy --idle --native
 --nonblocking, the wheel's binary from PyPI, carried to the node) and says where its threads'
@@ -705,8 +707,10 @@ class Bench:
                             os.path.join(ROOT, "bench/gate_latency.cu"), "-L", f"{self.bundle}/lib", "-lfreeride",
                             f"-Xlinker=-rpath={self.bundle}/lib"], check=True)
         side_out, stage_out = os.path.join(self.work, f"{role}.txt"), os.path.join(self.work, f"stage-{role}.txt")
+        stats = os.path.join(self.work, f"{role}.gate_stats.jsonl")  # the interposer's counts at exit
         task = json.loads(self.cli("submit", "--json", "--name", f"latency-{role}", "--kind", "imperative", "--lane",
-                                   "0", "--memory", "2GiB", "--", binary, role, str(self.a.latency_seconds), side_out))
+                                   "0", "--memory", "2GiB", "--", "env", f"FREERIDE_GATE_STATS={stats}", binary,
+                                   role, str(self.a.latency_seconds), side_out))
         time.sleep(3)  # the side program's CPU start-up (not gated)
         iterations = int((self.a.latency_seconds + 6) * 1e6 / (2000 + 2000))
         subprocess.run([binary, "stage", str(iterations), "2000", "2000", stage_out], env=self.env, check=True)
@@ -716,10 +720,17 @@ class Bench:
             time.sleep(0.2)
         ended = {}
         for _ in range(100):
-            ended = json.loads(self.cli("show", str(task["id"]), "--json"))
+            try:
+                ended = json.loads(self.cli("show", str(task["id"]), "--json"))
+            except subprocess.CalledProcessError as e:
+                ended = {"state": "UNKNOWN", "message": f"freeride show failed: {e.stderr.strip()}"}
             if ended.get("state") in ("FINISHED", "FAILED", "CANCELLED"):
                 break
             time.sleep(0.2)
+        else:  # still there 20 s after its stage: it would hold the lane from the rows that follow
+            subprocess.run(["freeride", "cancel", "--socket", self.socket, str(task["id"])], env=self.env,
+                           capture_output=True)
+            ended = dict(ended, cancelled_by_bench="not ended 20 s after its stage")
         if not os.path.exists(side_out):
             self.results["entry_points" if role == "ops" else "latency"] = {"error": "the side program wrote nothing",
                                                                              "side_task": ended}
@@ -761,6 +772,13 @@ class Bench:
         if role == "ops":
             summary = [l.split() for l in open(side_out) if l.startswith("# rounds")]
             res["rounds"], res["wrong_values"] = (int(summary[0][2]), int(summary[0][4])) if summary else (0, None)
+        if os.path.exists(stats):
+            counts = json.loads(open(stats).read().splitlines()[-1])
+            res["gate_stats"] = counts
+            if role == "ops" and res["rounds"]:
+                # A round makes 6 gated calls (fill, prefetch, kernel, upload, graph launch, copy back);
+                # with the fill, prefetch and upload ungated it would make 3.
+                res["gated_calls_per_round"] = (counts.get("waits", 0) + counts.get("unwaited", 0)) / res["rounds"]
         self.results["entry_points" if role == "ops" else "latency"] = res
         log(role, res)
         self.save()

@@ -129,8 +129,10 @@ __global__ void CheckThenStamp(const unsigned char* pitched, size_t pitch, int w
 }
 
 int Ops(double seconds, const char* out) {
+  // A blocking stream: the synchronous fills run on the legacy stream, and
+  // the checking kernel must come after them.
   cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CHECK(cudaStreamCreate(&s));
   int device = 0;
   CHECK(cudaGetDevice(&device));
   const int capacity = 1 << 16, width = 256, height = 64, count = 4096;
@@ -138,6 +140,7 @@ int Ops(double seconds, const char* out) {
   CHECK(cudaMalloc(&stamps, sizeof(unsigned long long) * capacity));
   CHECK(cudaMalloc(&wrong, sizeof(unsigned long long)));
   CHECK(cudaMemset(wrong, 0, sizeof(unsigned long long)));
+  CHECK(cudaDeviceSynchronize());
   unsigned char* pitched;
   size_t pitch = 0;
   CHECK(cudaMallocPitch(&pitched, &pitch, width, height));
@@ -151,7 +154,7 @@ int Ops(double seconds, const char* out) {
   StampThenSpin<<<1, 1, 0, s>>>(&stamps[graph_slot], 20000);
   CHECK(cudaStreamEndCapture(s, &graph));
   CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaMemLocation on_gpu{};
+  cudaMemLocation on_gpu{};  // CUDA 13's cudaMemPrefetchAsync takes a location (12.x's took a device)
   on_gpu.type = cudaMemLocationTypeDevice;
   on_gpu.id = device;
   auto begin = std::chrono::steady_clock::now();

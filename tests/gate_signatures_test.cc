@@ -9,8 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "gate/gated_functions.h"
 #include "gate/symbol_table.h"
@@ -114,6 +116,58 @@ int MinVersion(GatedFunction f) {
 #undef FREERIDE_GATE_MIN
   };
   return kMinVersion[static_cast<size_t>(f)];
+}
+
+// The names of a parameter list's parameters ("(void* f, unsigned gx)" ->
+// f, gx), or of an argument list's arguments.
+std::vector<std::string> NamesIn(std::string list) {
+  list = list.substr(list.find('(') + 1, list.rfind(')') - list.find('(') - 1);
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    std::string part = list.substr(start, end - start);
+    size_t last = part.find_last_not_of(" \t");
+    size_t first = last == std::string::npos ? 0 : part.find_last_not_of(
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_", last);
+    names.push_back(last == std::string::npos ? "" : part.substr(first == std::string::npos ? 0 : first + 1,
+                                                                  last - (first == std::string::npos ? 0 : first + 1) + 1));
+    start = end + 1;
+  }
+  return names;
+}
+
+struct Lists {
+  const char* base;
+  const char* params;
+  const char* args;
+  const char* stream;
+};
+constexpr Lists kLists[] = {
+#define FREERIDE_GATE_LISTS(id, base, legacy, per_thread, min_version, params, args, stream) \
+  {base, #params, #args, #stream},
+    FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_LISTS)
+#undef FREERIDE_GATE_LISTS
+};
+
+// The sizes and classes above cannot see two parameters of one type passed
+// in each other's place: each wrapper must pass its parameters on in their
+// order, and find its stream in one of them.
+TEST(GateSignatures, EachWrapperPassesItsParametersOnInTheirOrderAndReadsItsStreamFromOne) {
+  for (const Lists& l : kLists) {
+    const std::vector<std::string> params = NamesIn(l.params), args = NamesIn(l.args);
+    EXPECT_EQ(params, args) << l.base << ": " << l.params << " passed on as " << l.args;
+    const std::string stream = l.stream;
+    const bool names_a_parameter =
+        std::any_of(params.begin(), params.end(), [&](const std::string& p) {
+          return !p.empty() && (stream == p || stream.find(p + "->") != std::string::npos ||
+                                stream.find(p + " ?") != std::string::npos);
+        });
+    EXPECT_TRUE(stream == "nullptr" || names_a_parameter) << l.base << "'s stream " << stream;
+  }
+  EXPECT_EQ(NamesIn("(unsigned long long flags, CuStream s)"), (std::vector<std::string>{"flags", "s"}));
+  EXPECT_EQ(NamesIn("(d, pitch, v)"), (std::vector<std::string>{"d", "pitch", "v"}));
 }
 
 TEST(GateSignatures, EveryGatedEntryIsCheckedOnceAgainstTheDriversTypedefOfItsNameAndVersion) {

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -98,6 +99,14 @@ FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_PARAMS)
                 "gated_functions.h: " #id "'s parameters differ from the driver's " #driver_type);
 FREERIDE_GATE_DRIVER_TYPES(FREERIDE_GATE_CHECK)
 #undef FREERIDE_GATE_CHECK
+
+// The interposer's one wrapper outside the list (interposer.cc).
+static_assert(SameAbi<CuResult (*)(void**, void*, GraphInstantiateParams*), PFN_cuGraphInstantiateWithParams_v12000>::value);
+static_assert(sizeof(GraphInstantiateParams) == sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS) &&
+              offsetof(GraphInstantiateParams, upload_stream) == offsetof(CUDA_GRAPH_INSTANTIATE_PARAMS, hUploadStream) &&
+              offsetof(GraphInstantiateParams, result_out) == offsetof(CUDA_GRAPH_INSTANTIATE_PARAMS, result_out) &&
+              kGraphInstantiateUpload == CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+static_assert(sizeof(MemLocation) == sizeof(CUmemLocation));
 
 struct Checked {
   GatedFunction function;

@@ -2288,6 +2288,25 @@ TEST_F(InterposerTest, PrefetchesGraphUploadsAndTwoDimensionalFillsWaitOnTheGate
   EXPECT_EQ(r.out, expected);
 }
 
+// A graph instantiated with the flag that uploads it: the driver is asked
+// to instantiate only (the caller's flags left as they were), and the upload
+// goes through the gated cuGraphUpload on the named stream; without the
+// flag, nothing is queued and nothing waits.
+TEST_F(InterposerTest, AGraphInstantiatedWithItsUploadIsUploadedThroughTheGate) {
+  ShellResult r = Run("instantiate");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const std::string expected =
+      "exec 0xe1 result 0 flags 3\n"
+      "lookup cuGraphInstantiateWithParams 12000 1\n"
+      "instantiate flags 1 upload-stream-set\n"
+      "register 4096 flags 3\n"
+      "wait 0x1000 value 1 flags 2 addr-set\n"
+      "upload 0x1000\n"
+      "instantiate flags 1\n"
+      "result 0\nresult 0\n";
+  EXPECT_EQ(r.out, expected);
+}
+
 TEST_F(InterposerTest, AProgramLinkedToTheDriverByNameIsGatedToo) {
   ShellResult r = Run("direct");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -39,6 +39,16 @@ struct MemLocation {
   int id;
 };
 
+// CUDA_GRAPH_INSTANTIATE_PARAMS, and its flag that uploads the graph as it
+// is instantiated (CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD).
+struct GraphInstantiateParams {
+  uint64_t flags;
+  CuStream upload_stream;
+  void* error_node_out;
+  int result_out;
+};
+constexpr uint64_t kGraphInstantiateUpload = 2;
+
 // CUlaunchConfig's leading fields; the stream is all the gate reads.
 struct LaunchConfigHead {
   unsigned grid[3];

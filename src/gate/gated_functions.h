@@ -125,9 +125,9 @@
 // few bytes each, no GPU time to speak of, ordered after the stream's gated
 // work); stream-ordered allocations, discards (cuMemDiscardBatchAsync moves
 // no data), host functions, event and semaphore signals, which queue no work
-// for the GPU's engines.  Left for later: a graph uploaded by
-// cuGraphInstantiateWithParams's upload flag (no runtime we know of sets it;
-// cuGraphUpload and the graph's launch are gated).
+// for the GPU's engines.  (cuGraphInstantiateWithParams, which uploads its
+// graph when asked, has a wrapper of its own in the interposer: it uploads
+// through the gated cuGraphUpload.)
 
 // Entry points that submit GPU work the gate does not cover.  A program
 // that calls one is refused at that call (it fails with

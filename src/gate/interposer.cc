@@ -66,6 +66,8 @@ void* DriverSymbol(const char* name) {
   return lib && real ? real(lib, name) : nullptr;
 }
 
+bool FromThisLibrary(void* address);
+
 constexpr size_t kGatedCount = static_cast<size_t>(GatedFunction::kCount);
 const char* const kLegacyExport[] = {
 #define FREERIDE_GATE_EXPORT(id, base, legacy, ...) legacy,
@@ -233,6 +235,47 @@ void* const kWrapper[kGatedCount][2] = {
 #undef FREERIDE_GATE_WRAPPER_PTR
 };
 
+// cuGraphInstantiateWithParams uploads the graph as it instantiates it when
+// asked (the upload flag), on the stream it names: work the gate must see.
+// Its wrapper instantiates without the flag, then uploads through the gated
+// cuGraphUpload on that stream: the same work, in two calls.  Without the
+// flag, instantiation queues no work and passes through.
+constexpr const char* kInstantiateBase = "cuGraphInstantiateWithParams";
+constexpr const char* kInstantiateExport[2] = {"cuGraphInstantiateWithParams", "cuGraphInstantiateWithParams_ptsz"};
+std::atomic<void*> g_real_instantiate[2];
+
+template <bool kPerThread>
+CuResult GatedInstantiateWithParams(void** exec, void* graph, GraphInstantiateParams* params) {
+  using Fn = CuResult (*)(void**, void*, GraphInstantiateParams*);
+  auto real = reinterpret_cast<Fn>(g_real_instantiate[kPerThread].load(std::memory_order_acquire));
+  if (!real) {
+    real = reinterpret_cast<Fn>(DriverSymbol(kInstantiateExport[kPerThread]));
+    g_real_instantiate[kPerThread].store(reinterpret_cast<void*>(real), std::memory_order_release);
+  }
+  if (!real) return kCudaErrorNotSupported;
+  if (!params || !(params->flags & kGraphInstantiateUpload)) return real(exec, graph, params);
+  GraphInstantiateParams without_upload = *params;
+  without_upload.flags &= ~kGraphInstantiateUpload;
+  const CuResult result = real(exec, graph, &without_upload);
+  params->error_node_out = without_upload.error_node_out;
+  params->result_out = without_upload.result_out;
+  if (result != kCudaSuccess || !exec) return result;
+  return GatedGraphUpload<kPerThread>(*exec, params->upload_stream);
+}
+void* const kInstantiateWrapper[2] = {reinterpret_cast<void*>(&GatedInstantiateWithParams<false>),
+                                      reinterpret_cast<void*>(&GatedInstantiateWithParams<true>)};
+
+// Our wrapper for `name` (an exported name of cuGraphInstantiateWithParams),
+// keeping the driver's `real`; null for any other name.
+void* InstantiateByExportName(const char* name, void* real) {
+  for (int per_thread = 0; per_thread < 2; ++per_thread) {
+    if (std::strcmp(name, kInstantiateExport[per_thread]) != 0) continue;
+    if (!FromThisLibrary(real)) g_real_instantiate[per_thread].store(real, std::memory_order_release);
+    return kInstantiateWrapper[per_thread];
+  }
+  return nullptr;
+}
+
 // Entry points the gate does not cover: calling one fails with a message
 // (the x86-64 calling convention lets a function of no parameters stand in
 // for any signature: the caller cleans up its arguments).
@@ -284,6 +327,12 @@ CuResult AnswerProcLookup(const char* name, void** pfn, int version, uint64_t fl
     (v2 ? g_real_get_proc_v2 : g_real_get_proc_v1).store(*pfn);
     *pfn = v2 ? reinterpret_cast<void*>(&FreerideGetProcAddressV2)
               : reinterpret_cast<void*>(&FreerideGetProcAddressV1);
+    return real_result;
+  }
+  if (std::strcmp(name, kInstantiateBase) == 0) {
+    const bool per_thread = (flags & kProcAddressPerThreadStream) != 0;
+    if (!FromThisLibrary(*pfn)) g_real_instantiate[per_thread].store(*pfn, std::memory_order_release);
+    *pfn = kInstantiateWrapper[per_thread];
     return real_result;
   }
   *pfn = Substitute(name, *pfn, GatedByBaseName(name, version, flags));
@@ -383,7 +432,23 @@ __attribute__((visibility("default"))) void* dlsym(void* handle, const char* nam
     if (!FromThisLibrary(real)) g_real_get_proc_v1.store(real);
     return reinterpret_cast<void*>(&FreerideGetProcAddressV1);
   }
+  if (void* ours = InstantiateByExportName(name, real)) return ours;
   return Substitute(name, real, GatedByExportName(name));
+}
+
+// The driver's names of the instantiation that can upload, for programs
+// linked against libcuda.
+__attribute__((visibility("default"))) CuResult FreerideDirectInstantiate(void** exec, void* graph,
+                                                                           GraphInstantiateParams* params)
+    __asm__("cuGraphInstantiateWithParams");
+CuResult FreerideDirectInstantiate(void** exec, void* graph, GraphInstantiateParams* params) {
+  return GatedInstantiateWithParams<false>(exec, graph, params);
+}
+__attribute__((visibility("default"))) CuResult FreerideDirectInstantiatePt(void** exec, void* graph,
+                                                                             GraphInstantiateParams* params)
+    __asm__("cuGraphInstantiateWithParams_ptsz");
+CuResult FreerideDirectInstantiatePt(void** exec, void* graph, GraphInstantiateParams* params) {
+  return GatedInstantiateWithParams<true>(exec, graph, params);
 }
 
 }  // extern "C"

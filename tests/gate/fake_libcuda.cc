@@ -166,6 +166,18 @@ CuResult cuMemBatchDecompressAsync(void*, size_t count, unsigned, size_t* error_
   Log("decompress " + Hex(s) + " count " + std::to_string(count) + (error_idx ? " error-index-set" : ""));
   return 0;
 }
+struct InstantiateParams {
+  uint64_t flags;
+  CuStream upload_stream;
+  void* error_node;
+  int result;
+};
+CuResult cuGraphInstantiateWithParams(void** exec, void*, InstantiateParams* p) {
+  Log("instantiate flags " + std::to_string(p ? p->flags : 0) + (p && p->upload_stream ? " upload-stream-set" : ""));
+  *exec = reinterpret_cast<void*>(0xe1);
+  if (p) p->result = 0;
+  return 0;
+}
 CuResult cuStreamBatchMemOp_v2(...) {
   Log("batchmemop");
   return 0;
@@ -190,6 +202,7 @@ CuResult cuGetProcAddress_v2(const char* name, void** pfn, int version, uint64_t
   else if (!std::strcmp(name, "cuMemPrefetchAsync") && version >= 12020) fn = reinterpret_cast<void*>(&cuMemPrefetchAsync_v2);
   else if (!std::strcmp(name, "cuMemPrefetchBatchAsync")) fn = reinterpret_cast<void*>(&cuMemPrefetchBatchAsync);
   else if (!std::strcmp(name, "cuMemBatchDecompressAsync")) fn = reinterpret_cast<void*>(&cuMemBatchDecompressAsync);
+  else if (!std::strcmp(name, "cuGraphInstantiateWithParams")) fn = reinterpret_cast<void*>(&cuGraphInstantiateWithParams);
   else if (!std::strcmp(name, "cuGraphUpload")) fn = reinterpret_cast<void*>(&cuGraphUpload);
   else if (!std::strcmp(name, "cuMemsetD2D8")) fn = reinterpret_cast<void*>(&cuMemsetD2D8_v2);
   else if (!std::strcmp(name, "cuStreamBatchMemOp")) fn = reinterpret_cast<void*>(&cuStreamBatchMemOp_v2);

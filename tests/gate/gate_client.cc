@@ -24,6 +24,13 @@ struct Location {
 using PrefetchV2 = CuResult (*)(unsigned long long, size_t, Location, unsigned, void*);
 using PrefetchBatch = CuResult (*)(unsigned long long*, size_t*, size_t, Location*, size_t*, size_t,
                                    unsigned long long, void*);
+struct InstantiateParams {
+  uint64_t flags;
+  void* upload_stream;
+  void* error_node;
+  int result;
+};
+using Instantiate = CuResult (*)(void**, void*, InstantiateParams*);
 using Decompress = CuResult (*)(void*, size_t, unsigned, size_t*, void*);
 using Memset2D = CuResult (*)(unsigned long long, size_t, unsigned char, size_t, size_t);
 using BatchV1 = CuResult (*)(unsigned long long*, unsigned long long*, size_t*, size_t, void*, size_t*, size_t,
@@ -106,6 +113,15 @@ int main(int argc, char** argv) {
     note(reinterpret_cast<Graph>(fn)(nullptr, stream));
     get_proc("cuMemsetD2D8", &fn, 12000, 1, &status);
     note(reinterpret_cast<Memset2D>(fn)(0x20000000, 64, 7, 16, 4));
+  } else if (scenario == "instantiate") {  // a graph instantiated with its upload, then without
+    get_proc("cuGraphInstantiateWithParams", &fn, 12000, 1, &status);
+    void* exec = nullptr;
+    InstantiateParams with_upload{2 | 1, stream, nullptr, -1};  // upload, and free on launch
+    note(reinterpret_cast<Instantiate>(fn)(&exec, nullptr, &with_upload));
+    std::printf("exec %p result %d flags %llu\n", exec, with_upload.result,
+                static_cast<unsigned long long>(with_upload.flags));
+    InstantiateParams plain{1, nullptr, nullptr, -1};
+    note(reinterpret_cast<Instantiate>(fn)(&exec, nullptr, &plain));
   } else if (scenario == "direct") {  // a program that binds the driver's names itself
     fn = dlsym(RTLD_DEFAULT, "cuLaunchKernel");
     note(fn ? reinterpret_cast<Launch>(fn)(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr) : -1);

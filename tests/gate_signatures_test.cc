@@ -105,7 +105,8 @@ static_assert(SameAbi<CuResult (*)(void**, void*, GraphInstantiateParams*), PFN_
 static_assert(sizeof(GraphInstantiateParams) == sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS) &&
               offsetof(GraphInstantiateParams, upload_stream) == offsetof(CUDA_GRAPH_INSTANTIATE_PARAMS, hUploadStream) &&
               offsetof(GraphInstantiateParams, result_out) == offsetof(CUDA_GRAPH_INSTANTIATE_PARAMS, result_out) &&
-              kGraphInstantiateUpload == CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+              kGraphInstantiateUpload == CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD &&
+              kGraphInstantiateError == CUDA_GRAPH_INSTANTIATE_ERROR);
 static_assert(sizeof(MemLocation) == sizeof(CUmemLocation));
 
 struct Checked {

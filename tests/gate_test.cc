@@ -2303,8 +2303,27 @@ TEST_F(InterposerTest, AGraphInstantiatedWithItsUploadIsUploadedThroughTheGate) 
       "wait 0x1000 value 1 flags 2 addr-set\n"
       "upload 0x1000\n"
       "instantiate flags 1\n"
-      "result 0\nresult 0\n";
+      "lookup cuGraphInstantiateWithParams 12000 2\n"
+      "instantiate_ptsz\n"
+      "instantiate flags 0\n"
+      "wait 0x2 value 1 flags 2 addr-set\n"  // stream 0 of the per-thread variant: the thread's own
+      "upload_ptsz (nil)\n"
+      "instantiate flags 0 upload-stream-set\n"  // the exported name, bound by dlsym
+      "wait 0x1000 value 1 flags 2 addr-set\n"
+      "upload 0x1000\n"
+      "result 0\nresult 0\nresult 0\nresult 0\n";
   EXPECT_EQ(r.out, expected);
+}
+
+// Its upload refused (the gate cannot be armed without a page), the call
+// fails as one: the exec it made is destroyed, and the result says so.
+TEST_F(InterposerTest, AGraphWhoseUploadTheGateRefusesLeavesNoExecBehind) {
+  ShellResult r = Run("instantiate-refused", /*with_page=*/false);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("exec (nil) result 1 error node (nil) flags 2\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("exec destroy 0xe1\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("upload 0x1000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("result 800\n"), std::string::npos) << r.out;
 }
 
 TEST_F(InterposerTest, AProgramLinkedToTheDriverByNameIsGatedToo) {

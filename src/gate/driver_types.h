@@ -48,6 +48,7 @@ struct GraphInstantiateParams {
   int result_out;
 };
 constexpr uint64_t kGraphInstantiateUpload = 2;
+constexpr int kGraphInstantiateError = 1;  // CUDA_GRAPH_INSTANTIATE_ERROR: the return value says why
 
 // CUlaunchConfig's leading fields; the stream is all the gate reads.
 struct LaunchConfigHead {

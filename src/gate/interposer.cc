@@ -254,13 +254,23 @@ CuResult GatedInstantiateWithParams(void** exec, void* graph, GraphInstantiatePa
   }
   if (!real) return kCudaErrorNotSupported;
   if (!params || !(params->flags & kGraphInstantiateUpload)) return real(exec, graph, params);
-  GraphInstantiateParams without_upload = *params;
-  without_upload.flags &= ~kGraphInstantiateUpload;
-  const CuResult result = real(exec, graph, &without_upload);
-  params->error_node_out = without_upload.error_node_out;
-  params->result_out = without_upload.result_out;
+  // The caller's own struct, its flag cleared for the call and put back:
+  // the driver writes its outputs there, whatever the struct's size.
+  params->flags &= ~kGraphInstantiateUpload;
+  const CuResult result = real(exec, graph, params);
+  params->flags |= kGraphInstantiateUpload;
   if (result != kCudaSuccess || !exec) return result;
-  return GatedGraphUpload<kPerThread>(*exec, params->upload_stream);
+  const CuResult uploaded = GatedGraphUpload<kPerThread>(*exec, params->upload_stream);
+  if (uploaded != kCudaSuccess) {
+    // As one call that failed: no exec is left behind (a graph with memory
+    // nodes may have one exec at a time), and the result says why.
+    using Destroy = CuResult (*)(void*);
+    if (auto destroy = reinterpret_cast<Destroy>(DriverSymbol("cuGraphExecDestroy"))) destroy(*exec);
+    *exec = nullptr;
+    params->error_node_out = nullptr;
+    params->result_out = kGraphInstantiateError;
+  }
+  return uploaded;
 }
 void* const kInstantiateWrapper[2] = {reinterpret_cast<void*>(&GatedInstantiateWithParams<false>),
                                       reinterpret_cast<void*>(&GatedInstantiateWithParams<true>)};

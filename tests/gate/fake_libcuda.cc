@@ -178,6 +178,18 @@ CuResult cuGraphInstantiateWithParams(void** exec, void*, InstantiateParams* p) 
   if (p) p->result = 0;
   return 0;
 }
+CuResult cuGraphInstantiateWithParams_ptsz(void** exec, void* graph, InstantiateParams* p) {
+  Log("instantiate_ptsz");
+  return cuGraphInstantiateWithParams(exec, graph, p);
+}
+CuResult cuGraphUpload_ptsz(void*, CuStream s) {
+  Log("upload_ptsz " + Hex(s));
+  return 0;
+}
+CuResult cuGraphExecDestroy(void* exec) {
+  Log("exec destroy " + Hex(exec));
+  return 0;
+}
 CuResult cuStreamBatchMemOp_v2(...) {
   Log("batchmemop");
   return 0;
@@ -202,7 +214,9 @@ CuResult cuGetProcAddress_v2(const char* name, void** pfn, int version, uint64_t
   else if (!std::strcmp(name, "cuMemPrefetchAsync") && version >= 12020) fn = reinterpret_cast<void*>(&cuMemPrefetchAsync_v2);
   else if (!std::strcmp(name, "cuMemPrefetchBatchAsync")) fn = reinterpret_cast<void*>(&cuMemPrefetchBatchAsync);
   else if (!std::strcmp(name, "cuMemBatchDecompressAsync")) fn = reinterpret_cast<void*>(&cuMemBatchDecompressAsync);
-  else if (!std::strcmp(name, "cuGraphInstantiateWithParams")) fn = reinterpret_cast<void*>(&cuGraphInstantiateWithParams);
+  else if (!std::strcmp(name, "cuGraphInstantiateWithParams"))
+    fn = pt ? reinterpret_cast<void*>(&cuGraphInstantiateWithParams_ptsz)
+            : reinterpret_cast<void*>(&cuGraphInstantiateWithParams);
   else if (!std::strcmp(name, "cuGraphUpload")) fn = reinterpret_cast<void*>(&cuGraphUpload);
   else if (!std::strcmp(name, "cuMemsetD2D8")) fn = reinterpret_cast<void*>(&cuMemsetD2D8_v2);
   else if (!std::strcmp(name, "cuStreamBatchMemOp")) fn = reinterpret_cast<void*>(&cuStreamBatchMemOp_v2);

@@ -122,6 +122,21 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(with_upload.flags));
     InstantiateParams plain{1, nullptr, nullptr, -1};
     note(reinterpret_cast<Instantiate>(fn)(&exec, nullptr, &plain));
+    // The per-thread variant, its upload on the thread's own stream (0), and the
+    // exported name a program linked to the driver binds.
+    get_proc("cuGraphInstantiateWithParams", &fn, 12000, 2, &status);
+    InstantiateParams per_thread{2, nullptr, nullptr, -1};
+    note(reinterpret_cast<Instantiate>(fn)(&exec, nullptr, &per_thread));
+    fn = dlsym(RTLD_DEFAULT, "cuGraphInstantiateWithParams");
+    InstantiateParams direct{2, stream, nullptr, -1};
+    note(fn ? reinterpret_cast<Instantiate>(fn)(&exec, nullptr, &direct) : -1);
+  } else if (scenario == "instantiate-refused") {  // the gate cannot be armed: no exec is left
+    get_proc("cuGraphInstantiateWithParams", &fn, 12000, 1, &status);
+    void* exec = nullptr;
+    InstantiateParams with_upload{2, stream, reinterpret_cast<void*>(0x5), -1};
+    note(reinterpret_cast<Instantiate>(fn)(&exec, nullptr, &with_upload));
+    std::printf("exec %p result %d error node %p flags %llu\n", exec, with_upload.result, with_upload.error_node,
+                static_cast<unsigned long long>(with_upload.flags));
   } else if (scenario == "direct") {  // a program that binds the driver's names itself
     fn = dlsym(RTLD_DEFAULT, "cuLaunchKernel");
     note(fn ? reinterpret_cast<Launch>(fn)(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr) : -1);

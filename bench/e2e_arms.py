@@ -619,7 +619,9 @@ class Arms:
         self.side_seconds: list[float] = []  # how long each side took, for the budget
         self.launch_seconds: list[float] = []  # a launch's start-up to its first no-side arm
         self.mono_to_unix = time.time() - time.monotonic()
-        self.results = {"command": " ".join(sys.argv), "commit": git_commit(), "gpus": bench.gpus,
+        bundle = getattr(getattr(bench, "a", None), "bundle", None)
+        self.results = {"command": " ".join(sys.argv), "commit": git_commit(),
+                        "bundle_commit": bundle_commit(bundle) if bundle else None, "gpus": bench.gpus,
                         "device": describe_device(cpu), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                         "targets": TARGETS, "alone_rates": self.rates, "warm_units": self.warm_units, "rows": bench.rows, "skipped": []}
         self.markdown_name = os.path.splitext(bench.results)[0] + ".md"
@@ -965,6 +967,15 @@ class Arms:
             sys.stdout.write(markdown([self.results]))
         if self.results.get("failed"):
             raise SystemExit(f"{len(self.results['failed'])} launch(es) failed")
+
+
+def bundle_commit(bundle: str) -> str | None:
+    """The commit `bundle` was built from (its COMMIT, written by scripts/bundle.sh), or None."""
+    try:
+        with open(os.path.join(bundle, "COMMIT")) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 
 
 def git_commit(root: str = ROOT) -> str:

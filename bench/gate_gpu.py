@@ -865,8 +865,9 @@ def main() -> None:
         raise SystemExit(f"--stage-copy-share {a.stage_copy_share}: give a share from 0 up to (not including) 1")
     os.makedirs(a.out, exist_ok=True)
     b = Bench(a)
-    from e2e_arms import git_commit  # e2e_arms imports this module
+    from e2e_arms import bundle_commit, git_commit  # e2e_arms imports this module
     b.results["commit"] = git_commit()
+    b.results["bundle_commit"] = bundle_commit(a.bundle)
     from e2e_arms import split_side  # e2e_arms imports this module
     programs = [x for x in a.programs.split(",") if x]
     bases = list(dict.fromkeys(split_side(x)[0] for x in programs))  # SystemExit for a bad +VAR=VALUE

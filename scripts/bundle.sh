@@ -23,4 +23,8 @@ for f in "$out"/bin/*; do
 done
 # The install put the Python package and the examples in share/freeride,
 # where `freeride demo` and `freeride doctor` look for them.
+# The commit it was built from, for results made on a node whose copy of the tree has an older .git.
+if git rev-parse --verify -q HEAD >/dev/null 2>&1; then
+  echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (with uncommitted changes)')" > "$out/COMMIT"
+fi
 echo "bundle: $out ($(du -sh "$out" | cut -f1)); run $out/bin/freeride --help"

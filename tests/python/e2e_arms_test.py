@@ -392,3 +392,13 @@ def test_a_side_with_var_value_pieces_runs_its_program_through_env_and_shares_it
     assert arms.is_program("resnet50+FREERIDE_GATE_QUEUE_ESTIMATE=mean")
     assert arms.rate("resnet50+FREERIDE_GATE_QUEUE_ESTIMATE=mean") == 40.0
     assert arms.rate("resnet50", {"resnet50": 44.0}) == 44.0
+
+
+def test_a_bundles_commit_is_read_from_the_file_bundle_sh_writes_and_is_none_without_it(tmp_path):
+    """Results made on a node whose copy of the tree keeps an older .git name the bundle's commit
+    too: scripts/bundle.sh writes it in COMMIT."""
+    from e2e_arms import bundle_commit
+    assert bundle_commit(str(tmp_path)) is None
+    (tmp_path / "COMMIT").write_text("2299449abc (with uncommitted changes)\n")
+    assert bundle_commit(str(tmp_path)) == "2299449abc (with uncommitted changes)"
+    assert bundle_commit(str(tmp_path / "no-such-bundle")) is None

@@ -237,6 +237,26 @@ class Demo:
                          slots, "--busy", "sleep"])
         return cmds
 
+    def side_tasks_did_nothing(self, report_json: str) -> str:
+        """Why the side tasks did no step in any bubble, when they did none ("" when they did, or
+        the report cannot be read): on CPU lanes, SCHED_IDLE tasks on a machine whose other work
+        keeps every core busy never get one."""
+        try:
+            steps = sum(int(lane.get("steps", 0)) for lane in json.loads(report_json).get("lanes", []))
+        except (ValueError, TypeError, AttributeError):
+            return ""
+        if steps > 0:
+            return ""
+        load = os.getloadavg()[0]
+        if self.mode != "gpu" and self.args.cpu_task_priority == "idle":
+            return (f"the side tasks did no step: they run in SCHED_IDLE (--cpu-task-priority idle, the "
+                    f"default), so they get a core only when nothing else wants it, and this machine's other "
+                    f"work kept its cores busy (load average {load:.1f} on {os.cpu_count()} cores). Run the demo "
+                    "on a quieter machine, or with --cpu-task-priority normal (the tasks still run only in "
+                    "bubbles, sharing the core with other work then).")
+        return (f"the side tasks did no step in any bubble (load average {load:.1f} on {os.cpu_count()} "
+                "cores); their logs are under the output folder's daemon logs")
+
     def wait_for_tasks(self, socket, timeout=120):
         """Waits until every side task is launched.  An iterative task runs only
         inside bubbles until the SDK attaches, so it initialises in the
@@ -411,6 +431,9 @@ class Demo:
         say()
         say(report.stdout.rstrip())
         say()
+        idle_tasks_starved = self.side_tasks_did_nothing(report_json)
+        if idle_tasks_starved:
+            say(f"   (note: {idle_tasks_starved})")
         if self.mode != "gpu":
             say(f"   (mode {self.mode}: lanes stand for GPUs; the money figure assumes "
                 f"{a.gpu_hour_price:g} per GPU-hour, set with --gpu-hour-price)")

@@ -98,3 +98,25 @@ def test_the_cpu_demos_mechanism_check_fails_where_it_should(tmp_path):
         check([(0, 100, 50, "no runnable task")], [], 0)
     with pytest.raises(AssertionError, match="outside every bubble of lane 1"):
         check([(0, 100, 50, "run"), (1, 400, 50, "run")], [(1, 120, {})], 5)
+
+
+def test_a_demo_whose_side_tasks_did_nothing_says_why_and_what_to_do():
+    """On a machine whose other work keeps every core busy, SCHED_IDLE side tasks (the CPU and replay
+    modes' default) get no core and do no step: the report shows 0% used, and the demo says why and
+    how to run it instead of leaving a bare 0."""
+    import argparse
+
+    from conftest import SOURCE_DIR
+    sys.path.insert(0, str(SOURCE_DIR / "python"))
+    from freeride.demo import Demo
+
+    demo = object.__new__(Demo)  # its state, without running it
+    demo.mode, demo.args = "replay", argparse.Namespace(cpu_task_priority="idle")
+    nothing = json.dumps({"lanes": [{"lane": 0, "steps": 0}, {"lane": 1, "steps": 0}]})
+    why = demo.side_tasks_did_nothing(nothing)
+    assert "SCHED_IDLE" in why and "--cpu-task-priority normal" in why and "load average" in why, why
+    assert demo.side_tasks_did_nothing(json.dumps({"lanes": [{"lane": 0, "steps": 3}]})) == ""
+    assert demo.side_tasks_did_nothing("not json") == ""
+    demo.args.cpu_task_priority = "normal"
+    assert "did no step" in demo.side_tasks_did_nothing(nothing)
+    assert "SCHED_IDLE" not in demo.side_tasks_did_nothing(nothing)

@@ -218,11 +218,11 @@ class SideTask:
 
     def _reply_sent(self) -> bool:
         """Whether a reply (not only the connection's close) is waiting to be read."""
-        if not self._reply_waiting():
+        if self.connection is None:
             return False
         try:
             return bool(self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
-        except OSError:  # BlockingIOError included: nothing after all
+        except OSError:  # BlockingIOError included: nothing to read yet
             return False
 
     def _runner_ended(self) -> BaseException:

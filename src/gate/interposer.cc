@@ -275,14 +275,18 @@ CuResult GatedInstantiateWithParams(void** exec, void* graph, GraphInstantiatePa
 void* const kInstantiateWrapper[2] = {reinterpret_cast<void*>(&GatedInstantiateWithParams<false>),
                                       reinterpret_cast<void*>(&GatedInstantiateWithParams<true>)};
 
+// Our wrapper of variant `per_thread`, keeping the driver's `real` (unless
+// it is our own export, found first by name).
+void* InstantiateWrapper(bool per_thread, void* real) {
+  if (!FromThisLibrary(real)) g_real_instantiate[per_thread].store(real, std::memory_order_release);
+  return kInstantiateWrapper[per_thread];
+}
+
 // Our wrapper for `name` (an exported name of cuGraphInstantiateWithParams),
 // keeping the driver's `real`; null for any other name.
 void* InstantiateByExportName(const char* name, void* real) {
-  for (int per_thread = 0; per_thread < 2; ++per_thread) {
-    if (std::strcmp(name, kInstantiateExport[per_thread]) != 0) continue;
-    if (!FromThisLibrary(real)) g_real_instantiate[per_thread].store(real, std::memory_order_release);
-    return kInstantiateWrapper[per_thread];
-  }
+  for (int per_thread = 0; per_thread < 2; ++per_thread)
+    if (std::strcmp(name, kInstantiateExport[per_thread]) == 0) return InstantiateWrapper(per_thread, real);
   return nullptr;
 }
 
@@ -340,9 +344,7 @@ CuResult AnswerProcLookup(const char* name, void** pfn, int version, uint64_t fl
     return real_result;
   }
   if (std::strcmp(name, kInstantiateBase) == 0) {
-    const bool per_thread = (flags & kProcAddressPerThreadStream) != 0;
-    if (!FromThisLibrary(*pfn)) g_real_instantiate[per_thread].store(*pfn, std::memory_order_release);
-    *pfn = kInstantiateWrapper[per_thread];
+    *pfn = InstantiateWrapper((flags & kProcAddressPerThreadStream) != 0, *pfn);
     return real_result;
   }
   *pfn = Substitute(name, *pfn, GatedByBaseName(name, version, flags));

@@ -706,6 +706,7 @@ class Bench:
             subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-I", os.path.join(ROOT, "include"), "-o", binary,
                             os.path.join(ROOT, "bench/gate_latency.cu"), "-L", f"{self.bundle}/lib", "-lfreeride",
                             f"-Xlinker=-rpath={self.bundle}/lib"], check=True)
+        key = "entry_points" if role == "ops" else "latency"  # where its results go
         side_out, stage_out = os.path.join(self.work, f"{role}.txt"), os.path.join(self.work, f"stage-{role}.txt")
         stats = os.path.join(self.work, f"{role}.gate_stats.jsonl")  # the interposer's counts at exit
         task = json.loads(self.cli("submit", "--json", "--name", f"latency-{role}", "--kind", "imperative", "--lane",
@@ -732,8 +733,7 @@ class Bench:
                            capture_output=True)
             ended = dict(ended, cancelled_by_bench="not ended 20 s after its stage")
         if not os.path.exists(side_out):
-            self.results["entry_points" if role == "ops" else "latency"] = {"error": "the side program wrote nothing",
-                                                                             "side_task": ended}
+            self.results[key] = {"error": "the side program wrote nothing", "side_task": ended}
             log(role, "the side program wrote nothing:", ended.get("state"), ended.get("message"))
             self.save()
             return
@@ -779,7 +779,7 @@ class Bench:
                 # A round makes 6 gated calls (fill, prefetch, kernel, upload, graph launch, copy back);
                 # with the fill, prefetch and upload ungated it would make 3.
                 res["gated_calls_per_round"] = (counts.get("waits", 0) + counts.get("unwaited", 0)) / res["rounds"]
-        self.results["entry_points" if role == "ops" else "latency"] = res
+        self.results[key] = res
         log(role, res)
         self.save()
 

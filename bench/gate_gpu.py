@@ -35,8 +35,14 @@ marks iterations of 8 bubbles and stamps %globaltimer before it opens the
 gate and after it closes it, a side program under the daemon stamps the
 start of each of its kernels; the release latency is the first side
 kernel's start after each open (over all bubbles, and apart for an
-iteration's first bubble, which the daemon does not forecast ahead), and any
-side kernel that starts while the gate is closed is counted.
+iteration's first bubble, which the daemon only watches: nothing is queued
+ahead of it), and any side kernel that starts while the gate is closed is
+counted, as is every bubble of the side program's run that got no side
+kernel (a release later than the bubble).  --latency-marks says which marks
+the stage makes, each run in turn: "gated" (the gate's stream writes alone,
+read by libfreeride's marks thread, as freeride.torch marks; results'
+"latency") and "stream" (the gate's writes beside host functions on the
+stream: "latency_stream_marks").
 
 --entry-points runs the same stage against gate_latency.cu's "ops" program: each
 round a synchronous cudaMemset2D, a cudaMemPrefetchAsync of managed memory, a
@@ -449,6 +455,55 @@ def is_warm(counts: list[int], warm_units: int) -> bool:
     return len(counts) >= 3 and counts[-1] >= warm_units
 
 
+
+def release_latencies(bubbles: list, starts: list, slots: int = 8) -> dict:
+    """gate_latency.cu's stamps paired: `bubbles` (open, close) on the GPU's clock, in order, and
+    `starts`, the side kernels' starts, sorted; `slots` bubbles an iteration (the stage's kSlots).
+    The release latency is each bubble's first side kernel's start less its open, over all
+    bubbles, an iteration's first (slot 0) and the others apart; every bubble of the side
+    program's run (from its first kernel's bubble to its last's) that got no side kernel is
+    counted as missed (a release later than the bubble, not left out), and so is every start
+    outside the bubbles."""
+    import bisect
+    latencies, outside = [], 0
+    by_position = {"first": [], "rest": []}  # an iteration's first bubble (slot 0), and the others
+    missed = {"first": 0, "rest": 0}
+    worst = []  # (latency us, bubble, slot)
+    served = []
+    for i, (opened, closed) in enumerate(bubbles):
+        j = bisect.bisect_left(starts, opened)
+        served.append(j < len(starts) and starts[j] < closed)
+        if served[-1]:
+            latencies.append((starts[j] - opened) / 1e3)
+            by_position["first" if i % slots == 0 else "rest"].append(latencies[-1])
+            worst.append((latencies[-1], i, i % slots))
+    run = [i for i, s in enumerate(served) if s]
+    for i in range(run[0], run[-1] + 1) if run else ():
+        if not served[i]:
+            missed["first" if i % slots == 0 else "rest"] += 1
+    opens = [b[0] for b in bubbles]
+    outside_us = []  # each start outside: (us past the last close, or None before any open; us to the next open)
+    for s in starts:
+        i = bisect.bisect_right(opens, s) - 1
+        if i < 0 or s > bubbles[i][1]:
+            outside += 1
+            after_next = (opens[i + 1] - s) / 1e3 if i + 1 < len(opens) else None
+            outside_us.append([(s - bubbles[i][1]) / 1e3 if i >= 0 else None, after_next])
+
+    def quantiles(values: list, prefix: str) -> dict:
+        values = sorted(values)
+        q = lambda p: values[min(len(values) - 1, int(p * len(values)))] if values else float("nan")
+        return {f"{prefix}p50": q(0.5), f"{prefix}p90": q(0.9), f"{prefix}p99": q(0.99),
+                f"{prefix}max": values[-1] if values else None, f"{prefix}count": len(values)}
+    return {"bubbles": len(bubbles), "bubbles_with_side_kernel": len(latencies), "side_kernels": len(starts),
+            "side_kernels_outside_bubbles": outside, "outside_us_past_close_and_to_next_open": outside_us[:50],
+            **quantiles(latencies, "latency_us_"),
+            # An iteration's first bubble (slot 0) is only watched: nothing is queued ahead of it.
+            **quantiles(by_position["first"], "latency_first_in_iteration_us_"),
+            **quantiles(by_position["rest"], "latency_rest_us_"),
+            "bubbles_missed_first_in_iteration": missed["first"], "bubbles_missed_rest": missed["rest"],
+            "worst_us_bubble_slot": sorted(worst, reverse=True)[:24]}
+
 class Bench:
     def __init__(self, a):
         self.a = a
@@ -697,24 +752,28 @@ class Bench:
         lanes = json.loads(self.cli("status", "--json")).get("stats", {}).get("lanes", [])
         return lanes[0] if lanes else {}
 
-    def latency(self, role: str = "side") -> None:
-        """gate_latency.cu's stage against its side program `role`: "side" (20 us kernels: the
-        release latency, results' "latency") or "ops" (fills, prefetches and graph uploads, each
-        checked: results' "entry_points", with the side task's end and its wrong values)."""
+    def latency(self, role: str = "side", marks: str = "gated") -> None:
+        """gate_latency.cu's stage, marking with `marks` ("gated" or "stream"), against its side
+        program `role`: "side" (20 us kernels: the release latency, results' "latency", or
+        "latency_stream_marks") or "ops" (fills, prefetches and graph uploads, each checked:
+        results' "entry_points", with the side task's end and its wrong values)."""
         binary = os.path.join(self.work, "gate_latency")
         if not os.path.exists(binary):
             subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-I", os.path.join(ROOT, "include"), "-o", binary,
                             os.path.join(ROOT, "bench/gate_latency.cu"), "-L", f"{self.bundle}/lib", "-lfreeride",
                             f"-Xlinker=-rpath={self.bundle}/lib"], check=True)
-        key = "entry_points" if role == "ops" else "latency"  # where its results go
-        side_out, stage_out = os.path.join(self.work, f"{role}.txt"), os.path.join(self.work, f"stage-{role}.txt")
-        stats = os.path.join(self.work, f"{role}.gate_stats.jsonl")  # the interposer's counts at exit
+        # where its results go
+        key = "entry_points" if role == "ops" else "latency" if marks == "gated" else f"latency_{marks}_marks"
+        run = f"{role}-{marks}"
+        side_out, stage_out = os.path.join(self.work, f"{run}.txt"), os.path.join(self.work, f"stage-{run}.txt")
+        stats = os.path.join(self.work, f"{run}.gate_stats.jsonl")  # the interposer's counts at exit
         task = json.loads(self.cli("submit", "--json", "--name", f"latency-{role}", "--kind", "imperative", "--lane",
                                    "0", "--memory", "2GiB", "--", "env", f"FREERIDE_GATE_STATS={stats}", binary,
                                    role, str(self.a.latency_seconds), side_out))
         time.sleep(3)  # the side program's CPU start-up (not gated)
         iterations = int((self.a.latency_seconds + 6) * 1e6 / (2000 + 2000))
-        subprocess.run([binary, "stage", str(iterations), "2000", "2000", stage_out], env=self.env, check=True)
+        subprocess.run([binary, "stage", str(iterations), "2000", "2000", stage_out, marks], env=self.env,
+                       check=True)
         for _ in range(100):
             if os.path.exists(side_out):
                 break
@@ -739,36 +798,8 @@ class Bench:
             return
         bubbles = [tuple(map(int, l.split()[1:])) for l in open(stage_out) if l.startswith("B ")]
         starts = sorted(int(l.split()[1]) for l in open(side_out) if l.startswith("S "))
-        import bisect
-        latencies, outside = [], 0
-        slots = 8  # bubbles per iteration in gate_latency.cu's stage (its kSlots)
-        by_position = {"first": [], "rest": []}  # an iteration's first bubble (slot 0), and the others
-        for i, (opened, closed) in enumerate(bubbles):
-            j = bisect.bisect_left(starts, opened)
-            if j < len(starts) and starts[j] < closed:
-                latencies.append((starts[j] - opened) / 1e3)
-                by_position["first" if i % slots == 0 else "rest"].append(latencies[-1])
-        opens = [b[0] for b in bubbles]
-        outside_us = []  # each start outside: (us past the last close, or None before any open; us to the next open)
-        for s in starts:
-            i = bisect.bisect_right(opens, s) - 1
-            if i < 0 or s > bubbles[i][1]:
-                outside += 1
-                after_next = (opens[i + 1] - s) / 1e3 if i + 1 < len(opens) else None
-                outside_us.append([(s - bubbles[i][1]) / 1e3 if i >= 0 else None, after_next])
-        def quantiles(values: list, prefix: str) -> dict:
-            values = sorted(values)
-            q = lambda p: values[min(len(values) - 1, int(p * len(values)))] if values else float("nan")
-            return {f"{prefix}p50": q(0.5), f"{prefix}p90": q(0.9), f"{prefix}p99": q(0.99),
-                    f"{prefix}max": values[-1] if values else None, f"{prefix}count": len(values)}
-        res = {"side_task": {k: ended.get(k) for k in ("state", "message", "stderr_tail")},
-               "bubbles": len(bubbles), "bubbles_with_side_kernel": len(latencies), "side_kernels": len(starts),
-               "side_kernels_outside_bubbles": outside, "outside_us_past_close_and_to_next_open": outside_us[:50],
-               **quantiles(latencies, "latency_us_"),
-               # The daemon forecasts every bubble but an iteration's first (slot 0): those are
-               # released from the host, after the daemon has seen them begin.
-               **quantiles(by_position["first"], "latency_first_in_iteration_us_"),
-               **quantiles(by_position["rest"], "latency_rest_us_")}
+        res = {"side_task": {k: ended.get(k) for k in ("state", "message", "stderr_tail")}, "marks": marks,
+               **release_latencies(bubbles, starts)}
         if role == "ops":
             summary = [l.split() for l in open(side_out) if l.startswith("# rounds")]
             res["rounds"], res["wrong_values"] = (int(summary[0][2]), int(summary[0][4])) if summary else (0, None)
@@ -831,6 +862,9 @@ def main() -> None:
                         "products alone, at an H200's power limit)")
     p.add_argument("--latency", action="store_true")
     p.add_argument("--latency-seconds", type=float, default=6)
+    p.add_argument("--latency-marks", default="gated,stream",
+                   help="the marks --latency's stage makes, each run in turn: gated (results' \"latency\"), "
+                        "stream (\"latency_stream_marks\")")
     p.add_argument("--entry-points", action="store_true",
                    help="run gate_latency.cu's \"ops\" side program against its stage as --latency does: "
                         "cudaMemset2D, cudaMemPrefetchAsync and cudaGraphUpload under the gate, every value "
@@ -863,6 +897,9 @@ def main() -> None:
         raise SystemExit(f"--py-spy-rate {a.py_spy_rate}: give samples a second above 0")
     if not 0 <= a.stage_copy_share < 1:
         raise SystemExit(f"--stage-copy-share {a.stage_copy_share}: give a share from 0 up to (not including) 1")
+    latency_marks = [x for x in a.latency_marks.split(",") if x]
+    if not latency_marks or any(x not in ("gated", "stream") for x in latency_marks):
+        raise SystemExit(f"--latency-marks {a.latency_marks}: give gated, stream or both, comma-separated")
     os.makedirs(a.out, exist_ok=True)
     b = Bench(a)
     from e2e_arms import bundle_commit, git_commit  # e2e_arms imports this module
@@ -882,7 +919,8 @@ def main() -> None:
     b.start_daemon()
     try:
         if a.latency:
-            b.latency()
+            for marks in latency_marks:
+                b.latency("side", marks)
         if a.entry_points:
             b.latency("ops")
         if shutil.which("nvidia-smi"):

@@ -2,13 +2,17 @@
 // the gate does a side task's next kernel start, and does any side kernel
 // start while the gate is closed?
 //
-//   gate_latency stage ITERATIONS BUSY_US BUBBLE_US OUT   (a stand-in stage: libfreeride's marks)
+//   gate_latency stage ITERATIONS BUSY_US BUBBLE_US OUT [gated|stream]
+//                                                         (a stand-in stage: libfreeride's marks)
 //   gate_latency side SECONDS OUT                         (an unmodified CUDA program)
 //   gate_latency ops SECONDS OUT                          (one of fills, prefetches and graph uploads)
 //
 // The stage marks iterations of 8 bubbles (slots 0 to 7) and stamps
 // %globaltimer just before it opens the gate and just
-// after it closes it; the side program, run under the daemon (so the
+// after it closes it.  Its marks are "gated" (freeride_bubble_begin_gated:
+// the gate's stream writes alone, read by libfreeride's marks thread, as
+// freeride.torch marks; the default) or "stream" (the gate's writes beside
+// host functions on the stream, the fallback where the marks thread is off); the side program, run under the daemon (so the
 // interposer gates it), stamps the start of every kernel it launches (each
 // then works for 20 us).
 // bench/gate_gpu.py pairs the two files.  Build on a GPU node:
@@ -54,7 +58,7 @@ __global__ void SpinFor(unsigned long long ns) {
 
 constexpr int kSlots = 8;
 
-int Stage(int iterations, int busy_us, int bubble_us, const char* out) {
+int Stage(int iterations, int busy_us, int bubble_us, const char* out, bool gated_marks) {
   freeride_stage* stage = freeride_stage_open(0, nullptr);
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -64,13 +68,21 @@ int Stage(int iterations, int busy_us, int bubble_us, const char* out) {
   for (int i = 0; i < iterations; ++i) {
     SpinFor<<<1, 1, 0, s>>>(busy_us * 1000ull);
     Stamp<<<1, 1, 0, s>>>(&stamps[2 * i]);
-    gated += freeride_gate_open_on_stream(stage, s) == 0;
-    // Iterations of kSlots bubbles: the daemon forecasts each but an
-    // iteration's first, so that a piece can be queued ahead of it.
-    freeride_bubble_begin_on_stream(stage, s, i % kSlots, 0, UINT64_MAX);
+    // Iterations of kSlots bubbles: the daemon forecasts each so that a
+    // piece can be queued ahead of it, and an iteration's first is watched.
+    if (gated_marks) {
+      gated += freeride_bubble_begin_gated(stage, s, i % kSlots, 0, UINT64_MAX) == 0;
+    } else {
+      gated += freeride_gate_open_on_stream(stage, s) == 0;
+      freeride_bubble_begin_on_stream(stage, s, i % kSlots, 0, UINT64_MAX);
+    }
     SpinFor<<<1, 1, 0, s>>>(bubble_us * 1000ull);
-    freeride_gate_close_on_stream(stage, s);
-    freeride_bubble_end_on_stream(stage, s);
+    if (gated_marks) {
+      freeride_bubble_end_gated(stage, s);
+    } else {
+      freeride_gate_close_on_stream(stage, s);
+      freeride_bubble_end_on_stream(stage, s);
+    }
     Stamp<<<1, 1, 0, s>>>(&stamps[2 * i + 1]);
     if (i % 16 == 15) CHECK(cudaStreamSynchronize(s));
   }
@@ -193,9 +205,14 @@ int Ops(double seconds, const char* out) {
 
 int main(int argc, char** argv) {
   std::string role = argc > 1 ? argv[1] : "";
-  if (role == "stage" && argc == 6) return Stage(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), argv[5]);
+  if (role == "stage" && (argc == 6 || argc == 7)) {
+    const std::string marks = argc == 7 ? argv[6] : "gated";
+    if (marks == "gated" || marks == "stream")
+      return Stage(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), argv[5], marks == "gated");
+  }
   if (role == "side" && argc == 4) return Side(std::atof(argv[2]), argv[3]);
   if (role == "ops" && argc == 4) return Ops(std::atof(argv[2]), argv[3]);
-  std::fprintf(stderr, "usage: gate_latency stage ITERATIONS BUSY_US BUBBLE_US OUT | side SECONDS OUT | ops SECONDS OUT\n");
+  std::fprintf(stderr, "usage: gate_latency stage ITERATIONS BUSY_US BUBBLE_US OUT [gated|stream] | side SECONDS OUT | "
+               "ops SECONDS OUT\n");
   return 2;
 }

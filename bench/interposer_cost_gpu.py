@@ -56,9 +56,9 @@ TINY = ("import time, torch\nx = torch.zeros(1, device='cuda')\ni = 0\nwhile Tru
 PROGRAMS = {"resnet50": GATE_PROGRAMS["resnet50"], "generate": GATE_PROGRAMS["generate"],
             "tiny": (["python3", "-c", TINY], r"unit (\d+): at ([\d.]+)")}
 
-# src/gate/gate_page.h's GatePageLayout, the fields an open page needs (version 8).
+# src/gate/gate_page.h's GatePageLayout, the fields an open page needs (version 9).
 PAGE_MAGIC = 0x4652474154453031
-PAGE_VERSION = 8
+PAGE_VERSION = 9
 PAGE_BYTES = 4096
 OFF_WORD, OFF_MAGIC, OFF_VERSION = 0, 8, 16
 OFF_ADMIT_BUBBLE, OFF_ADMIT_UNTIL, OFF_AHEAD_BUBBLE = 24, 32, 40

@@ -228,8 +228,9 @@ class LaunchGateTest : public ::testing::Test {
   // and last `length`, with no lead (an iteration's first).
   void ShutWithForecast(uint32_t shut, uint32_t next, int64_t begin, int64_t length) {
     Shut(shut);
-    PublishAheadAdmission(&layout(), {next, begin + 1, begin, begin + length});
+    PublishAheadAdmission(&layout(), {next, begin - kForecastLeadNs, begin, begin + length, /*watch_only=*/true});
   }
+  static constexpr int64_t kForecastLeadNs = 300'000;
   // As the held thread sleeps: the stage's stream opens bubble `bubble` once
   // the fake clock reaches `opens_at`, and the daemon publishes its deadline
   // (none) at `published_at`.
@@ -534,24 +535,47 @@ TEST(PieceAdmission, AnOpenBubbleWhoseDeadlineIsNotPublishedYetIsJudgedByItsFore
   EXPECT_EQ(JudgePiece(view, 1200, 0, 100, 1000), PieceVerdict::kWaitForBubble);
 }
 
-// An iteration's first bubble: published with its window opening just after
-// its forecast begin, so nothing waits behind the shut gate for it, but an
-// open gate is judged by the forecast before the daemon's deadline comes.
+// An iteration's first bubble: published watched only, so nothing waits
+// behind the shut gate for it, but an open gate is judged by the forecast
+// before the daemon's deadline comes.
 TEST(PieceAdmission, AnIterationsFirstBubbleQueuesNothingAheadButIsJudgedByItsForecastOnceOpen) {
-  GateView view = ForecastOfBubble5(GateClosedValue(4), 1001, 1000, 1500);  // no lead
-  for (int64_t now : {900, 1000, 1001, 1200})
+  GateView view = ForecastOfBubble5(GateClosedValue(4), 900, 1000, 1500);  // a lead of 100
+  view.ahead_watch_only = true;
+  for (int64_t now : {899, 900, 950, 1000, 1001, 1200})
     EXPECT_EQ(JudgePiece(view, now, 0, 100, now), PieceVerdict::kWaitForBubble) << "shut at " << now;
-  EXPECT_EQ(ShutPollNs(view, 990, 50'000), 1'000) << "looks again just after the forecast begin (1 us at least)";
   view.word = GateOpenValue(5);  // the daemon has not seen it begin yet
   EXPECT_EQ(JudgePiece(view, 1001, 399, 100, 1000), PieceVerdict::kQueue) << "ends at 1500";
   EXPECT_EQ(JudgePiece(view, 1001, 400, 100, 1000), PieceVerdict::kWaitForQueue);
-  EXPECT_EQ(JudgePiece(view, 990, 0, 1, 980), PieceVerdict::kWaitForQueue)
-      << "open before its forecast begin: the forecast was wrong; wait for the daemon";
+  // Open before the forecast begin (the host's mark, which comes after the stream's open), seen
+  // shut at 980: counted from then, so it ends by 1480.
+  EXPECT_EQ(JudgePiece(view, 990, 0, 490, 980), PieceVerdict::kQueue);
+  EXPECT_EQ(JudgePiece(view, 990, 0, 491, 980), PieceVerdict::kWaitForQueue);
+  EXPECT_EQ(JudgePiece(view, 899, 0, 1, 890), PieceVerdict::kWaitForQueue)
+      << "open before its window: the forecast was wrong; wait for the daemon";
   // What made the first try of this unsafe: a bubble that opened at 700, earlier than its
   // forecast, first looked at once the window opened.  Judged from the forecast begin it would
   // end at 1500, 300 after its real end; judged from the last sighting (650), at 1150.
   EXPECT_EQ(JudgePiece(view, 1001, 0, 149, 650), PieceVerdict::kQueue);
   EXPECT_EQ(JudgePiece(view, 1001, 0, 150, 650), PieceVerdict::kWaitForQueue);
+}
+
+// Through a watched bubble's window a held thread looks at the gate every
+// kWatchPollNs, so that it sees the gate open within that; before the window
+// it sleeps until it opens, and once the bubble is as late past its forecast
+// begin as the window opened before it, it looks at the usual pace.
+TEST(PieceAdmission, AWatchedBubblesShutGateIsLookedAtCloselyThroughItsWindow) {
+  GateView view = ForecastOfBubble5(GateClosedValue(4), 700'000, 1'000'000, 3'000'000);  // a lead of 300 us
+  view.ahead_watch_only = true;
+  EXPECT_EQ(ShutPollNs(view, 600'000, 50'000), 50'000);
+  EXPECT_EQ(ShutPollNs(view, 680'000, 50'000), 20'000) << "wakes as the window opens";
+  for (int64_t now : {700'000, 999'000, 1'000'000, 1'300'000})
+    EXPECT_EQ(ShutPollNs(view, now, 50'000), kWatchPollNs) << "at " << now;
+  EXPECT_EQ(ShutPollNs(view, 1'300'001, 50'000), 50'000) << "late by the lead: maybe a pause";
+  view.ahead_watch_only = false;  // queued for in its window, not polled
+  EXPECT_EQ(ShutPollNs(view, 800'000, 50'000), 50'000);
+  view.ahead_watch_only = true;
+  view.ahead_bubble = 6;  // a forecast of another bubble than the next
+  EXPECT_EQ(ShutPollNs(view, 800'000, 50'000), 50'000);
 }
 
 TEST(PieceAdmission, AShutGateIsLookedAtAgainWhenTheNextBubblesLeadBegins) {
@@ -603,21 +627,49 @@ TEST_F(LaunchGateTest, ADeadlineBeingWrittenIsReadAgainNotReplacedByTheForecast)
   PublishAtAndExpectTheWaitAfter(gate, 2, FakeClock::now + 30'000);
 }
 
-// An iteration's first bubble (no lead: nothing queued behind the shut
-// gate), late this time: the held thread, which saw the gate shut at its
-// last look, queues the piece as soon as it sees the gate open, by the
-// forecast, with no deadline from the daemon yet.
-TEST_F(LaunchGateTest, AGateSeenShutAndThenOpenIsJudgedByItsForecastBeforeTheDaemonsDeadline) {
+// An iteration's first bubble (watched only: nothing queued behind the
+// shut gate): the held thread looks at the gate closely through the window
+// and queues the piece as soon as it sees the gate open, by the forecast,
+// with no deadline from the daemon yet; whether the stream opens it before
+// the forecast begin (the host's mark comes after the stream's open) or
+// later than forecast.
+TEST_F(LaunchGateTest, AWatchedGateSeenShutAndThenOpenIsJudgedByItsForecastBeforeTheDaemonsDeadline) {
+  for (int64_t opens_after_begin : {-120'000, 0, 200'000}) {
+    SCOPED_TRACE(opens_after_begin);
+    FakeDriver::wait_times.clear();
+    FakeDriver::waits.clear();
+    LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
+    const int64_t begin = FakeClock::now + 3'000'000;
+    ShutWithForecast(1, 2, begin, 1'000'000);
+    const int64_t opens_at = begin + opens_after_begin;
+    OpenAtThenPublish(2, opens_at, opens_at + 1'000'000);  // the daemon's deadline, much later
+    EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
+    ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
+    EXPECT_GE(FakeDriver::wait_times[0], opens_at) << "nothing queued behind the shut gate";
+    EXPECT_LE(FakeDriver::wait_times[0], opens_at + kWatchPollNs) << "at its first close look at the open gate";
+    EXPECT_EQ(layout().admit_bubble.load(), 1u) << "queued before the daemon published bubble 2's deadline";
+    Shut(2);
+    FakeClock::on_sleep = nullptr;
+  }
+}
+
+// A watched bubble much later than forecast (the trainer paused between
+// iterations, say): past its window the thread looks at the usual pace.
+TEST_F(LaunchGateTest, AWatchedBubbleLaterThanItsWindowIsLookedAtTheUsualPace) {
   LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock());
   const int64_t begin = FakeClock::now + 3'000'000;
   ShutWithForecast(1, 2, begin, 1'000'000);
-  const int64_t opens_at = begin + 200'000;
-  OpenAtThenPublish(2, opens_at, opens_at + 1'000'000);  // the daemon's deadline, much later
+  const int64_t opens_at = begin + 10'000'000;
+  int looks_while_late = 0;
+  FakeClock::on_sleep = [&] {
+    if (FakeClock::now > begin + kForecastLeadNs && FakeClock::now < opens_at) ++looks_while_late;
+    if (FakeClock::now >= opens_at) Open(2, opens_at + 1'000'000);
+  };
   EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
   ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
   EXPECT_GE(FakeDriver::wait_times[0], opens_at);
-  EXPECT_LE(FakeDriver::wait_times[0], opens_at + LaunchGate::kShutPollNs) << "at its first look at the open gate";
-  EXPECT_EQ(layout().admit_bubble.load(), 1u) << "queued before the daemon published bubble 2's deadline";
+  // 9.7 ms late at one look per 50 us: about 194 looks, not the 1,940 of close watching.
+  EXPECT_LE(looks_while_late, (opens_at - begin - kForecastLeadNs) / LaunchGate::kShutPollNs + 2);
 }
 
 // A sighting counts only for the bubble right after the one seen shut, and

@@ -376,10 +376,10 @@ TEST(GateOnVirtualTime, EachBubblesAdmissionEndsAMarginBeforeItsForecastEnd) {
 // The next bubble is forecast as each one ends (policy/next_bubble.h), so
 // that interposers may queue work a lead before its begin: its begin from
 // the busy time that followed the same slot, its deadline from its slot's
-// forecast less the margin.  An iteration's first bubble with no lead: a
-// trainer may pause between iterations, and a wait queued for it would stay
-// pending.
-TEST(GateOnVirtualTime, EachBubbleIsForecastOnceItsSlotIsLearnedAnIterationsFirstWithNoLead) {
+// forecast less the margin.  An iteration's first bubble is only watched
+// through its lead: a trainer may pause between iterations, and a wait
+// queued for it would stay pending.
+TEST(GateOnVirtualTime, EachBubbleIsForecastOnceItsSlotIsLearnedAnIterationsFirstWatchedOnly) {
   DaemonOptions options = GateOptions();
   VirtualGate gate = StageDrivenGate();
   const std::vector<VirtualBubble> bubbles = TwoSlotIterations(20);
@@ -393,10 +393,9 @@ TEST(GateOnVirtualTime, EachBubbleIsForecastOnceItsSlotIsLearnedAnIterationsFirs
     const VirtualAhead& ahead = run.gate_ahead[i];
     ASSERT_TRUE(ahead.published) << "bubble " << i;
     EXPECT_EQ(ahead.begin_error, 0) << "bubble " << i;
-    if (bubbles[i].slot == 0)
-      EXPECT_EQ(ahead.lead, -1) << "bubble " << i << " begins an iteration: its window opens after its begin";
-    else
-      EXPECT_EQ(ahead.lead, options.gate_lead);
+    EXPECT_EQ(ahead.lead, options.gate_lead) << "bubble " << i;
+    EXPECT_EQ(ahead.watch_only, bubbles[i].slot == 0)
+        << "bubble " << i << (bubbles[i].slot == 0 ? " begins an iteration: only watched" : " is queued for");
     EXPECT_EQ(ahead.window, bubbles[i].length - options.gate_margin) << "bubble " << i;
   }
 }
@@ -433,7 +432,7 @@ TEST(GateOnVirtualTime, ANewStageProcessIsForecastOnlyFromItsOwnBubbles) {
   // Bubble 20 was forecast as the first process's bubble 19 ended, before the
   // new one marked anything: an iteration's first, so nothing was queued
   // ahead for it (and the new process numbers its gate's bubbles afresh).
-  EXPECT_EQ(run.gate_ahead[20].lead, -1);
+  EXPECT_TRUE(run.gate_ahead[20].watch_only);
   for (size_t i = 21; i < 27; ++i) EXPECT_FALSE(run.gate_ahead[i].published) << "bubble " << i;
   for (size_t i = 27; i < 40; i += 2) {
     ASSERT_TRUE(run.gate_ahead[i].published) << "bubble " << i;

@@ -272,6 +272,7 @@ VirtualLaneRun RunVirtualLane(const std::vector<VirtualTask>& tasks,
           seen.begin_error = ahead.begin_ns - env.Now();
           seen.lead = ahead.begin_ns - ahead.from_ns;
           seen.window = ahead.until_ns - ahead.begin_ns;
+          seen.watch_only = ahead.watch_only;
         }
         run.gate_ahead.push_back(seen);
       }

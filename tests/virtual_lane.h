@@ -89,6 +89,7 @@ struct VirtualAhead {
   Nanos begin_error = 0;   // the forecast begin less the bubble's begin
   Nanos lead = 0;          // how long before the forecast begin work may be queued
   Nanos window = 0;        // from the forecast begin to its admission deadline
+  bool watch_only = false; // nothing may be queued for it behind the shut gate: only watched
 };
 
 struct VirtualLaneRun {

@@ -251,10 +251,11 @@ namespace {
 // What the gate page says of the bubble after gate bubble `bubble` (its
 // begin mark's sequence `seq`), from its forecast `next`: queue work from
 // `gate_lead` before the forecast begin, to end by its admission deadline.
-// An iteration's first bubble gets no lead (its window opens just after its
-// forecast begin): nothing is queued for it behind the shut gate, but once
-// the gate is open, a piece may be queued by the forecast before the
-// lane's deadline is published (gate/piece_admission.h).  Unpublished
+// An iteration's first bubble is published watched only: nothing is queued
+// for it behind the shut gate, but through the same window held threads
+// look at the gate closely, and once it is open a piece may be queued by
+// the forecast before the lane's deadline is published
+// (gate/piece_admission.h).  Unpublished
 // (AheadAdmission{}) when the forecast is unknown or the bubble admits no
 // work.
 AheadAdmission AheadOf(const LaneSegmentLayout& l, const NextBubbleForecast& next, uint32_t seq,
@@ -267,8 +268,7 @@ AheadAdmission AheadOf(const LaneSegmentLayout& l, const NextBubbleForecast& nex
   const Nanos until = GateCloseAt(next.begin_ns, length, options.gate_margin,
                                   AdmissionFor(l, upcoming, next.begin_ns, next.begin_ns + length));
   if (until <= next.begin_ns) return {};
-  const Nanos from = next.iteration_first ? next.begin_ns + 1 : next.begin_ns - options.gate_lead;
-  return {bubble + 1, from, next.begin_ns, until};
+  return {bubble + 1, next.begin_ns - options.gate_lead, next.begin_ns, until, next.iteration_first};
 }
 
 }  // namespace

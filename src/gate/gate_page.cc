@@ -84,6 +84,7 @@ void PublishAheadAdmission(GatePageLayout* layout, const AheadAdmission& ahead) 
   layout->ahead_from_ns.store(ahead.from_ns, std::memory_order_relaxed);
   layout->ahead_begin_ns.store(ahead.begin_ns, std::memory_order_relaxed);
   layout->ahead_until_ns.store(ahead.until_ns, std::memory_order_relaxed);
+  layout->ahead_flags.store(ahead.watch_only ? kAheadWatchOnly : 0u, std::memory_order_relaxed);
   if (ahead.bubble != kAdmissionBeingWritten)
     layout->ahead_bubble.store(ahead.bubble, std::memory_order_release);
 }

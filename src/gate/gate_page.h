@@ -34,7 +34,7 @@
 namespace freeride {
 
 constexpr uint64_t kGatePageMagic = 0x4652474154453031ULL;  // "FRGATE01"
-constexpr uint32_t kGatePageVersion = 8;
+constexpr uint32_t kGatePageVersion = 9;
 // Gated processes that publish their work's length at once; more share none.
 constexpr int kGateTaskSlots = 32;
 constexpr size_t kGatePageBytes = 4096;
@@ -127,9 +127,11 @@ struct GatePageLayout {
   // ahead_begin_ns, work that is predicted to end by ahead_until_ns when it
   // starts at that begin.  A sequence lock like the admission's
   // (ReadAheadAdmission).  Nothing is published for a bubble that admits no
-  // work, or whose begin cannot be forecast.
+  // work, or whose begin cannot be forecast.  ahead_flags: kAheadWatchOnly,
+  // for a bubble nothing may be queued ahead of (an iteration's first): its
+  // window is one for watching the shut gate closely, not for queueing.
   std::atomic<uint32_t> ahead_bubble;
-  uint32_t reserved_ahead;
+  std::atomic<uint32_t> ahead_flags;
   std::atomic<int64_t> ahead_from_ns;
   std::atomic<int64_t> ahead_begin_ns;
   std::atomic<int64_t> ahead_until_ns;
@@ -168,7 +170,10 @@ struct AheadAdmission {
   int64_t from_ns = 0;
   int64_t begin_ns = 0;
   int64_t until_ns = 0;
+  bool watch_only = false;  // nothing queued behind the shut gate: only watched (the layout's ahead_flags)
 };
+
+constexpr uint32_t kAheadWatchOnly = 1u;  // GatePageLayout::ahead_flags
 
 // Reads the next bubble's forecast: false while it is being written (then
 // nothing is read).  Any process; wait-free.
@@ -179,6 +184,7 @@ inline bool ReadAheadAdmission(const GatePageLayout& layout, AheadAdmission* ahe
   read.from_ns = layout.ahead_from_ns.load(std::memory_order_relaxed);
   read.begin_ns = layout.ahead_begin_ns.load(std::memory_order_relaxed);
   read.until_ns = layout.ahead_until_ns.load(std::memory_order_relaxed);
+  read.watch_only = (layout.ahead_flags.load(std::memory_order_relaxed) & kAheadWatchOnly) != 0;
   std::atomic_thread_fence(std::memory_order_acquire);
   if (layout.ahead_bubble.load(std::memory_order_relaxed) != first) return false;
   read.bubble = first;

@@ -446,6 +446,7 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
       view.ahead_from_ns = ahead.from_ns;
       view.ahead_begin_ns = ahead.begin_ns;
       view.ahead_until_ns = ahead.until_ns;
+      view.ahead_watch_only = ahead.watch_only;
     }
     const int64_t common = PieceEstimateNs();
     const int64_t piece = PieceEstimateNs(kind_ns);

@@ -17,13 +17,13 @@
 // (policy/next_bubble.h), and a piece that fits it is queued a short lead
 // before the forecast begin: its wait is left pending for about that lead,
 // and the GPU starts it when the stage's stream opens the gate.  An
-// iteration's first bubble is published with its window opening just after
-// its forecast begin (no lead: a trainer may pause between iterations), so
-// nothing waits for it behind the shut gate, but a gate open after its
-// forecast begin is judged by the forecast before the daemon's deadline
-// comes, counted from when the judging thread last saw the gate shut (a
-// gate that opened earlier than forecast must not be judged by the
-// forecast's own begin: its end comes that much sooner).  Pure; no clock.
+// iteration's first bubble is published as watched only (a trainer may
+// pause between iterations): nothing waits for it behind the shut gate, but
+// through its lead window a held thread looks at the gate every
+// kWatchPollNs, and a gate it sees open is judged by the forecast before
+// the daemon's deadline comes, counted from when that thread last saw the
+// gate shut (a gate that opened earlier than forecast must not be judged by
+// the forecast's own begin: its end comes that much sooner).  Pure; no clock.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -42,7 +42,13 @@ struct GateView {
   int64_t ahead_from_ns = 0;
   int64_t ahead_begin_ns = 0;
   int64_t ahead_until_ns = 0;
+  bool ahead_watch_only = false;  // nothing queued for it behind the shut gate: only watched
 };
+
+// How often a thread held for a watched bubble (an iteration's first) looks
+// at the shut gate through its window: the release latency of that bubble,
+// bounded by what the held threads spend on the CPU (a look is a few loads).
+inline constexpr int64_t kWatchPollNs = 5'000;
 
 enum class PieceVerdict {
   kQueue,           // queue it now (behind its GPU wait: it passes at once, or when the gate opens)
@@ -55,7 +61,8 @@ enum class PieceVerdict {
 // forecast begin is the time of the host's begin mark, which comes after the
 // stream opened the gate, so a gate still shut then means the bubble is late
 // this time; a wait queued for it could be left pending through the busy
-// time, so the piece waits for the gate to open instead.
+// time, so the piece waits for the gate to open instead.  (For a watched
+// bubble the window says when to look closely, not when to queue.)
 inline bool InAheadWindow(const GateView& view, int64_t now_ns) {
   return view.ahead_bubble == (view.word >> 1) + 1 && now_ns >= view.ahead_from_ns &&
          now_ns <= view.ahead_begin_ns;
@@ -79,12 +86,14 @@ inline bool InAheadWindow(const GateView& view, int64_t now_ns) {
 //   stage's own stream opens.)
 // - Gate shut: queued ahead, behind the shut gate, in the next bubble's
 //   ahead window (InAheadWindow), if the queue and the piece fit the
-//   forecast when they start at the bubble's forecast begin.
+//   forecast when they start at the bubble's forecast begin, and the
+//   bubble is not one that is only watched.
 inline PieceVerdict JudgePiece(const GateView& view, int64_t now_ns, int64_t queued_ns, int64_t piece_ns,
                                int64_t seen_shut_ns) {
   const uint32_t bubble = view.word >> 1;
   if ((view.word & 1u) == 0) {
-    if (InAheadWindow(view, now_ns) && view.ahead_begin_ns + queued_ns + piece_ns <= view.ahead_until_ns)
+    if (!view.ahead_watch_only && InAheadWindow(view, now_ns) &&
+        view.ahead_begin_ns + queued_ns + piece_ns <= view.ahead_until_ns)
       return PieceVerdict::kQueue;
     return PieceVerdict::kWaitForBubble;
   }
@@ -126,10 +135,18 @@ inline bool MayGoUnwaited(int64_t now_ns, int64_t queued_ns, int64_t piece_ns, i
 
 // How long a piece told to wait for the bubble sleeps before it looks
 // again: `poll_ns`, or less, to wake at the start of the next bubble's
-// ahead window.  At least 1 us.
+// ahead window; for a watched bubble, kWatchPollNs from then until as long
+// after its forecast begin as its window opened before it (a bubble later
+// than that is not watched on: the trainer may have paused).  At least 1 us.
 inline int64_t ShutPollNs(const GateView& view, int64_t now_ns, int64_t poll_ns) {
-  if ((view.word & 1u) == 0 && view.ahead_bubble == (view.word >> 1) + 1 && now_ns < view.ahead_from_ns)
-    poll_ns = std::min(poll_ns, view.ahead_from_ns - now_ns);
+  if ((view.word & 1u) == 0 && view.ahead_bubble == (view.word >> 1) + 1) {
+    if (now_ns < view.ahead_from_ns) {
+      poll_ns = std::min(poll_ns, view.ahead_from_ns - now_ns);
+    } else if (view.ahead_watch_only &&
+               now_ns <= view.ahead_begin_ns + std::max<int64_t>(0, view.ahead_begin_ns - view.ahead_from_ns)) {
+      poll_ns = std::min(poll_ns, kWatchPollNs);
+    }
+  }
   return std::max<int64_t>(1'000, poll_ns);
 }
 

@@ -10,7 +10,7 @@ import time
 from conftest import SOURCE_DIR
 
 sys.path.insert(0, str(SOURCE_DIR / "bench"))
-from gate_gpu import label_arms, units_by_arm  # noqa: E402
+from gate_gpu import label_arms, release_latencies, units_by_arm  # noqa: E402
 
 # Twelve 1-second iterations from t=100, marks on and off in blocks of 2, 1 warm-up iteration.
 STARTS = [100.0 + i for i in range(12)]
@@ -306,3 +306,30 @@ def test_a_program_variant_is_submitted_with_its_environment_and_its_plain_progr
     calls.clear()
     assert bench.submit("generate") == "generate-0"
     assert list(calls[0][calls[0].index("--") + 1:]) == PROGRAMS["generate"][0]
+
+
+def test_release_latency_counts_each_bubbles_first_side_kernel_and_every_bubble_it_missed() -> None:
+    # Iterations of 2 slots; bubbles of 1000 ns every 2000 ns, on the GPU's clock.
+    bubbles = [(i * 2000, i * 2000 + 1000) for i in range(6)]
+    starts = sorted([10, 20,          # bubble 0 (slot 0): 10 ns after its open
+                     2005,            # bubble 1 (slot 1): 5 ns
+                     # bubble 2 (slot 0): none, while the side program ran: missed
+                     6400,            # bubble 3 (slot 1): 400 ns
+                     7500,            # between bubbles 3 and 4: outside, 500 ns past the close
+                     8003])           # bubble 4 (slot 0): 3 ns; bubble 5 after the run: not missed
+    r = release_latencies(bubbles, starts, slots=2)
+    assert r["bubbles_with_side_kernel"] == 4
+    assert r["latency_first_in_iteration_us_count"] == 2 and r["latency_rest_us_count"] == 2
+    assert r["latency_first_in_iteration_us_max"] == 0.010
+    assert r["latency_rest_us_max"] == 0.4
+    assert r["bubbles_missed_first_in_iteration"] == 1 and r["bubbles_missed_rest"] == 0
+    assert r["side_kernels_outside_bubbles"] == 1
+    assert r["outside_us_past_close_and_to_next_open"] == [[0.5, 0.5]]
+    assert r["worst_us_bubble_slot"][0] == (0.4, 3, 1)
+
+
+def test_release_latency_of_a_side_program_that_ran_no_kernel_is_empty_not_an_error() -> None:
+    r = release_latencies([(0, 1000), (2000, 3000)], [])
+    assert r["bubbles_with_side_kernel"] == 0
+    assert r["bubbles_missed_first_in_iteration"] == 0 and r["bubbles_missed_rest"] == 0
+    assert math.isnan(r["latency_us_p50"])

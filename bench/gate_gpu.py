@@ -62,6 +62,7 @@ how many of its progress lines each bubble saw, and when in it.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -456,9 +457,35 @@ def is_warm(counts: list[int], warm_units: int) -> bool:
 
 
 
-def release_latencies(bubbles: list, starts: list, slots: int = 8) -> dict:
+def bubbles_admitting_nothing(events_path: str, offset: int) -> dict:
+    """Of the daemon's gate_bubble events in `events_path` from byte `offset` on (one latency
+    run's), how many admitted no side work (a deadline at the begin: the overhead probe's
+    withheld iterations, the guard, no forecast), and their slots: bubbles a side program
+    rightly got no kernel in."""
+    if not os.path.exists(events_path):
+        return {"daemon_gate_bubbles": None, "daemon_gate_bubbles_admitting_nothing": None}
+    seen, nothing, slots = 0, 0, {}
+    with open(events_path, "rb") as f:
+        f.seek(offset)
+        for line in f:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue  # a line being written
+            if e.get("type") != "gate_bubble":
+                continue
+            seen += 1
+            if e.get("deadline_ns", 1) <= 0:
+                nothing += 1
+                slots[e.get("slot")] = slots.get(e.get("slot"), 0) + 1
+    return {"daemon_gate_bubbles": seen, "daemon_gate_bubbles_admitting_nothing": nothing,
+            "daemon_admitting_nothing_by_slot": slots}
+
+
+def release_latencies(bubbles: list, starts: list, slots: int = 8, piece_us: float = 20) -> dict:
     """gate_latency.cu's stamps paired: `bubbles` (open, close) on the GPU's clock, in order, and
-    `starts`, the side kernels' starts, sorted; `slots` bubbles an iteration (the stage's kSlots).
+    `starts`, the side kernels' starts, sorted; `slots` bubbles an iteration (the stage's kSlots);
+    `piece_us`, how long each side kernel works.
     The release latency is each bubble's first side kernel's start less its open, over all
     bubbles, an iteration's first (slot 0) and the others apart; every bubble of the side
     program's run (from its first kernel's bubble to its last's) that got no side kernel is
@@ -478,13 +505,17 @@ def release_latencies(bubbles: list, starts: list, slots: int = 8) -> dict:
             by_position["first" if i % slots == 0 else "rest"].append(latencies[-1])
             worst.append((latencies[-1], i, i % slots))
     run = [i for i, s in enumerate(served) if s]
+    missed_at = []  # (bubble, slot) of the first missed
     for i in range(run[0], run[-1] + 1) if run else ():
         if not served[i]:
             missed["first" if i % slots == 0 else "rest"] += 1
+            missed_at.append((i, i % slots))
     opens = [b[0] for b in bubbles]
     outside_us = []  # each start outside: (us past the last close, or None before any open; us to the next open)
+    inside = 0  # side kernels started inside a bubble
     for s in starts:
         i = bisect.bisect_right(opens, s) - 1
+        inside += i >= 0 and s <= bubbles[i][1]
         if i < 0 or s > bubbles[i][1]:
             outside += 1
             after_next = (opens[i + 1] - s) / 1e3 if i + 1 < len(opens) else None
@@ -502,6 +533,12 @@ def release_latencies(bubbles: list, starts: list, slots: int = 8) -> dict:
             **quantiles(by_position["first"], "latency_first_in_iteration_us_"),
             **quantiles(by_position["rest"], "latency_rest_us_"),
             "bubbles_missed_first_in_iteration": missed["first"], "bubbles_missed_rest": missed["rest"],
+            "missed_bubble_slot": missed_at[:48],
+            # The share of the served bubbles' time the side kernels ran (each works for
+            # piece_us: gate_latency.cu's 20): the mechanism's own ceiling for a program of
+            # short, even pieces launched as fast as it may.
+            "fill_of_served_bubbles": (inside * piece_us * 1e3 / sum(bubbles[i][1] - bubbles[i][0] for i in run))
+                                      if run else None,
             "worst_us_bubble_slot": sorted(worst, reverse=True)[:24]}
 
 class Bench:
@@ -771,6 +808,8 @@ class Bench:
                                    "0", "--memory", "2GiB", "--", "env", f"FREERIDE_GATE_STATS={stats}", binary,
                                    role, str(self.a.latency_seconds), side_out))
         time.sleep(3)  # the side program's CPU start-up (not gated)
+        events = os.path.join(self.work, "state", "events.jsonl")
+        events_from = os.path.getsize(events) if os.path.exists(events) else 0  # this run's start there
         iterations = int((self.a.latency_seconds + 6) * 1e6 / (2000 + 2000))
         subprocess.run([binary, "stage", str(iterations), "2000", "2000", stage_out, marks], env=self.env,
                        check=True)
@@ -799,7 +838,11 @@ class Bench:
         bubbles = [tuple(map(int, l.split()[1:])) for l in open(stage_out) if l.startswith("B ")]
         starts = sorted(int(l.split()[1]) for l in open(side_out) if l.startswith("S "))
         res = {"side_task": {k: ended.get(k) for k in ("state", "message", "stderr_tail")}, "marks": marks,
-               **release_latencies(bubbles, starts)}
+               **release_latencies(bubbles, starts), **bubbles_admitting_nothing(events, events_from)}
+        # The stamps themselves, for a look at single bubbles later.
+        for name, path in (("stage", stage_out), ("side", side_out)):
+            with open(path, "rb") as f, gzip.open(os.path.join(self.a.out, f"latency-{run}-{name}.txt.gz"), "wb") as z:
+                shutil.copyfileobj(f, z)
         if role == "ops":
             summary = [l.split() for l in open(side_out) if l.startswith("# rounds")]
             res["rounds"], res["wrong_values"] = (int(summary[0][2]), int(summary[0][4])) if summary else (0, None)

@@ -10,7 +10,7 @@ import time
 from conftest import SOURCE_DIR
 
 sys.path.insert(0, str(SOURCE_DIR / "bench"))
-from gate_gpu import label_arms, release_latencies, units_by_arm  # noqa: E402
+from gate_gpu import bubbles_admitting_nothing, label_arms, release_latencies, units_by_arm  # noqa: E402
 
 # Twelve 1-second iterations from t=100, marks on and off in blocks of 2, 1 warm-up iteration.
 STARTS = [100.0 + i for i in range(12)]
@@ -317,15 +317,18 @@ def test_release_latency_counts_each_bubbles_first_side_kernel_and_every_bubble_
                      6400,            # bubble 3 (slot 1): 400 ns
                      7500,            # between bubbles 3 and 4: outside, 500 ns past the close
                      8003])           # bubble 4 (slot 0): 3 ns; bubble 5 after the run: not missed
-    r = release_latencies(bubbles, starts, slots=2)
+    r = release_latencies(bubbles, starts, slots=2, piece_us=0.1)
     assert r["bubbles_with_side_kernel"] == 4
     assert r["latency_first_in_iteration_us_count"] == 2 and r["latency_rest_us_count"] == 2
     assert r["latency_first_in_iteration_us_max"] == 0.010
     assert r["latency_rest_us_max"] == 0.4
     assert r["bubbles_missed_first_in_iteration"] == 1 and r["bubbles_missed_rest"] == 0
+    assert r["missed_bubble_slot"] == [(2, 0)]
     assert r["side_kernels_outside_bubbles"] == 1
     assert r["outside_us_past_close_and_to_next_open"] == [[0.5, 0.5]]
     assert r["worst_us_bubble_slot"][0] == (0.4, 3, 1)
+    # 5 kernels of 0.1 us started inside the 4 served bubbles' 4000 ns (the one outside not).
+    assert r["fill_of_served_bubbles"] == 5 * 100 / 4000
 
 
 def test_release_latency_of_a_side_program_that_ran_no_kernel_is_empty_not_an_error() -> None:
@@ -333,3 +336,19 @@ def test_release_latency_of_a_side_program_that_ran_no_kernel_is_empty_not_an_er
     assert r["bubbles_with_side_kernel"] == 0
     assert r["bubbles_missed_first_in_iteration"] == 0 and r["bubbles_missed_rest"] == 0
     assert math.isnan(r["latency_us_p50"])
+
+
+def test_bubbles_the_daemon_admitted_nothing_in_are_counted_from_the_runs_start(tmp_path) -> None:
+    events = tmp_path / "events.jsonl"
+    before = '{"type": "gate_bubble", "slot": 0, "deadline_ns": 0}\n'  # an earlier run's
+    events.write_text(before
+                      + '{"type": "gate_bubble", "slot": 0, "deadline_ns": 0}\n'
+                      + '{"type": "probe_schedule"}\n'
+                      + '{"type": "gate_bubble", "slot": 1, "deadline_ns": 1800000}\n'
+                      + '{"type": "gate_bubble", "slot": 1, "deadline_ns": 0}\n'
+                      + '{"type": "gate_bub')  # a line still being written
+    r = bubbles_admitting_nothing(str(events), len(before))
+    assert r["daemon_gate_bubbles"] == 3
+    assert r["daemon_gate_bubbles_admitting_nothing"] == 2
+    assert r["daemon_admitting_nothing_by_slot"] == {0: 1, 1: 1}
+    assert bubbles_admitting_nothing(str(tmp_path / "none.jsonl"), 0)["daemon_gate_bubbles"] is None

@@ -789,7 +789,7 @@ class Bench:
         lanes = json.loads(self.cli("status", "--json")).get("stats", {}).get("lanes", [])
         return lanes[0] if lanes else {}
 
-    def latency(self, role: str = "side", marks: str = "gated") -> None:
+    def latency(self, role: str = "side", marks: str = "gated", shape: tuple = (2000, 2000)) -> None:
         """gate_latency.cu's stage, marking with `marks` ("gated" or "stream"), against its side
         program `role`: "side" (20 us kernels: the release latency, results' "latency", or
         "latency_stream_marks") or "ops" (fills, prefetches and graph uploads, each checked:
@@ -800,8 +800,11 @@ class Bench:
                             os.path.join(ROOT, "bench/gate_latency.cu"), "-L", f"{self.bundle}/lib", "-lfreeride",
                             f"-Xlinker=-rpath={self.bundle}/lib"], check=True)
         # where its results go
+        busy_us, bubble_us = shape
         key = "entry_points" if role == "ops" else "latency" if marks == "gated" else f"latency_{marks}_marks"
-        run = f"{role}-{marks}"
+        if shape != (2000, 2000):
+            key += f"_busy{busy_us}_bubble{bubble_us}"
+        run = f"{role}-{marks}" + ("" if shape == (2000, 2000) else f"-{busy_us}-{bubble_us}")
         side_out, stage_out = os.path.join(self.work, f"{run}.txt"), os.path.join(self.work, f"stage-{run}.txt")
         stats = os.path.join(self.work, f"{run}.gate_stats.jsonl")  # the interposer's counts at exit
         task = json.loads(self.cli("submit", "--json", "--name", f"latency-{role}", "--kind", "imperative", "--lane",
@@ -810,8 +813,8 @@ class Bench:
         time.sleep(3)  # the side program's CPU start-up (not gated)
         events = os.path.join(self.work, "state", "events.jsonl")
         events_from = os.path.getsize(events) if os.path.exists(events) else 0  # this run's start there
-        iterations = int((self.a.latency_seconds + 6) * 1e6 / (2000 + 2000))
-        subprocess.run([binary, "stage", str(iterations), "2000", "2000", stage_out, marks], env=self.env,
+        iterations = int((self.a.latency_seconds + 6) * 1e6 / (busy_us + bubble_us))
+        subprocess.run([binary, "stage", str(iterations), str(busy_us), str(bubble_us), stage_out, marks], env=self.env,
                        check=True)
         for _ in range(100):
             if os.path.exists(side_out):
@@ -838,6 +841,7 @@ class Bench:
         bubbles = [tuple(map(int, l.split()[1:])) for l in open(stage_out) if l.startswith("B ")]
         starts = sorted(int(l.split()[1]) for l in open(side_out) if l.startswith("S "))
         res = {"side_task": {k: ended.get(k) for k in ("state", "message", "stderr_tail")}, "marks": marks,
+               "busy_us": busy_us, "bubble_us": bubble_us,
                **release_latencies(bubbles, starts), **bubbles_admitting_nothing(events, events_from)}
         # The stamps themselves, for a look at single bubbles later.
         for name, path in (("stage", stage_out), ("side", side_out)):
@@ -905,6 +909,9 @@ def main() -> None:
                         "products alone, at an H200's power limit)")
     p.add_argument("--latency", action="store_true")
     p.add_argument("--latency-seconds", type=float, default=6)
+    p.add_argument("--latency-shapes", default="2000:2000",
+                   help="--latency's stage: BUSY_US:BUBBLE_US, comma-separated, each run in turn (results' "
+                        "keys gain _busyB_bubbleL but for 2000:2000)")
     p.add_argument("--latency-marks", default="gated,stream",
                    help="the marks --latency's stage makes, each run in turn: gated (results' \"latency\"), "
                         "stream (\"latency_stream_marks\")")
@@ -943,6 +950,13 @@ def main() -> None:
     latency_marks = [x for x in a.latency_marks.split(",") if x]
     if not latency_marks or any(x not in ("gated", "stream") for x in latency_marks):
         raise SystemExit(f"--latency-marks {a.latency_marks}: give gated, stream or both, comma-separated")
+    try:
+        latency_shapes = [tuple(int(v) for v in x.split(":")) for x in a.latency_shapes.split(",") if x]
+    except ValueError:
+        latency_shapes = []
+    if not latency_shapes or any(len(x) != 2 or min(x) <= 0 for x in latency_shapes):
+        raise SystemExit(f"--latency-shapes {a.latency_shapes}: give BUSY_US:BUBBLE_US pairs of positive whole "
+                         "microseconds, comma-separated (e.g. 2000:2000,2000:1000)")
     os.makedirs(a.out, exist_ok=True)
     b = Bench(a)
     from e2e_arms import bundle_commit, git_commit  # e2e_arms imports this module
@@ -962,8 +976,9 @@ def main() -> None:
     b.start_daemon()
     try:
         if a.latency:
-            for marks in latency_marks:
-                b.latency("side", marks)
+            for shape in latency_shapes:
+                for marks in latency_marks:
+                    b.latency("side", marks, shape)
         if a.entry_points:
             b.latency("ops")
         if shutil.which("nvidia-smi"):

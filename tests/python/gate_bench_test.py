@@ -352,3 +352,14 @@ def test_bubbles_the_daemon_admitted_nothing_in_are_counted_from_the_runs_start(
     assert r["daemon_gate_bubbles_admitting_nothing"] == 2
     assert r["daemon_admitting_nothing_by_slot"] == {0: 1, 1: 1}
     assert bubbles_admitting_nothing(str(tmp_path / "none.jsonl"), 0)["daemon_gate_bubbles"] is None
+
+
+def test_bad_latency_shapes_and_marks_are_refused_before_anything_starts(tmp_path) -> None:
+    import subprocess
+    bench = str(SOURCE_DIR / "bench" / "gate_gpu.py")
+    for args, why in ((["--latency-shapes", "2000:0"], "positive whole"), (["--latency-shapes", "2000"], "BUSY_US:BUBBLE_US"),
+                      (["--latency-shapes", "a:b"], "BUSY_US:BUBBLE_US"), (["--latency-marks", "host"], "gated, stream")):
+        r = subprocess.run([sys.executable, bench, "--out", str(tmp_path / "out"), "--bundle", str(tmp_path / "none"),
+                            *args], capture_output=True, text=True, timeout=120)
+        assert r.returncode != 0 and why in r.stderr, (args, r.stderr)
+        assert not (tmp_path / "out").exists(), "refused before anything was made"

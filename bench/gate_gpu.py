@@ -494,6 +494,9 @@ def release_latencies(bubbles: list, starts: list, slots: int = 8, piece_us: flo
     import bisect
     latencies, outside = [], 0
     by_position = {"first": [], "rest": []}  # an iteration's first bubble (slot 0), and the others
+    # From the 4th iteration on: the daemon forecasts a slot's next bubble once 3 have followed it
+    # (policy/next_bubble.h), so the first 3 iterations are released from the host.
+    learned = []
     missed = {"first": 0, "rest": 0}
     worst = []  # (latency us, bubble, slot)
     served = []
@@ -503,6 +506,8 @@ def release_latencies(bubbles: list, starts: list, slots: int = 8, piece_us: flo
         if served[-1]:
             latencies.append((starts[j] - opened) / 1e3)
             by_position["first" if i % slots == 0 else "rest"].append(latencies[-1])
+            if i >= 3 * slots:
+                learned.append(latencies[-1])
             worst.append((latencies[-1], i, i % slots))
     run = [i for i, s in enumerate(served) if s]
     missed_at = []  # (bubble, slot) of the first missed
@@ -532,6 +537,7 @@ def release_latencies(bubbles: list, starts: list, slots: int = 8, piece_us: flo
             # An iteration's first bubble (slot 0) is only watched: nothing is queued ahead of it.
             **quantiles(by_position["first"], "latency_first_in_iteration_us_"),
             **quantiles(by_position["rest"], "latency_rest_us_"),
+            **quantiles(learned, "latency_after_3_iterations_us_"),
             "bubbles_missed_first_in_iteration": missed["first"], "bubbles_missed_rest": missed["rest"],
             "missed_bubble_slot": missed_at[:48],
             # The share of the served bubbles' time the side kernels ran (each works for

@@ -487,15 +487,17 @@ def release_latencies(bubbles: list, starts: list, slots: int = 8, piece_us: flo
     `starts`, the side kernels' starts, sorted; `slots` bubbles an iteration (the stage's kSlots);
     `piece_us`, how long each side kernel works.
     The release latency is each bubble's first side kernel's start less its open, over all
-    bubbles, an iteration's first (slot 0) and the others apart; every bubble of the side
-    program's run (from its first kernel's bubble to its last's) that got no side kernel is
-    counted as missed (a release later than the bubble, not left out), and so is every start
-    outside the bubbles."""
+    bubbles, an iteration's first (slot 0) and the others apart, and from the bubble after the
+    first 3 iterations on; every bubble of the side program's run (from its first kernel's bubble
+    to its last's) that got no side kernel is counted apart (missed: it has no latency, so the
+    quantiles cannot hold it), and so is every start outside the bubbles.  The fill takes each
+    side kernel that started in a bubble as working `piece_us` there."""
     import bisect
     latencies, outside = [], 0
     by_position = {"first": [], "rest": []}  # an iteration's first bubble (slot 0), and the others
-    # From the 4th iteration on: the daemon forecasts a slot's next bubble once 3 have followed it
-    # (policy/next_bubble.h), so the first 3 iterations are released from the host.
+    # Once the daemon can forecast each bubble: it forecasts a slot's next bubble once 3 have
+    # followed it (policy/next_bubble.h), seen at their begins, so the first bubble forecast
+    # after the slot before it is the one after bubble 3 * slots (the 4th iteration's second).
     learned = []
     missed = {"first": 0, "rest": 0}
     worst = []  # (latency us, bubble, slot)
@@ -506,7 +508,7 @@ def release_latencies(bubbles: list, starts: list, slots: int = 8, piece_us: flo
         if served[-1]:
             latencies.append((starts[j] - opened) / 1e3)
             by_position["first" if i % slots == 0 else "rest"].append(latencies[-1])
-            if i >= 3 * slots:
+            if i > 3 * slots:
                 learned.append(latencies[-1])
             worst.append((latencies[-1], i, i % slots))
     run = [i for i, s in enumerate(served) if s]
@@ -520,7 +522,7 @@ def release_latencies(bubbles: list, starts: list, slots: int = 8, piece_us: flo
     inside = 0  # side kernels started inside a bubble
     for s in starts:
         i = bisect.bisect_right(opens, s) - 1
-        inside += i >= 0 and s <= bubbles[i][1]
+        inside += i >= 0 and s < bubbles[i][1]
         if i < 0 or s > bubbles[i][1]:
             outside += 1
             after_next = (opens[i + 1] - s) / 1e3 if i + 1 < len(opens) else None
@@ -537,7 +539,7 @@ def release_latencies(bubbles: list, starts: list, slots: int = 8, piece_us: flo
             # An iteration's first bubble (slot 0) is only watched: nothing is queued ahead of it.
             **quantiles(by_position["first"], "latency_first_in_iteration_us_"),
             **quantiles(by_position["rest"], "latency_rest_us_"),
-            **quantiles(learned, "latency_after_3_iterations_us_"),
+            **quantiles(learned, "latency_forecast_learned_us_"),
             "bubbles_missed_first_in_iteration": missed["first"], "bubbles_missed_rest": missed["rest"],
             "missed_bubble_slot": missed_at[:48],
             # The share of the served bubbles' time the side kernels ran (each works for

@@ -225,7 +225,7 @@ class LaunchGateTest : public ::testing::Test {
     EXPECT_GE(FakeDriver::wait_times[0], at);
   }
   // Bubble `shut` has ended; bubble `next` is forecast to begin at `begin`
-  // and last `length`, with no lead (an iteration's first).
+  // and last `length`, watched only (an iteration's first), with a lead.
   void ShutWithForecast(uint32_t shut, uint32_t next, int64_t begin, int64_t length) {
     Shut(shut);
     PublishAheadAdmission(&layout(), {next, begin - kForecastLeadNs, begin, begin + length, /*watch_only=*/true});
@@ -578,6 +578,18 @@ TEST(PieceAdmission, AWatchedBubblesShutGateIsLookedAtCloselyThroughItsWindow) {
   EXPECT_EQ(ShutPollNs(view, 800'000, 50'000), 50'000);
 }
 
+// A lane with a long lead (--gate-lead-us 5000): a watched bubble is looked
+// at closely for kMostWatchNs either side of its forecast begin, no longer.
+TEST(PieceAdmission, AWatchedBubbleIsLookedAtCloselyForABoundedStretchWhateverTheLead) {
+  GateView view = ForecastOfBubble5(GateClosedValue(4), 5'000'000, 10'000'000, 12'000'000);  // a lead of 5 ms
+  view.ahead_watch_only = true;
+  EXPECT_EQ(ShutPollNs(view, 5'000'000, 50'000), 50'000) << "the window opens, but the watch not yet";
+  EXPECT_EQ(ShutPollNs(view, 8'980'000, 50'000), 20'000) << "wakes as the watch begins";
+  EXPECT_EQ(ShutPollNs(view, 9'000'000, 50'000), kWatchPollNs);
+  EXPECT_EQ(ShutPollNs(view, 10'000'000 + kMostWatchNs, 50'000), kWatchPollNs);
+  EXPECT_EQ(ShutPollNs(view, 10'000'001 + kMostWatchNs, 50'000), 50'000);
+}
+
 TEST(PieceAdmission, AShutGateIsLookedAtAgainWhenTheNextBubblesLeadBegins) {
   GateView view;
   view.word = GateClosedValue(4);
@@ -634,7 +646,8 @@ TEST_F(LaunchGateTest, ADeadlineBeingWrittenIsReadAgainNotReplacedByTheForecast)
 // the forecast begin (the host's mark comes after the stream's open) or
 // later than forecast.
 TEST_F(LaunchGateTest, AWatchedGateSeenShutAndThenOpenIsJudgedByItsForecastBeforeTheDaemonsDeadline) {
-  for (int64_t opens_after_begin : {-120'000, 0, 200'000}) {
+  // (Past the watch, 500 us late, it is still judged by the forecast, at the usual pace.)
+  for (int64_t opens_after_begin : {-120'000, 0, 200'000, 500'000}) {
     SCOPED_TRACE(opens_after_begin);
     FakeDriver::wait_times.clear();
     FakeDriver::waits.clear();
@@ -646,7 +659,8 @@ TEST_F(LaunchGateTest, AWatchedGateSeenShutAndThenOpenIsJudgedByItsForecastBefor
     EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
     ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
     EXPECT_GE(FakeDriver::wait_times[0], opens_at) << "nothing queued behind the shut gate";
-    EXPECT_LE(FakeDriver::wait_times[0], opens_at + kWatchPollNs) << "at its first close look at the open gate";
+    const int64_t pace = opens_after_begin <= kForecastLeadNs ? kWatchPollNs : LaunchGate::kShutPollNs;
+    EXPECT_LE(FakeDriver::wait_times[0], opens_at + pace) << "at its first look at the open gate";
     EXPECT_EQ(layout().admit_bubble.load(), 1u) << "queued before the daemon published bubble 2's deadline";
     Shut(2);
     FakeClock::on_sleep = nullptr;
@@ -1278,7 +1292,7 @@ TEST_F(LaunchGateTest, BubblesThatAdmitNothingDoNotCountTowardsEmptyingTheWindow
 
 // Bubbles of 1 ms, the deadline out 200 us after each opening, and pieces
 // of 850 us, each bubble forecast at the close before it: either as an
-// iteration's first (2 ms shut, its window open from just after its begin:
+// iteration's first (2 ms shut, watched only from 300 us before its begin:
 // no queueing ahead), or within an iteration (250 us shut, queued ahead from
 // 300 us before its begin).  Undemoted, a piece is queued by the forecast at
 // the opening, or ahead of it; demoted (1.7 ms), it is held, but its own
@@ -1313,8 +1327,8 @@ TEST_F(LaunchGateTest, ADemotedPieceWhoseOwnLengthTheForecastAdmitsDoesNotEmptyT
           opened.push_back(FakeClock::now);
         } else if (!open && GateIsOpen(layout().word.load())) {
           Shut(bubble);
-          const int64_t from = ahead ? open_at - 300'000 : open_at + 1;
-          PublishAheadAdmission(&layout(), {bubble + 1, from, open_at, open_at + 1'000'000});
+          PublishAheadAdmission(&layout(), {bubble + 1, open_at - 300'000, open_at, open_at + 1'000'000,
+                                            /*watch_only=*/!ahead});
         }
         if (open && t >= shut_for + 200'000 && layout().admit_bubble.load() != bubble)
           Open(bubble, bubble < 30 ? open_at + 1'000'000 : INT64_MAX);

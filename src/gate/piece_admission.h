@@ -49,6 +49,10 @@ struct GateView {
 // at the shut gate through its window: the release latency of that bubble,
 // bounded by what the held threads spend on the CPU (a look is a few loads).
 inline constexpr int64_t kWatchPollNs = 5'000;
+// The longest stretch either side of a watched bubble's forecast begin that
+// is looked at so closely, whatever the lane's lead (--gate-lead-us): at most
+// 2 ms of 5 us looks an iteration per held thread.
+inline constexpr int64_t kMostWatchNs = 1'000'000;
 
 enum class PieceVerdict {
   kQueue,           // queue it now (behind its GPU wait: it passes at once, or when the gate opens)
@@ -135,15 +139,18 @@ inline bool MayGoUnwaited(int64_t now_ns, int64_t queued_ns, int64_t piece_ns, i
 
 // How long a piece told to wait for the bubble sleeps before it looks
 // again: `poll_ns`, or less, to wake at the start of the next bubble's
-// ahead window; for a watched bubble, kWatchPollNs from then until as long
-// after its forecast begin as its window opened before it (a bubble later
-// than that is not watched on: the trainer may have paused).  At least 1 us.
+// ahead window; for a watched bubble, kWatchPollNs from then (or from
+// kMostWatchNs before its forecast begin, if the window opens earlier) until
+// as long after its forecast begin as the watch began before it (a bubble
+// later than that is not watched on: the trainer may have paused).  At
+// least 1 us.
 inline int64_t ShutPollNs(const GateView& view, int64_t now_ns, int64_t poll_ns) {
   if ((view.word & 1u) == 0 && view.ahead_bubble == (view.word >> 1) + 1) {
-    if (now_ns < view.ahead_from_ns) {
-      poll_ns = std::min(poll_ns, view.ahead_from_ns - now_ns);
-    } else if (view.ahead_watch_only &&
-               now_ns <= view.ahead_begin_ns + std::max<int64_t>(0, view.ahead_begin_ns - view.ahead_from_ns)) {
+    const int64_t watch_ns = std::clamp<int64_t>(view.ahead_begin_ns - view.ahead_from_ns, 0, kMostWatchNs);
+    const int64_t wake_ns = view.ahead_watch_only ? view.ahead_begin_ns - watch_ns : view.ahead_from_ns;
+    if (now_ns < wake_ns) {
+      poll_ns = std::min(poll_ns, wake_ns - now_ns);
+    } else if (view.ahead_watch_only && now_ns <= view.ahead_begin_ns + watch_ns) {
       poll_ns = std::min(poll_ns, kWatchPollNs);
     }
   }

@@ -329,8 +329,12 @@ def test_release_latency_counts_each_bubbles_first_side_kernel_and_every_bubble_
     assert r["worst_us_bubble_slot"][0] == (0.4, 3, 1)
     # 5 kernels of 0.1 us started inside the 4 served bubbles' 4000 ns (the one outside not).
     assert r["fill_of_served_bubbles"] == 5 * 100 / 4000
-    # From the 4th iteration (bubble 6 on, of 2 slots) there is none.
-    assert r["latency_after_3_iterations_us_count"] == 0
+    # Past the first 3 iterations (bubble 7 on, of 2 slots) there is none.
+    assert r["latency_forecast_learned_us_count"] == 0
+    # Bubbles 7 and 8 served: only they count once the forecast is learned.
+    more = release_latencies([(i * 2000, i * 2000 + 1000) for i in range(9)],
+                             sorted(starts + [12010, 14020, 16030]), slots=2, piece_us=0.1)
+    assert more["latency_forecast_learned_us_count"] == 2 and more["latency_forecast_learned_us_max"] == 0.03
 
 
 def test_release_latency_of_a_side_program_that_ran_no_kernel_is_empty_not_an_error() -> None:

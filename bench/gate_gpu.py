@@ -37,8 +37,9 @@ start of each of its kernels; the release latency is the first side
 kernel's start after each open (over all bubbles, and apart for an
 iteration's first bubble, which the daemon only watches: nothing is queued
 ahead of it), and any side kernel that starts while the gate is closed is
-counted, as is every bubble of the side program's run that got no side
-kernel (a release later than the bubble).  --latency-marks says which marks
+counted, and every bubble of the side program's run that got no side
+kernel is counted apart, beside the daemon's bubbles that admitted nothing
+(the overhead probe's withheld iterations).  --latency-marks says which marks
 the stage makes, each run in turn: "gated" (the gate's stream writes alone,
 read by libfreeride's marks thread, as freeride.torch marks; results'
 "latency") and "stream" (the gate's writes beside host functions on the
@@ -62,6 +63,7 @@ how many of its progress lines each bubble saw, and when in it.
 from __future__ import annotations
 
 import argparse
+import bisect
 import gzip
 import json
 import math
@@ -327,7 +329,6 @@ def gpu_means_by_arm(samples: list[tuple[float, int, float, float, float]], star
                      times_ms: list[float], arms: list[str], gpu: int | None = None) -> dict:
     """Mean SM MHz, power W and temperature C of the samples (of GPU `gpu`, or of every GPU) inside
     each arm's iterations."""
-    import bisect
     samples = sorted(x for x in samples if gpu is None or x[1] == gpu)
     stamps = [x[0] for x in samples]
     acc: dict[str, list] = {}
@@ -492,14 +493,12 @@ def release_latencies(bubbles: list, starts: list, slots: int = 8, piece_us: flo
     to its last's) that got no side kernel is counted apart (missed: it has no latency, so the
     quantiles cannot hold it), and so is every start outside the bubbles.  The fill takes each
     side kernel that started in a bubble as working `piece_us` there."""
-    import bisect
-    latencies, outside = [], 0
+    latencies = []
     by_position = {"first": [], "rest": []}  # an iteration's first bubble (slot 0), and the others
     # Once the daemon can forecast each bubble: it forecasts a slot's next bubble once 3 have
     # followed it (policy/next_bubble.h), seen at their begins, so the first bubble forecast
     # after the slot before it is the one after bubble 3 * slots (the 4th iteration's second).
     learned = []
-    missed = {"first": 0, "rest": 0}
     worst = []  # (latency us, bubble, slot)
     served = []
     for i, (opened, closed) in enumerate(bubbles):
@@ -512,19 +511,15 @@ def release_latencies(bubbles: list, starts: list, slots: int = 8, piece_us: flo
                 learned.append(latencies[-1])
             worst.append((latencies[-1], i, i % slots))
     run = [i for i, s in enumerate(served) if s]
-    missed_at = []  # (bubble, slot) of the first missed
-    for i in range(run[0], run[-1] + 1) if run else ():
-        if not served[i]:
-            missed["first" if i % slots == 0 else "rest"] += 1
-            missed_at.append((i, i % slots))
+    missed = [(i, i % slots) for i in (range(run[0], run[-1] + 1) if run else ()) if not served[i]]
     opens = [b[0] for b in bubbles]
     outside_us = []  # each start outside: (us past the last close, or None before any open; us to the next open)
-    inside = 0  # side kernels started inside a bubble
+    inside = 0  # side kernels started inside a bubble (the others are outside)
     for s in starts:
         i = bisect.bisect_right(opens, s) - 1
-        inside += i >= 0 and s < bubbles[i][1]
-        if i < 0 or s > bubbles[i][1]:
-            outside += 1
+        if i >= 0 and s <= bubbles[i][1]:
+            inside += 1
+        else:
             after_next = (opens[i + 1] - s) / 1e3 if i + 1 < len(opens) else None
             outside_us.append([(s - bubbles[i][1]) / 1e3 if i >= 0 else None, after_next])
 
@@ -534,14 +529,15 @@ def release_latencies(bubbles: list, starts: list, slots: int = 8, piece_us: flo
         return {f"{prefix}p50": q(0.5), f"{prefix}p90": q(0.9), f"{prefix}p99": q(0.99),
                 f"{prefix}max": values[-1] if values else None, f"{prefix}count": len(values)}
     return {"bubbles": len(bubbles), "bubbles_with_side_kernel": len(latencies), "side_kernels": len(starts),
-            "side_kernels_outside_bubbles": outside, "outside_us_past_close_and_to_next_open": outside_us[:50],
+            "side_kernels_outside_bubbles": len(starts) - inside, "outside_us_past_close_and_to_next_open": outside_us[:50],
             **quantiles(latencies, "latency_us_"),
             # An iteration's first bubble (slot 0) is only watched: nothing is queued ahead of it.
             **quantiles(by_position["first"], "latency_first_in_iteration_us_"),
             **quantiles(by_position["rest"], "latency_rest_us_"),
             **quantiles(learned, "latency_forecast_learned_us_"),
-            "bubbles_missed_first_in_iteration": missed["first"], "bubbles_missed_rest": missed["rest"],
-            "missed_bubble_slot": missed_at[:48],
+            "bubbles_missed_first_in_iteration": sum(1 for _, slot in missed if slot == 0),
+            "bubbles_missed_rest": sum(1 for _, slot in missed if slot != 0),
+            "missed_bubble_slot": missed[:48],
             # The share of the served bubbles' time the side kernels ran (each works for
             # piece_us: gate_latency.cu's 20): the mechanism's own ceiling for a program of
             # short, even pieces launched as fast as it may.
@@ -809,10 +805,10 @@ class Bench:
                             f"-Xlinker=-rpath={self.bundle}/lib"], check=True)
         # where its results go
         busy_us, bubble_us = shape
+        other_shape = shape != (2000, 2000)
         key = "entry_points" if role == "ops" else "latency" if marks == "gated" else f"latency_{marks}_marks"
-        if shape != (2000, 2000):
-            key += f"_busy{busy_us}_bubble{bubble_us}"
-        run = f"{role}-{marks}" + ("" if shape == (2000, 2000) else f"-{busy_us}-{bubble_us}")
+        key += f"_busy{busy_us}_bubble{bubble_us}" if other_shape else ""
+        run = f"{role}-{marks}" + (f"-{busy_us}-{bubble_us}" if other_shape else "")
         side_out, stage_out = os.path.join(self.work, f"{run}.txt"), os.path.join(self.work, f"stage-{run}.txt")
         stats = os.path.join(self.work, f"{run}.gate_stats.jsonl")  # the interposer's counts at exit
         task = json.loads(self.cli("submit", "--json", "--name", f"latency-{role}", "--kind", "imperative", "--lane",

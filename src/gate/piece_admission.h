@@ -19,8 +19,9 @@
 // and the GPU starts it when the stage's stream opens the gate.  An
 // iteration's first bubble is published as watched only (a trainer may
 // pause between iterations): nothing waits for it behind the shut gate, but
-// through its lead window a held thread looks at the gate every
-// kWatchPollNs, and a gate it sees open is judged by the forecast before
+// through its lead window (at most kMostWatchNs either side of its forecast
+// begin) a held thread looks at the gate every kWatchPollNs, and a gate it
+// sees open is judged by the forecast before
 // the daemon's deadline comes, counted from when that thread last saw the
 // gate shut (a gate that opened earlier than forecast must not be judged by
 // the forecast's own begin: its end comes that much sooner).  Pure; no clock.

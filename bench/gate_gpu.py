@@ -793,11 +793,14 @@ class Bench:
         lanes = json.loads(self.cli("status", "--json")).get("stats", {}).get("lanes", [])
         return lanes[0] if lanes else {}
 
-    def latency(self, role: str = "side", marks: str = "gated", shape: tuple = (2000, 2000)) -> None:
+    def latency(self, role: str = "side", marks: str = "gated", shape: tuple = (2000, 2000),
+                side_env: str = "") -> None:
         """gate_latency.cu's stage, marking with `marks` ("gated" or "stream"), against its side
         program `role`: "side" (20 us kernels: the release latency, results' "latency", or
         "latency_stream_marks") or "ops" (fills, prefetches and graph uploads, each checked:
-        results' "entry_points", with the side task's end and its wrong values)."""
+        results' "entry_points", with the side task's end and its wrong values).  `side_env`,
+        VAR=VALUE or "": one more variable in the side program's environment (the results' key and
+        the stamps' names gain _VAR_VALUE)."""
         binary = os.path.join(self.work, "gate_latency")
         if not os.path.exists(binary):
             subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-I", os.path.join(ROOT, "include"), "-o", binary,
@@ -808,11 +811,14 @@ class Bench:
         other_shape = shape != (2000, 2000)
         key = "entry_points" if role == "ops" else "latency" if marks == "gated" else f"latency_{marks}_marks"
         key += f"_busy{busy_us}_bubble{bubble_us}" if other_shape else ""
+        key += f"_{file_name(side_env.replace('=', '_'))}" if side_env else ""
         run = f"{role}-{marks}" + (f"-{busy_us}-{bubble_us}" if other_shape else "")
+        run += f"-{file_name(side_env.replace('=', '_'))}" if side_env else ""
         side_out, stage_out = os.path.join(self.work, f"{run}.txt"), os.path.join(self.work, f"stage-{run}.txt")
         stats = os.path.join(self.work, f"{run}.gate_stats.jsonl")  # the interposer's counts at exit
         task = json.loads(self.cli("submit", "--json", "--name", f"latency-{role}", "--kind", "imperative", "--lane",
-                                   "0", "--memory", "2GiB", "--", "env", f"FREERIDE_GATE_STATS={stats}", binary,
+                                   "0", "--memory", "2GiB", "--", "env", f"FREERIDE_GATE_STATS={stats}",
+                                   *([side_env] if side_env else []), binary,
                                    role, str(self.a.latency_seconds), side_out))
         time.sleep(3)  # the side program's CPU start-up (not gated)
         events = os.path.join(self.work, "state", "events.jsonl")
@@ -845,7 +851,7 @@ class Bench:
         bubbles = [tuple(map(int, l.split()[1:])) for l in open(stage_out) if l.startswith("B ")]
         starts = sorted(int(l.split()[1]) for l in open(side_out) if l.startswith("S "))
         res = {"side_task": {k: ended.get(k) for k in ("state", "message", "stderr_tail")}, "marks": marks,
-               "busy_us": busy_us, "bubble_us": bubble_us,
+               "busy_us": busy_us, "bubble_us": bubble_us, "side_env": side_env,
                **release_latencies(bubbles, starts), **bubbles_admitting_nothing(events, events_from)}
         # The stamps themselves, for a look at single bubbles later.
         for name, path in (("stage", stage_out), ("side", side_out)):
@@ -919,6 +925,10 @@ def main() -> None:
     p.add_argument("--latency-marks", default="gated,stream",
                    help="the marks --latency's stage makes, each run in turn: gated (results' \"latency\"), "
                         "stream (\"latency_stream_marks\")")
+    p.add_argument("--latency-side-env", default="",
+                   help="--latency's side program in turn with each of these, comma-separated: VAR=VALUE in "
+                        "its environment, or plain (nothing more), e.g. plain,FREERIDE_GATE_WATCH=sleep "
+                        "(each shape and marks runs every one in turn)")
     p.add_argument("--entry-points", action="store_true",
                    help="run gate_latency.cu's \"ops\" side program against its stage as --latency does: "
                         "cudaMemset2D, cudaMemPrefetchAsync and cudaGraphUpload under the gate, every value "
@@ -961,6 +971,13 @@ def main() -> None:
     if not latency_shapes or any(len(x) != 2 or min(x) <= 0 for x in latency_shapes):
         raise SystemExit(f"--latency-shapes {a.latency_shapes}: give BUSY_US:BUBBLE_US pairs of positive whole "
                          "microseconds, comma-separated (e.g. 2000:2000,2000:1000)")
+    latency_side_envs = [] if not a.latency_side_env else [
+        "" if x == "plain" else x for x in a.latency_side_env.split(",") if x]
+    if a.latency_side_env and (not latency_side_envs or any(
+            x and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=\S*", x) for x in latency_side_envs)):
+        raise SystemExit(f"--latency-side-env {a.latency_side_env}: give plain or VAR=VALUE, comma-separated "
+                         "(e.g. plain,FREERIDE_GATE_WATCH=sleep)")
+    latency_side_envs = latency_side_envs or [""]
     os.makedirs(a.out, exist_ok=True)
     b = Bench(a)
     from e2e_arms import bundle_commit, git_commit  # e2e_arms imports this module
@@ -982,7 +999,8 @@ def main() -> None:
         if a.latency:
             for shape in latency_shapes:
                 for marks in latency_marks:
-                    b.latency("side", marks, shape)
+                    for side_env in latency_side_envs:
+                        b.latency("side", marks, shape, side_env)
         if a.entry_points:
             b.latency("ops")
         if shutil.which("nvidia-smi"):

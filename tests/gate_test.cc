@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/paths.h"
@@ -34,18 +35,27 @@ namespace {
 struct FakeClock {
   static inline int64_t now = 0;
   static inline int sleeps = 0;
+  static inline int watches = 0;  // close watches of the word (spins, on a real clock)
   static inline std::function<void()> on_sleep;
   static void Reset() {
     now = 1'000'000'000;
     sleeps = 0;
+    watches = 0;
     on_sleep = nullptr;
   }
+  // A watch is taken as lasting its whole `ns` (the word changes only in
+  // on_sleep, as time passes), which is the most it may last.
   static HostClock Clock() {
     HostClock clock;
     clock.now_ns = [] { return now; };
     clock.sleep_ns = [](int64_t ns) {
       now += ns;
       ++sleeps;
+      if (on_sleep) on_sleep();
+    };
+    clock.watch_ns = [](const std::atomic<uint32_t>*, uint32_t, int64_t ns) {
+      now += ns;
+      ++watches;
       if (on_sleep) on_sleep();
     };
     return clock;
@@ -563,6 +573,21 @@ TEST(PieceAdmission, AnIterationsFirstBubbleQueuesNothingAheadButIsJudgedByItsFo
 // kWatchPollNs, so that it sees the gate open within that; before the window
 // it sleeps until it opens, and once the bubble is as late past its forecast
 // begin as the window opened before it, it looks at the usual pace.
+// A piece goes without its wait only where the time to the deadline is at
+// least room_pct percent of the queue and the piece (200 by default), for at
+// most max_in_row pieces in a row; a bubble with no deadline does not overflow.
+TEST(PieceAdmission, APieceGoesUnwaitedOnlyWithItsRoomToTheDeadline) {
+  // 600 us of queue and piece, 1 ms to the deadline.
+  EXPECT_FALSE(MayGoUnwaited(0, 500'000, 100'000, 1'000'000, 0));
+  EXPECT_TRUE(MayGoUnwaited(0, 400'000, 100'000, 1'000'000, 0)) << "exactly twice";
+  EXPECT_TRUE(MayGoUnwaited(0, 500'000, 100'000, 1'000'000, 0, kMaxUnwaitedInRow, 150));
+  EXPECT_FALSE(MayGoUnwaited(0, 600'000, 100'000, 1'000'000, 0, kMaxUnwaitedInRow, 150));
+  EXPECT_TRUE(MayGoUnwaited(0, 900'000, 100'000, 1'000'000, 0, kMaxUnwaitedInRow, 100));
+  EXPECT_FALSE(MayGoUnwaited(0, 900'001, 100'000, 1'000'000, 0, kMaxUnwaitedInRow, 100));
+  EXPECT_FALSE(MayGoUnwaited(0, 0, 100'000, 1'000'000, kMaxUnwaitedInRow)) << "the run is full";
+  EXPECT_TRUE(MayGoUnwaited(1'000, 1'000'000'000, 100'000, INT64_MAX, 0, kMaxUnwaitedInRow, GateTuning::kMostRoomPct));
+}
+
 TEST(PieceAdmission, AWatchedBubblesShutGateIsLookedAtCloselyThroughItsWindow) {
   GateView view = ForecastOfBubble5(GateClosedValue(4), 700'000, 1'000'000, 3'000'000);  // a lead of 300 us
   view.ahead_watch_only = true;
@@ -664,6 +689,51 @@ TEST_F(LaunchGateTest, AWatchedGateSeenShutAndThenOpenIsJudgedByItsForecastBefor
     EXPECT_EQ(layout().admit_bubble.load(), 1u) << "queued before the daemon published bubble 2's deadline";
     Shut(2);
     FakeClock::on_sleep = nullptr;
+  }
+}
+
+// Through a watched bubble's window the held thread spins on the gate word
+// (a 5 us sleep wakes late), and only there: before the window, and past it,
+// it sleeps.  FREERIDE_GATE_WATCH=sleep (watch_spins false) sleeps throughout.
+TEST_F(LaunchGateTest, AWatchedBubblesWindowIsWatchedBySpinningUnlessToldToSleep) {
+  for (bool spins : {true, false}) {
+    SCOPED_TRACE(spins);
+    FakeClock::Reset();
+    LaunchGate gate(FakeDriver::Api(), page_, "", nullptr, FakeClock::Clock(), false, QueueEstimate::kP95,
+                    GateTuning{.watch_spins = spins});
+    const int64_t begin = FakeClock::now + 3'000'000;
+    ShutWithForecast(1, 2, begin, 1'000'000);
+    const int64_t opens_at = begin + 100'000;
+    const int64_t window = begin - kForecastLeadNs;
+    int watches_outside = 0, sleeps_inside = 0;
+    int watches = 0;
+    int64_t look_began = FakeClock::now;  // the clock moves only in looks
+    FakeClock::on_sleep = [&] {
+      const bool watched = FakeClock::watches != watches;
+      watches = FakeClock::watches;
+      const int64_t began = std::exchange(look_began, FakeClock::now);
+      // (The look that ends as the window opens may spin: it is under kWatchPollNs.)
+      if (watched && began < window - kWatchPollNs) ++watches_outside;
+      if (!watched && began >= window && began < opens_at) ++sleeps_inside;
+      if (FakeClock::now >= opens_at) layout().word.store(GateOpenValue(2));
+    };
+    EXPECT_EQ(gate.BeforeWork(stream_, false), kCudaSuccess);
+    ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
+    EXPECT_GE(FakeDriver::wait_times[0], opens_at);
+    EXPECT_LE(FakeDriver::wait_times[0], opens_at + kWatchPollNs);
+    if (spins) {
+      // 400 us of window at one watch per 5 us.
+      EXPECT_GE(FakeClock::watches, (opens_at - window) / kWatchPollNs);
+      EXPECT_EQ(watches_outside, 0) << "the thread slept until the window";
+      EXPECT_EQ(sleeps_inside, 0);
+    } else {
+      EXPECT_EQ(FakeClock::watches, 0);
+      EXPECT_GE(sleeps_inside, (opens_at - window) / kWatchPollNs - 1);
+    }
+    Shut(2);
+    FakeClock::on_sleep = nullptr;
+    FakeDriver::wait_times.clear();
+    FakeDriver::waits.clear();
   }
 }
 
@@ -1472,6 +1542,29 @@ TEST_F(LaunchGateTest, ATunedRunLetsThatManyPiecesGoWithoutTheirWaitAndOneFenceS
   EXPECT_EQ(gate.unfinished_pieces(), 2u * (kRun + 1));
   FakeDriver::events_done = true;
   EXPECT_EQ(gate.unfinished_pieces(), 0u);
+}
+
+// With a deadline 1 ms on and 62.5 us pieces that have not ended, a piece
+// goes without its wait while the room to the deadline is at least the
+// tuned percent of the queue and itself: at 200, the first 8 of the 16 that
+// fit; at 100, all 16 (the run long enough not to stop them).
+TEST_F(LaunchGateTest, ATunedRoomLetsPiecesGoWithoutTheirWaitNearerTheDeadline) {
+  for (int room : {200, 100}) {
+    SCOPED_TRACE(room);
+    FakeDriver::Reset();
+    GateTaskSlot slot{};
+    LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock(), false, QueueEstimate::kP95,
+                    GateTuning{.run = GateTuning::kMostRun, .room_pct = room});
+    LearnAPieceLength(gate, slot, stream_);
+    Open(2, FakeClock::now + 1'000'000);
+    FakeDriver::events_done = false;
+    const uint64_t waits_before = gate.counters().waits, unwaited_before = gate.counters().unwaited;
+    ASSERT_TRUE(QueuePieces(gate, stream_, 16));
+    EXPECT_EQ(gate.counters().unwaited - unwaited_before, room == 200 ? 8u : 16u);
+    EXPECT_EQ(gate.counters().waits - waits_before, room == 200 ? 8u : 0u);
+    FakeDriver::events_done = true;
+    EXPECT_EQ(gate.unfinished_pieces(), 0u);
+  }
 }
 
 TEST_F(LaunchGateTest, ATuningOutsideItsBoundsIsTakenAsTheNearestBound) {

@@ -25,9 +25,24 @@ void SleepNs(int64_t ns) {
   nanosleep(&ts, nullptr);
 }
 
+void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spins: a look at the word is a load from memory the GPU writes to, and
+// nothing a sleep could wake for sooner than the next look.
+void WatchNs(const std::atomic<uint32_t>* word, uint32_t seen, int64_t ns) {
+  const int64_t until = MonotonicNow() + ns;
+  while (word->load(std::memory_order_acquire) == seen && MonotonicNow() < until) CpuRelax();
+}
+
 }  // namespace
 
-HostClock RealHostClock() { return {&MonotonicNow, &SleepNs}; }
+HostClock RealHostClock() { return {&MonotonicNow, &SleepNs, &WatchNs}; }
 
 namespace {
 uint64_t NextGateId() {
@@ -54,7 +69,8 @@ LaunchGate::LaunchGate(const DriverApi& api, void* page, std::string page_error,
       wait_every_piece_(wait_every_piece),
       queue_estimate_(queue_estimate),
       tuning_{std::clamp<uint32_t>(tuning.run, 1, GateTuning::kMostRun),
-              std::clamp<uint64_t>(tuning.sample_every, 1, GateTuning::kMostSampleEvery), tuning.lengths_by_kind},
+              std::clamp<uint64_t>(tuning.sample_every, 1, GateTuning::kMostSampleEvery), tuning.lengths_by_kind,
+              tuning.watch_spins, std::clamp(tuning.room_pct, 100, GateTuning::kMostRoomPct)},
       can_fence_(api.event_create && api.event_record && api.event_query),
       page_(page),
       refusal_(std::move(page_error)),
@@ -398,7 +414,7 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     const int64_t ahead = queued_ns ? *queued_ns : QueuedAtCommonNs({pieces_counted_, kinded_counted_}, common);
     StreamQueue& queue = queues_[stream];
     if (!MayGoUnwaited(clock_.now_ns(), ahead, piece, until_ns, queue.unwaited_in_row,
-                       static_cast<int>(tuning_.run)))
+                       static_cast<int>(tuning_.run), tuning_.room_pct))
       return false;
     ++queue.unwaited_in_row;
     return true;
@@ -507,8 +523,12 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     // verdict: the time held open is counted to within that poll (the gate
     // may shut during it), and a piece that does not fit is near the
     // bubble's end, which comes soon.
-    clock_.sleep_ns(verdict == PieceVerdict::kWaitForBubble && !open ? ShutPollNs(view, now, kShutPollNs)
-                                                                      : kDrainPollNs);
+    const bool shut_wait = verdict == PieceVerdict::kWaitForBubble && !open;
+    const int64_t poll_ns = shut_wait ? ShutPollNs(view, now, kShutPollNs) : kDrainPollNs;
+    if (shut_wait && poll_ns <= kWatchPollNs && tuning_.watch_spins && clock_.watch_ns != nullptr)
+      clock_.watch_ns(&layout.word, view.word, poll_ns);  // the watch, or the window about to open
+    else
+      clock_.sleep_ns(poll_ns);
     if (open) {
       // Held while the gate read open: where an open gate's time goes unused.
       const HeldWhy why = !deadline_published                     ? HeldWhy::kUnpublished

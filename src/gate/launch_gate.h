@@ -125,13 +125,33 @@ struct GateTuning {
   // on one H200's short bubbles it left no wait pending, where a real 2-stage
   // pipeline's rows left more (gate_kinds_margin_h200.md).
   bool lengths_by_kind = false;
+  // A held thread spins on the gate word through a watched bubble's window
+  // (an iteration's first, gate/piece_admission.h), instead of sleeping
+  // kWatchPollNs between looks: a 5 us nanosleep wakes late, and the piece
+  // with it (FREERIDE_GATE_WATCH=sleep in the interposer: the sleeps, as
+  // measured before; bench/results/gate_watch_spin_h200.md).  At most
+  // 2 * kMostWatchNs of one core an iteration per held thread.
+  bool watch_spins = true;
+  // Far inside an open bubble a piece goes without its GPU wait where the
+  // time to the deadline is at least this percent of the queue ahead of it
+  // and itself (MayGoUnwaited; FREERIDE_GATE_ROOM=PCT in the interposer, an
+  // experiment).  A program whose host runs ahead of the GPU keeps its
+  // queue near the deadline, so at 200 nearly every piece then waits and is
+  // fenced, about 2 us of GPU time each on an H200 (20 us kernels started
+  // 23.6 us apart against 21.7 unwaited, gate_watch_h200.md's stamps).
+  // 100 to kMostRoomPct.
+  static constexpr int kMostRoomPct = 800;
+  int room_pct = 200;
 };
 
-// The host's clock and sleep, injected so that the hold is tested on fake
-// time.  The real ones: CLOCK_MONOTONIC and nanosleep.
+// The host's clock, sleep and close watch, injected so that the hold is
+// tested on fake time.  The real ones: CLOCK_MONOTONIC, nanosleep, and a
+// spin on the word (a pause instruction between loads).  watch_ns returns
+// once `word` no longer holds `seen`, or after `ns`; null: sleep_ns(ns).
 struct HostClock {
   int64_t (*now_ns)() = nullptr;
   void (*sleep_ns)(int64_t ns) = nullptr;
+  void (*watch_ns)(const std::atomic<uint32_t>* word, uint32_t seen, int64_t ns) = nullptr;
 };
 HostClock RealHostClock();
 

@@ -132,10 +132,14 @@ inline constexpr int kMaxUnwaitedInRow = 8;
 // kMaxUnwaitedInRow pieces in a row, so that what can run on past a
 // bubble's end without having waited for the gate is a few pieces at
 // most, each predicted to have ended long before.  Pure.
-// `max_in_row` replaces kMaxUnwaitedInRow (launch_gate.h's GateTuning).
+// `max_in_row` replaces kMaxUnwaitedInRow, and `room_pct` the twice (200:
+// the time to the deadline is at least that percent of the queue and the
+// piece), both from launch_gate.h's GateTuning.
 inline bool MayGoUnwaited(int64_t now_ns, int64_t queued_ns, int64_t piece_ns, int64_t until_ns,
-                          int unwaited_in_row, int max_in_row = kMaxUnwaitedInRow) {
-  return unwaited_in_row < max_in_row && until_ns - now_ns >= 2 * (queued_ns + piece_ns);
+                          int unwaited_in_row, int max_in_row = kMaxUnwaitedInRow, int room_pct = 200) {
+  // In doubles: a bubble with no deadline has until_ns at INT64_MAX.
+  return unwaited_in_row < max_in_row &&
+         static_cast<double>(until_ns - now_ns) * 100.0 >= static_cast<double>(room_pct) * (queued_ns + piece_ns);
 }
 
 // How long a piece told to wait for the bubble sleeps before it looks

@@ -34,8 +34,12 @@ def train(schedule: str, freeride: str, name: str, env=None, background=False):
 def main() -> None:
     H.start_daemon()
     try:
-        llm = [sys.executable, "-m", "freeride.tasks.llm_inference", "--preset", "tiny", "--device",
-               "cpu", "--batch", "2", "--prompt", "8", "--generate", "32"]
+        # Pieces of 0.5 ms, not the default 2 ms, so that they fit these short CPU stages' bubbles
+        # even where other work slows them: on a loaded machine 2 ms pieces can outgrow every
+        # bubble and are then rightly never granted (once seen: "the Python task harvested
+        # nothing" with both cores busy), which the check below would take for the SDK's fault.
+        llm = ["env", "FREERIDE_PIECE_MS=0.5", sys.executable, "-m", "freeride.tasks.llm_inference", "--preset",
+               "tiny", "--device", "cpu", "--batch", "2", "--prompt", "8", "--generate", "32"]
         for lane in range(4):
             H.submit(lane, f"side{lane}", H.sgd_task() if lane < 2 else llm)
 

@@ -146,8 +146,8 @@ LaunchGate& TheGate() {
         freeride::ChoiceSetting("freeride-gate", "FREERIDE_GATE_LENGTHS", {"common", "kind"}, 0) == 1;
     tuning.room_pct = static_cast<int>(freeride::WholeNumberSetting("freeride-gate", "FREERIDE_GATE_ROOM",
                                                                      tuning.room_pct, 100, GateTuning::kMostRoomPct));
-    // How a held thread watches an iteration's first bubble (GateTuning): spin, or the sleeps before.
-    tuning.watch_spins = freeride::ChoiceSetting("freeride-gate", "FREERIDE_GATE_WATCH", {"spin", "sleep"}, 0) == 0;
+    // An experiment: how a held thread watches an iteration's first bubble (GateTuning).
+    tuning.watch_spins = freeride::ChoiceSetting("freeride-gate", "FREERIDE_GATE_WATCH", {"sleep", "spin"}, 0) == 1;
     return new LaunchGate(api, page.is_open() ? page.page() : nullptr, error, slot, RealHostClock(),
                           strict && std::string(strict) == "1", queue_estimate, tuning);
   }();

@@ -127,11 +127,12 @@ struct GateTuning {
   bool lengths_by_kind = false;
   // A held thread spins on the gate word through a watched bubble's window
   // (an iteration's first, gate/piece_admission.h), instead of sleeping
-  // kWatchPollNs between looks: a 5 us nanosleep wakes late, and the piece
-  // with it (FREERIDE_GATE_WATCH=sleep in the interposer: the sleeps, as
-  // measured before; bench/results/gate_watch_spin_h200.md).  At most
-  // 2 * kMostWatchNs of one core an iteration per held thread.
-  bool watch_spins = true;
+  // kWatchPollNs between looks (FREERIDE_GATE_WATCH=spin in the interposer,
+  // an experiment: at most 2 * kMostWatchNs of one core an iteration per
+  // held thread; that bubble's release p50 23 -> 19 us at busy:bubble 2:2 ms
+  // in one launch, no gain at 2:1 and 8:2 ms,
+  // bench/results/gate_room_watch_h200.md).
+  bool watch_spins = false;
   // Far inside an open bubble a piece goes without its GPU wait where the
   // time to the deadline is at least this percent of the queue ahead of it
   // and itself (MayGoUnwaited; FREERIDE_GATE_ROOM=PCT in the interposer, an

@@ -24,7 +24,10 @@ Harvest is the program's own progress (its printed lines, each stamped with
 the time) during "on" iterations, valued at its alone rate (measured without
 the daemon, before the rows and again after them, at the higher of the two:
 one reading of a few seconds varies by about 10%), over the bubble time of
-those iterations.  The side
+those iterations; and, beside it, from its first line to its last within the
+arms, against the marks-on bubble time between the two (harvest_between_lines:
+no unit is lost or gained whole at either end, which for a program of few
+units, ResNet-50 on ZBV, is a tenth of the row).  The side
 program's progress during "off" iterations is reported, and must be zero
 beyond the work in flight when the block began.  Overhead is the mean
 iteration time of "on" against the no-side arm, with a 95% interval (Welch),
@@ -308,6 +311,33 @@ def units_by_arm(done: list[tuple[int, float]], starts: list[float], times_ms: l
                     units["off"] += step
                 break
     return units
+
+
+def harvest_between_lines(done: list[tuple[int, float]], starts: list[float], times_ms: list[float],
+                          arms: list[str], bubble_ms: float, rate: float) -> dict | None:
+    """Harvest from the program's first progress line to its last within the arms ("on" and "off"
+    iterations): the units between the two lines, against the marks-on bubble time between their
+    times (a partly covered iteration by the share of it covered), valued at `rate` units a second
+    alone.  The row's `harvest` counts the lines in marks-on iterations against all their bubble
+    time, so the unit in progress at each end of the arms is lost or gained whole: a tenth of a
+    ZBV ResNet-50 row, whose 10 s of arms hold about 5 iterations.  Between lines, each end is a
+    unit's end.  None with fewer than 2 lines, or no marks-on bubble time, between them."""
+    span = [(b, b + ms / 1e3) for b, ms, a in zip(starts, times_ms, arms) if a in ("on", "off")]
+    if not span:
+        return None
+    lines = [(count, at) for count, at in done if span[0][0] <= at <= span[-1][1]]
+    if len(lines) < 2:
+        return None
+    (first, t0), (last, t1) = lines[0], lines[-1]
+    bubble_s = 0.0
+    for b, ms, a in zip(starts, times_ms, arms):
+        if a == "on":
+            covered = max(0.0, min(b + ms / 1e3, t1) - max(b, t0))
+            bubble_s += covered / (ms / 1e3) * bubble_ms / 1e3
+    if bubble_s <= 0:
+        return None
+    units = last - first
+    return {"units": units, "bubble_s": bubble_s, "seconds": t1 - t0, "harvest": units / rate / bubble_s}
 
 
 def read_gpu_samples(path: str) -> list[tuple[float, int, float, float, float]]:
@@ -716,12 +746,14 @@ class Bench:
         no_side = iters["noside_on"] + iters["noside_off"]
         on_bubble_s = len(iters["on"]) * bubble_ms / 1e3
         harvest = (units["on"] / rate) / on_bubble_s if on_bubble_s else float("nan")
+        between_lines = harvest_between_lines(done, run["iter_unix"], run["iter_ms"], arm, bubble_ms, rate)
         from e2e_arms import format_interval, gate_misses, verdict  # e2e_arms imports this module
         # One lane, in e2e_arms's terms, so that its revalue_harvest applies.
         row = {"profile": profile_name, "rank": rank, "program": program, "alone_rate_per_s": rate,
                "units_on_by_lane": [units["on"]], "bubble_s_on_by_lane": [on_bubble_s],
                "stage_copy_share": self.a.stage_copy_share,
                "bubble_ms_per_iteration": bubble_ms, "harvest": harvest,
+               "harvest_between_lines": between_lines,
                "units_on": units["on"], "units_off_after_block_start": units["off"],
                "iterations": {k: len(v) for k, v in iters.items()},
                "no_side_ms": mean_ci(no_side), "on_ms": mean_ci(iters["on"]), "off_ms": mean_ci(iters["off"]),
@@ -749,7 +781,9 @@ class Bench:
         self.rows.append(row)
         a = row["overhead_on_vs_no_side_drift_adjusted"]
         blocks = "" if a is None else f" (drift-adjusted, over blocks: {format_interval(a)})"
-        log(f"{tag}: harvest {harvest:.2f}; on {format_interval(row['overhead_on_vs_no_side'])}{blocks}, off "
+        lines = "" if between_lines is None else (f" ({between_lines['harvest']:.2f} between its first and last "
+                                                  f"lines, {between_lines['units']} units)")
+        log(f"{tag}: harvest {harvest:.2f}{lines}; on {format_interval(row['overhead_on_vs_no_side'])}{blocks}, off "
             f"{row['overhead_off_vs_no_side']['pct']:+.2f}%, on vs off {row['overhead_on_vs_off']['pct']:+.2f}% "
             f"(same launch); units off {units['off']}; iterations {row['iterations']}; {verdict(row)}")
         if py_spy is not None:

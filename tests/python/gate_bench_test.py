@@ -10,12 +10,29 @@ import time
 from conftest import SOURCE_DIR
 
 sys.path.insert(0, str(SOURCE_DIR / "bench"))
-from gate_gpu import bubbles_admitting_nothing, label_arms, release_latencies, units_by_arm  # noqa: E402
+from gate_gpu import (bubbles_admitting_nothing, harvest_between_lines, label_arms, release_latencies,  # noqa: E402
+                      units_by_arm)
 
 # Twelve 1-second iterations from t=100, marks on and off in blocks of 2, 1 warm-up iteration.
 STARTS = [100.0 + i for i in range(12)]
 TIMES_MS = [1000.0] * 12
 MODES = [(i // 2) % 2 == 0 for i in range(12)]
+
+
+def test_harvest_between_lines_counts_from_a_units_end_to_a_units_end_against_the_bubbles_between() -> None:
+    arms = label_arms(STARTS, TIMES_MS, MODES, 1, 102.5, 103.5, 108.2, 109.0)  # on 104-106, off 106-108
+    # Lines at 104.5 (count 10), 105.75 (12) and 107.5 (13): 3 units from 104.5 to 107.5, against the
+    # marks-on bubble time between them: half of iteration 4 and all of 5, at 0.2 s of bubble each.
+    done = [(9, 103.9), (10, 104.5), (12, 105.75), (13, 107.5), (20, 111.5)]
+    got = harvest_between_lines(done, STARTS, TIMES_MS, arms, bubble_ms=200.0, rate=10.0)
+    assert got["units"] == 3 and math.isclose(got["bubble_s"], 0.3) and math.isclose(got["seconds"], 3.0)
+    assert math.isclose(got["harvest"], 3 / 10.0 / 0.3)
+    # Lines outside the arms (103.9 in the warm-up, 111.5 after the cancel) are not ends.
+    assert harvest_between_lines([(9, 103.9), (20, 111.5)], STARTS, TIMES_MS, arms, 200.0, 10.0) is None
+    # One line, no marks-on time between the lines, or no arms at all: nothing to say.
+    assert harvest_between_lines([(10, 104.5)], STARTS, TIMES_MS, arms, 200.0, 10.0) is None
+    assert harvest_between_lines([(10, 106.2), (11, 107.9)], STARTS, TIMES_MS, arms, 200.0, 10.0) is None
+    assert harvest_between_lines(done, STARTS, TIMES_MS, [""] * 12, 200.0, 10.0) is None
 
 
 def test_iterations_straddling_a_change_and_the_warm_up_belong_to_no_arm() -> None:

@@ -1011,6 +1011,9 @@ def main() -> None:
             x and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=\S*", x) for x in latency_side_envs)):
         raise SystemExit(f"--latency-side-env {a.latency_side_env}: give plain or VAR=VALUE, comma-separated "
                          "(e.g. plain,FREERIDE_GATE_WATCH=sleep)")
+    if len(set(latency_side_envs)) != len(latency_side_envs):
+        raise SystemExit(f"--latency-side-env {a.latency_side_env}: each entry once (a second run would take the "
+                         "first's place in the results)")
     latency_side_envs = latency_side_envs or [""]
     os.makedirs(a.out, exist_ok=True)
     b = Bench(a)

@@ -36,11 +36,13 @@ struct FakeClock {
   static inline int64_t now = 0;
   static inline int sleeps = 0;
   static inline int watches = 0;  // close watches of the word (spins, on a real clock)
+  static inline int watches_of_another_value = 0;  // watches told to wait while the word held no longer `seen`
   static inline std::function<void()> on_sleep;
   static void Reset() {
     now = 1'000'000'000;
     sleeps = 0;
     watches = 0;
+    watches_of_another_value = 0;
     on_sleep = nullptr;
   }
   // A watch is taken as lasting its whole `ns` (the word changes only in
@@ -53,7 +55,9 @@ struct FakeClock {
       ++sleeps;
       if (on_sleep) on_sleep();
     };
-    clock.watch_ns = [](const std::atomic<uint32_t>*, uint32_t, int64_t ns) {
+    clock.watch_ns = [](const std::atomic<uint32_t>* word, uint32_t seen, int64_t ns) {
+      // A real watch of a value the word no longer holds would return at once.
+      if (word->load() != seen) ++watches_of_another_value;
       now += ns;
       ++watches;
       if (on_sleep) on_sleep();
@@ -569,10 +573,6 @@ TEST(PieceAdmission, AnIterationsFirstBubbleQueuesNothingAheadButIsJudgedByItsFo
   EXPECT_EQ(JudgePiece(view, 1001, 0, 150, 650), PieceVerdict::kWaitForQueue);
 }
 
-// Through a watched bubble's window a held thread looks at the gate every
-// kWatchPollNs, so that it sees the gate open within that; before the window
-// it sleeps until it opens, and once the bubble is as late past its forecast
-// begin as the window opened before it, it looks at the usual pace.
 // A piece goes without its wait only where the time to the deadline is at
 // least room_pct percent of the queue and the piece (200 by default), for at
 // most max_in_row pieces in a row; a bubble with no deadline does not overflow.
@@ -588,6 +588,10 @@ TEST(PieceAdmission, APieceGoesUnwaitedOnlyWithItsRoomToTheDeadline) {
   EXPECT_TRUE(MayGoUnwaited(1'000, 1'000'000'000, 100'000, INT64_MAX, 0, kMaxUnwaitedInRow, GateTuning::kMostRoomPct));
 }
 
+// Through a watched bubble's window a held thread looks at the gate every
+// kWatchPollNs, so that it sees the gate open within that; before the window
+// it sleeps until it opens, and once the bubble is as late past its forecast
+// begin as the window opened before it, it looks at the usual pace.
 TEST(PieceAdmission, AWatchedBubblesShutGateIsLookedAtCloselyThroughItsWindow) {
   GateView view = ForecastOfBubble5(GateClosedValue(4), 700'000, 1'000'000, 3'000'000);  // a lead of 300 us
   view.ahead_watch_only = true;
@@ -722,6 +726,7 @@ TEST_F(LaunchGateTest, AWatchedBubblesWindowIsWatchedBySpinningOnlyWhenToldTo) {
     ASSERT_EQ(FakeDriver::wait_times.size(), 1u);
     EXPECT_GE(FakeDriver::wait_times[0], opens_at);
     EXPECT_LE(FakeDriver::wait_times[0], opens_at + kWatchPollNs);
+    EXPECT_EQ(FakeClock::watches_of_another_value, 0) << "each watch waits on the value last read";
     if (spins) {
       // 400 us of window at one watch per 5 us.
       EXPECT_GE(FakeClock::watches, (opens_at - window) / kWatchPollNs);
@@ -736,6 +741,23 @@ TEST_F(LaunchGateTest, AWatchedBubblesWindowIsWatchedBySpinningOnlyWhenToldTo) {
     FakeDriver::wait_times.clear();
     FakeDriver::waits.clear();
   }
+}
+
+// The real watch returns once the word holds another value than `seen`
+// (here with an hour to run, so the test ends only if the change is seen),
+// and with the word unchanged not before its time is out.
+TEST(HostClockTest, TheRealWatchReturnsWhenTheWordChangesAndNotBeforeItsTimeOtherwise) {
+  const HostClock clock = RealHostClock();
+  ASSERT_NE(clock.watch_ns, nullptr);
+  std::atomic<uint32_t> word{GateClosedValue(1)};
+  std::thread opener([&] { word.store(GateOpenValue(2)); });
+  clock.watch_ns(&word, GateClosedValue(1), 3'600'000'000'000);
+  opener.join();
+  EXPECT_EQ(word.load(), GateOpenValue(2));
+  const int64_t before = clock.now_ns();
+  clock.watch_ns(&word, GateOpenValue(2), 2'000'000);
+  EXPECT_GE(clock.now_ns() - before, 2'000'000);
+  clock.watch_ns(&word, GateClosedValue(1), 3'600'000'000'000);  // already another value: at once
 }
 
 // A watched bubble much later than forecast (the trainer paused between
@@ -1576,6 +1598,35 @@ TEST_F(LaunchGateTest, ATuningOutsideItsBoundsIsTakenAsTheNearestBound) {
   const uint64_t unwaited_before = gate.counters().unwaited;
   ASSERT_TRUE(QueuePieces(gate, stream_, 6));
   EXPECT_EQ(gate.counters().unwaited - unwaited_before, 3u) << "a run of 1: every other piece waits";
+}
+
+// A room under 100% would let a piece go unwaited, and at once, that its
+// deadline does not leave room for; one over the bound is taken at the bound.
+TEST_F(LaunchGateTest, ARoomOutsideItsBoundsIsTakenAsTheNearestBound) {
+  for (int room : {0, 9'999}) {
+    SCOPED_TRACE(room);
+    FakeDriver::Reset();
+    GateTaskSlot slot{};
+    LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock(), false, QueueEstimate::kP95,
+                    GateTuning{.run = GateTuning::kMostRun, .room_pct = room});
+    LearnAPieceLength(gate, slot, stream_);
+    // 62.5 us pieces that have not ended, 1 ms to the deadline: 16 fit.  At
+    // 100% all 16 go unwaited and the 17th is held (until bubble 3, with no
+    // deadline, opens at its first look); at 800% the first 2 go unwaited.
+    Open(2, FakeClock::now + 1'000'000);
+    FakeDriver::events_done = false;
+    FakeClock::sleeps = 0;
+    FakeClock::on_sleep = [this] { Open(3, INT64_MAX); };
+    const uint64_t unwaited_before = gate.counters().unwaited;
+    ASSERT_TRUE(QueuePieces(gate, stream_, 16));
+    EXPECT_EQ(gate.counters().unwaited - unwaited_before, room == 0 ? 16u : 2u);
+    if (room == 0) {
+      ASSERT_TRUE(QueuePieces(gate, stream_, 1));
+      EXPECT_GT(FakeClock::sleeps, 0) << "the 17th piece was held, not let through unwaited";
+    }
+    FakeClock::on_sleep = nullptr;
+    FakeDriver::events_done = true;
+  }
 }
 
 TEST_F(LaunchGateTest, ATunedSampleRateTimesThatShareOfPiecesAndTheirEventsAreReusedOnceReadBack) {

@@ -145,7 +145,7 @@ LaunchGate& TheGate() {
     tuning.lengths_by_kind =
         freeride::ChoiceSetting("freeride-gate", "FREERIDE_GATE_LENGTHS", {"common", "kind"}, 0) == 1;
     tuning.room_pct = static_cast<int>(freeride::WholeNumberSetting("freeride-gate", "FREERIDE_GATE_ROOM",
-                                                                     tuning.room_pct, 100, GateTuning::kMostRoomPct));
+                                                                     tuning.room_pct, 100, GateTuning::kMostRoomPct, "percent"));
     // An experiment: how a held thread watches an iteration's first bubble (GateTuning).
     tuning.watch_spins = freeride::ChoiceSetting("freeride-gate", "FREERIDE_GATE_WATCH", {"sleep", "spin"}, 0) == 1;
     return new LaunchGate(api, page.is_open() ? page.page() : nullptr, error, slot, RealHostClock(),

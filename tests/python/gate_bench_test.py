@@ -383,7 +383,8 @@ def test_bad_latency_shapes_and_marks_are_refused_before_anything_starts(tmp_pat
     for args, why in ((["--latency-shapes", "2000:0"], "positive whole"), (["--latency-shapes", "2000"], "BUSY_US:BUBBLE_US"),
                       (["--latency-shapes", "a:b"], "BUSY_US:BUBBLE_US"), (["--latency-marks", "host"], "gated, stream"),
                       (["--latency-side-env", "plain,WATCH"], "plain or VAR=VALUE"),
-                      (["--latency-side-env", ","], "plain or VAR=VALUE")):
+                      (["--latency-side-env", ","], "plain or VAR=VALUE"),
+                      (["--latency-side-env", "plain,A=1,plain"], "each entry once")):
         r = subprocess.run([sys.executable, bench, "--out", str(tmp_path / "out"), "--bundle", str(tmp_path / "none"),
                             *args], capture_output=True, text=True, timeout=120)
         assert r.returncode != 0 and why in r.stderr, (args, r.stderr)

@@ -1569,10 +1569,14 @@ TEST_F(LaunchGateTest, ATunedRunLetsThatManyPiecesGoWithoutTheirWaitAndOneFenceS
 
 // With a deadline 1 ms on and 62.5 us pieces that have not ended, a piece
 // goes without its wait while the room to the deadline is at least the
-// tuned percent of the queue and itself: at 200, the first 8 of the 16 that
-// fit; at 100, all 16 (the run long enough not to stop them).
-TEST_F(LaunchGateTest, ATunedRoomLetsPiecesGoWithoutTheirWaitNearerTheDeadline) {
-  for (int room : {200, 100}) {
+// tuned percent of the queue and itself: of the 16 that fit, at 200 the
+// first 8, at 100 all 16 (the run long enough not to stop them).  A room
+// under 100 is taken as 100 (under it, a piece would go at once, unwaited,
+// that its deadline does not leave room for: the 17th is held, until bubble
+// 3, with no deadline, opens at its first look), one over 800 as 800 (the
+// first 2).
+TEST_F(LaunchGateTest, ATunedRoomLetsPiecesGoWithoutTheirWaitNearerTheDeadlineWithinItsBounds) {
+  for (auto [room, unwaited] : {std::pair{200, 8u}, {100, 16u}, {0, 16u}, {9'999, 2u}}) {
     SCOPED_TRACE(room);
     FakeDriver::Reset();
     GateTaskSlot slot{};
@@ -1581,10 +1585,16 @@ TEST_F(LaunchGateTest, ATunedRoomLetsPiecesGoWithoutTheirWaitNearerTheDeadline) 
     LearnAPieceLength(gate, slot, stream_);
     Open(2, FakeClock::now + 1'000'000);
     FakeDriver::events_done = false;
+    FakeClock::sleeps = 0;
+    FakeClock::on_sleep = [this] { Open(3, INT64_MAX); };
     const uint64_t waits_before = gate.counters().waits, unwaited_before = gate.counters().unwaited;
     ASSERT_TRUE(QueuePieces(gate, stream_, 16));
-    EXPECT_EQ(gate.counters().unwaited - unwaited_before, room == 200 ? 8u : 16u);
-    EXPECT_EQ(gate.counters().waits - waits_before, room == 200 ? 8u : 0u);
+    EXPECT_EQ(gate.counters().unwaited - unwaited_before, unwaited);
+    EXPECT_EQ(gate.counters().waits - waits_before, 16u - unwaited);
+    EXPECT_EQ(FakeClock::sleeps, 0) << "all 16 fit";
+    ASSERT_TRUE(QueuePieces(gate, stream_, 1));
+    EXPECT_GT(FakeClock::sleeps, 0) << "the 17th piece was held, not let through";
+    FakeClock::on_sleep = nullptr;
     FakeDriver::events_done = true;
     EXPECT_EQ(gate.unfinished_pieces(), 0u);
   }
@@ -1598,35 +1608,6 @@ TEST_F(LaunchGateTest, ATuningOutsideItsBoundsIsTakenAsTheNearestBound) {
   const uint64_t unwaited_before = gate.counters().unwaited;
   ASSERT_TRUE(QueuePieces(gate, stream_, 6));
   EXPECT_EQ(gate.counters().unwaited - unwaited_before, 3u) << "a run of 1: every other piece waits";
-}
-
-// A room under 100% would let a piece go unwaited, and at once, that its
-// deadline does not leave room for; one over the bound is taken at the bound.
-TEST_F(LaunchGateTest, ARoomOutsideItsBoundsIsTakenAsTheNearestBound) {
-  for (int room : {0, 9'999}) {
-    SCOPED_TRACE(room);
-    FakeDriver::Reset();
-    GateTaskSlot slot{};
-    LaunchGate gate(FakeDriver::Api(), page_, "", &slot, FakeClock::Clock(), false, QueueEstimate::kP95,
-                    GateTuning{.run = GateTuning::kMostRun, .room_pct = room});
-    LearnAPieceLength(gate, slot, stream_);
-    // 62.5 us pieces that have not ended, 1 ms to the deadline: 16 fit.  At
-    // 100% all 16 go unwaited and the 17th is held (until bubble 3, with no
-    // deadline, opens at its first look); at 800% the first 2 go unwaited.
-    Open(2, FakeClock::now + 1'000'000);
-    FakeDriver::events_done = false;
-    FakeClock::sleeps = 0;
-    FakeClock::on_sleep = [this] { Open(3, INT64_MAX); };
-    const uint64_t unwaited_before = gate.counters().unwaited;
-    ASSERT_TRUE(QueuePieces(gate, stream_, 16));
-    EXPECT_EQ(gate.counters().unwaited - unwaited_before, room == 0 ? 16u : 2u);
-    if (room == 0) {
-      ASSERT_TRUE(QueuePieces(gate, stream_, 1));
-      EXPECT_GT(FakeClock::sleeps, 0) << "the 17th piece was held, not let through unwaited";
-    }
-    FakeClock::on_sleep = nullptr;
-    FakeDriver::events_done = true;
-  }
 }
 
 TEST_F(LaunchGateTest, ATunedSampleRateTimesThatShareOfPiecesAndTheirEventsAreReusedOnceReadBack) {

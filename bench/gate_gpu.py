@@ -844,10 +844,11 @@ class Bench:
         busy_us, bubble_us = shape
         other_shape = shape != (2000, 2000)
         key = "entry_points" if role == "ops" else "latency" if marks == "gated" else f"latency_{marks}_marks"
+        env_name = file_name(side_env.replace("=", "_"))
         key += f"_busy{busy_us}_bubble{bubble_us}" if other_shape else ""
-        key += f"_{file_name(side_env.replace('=', '_'))}" if side_env else ""
+        key += f"_{env_name}" if side_env else ""
         run = f"{role}-{marks}" + (f"-{busy_us}-{bubble_us}" if other_shape else "")
-        run += f"-{file_name(side_env.replace('=', '_'))}" if side_env else ""
+        run += f"-{env_name}" if side_env else ""
         side_out, stage_out = os.path.join(self.work, f"{run}.txt"), os.path.join(self.work, f"stage-{run}.txt")
         stats = os.path.join(self.work, f"{run}.gate_stats.jsonl")  # the interposer's counts at exit
         task = json.loads(self.cli("submit", "--json", "--name", f"latency-{role}", "--kind", "imperative", "--lane",
@@ -961,7 +962,7 @@ def main() -> None:
                         "stream (\"latency_stream_marks\")")
     p.add_argument("--latency-side-env", default="",
                    help="--latency's side program in turn with each of these, comma-separated: VAR=VALUE in "
-                        "its environment, or plain (nothing more), e.g. plain,FREERIDE_GATE_WATCH=sleep "
+                        "its environment, or plain (nothing more), e.g. plain,FREERIDE_GATE_WATCH=spin "
                         "(each shape and marks runs every one in turn)")
     p.add_argument("--entry-points", action="store_true",
                    help="run gate_latency.cu's \"ops\" side program against its stage as --latency does: "
@@ -1005,16 +1006,15 @@ def main() -> None:
     if not latency_shapes or any(len(x) != 2 or min(x) <= 0 for x in latency_shapes):
         raise SystemExit(f"--latency-shapes {a.latency_shapes}: give BUSY_US:BUBBLE_US pairs of positive whole "
                          "microseconds, comma-separated (e.g. 2000:2000,2000:1000)")
-    latency_side_envs = [] if not a.latency_side_env else [
-        "" if x == "plain" else x for x in a.latency_side_env.split(",") if x]
-    if a.latency_side_env and (not latency_side_envs or any(
+    # "" (plain: nothing more) when the option is not given.
+    latency_side_envs = ["" if x == "plain" else x for x in a.latency_side_env.split(",") if x] or [""]
+    if a.latency_side_env and (not any(a.latency_side_env.split(",")) or any(
             x and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=\S*", x) for x in latency_side_envs)):
         raise SystemExit(f"--latency-side-env {a.latency_side_env}: give plain or VAR=VALUE, comma-separated "
-                         "(e.g. plain,FREERIDE_GATE_WATCH=sleep)")
+                         "(e.g. plain,FREERIDE_GATE_WATCH=spin)")
     if len(set(latency_side_envs)) != len(latency_side_envs):
         raise SystemExit(f"--latency-side-env {a.latency_side_env}: each entry once (a second run would take the "
                          "first's place in the results)")
-    latency_side_envs = latency_side_envs or [""]
     os.makedirs(a.out, exist_ok=True)
     b = Bench(a)
     from e2e_arms import bundle_commit, git_commit  # e2e_arms imports this module

@@ -580,6 +580,7 @@ TEST(PieceAdmission, APieceGoesUnwaitedOnlyWithItsRoomToTheDeadline) {
   // 600 us of queue and piece, 1 ms to the deadline.
   EXPECT_FALSE(MayGoUnwaited(0, 500'000, 100'000, 1'000'000, 0));
   EXPECT_TRUE(MayGoUnwaited(0, 400'000, 100'000, 1'000'000, 0)) << "exactly twice";
+  static_assert(kUnwaitedRoomPct == 200 && GateTuning{}.room_pct == kUnwaitedRoomPct);
   EXPECT_TRUE(MayGoUnwaited(0, 500'000, 100'000, 1'000'000, 0, kMaxUnwaitedInRow, 150));
   EXPECT_FALSE(MayGoUnwaited(0, 600'000, 100'000, 1'000'000, 0, kMaxUnwaitedInRow, 150));
   EXPECT_TRUE(MayGoUnwaited(0, 900'000, 100'000, 1'000'000, 0, kMaxUnwaitedInRow, 100));

@@ -142,7 +142,7 @@ struct GateTuning {
   // 23.6 us apart against 21.7 unwaited, gate_watch_h200.md's stamps).
   // 100 to kMostRoomPct.
   static constexpr int kMostRoomPct = 800;
-  int room_pct = 200;
+  int room_pct = kUnwaitedRoomPct;
 };
 
 // The host's clock, sleep and close watch, injected so that the hold is

@@ -117,6 +117,9 @@ inline PieceVerdict JudgePiece(const GateView& view, int64_t now_ns, int64_t que
 
 // Pieces in a row on one stream that may go without a GPU wait, at most.
 inline constexpr int kMaxUnwaitedInRow = 8;
+// The room to the deadline a piece needs to go without its wait, in percent
+// of the queue ahead of it and itself (MayGoUnwaited): twice.
+inline constexpr int kUnwaitedRoomPct = 200;
 
 // Whether a piece queued in an open bubble whose deadline `until_ns` is
 // published may go without its wait on the GPU.  Each wait and each fence
@@ -132,11 +135,11 @@ inline constexpr int kMaxUnwaitedInRow = 8;
 // kMaxUnwaitedInRow pieces in a row, so that what can run on past a
 // bubble's end without having waited for the gate is a few pieces at
 // most, each predicted to have ended long before.  Pure.
-// `max_in_row` replaces kMaxUnwaitedInRow, and `room_pct` the twice (200:
-// the time to the deadline is at least that percent of the queue and the
-// piece), both from launch_gate.h's GateTuning.
+// `max_in_row` replaces kMaxUnwaitedInRow, and `room_pct` kUnwaitedRoomPct,
+// both from launch_gate.h's GateTuning.
 inline bool MayGoUnwaited(int64_t now_ns, int64_t queued_ns, int64_t piece_ns, int64_t until_ns,
-                          int unwaited_in_row, int max_in_row = kMaxUnwaitedInRow, int room_pct = 200) {
+                          int unwaited_in_row, int max_in_row = kMaxUnwaitedInRow,
+                          int room_pct = kUnwaitedRoomPct) {
   // In doubles: a bubble with no deadline has until_ns at INT64_MAX.
   return unwaited_in_row < max_in_row &&
          static_cast<double>(until_ns - now_ns) * 100.0 >= static_cast<double>(room_pct) * (queued_ns + piece_ns);

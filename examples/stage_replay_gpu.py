@@ -53,8 +53,14 @@ def load_rank(path: str, rank: int) -> tuple[float, list[tuple[float, float]]]:
             profile = json.load(f)
         if "iteration" in profile and "iteration_ms" not in profile["ranks"][0]:
             profile = from_schedule(profile)
-        ranks = {int(r["rank"]): r for r in profile["ranks"]}
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        if not profile["ranks"]:
+            raise ValueError("it has no ranks")
+        ranks = {}
+        for r in profile["ranks"]:
+            if int(r["rank"]) in ranks:
+                raise ValueError(f"rank {int(r['rank'])} is given twice")
+            ranks[int(r["rank"])] = r
+    except (OSError, ValueError, KeyError, TypeError, IndexError, OverflowError, AttributeError) as e:
         raise SystemExit(f"--profile {path}: not a `freeride profile --json` file ({e})") from None
     if rank not in ranks:
         raise SystemExit(f"--rank {rank}: {path} has ranks {sorted(ranks)}")
@@ -67,6 +73,8 @@ def load_rank(path: str, rank: int) -> tuple[float, list[tuple[float, float]]]:
         raise SystemExit(f"--profile {path}: rank {rank} has a length that is not a number")
     end = 0.0
     for start, duration in slots:
+        if start < 0:
+            raise SystemExit(f"--profile {path}: rank {rank}'s bubble at {start} ms begins before its iteration")
         if start < end or duration <= 0:
             raise SystemExit(f"--profile {path}: rank {rank}'s bubbles overlap or are empty at {start} ms")
         end = start + duration
@@ -199,7 +207,10 @@ def main() -> None:
     if args.steps <= args.warmup:
         raise SystemExit(f"--steps {args.steps}: give more than --warmup ({args.warmup})")
     iteration_ms, slots = load_rank(args.profile, args.rank)
-    import torch
+    try:
+        import torch
+    except ImportError as e:
+        raise SystemExit(f"stage_replay_gpu: needs PyTorch with CUDA ({e})") from None
     if not torch.cuda.is_available():
         raise SystemExit("stage_replay_gpu: no CUDA GPU is visible to PyTorch")
     if args.gpu is not None and not 0 <= args.gpu < torch.cuda.device_count():

@@ -313,6 +313,9 @@ TEST(RunReport, AloneRatesFileIsCheckedAndNamesTheProblem) {
   EXPECT_NE(error.find("expected a JSON object"), std::string::npos) << error;
   EXPECT_FALSE(ReadAloneRates(dir.path() + "/missing.json", &error));
   EXPECT_NE(error.find("cannot read"), std::string::npos) << error;
+  // A directory opens as a stream, and its read throws: said, not aborted.
+  EXPECT_FALSE(ReadAloneRates(dir.path(), &error));
+  EXPECT_NE(error.find("it is a directory"), std::string::npos) << error;
 }
 
 // The Chrome trace-event format, as ui.perfetto.dev and chrome://tracing read

@@ -255,6 +255,13 @@ TEST(PipelineSchedule, BadInputIsRefusedClearly) {
   EXPECT_THROW(BuildActionOrder(ScheduleKind::kGPipe, 4, 0), std::invalid_argument);
   EXPECT_THROW(BuildActionOrder(ScheduleKind::k1F1B, 4, 4, 2), std::invalid_argument);
   EXPECT_THROW(BuildActionOrder(ScheduleKind::kZeroBubbleV, 4, 4, 3), std::invalid_argument);
+  // Too large to plan: refused before anything is allocated, and without an int overflow (2 x 2^30
+  // stages), not thrown as bad_alloc or length_error.
+  EXPECT_THROW(BuildActionOrder(ScheduleKind::kInterleaved1F1B, 2, 2, 1 << 30), std::invalid_argument);
+  EXPECT_THROW(BuildActionOrder(ScheduleKind::k1F1B, kMostScheduleStages + 1, 1), std::invalid_argument);
+  EXPECT_THROW(BuildActionOrder(ScheduleKind::kGPipe, 4, kMostScheduleStageMicrobatches / 4 + 1),
+               std::invalid_argument);
+  EXPECT_NO_THROW(BuildActionOrder(ScheduleKind::kGPipe, 4, 256));
   try {
     BuildActionOrder(ScheduleKind::kInterleaved1F1B, 4, 10, 2);  // rounds = 2, 10 % 2 == 0: fine
     BuildActionOrder(ScheduleKind::kInterleaved1F1B, 4, 9, 2);   // rounds = 2, 9 % 2 != 0

@@ -349,6 +349,11 @@ TEST(SimulateCommand, PrintsTheDocumentedJsonAndRefusesBadFlags) {
   EXPECT_EQ(c["tasks"][0]["name"], "sgd");
   std::ofstream(dir.path() + "/bad.toml") << "stagez = 3\n";
   refused("--config " + dir.path() + "/bad.toml", "unknown option 'stagez'");
+  // A directory reads as an empty config: refused, not run on the defaults.
+  refused("--config " + dir.path(), "not a file");
+  // Too large to plan, or to hold: said, not aborted with bad_alloc.
+  refused("--stages 100000", "is more than the 65536 a schedule is planned for");
+  refused("--gpus 400000 --stages 2", "200000 pipelines is more than this simulator is built for");
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <new>
 #include <optional>
+#include <stdexcept>
 
 #include "cli/commands.h"
 #include "schedule/pipeline_schedule.h"
@@ -57,6 +59,13 @@ int RunSchedule(const ScheduleArgs& args) {
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "freeride schedule: {}\n", e.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "freeride schedule: the schedule does not fit in this machine's memory: give fewer "
+                       "stages or micro-batches\n");
+    return 2;
+  } catch (const std::logic_error& e) {  // the timer's own check (a deadlock): a bug, said as one
+    fmt::print(stderr, "freeride schedule: internal error: {}\n", e.what());
+    return 3;
   }
   if (!std::isfinite(t.iteration) || !std::isfinite(t.bubble_fraction)) {
     fmt::print(stderr, "freeride schedule: the iteration's time overflows (--times {}, --p2p {}): give "

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <new>
+#include <stdexcept>
 
 #include "base/units.h"
 #include "cli/commands.h"
@@ -55,6 +57,12 @@ struct SimulateArgs {
 // keys are the flags' names.  Sets *error for an unreadable file or an
 // unknown key.
 bool ApplyConfigFile(CLI::App* cmd, const std::string& path, std::string* error) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    // A directory opens and reads as empty, and /dev/zero as one endless key: neither is a config.
+    *error = fmt::format("--config {}: not a file (give a TOML file of the flags' names)", path);
+    return false;
+  }
   std::ifstream in(path);
   if (!in) {
     *error = fmt::format("--config {}: cannot open it", path);
@@ -248,8 +256,10 @@ bool ShapeSingleRun(const SimulateArgs& a, sim::SimConfig* c, std::string* error
     return false;
   }
   int64_t replicas = gpus / a.stages;
-  if (replicas > 1'000'000) {
-    *error = fmt::format("{} pipelines is more than this simulator is built for (1,000,000)", replicas);
+  // About 9 KB of state a pipeline, allocated in the simulator's worker threads, where running
+  // out of memory cannot be reported: 100,000 pipelines is about 1 GB.
+  if (replicas > 100'000) {
+    *error = fmt::format("{} pipelines is more than this simulator is built for (100,000)", replicas);
     return false;
   }
   c->data_parallel = static_cast<int>(replicas);
@@ -329,6 +339,11 @@ int RunSimulate(const SimulateArgs& a) {
       fmt::print("{}", sim::FormatSweep(rows));
   } catch (const std::invalid_argument& e) {
     return fail(e.what());
+  } catch (const std::bad_alloc&) {
+    return fail("the simulation does not fit in this machine's memory: give fewer stages, micro-batches "
+                "or GPUs");
+  } catch (const std::logic_error& e) {  // the schedule's own check (a deadlock): a bug, said as one
+    return fail(fmt::format("internal error: {}", e.what()));
   }
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "policy/quantile.h"
@@ -401,12 +402,23 @@ std::string RunReportToJson(const RunReport& r) {
 
 std::optional<std::map<std::string, double>> ReadAloneRates(const std::string& path,
                                                             std::string* error) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    *error = fmt::format("cannot read alone rates {}: it is a directory", path);
+    return std::nullopt;
+  }
   std::ifstream in(path);
   if (!in) {
     *error = fmt::format("cannot read alone rates {}: {}", path, std::strerror(errno));
     return std::nullopt;
   }
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  } catch (const std::exception& e) {  // a read error of the stream itself
+    *error = fmt::format("cannot read alone rates {}: {}", path, e.what());
+    return std::nullopt;
+  }
   if (!j.is_object()) {
     *error = fmt::format("{}: expected a JSON object of task name -> rate (units/s) or -> a "
                          "`freeride task-profile` object", path);

@@ -59,7 +59,11 @@ struct PipelineAction {
 // std::invalid_argument with a plain message for shapes torch refuses
 // (ranks or micro-batches < 1, virtual stages other than 1 for gpipe/1f1b
 // or 2 for zbv/dualpipev, interleaved micro-batches not a multiple of the
-// rounds max(1, M / P), dualpipev with fewer micro-batches than stages).
+// rounds max(1, M / P), dualpipev with fewer micro-batches than stages), and
+// for shapes too large to plan (more than kMostScheduleStages stages, or more
+// than kMostScheduleStageMicrobatches stages x micro-batches).
+inline constexpr int64_t kMostScheduleStages = 65'536;
+inline constexpr int64_t kMostScheduleStageMicrobatches = 4'000'000;
 std::vector<std::vector<PipelineAction>> BuildActionOrder(ScheduleKind kind, int ranks,
                                                           int microbatches,
                                                           int virtual_stages = 1);

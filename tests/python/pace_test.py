@@ -206,6 +206,9 @@ LONG_STEPS = textwrap.dedent("""
     class Long(freeride.IterativeTask):
         unit = "samples"
         def init(self):
+            # One thread: on a loaded machine a step split over threads waits on whichever
+            # thread the scheduler left out, and a piece can then outlast any bubble.
+            torch.set_num_threads(1)
             self.device = torch.device("cpu")
             self.model = nn.Sequential(*[nn.Linear(256, 256) for _ in range(24)])
             self.n = 0
@@ -220,8 +223,11 @@ LONG_STEPS = textwrap.dedent("""
             print(f"stepped {self.n}", flush=True)
     raise SystemExit(run_paced(Long()))
 """)
-# Each step is about 6 GFLOP (24 layers, 4 passes of 512 x 256): tens of milliseconds even on a fast
-# many-core machine, so every step is cut into several pieces of the 6 ms bubbles.
+# Each step is about 6 GFLOP (24 layers, 4 passes of 512 x 256) on one thread: 60 ms or more even on
+# a fast core, so every step is cut into pieces of the stage's 30 ms bubbles.  One layer's call, the
+# finest piece the pacer can cut, is about 67 MFLOP: a few milliseconds even on a loaded core.  (With
+# 6 ms bubbles and threads, a 2-core machine kept busy by two other processes took 4.5-43 ms a
+# piece, fitted no bubble, and stalled.)
 LONG_STEP_COUNT = 10
 
 
@@ -235,14 +241,14 @@ def test_a_task_whose_steps_outlast_the_bubbles_runs_paced_and_is_cancelled_clea
         daemon.cli_run("submit", "--name", "long", "--", sys.executable, str(script))
         daemon.cli_run("submit", "--name", "forever", "--", sys.executable, "-m", "freeride.pace",
                        str(SCRIPT), *SMALL, "--iterations", "1000000")
-        stage = daemon.stage("5", "6")
+        stage = daemon.stage("5", "30")
         # A loaded machine may take many minutes (the bubbles are shared with "forever"): the
         # guard is a stall of the task's progress, not the whole run's length.
         info = daemon.wait_while_progressing("long", DONE, 300)
         assert info["state"] == "FINISHED", (info, Path(daemon.state, "tasks", "1", "stderr.log").read_text())
         assert float(info["progress"]) == LONG_STEP_COUNT * 512, info
         steps = [e for e in daemon.events() if e["type"] == "step" and e["task_id"] == 1]
-        assert len(steps) > LONG_STEP_COUNT, f"steps longer than the 6 ms bubbles were cut into pieces: {len(steps)}"
+        assert len(steps) > LONG_STEP_COUNT, f"steps longer than the 30 ms bubbles were cut into pieces: {len(steps)}"
         # The script parked between pieces ends when cancelled.
         live = daemon.wait_for_state("forever", ("RUNNING", "PAUSED"), 600)
         assert live["state"] in ("RUNNING", "PAUSED"), f"the script never started: {live}"

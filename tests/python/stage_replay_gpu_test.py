@@ -35,6 +35,12 @@ def test_a_profiled_rank_is_read_with_its_bubbles_in_order() -> None:
     ([{"rank": 0, "bubbles": [{"start_ms": 1, "duration_ms": 3}]}], 0, "lacks iteration_ms"),
     ([{"rank": 0, "iteration_ms": 10, "bubbles": [{"start_ms": 1, "duration_ms": float("nan")}]}], 0,
      "not a number"),
+    ([], 0, "it has no ranks"),
+    ([{"rank": 1e400, "iteration_ms": 10, "bubbles": []}], 0, "not a `freeride profile --json` file"),
+    ([{"rank": 0, "iteration_ms": 10, "bubbles": []}, {"rank": 0, "iteration_ms": 20, "bubbles": []}], 0,
+     "rank 0 is given twice"),
+    ([{"rank": 0, "iteration_ms": 10, "bubbles": [{"start_ms": -5, "duration_ms": 3}]}], 0,
+     "begins before its iteration"),
 ])
 def test_a_profile_that_cannot_be_replayed_is_refused_with_the_reason(tmp_path, ranks, rank, reason) -> None:
     from stage_replay_gpu import load_rank

@@ -389,3 +389,24 @@ def test_bad_latency_shapes_and_marks_are_refused_before_anything_starts(tmp_pat
                             *args], capture_output=True, text=True, timeout=120)
         assert r.returncode != 0 and why in r.stderr, (args, r.stderr)
         assert not (tmp_path / "out").exists(), "refused before anything was made"
+
+
+def test_a_side_trace_is_read_as_bursts_with_their_idle_time_by_cause() -> None:
+    from side_trace_summary import pieces_of, summarize
+    launch = lambda corr, ts: {"ph": "X", "cat": "cuda_runtime", "ts": ts, "dur": 2, "args": {"correlation": corr}}
+    kernel = lambda corr, ts, dur: {"ph": "X", "cat": "kernel", "ts": ts, "dur": dur, "args": {"correlation": corr}}
+    trace = {"traceEvents": [
+        # Burst 1: 0-10, then a piece launched at 5 that starts at 12 (2 us queued), then one
+        # launched at 30, after the GPU went idle at 22 (8 us host late), starting at 31 (1 queued).
+        launch(1, -5), kernel(1, 0, 10), launch(2, 5), kernel(2, 12, 10), launch(3, 30), kernel(3, 31, 9),
+        # 5 ms later (the stage's busy time): burst 2, one piece.
+        launch(4, 5000), kernel(4, 5040, 20), {"ph": "X", "cat": "cpu_op", "ts": 1, "dur": 1}]}
+    pieces = pieces_of(trace)
+    assert [p[0] for p in pieces] == [0, 12, 31, 5040]
+    s = summarize(pieces, burst_gap_us=800)
+    assert s["bursts"] == 2 and s["pieces"] == 4
+    spans = 40 + 20
+    assert abs(s["busy_share_of_spans"] - (29 + 20) / spans) < 1e-9
+    assert abs(s["host_late_share_of_spans"] - 8 / spans) < 1e-9
+    assert abs(s["queued_share_of_spans"] - 3 / spans) < 1e-9
+    assert s["launched_share"] == 1.0

@@ -648,7 +648,9 @@ class Bench:
         from e2e_arms import split_side, under_env  # e2e_arms imports this module
         base, env = split_side(name)
         cmd = under_env(PROGRAMS[base][0], env)
-        task = f"{file_name(name)}-{len(self.rows)}"
+        # The daemon takes names of at most 128 bytes; a variant's long environment is cut (the
+        # row's number keeps the name unique).
+        task = f"{file_name(name)[:100]}-{len(self.rows)}"
         self.cli("submit", "--name", task, "--kind", "imperative", "--lane", "0", "--memory", "16GiB",
                  "--progress-regex", DAEMON_PROGRESS[base], "--", *cmd)
         return task

@@ -689,7 +689,8 @@ class Arms:
 
     # -- one side, on every lane -----------------------------------------------------------------
     def submit(self, side: str, lane: int, tag: str) -> int:
-        name = f"{side}-{lane}-{tag}"
+        # The daemon takes names of at most 128 bytes: a side with a long environment is cut.
+        name = f"{side[:90]}-{lane}-{tag}"
         if self.is_program(side):
             cmd, _ = self.program(side)
             args = ["--kind", "imperative", "--memory", self.a.side_memory,

@@ -8,10 +8,15 @@ longer than --burst-gap-us, which under the gate are its bubbles (the stage's bu
 between them).  For each trace it prints the bursts' spans (first start to last end), the share of
 the spans the GPU ran the program's work, and the idle time inside the spans by its cause:
 - "host late": the next piece's launch call began only after the GPU had finished all it had been
-  given: the GPU waited on the program's host thread (its Python, or a hold of the gate's);
+  given: the GPU waited on the program's host thread;
 - "queued": the next piece had been launched before, yet started later: the GPU's own time
-  between pieces (the gate's waits and fences, the launch path, MPS).
-Pure reading; no GPU.
+  between pieces (the gate's waits and fences, the launch path, MPS);
+- "unmatched": the next piece has no launch call in the trace to judge by.
+Under the gate a hold on the host falls on either side, by where the profiler stamps the launch:
+a runtime call (PyTorch's own kernels) is stamped before the interposer's hold, so the hold reads
+as "queued"; a driver call (Triton's cuLaunchKernel) after it, so it reads as "host late".  Alone,
+nothing is held.  It also gives the pieces' lengths and how long after its launch call each
+started.  Pure reading; no GPU.
 """
 import argparse
 import json
@@ -23,7 +28,7 @@ WORK = ("kernel", "gpu_memcpy", "gpu_memset")
 
 def pieces_of(trace: dict) -> list[tuple[float, float, float | None]]:
     """(start us, end us, launch call's start us or None) of each GPU piece, by start."""
-    events = trace.get("traceEvents", trace if isinstance(trace, list) else [])
+    events = trace if isinstance(trace, list) else trace.get("traceEvents", [])
     launches = {}
     for e in events:
         if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver"):
@@ -41,17 +46,19 @@ def pieces_of(trace: dict) -> list[tuple[float, float, float | None]]:
 
 def summarize(pieces: list[tuple[float, float, float | None]], burst_gap_us: float = 800.0) -> dict:
     """The bursts of `pieces` (as pieces_of gives them) and their idle time by cause."""
-    bursts = []  # [first start, last end, busy us, host-late idle us, queued idle us]
+    bursts = []  # [first start, last end, busy us, host-late idle us, queued idle us, unmatched idle us]
     end = None
     for start, stop, launched in pieces:
         if end is None or start - end > burst_gap_us:
-            bursts.append([start, stop, stop - start, 0.0, 0.0])
+            bursts.append([start, stop, stop - start, 0.0, 0.0, 0.0])
             end = stop
             continue
         b = bursts[-1]
         if start > end:  # idle since the GPU finished what it had
             idle = start - end
-            if launched is not None and launched > end:
+            if launched is None:
+                b[5] += idle
+            elif launched > end:
                 late = min(idle, launched - end)
                 b[3] += late
                 b[4] += idle - late
@@ -64,12 +71,18 @@ def summarize(pieces: list[tuple[float, float, float | None]], burst_gap_us: flo
         b[1] = end
     spans = [b[1] - b[0] for b in bursts]
     total = sum(spans)
+    share = lambda i: sum(b[i] for b in bursts) / total if total else None
+    lengths = sorted(stop - start for start, stop, _ in pieces)
+    leads = sorted(start - launched for start, _, launched in pieces if launched is not None)
+    quantile = lambda xs, q: xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None
     return {"pieces": len(pieces), "bursts": len(bursts),
             "span_us_median": statistics.median(spans) if spans else None,
-            "busy_share_of_spans": sum(b[2] for b in bursts) / total if total else None,
-            "host_late_share_of_spans": sum(b[3] for b in bursts) / total if total else None,
-            "queued_share_of_spans": sum(b[4] for b in bursts) / total if total else None,
-            "launched_share": sum(1 for p in pieces if p[2] is not None) / len(pieces) if pieces else None}
+            "span_us_p10_p90": [quantile(sorted(spans), 0.1), quantile(sorted(spans), 0.9)],
+            "busy_share_of_spans": share(2), "host_late_share_of_spans": share(3),
+            "queued_share_of_spans": share(4), "unmatched_share_of_spans": share(5),
+            "piece_us_median_mean_p95": [quantile(lengths, 0.5), statistics.mean(lengths) if lengths else None,
+                                         quantile(lengths, 0.95)],
+            "launch_to_start_us_median": quantile(leads, 0.5)}
 
 
 def main() -> None:

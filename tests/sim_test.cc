@@ -353,6 +353,8 @@ TEST(SimulateCommand, PrintsTheDocumentedJsonAndRefusesBadFlags) {
   refused("--config " + dir.path(), "not a file");
   // Too large to plan, or to hold: said, not aborted with bad_alloc.
   refused("--stages 100000", "is more than the 65536 a schedule is planned for");
+  refused("--schedule interleaved --stages 2 --virtual 1073741824 --layers 8",
+          "is more than the 65536 a schedule is planned for");
   refused("--gpus 400000 --stages 2", "200000 pipelines is more than this simulator is built for");
 }
 

@@ -11,14 +11,15 @@ change to the program:
 
 bench/side_trace_summary.py reads the traces.  Without FREERIDE_SIDE_TRACE this module does nothing.
 """
+import atexit
 import builtins
 import os
 import sys
 
 _DIR = os.environ.get("FREERIDE_SIDE_TRACE")
 if _DIR:
-    _after = int(os.environ.get("FREERIDE_SIDE_TRACE_AFTER", "60"))
-    _lines = int(os.environ.get("FREERIDE_SIDE_TRACE_LINES", "40"))
+    _after = max(1, int(os.environ.get("FREERIDE_SIDE_TRACE_AFTER", "60")))
+    _lines = max(1, int(os.environ.get("FREERIDE_SIDE_TRACE_LINES", "40")))
     _state = {"printed": 0, "profiler": None}
     _print = builtins.print
 
@@ -34,14 +35,22 @@ if _DIR:
                 activity = ProfilerActivity.CUDA if torch.cuda.is_available() else ProfilerActivity.CPU
                 _state["profiler"] = profile(activities=[activity])
                 _state["profiler"].start()
-            elif _state["printed"] == _after + _lines and _state["profiler"] is not None:
-                profiler, _state["profiler"] = _state["profiler"], None
-                profiler.stop()
-                os.makedirs(_DIR, exist_ok=True)
-                profiler.export_chrome_trace(os.path.join(_DIR, f"trace-{os.getpid()}.json"))
-                _print(f"side_trace: wrote {_DIR}/trace-{os.getpid()}.json", file=sys.stderr, flush=True)
+            elif _state["printed"] == _after + _lines:
+                _write()
         except Exception as e:  # a diagnostic: the program goes on untraced
             _state["profiler"] = None
             _print(f"side_trace: not traced ({type(e).__name__}: {e})", file=sys.stderr, flush=True)
+
+    def _write():
+        # At the last traced line, or at exit for a program that ends (or is cancelled) before it.
+        profiler, _state["profiler"] = _state["profiler"], None
+        if profiler is None:
+            return
+        profiler.stop()
+        os.makedirs(_DIR, exist_ok=True)
+        profiler.export_chrome_trace(os.path.join(_DIR, f"trace-{os.getpid()}.json"))
+        _print(f"side_trace: wrote {_DIR}/trace-{os.getpid()}.json", file=sys.stderr, flush=True)
+
+    atexit.register(_write)
 
     builtins.print = _traced_print

@@ -58,8 +58,10 @@ struct SimulateArgs {
 // unknown key.
 bool ApplyConfigFile(CLI::App* cmd, const std::string& path, std::string* error) {
   std::error_code ec;
-  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
-    // A directory opens and reads as empty, and /dev/zero as one endless key: neither is a config.
+  const auto type = std::filesystem::status(path, ec).type();
+  if (type == std::filesystem::file_type::directory || type == std::filesystem::file_type::character) {
+    // A directory opens and reads as empty, and /dev/zero as one endless key: neither is a config
+    // (a pipe, as from <(...), still is).
     *error = fmt::format("--config {}: not a file (give a TOML file of the flags' names)", path);
     return false;
   }
@@ -256,8 +258,9 @@ bool ShapeSingleRun(const SimulateArgs& a, sim::SimConfig* c, std::string* error
     return false;
   }
   int64_t replicas = gpus / a.stages;
-  // About 9 KB of state a pipeline, allocated in the simulator's worker threads, where running
-  // out of memory cannot be reported: 100,000 pipelines is about 1 GB.
+  // A guard against typos, not a memory bound: a pipeline's state grows with its stages and
+  // actions (about 24 KB for 8 stages, bench/results/sim_scale.md), and it is allocated in the
+  // simulator's worker threads, where running out of memory ends the process.
   if (replicas > 100'000) {
     *error = fmt::format("{} pipelines is more than this simulator is built for (100,000)", replicas);
     return false;

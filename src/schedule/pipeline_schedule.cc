@@ -107,6 +107,21 @@ using Action = PipelineAction;
 void CheckShape(ScheduleKind kind, int ranks, int microbatches, int virtual_stages) {
   if (ranks < 1 || microbatches < 1)
     throw std::invalid_argument("ranks (stages) and micro-batches must be at least 1");
+  // Every stage's every micro-batch is an action (three with split backwards), held in memory:
+  // a shape past these is a typo, and it would otherwise overflow an int or exhaust memory.
+  // Checked before the kinds' rules, whose arithmetic (2 * ranks) assumes a plannable shape.
+  if (virtual_stages >= 1) {
+    const int64_t stages = static_cast<int64_t>(ranks) * virtual_stages;
+    if (stages > kMostScheduleStages)
+      throw std::invalid_argument(std::to_string(stages) + " stages (" + std::to_string(ranks) + " ranks x " +
+                                  std::to_string(virtual_stages) + " per rank) is more than the " +
+                                  std::to_string(kMostScheduleStages) + " a schedule is planned for");
+    if (stages * microbatches > kMostScheduleStageMicrobatches)
+      throw std::invalid_argument(std::to_string(stages) + " stages x " + std::to_string(microbatches) +
+                                  " micro-batches is more than the " +
+                                  std::to_string(kMostScheduleStageMicrobatches) +
+                                  " stage micro-batches a schedule is planned for");
+  }
   switch (kind) {
     case ScheduleKind::kGPipe:
     case ScheduleKind::k1F1B:
@@ -139,18 +154,6 @@ void CheckShape(ScheduleKind kind, int ranks, int microbatches, int virtual_stag
                                     std::to_string(microbatches));
       break;
   }
-  // Every stage's every micro-batch is an action (three with split backwards), held in memory:
-  // a shape past these is a typo, and it would otherwise overflow an int or exhaust memory.
-  const int64_t stages = static_cast<int64_t>(ranks) * virtual_stages;
-  if (stages > kMostScheduleStages)
-    throw std::invalid_argument(std::to_string(stages) + " stages (" + std::to_string(ranks) + " ranks x " +
-                                std::to_string(virtual_stages) + " per rank) is more than the " +
-                                std::to_string(kMostScheduleStages) + " a schedule is planned for");
-  if (stages * microbatches > kMostScheduleStageMicrobatches)
-    throw std::invalid_argument(std::to_string(stages) + " stages x " + std::to_string(microbatches) +
-                                " micro-batches is more than the " +
-                                std::to_string(kMostScheduleStageMicrobatches) +
-                                " stage micro-batches a schedule is planned for");
 }
 
 void AppendOneFOneB(int ranks, int rank, int microbatches, std::vector<Action>& out) {

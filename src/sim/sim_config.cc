@@ -32,13 +32,13 @@ void ValidateSimConfig(const SimConfig& c) {
   RequireAtLeastOne(c.iterations, "--iterations");
   if (c.virtual_stages < 0) throw std::invalid_argument("--virtual-stages cannot be negative");
   if (c.layers < 0) throw std::invalid_argument("--layers cannot be negative");
+  // The schedule's own shape rules (torch refuses the same shapes), and its size, first.
+  BuildActionOrder(c.schedule, c.stages, c.microbatches, c.VirtualStages());
   if (c.layers > 0 && c.ModelStages() > c.layers)
     throw std::invalid_argument(fmt::format(
         "{} model stages ({} ranks x {} virtual stages) but only {} layers: every stage needs "
         "at least one layer",
         c.ModelStages(), c.stages, c.VirtualStages(), c.layers));
-  // The schedule's own shape rules (torch refuses the same shapes).
-  BuildActionOrder(c.schedule, c.stages, c.microbatches, c.VirtualStages());
 
   if (c.stage_times.size() != 1 && static_cast<int>(c.stage_times.size()) != c.ModelStages())
     throw std::invalid_argument(fmt::format(

@@ -400,13 +400,19 @@ def test_a_side_trace_is_read_as_bursts_with_their_idle_time_by_cause() -> None:
         # launched at 30, after the GPU went idle at 22 (8 us host late), starting at 31 (1 queued).
         launch(1, -5), kernel(1, 0, 10), launch(2, 5), kernel(2, 12, 10), launch(3, 30), kernel(3, 31, 9),
         # 5 ms later (the stage's busy time): burst 2, one piece.
-        launch(4, 5000), kernel(4, 5040, 20), {"ph": "X", "cat": "cpu_op", "ts": 1, "dur": 1}]}
+        launch(4, 5000), kernel(4, 5040, 20),
+        # ... a piece on another stream inside it (only its 5 us past 5060 are new busy time), and
+        # one whose launch is not in the trace, 5 us after.
+        launch(5, 5045), kernel(5, 5050, 15), kernel(6, 5070, 10), {"ph": "X", "cat": "cpu_op", "ts": 1, "dur": 1}]}
     pieces = pieces_of(trace)
-    assert [p[0] for p in pieces] == [0, 12, 31, 5040]
+    assert [p[0] for p in pieces] == [0, 12, 31, 5040, 5050, 5070]
     s = summarize(pieces, burst_gap_us=800)
-    assert s["bursts"] == 2 and s["pieces"] == 4
-    spans = 40 + 20
-    assert abs(s["busy_share_of_spans"] - (29 + 20) / spans) < 1e-9
+    assert s["bursts"] == 2 and s["pieces"] == 6
+    spans = 40 + 40
+    assert abs(s["busy_share_of_spans"] - (29 + 25 + 10) / spans) < 1e-9
     assert abs(s["host_late_share_of_spans"] - 8 / spans) < 1e-9
     assert abs(s["queued_share_of_spans"] - 3 / spans) < 1e-9
-    assert s["launched_share"] == 1.0
+    assert abs(s["unmatched_share_of_spans"] - 5 / spans) < 1e-9
+    assert s["piece_us_median_mean_p95"][0] == 10 and s["launch_to_start_us_median"] == 5
+    assert pieces_of(trace["traceEvents"]) == pieces, "a trace that is a bare list of events"
+

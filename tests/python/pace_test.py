@@ -210,7 +210,7 @@ LONG_STEPS = textwrap.dedent("""
             # thread the scheduler left out, and a piece can then outlast any bubble.
             torch.set_num_threads(1)
             self.device = torch.device("cpu")
-            self.model = nn.Sequential(*[nn.Linear(256, 256) for _ in range(24)])
+            self.model = nn.Sequential(*[nn.Linear(256, 256) for _ in range(48)])
             self.n = 0
         def step(self):
             with torch.no_grad():
@@ -223,8 +223,8 @@ LONG_STEPS = textwrap.dedent("""
             print(f"stepped {self.n}", flush=True)
     raise SystemExit(run_paced(Long()))
 """)
-# Each step is about 6 GFLOP (24 layers, 4 passes of 512 x 256) on one thread: 60 ms or more even on
-# a fast core, so every step is cut into pieces of the stage's 30 ms bubbles.  One layer's call, the
+# Each step is about 13 GFLOP (48 layers, 4 passes of 512 x 256) on one thread: 70 ms or more even on
+# a fast AVX-512 core, so every step is cut into pieces of the stage's 30 ms bubbles.  One layer's call, the
 # finest piece the pacer can cut, is about 67 MFLOP: a few milliseconds even on a loaded core.  (With
 # 6 ms bubbles and threads, a 2-core machine kept busy by two other processes took 4.5-43 ms a
 # piece, fitted no bubble, and stalled.)

@@ -111,7 +111,7 @@ void CheckShape(ScheduleKind kind, int ranks, int microbatches, int virtual_stag
   // a shape past these is a typo, and it would otherwise overflow an int or exhaust memory.
   // Checked before the kinds' rules, whose arithmetic (2 * ranks) assumes a plannable shape.
   if (virtual_stages >= 1) {
-    const int64_t stages = static_cast<int64_t>(ranks) * virtual_stages;
+    const int64_t stages = static_cast<int64_t>(ranks) * virtual_stages;  // exact, for the message
     if (stages > kMostScheduleStages)
       throw std::invalid_argument(std::to_string(stages) + " stages (" + std::to_string(ranks) + " ranks x " +
                                   std::to_string(virtual_stages) + " per rank) is more than the " +

@@ -64,6 +64,14 @@ struct PipelineAction {
 // than kMostScheduleStageMicrobatches stages x micro-batches).
 inline constexpr int64_t kMostScheduleStages = 65'536;
 inline constexpr int64_t kMostScheduleStageMicrobatches = 4'000'000;
+
+// The model's stages, ranks x virtual_stages, clamped at INT32_MAX rather than
+// overflowed, so that a count can be held before BuildActionOrder refuses it
+// (any count past kMostScheduleStages).  Pure.
+inline int ModelStageCount(int ranks, int virtual_stages) {
+  const int64_t stages = static_cast<int64_t>(ranks) * virtual_stages;
+  return stages > INT32_MAX ? INT32_MAX : static_cast<int>(stages);
+}
 std::vector<std::vector<PipelineAction>> BuildActionOrder(ScheduleKind kind, int ranks,
                                                           int microbatches,
                                                           int virtual_stages = 1);

@@ -19,8 +19,7 @@ class PipelineTimer {
       : kind_(kind),
         ranks_(ranks),
         microbatches_(microbatches),
-        // Widened: BuildActionOrder below refuses a shape this large, without an overflow first.
-        stages_(static_cast<int>(std::min<int64_t>(static_cast<int64_t>(ranks) * virtual_stages, INT32_MAX))),
+        stages_(ModelStageCount(ranks, virtual_stages)),  // BuildActionOrder below refuses too many
         order_(BuildActionOrder(kind, ranks, microbatches, virtual_stages)),
         forward_end_(static_cast<size_t>(stages_) * microbatches),
         backward_end_(forward_end_.size()),

@@ -1,7 +1,6 @@
 // What `freeride simulate` simulates: a data-parallel group of identical
 // pipelines, its timing noise, and the side tasks on every GPU.
 #pragma once
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -77,9 +76,7 @@ struct SimConfig {
     return virtual_stages > 0 ? virtual_stages : DefaultVirtualStages(schedule);
   }
   // Clamped, not overflowed: ValidateSimConfig refuses a shape that large (BuildActionOrder).
-  int ModelStages() const {
-    return static_cast<int>(std::min<int64_t>(static_cast<int64_t>(stages) * VirtualStages(), INT32_MAX));
-  }
+  int ModelStages() const { return ModelStageCount(stages, VirtualStages()); }
   int64_t Gpus() const { return static_cast<int64_t>(stages) * data_parallel; }
   const StageTimes& TimesOf(int model_stage) const {
     return stage_times.size() == 1 ? stage_times[0] : stage_times[model_stage];

@@ -314,6 +314,19 @@ def split_side(side: str) -> tuple[str, dict[str, str]]:
     return base, env
 
 
+# The longest task name the daemon takes (NameProblem in src/daemon/task_spec.h), in bytes.
+TASK_NAME_BYTES = 128
+
+
+def task_name(side: str, suffix: str) -> str:
+    """`side`-`suffix` as a task name the daemon takes: `side` (a program with a long +VAR=VALUE
+    environment, say) cut so that the whole fits TASK_NAME_BYTES; `suffix` is kept whole, so that
+    it keeps the name unique."""
+    tail = f"-{suffix}"
+    room = TASK_NAME_BYTES - len(tail.encode())
+    return side.encode()[:room].decode(errors="ignore") + tail
+
+
 def under_env(cmd: list[str], env: dict[str, str]) -> list[str]:
     """`cmd` run with the variables `env` (a side's +VAR=VALUE pieces, split_side) through `env`;
     `cmd` itself without any."""
@@ -689,8 +702,7 @@ class Arms:
 
     # -- one side, on every lane -----------------------------------------------------------------
     def submit(self, side: str, lane: int, tag: str) -> int:
-        # The daemon takes names of at most 128 bytes: a side with a long environment is cut.
-        name = f"{side[:90]}-{lane}-{tag}"
+        name = task_name(side, f"{lane}-{tag}")
         if self.is_program(side):
             cmd, _ = self.program(side)
             args = ["--kind", "imperative", "--memory", self.a.side_memory,

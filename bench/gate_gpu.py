@@ -645,12 +645,10 @@ class Bench:
     def submit(self, name: str) -> str:
         """Submits program `name` (a PROGRAMS entry, optionally with +VAR=VALUE pieces: its
         environment, e.g. an interposer experiment) to lane 0; the task's name."""
-        from e2e_arms import split_side, under_env  # e2e_arms imports this module
+        from e2e_arms import split_side, task_name, under_env  # e2e_arms imports this module
         base, env = split_side(name)
         cmd = under_env(PROGRAMS[base][0], env)
-        # The daemon takes names of at most 128 bytes; a variant's long environment is cut (the
-        # row's number keeps the name unique).
-        task = f"{file_name(name)[:100]}-{len(self.rows)}"
+        task = task_name(file_name(name), str(len(self.rows)))  # the row's number keeps it unique
         self.cli("submit", "--name", task, "--kind", "imperative", "--lane", "0", "--memory", "16GiB",
                  "--progress-regex", DAEMON_PROGRESS[base], "--", *cmd)
         return task

@@ -20,7 +20,7 @@ sys.path.insert(0, str(SOURCE_DIR / "bench"))
 from e2e_arms import (ITERATION_LINE, Arms, arms_summary, bubble_seconds_by_arm, gate_misses,  # noqa: E402
                       iteration_windows, lane_windows, slot_breakdown,
                       lane_bubbles, markdown, missed_targets, revalue_harvest,
-                      split_side, step_progress, t_quantile_975, task_steps)
+                      split_side, step_progress, t_quantile_975, task_name, task_steps)
 from gate_gpu import label_arms, units_by_arm  # noqa: E402
 
 # Ten 1-second iterations from t=100, marks on and off in blocks of 2.
@@ -402,3 +402,13 @@ def test_a_bundles_commit_is_read_from_the_file_bundle_sh_writes_and_is_none_wit
     (tmp_path / "COMMIT").write_text("2299449abc (with uncommitted changes)\n")
     assert bundle_commit(str(tmp_path)) == "2299449abc (with uncommitted changes)"
     assert bundle_commit(str(tmp_path / "no-such-bundle")) is None
+
+
+def test_a_task_name_fits_the_daemons_128_bytes_and_keeps_its_suffix() -> None:
+    assert task_name("resnet50", "0-on") == "resnet50-0-on", "a short name is left whole"
+    long_side = "compiled+PYTHONPATH=/work/main/bench/side_trace+FREERIDE_SIDE_TRACE=/tmp/tr/rows" * 2
+    name = task_name(long_side, "12")
+    assert len(name.encode()) == 128 and name.endswith("-12") and long_side.startswith(name[:-3])
+    # Cut by bytes, never inside a character.
+    wide = task_name("é" * 100, "3")
+    assert len(wide.encode()) <= 128 and wide.endswith("-3") and set(wide[:-2]) == {"é"}

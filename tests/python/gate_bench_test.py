@@ -3,11 +3,14 @@ process, marks off and marks on, and which of the program's progress counts as h
 work outside bubbles.  (The benchmark itself needs a GPU; this is its arithmetic.)"""
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
 import sys
 import time
 
-from conftest import SOURCE_DIR
+from conftest import SOURCE_DIR, require_torch
 
 sys.path.insert(0, str(SOURCE_DIR / "bench"))
 from gate_gpu import (bubbles_admitting_nothing, harvest_between_lines, label_arms, release_latencies,  # noqa: E402
@@ -416,3 +419,24 @@ def test_a_side_trace_is_read_as_bursts_with_their_idle_time_by_cause() -> None:
     assert s["piece_us_median_mean_p95"][0] == 10 and s["launch_to_start_us_median"] == 5
     assert pieces_of(trace["traceEvents"]) == pieces, "a trace that is a bare list of events"
 
+
+
+def test_the_side_trace_hook_traces_an_unmodified_program_by_environment_alone(tmp_path) -> None:
+    # On CPU the hook records CPU activity: the check is of the hook (the lines it counts, its
+    # file, its write at exit), not of CUDA's profiler.
+    require_torch()
+    program = "import torch\nfor i in range(N):\n    print('line', i)\n    torch.ones(3).sum()\n"
+    for lines, n, how in ((2, 6, "at its last traced line"), (100, 4, "at exit, the program ending first")):
+        out = tmp_path / f"traces-{lines}"
+        env = dict(os.environ, PYTHONPATH=str(SOURCE_DIR / "bench" / "side_trace"), FREERIDE_SIDE_TRACE=str(out),
+                   FREERIDE_SIDE_TRACE_AFTER="2", FREERIDE_SIDE_TRACE_LINES=str(lines))
+        r = subprocess.run([sys.executable, "-c", program.replace("N", str(n))], env=env, capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines() == [f"line {i}" for i in range(n)], "the program's own output is unchanged"
+        traces = list(out.glob("trace-*.json"))
+        assert len(traces) == 1 and "side_trace: wrote" in r.stderr, (how, r.stderr)
+        assert "traceEvents" in json.loads(traces[0].read_text()), how
+    r = subprocess.run([sys.executable, "-c", "print('x')"], env=dict(os.environ, PYTHONPATH=str(
+        SOURCE_DIR / "bench" / "side_trace")), capture_output=True, text=True, timeout=60)
+    assert r.stdout == "x\n" and "side_trace" not in r.stderr, "without FREERIDE_SIDE_TRACE it does nothing"

@@ -2212,7 +2212,7 @@ class InterposerTest : public ::testing::Test {
     if (with_page) env += "FREERIDE_GATE_PAGE=" + page_path_ + " ";
     // The interposer's experiments, unset: the caller's environment must not choose them.
     return RunShell("env -u FREERIDE_GATE_PAGE -u FREERIDE_GATE_LENGTHS -u FREERIDE_GATE_QUEUE_ESTIMATE "
-                    "-u FREERIDE_GATE_RUN -u FREERIDE_GATE_SAMPLE_EVERY " +
+                    "-u FREERIDE_GATE_RUN -u FREERIDE_GATE_SAMPLE_EVERY -u FREERIDE_GATE_AHEAD " +
                         env + GATE_CLIENT_BIN " " + scenario,
                     dir_.path());
   }
@@ -2243,6 +2243,38 @@ TEST_F(InterposerTest, EveryLaunchGraphAndCopyWaitsOnItsStreamBeforeTheDriverRun
   EXPECT_EQ(r.out.substr(0, expected.size()), expected) << r.out;
   EXPECT_NE(r.out.find("result 0\nresult 0\nresult 0\nresult 0\nresult 0\n"), std::string::npos);
   EXPECT_EQ(page_.layout()->interposers_attached.load(), 1u);
+}
+
+// Under launch ahead (FREERIDE_GATE_AHEAD=N, an experiment), a launch made
+// while the gate is shut returns at once with its arguments copied (the
+// client overwrites them before the gate opens), and is submitted by the
+// interposer's own thread once the gate opens; the client's stream
+// synchronisation is passed to the driver only after that submission.
+TEST_F(InterposerTest, UnderLaunchAheadALaunchWhileShutReturnsAtOnceAndASyncComesAfterItsSubmission) {
+  const std::string stats = dir_.path() + "/ahead.jsonl";
+  ShellResult r = RunShell("env -u FREERIDE_GATE_STRICT -u FREERIDE_GATE_LENGTHS LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR
+                           " LD_PRELOAD=" GATE_LIBRARY " FREERIDE_GATE_PAGE=" + page_path_ +
+                               " FREERIDE_GATE_AHEAD=64 FREERIDE_GATE_STATS=" + stats + " " GATE_CLIENT_BIN " ahead",
+                           dir_.path());
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const std::vector<std::string> in_order = {
+      "launch 0x1000 args 1 2\n", "stream sync 0x1000\n", "note returned with the gate shut\n",
+      "launch 0x1000 args 7 9\n", "stream sync 0x1000\n", "note synchronised\n"};
+  size_t at = 0;
+  for (const std::string& line : in_order) {
+    const size_t found = r.out.find(line, at);
+    ASSERT_NE(found, std::string::npos) << "missing, or out of order: " << line << r.out;
+    at = found + line.size();
+  }
+  EXPECT_EQ(r.out.find("args 0 0"), std::string::npos) << "the deferred launch read the overwritten arguments";
+  EXPECT_NE(r.out.find("result 0\nresult 0\nresult 0\nresult 0\n"), std::string::npos) << r.out;
+  std::ifstream in(stats);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line)) << "no line in " << stats;
+  const nlohmann::json counts = nlohmann::json::parse(line);
+  EXPECT_EQ(counts["ahead"], 64) << line;
+  EXPECT_EQ(counts["ahead_deferred"], 1) << line;  // the first launch armed the gate on the client's thread
+  EXPECT_EQ(counts["ahead_failed"], 0) << line;
 }
 
 // Once a piece has been timed (the fake driver's events end at once),

@@ -11,11 +11,24 @@
 // points, and exports the gated names for programs linked against libcuda.
 // Each wrapper asks the process's LaunchGate for a wait on the work's stream
 // and then calls the driver's own entry point.
+//
+// Under launch ahead (FREERIDE_GATE_AHEAD=N, an experiment;
+// gate/launch_ahead.h) the asynchronous launches, fills and device copies
+// whose arguments can be copied are queued instead, and the process's
+// submitter thread makes the gated calls; every other gated call, and every
+// entry point ordered against queued work (gate/ordered_functions.h), first
+// waits until what was queued before it has been submitted.
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <unordered_map>
+#include <vector>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,7 +39,9 @@
 #include "base/settings.h"
 #include "gate/copy_split.h"
 #include "gate/gate_page.h"
+#include "gate/launch_ahead.h"
 #include "gate/launch_gate.h"
+#include "gate/ordered_functions.h"
 #include "gate/piece_key.h"
 #include "gate/symbol_table.h"
 
@@ -199,6 +214,227 @@ void RefusedBatch(Args... args) {
   if (fail_idx) *fail_idx = SIZE_MAX;
 }
 
+// --- launch ahead ------------------------------------------------------------
+
+#define FREERIDE_UNPAREN(...) __VA_ARGS__
+
+// The process's launch-ahead queue, or null when FREERIDE_GATE_AHEAD is unset
+// or 0 (its value: pieces queued at most).
+LaunchAhead* TheAhead() {
+  static LaunchAhead* ahead = []() -> LaunchAhead* {
+    const uint64_t most = freeride::WholeNumberSetting("freeride-gate", "FREERIDE_GATE_AHEAD", 0, 0,
+                                                       LaunchAhead::kMostQueued);
+    // Never destroyed: a program's last pieces may still be queued at exit.
+    return most > 0 ? new LaunchAhead(most) : nullptr;
+  }();
+  return ahead;
+}
+
+// Streams being captured into graphs, counted at the ordered wrappers of
+// capture's begin and end: while any is, nothing is deferred (a capture
+// takes its work on the thread and in the order the program makes it).
+std::atomic<int> g_captures{0};
+
+// The context current on the calling thread (null: none, or no driver).
+void* CurrentContext() {
+  using Get = CuResult (*)(void**);
+  static const auto get = reinterpret_cast<Get>(DriverSymbol("cuCtxGetCurrent"));
+  void* context = nullptr;
+  if (!get || get(&context) != kCudaSuccess) return nullptr;
+  return context;
+}
+
+// Makes `context` current on the submitter, which submits for any thread.
+void MakeCurrent(void* context) {
+  using Set = CuResult (*)(void*);
+  static const auto set = reinterpret_cast<Set>(DriverSymbol("cuCtxSetCurrent"));
+  thread_local void* current = nullptr;
+  if (context == current || !set) return;
+  if (set(context) == kCudaSuccess) current = context;
+}
+
+// The sizes of a kernel's parameters, from the driver (CUDA 12.4's
+// cuFuncGetParamInfo, or cuKernelGetParamInfo for a library's kernel passed
+// as a function); empty optional: the driver cannot say, so its launches
+// are not deferred.  Kept per function until a module or library is unloaded.
+using ParamSizes = std::vector<uint32_t>;
+std::shared_mutex g_param_sizes_mutex;
+std::unordered_map<void*, std::optional<ParamSizes>> g_param_sizes;  // under g_param_sizes_mutex
+
+std::optional<ParamSizes> QueryParamSizes(void* function) {
+  using Info = CuResult (*)(void*, size_t, size_t*, size_t*);
+  static const auto by_function = reinterpret_cast<Info>(DriverSymbol("cuFuncGetParamInfo"));
+  static const auto by_kernel = reinterpret_cast<Info>(DriverSymbol("cuKernelGetParamInfo"));
+  constexpr size_t kMostParams = 4096;  // a kernel's parameters fit in 32 KiB
+  for (Info info : {by_function, by_kernel}) {
+    if (!info) continue;
+    ParamSizes sizes;
+    for (size_t i = 0; i < kMostParams; ++i) {
+      size_t offset = 0, size = 0;
+      const CuResult r = info(function, i, &offset, &size);
+      // Past the last parameter (at 0: a kernel of none).  A handle of the
+      // other kind is answered otherwise (an invalid handle).
+      if (r == kCudaErrorInvalidValue) return sizes;
+      if (r != kCudaSuccess) break;
+      sizes.push_back(static_cast<uint32_t>(size));
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ParamSizes> ParamSizesOf(void* function) {
+  {
+    std::shared_lock lock(g_param_sizes_mutex);
+    if (auto it = g_param_sizes.find(function); it != g_param_sizes.end()) return it->second;
+  }
+  std::optional<ParamSizes> sizes = QueryParamSizes(function);
+  std::unique_lock lock(g_param_sizes_mutex);
+  g_param_sizes.emplace(function, sizes);
+  return sizes;
+}
+
+void ForgetParamSizes() {
+  std::unique_lock lock(g_param_sizes_mutex);
+  g_param_sizes.clear();
+}
+
+// A kernel's arguments, copied: the values its kernelParams point to, or
+// the buffer its `extra` names (CU_LAUNCH_PARAM_BUFFER_POINTER/_SIZE).
+class CopiedArguments {
+ public:
+  // False: they cannot be copied (sizes unknown, an `extra` this does not
+  // read, or both forms at once); the launch is then not deferred.
+  bool Copy(void* function, void** params, void** extra) {
+    if (params && extra) return false;
+    if (extra) return CopyExtra(extra);
+    const std::optional<ParamSizes> sizes = ParamSizesOf(function);
+    if (!sizes) return false;
+    if (!sizes->empty() && !params) return false;
+    for (size_t i = 0; i < sizes->size(); ++i) {
+      const size_t at = (bytes_.size() + 15) & ~size_t{15};
+      bytes_.resize(at + (*sizes)[i]);
+      std::memcpy(bytes_.data() + at, params[i], (*sizes)[i]);
+      offsets_.push_back(at);
+    }
+    return true;
+  }
+  // The copies as the driver takes them (valid until this is destroyed).
+  void** Params() {
+    if (has_extra_) return nullptr;
+    pointers_.resize(offsets_.size());
+    for (size_t i = 0; i < offsets_.size(); ++i) pointers_[i] = bytes_.data() + offsets_[i];
+    return pointers_.empty() ? nullptr : pointers_.data();
+  }
+  void** Extra() {
+    if (!has_extra_) return nullptr;
+    extra_ = {reinterpret_cast<void*>(1), bytes_.data(), reinterpret_cast<void*>(2), &extra_size_, nullptr};
+    return extra_.data();
+  }
+
+ private:
+  bool CopyExtra(void** extra) {
+    const void* buffer = nullptr;
+    const size_t* size = nullptr;
+    for (size_t i = 0; i < 64; i += 2) {
+      const auto key = reinterpret_cast<uintptr_t>(extra[i]);
+      if (key == 0) {
+        if (!buffer || !size) return false;
+        bytes_.assign(static_cast<const unsigned char*>(buffer), static_cast<const unsigned char*>(buffer) + *size);
+        extra_size_ = *size;
+        has_extra_ = true;
+        return true;
+      }
+      if (key == 1) buffer = extra[i + 1];
+      else if (key == 2) size = static_cast<const size_t*>(extra[i + 1]);
+      else return false;
+    }
+    return false;
+  }
+  std::vector<unsigned char> bytes_;
+  std::vector<size_t> offsets_;
+  std::vector<void*> pointers_;
+  std::vector<void*> extra_;
+  size_t extra_size_ = 0;
+  bool has_extra_ = false;
+};
+
+// CUlaunchConfig whole, and the size of one CUlaunchAttribute (checked
+// against cuda.h in tests/gate_signatures_test.cc).
+struct LaunchConfigWhole {
+  LaunchConfigHead head;
+  void* attrs;
+  unsigned num_attrs;
+};
+constexpr size_t kLaunchAttributeBytes = 72;
+
+// Whether work on `stream` means the same on the submitter as on the caller:
+// not the calling thread's own default stream.
+bool SameStreamOnAnyThread(CuStream stream, bool per_thread) {
+  if (stream == kPerThreadStream) return false;
+  return !(per_thread && stream == nullptr);
+}
+
+// Queues the piece `f(args...)` for the submitter when launch ahead may take
+// it, and says so (kCudaSuccess: queued; the program's call returns that);
+// empty: submit it on this thread, after a barrier.  `submit` is the
+// legacy-stream wrapper the submitter calls.
+template <GatedFunction f, bool kPerThread, typename Submit, typename... Args>
+std::optional<CuResult> TryDefer(LaunchAhead& ahead, Submit submit, Args... args) {
+  constexpr bool kKernel = f == GatedFunction::kLaunchKernel || f == GatedFunction::kLaunchKernelEx;
+  constexpr bool kPlain = f == GatedFunction::kGraphLaunch || f == GatedFunction::kMemsetD8Async ||
+                          f == GatedFunction::kMemsetD16Async || f == GatedFunction::kMemsetD32Async ||
+                          f == GatedFunction::kMemsetD2D8Async || f == GatedFunction::kMemsetD2D16Async ||
+                          f == GatedFunction::kMemsetD2D32Async || f == GatedFunction::kMemcpyDtoDAsync ||
+                          f == GatedFunction::kMemcpyAsync;
+  if constexpr (!kKernel && !kPlain) {
+    return std::nullopt;
+  } else {
+    // Armed on the program's own thread (a refusal is then returned by its call).
+    if (TheGate().state() != GateState::kArmed || g_captures.load(std::memory_order_acquire) > 0) return std::nullopt;
+    void* const context = CurrentContext();
+    if (!context) return std::nullopt;
+    if constexpr (f == GatedFunction::kLaunchKernel) {
+      auto [fn, gx, gy, gz, bx, by, bz, shm, stream, params, extra] = std::tuple<Args...>(args...);
+      if (!SameStreamOnAnyThread(stream, kPerThread)) return std::nullopt;
+      auto copied = std::make_shared<CopiedArguments>();
+      if (!copied->Copy(fn, params, extra)) return std::nullopt;
+      ahead.Defer([=, fn = fn, stream = stream] {
+        MakeCurrent(context);
+        return submit(fn, gx, gy, gz, bx, by, bz, shm, stream, copied->Params(), copied->Extra());
+      });
+      return kCudaSuccess;
+    } else if constexpr (f == GatedFunction::kLaunchKernelEx) {
+      auto [config, fn, params, extra] = std::tuple<Args...>(args...);
+      if (!config || !SameStreamOnAnyThread(config->stream, kPerThread)) return std::nullopt;
+      const auto* whole = reinterpret_cast<const LaunchConfigWhole*>(config);
+      if (whole->num_attrs > 0 && !whole->attrs) return std::nullopt;
+      auto copied = std::make_shared<CopiedArguments>();
+      if (!copied->Copy(fn, params, extra)) return std::nullopt;
+      auto attributes = std::make_shared<std::vector<unsigned char>>(
+          static_cast<const unsigned char*>(whole->attrs),
+          static_cast<const unsigned char*>(whole->attrs) + whole->num_attrs * kLaunchAttributeBytes);
+      const LaunchConfigWhole kept = *whole;
+      ahead.Defer([=, fn = fn] {
+        MakeCurrent(context);
+        LaunchConfigWhole config = kept;
+        config.attrs = attributes->empty() ? nullptr : attributes->data();
+        return submit(&config.head, fn, copied->Params(), copied->Extra());
+      });
+      return kCudaSuccess;
+    } else {
+      const auto all = std::tuple<Args...>(args...);
+      if (!SameStreamOnAnyThread(std::get<sizeof...(Args) - 1>(all), kPerThread)) return std::nullopt;
+      if constexpr (f == GatedFunction::kMemcpyAsync)
+        if (!OnOneDevice(std::get<0>(all), std::get<1>(all))) return std::nullopt;  // host memory: may be pageable
+      ahead.Defer([=] {
+        MakeCurrent(context);
+        return std::apply(submit, all);
+      });
+      return kCudaSuccess;
+    }
+  }
+}
+
 // One wrapper per entry point and variant: GatedPiece submits one piece of
 // work; Gated first cuts a long one-dimensional copy into pieces
 // (gate/copy_split.h), unless its stream is capturing into a graph.
@@ -221,13 +457,22 @@ void RefusedBatch(Args... args) {
     TheGate().AfterWork(sample);                                                            \
     return result;                                                                          \
   }                                                                                         \
-  template <bool kPerThread>                                                                \
+  template <bool kPerThread, bool kMayDefer = true>                                         \
   CuResult Gated##id params {                                                               \
     constexpr bool kSynchronous = std::is_same_v<std::decay_t<decltype(stream)>, std::nullptr_t>; \
-    return CutOrSubmit<GatedFunction::k##id>(                                               \
+    LaunchAhead* ahead = LaunchAhead::OnSubmitter() ? nullptr : TheAhead();                 \
+    if (ahead) {                                                                            \
+      if constexpr (kMayDefer)                                                              \
+        if (auto queued = TryDefer<GatedFunction::k##id, kPerThread>(*ahead, &Gated##id<false>, \
+                                                                     FREERIDE_UNPAREN args))         \
+          return *queued;                                                                   \
+      ahead->Barrier();                                                                     \
+    }                                                                                       \
+    const CuResult result = CutOrSubmit<GatedFunction::k##id>(                              \
         &GatedPiece##id<kPerThread>,                                                        \
         [&] { return !kSynchronous && TheGate().Capturing(stream, kPerThread); },           \
         &OnOneDevice) args;                                                                 \
+    return ahead && result == kCudaSuccess ? ahead->TakeError() : result;                   \
   }
 FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_WRAPPER)
 #undef FREERIDE_GATE_WRAPPER
@@ -257,6 +502,8 @@ CuResult GatedInstantiateWithParams(void** exec, void* graph, GraphInstantiatePa
     g_real_instantiate[kPerThread].store(reinterpret_cast<void*>(real), std::memory_order_release);
   }
   if (!real) return kCudaErrorNotSupported;
+  if (!LaunchAhead::OnSubmitter())
+    if (LaunchAhead* ahead = TheAhead()) ahead->Barrier();
   if (!params || !(params->flags & kGraphInstantiateUpload)) return real(exec, graph, params);
   // The caller's own struct, its flag cleared for the call and put back:
   // the driver writes its outputs there, whatever the struct's size.
@@ -292,6 +539,80 @@ void* InstantiateByExportName(const char* name, void* real) {
   for (int per_thread = 0; per_thread < 2; ++per_thread)
     if (std::strcmp(name, kInstantiateExport[per_thread]) == 0) return InstantiateWrapper(per_thread, real);
   return nullptr;
+}
+
+// The entry points ordered against queued work (gate/ordered_functions.h):
+// under launch ahead each first waits for what was queued before it, then
+// calls the driver; a piece that failed on the submitter since is reported
+// by the first such call that succeeds.  Wrapped only under launch ahead.
+constexpr size_t kOrderedCount = static_cast<size_t>(OrderedFunction::kCount);
+const char* const kOrderedExport[kOrderedCount][2] = {
+#define FREERIDE_ORDERED_EXPORT(id, base, legacy, per_thread, ...) {legacy, per_thread},
+    FREERIDE_ORDERED_FUNCTIONS(FREERIDE_ORDERED_EXPORT)
+#undef FREERIDE_ORDERED_EXPORT
+};
+std::atomic<void*> g_real_ordered[kOrderedCount][2];
+
+void* RealOrdered(OrderedFunction function, bool per_thread) {
+  const size_t i = static_cast<size_t>(function);
+  void* fn = g_real_ordered[i][per_thread].load(std::memory_order_acquire);
+  if (!fn) {
+    fn = DriverSymbol(kOrderedExport[i][per_thread]);
+    g_real_ordered[i][per_thread].store(fn, std::memory_order_release);
+  }
+  return fn;
+}
+
+// What an ordered call changes for launch ahead: captures begun and ended,
+// kernels unloaded (their parameter sizes are asked again).
+void AfterOrdered(OrderedFunction function, CuResult result) {
+  switch (function) {
+    case OrderedFunction::kStreamBeginCapture:
+    case OrderedFunction::kStreamBeginCaptureToGraph:
+      if (result == kCudaSuccess) g_captures.fetch_add(1, std::memory_order_acq_rel);
+      break;
+    case OrderedFunction::kStreamEndCapture: {
+      int n = g_captures.load(std::memory_order_acquire);
+      while (n > 0 && !g_captures.compare_exchange_weak(n, n - 1, std::memory_order_acq_rel)) {
+      }
+      break;
+    }
+    case OrderedFunction::kModuleUnload:
+    case OrderedFunction::kLibraryUnload:
+      ForgetParamSizes();
+      break;
+    default:
+      break;
+  }
+}
+
+#define FREERIDE_ORDERED_WRAPPER(id, base, legacy, per_thread, min_version, params, args) \
+  template <bool kPerThread>                                                            \
+  CuResult Ordered##id params {                                                         \
+    LaunchAhead* ahead = LaunchAhead::OnSubmitter() ? nullptr : TheAhead();             \
+    if (ahead) ahead->Barrier();                                                        \
+    using Fn = CuResult(*) params;                                                      \
+    auto real = reinterpret_cast<Fn>(RealOrdered(OrderedFunction::k##id, kPerThread));  \
+    if (!real) return kCudaErrorNotSupported;                                           \
+    const CuResult result = real args;                                                  \
+    AfterOrdered(OrderedFunction::k##id, result);                                       \
+    return ahead && result == kCudaSuccess ? ahead->TakeError() : result;               \
+  }
+FREERIDE_ORDERED_FUNCTIONS(FREERIDE_ORDERED_WRAPPER)
+#undef FREERIDE_ORDERED_WRAPPER
+
+void* const kOrderedWrapper[kOrderedCount][2] = {
+#define FREERIDE_ORDERED_WRAPPER_PTR(id, ...) \
+  {reinterpret_cast<void*>(&Ordered##id<false>), reinterpret_cast<void*>(&Ordered##id<true>)},
+    FREERIDE_ORDERED_FUNCTIONS(FREERIDE_ORDERED_WRAPPER_PTR)
+#undef FREERIDE_ORDERED_WRAPPER_PTR
+};
+
+// Our ordered wrapper for a look-up that found `ordered`, keeping the driver's `real`.
+void* SubstituteOrdered(void* real, OrderedSymbol ordered) {
+  const size_t i = static_cast<size_t>(ordered.function);
+  if (!FromThisLibrary(real)) g_real_ordered[i][ordered.per_thread].store(real, std::memory_order_release);
+  return kOrderedWrapper[i][ordered.per_thread];
 }
 
 // Entry points the gate does not cover: calling one fails with a message
@@ -351,6 +672,11 @@ CuResult AnswerProcLookup(const char* name, void** pfn, int version, uint64_t fl
     *pfn = InstantiateWrapper((flags & kProcAddressPerThreadStream) != 0, *pfn);
     return real_result;
   }
+  if (TheAhead())
+    if (auto ordered = OrderedByBaseName(name, version, flags)) {
+      *pfn = SubstituteOrdered(*pfn, *ordered);
+      return real_result;
+    }
   *pfn = Substitute(name, *pfn, GatedByBaseName(name, version, flags));
   return real_result;
 }
@@ -360,15 +686,18 @@ void ReportAtExit() {
   const char* verbose = std::getenv("FREERIDE_GATE_VERBOSE");
   if (!(stats && *stats) && !(verbose && *verbose == '1')) return;
   GateCounters c = TheGate().counters();
+  LaunchAhead* ahead = TheAhead();
+  const LaunchAheadCounters a = ahead ? ahead->counters() : LaunchAheadCounters{};
   const char* state = TheGate().state() == GateState::kArmed     ? "armed"
                       : TheGate().state() == GateState::kRefused ? "refused"
                                                                  : "unarmed";
-  char line[832];
+  char line[1280];
   std::snprintf(line, sizeof line,
                 "{\"pid\": %d, \"state\": \"%s\", \"waits\": %llu, \"unwaited\": %llu, \"captured\": %llu, "
                 "\"failed_waits\": %llu, \"refused\": %llu, \"held\": %llu, \"passes\": %llu, "
                 "\"held_unpublished_ns\": %lld, \"held_drain_ns\": %lld, \"held_fit_ns\": %lld, \"kinds\": %llu, \"kinds_forgotten\": %llu, "
-                "\"windows_forgotten\": %llu}\n",
+                "\"windows_forgotten\": %llu, \"ahead\": %llu, \"ahead_deferred\": %llu, \"ahead_failed\": %llu, "
+                "\"ahead_barriers_waited\": %llu, \"ahead_full_waits\": %llu, \"ahead_most_queued\": %llu}\n",
                 static_cast<int>(getpid()), state, static_cast<unsigned long long>(c.waits),
                 static_cast<unsigned long long>(c.unwaited),
                 static_cast<unsigned long long>(c.captured),
@@ -377,7 +706,11 @@ void ReportAtExit() {
                 static_cast<unsigned long long>(c.passes), static_cast<long long>(c.held_unpublished_ns),
                 static_cast<long long>(c.held_drain_ns), static_cast<long long>(c.held_fit_ns),
                 static_cast<unsigned long long>(c.kinds), static_cast<unsigned long long>(c.kinds_forgotten),
-                static_cast<unsigned long long>(c.windows_forgotten));
+                static_cast<unsigned long long>(c.windows_forgotten),
+                static_cast<unsigned long long>(ahead ? ahead->most_queued() : 0),
+                static_cast<unsigned long long>(a.deferred), static_cast<unsigned long long>(a.failed),
+                static_cast<unsigned long long>(a.barriers_waited), static_cast<unsigned long long>(a.full_waits),
+                static_cast<unsigned long long>(a.most_queued));
   if (stats && *stats) {
     if (FILE* f = std::fopen(stats, "a")) {
       std::fputs(line, f);
@@ -427,10 +760,10 @@ CuResult cuGetProcAddress(const char* name, void** pfn, int version, uint64_t fl
 
 #define FREERIDE_GATE_DIRECT(id, base, legacy, per_thread, min_version, params, args, stream) \
   __attribute__((visibility("default"))) CuResult FreerideDirect##id params __asm__(legacy);  \
-  CuResult FreerideDirect##id params { return Gated##id<false> args; }                       \
+  CuResult FreerideDirect##id params { return Gated##id<false, false> args; }                \
   __attribute__((visibility("default"))) CuResult FreerideDirectPt##id params                \
       __asm__(per_thread);                                                                    \
-  CuResult FreerideDirectPt##id params { return Gated##id<true> args; }
+  CuResult FreerideDirectPt##id params { return Gated##id<true, false> args; }
 FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_DIRECT)
 #undef FREERIDE_GATE_DIRECT
 
@@ -449,6 +782,8 @@ __attribute__((visibility("default"))) void* dlsym(void* handle, const char* nam
     return reinterpret_cast<void*>(&FreerideGetProcAddressV1);
   }
   if (void* ours = InstantiateByExportName(name, real)) return ours;
+  if (TheAhead())
+    if (auto ordered = OrderedByExportName(name)) return SubstituteOrdered(real, *ordered);
   return Substitute(name, real, GatedByExportName(name));
 }
 

@@ -21,6 +21,13 @@ constexpr Names kGated[] = {
 #undef FREERIDE_GATE_NAMES
 };
 
+constexpr Names kOrdered[] = {
+#define FREERIDE_GATE_NAMES(id, base, legacy, per_thread, min_version, ...) \
+  {base, legacy, per_thread, min_version},
+    FREERIDE_ORDERED_FUNCTIONS(FREERIDE_GATE_NAMES)
+#undef FREERIDE_GATE_NAMES
+};
+
 constexpr const char* kUncovered[] = {
 #define FREERIDE_GATE_NAMES(id, base) base,
     FREERIDE_UNCOVERED_FUNCTIONS(FREERIDE_GATE_NAMES)
@@ -31,25 +38,46 @@ constexpr const char* kUncovered[] = {
 // every other symbol the process looks up.
 bool DriverName(const char* name) { return name && name[0] == 'c' && name[1] == 'u'; }
 
-}  // namespace
-
-std::optional<GatedSymbol> GatedByExportName(const char* name) {
+// The entry of `table` exported as `name`, and whether as its per-thread
+// variant (an entry whose two exports are one name reads as legacy).
+template <typename Symbol, typename Function, size_t N>
+std::optional<Symbol> ByExportName(const Names (&table)[N], const char* name) {
   if (!DriverName(name)) return std::nullopt;
-  for (size_t i = 0; i < std::size(kGated); ++i) {
-    if (std::strcmp(name, kGated[i].legacy) == 0) return GatedSymbol{GatedFunction(i), false};
-    if (std::strcmp(name, kGated[i].per_thread) == 0) return GatedSymbol{GatedFunction(i), true};
+  for (size_t i = 0; i < N; ++i) {
+    if (std::strcmp(name, table[i].legacy) == 0) return Symbol{Function(i), false};
+    if (std::strcmp(name, table[i].per_thread) == 0) return Symbol{Function(i), true};
   }
   return std::nullopt;
 }
 
-std::optional<GatedSymbol> GatedByBaseName(const char* name, int cuda_version, uint64_t flags) {
+// The entry of `table` that cuGetProcAddress(name, cuda_version, flags) finds.
+template <typename Symbol, typename Function, size_t N>
+std::optional<Symbol> ByBaseName(const Names (&table)[N], const char* name, int cuda_version, uint64_t flags) {
   if (!DriverName(name)) return std::nullopt;
   // A name's entries come newest signature first: the first the version meets.
-  for (size_t i = 0; i < std::size(kGated); ++i) {
-    if (std::strcmp(name, kGated[i].base) != 0 || cuda_version < kGated[i].min_version) continue;
-    return GatedSymbol{GatedFunction(i), (flags & kProcAddressPerThreadStream) != 0};
+  for (size_t i = 0; i < N; ++i) {
+    if (std::strcmp(name, table[i].base) != 0 || cuda_version < table[i].min_version) continue;
+    return Symbol{Function(i), (flags & kProcAddressPerThreadStream) != 0};
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<GatedSymbol> GatedByExportName(const char* name) {
+  return ByExportName<GatedSymbol, GatedFunction>(kGated, name);
+}
+
+std::optional<GatedSymbol> GatedByBaseName(const char* name, int cuda_version, uint64_t flags) {
+  return ByBaseName<GatedSymbol, GatedFunction>(kGated, name, cuda_version, flags);
+}
+
+std::optional<OrderedSymbol> OrderedByExportName(const char* name) {
+  return ByExportName<OrderedSymbol, OrderedFunction>(kOrdered, name);
+}
+
+std::optional<OrderedSymbol> OrderedByBaseName(const char* name, int cuda_version, uint64_t flags) {
+  return ByBaseName<OrderedSymbol, OrderedFunction>(kOrdered, name, cuda_version, flags);
 }
 
 bool LookupRefusedForVersion(const char* name, int cuda_version) {
@@ -79,6 +107,7 @@ std::optional<UncoveredFunction> UncoveredByName(const char* name) {
 }
 
 const char* BaseName(GatedFunction function) { return kGated[static_cast<size_t>(function)].base; }
+const char* BaseName(OrderedFunction function) { return kOrdered[static_cast<size_t>(function)].base; }
 const char* BaseName(UncoveredFunction function) {
   return kUncovered[static_cast<size_t>(function)];
 }

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "gate/gated_functions.h"
+#include "gate/ordered_functions.h"
 
 namespace freeride::gate {
 
@@ -32,6 +33,15 @@ std::optional<GatedSymbol> GatedByBaseName(const char* name, int cuda_version, u
 // refused: the driver answers that it has none.
 bool LookupRefusedForVersion(const char* name, int cuda_version);
 
+// The same for the entry points ordered against queued work
+// (gate/ordered_functions.h), wrapped under launch ahead.
+struct OrderedSymbol {
+  OrderedFunction function;
+  bool per_thread;
+};
+std::optional<OrderedSymbol> OrderedByExportName(const char* name);
+std::optional<OrderedSymbol> OrderedByBaseName(const char* name, int cuda_version, uint64_t flags);
+
 // An uncovered entry point, by base or exported name ("cuStreamBatchMemOp",
 // "cuStreamBatchMemOp_v2", "..._ptsz").
 std::optional<UncoveredFunction> UncoveredByName(const char* name);
@@ -39,5 +49,6 @@ std::optional<UncoveredFunction> UncoveredByName(const char* name);
 // The name of a function in the lists (for messages).
 const char* BaseName(GatedFunction function);
 const char* BaseName(UncoveredFunction function);
+const char* BaseName(OrderedFunction function);
 
 }  // namespace freeride::gate

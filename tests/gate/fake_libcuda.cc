@@ -103,9 +103,35 @@ CuResult cuEventElapsedTime_v2(float* ms, void*, void*) {
   return 0;
 }
 CuResult cuEventDestroy_v2(void*) { return 0; }
-CuResult cuLaunchKernel(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                        CuStream s, void**, void**) {
-  Log("launch " + Hex(s));
+// Kernel 0xf1 takes an int and a long long (its launches log their values);
+// 0xf0 is a handle neither form of the parameter query knows; any other, none.
+CuResult cuFuncGetParamInfo(void* f, size_t index, size_t* offset, size_t* size) {
+  if (f == reinterpret_cast<void*>(0xf0)) return 400;  // CUDA_ERROR_INVALID_HANDLE
+  const size_t sizes[] = {4, 8};
+  if (f != reinterpret_cast<void*>(0xf1) || index >= 2) return 1;  // CUDA_ERROR_INVALID_VALUE: past the last
+  *offset = index == 0 ? 0 : 8;
+  *size = sizes[index];
+  return 0;
+}
+CuResult cuKernelGetParamInfo(void*, size_t, size_t*, size_t*) { return 400; }
+CuResult cuCtxGetCurrent(void** ctx) {
+  *ctx = reinterpret_cast<void*>(0xc7);
+  return 0;
+}
+CuResult cuCtxSetCurrent(void*) { return 0; }
+CuResult cuStreamSynchronize(CuStream s) {
+  Log("stream sync " + Hex(s));
+  return 0;
+}
+// A line the client writes into the log, in its place among the driver's.
+void fake_cuda_note(const char* line) { Log(std::string("note ") + line); }
+CuResult cuLaunchKernel(void* f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        CuStream s, void** params, void**) {
+  std::string args;
+  if (f == reinterpret_cast<void*>(0xf1) && params)
+    args = " args " + std::to_string(*static_cast<int*>(params[0])) + " " +
+           std::to_string(*static_cast<long long*>(params[1]));
+  Log("launch " + Hex(s) + args);
   return 0;
 }
 CuResult cuLaunchKernel_ptsz(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -221,6 +247,7 @@ CuResult cuGetProcAddress_v2(const char* name, void** pfn, int version, uint64_t
   else if (!std::strcmp(name, "cuMemsetD2D8")) fn = reinterpret_cast<void*>(&cuMemsetD2D8_v2);
   else if (!std::strcmp(name, "cuStreamBatchMemOp")) fn = reinterpret_cast<void*>(&cuStreamBatchMemOp_v2);
   else if (!std::strcmp(name, "cuCtxSynchronize")) fn = reinterpret_cast<void*>(&cuCtxSynchronize);
+  else if (!std::strcmp(name, "cuStreamSynchronize")) fn = reinterpret_cast<void*>(&cuStreamSynchronize);
   else if (!std::strcmp(name, "cuGetProcAddress")) fn = reinterpret_cast<void*>(&cuGetProcAddress_v2);
   if (status) *status = fn ? 0 : 1;
   if (!fn) return 500;  // CUDA_ERROR_NOT_FOUND

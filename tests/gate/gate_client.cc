@@ -3,6 +3,11 @@
 // up and call them.  argv[1] names the scenario; the driver's log goes to
 // stdout, then "result <code>" of each call made.
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
 
 #include <cstdint>
 #include <cstdio>
@@ -148,6 +153,40 @@ int main(int argc, char** argv) {
       note(reinterpret_cast<Launch>(fn)(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));
     get_proc("cuGraphLaunch", &fn, 12000, 1, &status);
     note(reinterpret_cast<Graph>(fn)(nullptr, stream));
+  } else if (scenario == "ahead") {
+    // Under launch ahead (FREERIDE_GATE_AHEAD): a launch made while the gate
+    // is shut returns at once, its arguments copied (the client overwrites
+    // them), and a stream synchronisation returns only once it was submitted.
+    // The client shuts and opens the gate itself, as the stage's stream would.
+    auto note_line = reinterpret_cast<void (*)(const char*)>(dlsym(cuda, "fake_cuda_note"));
+    const char* path = getenv("FREERIDE_GATE_PAGE");
+    int fd = path ? open(path, O_RDWR) : -1;
+    void* page = fd >= 0 ? mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (page == MAP_FAILED) {
+      std::printf("no gate page\n");
+      return 2;
+    }
+    auto* word = static_cast<std::atomic<uint32_t>*>(page);
+    void* kernel = reinterpret_cast<void*>(0xf1);
+    int a = 1;
+    long long b = 2;
+    void* params[] = {&a, &b};
+    get_proc("cuLaunchKernel", &fn, 12000, 1, &status);
+    auto launch = reinterpret_cast<Launch>(fn);
+    get_proc("cuStreamSynchronize", &fn, 12000, 1, &status);
+    auto sync = reinterpret_cast<CuResult (*)(void*)>(fn);
+    note(launch(kernel, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr));  // arms the gate, on this thread
+    note(sync(stream));
+    word->store(2);  // bubble 1 closed
+    a = 7;
+    b = 9;
+    note(launch(kernel, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr));
+    a = 0;
+    b = 0;
+    note_line("returned with the gate shut");
+    word->store(3);  // bubble 1 open again (its deadline is still published)
+    note(sync(stream));
+    note_line("synchronised");
   } else if (scenario == "register-fails") {
     set_register(2);  // CUDA_ERROR_OUT_OF_MEMORY
     get_proc("cuLaunchKernel", &fn, 12000, 1, &status);

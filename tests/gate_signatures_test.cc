@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gate/gated_functions.h"
+#include "gate/ordered_functions.h"
 #include "gate/symbol_table.h"
 
 namespace freeride::gate {
@@ -108,6 +109,57 @@ static_assert(sizeof(GraphInstantiateParams) == sizeof(CUDA_GRAPH_INSTANTIATE_PA
               kGraphInstantiateUpload == CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD &&
               kGraphInstantiateError == CUDA_GRAPH_INSTANTIATE_ERROR);
 static_assert(sizeof(MemLocation) == sizeof(CUmemLocation));
+// What launch ahead copies of a cuLaunchKernelEx (interposer.cc's TryDefer).
+static_assert(sizeof(LaunchConfigWhole) == sizeof(CUlaunchConfig) &&
+              offsetof(LaunchConfigWhole, head.stream) == offsetof(CUlaunchConfig, hStream) &&
+              offsetof(LaunchConfigWhole, attrs) == offsetof(CUlaunchConfig, attrs) &&
+              offsetof(LaunchConfigWhole, num_attrs) == offsetof(CUlaunchConfig, numAttrs) &&
+              kLaunchAttributeBytes == sizeof(CUlaunchAttribute));
+
+// The entry points ordered against queued work (ordered_functions.h),
+// wrapped under launch ahead: each against the driver's typedef of its
+// name at its least version (or its only one).
+#define FREERIDE_ORDERED_PARAMS(id, base, legacy, per_thread, min_version, params, args) \
+  using OrderedOurs##id = CuResult(*) params;
+FREERIDE_ORDERED_FUNCTIONS(FREERIDE_ORDERED_PARAMS)
+#undef FREERIDE_ORDERED_PARAMS
+#if CUDA_VERSION >= 13000
+#define FREERIDE_ORDERED_13_0_TYPES(X) X(CtxSynchronizeV2, PFN_cuCtxSynchronize_v13000)
+#else
+#define FREERIDE_ORDERED_13_0_TYPES(X)
+#endif
+#define FREERIDE_ORDERED_DRIVER_TYPES(X)                                                       \
+  FREERIDE_ORDERED_13_0_TYPES(X)                                                               \
+  X(EventRecord, PFN_cuEventRecord_v2000) X(EventRecordWithFlags, PFN_cuEventRecordWithFlags_v11010) \
+  X(StreamWaitEvent, PFN_cuStreamWaitEvent_v3020) X(StreamSynchronize, PFN_cuStreamSynchronize_v2000) \
+  X(StreamQuery, PFN_cuStreamQuery_v2000) X(CtxSynchronize, PFN_cuCtxSynchronize_v2000)         \
+  X(LaunchHostFunc, PFN_cuLaunchHostFunc_v10000) X(StreamAddCallback, PFN_cuStreamAddCallback_v5000) \
+  X(StreamWaitValue32V2, PFN_cuStreamWaitValue32_v11070) X(StreamWaitValue32, PFN_cuStreamWaitValue32_v8000) \
+  X(StreamWaitValue64V2, PFN_cuStreamWaitValue64_v11070) X(StreamWaitValue64, PFN_cuStreamWaitValue64_v9000) \
+  X(StreamWriteValue32V2, PFN_cuStreamWriteValue32_v11070)                                      \
+  X(StreamWriteValue32, PFN_cuStreamWriteValue32_v8000)                                         \
+  X(StreamWriteValue64V2, PFN_cuStreamWriteValue64_v11070)                                      \
+  X(StreamWriteValue64, PFN_cuStreamWriteValue64_v9000)                                         \
+  X(StreamBeginCapture, PFN_cuStreamBeginCapture_v10010)                                        \
+  X(StreamBeginCaptureToGraph, PFN_cuStreamBeginCaptureToGraph_v12030)                          \
+  X(StreamEndCapture, PFN_cuStreamEndCapture_v10000) X(MemFree, PFN_cuMemFree_v3020)            \
+  X(MemFreeHost, PFN_cuMemFreeHost_v2000) X(MemHostUnregister, PFN_cuMemHostUnregister_v4000)   \
+  X(MemFreeAsync, PFN_cuMemFreeAsync_v11020) X(MemUnmap, PFN_cuMemUnmap_v10020)                 \
+  X(MemRelease, PFN_cuMemRelease_v10020) X(IpcCloseMemHandle, PFN_cuIpcCloseMemHandle_v4010)    \
+  X(StreamDestroy, PFN_cuStreamDestroy_v4000) X(StreamSetAttribute, PFN_cuStreamSetAttribute_v11000) \
+  X(GraphExecDestroy, PFN_cuGraphExecDestroy_v10000) X(ModuleUnload, PFN_cuModuleUnload_v2000)  \
+  X(LibraryUnload, PFN_cuLibraryUnload_v12000) X(FuncSetAttribute, PFN_cuFuncSetAttribute_v9000) \
+  X(KernelSetAttribute, PFN_cuKernelSetAttribute_v12000)                                        \
+  X(SignalExternalSemaphoresAsync, PFN_cuSignalExternalSemaphoresAsync_v10000)                  \
+  X(WaitExternalSemaphoresAsync, PFN_cuWaitExternalSemaphoresAsync_v10000)                      \
+  X(GraphicsUnmapResources, PFN_cuGraphicsUnmapResources_v3000) X(CtxDestroy, PFN_cuCtxDestroy_v4000) \
+  X(DevicePrimaryCtxRelease, PFN_cuDevicePrimaryCtxRelease_v11000)                              \
+  X(DevicePrimaryCtxReset, PFN_cuDevicePrimaryCtxReset_v11000)
+#define FREERIDE_ORDERED_CHECK(id, driver_type)                                                 \
+  static_assert(SameAbi<OrderedOurs##id, driver_type>::value,                                   \
+                "ordered_functions.h: " #id "'s parameters differ from the driver's " #driver_type);
+FREERIDE_ORDERED_DRIVER_TYPES(FREERIDE_ORDERED_CHECK)
+#undef FREERIDE_ORDERED_CHECK
 
 struct Checked {
   GatedFunction function;
@@ -178,6 +230,37 @@ TEST(GateSignatures, EachWrapperPassesItsParametersOnInTheirOrderAndReadsItsStre
   }
   EXPECT_EQ(NamesIn("(unsigned long long flags, CuStream s)"), (std::vector<std::string>{"flags", "s"}));
   EXPECT_EQ(NamesIn("(d, pitch, v)"), (std::vector<std::string>{"d", "pitch", "v"}));
+}
+
+TEST(GateSignatures, EveryOrderedEntryIsCheckedAgainstTheDriversTypedefAndPassesItsParametersOnInOrder) {
+  struct Ordered {
+    const char* base;
+    int min_version;
+    const char* params;
+    const char* args;
+  };
+  constexpr Ordered kOrdered[] = {
+#define FREERIDE_ORDERED_LISTS(id, base, legacy, per_thread, min_version, params, args) \
+  {base, min_version, #params, #args},
+      FREERIDE_ORDERED_FUNCTIONS(FREERIDE_ORDERED_LISTS)
+#undef FREERIDE_ORDERED_LISTS
+  };
+  const std::vector<std::string> checked = {
+#define FREERIDE_ORDERED_CHECKED(id, driver_type) #driver_type,
+      FREERIDE_ORDERED_DRIVER_TYPES(FREERIDE_ORDERED_CHECKED)
+#undef FREERIDE_ORDERED_CHECKED
+  };
+  for (size_t i = 0; i < std::size(kOrdered); ++i) {
+    const Ordered& o = kOrdered[i];
+    EXPECT_EQ(NamesIn(o.params), NamesIn(o.args)) << o.base << ": " << o.params << " passed on as " << o.args;
+    if (o.min_version > CUDA_VERSION) continue;
+    const std::string prefix = std::string("PFN_") + o.base + "_v";
+    const auto found = std::find_if(checked.begin(), checked.end(), [&](const std::string& type) {
+      return type.rfind(prefix, 0) == 0 && (o.min_version == 0 || std::stoi(type.substr(prefix.size())) == o.min_version);
+    });
+    EXPECT_NE(found, checked.end()) << o.base << " at version " << o.min_version << " is not checked against cuda.h";
+    EXPECT_EQ(BaseName(OrderedFunction(i)), std::string(o.base));
+  }
 }
 
 TEST(GateSignatures, EveryGatedEntryIsCheckedOnceAgainstTheDriversTypedefOfItsNameAndVersion) {

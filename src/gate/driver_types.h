@@ -58,6 +58,15 @@ struct LaunchConfigHead {
   CuStream stream;
 };
 
+// CUlaunchConfig whole (launch ahead copies it, with its attributes), and
+// the size of one CUlaunchAttribute.
+struct LaunchConfigWhole {
+  LaunchConfigHead head;
+  void* attrs;
+  unsigned num_attrs;
+};
+constexpr size_t kLaunchAttributeBytes = 72;
+
 // The driver entry points the gate itself calls.  The interposer fills them
 // from the real driver; tests fill them with fakes.
 struct DriverApi {

@@ -358,15 +358,6 @@ class CopiedArguments {
   bool has_extra_ = false;
 };
 
-// CUlaunchConfig whole, and the size of one CUlaunchAttribute (checked
-// against cuda.h in tests/gate_signatures_test.cc).
-struct LaunchConfigWhole {
-  LaunchConfigHead head;
-  void* attrs;
-  unsigned num_attrs;
-};
-constexpr size_t kLaunchAttributeBytes = 72;
-
 // Whether work on `stream` means the same on the submitter as on the caller:
 // not the calling thread's own default stream.
 bool SameStreamOnAnyThread(CuStream stream, bool per_thread) {

@@ -266,20 +266,27 @@ std::optional<ParamSizes> QueryParamSizes(void* function) {
   static const auto by_function = reinterpret_cast<Info>(DriverSymbol("cuFuncGetParamInfo"));
   static const auto by_kernel = reinterpret_cast<Info>(DriverSymbol("cuKernelGetParamInfo"));
   constexpr size_t kMostParams = 4096;  // a kernel's parameters fit in 32 KiB
+  // Both forms are asked, and "no parameters" is believed only where neither
+  // names one: how a driver answers a handle of the other kind (a runtime's
+  // CUkernel passed as a CUfunction) is not documented, and a launch deferred
+  // with its parameters dropped would run with garbage.
+  std::optional<ParamSizes> none;
   for (Info info : {by_function, by_kernel}) {
     if (!info) continue;
     ParamSizes sizes;
     for (size_t i = 0; i < kMostParams; ++i) {
       size_t offset = 0, size = 0;
       const CuResult r = info(function, i, &offset, &size);
-      // Past the last parameter (at 0: a kernel of none).  A handle of the
-      // other kind is answered otherwise (an invalid handle).
-      if (r == kCudaErrorInvalidValue) return sizes;
-      if (r != kCudaSuccess) break;
+      if (r == kCudaErrorInvalidValue) {  // past the last parameter (at 0: none)
+        if (!sizes.empty()) return sizes;
+        none = ParamSizes{};
+        break;
+      }
+      if (r != kCudaSuccess) break;  // not this form's handle
       sizes.push_back(static_cast<uint32_t>(size));
     }
   }
-  return std::nullopt;
+  return none;
 }
 
 std::optional<ParamSizes> ParamSizesOf(void* function) {

@@ -104,6 +104,8 @@ CuResult cuEventElapsedTime_v2(float* ms, void*, void*) {
 }
 CuResult cuEventDestroy_v2(void*) { return 0; }
 // Kernel 0xf1 takes an int and a long long (its launches log their values);
+// 0xf2 is a library's kernel that takes a long long, which only the kernel
+// form of the query names (the function form answers "no parameter 0");
 // 0xf0 is a handle neither form of the parameter query knows; any other, none.
 CuResult cuFuncGetParamInfo(void* f, size_t index, size_t* offset, size_t* size) {
   if (f == reinterpret_cast<void*>(0xf0)) return 400;  // CUDA_ERROR_INVALID_HANDLE
@@ -113,7 +115,13 @@ CuResult cuFuncGetParamInfo(void* f, size_t index, size_t* offset, size_t* size)
   *size = sizes[index];
   return 0;
 }
-CuResult cuKernelGetParamInfo(void*, size_t, size_t*, size_t*) { return 400; }
+CuResult cuKernelGetParamInfo(void* f, size_t index, size_t* offset, size_t* size) {
+  if (f != reinterpret_cast<void*>(0xf2)) return 400;  // CUDA_ERROR_INVALID_HANDLE
+  if (index >= 1) return 1;
+  *offset = 0;
+  *size = 8;
+  return 0;
+}
 CuResult cuCtxGetCurrent(void** ctx) {
   *ctx = reinterpret_cast<void*>(0xc7);
   return 0;
@@ -131,6 +139,8 @@ CuResult cuLaunchKernel(void* f, unsigned, unsigned, unsigned, unsigned, unsigne
   if (f == reinterpret_cast<void*>(0xf1) && params)
     args = " args " + std::to_string(*static_cast<int*>(params[0])) + " " +
            std::to_string(*static_cast<long long*>(params[1]));
+  if (f == reinterpret_cast<void*>(0xf2))
+    args = params ? " kernel arg " + std::to_string(*static_cast<long long*>(params[0])) : " kernel no args";
   Log("launch " + Hex(s) + args);
   return 0;
 }

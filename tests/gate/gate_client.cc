@@ -181,8 +181,12 @@ int main(int argc, char** argv) {
     a = 7;
     b = 9;
     note(launch(kernel, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr));
+    long long c = 5;
+    void* library_params[] = {&c};
+    note(launch(reinterpret_cast<void*>(0xf2), 1, 1, 1, 1, 1, 1, 0, stream, library_params, nullptr));
     a = 0;
     b = 0;
+    c = 0;
     note_line("returned with the gate shut");
     word->store(3);  // bubble 1 open again (its deadline is still published)
     note(sync(stream));

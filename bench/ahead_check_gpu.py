@@ -117,15 +117,23 @@ def main() -> int:
         raise SystemExit(f"--ahead {args.ahead!r}: each bound must be 1 or more")
     work = tempfile.mkdtemp(prefix="ahead_check_")
     arms = [("plain", {}), ("plain-again", {})]
+    pages = []
     for name, ahead in [("gate", None)] + [(f"ahead-{b}", b) for b in bounds]:
-        page = os.path.join(work, f"{name}.page")
+        # In /dev/shm: the driver registers the page as host memory, which a file
+        # on another file system (an overlay /tmp) may refuse.
+        page = f"/dev/shm/freeride-ahead-check-{os.getpid()}-{name}.page"
+        pages.append(page)
         write_open_page(page)
         env = {"LD_PRELOAD": gate, "FREERIDE_GATE_PAGE": page,
                "FREERIDE_GATE_STATS": os.path.join(work, f"{name}.stats.jsonl")}
         if ahead:
             env["FREERIDE_GATE_AHEAD"] = str(ahead)
         arms.append((name, env))
-    results = [run_arm(name, env, work) for name, env in arms]
+    try:
+        results = [run_arm(name, env, work) for name, env in arms]
+    finally:
+        for page in pages:
+            os.unlink(page)
     reference = results[0]["checksums"]
     failures = []
     for r in results:

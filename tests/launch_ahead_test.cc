@@ -111,5 +111,41 @@ TEST(LaunchAhead, ItsQueueBoundIsTakenIntoRange) {
   EXPECT_EQ(LaunchAhead(1u << 30).most_queued(), LaunchAhead::kMostQueued);
 }
 
+// Hand-offs with and without the look before sleeping (0: every hand-off
+// through the condition variables; 50 us: mostly through the looks; 1 ns:
+// a look that always runs out, so each side goes to sleep just as the other
+// may be waking it).  Four threads each defer a run of pieces and then wait
+// at a barrier, again and again: every piece runs once, each thread's in its
+// order, and no barrier is left asleep (a lost wake-up would hang the test).
+class LaunchAheadHandOffs : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(LaunchAheadHandOffs, NoPieceOrBarrierIsLostWhicheverSideSleeps) {
+  LaunchAhead ahead(8, std::chrono::nanoseconds(GetParam()));
+  constexpr int kThreads = 4, kRounds = 300;
+  std::vector<std::vector<int>> ran(kThreads);  // each written by the submitter alone
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      int next = 0;
+      for (int round = 0; round < kRounds; ++round) {
+        for (int i = 0; i < round % 11; ++i)  // runs of 0 to 10, some longer than the queue
+          ahead.Defer([&, t, n = next++] {
+            ran[t].push_back(n);
+            return kCudaSuccess;
+          });
+        ahead.Barrier();
+        ASSERT_EQ(static_cast<int>(ran[t].size()), next) << "a barrier returned before its pieces ran";
+      }
+    });
+  for (std::thread& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t)
+    for (int i = 0; i < static_cast<int>(ran[t].size()); ++i) ASSERT_EQ(ran[t][i], i) << "thread " << t;
+  const LaunchAheadCounters c = ahead.counters();
+  EXPECT_EQ(c.submitted, c.deferred);
+  EXPECT_TRUE(ahead.Idle());
+}
+
+INSTANTIATE_TEST_SUITE_P(SpinFor, LaunchAheadHandOffs, ::testing::Values(0, 1, 50'000));
+
 }  // namespace
 }  // namespace freeride::gate

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -224,8 +225,15 @@ LaunchAhead* TheAhead() {
   static LaunchAhead* ahead = []() -> LaunchAhead* {
     const uint64_t most = freeride::WholeNumberSetting("freeride-gate", "FREERIDE_GATE_AHEAD", 0, 0,
                                                        LaunchAhead::kMostQueued);
+    if (most == 0) return nullptr;
+    // How long the submitter and a barrier look before they sleep
+    // (bench/launch_ahead_bench.cc: far quicker hand-offs with a core free,
+    // slower ones where every core is taken).
+    const uint64_t spin_us = freeride::WholeNumberSetting(
+        "freeride-gate", "FREERIDE_GATE_AHEAD_SPIN_US",
+        static_cast<uint64_t>(LaunchAhead::kSpinFor.count()), 0, LaunchAhead::kMostSpin.count());
     // Never destroyed: a program's last pieces may still be queued at exit.
-    return most > 0 ? new LaunchAhead(most) : nullptr;
+    return new LaunchAhead(most, std::chrono::microseconds(spin_us));
   }();
   return ahead;
 }
@@ -695,7 +703,7 @@ void ReportAtExit() {
                 "\"failed_waits\": %llu, \"refused\": %llu, \"held\": %llu, \"passes\": %llu, "
                 "\"held_unpublished_ns\": %lld, \"held_drain_ns\": %lld, \"held_fit_ns\": %lld, \"kinds\": %llu, \"kinds_forgotten\": %llu, "
                 "\"windows_forgotten\": %llu, \"ahead\": %llu, \"ahead_deferred\": %llu, \"ahead_failed\": %llu, "
-                "\"ahead_barriers_waited\": %llu, \"ahead_full_waits\": %llu, \"ahead_most_queued\": %llu}\n",
+                "\"ahead_barriers_waited\": %llu, \"ahead_full_waits\": %llu, \"ahead_wakes\": %llu, \"ahead_most_queued\": %llu}\n",
                 static_cast<int>(getpid()), state, static_cast<unsigned long long>(c.waits),
                 static_cast<unsigned long long>(c.unwaited),
                 static_cast<unsigned long long>(c.captured),
@@ -708,6 +716,7 @@ void ReportAtExit() {
                 static_cast<unsigned long long>(ahead ? ahead->most_queued() : 0),
                 static_cast<unsigned long long>(a.deferred), static_cast<unsigned long long>(a.failed),
                 static_cast<unsigned long long>(a.barriers_waited), static_cast<unsigned long long>(a.full_waits),
+                static_cast<unsigned long long>(a.wakes),
                 static_cast<unsigned long long>(a.most_queued));
   if (stats && *stats) {
     if (FILE* f = std::fopen(stats, "a")) {

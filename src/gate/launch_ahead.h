@@ -25,6 +25,11 @@
 // by TakeError(), which the interposer calls after each barrier, so a later
 // synchronisation reports it, as an asynchronous error would be.
 //
+// Hand-offs: the submitter, its queue empty, looks for new pieces for a
+// while (kSpinFor) before it sleeps, and a Barrier looks for its pieces'
+// submission as long before it sleeps; Defer wakes the submitter only where it sleeps.
+// A condition variable's wake costs as much as the launch it hands over.
+//
 // Threading: Defer, Barrier and TakeError from any thread at once.  Pieces
 // run on the submitter thread, one at a time, in the order Defer took them
 // (a thread's own order; pieces of threads racing each other in the order
@@ -33,6 +38,7 @@
 // called from a piece (OnSubmitter() says where a caller is).
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -51,6 +57,7 @@ struct LaunchAheadCounters {
   uint64_t failed = 0;           // pieces whose submission failed (the first is TakeError's)
   uint64_t barriers_waited = 0;  // barriers that found pieces queued, and waited
   uint64_t full_waits = 0;       // Defers that found the queue full, and waited
+  uint64_t wakes = 0;            // Defers that woke the submitter from its sleep
   size_t most_queued = 0;        // the longest the queue has been
 };
 
@@ -60,10 +67,15 @@ class LaunchAhead {
   // largest is a few MiB; a smaller one only lets the program run less far ahead.
   static constexpr size_t kLeastQueued = 1;
   static constexpr size_t kMostQueued = 65536;
+  // How long the submitter and a barrier look before they sleep, by default.
+  static constexpr std::chrono::microseconds kSpinFor{50};
+  static constexpr std::chrono::microseconds kMostSpin{1000};
 
   // `most_queued` (taken into [kLeastQueued, kMostQueued]): pieces waiting
-  // at most before Defer blocks.  The submitter thread starts at the first Defer.
-  explicit LaunchAhead(size_t most_queued);
+  // at most before Defer blocks; `spin_for`: how long the submitter and a
+  // barrier look before they sleep (0: they sleep at once).  The submitter
+  // thread starts at the first Defer.
+  explicit LaunchAhead(size_t most_queued, std::chrono::nanoseconds spin_for = kSpinFor);
   // Not meant to be destroyed while pieces remain (the interposer never
   // destroys its own): waits for the queue to empty, then stops the submitter.
   ~LaunchAhead();
@@ -92,6 +104,7 @@ class LaunchAhead {
   void Submit();
 
   const size_t most_queued_;
+  const std::chrono::nanoseconds spin_for_;
   mutable std::mutex mutex_;
   std::condition_variable work_;   // the submitter waits for pieces
   std::condition_variable room_;   // Defer waits for room
@@ -100,6 +113,11 @@ class LaunchAhead {
   uint64_t taken_ = 0;    // pieces deferred, in all; under mutex_
   uint64_t done_ = 0;     // pieces run, in all; under mutex_
   std::atomic<bool> idle_{true};  // taken_ == done_, for Barrier's cheap look
+  std::atomic<size_t> queued_{0};      // queue_.size(), for the submitter's look before it sleeps
+  std::atomic<uint64_t> done_seen_{0};  // done_, for a barrier's look before it sleeps
+  bool submitter_asleep_ = false;  // in work_.wait; under mutex_
+  int barriers_asleep_ = 0;        // threads in drained_.wait; under mutex_
+  int full_waiters_ = 0;           // Defers in room_.wait; under mutex_
   bool stopping_ = false;  // under mutex_
   CuResult first_error_ = kCudaSuccess;  // under mutex_
   LaunchAheadCounters counters_;  // under mutex_

@@ -148,6 +148,23 @@ FREERIDE_ORDERED_FUNCTIONS(FREERIDE_ORDERED_PARAMS)
   X(MemRelease, PFN_cuMemRelease_v10020) X(IpcCloseMemHandle, PFN_cuIpcCloseMemHandle_v4010)    \
   X(StreamDestroy, PFN_cuStreamDestroy_v4000) X(StreamSetAttribute, PFN_cuStreamSetAttribute_v11000) \
   X(GraphExecDestroy, PFN_cuGraphExecDestroy_v10000) X(ModuleUnload, PFN_cuModuleUnload_v2000)  \
+  X(GraphExecUpdateV2, PFN_cuGraphExecUpdate_v12000)                                            \
+  X(GraphExecUpdate, PFN_cuGraphExecUpdate_v10020)                                              \
+  X(GraphExecKernelNodeSetParamsV2, PFN_cuGraphExecKernelNodeSetParams_v12000)                  \
+  X(GraphExecKernelNodeSetParams, PFN_cuGraphExecKernelNodeSetParams_v10010)                    \
+  X(GraphExecMemcpyNodeSetParams, PFN_cuGraphExecMemcpyNodeSetParams_v10020)                    \
+  X(GraphExecMemsetNodeSetParams, PFN_cuGraphExecMemsetNodeSetParams_v10020)                    \
+  X(GraphExecHostNodeSetParams, PFN_cuGraphExecHostNodeSetParams_v10020)                        \
+  X(GraphExecChildGraphNodeSetParams, PFN_cuGraphExecChildGraphNodeSetParams_v11010)            \
+  X(GraphExecEventRecordNodeSetEvent, PFN_cuGraphExecEventRecordNodeSetEvent_v11010)            \
+  X(GraphExecEventWaitNodeSetEvent, PFN_cuGraphExecEventWaitNodeSetEvent_v11010)                \
+  X(GraphExecExternalSemaphoresSignalNodeSetParams,                                             \
+    PFN_cuGraphExecExternalSemaphoresSignalNodeSetParams_v11020)                                \
+  X(GraphExecExternalSemaphoresWaitNodeSetParams,                                               \
+    PFN_cuGraphExecExternalSemaphoresWaitNodeSetParams_v11020)                                  \
+  X(GraphExecBatchMemOpNodeSetParams, PFN_cuGraphExecBatchMemOpNodeSetParams_v11070)            \
+  X(GraphNodeSetEnabled, PFN_cuGraphNodeSetEnabled_v11060)                                      \
+  X(GraphExecNodeSetParams, PFN_cuGraphExecNodeSetParams_v12020)                                \
   X(LibraryUnload, PFN_cuLibraryUnload_v12000) X(FuncSetAttribute, PFN_cuFuncSetAttribute_v9000) \
   X(KernelSetAttribute, PFN_cuKernelSetAttribute_v12000)                                        \
   X(SignalExternalSemaphoresAsync, PFN_cuSignalExternalSemaphoresAsync_v10000)                  \

@@ -2216,6 +2216,17 @@ class InterposerTest : public ::testing::Test {
                         env + GATE_CLIENT_BIN " " + scenario,
                     dir_.path());
   }
+  // Whether each of `lines` stands in `out`, in that order.
+  static ::testing::AssertionResult InOrder(const std::string& out, const std::vector<std::string>& lines) {
+    size_t at = 0;
+    for (const std::string& line : lines) {
+      const size_t found = out.find(line, at);
+      if (found == std::string::npos)
+        return ::testing::AssertionFailure() << "missing, or out of order: " << line << out;
+      at = found + line.size();
+    }
+    return ::testing::AssertionSuccess();
+  }
   TempDir dir_;
   std::string page_path_;
   GatePage page_;
@@ -2261,12 +2272,7 @@ TEST_F(InterposerTest, UnderLaunchAheadALaunchWhileShutReturnsAtOnceAndASyncCome
       "launch 0x1000 args 1 2\n", "stream sync 0x1000\n", "note returned with the gate shut\n",
       "launch 0x1000 args 7 9\n", "launch 0x1000 kernel arg 5\n", "stream sync 0x1000\n",
       "note synchronised\n"};
-  size_t at = 0;
-  for (const std::string& line : in_order) {
-    const size_t found = r.out.find(line, at);
-    ASSERT_NE(found, std::string::npos) << "missing, or out of order: " << line << r.out;
-    at = found + line.size();
-  }
+  ASSERT_TRUE(InOrder(r.out, in_order));
   EXPECT_EQ(r.out.find("args 0 0"), std::string::npos) << "the deferred launch read the overwritten arguments";
   EXPECT_NE(r.out.find("result 0\nresult 0\nresult 0\nresult 0\nresult 0\n"), std::string::npos) << r.out;
   std::ifstream in(stats);
@@ -2279,6 +2285,23 @@ TEST_F(InterposerTest, UnderLaunchAheadALaunchWhileShutReturnsAtOnceAndASyncCome
   // deferred with them (not with none, as the function form alone would say).
   EXPECT_EQ(counts["ahead_deferred"], 2) << line;
   EXPECT_EQ(counts["ahead_failed"], 0) << line;
+}
+
+// An update of an instantiated graph's nodes changes what the exec's next
+// launch runs, and not one the driver already has: under launch ahead it
+// must wait for a launch of the exec queued before it (XLA's command
+// buffers update their execs in place between launches).
+TEST_F(InterposerTest, UnderLaunchAheadAGraphExecUpdateWaitsForTheLaunchQueuedBeforeIt) {
+  ShellResult r = RunShell("env -u FREERIDE_GATE_STRICT -u FREERIDE_GATE_LENGTHS LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR
+                           " LD_PRELOAD=" GATE_LIBRARY " FREERIDE_GATE_PAGE=" + page_path_ +
+                               " FREERIDE_GATE_AHEAD=64 " GATE_CLIENT_BIN " ahead-graph-update",
+                           dir_.path());
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const std::vector<std::string> in_order = {"note graph launch returned\n", "note gate opening\n",
+                                             "graph 0x1000\n", "exec kernel node set 0xe1 node 0xa0\n",
+                                             "note updated\n"};
+  ASSERT_TRUE(InOrder(r.out, in_order));
+  EXPECT_NE(r.out.find("result 0\nresult 0\nresult 0\nresult 0\n"), std::string::npos) << r.out;
 }
 
 // Once a piece has been timed (the fake driver's events end at once),

@@ -1,10 +1,12 @@
 // The driver entry points that are ordered against a program's earlier GPU
 // work but submit none the gate must hold: synchronisations, events and
 // stream-ordered signals, frees of what queued work may use, captures, and
-// changes that later launches see.  Under launch ahead (gate/launch_ahead.h)
-// each first waits until every piece deferred before it has been submitted,
-// so it acts where the program put it.  Without launch ahead their wrappers
-// call the driver at once.
+// changes that later launches see (a kernel's attributes, an instantiated
+// graph's nodes: a graph launch already queued must run the graph as it
+// was).  Under launch ahead (gate/launch_ahead.h) each first waits until
+// every piece deferred before it has been submitted, so it acts where the
+// program put it.  Without launch ahead their wrappers call the driver at
+// once.
 //
 // X(id, base name (what cuGetProcAddress is asked), legacy export, per-thread
 //   export (the legacy one again where there is none), least cudaVersion
@@ -17,8 +19,8 @@
 // stands behind them), allocations (memory given out earlier in stream order
 // than needed is not misused), and stream or event creation.  Not covered
 // (a program that does these under launch ahead may see a deferred piece
-// run with the newer state): updates of an instantiated graph's nodes, and
-// texture or surface objects destroyed while a deferred piece uses them.
+// run with the newer state): texture or surface objects destroyed while a
+// deferred piece uses them.
 #pragma once
 #include "gate/driver_types.h"
 
@@ -86,6 +88,54 @@
     "cuStreamSetAttribute_ptsz", 0, (CuStream s, int attr, const void* value), (s, attr, value)) \
   X(GraphExecDestroy, "cuGraphExecDestroy", "cuGraphExecDestroy", "cuGraphExecDestroy", 0,       \
     (void* exec), (exec))                                                                        \
+  /* Updates of an instantiated graph (XLA's command buffers update theirs between launches) */  \
+  X(GraphExecUpdateV2, "cuGraphExecUpdate", "cuGraphExecUpdate_v2", "cuGraphExecUpdate_v2",      \
+    12000, (void* exec, void* graph, void* info), (exec, graph, info))                           \
+  X(GraphExecUpdate, "cuGraphExecUpdate", "cuGraphExecUpdate", "cuGraphExecUpdate", 10020,       \
+    (void* exec, void* graph, void** error_node, int* update_result),                            \
+    (exec, graph, error_node, update_result))                                                    \
+  X(GraphExecKernelNodeSetParamsV2, "cuGraphExecKernelNodeSetParams",                            \
+    "cuGraphExecKernelNodeSetParams_v2", "cuGraphExecKernelNodeSetParams_v2", 12000,             \
+    (void* exec, void* node, const void* params), (exec, node, params))                          \
+  X(GraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams",                              \
+    "cuGraphExecKernelNodeSetParams", "cuGraphExecKernelNodeSetParams", 10010,                   \
+    (void* exec, void* node, const void* params), (exec, node, params))                          \
+  X(GraphExecMemcpyNodeSetParams, "cuGraphExecMemcpyNodeSetParams",                              \
+    "cuGraphExecMemcpyNodeSetParams", "cuGraphExecMemcpyNodeSetParams", 0,                       \
+    (void* exec, void* node, const void* copy, void* ctx), (exec, node, copy, ctx))              \
+  X(GraphExecMemsetNodeSetParams, "cuGraphExecMemsetNodeSetParams",                              \
+    "cuGraphExecMemsetNodeSetParams", "cuGraphExecMemsetNodeSetParams", 0,                       \
+    (void* exec, void* node, const void* fill, void* ctx), (exec, node, fill, ctx))              \
+  X(GraphExecHostNodeSetParams, "cuGraphExecHostNodeSetParams", "cuGraphExecHostNodeSetParams",  \
+    "cuGraphExecHostNodeSetParams", 0, (void* exec, void* node, const void* params),             \
+    (exec, node, params))                                                                        \
+  X(GraphExecChildGraphNodeSetParams, "cuGraphExecChildGraphNodeSetParams",                      \
+    "cuGraphExecChildGraphNodeSetParams", "cuGraphExecChildGraphNodeSetParams", 0,               \
+    (void* exec, void* node, void* child), (exec, node, child))                                  \
+  X(GraphExecEventRecordNodeSetEvent, "cuGraphExecEventRecordNodeSetEvent",                      \
+    "cuGraphExecEventRecordNodeSetEvent", "cuGraphExecEventRecordNodeSetEvent", 0,               \
+    (void* exec, void* node, CuEvent e), (exec, node, e))                                        \
+  X(GraphExecEventWaitNodeSetEvent, "cuGraphExecEventWaitNodeSetEvent",                          \
+    "cuGraphExecEventWaitNodeSetEvent", "cuGraphExecEventWaitNodeSetEvent", 0,                   \
+    (void* exec, void* node, CuEvent e), (exec, node, e))                                        \
+  X(GraphExecExternalSemaphoresSignalNodeSetParams,                                              \
+    "cuGraphExecExternalSemaphoresSignalNodeSetParams",                                          \
+    "cuGraphExecExternalSemaphoresSignalNodeSetParams",                                          \
+    "cuGraphExecExternalSemaphoresSignalNodeSetParams", 0,                                       \
+    (void* exec, void* node, const void* params), (exec, node, params))                          \
+  X(GraphExecExternalSemaphoresWaitNodeSetParams,                                                \
+    "cuGraphExecExternalSemaphoresWaitNodeSetParams",                                            \
+    "cuGraphExecExternalSemaphoresWaitNodeSetParams",                                            \
+    "cuGraphExecExternalSemaphoresWaitNodeSetParams", 0,                                         \
+    (void* exec, void* node, const void* params), (exec, node, params))                          \
+  X(GraphExecBatchMemOpNodeSetParams, "cuGraphExecBatchMemOpNodeSetParams",                      \
+    "cuGraphExecBatchMemOpNodeSetParams", "cuGraphExecBatchMemOpNodeSetParams", 0,               \
+    (void* exec, void* node, const void* params), (exec, node, params))                          \
+  X(GraphNodeSetEnabled, "cuGraphNodeSetEnabled", "cuGraphNodeSetEnabled",                       \
+    "cuGraphNodeSetEnabled", 0, (void* exec, void* node, unsigned enabled),                      \
+    (exec, node, enabled))                                                                       \
+  X(GraphExecNodeSetParams, "cuGraphExecNodeSetParams", "cuGraphExecNodeSetParams",              \
+    "cuGraphExecNodeSetParams", 0, (void* exec, void* node, void* params), (exec, node, params)) \
   X(ModuleUnload, "cuModuleUnload", "cuModuleUnload", "cuModuleUnload", 0, (void* m), (m))       \
   X(LibraryUnload, "cuLibraryUnload", "cuLibraryUnload", "cuLibraryUnload", 0, (void* l), (l))   \
   X(FuncSetAttribute, "cuFuncSetAttribute", "cuFuncSetAttribute", "cuFuncSetAttribute", 0,       \

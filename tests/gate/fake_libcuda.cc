@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <set>
 #include <string>
 
@@ -14,7 +15,11 @@ unsigned g_capturing_stream = 0;  // the stream (by value) that reads as capturi
 int g_register_result = 0;
 int g_write_result = 0;
 std::set<uintptr_t> g_done_streams;  // the streams cuStreamQuery finds with no work left
-void Log(const std::string& line) { g_log += line + "\n"; }
+std::mutex g_log_mutex;  // launch ahead's submitter logs beside the client's threads
+void Log(const std::string& line) {
+  std::lock_guard lock(g_log_mutex);
+  g_log += line + "\n";
+}
 std::string Hex(const void* p) {
   char b[32];
   std::snprintf(b, sizeof b, "%p", p);
@@ -226,6 +231,12 @@ CuResult cuGraphExecDestroy(void* exec) {
   Log("exec destroy " + Hex(exec));
   return 0;
 }
+// An update of an instantiated graph's kernel node: what a later launch of
+// the exec runs (and one already submitted does not).
+CuResult cuGraphExecKernelNodeSetParams_v2(void* exec, void* node, const void*) {
+  Log("exec kernel node set " + Hex(exec) + " node " + Hex(node));
+  return 0;
+}
 CuResult cuStreamBatchMemOp_v2(...) {
   Log("batchmemop");
   return 0;
@@ -254,6 +265,8 @@ CuResult cuGetProcAddress_v2(const char* name, void** pfn, int version, uint64_t
     fn = pt ? reinterpret_cast<void*>(&cuGraphInstantiateWithParams_ptsz)
             : reinterpret_cast<void*>(&cuGraphInstantiateWithParams);
   else if (!std::strcmp(name, "cuGraphUpload")) fn = reinterpret_cast<void*>(&cuGraphUpload);
+  else if (!std::strcmp(name, "cuGraphExecKernelNodeSetParams") && version >= 12000)
+    fn = reinterpret_cast<void*>(&cuGraphExecKernelNodeSetParams_v2);
   else if (!std::strcmp(name, "cuMemsetD2D8")) fn = reinterpret_cast<void*>(&cuMemsetD2D8_v2);
   else if (!std::strcmp(name, "cuStreamBatchMemOp")) fn = reinterpret_cast<void*>(&cuStreamBatchMemOp_v2);
   else if (!std::strcmp(name, "cuCtxSynchronize")) fn = reinterpret_cast<void*>(&cuCtxSynchronize);

@@ -8,9 +8,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -41,6 +44,19 @@ using Memset2D = CuResult (*)(unsigned long long, size_t, unsigned char, size_t,
 using BatchV1 = CuResult (*)(unsigned long long*, unsigned long long*, size_t*, size_t, void*, size_t*, size_t,
                              size_t*, void*);
 
+// The gate page's word (FREERIDE_GATE_PAGE), for a scenario that shuts and
+// opens the gate itself as the stage's stream would; exits 2 without one.
+std::atomic<uint32_t>* MapGateWord() {
+  const char* path = getenv("FREERIDE_GATE_PAGE");
+  int fd = path ? open(path, O_RDWR) : -1;
+  void* page = fd >= 0 ? mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  if (page == MAP_FAILED) {
+    std::printf("no gate page\n");
+    std::exit(2);
+  }
+  return static_cast<std::atomic<uint32_t>*>(page);
+}
+
 int main(int argc, char** argv) {
   std::string scenario = argc > 1 ? argv[1] : "";
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -51,6 +67,7 @@ int main(int argc, char** argv) {
   auto log = reinterpret_cast<const char* (*)()>(dlsym(cuda, "fake_cuda_log"));
   auto set_capturing = reinterpret_cast<void (*)(unsigned)>(dlsym(cuda, "fake_cuda_set_capturing"));
   auto set_register = reinterpret_cast<void (*)(int)>(dlsym(cuda, "fake_cuda_set_register_result"));
+  auto note_line = reinterpret_cast<void (*)(const char*)>(dlsym(cuda, "fake_cuda_note"));
   auto get_proc = reinterpret_cast<GetProc>(dlsym(cuda, "cuGetProcAddress_v2"));
   std::string results;
   auto note = [&](CuResult r) { results += "result " + std::to_string(r) + "\n"; };
@@ -158,15 +175,7 @@ int main(int argc, char** argv) {
     // is shut returns at once, its arguments copied (the client overwrites
     // them), and a stream synchronisation returns only once it was submitted.
     // The client shuts and opens the gate itself, as the stage's stream would.
-    auto note_line = reinterpret_cast<void (*)(const char*)>(dlsym(cuda, "fake_cuda_note"));
-    const char* path = getenv("FREERIDE_GATE_PAGE");
-    int fd = path ? open(path, O_RDWR) : -1;
-    void* page = fd >= 0 ? mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-    if (page == MAP_FAILED) {
-      std::printf("no gate page\n");
-      return 2;
-    }
-    auto* word = static_cast<std::atomic<uint32_t>*>(page);
+    std::atomic<uint32_t>* word = MapGateWord();
     void* kernel = reinterpret_cast<void*>(0xf1);
     int a = 1;
     long long b = 2;
@@ -191,6 +200,34 @@ int main(int argc, char** argv) {
     word->store(3);  // bubble 1 open again (its deadline is still published)
     note(sync(stream));
     note_line("synchronised");
+  } else if (scenario == "ahead-graph-update") {
+    // Under launch ahead: a graph launched while the gate is shut is queued;
+    // an update of its exec's node made after that launch must not reach the
+    // driver before it (the launch would run the updated graph).  Another
+    // thread opens the gate a while later.
+    std::atomic<uint32_t>* word = MapGateWord();
+    void* exec = reinterpret_cast<void*>(0xe1);
+    get_proc("cuLaunchKernel", &fn, 12000, 1, &status);
+    note(reinterpret_cast<Launch>(fn)(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));  // arms the gate
+    get_proc("cuGraphLaunch", &fn, 12000, 1, &status);
+    auto graph_launch = reinterpret_cast<Graph>(fn);
+    get_proc("cuGraphExecKernelNodeSetParams", &fn, 12000, 1, &status);
+    auto set_params = reinterpret_cast<CuResult (*)(void*, void*, const void*)>(fn);
+    get_proc("cuStreamSynchronize", &fn, 12000, 1, &status);
+    auto sync = reinterpret_cast<CuResult (*)(void*)>(fn);
+    word->store(2);  // bubble 1 closed
+    note(graph_launch(exec, stream));
+    note_line("graph launch returned");
+    std::thread opener([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      note_line("gate opening");
+      word->store(3);  // bubble 1 open again
+    });
+    int kernel_params = 0;
+    note(set_params(exec, reinterpret_cast<void*>(0xa0), &kernel_params));
+    note_line("updated");
+    opener.join();
+    note(sync(stream));
   } else if (scenario == "register-fails") {
     set_register(2);  // CUDA_ERROR_OUT_OF_MEMORY
     get_proc("cuLaunchKernel", &fn, 12000, 1, &status);

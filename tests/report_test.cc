@@ -8,6 +8,7 @@
 
 #include "daemon/event_log.h"
 #include "report/event_log_reader.h"
+#include "report/repeated_records.h"
 #include "report/run_report.h"
 #include "report/timeline.h"
 #include "test_util.h"
@@ -141,6 +142,111 @@ TEST(EventLogReader, ReadsARotatedLogOldestFileFirst) {
   ASSERT_TRUE(older) << error;
   EXPECT_LT(older->bubbles.size(), read->bubbles.size());
   EXPECT_GT(older->bubbles.front().begin_ns, read->bubbles.front().begin_ns);
+}
+
+// A bubble written twice (a log with its lines pasted in again) or a record
+// overlapping another on its lane is one bubble, and a step written twice one
+// step: counting both read as more idle time and work than the run had.
+TEST(EventLogReader, CountsARepeatedOrOverlappingBubbleOnce) {
+  EventLogData once = ParseEventLog(RunLog(), "once");
+  EXPECT_EQ(once.dropped_bubbles, 0u);
+  EXPECT_EQ(once.dropped_steps, 0u);
+  EXPECT_EQ(DroppedRecordsMessage(once), "");
+  EventLogData twice = ParseEventLog(RunLog() + RunLog(), "twice");
+  EXPECT_EQ(twice.bubbles.size(), once.bubbles.size());
+  EXPECT_EQ(twice.steps.size(), once.steps.size());
+  EXPECT_EQ(twice.dropped_bubbles, 6u);
+  EXPECT_EQ(twice.dropped_steps, 9u);
+  EXPECT_EQ(twice.first_dropped_bubble.lane, 0);
+  EXPECT_EQ(twice.first_dropped_bubble.begin_ns, 0);
+  RunReport r = ComputeRunReport(twice, nullptr, {});
+  EXPECT_EQ(r.total.bubble_ns, 240 * kMs);
+  EXPECT_DOUBLE_EQ(r.bubble_fraction, 0.5) << "not 100%";
+  EXPECT_EQ(r.lanes[0].harvested_ns, 88 * kMs);
+  EXPECT_EQ(r.lanes[0].steps, 9u);
+  ASSERT_EQ(r.tasks.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.tasks[0].units, 90) << "the work, not twice it";
+  EXPECT_EQ(r.tasks[0].overrun_ns, 2 * kMs);
+  EXPECT_EQ(r.dropped_bubble_records, 6u);
+  EXPECT_EQ(r.dropped_step_records, 9u);
+  EXPECT_NE(FormatRunReport(r).find(
+                "twice: left out 6 bubble record(s) that repeat or overlap in time another on the same "
+                "lane (the first: lane 0, slot 0, seq 1, begin_ns 0) and 9 step record(s) identical to "
+                "another (the first: task 1, lane 0, start_ns 5000000), as a log with lines in it twice "
+                "has: each is counted once"),
+            std::string::npos) << FormatRunReport(r);
+  EXPECT_EQ(nlohmann::json::parse(RunReportToJson(r))["dropped_bubble_records"], 6);
+  EXPECT_EQ(nlohmann::json::parse(RunReportToJson(r))["dropped_step_records"], 9);
+  EXPECT_EQ(nlohmann::json::parse(RunReportToJson(ComputeRunReport(once, nullptr, {})))
+                ["dropped_bubble_records"], 0);
+
+  // Overlapping (10..50 ms against 0..40 ms) on one lane: the earlier one is
+  // kept.  The same times on another lane, and bubbles that only touch, are
+  // bubbles of their own.
+  EventLogData overlap = ParseEventLog(Bubble(0, 0, 10, 50, 0, 0, 0) + Bubble(0, 0, 0, 40, 0, 0, 0) +
+                                           Bubble(1, 0, 0, 40, 0, 0, 0) + Bubble(0, 1, 50, 60, 0, 0, 0) +
+                                           Bubble(0, 1, 40, 40, 0, 0, 0) + Bubble(0, 1, 40, 40, 0, 0, 0),
+                                       "overlap");
+  EXPECT_EQ(overlap.dropped_bubbles, 2u) << "10..50 and the second 40..40";
+  ASSERT_EQ(overlap.bubbles.size(), 4u);
+  EXPECT_EQ(overlap.bubbles[0].begin_ns, 0) << "file order is kept";
+  EXPECT_EQ(overlap.first_dropped_bubble.begin_ns, 10 * kMs);
+
+  // A bubble closed as stale ends at the dispatcher's time, which the next
+  // bubble's begin can precede: not a repeat.
+  nlohmann::json stale = nlohmann::json::parse(Bubble(0, 0, 0, 40, 0, 0, 0));
+  stale["ended_by"] = "stale";
+  EventLogData after_stale = ParseEventLog(stale.dump() + "\n" + Bubble(0, 0, 30, 70, 0, 0, 0), "stale");
+  EXPECT_EQ(after_stale.dropped_bubbles, 0u);
+  EXPECT_EQ(ParseEventLog(stale.dump() + "\n" + stale.dump() + "\n", "stale").dropped_bubbles, 1u);
+
+  // A state directory outlives a reboot, and CLOCK_MONOTONIC starts again:
+  // the same monotonic times a boot later (unix_ns - ts_ns an hour apart)
+  // are other bubbles.
+  auto at_boot = [](int64_t boot_unix_ns, int64_t begin_ms) {
+    nlohmann::json b = nlohmann::json::parse(Bubble(0, 0, begin_ms, begin_ms + 40, 0, 0, 0));
+    b["ts_ns"] = (begin_ms + 40) * kMs;
+    b["unix_ns"] = boot_unix_ns + (begin_ms + 40) * kMs + 5 * kMs;  // accounted 5 ms after its end
+    return b.dump() + "\n";
+  };
+  constexpr int64_t kBoot = 1'700'000'000'000'000'000, kHour = 3'600'000 * kMs;
+  EventLogData reboot = ParseEventLog(at_boot(kBoot, 0) + at_boot(kBoot + kHour, 0) +
+                                          at_boot(kBoot + kHour, 20) + at_boot(kBoot, 0),
+                                      "reboot");
+  EXPECT_EQ(reboot.bubbles.size(), 2u);
+  EXPECT_EQ(reboot.dropped_bubbles, 2u) << "one overlap in the second boot, one copy in the first";
+}
+
+// Steps before a task's latest start are superseded by it (docs/report.md).
+// Of a step written twice the copy after that start is the one kept, so a
+// log pasted in twice, or with only its steps pasted in again, values the
+// work done once.
+TEST(EventLogReader, ARepeatedStepCountsOnceFromTheTasksLatestStart) {
+  auto created = [](double progress, int steps) {
+    return nlohmann::json({{"type", "transition"}, {"task_id", 1}, {"name", "pr"}, {"lane", 0},
+                           {"from", "SUBMITTED"}, {"to", "CREATED"}, {"reason", "launched"},
+                           {"progress", progress}, {"steps", steps}, {"alone_rate_per_s", 1000}})
+               .dump() + "\n";
+  };
+  // Two steps of 10 units, a restart from the checkpoint after the first
+  // (10 units), the second redone and one more: 30 units in 3 steps.
+  const std::string log = created(0, 0) + Step(0, 1, 5, 15, 10) + Step(0, 1, 15, 25, 10) +
+                          created(10, 1) + Step(0, 1, 105, 115, 10) + Step(0, 1, 115, 125, 10);
+  auto task = [](const EventLogData& l) { return ComputeRunReport(l, nullptr, {}).tasks.at(0); };
+  EventLogData once = ParseEventLog(log, "once");
+  EXPECT_DOUBLE_EQ(task(once).units, 30);
+  EXPECT_EQ(task(once).steps, 3u);
+  EventLogData twice = ParseEventLog(log + log, "twice");
+  EXPECT_EQ(twice.dropped_steps, 4u);
+  EXPECT_EQ(twice.steps.size(), 4u);
+  EXPECT_DOUBLE_EQ(task(twice).units, 30);
+  EXPECT_EQ(task(twice).steps, 3u);
+  EventLogData steps_again = ParseEventLog(log + Step(0, 1, 105, 115, 10) + Step(0, 1, 115, 125, 10), "again");
+  EXPECT_EQ(steps_again.dropped_steps, 2u);
+  EXPECT_DOUBLE_EQ(task(steps_again).units, 30);
+  EXPECT_EQ(task(steps_again).steps, 3u);
+  // Steps that differ are not copies, even at the same times.
+  EXPECT_EQ(ParseEventLog(Step(0, 1, 5, 15, 10) + Step(0, 1, 5, 15, 11), "differ").dropped_steps, 0u);
 }
 
 // One daemon's log of two trainings: the pause between them is nobody's GPU time.
@@ -414,6 +520,16 @@ TEST(ReportCli, ErrorsAreClearAndTheReportPrints) {
   ASSERT_EQ(r.status, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_NEAR(j["overhead_pct"].get<double>(), 100.0 * 5 / 95, 1e-9);
+  // A log with its bubble lines in it twice: each bubble once, and said.
+  std::ofstream(dir.path() + "/twice.jsonl") << RunLog() << RunLog();
+  r = RunShell(std::string(FREERIDE_BIN) + " report " + dir.path() + "/twice.jsonl --json", dir.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_DOUBLE_EQ(j["bubble_fraction"].get<double>(), 0.5);
+  EXPECT_EQ(j["dropped_bubble_records"], 6);
+  EXPECT_EQ(j["dropped_step_records"], 9);
+  EXPECT_NE(r.err.find("freeride report: warning: " + dir.path() +
+                       "/twice.jsonl: left out 6 bubble record(s)"), std::string::npos) << r.err;
   r = RunShell(std::string(FREERIDE_BIN) + " report " + dir.path() + "/nope.jsonl", dir.path());
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("cannot read event log"), std::string::npos) << r.err;

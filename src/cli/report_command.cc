@@ -9,6 +9,7 @@
 #include "cli/cluster_commands.h"
 #include "cli/commands.h"
 #include "report/event_log_reader.h"
+#include "report/repeated_records.h"
 #include "report/run_report.h"
 #include "report/timeline.h"
 
@@ -26,6 +27,10 @@ std::optional<report::EventLogData> LoadLog(const char* command, const std::stri
   std::string error;
   auto log = report::ReadEventLog(EventLogPath(arg), &error);
   if (!log) fmt::print(stderr, "freeride {}: {}\n", command, error);
+  // Said on stderr too: a report's own note is in its text, and a timeline
+  // has none.
+  else if (std::string dropped = report::DroppedRecordsMessage(*log); !dropped.empty())
+    fmt::print(stderr, "freeride {}: warning: {}\n", command, dropped);
   return log;
 }
 

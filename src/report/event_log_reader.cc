@@ -9,6 +9,7 @@
 
 #include "base/files.h"
 #include "events/event_reader.h"
+#include "report/repeated_records.h"
 
 namespace freeride::report {
 namespace {
@@ -101,6 +102,7 @@ EventLogData ParseEventLog(std::string_view text, const std::string& path) {
     AddLine(text.substr(0, newline), parser, &out);
     text.remove_prefix(std::min(newline + 1, text.size()));
   }
+  DropRepeatedRecords(&out);
   return out;
 }
 
@@ -134,6 +136,7 @@ std::optional<EventLogData> ReadEventLog(const std::string& path, std::string* e
                          path, out.lines, out.first_skipped_line, out.first_skip_reason);
     return std::nullopt;
   }
+  DropRepeatedRecords(&out);
   return out;
 }
 

@@ -1,7 +1,8 @@
 // Reads a daemon event log (STATE_DIR/events.jsonl, schema in
 // docs/event-log.md) into typed records for `freeride report` and
 // `freeride timeline`.  Lines that are not valid events (a line cut short by
-// a SIGKILL, a hand-edited file) are skipped and counted, never fatal.
+// a SIGKILL, a hand-edited file) are skipped and counted, never fatal; so are
+// records that repeat another (report/repeated_records.h).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -49,17 +50,25 @@ struct OverheadRecord {
 
 struct EventLogData {
   std::string path;
-  std::vector<BubbleRecord> bubbles;  // in file order
-  std::vector<StepRecord> steps;
+  std::vector<BubbleRecord> bubbles;  // in file order, each bubble once
+  std::vector<StepRecord> steps;      // in file order, each step once
   std::map<int64_t, TaskMeta> tasks;
   std::map<int, OverheadRecord> last_overhead;  // by lane: the newest
   uint64_t lines = 0;
   uint64_t skipped_lines = 0;  // not JSON, or not a known event's shape
   uint64_t first_skipped_line = 0;
   std::string first_skip_reason;
+  // Records left out because they repeat others (a log with lines in it
+  // twice), and the first of each kind in file order: each would count the
+  // same idle time or work again.
+  uint64_t dropped_bubbles = 0;
+  BubbleRecord first_dropped_bubble;
+  uint64_t dropped_steps = 0;
+  StepRecord first_dropped_step;
 };
 
 // Parses the JSON-lines text of an event log.  `path` only labels messages.
+// Both readers leave out repeated records (DropRepeatedRecords).
 EventLogData ParseEventLog(std::string_view text, const std::string& path);
 
 // Reads and parses the log at path, after its older rotated files (PATH.N

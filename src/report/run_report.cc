@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "policy/quantile.h"
+#include "report/repeated_records.h"
 
 namespace freeride::report {
 namespace {
@@ -110,6 +111,13 @@ RunReport ComputeRunReport(const EventLogData& run, const EventLogData* baseline
     r.notes.push_back(fmt::format("{}: skipped {} malformed line(s), the first at line {} ({})",
                                   run.path, run.skipped_lines, run.first_skipped_line,
                                   run.first_skip_reason));
+  // Left out by the reader; said here so that the figures are not taken for
+  // the whole file's.
+  r.dropped_bubble_records = run.dropped_bubbles;
+  r.dropped_step_records = run.dropped_steps;
+  for (const EventLogData* log : {&run, baseline})
+    if (log != nullptr)
+      if (std::string dropped = DroppedRecordsMessage(*log); !dropped.empty()) r.notes.push_back(dropped);
 
   // Lanes: bubbles, harvest and overrun as the daemon accounted them.
   std::map<int, LaneReport> lanes;
@@ -374,6 +382,8 @@ std::string RunReportToJson(const RunReport& r) {
                           {"overrun_ns", t.overrun_ns},
                           {"alone_rate_per_s", t.alone_rate_per_s},
                           {"work_gpu_s", t.work_gpu_s}});
+  j["dropped_bubble_records"] = r.dropped_bubble_records;
+  j["dropped_step_records"] = r.dropped_step_records;
   j["bubble_fraction"] = r.bubble_fraction;
   j["harvest_ratio"] = r.harvest_ratio_time;
   j["iteration_ms"] = r.total.iteration_ms;

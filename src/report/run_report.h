@@ -69,6 +69,8 @@ struct RunReport {
   // The daemon's own live estimate per lane (the newest in the log), from
   // iterations with side work withheld; it needs no baseline run.
   std::vector<OverheadRecord> live_overhead;
+  // The run log's records left out as repeats (report/repeated_records.h).
+  uint64_t dropped_bubble_records = 0, dropped_step_records = 0;
   std::vector<std::string> notes;  // what could not be computed, and why
 };
 

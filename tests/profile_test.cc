@@ -302,6 +302,75 @@ TEST_F(MadeUpTraces, BadInputGetsAClearError) {
   EXPECT_THROW(LoadKinetoTrace(dir_.path() + "/missing.json"), TraceError);
 }
 
+// What cannot be right is refused with the file and the field named, or
+// skipped and said: a rank no run has, a duration below zero.
+TEST_F(MadeUpTraces, ImpossibleRanksAreRefusedAndNegativeDurationsSkippedAndSaid) {
+  const json events = {Step("user_annotation", 1, 0, 100000), Kernel(10000, 20000, 7),
+                       Kernel(40000, 20000, 7)};
+  auto error = [&](const json& trace) {
+    std::string path = Write("t.json", trace);
+    try {
+      LoadKinetoTrace(path);
+    } catch (const TraceError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  auto with_info = [&](json info) {
+    json t = Trace(events);
+    t["distributedInfo"] = std::move(info);
+    return t;
+  };
+  EXPECT_NE(error(with_info({{"rank", 1e12}, {"world_size", 2}}))
+                .find("distributedInfo's rank is 1000000000000: expected a whole number from 0 to 1"),
+            std::string::npos);
+  EXPECT_NE(error(with_info({{"rank", 1e12}})).find("distributedInfo's rank is 1000000000000"),
+            std::string::npos) << "without a world size too";
+  EXPECT_NE(error(with_info({{"rank", 0.5}, {"world_size", 2}})).find("rank is 0.5"), std::string::npos);
+  EXPECT_NE(error(with_info({{"rank", -1}, {"world_size", 2}})).find("rank is -1"), std::string::npos);
+  EXPECT_NE(error(with_info({{"rank", 2}, {"world_size", 2}})).find("rank is 2: expected a whole number from 0 to 1"),
+            std::string::npos);
+  EXPECT_NE(error(with_info({{"rank", 0}, {"world_size", 0}})).find("world_size is 0"), std::string::npos);
+  EXPECT_NE(error(with_info({{"rank", 0}, {"world_size", 1e12}})).find("world_size is 1000000000000"),
+            std::string::npos);
+  EXPECT_NE(error(with_info({{"rank", 0}, {"world_size", 2}, {"pg_config", {{{"ranks", {0, 1e12}}}}}}))
+                .find("pg_config rank is 1000000000000"),
+            std::string::npos);
+  EXPECT_EQ(error(with_info({{"rank", "1"}, {"world_size", 2}})), "no error") << "a number as a string";
+  json huge_device = Trace({Step("user_annotation", 1, 0, 100000), Kernel(10000, 20000, 7, "gemm")});
+  huge_device["traceEvents"][1]["args"]["device"] = 1e12;
+  EXPECT_NE(error(huge_device).find("trace event #1 is malformed"), std::string::npos);
+  json nan_time = Trace(events);
+  nan_time["traceEvents"][1]["ts"] = "nan";
+  EXPECT_NE(error(nan_time).find("trace event #1 is malformed"), std::string::npos);
+
+  // A kernel and a step that end before they begin: left out, and counted.
+  json negative = Trace(events);
+  negative["traceEvents"].push_back(Kernel(70000, -5000, 7));
+  negative["traceEvents"].push_back(Step("user_annotation", 2, 100000, -1));
+  const std::string path = Write("negative.json", negative);
+  KinetoTrace trace = LoadKinetoTrace(path);
+  EXPECT_EQ(trace.negative_durations, 2u);
+  EXPECT_EQ(trace.first_negative_duration_event, 3u);
+  EXPECT_EQ(trace.gpu_ops.size(), 2u);
+  EXPECT_EQ(trace.cpu_steps.size(), 1u);
+  EXPECT_DOUBLE_EQ(AnalyzeRank(trace, -1).busy_ms, 40);
+  EXPECT_EQ(SkippedEventsMessage(LoadKinetoTrace(Write("t.json", Trace(events)))), "");
+  ShellResult r = RunShell(std::string(FREERIDE_BIN) + " profile " + path, dir_.path());
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("freeride profile: warning: " + path +
+                       ": skipped 2 event(s) with a negative duration (the first: trace event #3, "
+                       "\"dur\": -5000)"),
+            std::string::npos) << r.err;
+  r = RunShell(std::string(FREERIDE_BIN) + " profile " +
+                   Write("rank.json", with_info({{"rank", 1e12}, {"world_size", 2}})),
+               dir_.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("freeride profile: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank is 1000000000000"), std::string::npos) << r.err;
+}
+
 json CpuOp(double ts, double dur, const std::string& name, int tid = 11) {
   return {{"ph", "X"}, {"cat", "cpu_op"}, {"name", name}, {"ts", ts}, {"dur", dur}, {"tid", tid}};
 }

@@ -41,12 +41,16 @@ int RunProfile(const ProfileArgs& args) {
       }));
     }
     std::string first_error;
-    for (auto& job : jobs) {
+    for (size_t i = 0; i < jobs.size(); ++i) {
       try {
-        job.get();
+        jobs[i].get();
       } catch (const TraceError& e) {
         if (first_error.empty()) first_error = e.what();
       }
+      // Before any error: a trace of skipped events is what explains one
+      // that turns out to have none left.
+      if (std::string skipped = profile::SkippedEventsMessage(traces[i]); !skipped.empty())
+        fmt::print(stderr, "freeride profile: warning: {}\n", skipped);
     }
     if (!first_error.empty()) throw TraceError(first_error);
     profile::CheckSameRun(traces, ranks);

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <cmath>
+#include <limits>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -67,10 +69,36 @@ std::optional<double> NumberField(dom::object object, std::string_view key) {
     std::string_view s = v.get_string().value();
     double out = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    if (ec == std::errc() && p == s.data() + s.size()) return out;
+    // from_chars also reads "nan" and "inf", which no JSON number can be and
+    // no time is: a NaN start would break the sorts by time.
+    if (ec == std::errc() && p == s.data() + s.size() && std::isfinite(out)) return out;
   }
   if (v.is_null()) return std::nullopt;
   throw simdjson::simdjson_error(simdjson::INCORRECT_TYPE);
+}
+
+// The most ranks a run can have here: a guard against nonsense (1e12), far
+// above any cluster's GPUs, and well inside an int.
+constexpr int kMaxWorldSize = 1 << 24;
+
+// A rank or world size from distributedInfo: a whole number from lo to hi.
+// Anything else names no rank (and casting 1e12 to int is undefined).
+int WholeNumberIn(double value, int lo, int hi, std::string_view what, const std::string& path) {
+  if (!(value >= lo && value <= hi) || value != std::floor(value))
+    throw TraceError(fmt::format("{}: distributedInfo's {} is {}: expected a whole number from {} to {}",
+                                 path, what, value, lo, hi));
+  return static_cast<int>(value);
+}
+
+// A device or stream id: a whole number that fits an int, or the event is
+// malformed (its message gives the event's position).
+int IdField(dom::object object, std::string_view key) {
+  std::optional<double> v = NumberField(object, key);
+  if (!v) return -1;
+  if (!(*v >= std::numeric_limits<int>::min() && *v <= std::numeric_limits<int>::max()) ||
+      *v != std::floor(*v))
+    throw simdjson::simdjson_error(simdjson::NUMBER_OUT_OF_RANGE);
+  return static_cast<int>(*v);
 }
 
 std::string_view StringField(dom::object object, std::string_view key) {
@@ -134,15 +162,21 @@ class TraceBuilder {
       }
     } else {  // distributedInfo
       dom::object info = doc.get_object();
-      if (auto rank = NumberField(info, "rank")) trace_->rank = static_cast<int>(*rank);
+      const std::string& path = trace_->path;
       if (auto size = NumberField(info, "world_size"))
-        trace_->world_size = static_cast<int>(*size);
+        trace_->world_size = WholeNumberIn(*size, 1, kMaxWorldSize, "world_size", path);
+      // Ranks count from 0 to the world size less one.
+      const int last_rank = trace_->world_size.value_or(kMaxWorldSize) - 1;
+      if (auto rank = NumberField(info, "rank"))
+        trace_->rank = WholeNumberIn(*rank, 0, last_rank, "rank", path);
       dom::array groups;
       if (info["pg_config"].get_array().get(groups) == simdjson::SUCCESS) {
         for (dom::element group : groups) {
           dom::array ranks;
           if (group["ranks"].get_array().get(ranks) != simdjson::SUCCESS) continue;
-          for (dom::element r : ranks) trace_->group_ranks.push_back(static_cast<int>(r.get_double().value()));
+          for (dom::element r : ranks)
+            trace_->group_ranks.push_back(
+                WholeNumberIn(r.get_double().value(), 0, last_rank, "pg_config rank", path));
           break;
         }
       }
@@ -151,7 +185,7 @@ class TraceBuilder {
 
   // Called from the parsing thread only; TopLevel from the reading thread.
   // They fill different fields of the trace.
-  void Event(std::string_view text) {
+  void Event(std::string_view text, uint64_t index) {
     dom::element doc = event_parser_.parse(text.data(), text.size(), /*realloc_if_needed=*/false);
     dom::object event;
     if (doc.get_object().get(event) != simdjson::SUCCESS) return;  // not an event object
@@ -178,7 +212,18 @@ class TraceBuilder {
     bool gpu_step = cat == "gpu_user_annotation";
     bool cpu_op = cpu_ops_ && cat == "cpu_op";
     if (!gpu_op && !cpu_step && !gpu_step && !cpu_op) return;
-    double dur = std::max(0.0, NumberField(event, "dur").value_or(0));
+    double dur = NumberField(event, "dur").value_or(0);
+    if (dur < 0) {
+      // No time runs backwards: such an event (older Kineto wrote some from
+      // a missing end time) says nothing of when the GPU was busy, and as a
+      // zero-length one it would stand where it never ran.  Skipped, counted
+      // and said, so that a trace full of them is not taken as idle.
+      if (trace_->negative_durations++ == 0) {
+        trace_->first_negative_duration_event = index;
+        trace_->first_negative_duration = dur;
+      }
+      return;
+    }
     if (cpu_op) {
       trace_->cpu_ops.push_back({*ts, *ts + dur, ThreadField(event), IsCommunicationCpuOp(name)});
       return;
@@ -189,8 +234,8 @@ class TraceBuilder {
       op.end_us = *ts + dur;
       op.communication = cat == "kernel" && IsCommunicationKernel(name);
       if (has_args) {
-        op.device = static_cast<int>(NumberField(args, "device").value_or(-1));
-        op.stream = static_cast<int>(NumberField(args, "stream").value_or(-1));
+        op.device = IdField(args, "device");
+        op.stream = IdField(args, "stream");
       }
       trace_->gpu_ops.push_back(op);
       return;
@@ -289,7 +334,7 @@ class EventParseWorker {
       for (const Span& span : batch.spans) {
         std::string_view text(batch.bytes.data() + span.offset, span.size);
         try {
-          builder_->Event(text);
+          builder_->Event(text, span.index);
         } catch (const simdjson::simdjson_error& e) {
           std::lock_guard lock(mu_);
           error_ = fmt::format("{}: trace event #{} is malformed ({}): {:.200}", path_,
@@ -349,6 +394,14 @@ KinetoTrace ReadTrace(const std::string& path, const TraceStreamOptions& options
 }
 
 }  // namespace
+
+std::string SkippedEventsMessage(const KinetoTrace& trace) {
+  if (trace.negative_durations == 0) return "";
+  return fmt::format("{}: skipped {} event(s) with a negative duration (the first: trace event #{}, "
+                     "\"dur\": {}): a \"dur\" must be 0 or more (no time runs backwards)",
+                     trace.path, trace.negative_durations, trace.first_negative_duration_event,
+                     trace.first_negative_duration);
+}
 
 KinetoTrace LoadKinetoTrace(const std::string& path, const TraceStreamOptions& options) {
   KinetoTrace trace = ReadTrace(path, options, /*cpu_ops=*/false);

@@ -51,10 +51,20 @@ struct KinetoTrace {
   std::vector<StepWindow> gpu_steps;     // gpu_user_annotation ProfilerStep#N
   uint64_t events = 0;
   uint64_t json_bytes = 0;
+  // Operations and steps left out for a negative "dur", and the first one's
+  // position in traceEvents (from 0) and duration.
+  uint64_t negative_durations = 0;
+  uint64_t first_negative_duration_event = 0;
+  double first_negative_duration = 0;
 };
 
+// A warning for the events a trace's reading skipped: "" when none.
+std::string SkippedEventsMessage(const KinetoTrace& trace);
+
 // Reads one trace (plain or .gz).  Throws TraceError for unreadable or
-// malformed files and for events whose fields have the wrong types.  It does
+// malformed files, for events whose fields have the wrong types, and for a
+// distributedInfo whose rank or world size is not a whole number in range.
+// Events with a negative duration are skipped and counted.  It does
 // not judge content (no GPU events, no steps): the analysis does that.
 // CPU operators are most of a GPU trace's events and of no use there, so
 // they are skipped; a trace found to hold no GPU operation (a CPU-only run)

@@ -266,6 +266,14 @@ TEST(StageTimesFile, ReadsConfigsAndProfilesAndNamesWhatIsWrong) {
   EXPECT_FALSE(ReadStageTimesFile(write("neg.json", R"({"stages": [{"forward_ms": -1, "backward_ms": 2}]})"),
                                   4, 2, &error));
   EXPECT_NE(error.find("forward_ms"), std::string::npos) << error;
+  EXPECT_FALSE(ReadStageTimesFile(
+      write("schedule.json", R"({"schedule": "1f1b", "stages": 2, "microbatches": 2, "iteration": 9,
+                                 "bubble_fraction": 0.3, "ranks": [{"rank": 0, "busy": 6}]})"),
+      4, 2, &error));
+  EXPECT_NE(error.find("this is `freeride schedule --json` output"), std::string::npos) << error;
+  EXPECT_NE(error.find("\"forward_ms\""), std::string::npos) << error;
+  EXPECT_NE(error.find("give --schedule 1f1b --stages 2 --microbatches 2 --times F,B instead"),
+            std::string::npos) << error;
   EXPECT_FALSE(ReadStageTimesFile(write("other.json", R"({"x": 1})"), 4, 2, &error));
   EXPECT_NE(error.find("neither"), std::string::npos) << error;
   EXPECT_FALSE(ReadStageTimesFile(dir.path() + "/missing.json", 4, 2, &error));
@@ -306,7 +314,24 @@ TEST(SimulateCommand, PrintsTheDocumentedJsonAndRefusesBadFlags) {
   refused("--stages 8 --layers 4", "only 4 layers");
   refused("--task no-such-task", "neither a built-in task");
   refused("--free-memory-gib 0.25", "could never run");
+  // Not a number of GiB a GPU leaves free: said, not taken as no limit (nan)
+  // or cast past the byte count's range (1e30).
+  refused("--free-memory-gib nan", "--free-memory-gib nan: give the GiB of GPU memory the trainer "
+                                   "leaves free, from 0 to 1024 (leave it out for no limit)");
+  refused("--free-memory-gib 1e30", "--free-memory-gib 1e+30: give the GiB");
+  refused("--free-memory-gib inf", "--free-memory-gib inf: give the GiB");
+  refused("--free-memory-gib -1", "--free-memory-gib -1: give the GiB");
+  refused("--free-memory-gib 0", "could never run");  // none free, not no limit
   refused("--stage-times /nonexistent.json", "cannot open");
+  // `schedule --json` output is a schedule's timeline, not stage times: said so.
+  ShellResult schedule = RunShell(std::string(FREERIDE_BIN) + " schedule --json", dir.path());
+  ASSERT_EQ(schedule.status, 0) << schedule.err;
+  std::ofstream(dir.path() + "/schedule.json") << schedule.out;
+  refused("--stage-times " + dir.path() + "/schedule.json",
+          dir.path() + "/schedule.json: this is `freeride schedule --json` output (each rank's actions and idle "
+          "slots), not stage times. --stage-times expects a stage-times config");
+  refused("--stage-times " + dir.path() + "/schedule.json",
+          "give --schedule 1f1b --stages 4 --microbatches 4 --times F,B instead");
   refused("--price -3", "give a GPU-hour's price of 0 or more");
   refused("--times 1e308,1e308", "must be at most a day");  // the iteration's sum would be infinite
   refused("--p2p -1", "--p2p must be a time of 0 ms or more");

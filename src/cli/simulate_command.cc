@@ -43,6 +43,7 @@ struct SimulateArgs {
   std::vector<std::string> tasks;
   std::string placement = "round-robin";
   double free_memory_gib = 0;
+  bool free_memory_given = false;  // 0 given is none free, not no limit
   double dispatch_latency = 0.2, overrun_cost = 1.0, step_slowdown = 1.0;
   uint64_t seed = 1;
   int threads = 0;
@@ -219,12 +220,18 @@ bool BuildConfig(const SimulateArgs& a, sim::SimConfig* c, std::string* error) {
     *error = fmt::format("--price {}: give a GPU-hour's price of 0 or more", a.price);
     return false;
   }
-  if (a.free_memory_gib < 0) {
-    *error = "--free-memory-gib cannot be negative";
-    return false;
-  }
-  if (a.free_memory_gib > 0)
+  // More than any GPU holds is a typo, not a trainer's figure (and 1e30 GiB
+  // would not fit the byte count); NaN compares false with every bound.
+  constexpr double kMostFreeMemoryGib = 1024;
+  if (a.free_memory_given) {
+    if (!(a.free_memory_gib >= 0 && a.free_memory_gib <= kMostFreeMemoryGib)) {
+      *error = fmt::format("--free-memory-gib {}: give the GiB of GPU memory the trainer leaves free, "
+                           "from 0 to {} (leave it out for no limit)",
+                           a.free_memory_gib, kMostFreeMemoryGib);
+      return false;
+    }
     c->free_memory_bytes = static_cast<uint64_t>(a.free_memory_gib * double(1ull << 30));
+  }
   if (a.placement == "round-robin") {
     c->placement = sim::TaskPlacement::kRoundRobin;
   } else if (a.placement == "all") {
@@ -421,6 +428,7 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
       *exit_code = 2;
       return;
     }
+    a->free_memory_given = cmd->count("--free-memory-gib") > 0;
     *exit_code = RunSimulate(*a);
   });
 }

@@ -83,6 +83,29 @@ StageTimesFile FromProfile(const nlohmann::json& doc, int microbatches, double b
   return out;
 }
 
+// `freeride schedule --json` output: it has "stages" too (a count, not a
+// list) and "ranks" (action timelines in --times' units, not measured ms),
+// so it would be read as a broken config.
+bool IsScheduleOutput(const nlohmann::json& doc) {
+  return doc.contains("schedule") && doc["schedule"].is_string() && doc.contains("ranks") &&
+         doc.contains("bubble_fraction") && !(doc.contains("stages") && doc["stages"].is_array());
+}
+
+// The flags that simulate the schedule a `freeride schedule --json` output
+// describes, from the shape it gives; its times are not in it.
+std::string FlagsOfSchedule(const nlohmann::json& doc) {
+  std::string flags = "--schedule " + doc["schedule"].get<std::string>();
+  auto add = [&](const char* key, const char* flag, int64_t unless) {
+    auto it = doc.find(key);
+    if (it != doc.end() && it->is_number_integer() && it->get<int64_t>() != unless)
+      flags += fmt::format(" {} {}", flag, it->get<int64_t>());
+  };
+  add("stages", "--stages", -1);
+  add("virtual_stages", "--virtual", 1);
+  add("microbatches", "--microbatches", -1);
+  return flags + " --times F,B";
+}
+
 }  // namespace
 
 std::optional<StageTimesFile> ReadStageTimesFile(const std::string& path, int microbatches,
@@ -95,6 +118,15 @@ std::optional<StageTimesFile> ReadStageTimesFile(const std::string& path, int mi
   nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
     *error = fmt::format("{}: not a JSON object", path);
+    return std::nullopt;
+  }
+  if (IsScheduleOutput(doc)) {
+    *error = fmt::format(
+        "{}: this is `freeride schedule --json` output (each rank's actions and idle slots), not "
+        "stage times. --stage-times expects a stage-times config {{\"stages\": [{{\"forward_ms\": F, "
+        "\"backward_ms\": B}}, ...]}} or `freeride profile --json` output; to simulate that "
+        "schedule, give {} instead",
+        path, FlagsOfSchedule(doc));
     return std::nullopt;
   }
   try {

@@ -23,7 +23,9 @@ struct StageTimesFile {
 // iteration (or its iteration time and bubbles, busy being the rest); with M micro-batches each rank did M forwards and M backwards
 // in it, so forward = busy / (M (1 + backward_ratio)) and backward =
 // backward_ratio x forward (the optimizer step is folded into them).
-// Returns nullopt with an *error naming the file and the problem otherwise.
+// Returns nullopt with an *error naming the file and the problem otherwise;
+// `freeride schedule --json` output (which has "stages" and "ranks" of
+// another meaning) is refused as such, with the flags that simulate it.
 std::optional<StageTimesFile> ReadStageTimesFile(const std::string& path, int microbatches,
                                                  double backward_ratio, std::string* error);
 

@@ -2207,13 +2207,22 @@ class InterposerTest : public ::testing::Test {
   // each entry point is seen to queue one; without it, work far inside the
   // open bubble goes without (LaunchGate's MayGoUnwaited).
   ShellResult Run(const std::string& scenario, bool with_page = true, bool strict = true) {
+    return RunClient(GATE_CLIENT_BIN " " + scenario, with_page, strict);
+  }
+  // The client linked against the driver, calling it by name (gate_direct_client),
+  // with the gate page and `env` (FREERIDE_GATE_AHEAD=N) set.
+  ShellResult RunDirect(const std::string& scenario, const std::string& env = "") {
+    return RunClient(env + " " GATE_DIRECT_CLIENT_BIN " " + scenario, /*with_page=*/true, /*strict=*/false);
+  }
+  ShellResult RunClient(const std::string& command, bool with_page, bool strict) {
     std::string env = "LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " LD_PRELOAD=" GATE_LIBRARY " ";
     if (strict) env += "FREERIDE_GATE_STRICT=1 ";
     if (with_page) env += "FREERIDE_GATE_PAGE=" + page_path_ + " ";
     // The interposer's experiments, unset: the caller's environment must not choose them.
     return RunShell("env -u FREERIDE_GATE_PAGE -u FREERIDE_GATE_LENGTHS -u FREERIDE_GATE_QUEUE_ESTIMATE "
-                    "-u FREERIDE_GATE_RUN -u FREERIDE_GATE_SAMPLE_EVERY -u FREERIDE_GATE_AHEAD " +
-                        env + GATE_CLIENT_BIN " " + scenario,
+                    "-u FREERIDE_GATE_RUN -u FREERIDE_GATE_SAMPLE_EVERY -u FREERIDE_GATE_AHEAD "
+                    "-u FREERIDE_GATE_STRICT " +
+                        env + command,
                     dir_.path());
   }
   // Whether each of `lines` stands in `out`, in that order.
@@ -2586,6 +2595,45 @@ TEST_F(InterposerTest, AProgramLinkedToTheDriverByNameIsGatedToo) {
   EXPECT_NE(r.out.find("wait 0x2 value 1 flags 2 addr-set\nlaunch_ptsz (nil)\n"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("result 0\nresult 0\n"), std::string::npos) << r.out;
+}
+
+// A program linked against libcuda binds the ordered entry points by name
+// too; without launch ahead each reaches the driver as made, its arguments
+// and its result (a failure included) unchanged.
+TEST_F(InterposerTest, WithoutLaunchAheadAProgramLinkedToTheDriverReachesItsOrderedEntryPointsUnchanged) {
+  ShellResult r = RunDirect("ordered");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(r.out,
+            "stream sync 0x1000\n"
+            "stream sync 0xbad\n"
+            "event record 0xe0001 on 0x1000\n"
+            "stream sync_ptsz 0x1000\n"
+            "sync\n"
+            "result 0\nresult 400\nresult 0\nresult 0\nresult 0\n");
+}
+
+// Under launch ahead, launches the program's runtime looked up are queued; a
+// synchronisation or event record that a library linked against libcuda
+// makes by name after them must still reach the driver only after they were
+// submitted (the gate opens 200 ms after each call), per-thread names and
+// names with no per-thread form included.
+TEST_F(InterposerTest, UnderLaunchAheadAnOrderedCallByNameWaitsForTheLaunchesQueuedBeforeIt) {
+  ShellResult r = RunDirect("ahead", "FREERIDE_GATE_AHEAD=64");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const std::vector<std::string> ordered = {"stream sync 0x1000\n", "event record 0xe0001 on 0x1000\n",
+                                            "stream sync_ptsz 0x1000\n", "sync\n"};
+  std::vector<std::string> in_order = {"launch 0x1000 args 0 0\n", "stream sync 0x1000\n"};
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    const std::string round = std::to_string(i + 1);
+    for (const std::string& line : {"note queued " + round + "\n", "note gate opening " + round + "\n",
+                                    "launch 0x1000 args " + round + " 0\n", ordered[i],
+                                    "note returned " + round + "\n"})
+      in_order.push_back(line);
+  }
+  ASSERT_TRUE(InOrder(r.out, in_order));
+  std::string results;  // the arming launch and its sync, then each round's launch and call
+  for (int i = 0; i < 10; ++i) results += "result 0\n";
+  EXPECT_TRUE(r.out.ends_with(results)) << r.out;
 }
 
 TEST_F(InterposerTest, WithoutAGatePageNoWorkRunsAndTheReasonIsSaid) {

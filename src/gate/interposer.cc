@@ -8,7 +8,8 @@
 // interposer answers dlsym for cuGetProcAddress (and for the gated names,
 // for programs that load the driver themselves, as Triton's launcher
 // does), answers cuGetProcAddress with its wrappers for the gated entry
-// points, and exports the gated names for programs linked against libcuda.
+// points, and exports the gated names and the ordered ones (below) for
+// programs linked against libcuda.
 // Each wrapper asks the process's LaunchGate for a wait on the work's stream
 // and then calls the driver's own entry point.
 //
@@ -34,6 +35,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 
@@ -85,12 +87,12 @@ void* DriverSymbol(const char* name) {
 bool FromThisLibrary(void* address);
 
 constexpr size_t kGatedCount = static_cast<size_t>(GatedFunction::kCount);
-const char* const kLegacyExport[] = {
+constexpr const char* kLegacyExport[] = {
 #define FREERIDE_GATE_EXPORT(id, base, legacy, ...) legacy,
     FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_EXPORT)
 #undef FREERIDE_GATE_EXPORT
 };
-const char* const kPerThreadExport[] = {
+constexpr const char* kPerThreadExport[] = {
 #define FREERIDE_GATE_EXPORT(id, base, legacy, per_thread, ...) per_thread,
     FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_EXPORT)
 #undef FREERIDE_GATE_EXPORT
@@ -550,13 +552,42 @@ void* InstantiateByExportName(const char* name, void* real) {
 // The entry points ordered against queued work (gate/ordered_functions.h):
 // under launch ahead each first waits for what was queued before it, then
 // calls the driver; a piece that failed on the submitter since is reported
-// by the first such call that succeeds.  Wrapped only under launch ahead.
+// by the first such call that succeeds.  Handed out by look-ups only under
+// launch ahead; exported under the driver's names always (below: a program
+// linked against libcuda binds those at load time), passing straight to the
+// driver without it.
 constexpr size_t kOrderedCount = static_cast<size_t>(OrderedFunction::kCount);
-const char* const kOrderedExport[kOrderedCount][2] = {
+constexpr const char* kOrderedExport[kOrderedCount][2] = {
 #define FREERIDE_ORDERED_EXPORT(id, base, legacy, per_thread, ...) {legacy, per_thread},
     FREERIDE_ORDERED_FUNCTIONS(FREERIDE_ORDERED_EXPORT)
 #undef FREERIDE_ORDERED_EXPORT
 };
+
+// Whether `name` is exported here other than as ordered entry `self`'s own:
+// a gated, instantiation or look-up name, or another ordered entry's.
+constexpr bool ExportedElsewhere(std::string_view name, size_t self) {
+  for (size_t i = 0; i < kGatedCount; ++i)
+    if (name == kLegacyExport[i] || name == kPerThreadExport[i]) return true;
+  for (std::string_view other : kInstantiateExport)
+    if (name == other) return true;
+  for (std::string_view other : {"cuGetProcAddress", "cuGetProcAddress_v2", "dlsym"})
+    if (name == other) return true;
+  for (size_t i = 0; i < kOrderedCount; ++i)
+    if (i != self && (name == kOrderedExport[i][0] || name == kOrderedExport[i][1])) return true;
+  return false;
+}
+// A per-thread export is weak (interposer_per_thread.cc) and gives way, at
+// link time, to a strong definition of its name: that must be its own
+// entry's legacy export (the same wrapper, the same driver symbol), never
+// another function's.
+static_assert(
+    [] {
+      for (size_t i = 0; i < kOrderedCount; ++i)
+        for (const char* name : kOrderedExport[i])
+          if (ExportedElsewhere(name, i)) return false;
+      return true;
+    }(),
+    "an ordered entry point's exported name is exported by another entry too");
 std::atomic<void*> g_real_ordered[kOrderedCount][2];
 
 void* RealOrdered(OrderedFunction function, bool per_thread) {
@@ -773,6 +804,27 @@ CuResult cuGetProcAddress(const char* name, void** pfn, int version, uint64_t fl
   CuResult FreerideDirectPt##id params { return Gated##id<true, false> args; }
 FREERIDE_GATED_FUNCTIONS(FREERIDE_GATE_DIRECT)
 #undef FREERIDE_GATE_DIRECT
+
+// The ordered entry points under the driver's names, for the same
+// programs.  The exports above never queue (kMayDefer false: each waits for the queue, then
+// submits on the caller's thread), but a program's runtime looks its launches
+// up, and those are queued: a synchronisation that a library linked against
+// libcuda makes by name must still wait for them.  Their wrappers find the
+// driver's own symbol with dlsym on the driver's handle (RealOrdered), never
+// these.  Only the legacy names here: for many entries the per-thread name is
+// the legacy one again, and one object cannot define a name twice (nor can the
+// preprocessor compare two names), so interposer_per_thread.cc exports the
+// per-thread names, weak, through FreerideOrderedPt##id; where a name is both,
+// this strong definition wins the link, and the static_assert above keeps a
+// weak one from giving way to any other entry's.  (The dynamic linker takes a
+// weak definition in a preloaded library as it takes a strong one, unless
+// LD_DYNAMIC_WEAK is set.)
+#define FREERIDE_ORDERED_DIRECT(id, base, legacy, per_thread, min_version, params, args)         \
+  __attribute__((visibility("default"))) CuResult FreerideOrderedDirect##id params __asm__(legacy); \
+  CuResult FreerideOrderedDirect##id params { return Ordered##id<false> args; }                 \
+  CuResult FreerideOrderedPt##id params { return Ordered##id<true> args; }
+FREERIDE_ORDERED_FUNCTIONS(FREERIDE_ORDERED_DIRECT)
+#undef FREERIDE_ORDERED_DIRECT
 
 __attribute__((visibility("default"))) void* dlsym(void* handle, const char* name) {
   DlsymFn real_dlsym = RealDlsym();

@@ -94,14 +94,19 @@ CuResult cuMemHostGetDevicePointer_v2(CuDevicePtr* d, void* p, unsigned) {
   *d = reinterpret_cast<CuDevicePtr>(p);
   return 0;
 }
-// Events, unlogged: the interposer fences and times pieces with them; every
-// one reads as reached at once.
+// Events made here go unlogged: the interposer fences and times pieces with
+// them; every one reads as reached at once.  A record of any other event (a
+// client's own, from kClientEvents up) is logged.
+constexpr uintptr_t kClientEvents = 0xe0000;
 CuResult cuEventCreate(void** event, unsigned) {
   static uintptr_t next = 1;
   *event = reinterpret_cast<void*>(next++);
   return 0;
 }
-CuResult cuEventRecord(void*, CuStream) { return 0; }
+CuResult cuEventRecord(void* e, CuStream s) {
+  if (reinterpret_cast<uintptr_t>(e) >= kClientEvents) Log("event record " + Hex(e) + " on " + Hex(s));
+  return 0;
+}
 CuResult cuEventQuery(void*) { return 0; }
 CuResult cuEventElapsedTime_v2(float* ms, void*, void*) {
   *ms = 0.01f;
@@ -132,9 +137,15 @@ CuResult cuCtxGetCurrent(void** ctx) {
   return 0;
 }
 CuResult cuCtxSetCurrent(void*) { return 0; }
+// Stream 0xbad reads as an invalid handle (CUDA_ERROR_INVALID_HANDLE).
+constexpr uintptr_t kBadStream = 0xbad;
 CuResult cuStreamSynchronize(CuStream s) {
   Log("stream sync " + Hex(s));
-  return 0;
+  return reinterpret_cast<uintptr_t>(s) == kBadStream ? 400 : 0;
+}
+CuResult cuStreamSynchronize_ptsz(CuStream s) {
+  Log("stream sync_ptsz " + Hex(s));
+  return reinterpret_cast<uintptr_t>(s) == kBadStream ? 400 : 0;
 }
 // A line the client writes into the log, in its place among the driver's.
 void fake_cuda_note(const char* line) { Log(std::string("note ") + line); }

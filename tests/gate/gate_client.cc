@@ -3,8 +3,6 @@
 // up and call them.  argv[1] names the scenario; the driver's log goes to
 // stdout, then "result <code>" of each call made.
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include "gate_word.h"
 
 using CuResult = int;
 using GetProc = CuResult (*)(const char*, void**, int, uint64_t, int*);
@@ -43,19 +43,6 @@ using Decompress = CuResult (*)(void*, size_t, unsigned, size_t*, void*);
 using Memset2D = CuResult (*)(unsigned long long, size_t, unsigned char, size_t, size_t);
 using BatchV1 = CuResult (*)(unsigned long long*, unsigned long long*, size_t*, size_t, void*, size_t*, size_t,
                              size_t*, void*);
-
-// The gate page's word (FREERIDE_GATE_PAGE), for a scenario that shuts and
-// opens the gate itself as the stage's stream would; exits 2 without one.
-std::atomic<uint32_t>* MapGateWord() {
-  const char* path = getenv("FREERIDE_GATE_PAGE");
-  int fd = path ? open(path, O_RDWR) : -1;
-  void* page = fd >= 0 ? mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-  if (page == MAP_FAILED) {
-    std::printf("no gate page\n");
-    std::exit(2);
-  }
-  return static_cast<std::atomic<uint32_t>*>(page);
-}
 
 int main(int argc, char** argv) {
   std::string scenario = argc > 1 ? argv[1] : "";

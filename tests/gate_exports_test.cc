@@ -13,9 +13,17 @@
 #include <string>
 #include <vector>
 
+#include "gate/gated_functions.h"
 #include "gate/symbol_table.h"
 
 namespace {
+
+// The names the uncovered entry points' refusers are exported as.
+constexpr const char* kUncoveredExports[] = {
+#define FREERIDE_UNCOVERED_NAME(id, name) #name,
+    FREERIDE_UNCOVERED_EXPORTS(FREERIDE_UNCOVERED_NAME)
+#undef FREERIDE_UNCOVERED_NAME
+};
 
 // The defined global and weak names of an ELF64 shared library's .dynsym.
 std::vector<std::string> DefinedDynamicSymbols(const std::string& path) {
@@ -55,20 +63,26 @@ TEST(GateExports, OnlyTheDriversNamesDlsymAndOurLookUpsAreExported) {
                                       "cuGetProcAddress", "cuGetProcAddress_v2",
                                       "cuGraphInstantiateWithParams",
                                       "cuGraphInstantiateWithParams_ptsz"};
-  size_t gated = 0, ordered = 0;
+  size_t gated = 0, ordered = 0, uncovered = 0;
   for (const std::string& name : names) {
     if (ours.count(name)) continue;
     if (freeride::gate::GatedByExportName(name.c_str())) {
       ++gated;
     } else if (freeride::gate::OrderedByExportName(name.c_str())) {
       ++ordered;
+    } else if (freeride::gate::UncoveredByName(name.c_str())) {
+      ++uncovered;
     } else {
       ADD_FAILURE() << "libfreeride_gate.so exports " << name
-                    << ", which is neither a driver name it wraps nor its own look-up";
+                    << ", which is neither a driver name it wraps or refuses nor its own look-up";
     }
   }
   EXPECT_GT(gated, 0u);
   EXPECT_GT(ordered, 0u);
+  // Every name by which a program linked against libcuda calls an uncovered entry point is refused there.
+  for (const char* name : kUncoveredExports)
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name << " is not exported";
+  EXPECT_EQ(uncovered, std::size(kUncoveredExports));
   for (const char* name : {"dlsym", "cuGetProcAddress_v2", "cuLaunchKernel", "cuStreamSynchronize"})
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name << " is not exported";
 }

@@ -2488,6 +2488,28 @@ TEST_F(InterposerTest, AnUncoveredEntryPointFailsWithAReasonInsteadOfRunning) {
       << r.err;
 }
 
+// The same called by name, by a program linked against libcuda: the call
+// binds to the interposer's refuser, not to the driver's entry point; the
+// program run without the gate reaches the driver.
+TEST_F(InterposerTest, AnUncoveredEntryPointCalledByNameFailsWithAReasonInsteadOfRunning) {
+  ShellResult r = RunDirect("uncovered");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("batchmemop"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("htoa"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("result 801\nresult 801\n"), std::string::npos) << r.out;
+  for (const char* name : {"cuStreamBatchMemOp", "cuMemcpyHtoA"})
+    EXPECT_NE(r.err.find(std::string(name) + " submits GPU work that the gate does not cover"), std::string::npos)
+        << r.err;
+
+  ShellResult ungated = RunShell("env -u LD_PRELOAD LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " " GATE_DIRECT_CLIENT_BIN
+                                 " uncovered",
+                                 dir_.path());
+  ASSERT_EQ(ungated.status, 0) << ungated.out << ungated.err;
+  EXPECT_NE(ungated.out.find("batchmemop\nhtoa 0xa1 offset 0 n 16\nresult 0\nresult 0\n"), std::string::npos)
+      << ungated.out;
+  EXPECT_EQ(ungated.err.find("does not cover"), std::string::npos) << ungated.err;
+}
+
 // Batched copies (cudaMemcpyBatchAsync: cuDF, SGLang's KV cache, NCCL's
 // copy-engine collectives) wait on the gate like any copy, under either
 // signature: CUDA 13's, and 12.8's with its failure index.

@@ -131,8 +131,9 @@
 
 // Entry points that submit GPU work the gate does not cover.  A program
 // that calls one is refused at that call (it fails with
-// CUDA_ERROR_NOT_SUPPORTED and a message), never run ungated; looking one
-// up is allowed, since runtimes look up entry points they never call.
+// CUDA_ERROR_NOT_SUPPORTED and a message), never run ungated, whether it
+// was looked up or called by name; looking one up is allowed, since
+// runtimes look up entry points they never call.
 #define FREERIDE_UNCOVERED_FUNCTIONS(X)                                              \
   X(LaunchCooperativeKernelMultiDevice, "cuLaunchCooperativeKernelMultiDevice")     \
   X(StreamBatchMemOp, "cuStreamBatchMemOp") X(MemcpyHtoA, "cuMemcpyHtoA")            \
@@ -141,6 +142,34 @@
   X(MemcpyDtoA, "cuMemcpyDtoA") X(MemcpyAtoA, "cuMemcpyAtoA")                        \
   X(Memcpy2DUnaligned, "cuMemcpy2DUnaligned") X(LaunchGrid, "cuLaunchGrid")          \
   X(LaunchGridAsync, "cuLaunchGridAsync") X(Launch, "cuLaunch")
+
+// The names by which a program linked against libcuda reaches each of them,
+// under which the interposer exports a refuser: a call by name binds to it at
+// load time, never to the driver.  From CUDA 13's cuda.h: the name each
+// #define makes (cuMemcpyHtoA: cuMemcpyHtoA_v2), its per-thread form under
+// CUDA_API_PER_THREAD_DEFAULT_STREAM (__CUDA_API_PTDS/PTSZ: _ptds for the
+// synchronous copies, _ptsz for the rest), and the unversioned first form
+// that binaries built before the _v2 bind (the 32-bit-offset copies, CUDA
+// 8-11.6's cuStreamBatchMemOp and its _ptsz).  Listed one by one, not made
+// as every suffix of every name: the driver has no cuMemcpyHtoA_ptds nor
+// cuLaunch_ptsz, and a name exported that it lacks would be found by a
+// program probing with dlsym(RTLD_DEFAULT) (docs/gate.md's limits).
+#define FREERIDE_UNCOVERED_EXPORTS(X)                                                        \
+  X(LaunchCooperativeKernelMultiDevice, cuLaunchCooperativeKernelMultiDevice)               \
+  X(StreamBatchMemOp, cuStreamBatchMemOp) X(StreamBatchMemOp, cuStreamBatchMemOp_ptsz)      \
+  X(StreamBatchMemOp, cuStreamBatchMemOp_v2) X(StreamBatchMemOp, cuStreamBatchMemOp_v2_ptsz) \
+  X(MemcpyHtoA, cuMemcpyHtoA) X(MemcpyHtoA, cuMemcpyHtoA_v2) X(MemcpyHtoA, cuMemcpyHtoA_v2_ptds) \
+  X(MemcpyAtoH, cuMemcpyAtoH) X(MemcpyAtoH, cuMemcpyAtoH_v2) X(MemcpyAtoH, cuMemcpyAtoH_v2_ptds) \
+  X(MemcpyHtoAAsync, cuMemcpyHtoAAsync) X(MemcpyHtoAAsync, cuMemcpyHtoAAsync_v2)            \
+  X(MemcpyHtoAAsync, cuMemcpyHtoAAsync_v2_ptsz)                                             \
+  X(MemcpyAtoHAsync, cuMemcpyAtoHAsync) X(MemcpyAtoHAsync, cuMemcpyAtoHAsync_v2)            \
+  X(MemcpyAtoHAsync, cuMemcpyAtoHAsync_v2_ptsz)                                             \
+  X(MemcpyAtoD, cuMemcpyAtoD) X(MemcpyAtoD, cuMemcpyAtoD_v2) X(MemcpyAtoD, cuMemcpyAtoD_v2_ptds) \
+  X(MemcpyDtoA, cuMemcpyDtoA) X(MemcpyDtoA, cuMemcpyDtoA_v2) X(MemcpyDtoA, cuMemcpyDtoA_v2_ptds) \
+  X(MemcpyAtoA, cuMemcpyAtoA) X(MemcpyAtoA, cuMemcpyAtoA_v2) X(MemcpyAtoA, cuMemcpyAtoA_v2_ptds) \
+  X(Memcpy2DUnaligned, cuMemcpy2DUnaligned) X(Memcpy2DUnaligned, cuMemcpy2DUnaligned_v2)    \
+  X(Memcpy2DUnaligned, cuMemcpy2DUnaligned_v2_ptds)                                         \
+  X(LaunchGrid, cuLaunchGrid) X(LaunchGridAsync, cuLaunchGridAsync) X(Launch, cuLaunch)
 
 namespace freeride::gate {
 

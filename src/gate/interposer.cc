@@ -8,8 +8,9 @@
 // interposer answers dlsym for cuGetProcAddress (and for the gated names,
 // for programs that load the driver themselves, as Triton's launcher
 // does), answers cuGetProcAddress with its wrappers for the gated entry
-// points, and exports the gated names and the ordered ones (below) for
-// programs linked against libcuda.
+// points and refusers for the uncovered ones, and exports the gated names,
+// the ordered ones and the uncovered ones (refused; below) for programs
+// linked against libcuda.
 // Each wrapper asks the process's LaunchGate for a wait on the work's stream
 // and then calls the driver's own entry point.
 //
@@ -563,12 +564,21 @@ constexpr const char* kOrderedExport[kOrderedCount][2] = {
 #undef FREERIDE_ORDERED_EXPORT
 };
 
+// The names the uncovered entry points' refusers are exported as (below).
+constexpr const char* kUncoveredExport[] = {
+#define FREERIDE_UNCOVERED_EXPORT(id, name) #name,
+    FREERIDE_UNCOVERED_EXPORTS(FREERIDE_UNCOVERED_EXPORT)
+#undef FREERIDE_UNCOVERED_EXPORT
+};
+
 // Whether `name` is exported here other than as ordered entry `self`'s own:
-// a gated, instantiation or look-up name, or another ordered entry's.
+// a gated, instantiation, refused or look-up name, or another ordered entry's.
 constexpr bool ExportedElsewhere(std::string_view name, size_t self) {
   for (size_t i = 0; i < kGatedCount; ++i)
     if (name == kLegacyExport[i] || name == kPerThreadExport[i]) return true;
   for (std::string_view other : kInstantiateExport)
+    if (name == other) return true;
+  for (std::string_view other : kUncoveredExport)
     if (name == other) return true;
   for (std::string_view other : {"cuGetProcAddress", "cuGetProcAddress_v2", "dlsym"})
     if (name == other) return true;
@@ -845,6 +855,22 @@ __attribute__((visibility("default"))) void* dlsym(void* handle, const char* nam
     if (auto ordered = OrderedByExportName(name)) return SubstituteOrdered(real, *ordered);
   return Substitute(name, real, GatedByExportName(name));
 }
+
+// The uncovered entry points under the names a program linked against
+// libcuda calls them by (gated_functions.h): refused there as when looked up.
+// Each is a function of no parameters standing in for the entry's signature,
+// as RefuseUncovered is (x86-64: the caller passes and cleans up the
+// arguments, which the callee may ignore).  Defined under the names
+// themselves: a name listed twice, or exported as a wrapper above too, fails
+// the build (a redefinition, or the assembler's "already defined"), and
+// ExportedElsewhere keeps an ordered entry's weak per-thread export from
+// giving way to one.
+#define FREERIDE_UNCOVERED_DIRECT(id, name)                 \
+  __attribute__((visibility("default"))) CuResult name() { \
+    return RefuseUncovered<UncoveredFunction::k##id>();     \
+  }
+FREERIDE_UNCOVERED_EXPORTS(FREERIDE_UNCOVERED_DIRECT)
+#undef FREERIDE_UNCOVERED_DIRECT
 
 // The driver's names of the instantiation that can upload, for programs
 // linked against libcuda.

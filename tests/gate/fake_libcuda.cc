@@ -252,6 +252,10 @@ CuResult cuStreamBatchMemOp_v2(...) {
   Log("batchmemop");
   return 0;
 }
+CuResult cuMemcpyHtoA_v2(void* array, size_t offset, const void*, size_t n) {
+  Log("htoa " + Hex(array) + " offset " + std::to_string(offset) + " n " + std::to_string(n));
+  return 0;
+}
 CuResult cuCtxSynchronize() {
   Log("sync");
   return 0;

@@ -26,6 +26,10 @@ CuResult cuStreamSynchronize(void* stream);
 CuResult cuStreamSynchronize_ptsz(void* stream);
 CuResult cuEventRecord(void* event, void* stream);
 CuResult cuCtxSynchronize();
+// Entry points the gate does not cover, as cuda.h names them (cuStreamBatchMemOp,
+// cuMemcpyHtoA): the driver's _v2 forms.
+CuResult cuStreamBatchMemOp_v2(void* stream, unsigned count, void* params, unsigned flags);
+CuResult cuMemcpyHtoA_v2(void* array, size_t offset, const void* src, size_t n);
 // The fake driver's own.
 const char* fake_cuda_log();
 void fake_cuda_note(const char* line);
@@ -45,6 +49,12 @@ int main(int argc, char** argv) {
     note(cuEventRecord(event, stream));
     note(cuStreamSynchronize_ptsz(stream));
     note(cuCtxSynchronize());
+  } else if (scenario == "uncovered") {
+    // Work the gate does not cover, called by name: refused under the gate,
+    // never run by the driver outside the bubbles.
+    note(cuStreamBatchMemOp_v2(stream, 0, nullptr, 0));
+    const char bytes[16] = {};
+    note(cuMemcpyHtoA_v2(reinterpret_cast<void*>(0xa1), 0, bytes, sizeof bytes));
   } else if (scenario == "ahead") {
     // Under launch ahead (FREERIDE_GATE_AHEAD): the program's runtime looks
     // its launch up (dlsym on the driver, then cuGetProcAddress), and that

@@ -192,6 +192,19 @@ TEST(EventLogReader, CountsARepeatedOrOverlappingBubbleOnce) {
   EXPECT_EQ(overlap.bubbles[0].begin_ns, 0) << "file order is kept";
   EXPECT_EQ(overlap.first_dropped_bubble.begin_ns, 10 * kMs);
 
+  // Bubbles a lane missed are closed back to back at one instant (length 0,
+  // each its own seq), and the next one may begin then too: all distinct.
+  auto numbered = [](uint64_t seq, int64_t begin_ms, int64_t end_ms, int64_t harvested_ms) {
+    nlohmann::json b = nlohmann::json::parse(Bubble(0, 0, begin_ms, end_ms, harvested_ms, 0, 0));
+    b["seq"] = seq;
+    return b.dump() + "\n";
+  };
+  EventLogData same_instant =
+      ParseEventLog(numbered(11, 5, 5, 0) + numbered(13, 5, 5, 0) + numbered(15, 5, 9, 3), "same instant");
+  EXPECT_EQ(same_instant.dropped_bubbles, 0u);
+  EXPECT_EQ(ComputeRunReport(same_instant, nullptr, {}).lanes[0].harvested_ns, 3 * kMs);
+  EXPECT_EQ(ParseEventLog(numbered(15, 5, 9, 3) + numbered(15, 5, 9, 3), "copy").dropped_bubbles, 1u);
+
   // A bubble closed as stale ends at the dispatcher's time, which the next
   // bubble's begin can precede: not a repeat.
   nlohmann::json stale = nlohmann::json::parse(Bubble(0, 0, 0, 40, 0, 0, 0));

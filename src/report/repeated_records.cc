@@ -28,7 +28,10 @@ bool SameClock(const BubbleRecord& a, const BubbleRecord& b) {
 // that only touch (one's end mark is the next one's begin) are two.
 bool SameBubble(const BubbleRecord& kept, const BubbleRecord& later) {
   if (!SameClock(kept, later)) return false;
-  if (kept.begin_ns == later.begin_ns) return true;
+  // Bubbles a lane missed are closed back to back at one instant, so two
+  // records may begin at the same time and be distinct: only the same
+  // bubble number and slot make a copy.
+  if (kept.begin_ns == later.begin_ns) return kept.seq == later.seq && kept.slot == later.slot;
   // Without its end mark, `kept` ends where the dispatcher gave up on it,
   // which can be after `later` began.
   const bool end_unmarked = kept.ended_by == events::BubbleEnd::kStale ||

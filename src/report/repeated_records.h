@@ -19,7 +19,9 @@ namespace freeride::report {
 //
 // A lane's bubbles follow one another (one stage's marks), so two that
 // overlap are one bubble written twice; of those the earliest-beginning one
-// is kept, and of identical ones the first in the file.  A bubble closed
+// is kept, and of identical ones the first in the file.  Two that begin at
+// the same time repeat one another only with the same seq and slot: bubbles
+// the lane missed are closed back to back, length 0, at one instant.  A bubble closed
 // without its end mark (`stale`, `stage_gone`) ends at the dispatcher's own
 // time, which the next bubble's begin mark can precede: only a record with
 // its begin repeats it.  Times are compared only between records of one boot

@@ -2510,6 +2510,25 @@ TEST_F(InterposerTest, AnUncoveredEntryPointCalledByNameFailsWithAReasonInsteadO
   EXPECT_EQ(ungated.err.find("does not cover"), std::string::npos) << ungated.err;
 }
 
+// The interposer exports driver names this driver may lack; a program that
+// probes for one with dlsym(RTLD_DEFAULT) finds it absent, as without the
+// gate, and a name the driver has is still found.
+TEST_F(InterposerTest, AProbeForANameTheDriverLacksFindsItAbsentUnderTheGate) {
+  const std::string expected =
+      "cuStreamSynchronize found\ncuCtxSynchronize found\ncuStreamBatchMemOp_v2 found\n"
+      "cuCtxSynchronize_v2 absent\ncuGraphExecNodeSetParams absent\ncuLaunchGrid absent\n";
+  for (const std::string ahead : {"", "FREERIDE_GATE_AHEAD=64"}) {
+    ShellResult r = RunDirect("probe", ahead);
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find(expected), std::string::npos) << ahead << "\n" << r.out;
+  }
+  ShellResult ungated = RunShell("env -u LD_PRELOAD LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR " " GATE_DIRECT_CLIENT_BIN
+                                 " probe",
+                                 dir_.path());
+  ASSERT_EQ(ungated.status, 0) << ungated.out << ungated.err;
+  EXPECT_NE(ungated.out.find(expected), std::string::npos) << ungated.out;
+}
+
 // Batched copies (cudaMemcpyBatchAsync: cuDF, SGLang's KV cache, NCCL's
 // copy-engine collectives) wait on the gate like any copy, under either
 // signature: CUDA 13's, and 12.8's with its failure index.

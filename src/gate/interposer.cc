@@ -842,6 +842,10 @@ __attribute__((visibility("default"))) void* dlsym(void* handle, const char* nam
   void* real = real_dlsym(handle, name);
   // (`name` is declared nonnull: the driver's dlsym has found nothing for a null one.)
   if (!real || name[0] != 'c' || name[1] != 'u') return real;
+  // Our exports of the driver's names are found first; a name this driver
+  // lacks (cuCtxSynchronize_v2 before CUDA 13) is absent, as without us, so
+  // a program that probes for it takes its own fallback.
+  if (FromThisLibrary(real) && !DriverSymbol(name)) return nullptr;
   if (std::strcmp(name, "cuGetProcAddress_v2") == 0) {
     if (!FromThisLibrary(real)) g_real_get_proc_v2.store(real);
     return reinterpret_cast<void*>(&FreerideGetProcAddressV2);

@@ -49,6 +49,11 @@ int main(int argc, char** argv) {
     note(cuEventRecord(event, stream));
     note(cuStreamSynchronize_ptsz(stream));
     note(cuCtxSynchronize());
+  } else if (scenario == "probe") {
+    // dlsym(RTLD_DEFAULT) for names the driver has and names it lacks.
+    for (const char* name : {"cuStreamSynchronize", "cuCtxSynchronize", "cuStreamBatchMemOp_v2",
+                             "cuCtxSynchronize_v2", "cuGraphExecNodeSetParams", "cuLaunchGrid"})
+      std::printf("%s %s\n", name, dlsym(RTLD_DEFAULT, name) ? "found" : "absent");
   } else if (scenario == "uncovered") {
     // Work the gate does not cover, called by name: refused under the gate,
     // never run by the driver outside the bubbles.

@@ -1020,6 +1020,7 @@ def main() -> None:
     from e2e_arms import bundle_commit, git_commit  # e2e_arms imports this module
     b.results["commit"] = git_commit()
     b.results["bundle_commit"] = bundle_commit(a.bundle)
+    b.results["daemon_args"] = a.daemon_args  # the command line kept in "command" loses its quotes
     from e2e_arms import split_side  # e2e_arms imports this module
     programs = [x for x in a.programs.split(",") if x]
     bases = list(dict.fromkeys(split_side(x)[0] for x in programs))  # SystemExit for a bad +VAR=VALUE

@@ -10,6 +10,7 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <optional>
 #include <stdexcept>
 
 #include "base/units.h"
@@ -42,8 +43,7 @@ struct SimulateArgs {
   double jitter = 0, straggler_prob = 0, straggler_slowdown = 1.5;
   std::vector<std::string> tasks;
   std::string placement = "round-robin";
-  double free_memory_gib = 0;
-  bool free_memory_given = false;  // 0 given is none free, not no limit
+  std::optional<double> free_memory_gib;  // none: no limit; 0 given is none free
   double dispatch_latency = 0.2, overrun_cost = 1.0, step_slowdown = 1.0;
   uint64_t seed = 1;
   int threads = 0;
@@ -223,14 +223,14 @@ bool BuildConfig(const SimulateArgs& a, sim::SimConfig* c, std::string* error) {
   // More than any GPU holds is a typo, not a trainer's figure (and 1e30 GiB
   // would not fit the byte count); NaN compares false with every bound.
   constexpr double kMostFreeMemoryGib = 1024;
-  if (a.free_memory_given) {
-    if (!(a.free_memory_gib >= 0 && a.free_memory_gib <= kMostFreeMemoryGib)) {
+  if (a.free_memory_gib) {
+    if (!(*a.free_memory_gib >= 0 && *a.free_memory_gib <= kMostFreeMemoryGib)) {
       *error = fmt::format("--free-memory-gib {}: give the GiB of GPU memory the trainer leaves free, "
                            "from 0 to {} (leave it out for no limit)",
-                           a.free_memory_gib, kMostFreeMemoryGib);
+                           *a.free_memory_gib, kMostFreeMemoryGib);
       return false;
     }
-    c->free_memory_bytes = static_cast<uint64_t>(a.free_memory_gib * double(1ull << 30));
+    c->free_memory_bytes = static_cast<uint64_t>(*a.free_memory_gib * double(1ull << 30));
   }
   if (a.placement == "round-robin") {
     c->placement = sim::TaskPlacement::kRoundRobin;
@@ -428,7 +428,6 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
       *exit_code = 2;
       return;
     }
-    a->free_memory_given = cmd->count("--free-memory-gib") > 0;
     *exit_code = RunSimulate(*a);
   });
 }

@@ -2301,10 +2301,8 @@ TEST_F(InterposerTest, UnderLaunchAheadALaunchWhileShutReturnsAtOnceAndASyncCome
 // must wait for a launch of the exec queued before it (XLA's command
 // buffers update their execs in place between launches).
 TEST_F(InterposerTest, UnderLaunchAheadAGraphExecUpdateWaitsForTheLaunchQueuedBeforeIt) {
-  ShellResult r = RunShell("env -u FREERIDE_GATE_STRICT -u FREERIDE_GATE_LENGTHS LD_LIBRARY_PATH=" FAKE_LIBCUDA_DIR
-                           " LD_PRELOAD=" GATE_LIBRARY " FREERIDE_GATE_PAGE=" + page_path_ +
-                               " FREERIDE_GATE_AHEAD=64 " GATE_CLIENT_BIN " ahead-graph-update",
-                           dir_.path());
+  ShellResult r = RunClient("FREERIDE_GATE_AHEAD=64 " GATE_CLIENT_BIN " ahead-graph-update", /*with_page=*/true,
+                            /*strict=*/false);
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   const std::vector<std::string> in_order = {"note graph launch returned\n", "note gate opening\n",
                                              "graph 0x1000\n", "exec kernel node set 0xe1 node 0xa0\n",

@@ -845,13 +845,14 @@ __attribute__((visibility("default"))) void* dlsym(void* handle, const char* nam
   // Our exports of the driver's names are found first; a name this driver
   // lacks (cuCtxSynchronize_v2 before CUDA 13) is absent, as without us, so
   // a program that probes for it takes its own fallback.
-  if (FromThisLibrary(real) && !DriverSymbol(name)) return nullptr;
+  const bool ours = FromThisLibrary(real);
+  if (ours && !DriverSymbol(name)) return nullptr;
   if (std::strcmp(name, "cuGetProcAddress_v2") == 0) {
-    if (!FromThisLibrary(real)) g_real_get_proc_v2.store(real);
+    if (!ours) g_real_get_proc_v2.store(real);
     return reinterpret_cast<void*>(&FreerideGetProcAddressV2);
   }
   if (std::strcmp(name, "cuGetProcAddress") == 0) {
-    if (!FromThisLibrary(real)) g_real_get_proc_v1.store(real);
+    if (!ours) g_real_get_proc_v1.store(real);
     return reinterpret_cast<void*>(&FreerideGetProcAddressV1);
   }
   if (void* ours = InstantiateByExportName(name, real)) return ours;

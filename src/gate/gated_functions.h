@@ -152,8 +152,9 @@
 // that binaries built before the _v2 bind (the 32-bit-offset copies, CUDA
 // 8-11.6's cuStreamBatchMemOp and its _ptsz).  Listed one by one, not made
 // as every suffix of every name: the driver has no cuMemcpyHtoA_ptds nor
-// cuLaunch_ptsz, and a name exported that it lacks would be found by a
-// program probing with dlsym(RTLD_DEFAULT) (docs/gate.md's limits).
+// cuLaunch_ptsz, and a name exported that no driver has would let a program
+// linked against it load under the gate where it would not load without it
+// (docs/gate.md's limits).
 #define FREERIDE_UNCOVERED_EXPORTS(X)                                                        \
   X(LaunchCooperativeKernelMultiDevice, cuLaunchCooperativeKernelMultiDevice)               \
   X(StreamBatchMemOp, cuStreamBatchMemOp) X(StreamBatchMemOp, cuStreamBatchMemOp_ptsz)      \

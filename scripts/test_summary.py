@@ -13,6 +13,7 @@ COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)")
 
 def main(path: str) -> int:
     counts = {"passed": 0, "failed": 0, "skipped": 0}
+    not_run = []  # (name, why): each said below the count, never a bare number
     for case in ET.parse(path).getroot().iter("testcase"):
         out = "".join(e.text or "" for e in case.iter("system-out"))
         lines = PYTEST_LINE.findall(out)
@@ -26,11 +27,15 @@ def main(path: str) -> int:
         status = case.get("status", "")
         if case.find("skipped") is not None or status in ("notrun", "disabled"):
             counts["skipped"] += 1
+            said = [line for line in out.splitlines() if line.strip()]
+            not_run.append((case.get("name"), said[-1] if said else f"no output ({status})"))
         elif case.find("failure") is not None or case.find("error") is not None or status == "fail":
             counts["failed"] += 1
         else:
             counts["passed"] += 1
     print(f"tests: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+    for name, why in not_run:
+        print(f"  not run: {name}: {why}")
     return 0
 
 

@@ -62,7 +62,8 @@ def daemon_args(results: dict) -> str:
         if word == "--daemon-args" or word.startswith("--daemon-args="):
             taken = [word.partition("=")[2]] if "=" in word else []
             for later in words[i + 1:]:
-                if later.partition("=")[0] in BENCH_OPTIONS:
+                option = later.partition("=")[0]
+                if option in BENCH_OPTIONS or option.replace("--no-", "--", 1) in BENCH_OPTIONS:
                     break
                 taken.append(later)
             return " ".join(w for w in taken if w)

@@ -51,6 +51,8 @@ def test_a_command_line_without_its_quotes_gives_the_daemon_args_up_to_the_bench
     assert daemon_args({"command": command}) == "--gate-margin-us 100 --gate-lead-us 0"
     assert daemon_args({"command": "bench/gate_gpu.py --daemon-args --gpus 1 --keep-logs"}) == "--gpus 1"
     assert daemon_args({"command": "bench/gate_gpu.py --profiles zbv"}) == ""
+    # A boolean option's negative form ends it too.
+    assert daemon_args({"command": "bench/gate_gpu.py --daemon-args=--gpus 1 --no-alone-again"}) == "--gpus 1"
 
 
 def test_a_file_that_is_not_a_result_file_is_refused_with_its_name(tmp_path) -> None:

@@ -1034,6 +1034,97 @@ TEST_F(LaunchGateTest, TheMeanEstimateDoesNotLetAPieceGoWithoutTheWaitThatTheP95
   }
 }
 
+// A strict gate (every piece waits and is fenced) under `estimate`, its
+// pieces learned at 100 us each (published in `slot`), bubble 1 open with
+// no deadline.
+std::unique_ptr<LaunchGate> UniformLengthsGate(char* page, GateTaskSlot* slot, QueueEstimate estimate,
+                                               CuStream stream) {
+  FakeDriver::Reset();
+  FakeClock::Reset();
+  auto gate = std::make_unique<LaunchGate>(FakeDriver::Api(), page, "", slot, FakeClock::Clock(),
+                                           /*wait_every_piece=*/true, estimate);
+  FakeDriver::events_done = true;
+  FakeDriver::elapsed_ms = 0.1f;
+  EXPECT_TRUE(QueuePieces(*gate, stream, 64 * static_cast<int>(LaunchGate::kSampleEvery)));
+  EXPECT_EQ(gate->work_p95_ns(), 100'000);
+  EXPECT_EQ(gate->unfinished_pieces(), 0u);
+  FakeDriver::events_done = false;
+  return gate;
+}
+
+// The same gate (`slot` its page's slot) with three pieces queued together
+// in bubble 1, whose deadline is `deadline_in_ns` from then; none has ended.
+std::unique_ptr<LaunchGate> ThreeQueued(char* page, GateTaskSlot* slot, QueueEstimate estimate, CuStream stream,
+                                        int64_t deadline_in_ns) {
+  auto& layout = *reinterpret_cast<GatePageLayout*>(page);
+  layout.word.store(GateOpenValue(1));
+  layout.admit_bubble.store(1);
+  layout.admit_until_ns.store(INT64_MAX);
+  auto gate = UniformLengthsGate(page, slot, estimate, stream);
+  layout.admit_until_ns.store(FakeClock::now + deadline_in_ns);
+  EXPECT_TRUE(QueuePieces(*gate, stream, 3));
+  return gate;
+}
+
+// Queues one more piece while every queued piece's fence is reached only
+// `drains_in_ns` from now: whether the piece was held until then (false:
+// queued at once, before the fences were reached).
+::testing::AssertionResult HeldUntilTheQueueDrained(LaunchGate& gate, CuStream stream, int64_t drains_in_ns) {
+  const uint64_t held_before = gate.counters().held;
+  const int64_t drained_at = FakeClock::now + drains_in_ns;
+  FakeClock::on_sleep = [&] { FakeDriver::events_done = FakeClock::now >= drained_at; };
+  const bool queued = QueuePieces(gate, stream);
+  FakeClock::on_sleep = nullptr;
+  if (!queued) return ::testing::AssertionFailure() << "the piece was refused";
+  const bool held = gate.counters().held == held_before + 1;
+  if (held != (FakeClock::now >= drained_at))
+    return ::testing::AssertionFailure() << "held " << held << " but queued " << FakeClock::now - drained_at
+                                         << " ns after the queue drained";
+  if (!held) return ::testing::AssertionFailure() << "queued at once";
+  return ::testing::AssertionSuccess() << "held until the queue drained";
+}
+
+// FREERIDE_GATE_QUEUE_ESTIMATE=end: three 100 us pieces queued together,
+// 250 us ago, with 250 us to the deadline, and none of their fences seen
+// reached.  Counted, the queue is 300 us and a fourth piece (400 us in all)
+// waits for a fence; by the running end the queue has 50 us left and the
+// fourth (150 us) goes at once, while the third still runs.
+TEST_F(LaunchGateTest, TheRunningEndLetsAPieceGoBeforeTheLastOneIsSeenToEnd) {
+  for (QueueEstimate estimate : {QueueEstimate::kP95, QueueEstimate::kRunningEnd}) {
+    GateTaskSlot slot{};
+    auto made = ThreeQueued(page_, &slot, estimate, stream_, 500'000);
+    FakeClock::now += 250'000;
+    if (estimate == QueueEstimate::kP95) {
+      EXPECT_TRUE(HeldUntilTheQueueDrained(*made, stream_, 100'000)) << "counted";
+    } else {
+      EXPECT_FALSE(HeldUntilTheQueueDrained(*made, stream_, 100'000)) << "by the running end";
+    }
+  }
+}
+
+// The running end never says more than the count: with the pieces' time
+// not yet passed (nothing of the queue's 300 us has run), a piece that does
+// not fit by the count does not fit by the running end either.
+TEST_F(LaunchGateTest, TheRunningEndHoldsAPieceThatTheCountHoldsWhileTheQueueIsYoung) {
+  GateTaskSlot slot{};
+  auto made = ThreeQueued(page_, &slot, QueueEstimate::kRunningEnd, stream_, 350'000);
+  EXPECT_TRUE(HeldUntilTheQueueDrained(*made, stream_, 100'000));
+}
+
+// Work left unfinished from an earlier bubble (its waits pending, or late)
+// is counted as before: the running end stands only for pieces admitted to
+// the bubble being judged.  Three pieces admitted to bubble 1, which closes
+// before any of them is seen to end; in bubble 3, 250 us later with 250 us
+// to its deadline, a fourth waits for them to drain.
+TEST_F(LaunchGateTest, TheRunningEndDoesNotStandForWorkLeftFromAnEarlierBubble) {
+  GateTaskSlot slot{};
+  auto made = ThreeQueued(page_, &slot, QueueEstimate::kRunningEnd, stream_, 500'000);
+  Shut(1);
+  FakeClock::now += 250'000;
+  Open(3, FakeClock::now + 250'000);
+  EXPECT_TRUE(HeldUntilTheQueueDrained(*made, stream_, 50'000));
+}
+
 // Queues `n` asynchronous pieces of kind `key` (gate/piece_key.h) on
 // `stream`, as the interposer's wrapper does.
 ::testing::AssertionResult QueueKindPieces(LaunchGate& gate, CuStream stream, uint64_t key, int n = 1) {

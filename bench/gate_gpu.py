@@ -169,6 +169,15 @@ PROGRAMS = {
     "generate": (["python3", "examples/generate_loop.py", "--batch", "8", "--new-tokens", "16"],
                  r"generated (\d+) tokens.* at ([\d.]+)"),
     "compiled": (["python3", "examples/train_compiled.py", "--log-every", "5"], r"step (\d+):.* at ([\d.]+)"),
+    # Built-in tasks, run as any program is (their own SDK step loop, --standalone: no grants, the
+    # interposer gates their kernels), counted in their own iterations and epochs; they print no
+    # time, so bench/stamp_lines.py stamps each line as it comes.
+    "pagerank": (["python3", "bench/stamp_lines.py", "--", "freeride-pagerank", "--standalone", "--rmat-scale", "21",
+                  "--max-iterations", "1000000000", "--tolerance", "0", "--device", "cuda", "--step-ms", "2"],
+                 r"pagerank: iteration (\d+),.* at ([\d.]+)"),
+    "sgd": (["python3", "bench/stamp_lines.py", "--", "freeride-sgd", "--standalone", "--generate-ratings", "2000000",
+             "--generate-users", "20000", "--generate-items", "5000", "--epochs", "1000000000", "--device", "cuda",
+             "--step-ms", "2"], r"sgd: epoch (\d+),.* at ([\d.]+)"),
     # GPT-2 XL (1.5B) built on the host and copied to the GPU: start-up copies of 40 MB a weight,
     # longer than a zero-bubble schedule's bubbles (gate/copy_split.h cuts them).
     "generate-xl": (["python3", "examples/generate_loop.py", "--batch", "8", "--new-tokens", "16", "--layers", "48",
@@ -937,7 +946,9 @@ def main() -> None:
     p.add_argument("--programs", default="resnet50,generate,compiled",
                    help="comma-separated; each may take +VAR=VALUE pieces, its environment under the daemon "
                         "(e.g. resnet50+FREERIDE_GATE_LENGTHS=kind: an interposer experiment beside the plain "
-                        "program, from the same daemon and launch order), valued at its plain program's rate alone")
+                        "program, from the same daemon and launch order), valued at its plain program's rate alone; "
+                        "pagerank and sgd are built-in tasks run as any program, counted in their own iterations "
+                        "and epochs")
     p.add_argument("--schedule-rank", type=int, default=1)
     p.add_argument("--noside-seconds", type=float, default=8,
                    help="the no-side arm: this long before the program is submitted and after it exits")

@@ -302,6 +302,27 @@ TEST_F(MadeUpTraces, BadInputGetsAClearError) {
   EXPECT_THROW(LoadKinetoTrace(dir_.path() + "/missing.json"), TraceError);
 }
 
+// A stream id beyond an int (an unsigned 32-bit value, a handle's address)
+// is a stream like any other; only one a double cannot hold exactly is
+// malformed.
+TEST_F(MadeUpTraces, StreamIdsBeyondAnIntAreStreamsLikeAnyOther) {
+  json events = {Step("user_annotation", 1, 0, 100000), Kernel(10000, 20000, 7), Kernel(40000, 20000, 7),
+                 Kernel(65000, 25000, 7), Kernel(30000, 5000, 3)};
+  for (int i : {1, 2, 3}) events[i]["args"]["stream"] = 4294967295.0;
+  RankProfile p = AnalyzeRank(LoadKinetoTrace(Write("t.json", Trace(events))), -1);
+  EXPECT_EQ(p.compute_stream, 4294967295);
+  EXPECT_DOUBLE_EQ(p.busy_ms, 65) << "the other stream's 5 ms is not the compute stream's";
+  for (int i : {1, 2, 3}) events[i]["args"]["stream"] = 140737488355328.0;  // 2^47, a user-space address
+  EXPECT_EQ(AnalyzeRank(LoadKinetoTrace(Write("t.json", Trace(events))), -1).compute_stream, 140737488355328);
+  events[1]["args"]["stream"] = 1e300;
+  try {
+    LoadKinetoTrace(Write("t.json", Trace(events)));
+    ADD_FAILURE() << "a stream id no double holds exactly was read";
+  } catch (const TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("trace event #1 is malformed"), std::string::npos) << e.what();
+  }
+}
+
 // What cannot be right is refused with the file and the field named, or
 // skipped and said: a rank no run has, a duration below zero.
 TEST_F(MadeUpTraces, ImpossibleRanksAreRefusedAndNegativeDurationsSkippedAndSaid) {

@@ -31,8 +31,9 @@ std::vector<Interval> MergeIntervals(std::vector<Interval> spans) {
 }
 
 // The key with the largest total, or -1 for an empty map.
-int Busiest(const std::map<int, double>& totals) {
-  int best = -1;
+template <typename Id>
+Id Busiest(const std::map<Id, double>& totals) {
+  Id best = -1;
   double best_total = -1;
   for (const auto& [key, total] : totals)
     if (total > best_total) best = key, best_total = total;
@@ -90,7 +91,7 @@ bool ReadGpuBusy(const KinetoTrace& trace, const ProfileOptions& options, RankPr
   if (device_busy.empty()) return false;
   out.busy_source = "gpu";
   out.device = Busiest(device_busy);
-  std::map<int, double> stream_busy;
+  std::map<int64_t, double> stream_busy;
   for (const GpuOp& op : trace.gpu_ops)
     if (!op.communication && op.device == out.device)
       stream_busy[op.stream] += op.end_us - op.start_us;

@@ -36,7 +36,7 @@ struct RankProfile {
   std::string busy_source;
   int device = -1;  // -1 for "cpu"
   std::string device_name;
-  int compute_stream = -1;
+  int64_t compute_stream = -1;
   int64_t cpu_thread = 0;  // the thread whose operators are busy time, for "cpu"
   std::string window_source;  // "cpu" or "gpu" ProfilerStep annotations
   std::vector<Iteration> iterations;

@@ -90,16 +90,17 @@ int WholeNumberIn(double value, int lo, int hi, std::string_view what, const std
   return static_cast<int>(value);
 }
 
-// A device or stream id: a whole number that fits an int, or the event is
-// malformed (its message gives the event's position).
-int IdField(dom::object object, std::string_view key) {
+// A device or stream id: a whole number from `lo` to `hi`, or the event is
+// malformed (its message gives the event's position); -1 when absent.
+int64_t IdField(dom::object object, std::string_view key, double lo, double hi) {
   std::optional<double> v = NumberField(object, key);
   if (!v) return -1;
-  if (!(*v >= std::numeric_limits<int>::min() && *v <= std::numeric_limits<int>::max()) ||
-      *v != std::floor(*v))
-    throw simdjson::simdjson_error(simdjson::NUMBER_OUT_OF_RANGE);
-  return static_cast<int>(*v);
+  if (!(*v >= lo && *v <= hi) || *v != std::floor(*v)) throw simdjson::simdjson_error(simdjson::NUMBER_OUT_OF_RANGE);
+  return static_cast<int64_t>(*v);
 }
+// A device is an int.  A stream is any id a double holds exactly (to 2^53):
+// a runtime may name one by a handle's address or an unsigned 32-bit value.
+constexpr double kMostExactId = 9007199254740992.0;
 
 std::string_view StringField(dom::object object, std::string_view key) {
   dom::element v;
@@ -234,8 +235,9 @@ class TraceBuilder {
       op.end_us = *ts + dur;
       op.communication = cat == "kernel" && IsCommunicationKernel(name);
       if (has_args) {
-        op.device = IdField(args, "device");
-        op.stream = IdField(args, "stream");
+        op.device = static_cast<int>(
+            IdField(args, "device", std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
+        op.stream = IdField(args, "stream", -kMostExactId, kMostExactId);
       }
       trace_->gpu_ops.push_back(op);
       return;

@@ -16,7 +16,7 @@ namespace freeride::profile {
 struct GpuOp {
   double start_us = 0, end_us = 0;
   int device = -1;
-  int stream = -1;
+  int64_t stream = -1;
   bool communication = false;  // an NCCL kernel: it may spin while waiting
 };
 

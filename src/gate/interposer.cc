@@ -149,11 +149,11 @@ LaunchGate& TheGate() {
     }
     freeride::GateTaskSlot* slot = page.is_open() ? page.ClaimTaskSlot(getpid()) : nullptr;
     const char* strict = std::getenv("FREERIDE_GATE_STRICT");
-    // Experiments: queued work predicted at the pieces' mean, or no later
-    // than its running predicted end (launch_gate.h's QueueEstimate).
-    constexpr QueueEstimate kEstimates[] = {QueueEstimate::kP95, QueueEstimate::kMean, QueueEstimate::kRunningEnd};
-    const QueueEstimate queue_estimate = kEstimates[freeride::ChoiceSetting(
-        "freeride-gate", "FREERIDE_GATE_QUEUE_ESTIMATE", {"p95", "mean", "end"}, 0)];
+    // An experiment: queued work predicted at the pieces' mean (launch_gate.h's QueueEstimate).
+    const QueueEstimate queue_estimate =
+        freeride::ChoiceSetting("freeride-gate", "FREERIDE_GATE_QUEUE_ESTIMATE", {"p95", "mean"}, 0) == 1
+            ? QueueEstimate::kMean
+            : QueueEstimate::kP95;
     // Experiments: how much the gate economises far inside an open bubble (GateTuning).
     GateTuning tuning;
     tuning.run = static_cast<uint32_t>(

@@ -251,22 +251,10 @@ int64_t LaunchGate::PieceEstimateNs(int64_t kind_ns, bool as_demoted) const {
   return as_demoted && Demoted() ? 2 * estimate : estimate;
 }
 
-int64_t LaunchGate::QueuedEstimateNs(const Queued& queued, int64_t common_ns, uint32_t bubble,
-                                     int64_t from_ns) const {
+int64_t LaunchGate::QueuedEstimateNs(const Queued& queued, int64_t common_ns) const {
   const int64_t mean = piece_mean_ns_.load(std::memory_order_relaxed);
-  if (queue_estimate_ == QueueEstimate::kMean && mean > 0) return QueuedAtCommonNs(queued, Demoted() ? 2 * mean : mean);
-  const int64_t counted = QueuedAtCommonNs(queued, common_ns);
-  if (queue_estimate_ != QueueEstimate::kRunningEnd || queued.pieces == 0 || !queued.has_end ||
-      queued.end_bubble != bubble || queued.oldest_bubble != bubble)
-    return counted;
-  return std::clamp<int64_t>(queued.end_ns - from_ns, 0, counted);
-}
-
-void LaunchGate::NoteAdmittedLocked(uint32_t bubble, int64_t end_ns) {
-  if (queue_estimate_ != QueueEstimate::kRunningEnd) return;
-  has_running_end_ = true;
-  running_end_bubble_ = bubble;
-  running_end_ns_ = end_ns;
+  if (queue_estimate_ != QueueEstimate::kMean || mean <= 0) return QueuedAtCommonNs(queued, common_ns);
+  return QueuedAtCommonNs(queued, Demoted() ? 2 * mean : mean);
 }
 
 int64_t LaunchGate::kind_ns(uint64_t key) const {
@@ -387,14 +375,7 @@ LaunchGate::Queued LaunchGate::LookAtQueue(uint32_t word) {
   }
   if (slot_ && pending_waits_.late_ns() != pending_before)
     slot_->pending_ns.store(pending_waits_.late_ns(), std::memory_order_relaxed);
-  Queued queued;
-  queued.pieces = left;
-  queued.kinded = kinded_counted_;
-  queued.oldest_bubble = !oldest_pending || (oldest && BubbleBefore(*oldest, *oldest_pending)) ? oldest : oldest_pending;
-  queued.has_end = has_running_end_;
-  queued.end_bubble = running_end_bubble_;
-  queued.end_ns = running_end_ns_;
-  return queued;
+  return {left, kinded_counted_};
 }
 
 int64_t LaunchGate::late_ns() {
@@ -425,27 +406,17 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
   // without its wait; counts it if so.  Ahead of it: `queued_ns`, or with
   // none given every counted piece, as if none had ended (no driver call),
   // those of no learned kind at `common`.
-  // `end_ns`: when the piece, admitted, is predicted to end (for the
-  // running end); none: from now, after the counted pieces or the running
-  // end, whichever is sooner.
-  auto unwaited = [&](int64_t piece, int64_t common, uint32_t bubble, int64_t until_ns,
-                      std::optional<int64_t> queued_ns, std::optional<int64_t> end_ns) {
+  auto unwaited = [&](int64_t piece, int64_t common, int64_t until_ns, std::optional<int64_t> queued_ns) {
     // A window emptied since BeforeWork looked (ForgetCommonLengths): no
     // length to stand on, so the wait stays.
     if (piece_p95_ns_.load(std::memory_order_relaxed) <= 0) return false;
     std::lock_guard<std::mutex> lock(fence_mutex_);
-    const int64_t ahead = queued_ns ? *queued_ns : QueuedAtCommonNs(pieces_counted_, kinded_counted_, common);
+    const int64_t ahead = queued_ns ? *queued_ns : QueuedAtCommonNs({pieces_counted_, kinded_counted_}, common);
     StreamQueue& queue = queues_[stream];
-    const int64_t now = clock_.now_ns();
-    if (!MayGoUnwaited(now, ahead, piece, until_ns, queue.unwaited_in_row, static_cast<int>(tuning_.run),
-                       tuning_.room_pct))
+    if (!MayGoUnwaited(clock_.now_ns(), ahead, piece, until_ns, queue.unwaited_in_row,
+                       static_cast<int>(tuning_.run), tuning_.room_pct))
       return false;
     ++queue.unwaited_in_row;
-    if (!end_ns) {
-      const bool running = has_running_end_ && running_end_bubble_ == bubble;
-      end_ns = now + (running ? std::clamp<int64_t>(running_end_ns_ - now, 0, ahead) : ahead) + piece;
-    }
-    NoteAdmittedLocked(bubble, *end_ns);
     return true;
   };
   // A bubble counted as too long for the piece (TooLongBubbles): after
@@ -499,16 +470,11 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
     // Far inside an open bubble, every counted piece taken as unfinished
     // still leaves room: queued with no look at the fences (no driver call).
     if (!held && may_go_unwaited && deadline_published &&
-        unwaited(piece, common, view.word >> 1, view.admit_until_ns, std::nullopt, std::nullopt))
+        unwaited(piece, common, view.admit_until_ns, std::nullopt))
       return {view.word >> 1, false, kind_forgotten};
     const Queued counted = LookAtQueue(view.word);
     const int64_t now = clock_.now_ns();
-    // The bubble the piece is judged for, and when it could start in it at
-    // the earliest: now in an open one, the forecast begin in one ahead.
-    const bool gate_open = GateIsOpen(view.word);
-    const uint32_t judged_bubble = gate_open ? view.word >> 1 : view.ahead_bubble;
-    const int64_t start_ns = gate_open ? now : view.ahead_begin_ns;
-    const int64_t queued_ns = QueuedEstimateNs(counted, common, judged_bubble, start_ns);
+    const int64_t queued_ns = QueuedEstimateNs(counted, common);
     const PieceVerdict verdict =
         torn ? PieceVerdict::kWaitForQueue : JudgePiece(view, now, queued_ns, piece, seen_shut);
     if (verdict == PieceVerdict::kQueue) {
@@ -527,16 +493,9 @@ LaunchGate::Admitted LaunchGate::HoldUntilAdmitted(CuStream stream, bool may_go_
       // piece of no learned kind at the 95th percentile, whatever the queue
       // estimate: the wait is the net for a prediction that was wrong.
       const int64_t queued_p95 = QueuedAtCommonNs(counted, common);
-      // Predicted to end after the queue as judged, wherever it may start.
-      const int64_t end_ns = start_ns + queued_ns + piece;
-      if (may_go_unwaited && deadline_published &&
-          unwaited(piece, common, view.word >> 1, view.admit_until_ns, queued_p95, end_ns))
+      if (may_go_unwaited && deadline_published && unwaited(piece, common, view.admit_until_ns, queued_p95))
         return {view.word >> 1, false, kind_forgotten};
-      if (queue_estimate_ == QueueEstimate::kRunningEnd) {
-        std::lock_guard<std::mutex> lock(fence_mutex_);
-        NoteAdmittedLocked(judged_bubble, end_ns);
-      }
-      return {judged_bubble, true, kind_forgotten};
+      return {GateIsOpen(view.word) ? view.word >> 1 : view.ahead_bubble, true, kind_forgotten};
     }
     const uint32_t bubble = view.word >> 1;
     const bool open = GateIsOpen(view.word);

@@ -59,7 +59,6 @@
 #include <map>
 #include <cstdint>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,23 +100,7 @@ struct GateCounters {
 // lengths by kind, a piece counted at its kind's length stays at it.  An experiment
 // (FREERIDE_GATE_QUEUE_ESTIMATE=mean in the interposer), to be measured
 // against kP95 on a GPU before it could become the default.
-//
-// kRunningEnd (FREERIDE_GATE_QUEUE_ESTIMATE=end, an experiment): the queue
-// also ends, at the latest, at its running predicted end: each piece
-// admitted to a bubble is taken to start when the one before it is
-// predicted to end (or when it is admitted, or at the forecast begin for a
-// piece queued ahead, if later) and to take its own predicted length.  The
-// queue is the lesser of that and the count above.  A count falls only
-// when a fence is seen reached, so near a deadline, where every piece is
-// fenced and judged on the drained queue, the next piece waits for its
-// host to see the last one end (a poll of 10 us and a launch later): the
-// GPU idles between pieces just where the bubble's end is near.  The
-// running end lets that piece go while the last one still runs, and it
-// stands only while every unfinished piece was admitted to the bubble
-// being judged (work left from an earlier bubble, pending or late, is
-// counted as before).  The wait that a piece near the deadline gets
-// is judged on the count alone.
-enum class QueueEstimate { kP95, kMean, kRunningEnd };
+enum class QueueEstimate { kP95, kMean };
 
 // How much the gate economises far inside an open bubble, where a piece is
 // admitted on the host with room to spare.  Fewer driver calls per launch
@@ -401,13 +384,6 @@ class LaunchGate {
   struct Queued {
     size_t pieces = 0;
     KindedWork kinded;
-    // The oldest bubble any of the pieces was admitted to (none: no pieces).
-    std::optional<uint32_t> oldest_bubble;
-    // The running predicted end (QueueEstimate::kRunningEnd) and the bubble
-    // its pieces were admitted to; has_end false: none kept.
-    bool has_end = false;
-    uint32_t end_bubble = 0;
-    int64_t end_ns = 0;
   };
   // Drains the reached fences and looks for late work with the gate word
   // `word` (read just before); the unfinished pieces left.
@@ -442,23 +418,10 @@ class LaunchGate {
   // the timed pieces' mean (doubled while demoted) under
   // QueueEstimate::kMean.  Only JudgePiece's queue: whether a piece may go
   // without its wait is judged with the others at `common_ns` each.
-  // Under QueueEstimate::kRunningEnd, no more than the running end less
-  // `from_ns` (now, or the forecast begin of a piece queued ahead) when
-  // every counted piece was admitted to `bubble`, the one being judged.
-  int64_t QueuedEstimateNs(const Queued& queued, int64_t common_ns, uint32_t bubble, int64_t from_ns) const;
-  // A piece admitted to `bubble` is predicted to end at `end_ns` (after the
-  // queue as its verdict judged it): the running end from now on
-  // (QueueEstimate::kRunningEnd; nothing otherwise).  Each admission sets it
-  // afresh, so it is never later than the count made at the last one, and
-  // a queue that drained sooner than predicted does not carry its slack
-  // into the next.  Caller holds fence_mutex_.
-  void NoteAdmittedLocked(uint32_t bubble, int64_t end_ns);
+  int64_t QueuedEstimateNs(const Queued& queued, int64_t common_ns) const;
   // The same, every piece of no learned kind at `common_ns`.
   static int64_t QueuedAtCommonNs(const Queued& queued, int64_t common_ns) {
-    return QueuedAtCommonNs(queued.pieces, queued.kinded, common_ns);
-  }
-  static int64_t QueuedAtCommonNs(size_t pieces, const KindedWork& kinded, int64_t common_ns) {
-    return static_cast<int64_t>(pieces - kinded.pieces) * common_ns + kinded.ns;
+    return static_cast<int64_t>(queued.pieces - queued.kinded.pieces) * common_ns + queued.kinded.ns;
   }
   bool Demoted() const;
   // Why a thread was held while the gate read open: the bubble's deadline
@@ -506,11 +469,6 @@ class LaunchGate {
   size_t pass_count_ = 0;                   // passes recorded and not yet reached
   size_t pieces_counted_ = 0;               // pieces not yet seen to end, fenced or not
   KindedWork kinded_counted_;               // ... of them, counted at their kind's length
-  // QueueEstimate::kRunningEnd's predicted end of the pieces admitted to
-  // running_end_bubble_ (has_running_end_ false: none yet).  Under fence_mutex_.
-  bool has_running_end_ = false;
-  uint32_t running_end_bubble_ = 0;
-  int64_t running_end_ns_ = 0;
   // Events for fences and passes, reached and kept (at most kMaxFences are
   // out at once, so no more are ever spare).  Under fence_mutex_.
   EventSpares spare_fences_{kEventDisableTiming, kMaxFences};

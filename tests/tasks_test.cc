@@ -45,6 +45,49 @@ TEST(StepSizer, SizesChunksToTheBudgetFromMeasuredCost) {
   EXPECT_EQ(bounded.next_items(), 50);
 }
 
+// Behind the GPU gate, run alone, a chunk's time holds the gate's waits for
+// a bubble: one held chunk (25 times its cost) does not shrink the next, and
+// a cost that rises for good is taken once it holds for most of the last
+// chunks.
+TEST(StepSizer, BehindTheGateAHeldChunkIsOutvotedAndALastingSlowdownTaken) {
+  StepSizer sizer(2'000'000, 100, 10, 1'000'000, SlowChunks::kOutvoted);  // 2 ms budget
+  for (int i = 0; i < 20; ++i) sizer.Record(sizer.next_items(), sizer.next_items() * 1000);
+  EXPECT_EQ(sizer.next_items(), 2000);
+  sizer.Record(2000, 2000 * 25'000);  // held for a bubble
+  EXPECT_EQ(sizer.next_items(), 2000);
+  sizer.Record(2000, 2000 * 1000);
+  EXPECT_EQ(sizer.next_items(), 2000);
+  // Four times dearer from now on: two chunks of eight are not yet enough...
+  for (int i = 0; i < 2; ++i) sizer.Record(sizer.next_items(), sizer.next_items() * 4000);
+  EXPECT_EQ(sizer.next_items(), 2000);
+  // ...three are, with the held chunk among the dear ones (the upper median).
+  sizer.Record(2000, 2000 * 4000);
+  EXPECT_EQ(sizer.next_items(), 500);
+  for (int i = 0; i < StepSizer::kRecent; ++i) sizer.Record(sizer.next_items(), sizer.next_items() * 4000);
+  EXPECT_EQ(sizer.next_items(), 500);
+  // The same held chunk under host-side dispatch is believed at once.
+  StepSizer believing(2'000'000, 2000, 10, 1'000'000);
+  believing.Record(2000, 2000 * 1000);
+  believing.Record(2000, 2000 * 25'000);
+  EXPECT_EQ(believing.next_items(), 80);
+}
+
+// Which rule a built-in task's sizer takes: outvoted only for GPU work that
+// steps alone behind a gate (the daemon's gate page in its environment).
+TEST(StepSizer, OnlyGpuWorkSteppingAloneBehindAGateOutvotesItsSlowChunks) {
+  const char* before = std::getenv("FREERIDE_GATE_PAGE");
+  const std::string kept = before ? before : "";
+  unsetenv("FREERIDE_GATE_PAGE");
+  EXPECT_EQ(SlowChunksFromEnvironment(true, true), SlowChunks::kBelieved);
+  setenv("FREERIDE_GATE_PAGE", "/dev/shm/freeride-test-lane0-gate", 1);
+  EXPECT_EQ(SlowChunksFromEnvironment(true, true), SlowChunks::kOutvoted);
+  EXPECT_EQ(SlowChunksFromEnvironment(false, true), SlowChunks::kBelieved) << "CPU work is not gated";
+  EXPECT_EQ(SlowChunksFromEnvironment(true, false), SlowChunks::kBelieved) << "granted steps";
+  setenv("FREERIDE_GATE_PAGE", "", 1);
+  EXPECT_EQ(SlowChunksFromEnvironment(true, true), SlowChunks::kBelieved);
+  if (before) setenv("FREERIDE_GATE_PAGE", kept.c_str(), 1); else unsetenv("FREERIDE_GATE_PAGE");
+}
+
 // Dense power iteration straight from the definition, as the reference.
 std::vector<double> ReferencePageRank(int n, const std::vector<std::pair<int32_t, int32_t>>& edges,
                                       int iterations) {

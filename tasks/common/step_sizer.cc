@@ -2,25 +2,42 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 namespace freeride::tasks {
 
+SlowChunks SlowChunksFromEnvironment(bool on_gpu, bool runs_alone) {
+  const char* page = std::getenv("FREERIDE_GATE_PAGE");
+  const bool gated = page != nullptr && *page != '\0';
+  return on_gpu && runs_alone && gated ? SlowChunks::kOutvoted : SlowChunks::kBelieved;
+}
+
 StepSizer::StepSizer(int64_t target_ns, int64_t initial_items, int64_t min_items,
-                     int64_t max_items)
+                     int64_t max_items, SlowChunks slow)
     : target_ns_(std::max<int64_t>(1, target_ns)),
       min_(std::max<int64_t>(1, min_items)),
       max_(std::max(std::max<int64_t>(1, min_items), max_items)),
-      next_(std::clamp(initial_items, min_, max_)) {}
+      next_(std::clamp(initial_items, min_, max_)),
+      slow_(slow) {}
 
 void StepSizer::Record(int64_t items, int64_t elapsed_ns) {
   if (items <= 0 || elapsed_ns <= 0) return;
   double sample = static_cast<double>(elapsed_ns) / items;
-  // A slow chunk is believed at once (it overran the budget); a fast one
-  // moves the estimate a quarter of the way, so noise does not grow chunks
-  // into overruns.
-  ns_per_item_ = ns_per_item_ == 0 || sample > ns_per_item_
-                     ? sample
-                     : 0.75 * ns_per_item_ + 0.25 * sample;
+  if (slow_ == SlowChunks::kOutvoted) {
+    recent_[recorded_++ % kRecent] = sample;
+    const int n = std::min(recorded_, kRecent);
+    std::array<double, kRecent> sorted = recent_;
+    // The upper median of what is kept: of two, the dearer.
+    std::nth_element(sorted.begin(), sorted.begin() + n / 2, sorted.begin() + n);
+    ns_per_item_ = sorted[n / 2];
+  } else {
+    // A slow chunk is believed at once (it overran the budget); a fast one
+    // moves the estimate a quarter of the way, so noise does not grow chunks
+    // into overruns.
+    ns_per_item_ = ns_per_item_ == 0 || sample > ns_per_item_
+                       ? sample
+                       : 0.75 * ns_per_item_ + 0.25 * sample;
+  }
   double items_for_target = target_ns_ / ns_per_item_;
   // Grow at most 2x per step while learning.
   double bounded = std::min(items_for_target, 2.0 * static_cast<double>(items));

@@ -2,16 +2,41 @@
 // "work plan"): from measured chunk times, learn the cost of one work item
 // and size the next chunk to fill --step-ms.  Pure; time is passed in.
 #pragma once
+#include <array>
 #include <chrono>
 #include <cstdint>
 
 namespace freeride::tasks {
 
+// What a chunk that took longer than the estimate says of the work's cost.
+// - kBelieved: the work got dearer (the device is contended), or the task
+//   was stopped inside it at a bubble's end (host-side dispatch): the next
+//   chunk is sized to it at once, so that it does not overrun again.
+// - kOutvoted: the task's GPU work runs behind the lane's GPU gate, so a
+//   chunk's time also holds the gate's wait for a bubble, which says nothing
+//   of the work's cost (one hold is tens of milliseconds: believed, it
+//   shrinks the next chunk to the smallest).  The cost is the median of the
+//   last kRecent chunks', so a dearer cost is taken once it holds for most
+//   of them.
+enum class SlowChunks { kBelieved, kOutvoted };
+
+// kOutvoted for a task whose work is on a GPU (`on_gpu`), that steps on its
+// own (`runs_alone`: --standalone, no grants from a daemon), and whose GPU
+// work the lane's gate holds (the daemon gave it a gate page,
+// FREERIDE_GATE_PAGE: a program submitted as any other, e.g. by
+// bench/gate_gpu.py); else kBelieved.  A task granted its steps keeps
+// kBelieved even behind a gate: there a held chunk overran its grant.
+SlowChunks SlowChunksFromEnvironment(bool on_gpu, bool runs_alone);
+
 class StepSizer {
  public:
+  // Chunks whose cost per item the kOutvoted estimate is the median of.
+  static constexpr int kRecent = 8;
+
   // target_ns: the wanted step time.  Chunks stay within [min_items,
   // max_items]; the first chunk is `initial_items`.
-  StepSizer(int64_t target_ns, int64_t initial_items, int64_t min_items, int64_t max_items);
+  StepSizer(int64_t target_ns, int64_t initial_items, int64_t min_items, int64_t max_items,
+            SlowChunks slow = SlowChunks::kBelieved);
 
   int64_t next_items() const { return next_; }
 
@@ -33,7 +58,10 @@ class StepSizer {
 
  private:
   int64_t target_ns_, min_, max_, next_;
+  SlowChunks slow_;
   double ns_per_item_ = 0;
+  std::array<double, kRecent> recent_{};  // kOutvoted: the last chunks' cost per item
+  int recorded_ = 0;
 };
 
 }  // namespace freeride::tasks

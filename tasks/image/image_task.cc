@@ -106,6 +106,8 @@ class ImageTask : public IterativeTask {
 
   void Init() override {
     device_ = ChooseDevice(o_.common.device);
+    for (StepSizer& sizer : sizers_)
+      sizer = StepSizer(1, 1, 1, 1, SlowChunksFromEnvironment(device_ == Device::kCuda, o_.common.runs_alone));
     if (o_.format != "same" && o_.format != "jpeg" && o_.format != "png")
       throw std::runtime_error("--format must be jpeg, png or same, not '" + o_.format + "'");
     if (o_.opacity < 0 || o_.opacity > 1) throw std::runtime_error("--opacity must be in [0, 1]");

@@ -51,7 +51,8 @@ class PageRankTask : public IterativeTask {
       graph_ = LoadEdgeList(o_.edges, limit);
     }
     engine_ = MakePageRankEngine(device, graph_);
-    sizer_ = StepSizer(static_cast<int64_t>(o_.common.step_ms * 1e6), 1024, 32, graph_.vertices);
+    sizer_ = StepSizer(static_cast<int64_t>(o_.common.step_ms * 1e6), 1024, 32, graph_.vertices,
+                       SlowChunksFromEnvironment(device == Device::kCuda, o_.common.runs_alone));
     std::fprintf(stderr, "pagerank: %lld vertices, %lld edges on %s, step budget %.2f ms\n",
                  static_cast<long long>(graph_.vertices), static_cast<long long>(graph_.edges()),
                  DeviceName(device), o_.common.step_ms);

@@ -45,7 +45,8 @@ class SgdTask : public IterativeTask {
     }
     engine_ = MakeSgdEngine(device, set_, o_.params);
     total_ = static_cast<int64_t>(set_.ratings.size());
-    sizer_ = StepSizer(static_cast<int64_t>(o_.common.step_ms * 1e6), 4096, 256, total_);
+    sizer_ = StepSizer(static_cast<int64_t>(o_.common.step_ms * 1e6), 4096, 256, total_,
+                       SlowChunksFromEnvironment(device == Device::kCuda, o_.common.runs_alone));
     std::fprintf(stderr, "sgd: %d users, %d items, %lld ratings, rank %d on %s; RMSE %.4f\n",
                  set_.users, set_.items, static_cast<long long>(total_), o_.params.rank,
                  DeviceName(device), engine_->Rmse());

@@ -197,6 +197,9 @@ PROGRAMS = {
     "memstream": (["python3", "-c", DIAG_MEMORY_STREAM], r"iteration (\d+):.* at ([\d.]+)"),
     "l2matmul": (["python3", "-c", DIAG_L2_MATMUL], r"iteration (\d+):.* at ([\d.]+)"),
 }
+# The built-in tasks with steps of 0.5 ms of work (--step-ms), shorter than the 1-3 ms bubbles
+# of the interleaved, ZBV and GPipe profiles (2 ms steps do not fit them with the close margin).
+PROGRAMS.update({f"{name}-short": ([*PROGRAMS[name][0][:-1], "0.5"], PROGRAMS[name][1]) for name in ("pagerank", "sgd")})
 # What the daemon is told of each program's progress (--progress-regex): its
 # pattern's count, without the time that the bench reads from each line.
 DAEMON_PROGRESS = {name: pattern.split(".* at ")[0] for name, (_, pattern) in PROGRAMS.items()}

@@ -87,3 +87,5 @@ def test_the_built_in_tasks_lines_match_the_benchs_patterns_when_stamped(build_d
                   if m]
         assert daemon == counts, name
         assert "--standalone" in cmd, "under the daemon a built-in task would wait for grants"
+        short, short_pattern = PROGRAMS[f"{name}-short"]
+        assert short_pattern == pattern and short[-2:] == ["--step-ms", "0.5"] and short[:-1] == cmd[:-1]

@@ -314,12 +314,20 @@ TEST_F(MadeUpTraces, StreamIdsBeyondAnIntAreStreamsLikeAnyOther) {
   EXPECT_DOUBLE_EQ(p.busy_ms, 65) << "the other stream's 5 ms is not the compute stream's";
   for (int i : {1, 2, 3}) events[i]["args"]["stream"] = 140737488355328.0;  // 2^47, a user-space address
   EXPECT_EQ(AnalyzeRank(LoadKinetoTrace(Write("t.json", Trace(events))), -1).compute_stream, 140737488355328);
-  events[1]["args"]["stream"] = 1e300;
-  try {
-    LoadKinetoTrace(Write("t.json", Trace(events)));
-    ADD_FAILURE() << "a stream id no double holds exactly was read";
-  } catch (const TraceError& e) {
-    EXPECT_NE(std::string(e.what()).find("trace event #1 is malformed"), std::string::npos) << e.what();
+  // Past 2^53 an integer is read as written, not rounded through a double.
+  for (int i : {1, 2, 3}) events[i]["args"]["stream"] = int64_t{1} << 60;
+  EXPECT_EQ(AnalyzeRank(LoadKinetoTrace(Write("t.json", Trace(events))), -1).compute_stream, int64_t{1} << 60);
+  for (int i : {1, 2, 3}) events[i]["args"]["stream"] = (int64_t{1} << 53) + 1;
+  EXPECT_EQ(AnalyzeRank(LoadKinetoTrace(Write("t.json", Trace(events))), -1).compute_stream,
+            (int64_t{1} << 53) + 1);
+  for (const json& bad : {json(1e300), json(18446744073709551615ull), json(2.5)}) {
+    events[1]["args"]["stream"] = bad;
+    try {
+      LoadKinetoTrace(Write("t.json", Trace(events)));
+      ADD_FAILURE() << "stream id " << bad.dump() << " was read";
+    } catch (const TraceError& e) {
+      EXPECT_NE(std::string(e.what()).find("trace event #1 is malformed"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -6,8 +6,11 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "common/step_sizer.h"
+#include "freeride/task.h"
 #include "image/image.h"
 #include "image/image_codec.h"
 #include "pagerank/graph.h"
@@ -46,34 +49,44 @@ TEST(StepSizer, SizesChunksToTheBudgetFromMeasuredCost) {
 }
 
 // Behind the GPU gate, run alone, a chunk's time holds the gate's waits for
-// a bubble: one held chunk (25 times its cost) does not shrink the next, and
-// a cost that rises for good is taken once it holds for most of the last
-// chunks.
+// a bubble: one held chunk (25 times its cost) does not shrink the next, nor
+// do four of the last eight, and a cost that rises for good is taken once it
+// holds for five of them.
 TEST(StepSizer, BehindTheGateAHeldChunkIsOutvotedAndALastingSlowdownTaken) {
   StepSizer sizer(2'000'000, 100, 10, 1'000'000, SlowChunks::kOutvoted);  // 2 ms budget
   for (int i = 0; i < 20; ++i) sizer.Record(sizer.next_items(), sizer.next_items() * 1000);
   EXPECT_EQ(sizer.next_items(), 2000);
   sizer.Record(2000, 2000 * 25'000);  // held for a bubble
   EXPECT_EQ(sizer.next_items(), 2000);
-  sizer.Record(2000, 2000 * 1000);
+  // Four times dearer from now on: with the held chunk, four of eight are not yet enough...
+  for (int i = 0; i < 3; ++i) sizer.Record(sizer.next_items(), sizer.next_items() * 4000);
   EXPECT_EQ(sizer.next_items(), 2000);
-  // Four times dearer from now on: two chunks of eight are not yet enough...
-  for (int i = 0; i < 2; ++i) sizer.Record(sizer.next_items(), sizer.next_items() * 4000);
-  EXPECT_EQ(sizer.next_items(), 2000);
-  // ...three are, with the held chunk among the dear ones (the upper median).
+  // ...five are.
   sizer.Record(2000, 2000 * 4000);
   EXPECT_EQ(sizer.next_items(), 500);
-  for (int i = 0; i < StepSizer::kRecent; ++i) sizer.Record(sizer.next_items(), sizer.next_items() * 4000);
-  EXPECT_EQ(sizer.next_items(), 500);
+  for (int i = 0; i < 3 * StepSizer::kRecent; ++i) sizer.Record(sizer.next_items(), sizer.next_items() * 4000);
+  EXPECT_EQ(sizer.next_items(), 500) << "the window goes round";
+  // The first chunk is nearly always held behind the gate: of two, the cheaper counts.
+  StepSizer fresh(2'000'000, 1000, 10, 1'000'000, SlowChunks::kOutvoted);
+  fresh.Record(1000, 1000 * 25'000);
+  EXPECT_EQ(fresh.next_items(), 80);
+  fresh.Record(80, 80 * 1000);
+  EXPECT_EQ(fresh.next_items(), 160) << "learned at 1 us an item, growing at most twice";
   // The same held chunk under host-side dispatch is believed at once.
   StepSizer believing(2'000'000, 2000, 10, 1'000'000);
   believing.Record(2000, 2000 * 1000);
   believing.Record(2000, 2000 * 25'000);
   EXPECT_EQ(believing.next_items(), 80);
+  // A rule taken later keeps what was learned.
+  believing.set_slow_chunks(SlowChunks::kOutvoted);
+  believing.Record(80, 80 * 1000);
+  EXPECT_EQ(believing.next_items(), 160);
 }
 
 // Which rule a built-in task's sizer takes: outvoted only for GPU work that
 // steps alone behind a gate (the daemon's gate page in its environment).
+// Asked inside a step, alone is what the SDK's step budget says: a task run
+// by freeride::RunIterativeTask without a daemon is alone.
 TEST(StepSizer, OnlyGpuWorkSteppingAloneBehindAGateOutvotesItsSlowChunks) {
   const char* before = std::getenv("FREERIDE_GATE_PAGE");
   const std::string kept = before ? before : "";
@@ -83,6 +96,20 @@ TEST(StepSizer, OnlyGpuWorkSteppingAloneBehindAGateOutvotesItsSlowChunks) {
   EXPECT_EQ(SlowChunksFromEnvironment(true, true), SlowChunks::kOutvoted);
   EXPECT_EQ(SlowChunksFromEnvironment(false, true), SlowChunks::kBelieved) << "CPU work is not gated";
   EXPECT_EQ(SlowChunksFromEnvironment(true, false), SlowChunks::kBelieved) << "granted steps";
+  EXPECT_EQ(SlowChunksForThisStep(true), SlowChunks::kBelieved) << "outside a step the budget is 0";
+  struct Probe : IterativeTask {
+    std::vector<SlowChunks> seen;
+    StepResult Step() override {
+      seen.push_back(SlowChunksForThisStep(true));
+      return {1, seen.size() == 2};
+    }
+  } probe;
+  RunOptions alone;
+  alone.standalone = true;
+  testing::internal::CaptureStdout();  // the alone run's summary line
+  EXPECT_EQ(RunIterativeTask(probe, alone), 0);
+  testing::internal::GetCapturedStdout();
+  EXPECT_EQ(probe.seen, std::vector<SlowChunks>(2, SlowChunks::kOutvoted));
   setenv("FREERIDE_GATE_PAGE", "", 1);
   EXPECT_EQ(SlowChunksFromEnvironment(true, true), SlowChunks::kBelieved);
   if (before) setenv("FREERIDE_GATE_PAGE", kept.c_str(), 1); else unsetenv("FREERIDE_GATE_PAGE");

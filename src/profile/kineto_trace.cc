@@ -91,16 +91,25 @@ int WholeNumberIn(double value, int lo, int hi, std::string_view what, const std
 }
 
 // A device or stream id: a whole number from `lo` to `hi`, or the event is
-// malformed (its message gives the event's position); -1 when absent.
-int64_t IdField(dom::object object, std::string_view key, double lo, double hi) {
-  std::optional<double> v = NumberField(object, key);
-  if (!v) return -1;
-  if (!(*v >= lo && *v <= hi) || *v != std::floor(*v)) throw simdjson::simdjson_error(simdjson::NUMBER_OUT_OF_RANGE);
-  return static_cast<int64_t>(*v);
+// malformed (its message gives the event's position); -1 when absent.  A
+// JSON integer is read as one (a double would round ids past 2^53); one
+// written as a decimal or a string must be a whole number a double holds
+// exactly.
+int64_t IdField(dom::object object, std::string_view key, int64_t lo, int64_t hi) {
+  dom::element e;
+  if (object[key].get(e) != simdjson::SUCCESS || e.is_null()) return -1;
+  auto in_range = [&](int64_t id) {
+    if (id < lo || id > hi) throw simdjson::simdjson_error(simdjson::NUMBER_OUT_OF_RANGE);
+    return id;
+  };
+  if (e.is_int64()) return in_range(e.get_int64().value());
+  if (e.is_uint64()) throw simdjson::simdjson_error(simdjson::NUMBER_OUT_OF_RANGE);  // past INT64_MAX
+  const double v = *NumberField(object, key);
+  constexpr double kMostExact = 9007199254740992.0;  // 2^53
+  if (!(v >= -kMostExact && v <= kMostExact) || v != std::floor(v))
+    throw simdjson::simdjson_error(simdjson::NUMBER_OUT_OF_RANGE);
+  return in_range(static_cast<int64_t>(v));
 }
-// A device is an int.  A stream is any id a double holds exactly (to 2^53):
-// a runtime may name one by a handle's address or an unsigned 32-bit value.
-constexpr double kMostExactId = 9007199254740992.0;
 
 std::string_view StringField(dom::object object, std::string_view key) {
   dom::element v;
@@ -235,9 +244,11 @@ class TraceBuilder {
       op.end_us = *ts + dur;
       op.communication = cat == "kernel" && IsCommunicationKernel(name);
       if (has_args) {
+        // A device is an int; a stream any id (a runtime may name one by a
+        // handle's address or an unsigned 32-bit value).
         op.device = static_cast<int>(
             IdField(args, "device", std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
-        op.stream = IdField(args, "stream", -kMostExactId, kMostExactId);
+        op.stream = IdField(args, "stream", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
       }
       trace_->gpu_ops.push_back(op);
       return;

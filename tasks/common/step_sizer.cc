@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+
+#include "freeride/task.h"
 
 namespace freeride::tasks {
 
@@ -10,6 +13,10 @@ SlowChunks SlowChunksFromEnvironment(bool on_gpu, bool runs_alone) {
   const char* page = std::getenv("FREERIDE_GATE_PAGE");
   const bool gated = page != nullptr && *page != '\0';
   return on_gpu && runs_alone && gated ? SlowChunks::kOutvoted : SlowChunks::kBelieved;
+}
+
+SlowChunks SlowChunksForThisStep(bool on_gpu) {
+  return SlowChunksFromEnvironment(on_gpu, StepBudgetNs() == INT64_MAX);
 }
 
 StepSizer::StepSizer(int64_t target_ns, int64_t initial_items, int64_t min_items,
@@ -24,12 +31,14 @@ void StepSizer::Record(int64_t items, int64_t elapsed_ns) {
   if (items <= 0 || elapsed_ns <= 0) return;
   double sample = static_cast<double>(elapsed_ns) / items;
   if (slow_ == SlowChunks::kOutvoted) {
-    recent_[recorded_++ % kRecent] = sample;
-    const int n = std::min(recorded_, kRecent);
+    recent_[next_slot_] = sample;
+    next_slot_ = (next_slot_ + 1) % kRecent;
+    kept_ = std::min(kept_ + 1, kRecent);
     std::array<double, kRecent> sorted = recent_;
-    // The upper median of what is kept: of two, the dearer.
-    std::nth_element(sorted.begin(), sorted.begin() + n / 2, sorted.begin() + n);
-    ns_per_item_ = sorted[n / 2];
+    // The lower median of what is kept: of two, the cheaper.
+    const int median = (kept_ - 1) / 2;
+    std::nth_element(sorted.begin(), sorted.begin() + median, sorted.begin() + kept_);
+    ns_per_item_ = sorted[median];
   } else {
     // A slow chunk is believed at once (it overran the budget); a fast one
     // moves the estimate a quarter of the way, so noise does not grow chunks

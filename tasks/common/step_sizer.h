@@ -15,18 +15,23 @@ namespace freeride::tasks {
 // - kOutvoted: the task's GPU work runs behind the lane's GPU gate, so a
 //   chunk's time also holds the gate's wait for a bubble, which says nothing
 //   of the work's cost (one hold is tens of milliseconds: believed, it
-//   shrinks the next chunk to the smallest).  The cost is the median of the
-//   last kRecent chunks', so a dearer cost is taken once it holds for most
-//   of them.
+//   shrinks the next chunk to the smallest).  The cost is the lower median
+//   of the last kRecent chunks', so a dearer cost is taken once it holds for
+//   more than half of them (5 of 8; of 2, the cheaper one).
 enum class SlowChunks { kBelieved, kOutvoted };
 
 // kOutvoted for a task whose work is on a GPU (`on_gpu`), that steps on its
-// own (`runs_alone`: --standalone, no grants from a daemon), and whose GPU
-// work the lane's gate holds (the daemon gave it a gate page,
+// own (`runs_alone`: --standalone, no daemon, or one it could not attach
+// to; inside Step(), freeride::StepBudgetNs() is INT64_MAX then), and whose
+// GPU work the lane's gate holds (the daemon gave it a gate page,
 // FREERIDE_GATE_PAGE: a program submitted as any other, e.g. by
 // bench/gate_gpu.py); else kBelieved.  A task granted its steps keeps
 // kBelieved even behind a gate: there a held chunk overran its grant.
 SlowChunks SlowChunksFromEnvironment(bool on_gpu, bool runs_alone);
+
+// The same, asked from inside Step() (whether the task runs alone is known
+// only there): kOutvoted where StepBudgetNs() says the task steps alone.
+SlowChunks SlowChunksForThisStep(bool on_gpu);
 
 class StepSizer {
  public:
@@ -37,6 +42,9 @@ class StepSizer {
   // max_items]; the first chunk is `initial_items`.
   StepSizer(int64_t target_ns, int64_t initial_items, int64_t min_items, int64_t max_items,
             SlowChunks slow = SlowChunks::kBelieved);
+
+  // Takes the rule for slow chunks from now on (what was learned stays).
+  void set_slow_chunks(SlowChunks slow) { slow_ = slow; }
 
   int64_t next_items() const { return next_; }
 
@@ -61,7 +69,8 @@ class StepSizer {
   SlowChunks slow_;
   double ns_per_item_ = 0;
   std::array<double, kRecent> recent_{};  // kOutvoted: the last chunks' cost per item
-  int recorded_ = 0;
+  int kept_ = 0;                          // ... how many of recent_ are filled
+  int next_slot_ = 0;                     // ... and where the next one goes
 };
 
 }  // namespace freeride::tasks

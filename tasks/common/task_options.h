@@ -2,7 +2,6 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "freeride/task.h"
@@ -12,9 +11,6 @@ namespace freeride::tasks {
 struct CommonTaskOptions {
   std::string device = "auto";  // cpu, cuda or auto
   double step_ms = 2;           // time budget of one step
-  // Steps on its own, not in a daemon's grants (--standalone, or not
-  // launched by a daemon): set by RunTaskMain.
-  bool runs_alone = false;
 };
 
 inline void AddCommonTaskOptions(CLI::App& app, CommonTaskOptions* o) {
@@ -43,8 +39,6 @@ int RunTaskMain(CLI::App& app, Options& options, int argc, char** argv, HasInput
     std::fprintf(stderr, "%s\n", missing_input);
     return 2;
   }
-  const char* segment = std::getenv("FREERIDE_TASK_SEGMENT");
-  options.common.runs_alone = run.standalone || segment == nullptr || *segment == '\0';
   Task task(options);
   return RunIterativeTask(task, run);
 }

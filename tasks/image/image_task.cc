@@ -106,8 +106,6 @@ class ImageTask : public IterativeTask {
 
   void Init() override {
     device_ = ChooseDevice(o_.common.device);
-    for (StepSizer& sizer : sizers_)
-      sizer = StepSizer(1, 1, 1, 1, SlowChunksFromEnvironment(device_ == Device::kCuda, o_.common.runs_alone));
     if (o_.format != "same" && o_.format != "jpeg" && o_.format != "png")
       throw std::runtime_error("--format must be jpeg, png or same, not '" + o_.format + "'");
     if (o_.opacity < 0 || o_.opacity > 1) throw std::runtime_error("--opacity must be in [0, 1]");
@@ -145,6 +143,8 @@ class ImageTask : public IterativeTask {
   }
 
   StepResult Step() override {
+    // Only the transform runs on the GPU: decoding and encoding are the CPU's.
+    if (steps_++ == 0) sizers_[kTransform].set_slow_chunks(SlowChunksForThisStep(device_ == Device::kCuda));
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     double units = 0;
@@ -355,6 +355,7 @@ class ImageTask : public IterativeTask {
   std::vector<Source> sources_;
   std::unique_ptr<ImageTransformer> transformer_;
   StepSizer sizers_[3] = {{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}};
+  uint64_t steps_ = 0;
   int64_t step_ns_ = 0;
   std::unique_ptr<Work> work_;
   size_t next_ = 0;

@@ -51,14 +51,15 @@ class PageRankTask : public IterativeTask {
       graph_ = LoadEdgeList(o_.edges, limit);
     }
     engine_ = MakePageRankEngine(device, graph_);
-    sizer_ = StepSizer(static_cast<int64_t>(o_.common.step_ms * 1e6), 1024, 32, graph_.vertices,
-                       SlowChunksFromEnvironment(device == Device::kCuda, o_.common.runs_alone));
+    sizer_ = StepSizer(static_cast<int64_t>(o_.common.step_ms * 1e6), 1024, 32, graph_.vertices);
+    on_gpu_ = device == Device::kCuda;
     std::fprintf(stderr, "pagerank: %lld vertices, %lld edges on %s, step budget %.2f ms\n",
                  static_cast<long long>(graph_.vertices), static_cast<long long>(graph_.edges()),
                  DeviceName(device), o_.common.step_ms);
   }
 
   StepResult Step() override {
+    if (steps_++ == 0) sizer_.set_slow_chunks(SlowChunksForThisStep(on_gpu_));
     if (cursor_ == 0) engine_->BeginIteration();
     int64_t end = std::min(graph_.vertices, cursor_ + sizer_.next_items());
     sizer_.RunChunk(end - cursor_, [&] { engine_->ProcessVertices(cursor_, end); });
@@ -116,6 +117,8 @@ class PageRankTask : public IterativeTask {
   Graph graph_;
   std::unique_ptr<PageRankEngine> engine_;
   StepSizer sizer_{1, 1, 1, 1};
+  bool on_gpu_ = false;
+  uint64_t steps_ = 0;
   int64_t cursor_ = 0;
   int iteration_ = 0;
 };

@@ -45,14 +45,15 @@ class SgdTask : public IterativeTask {
     }
     engine_ = MakeSgdEngine(device, set_, o_.params);
     total_ = static_cast<int64_t>(set_.ratings.size());
-    sizer_ = StepSizer(static_cast<int64_t>(o_.common.step_ms * 1e6), 4096, 256, total_,
-                       SlowChunksFromEnvironment(device == Device::kCuda, o_.common.runs_alone));
+    sizer_ = StepSizer(static_cast<int64_t>(o_.common.step_ms * 1e6), 4096, 256, total_);
+    on_gpu_ = device == Device::kCuda;
     std::fprintf(stderr, "sgd: %d users, %d items, %lld ratings, rank %d on %s; RMSE %.4f\n",
                  set_.users, set_.items, static_cast<long long>(total_), o_.params.rank,
                  DeviceName(device), engine_->Rmse());
   }
 
   StepResult Step() override {
+    if (steps_++ == 0) sizer_.set_slow_chunks(SlowChunksForThisStep(on_gpu_));
     // The RMSE pass over all ratings is a step of its own, so that it does
     // not overrun the budget of an update step.
     if (epoch_done_) {
@@ -111,6 +112,8 @@ class SgdTask : public IterativeTask {
   RatingSet set_;
   std::unique_ptr<SgdEngine> engine_;
   StepSizer sizer_{1, 1, 1, 1};
+  bool on_gpu_ = false;
+  uint64_t steps_ = 0;
   int64_t total_ = 0, cursor_ = 0;
   int epoch_ = 0;
   bool epoch_done_ = false;  // all ratings of the epoch applied; RMSE next

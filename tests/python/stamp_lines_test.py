@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -48,23 +49,41 @@ def test_the_program_dies_with_the_wrapper_however_the_wrapper_is_killed() -> No
     """The bench kills an alone run's wrapper with SIGKILL: its program must not run on."""
     wrapper = subprocess.Popen([*STAMP, sys.executable, "-c",
                                 "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(600)\n"],
-                               stdout=subprocess.PIPE, text=True)
-    child = int(STAMPED.match(wrapper.stdout.readline().strip()).group(1))
-    os.kill(child, 0)  # running
-    wrapper.kill()
-    wrapper.wait(timeout=60)
-    # The kernel sends the child SIGKILL as the wrapper dies; it is gone or a zombie of init's.
-    for _ in range(600):
-        try:
-            with open(f"/proc/{child}/stat") as f:
-                if f.read().split(") ")[1].startswith(("Z", "X")):
-                    break
-        except FileNotFoundError:
-            break
-        os.sched_yield()
-        subprocess.run(["true"])  # lets the kernel's reaping run between looks without a timed sleep
-    else:
-        raise AssertionError(f"program {child} still runs after its wrapper was killed")
+                               stdout=subprocess.PIPE)
+    child = int(STAMPED.match(wrapper.stdout.readline().decode().strip()).group(1))
+    pidfd = os.pidfd_open(child)  # readable once the program has exited; its pid cannot be reused meanwhile
+    try:
+        assert select.select([pidfd], [], [], 0)[0] == [], "the program runs"
+        wrapper.kill()
+        wrapper.wait(timeout=120)
+        # The kernel kills the program as the wrapper dies; the bound only ends a failing run.
+        assert select.select([pidfd], [], [], 120)[0] == [pidfd], f"program {child} runs on without its wrapper"
+    finally:
+        os.close(pidfd)
+
+
+def test_a_reader_that_goes_away_ends_the_program_and_the_wrapper() -> None:
+    """`stamp_lines.py -- PROGRAM | head -1`: the program is killed, as a pipeline's writer is by
+    SIGPIPE, and the wrapper does not wait for good on a program blocked on a full pipe."""
+    wrapper = subprocess.Popen([*STAMP, sys.executable, "-c",
+                                "import os\nprint(os.getpid(), flush=True)\nwhile True:\n    print('x' * 1000)\n"],
+                               stdout=subprocess.PIPE)
+    child = int(STAMPED.match(wrapper.stdout.readline().decode().strip()).group(1))
+    pidfd = os.pidfd_open(child)
+    try:
+        wrapper.stdout.close()
+        assert wrapper.wait(timeout=120) == 128 + signal.SIGPIPE
+        assert select.select([pidfd], [], [], 120)[0] == [pidfd]
+    finally:
+        os.close(pidfd)
+
+
+def test_lines_pass_as_bytes_whatever_their_encoding() -> None:
+    program = "import sys\nsys.stdout.buffer.write(b'caf\\xc3\\xa9 \\xff\\xfe\\n')\n"
+    run = subprocess.run([*STAMP, sys.executable, "-c", program], capture_output=True, timeout=120,
+                         env=dict(os.environ, PYTHONIOENCODING="ascii"))
+    assert run.returncode == 0, run.stderr
+    assert re.fullmatch(rb"caf\xc3\xa9 \xff\xfe at \d+\.\d{6}\n", run.stdout), run.stdout
 
 
 def test_the_built_in_tasks_lines_match_the_benchs_patterns_when_stamped(build_dir) -> None:

@@ -9,7 +9,7 @@ import sys
 from conftest import SOURCE_DIR
 
 sys.path.insert(0, str(SOURCE_DIR / "bench"))
-from gate_rows import daemon_args, valued_rows  # noqa: E402
+from gate_rows import daemon_args, summary, valued_rows  # noqa: E402
 
 SCRIPT = SOURCE_DIR / "bench" / "gate_rows.py"
 
@@ -43,6 +43,27 @@ def test_every_row_is_valued_at_the_highest_reading_of_any_file(tmp_path) -> Non
     table = subprocess.run([sys.executable, str(SCRIPT), a, b], capture_output=True, text=True, check=True).stdout
     assert "compiled 400, 300, 350 → **400**" in table
     assert "| b.json | --gate-margin-us 100 | interleaved | compiled | 90 | 0.300 | 1.00 | **0.75** |" in table
+
+
+def test_the_footnote_judges_the_rows_against_the_targets_by_the_worse_bound(tmp_path) -> None:
+    """Two rows: one within every target by its plain interval but over the 0.5% bound by its
+    drift-adjusted one, one over the 0.3% mean; harvest at the highest reading 0.5 and 0.8."""
+    fine = dict(row("compiled", 200, 0.5, 0.5), overhead_on_vs_no_side={"pct": 0.1, "low": 0.0, "high": 0.2},
+                overhead_on_vs_no_side_drift_adjusted={"pct": 0.2, "low": -0.1, "high": 0.6})
+    slow = dict(row("resnet50", 40, 1.0, 0.8), overhead_on_vs_no_side={"pct": 0.4, "low": 0.35, "high": 0.45},
+                units_off_after_block_start=2)
+    path = write(tmp_path, "r.json", {"rows": [fine, slow], "alone_rates": {"compiled": 800.0, "resnet50": 50.0}})
+    rows, _ = valued_rows([path])
+    lines = summary(rows)
+    assert lines[0] == ("On vs no side over 2 rows: mean +0.25%, highest +0.40% (r.json interleaved resnet50); "
+                        "highest 95% upper bound +0.60% (r.json interleaved compiled; of each row the worse of "
+                        "plain and drift-adjusted).")
+    assert lines[1] == ("Over +0.3% mean or +0.5% upper bound: r.json interleaved compiled (+0.10%, upper +0.60%); "
+                        "r.json interleaved resnet50 (+0.40%, upper +0.45%).")
+    assert lines[2] == "Harvest at the highest reading ≥ 0.8: 1 of 2 rows."
+    assert lines[3] == "Side units in marks-off iterations: 2 over 2 rows."
+    table = subprocess.run([sys.executable, str(SCRIPT), path], capture_output=True, text=True, check=True).stdout
+    assert table.rstrip().endswith(lines[-1])
 
 
 def test_a_command_line_without_its_quotes_gives_the_daemon_args_up_to_the_benchs_next_option() -> None:

@@ -325,6 +325,37 @@ TEST_F(Hostile, NamesThatMisleadAreRefusedClearly) {
   EXPECT_NE(r.err.find("not valid UTF-8"), std::string::npos) << r.err;
 }
 
+// `show` and `cancel` read a reference as an id only when it is all digits,
+// as the daemon reads names: "+1" and " 2" are names (strtoll would have read
+// them as ids 1 and 2, and cancelled another task).  An id past int64 and a
+// reference that is not UTF-8 are refused by the client, saying so.
+TEST_F(Hostile, ShowAndCancelReadOnlyDigitsAsAnId) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  const std::string cli = std::string(FREERIDE_BIN) + " ";
+  const std::string socket = " --socket " + options_.socket_path + " ";
+  auto run = [&](const std::string& args) { return RunShell(cli + args, dir_.path()); };
+  ASSERT_EQ(run("submit" + socket + "--kind imperative --name keep -- /bin/sleep 1000").status, 0);
+  ASSERT_EQ(run("submit" + socket + "--kind imperative --name +1 -- /bin/sleep 1000").status, 0);
+  ASSERT_EQ(run("submit" + socket + "--kind imperative --name ' 2' -- /bin/sleep 1000").status, 0);
+  ShellResult r = run("cancel" + socket + "-- +1");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("task 2 '+1'"), std::string::npos) << r.out;
+  r = run("show" + socket + "-- ' 2'");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("task 3 ' 2'"), std::string::npos) << r.out;
+  r = run("show" + socket + "1");
+  EXPECT_NE(r.out.find("task 1 'keep'"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("cancel"), std::string::npos) << "task 1 is untouched: " << r.out;
+  r = run("show" + socket + "18446744073709551615");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("task id 18446744073709551615 is out of range"), std::string::npos) << r.err;
+  r = run("cancel" + socket + "-- \"$(printf 'x\\377')\"");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("not valid UTF-8"), std::string::npos) << r.err;
+  run("cancel" + socket + "1");
+  run("cancel" + socket + "3");
+}
+
 // A user's progress regex over a user's output is matched inside the daemon:
 // a `.*` regex over one 200 KB line overflowed its stack under std::regex
 // (and again at each restart, reading the same log), and a progress file

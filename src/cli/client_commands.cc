@@ -2,6 +2,8 @@
 #include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <thread>
 #include <cstdlib>
@@ -9,6 +11,7 @@
 #include <random>
 
 #include "base/paths.h"
+#include "base/utf8.h"
 #include "base/units.h"
 #include "cli/cluster_commands.h"
 #include "cli/commands.h"
@@ -373,14 +376,23 @@ struct TaskRefArgs {
   bool json = false;
 };
 
-void FillRef(const std::string& ref, int64_t* id, std::string* name) {
-  char* end = nullptr;
-  long long value = std::strtoll(ref.c_str(), &end, 10);
-  if (!ref.empty() && *end == '\0' && value > 0) {
+// A task reference: all ASCII digits is an id (a name cannot be, NameProblem),
+// anything else a name, as the daemon reads names: " 2" and "+1" are names.
+// "" when it can be sent, else why not.
+std::string FillRef(const std::string& ref, int64_t* id, std::string* name) {
+  const bool digits = !ref.empty() && std::all_of(ref.begin(), ref.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (digits) {
+    errno = 0;
+    const long long value = std::strtoll(ref.c_str(), nullptr, 10);
+    if (errno == ERANGE || value <= 0) return fmt::format("task id {} is out of range (1 to {})", ref, INT64_MAX);
     *id = value;
-  } else {
-    *name = ref;
+    return "";
   }
+  // The request carries text as UTF-8; anything else could not be sent.
+  if (ValidUtf8(ref) != ref) return "the task name given is not valid UTF-8";
+  if (ref.size() > 128) return "no task has a name that long: names are at most 128 bytes";
+  *name = ref;
+  return "";
 }
 
 void PrintTask(const v1::TaskInfo& t) {
@@ -406,7 +418,10 @@ int RunShow(const TaskRefArgs& args) {
   v1::GetTaskRequest request;
   int64_t id = 0;
   std::string name;
-  FillRef(args.task, &id, &name);
+  if (std::string problem = FillRef(args.task, &id, &name); !problem.empty()) {
+    fmt::print(stderr, "freeride show: {}\n", problem);
+    return 2;
+  }
   request.set_id(id);
   request.set_name(name);
   v1::TaskInfo info;
@@ -425,7 +440,10 @@ int RunCancel(const TaskRefArgs& args) {
   v1::CancelRequest request;
   int64_t id = 0;
   std::string name;
-  FillRef(args.task, &id, &name);
+  if (std::string problem = FillRef(args.task, &id, &name); !problem.empty()) {
+    fmt::print(stderr, "freeride cancel: {}\n", problem);
+    return 2;
+  }
   request.set_id(id);
   request.set_name(name);
   v1::CancelReply reply;

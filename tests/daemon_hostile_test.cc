@@ -534,6 +534,16 @@ TEST(HostileCli, TheExampleStageSaysItsUsageAndRefusesALoneOption) {
   r = RunShell(std::string(FREERIDE_BIN) + " task-profile --seconds nan -- /bin/true", dir.path());
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("give a finite number of seconds"), std::string::npos) << r.err;
+  r = RunShell(std::string(FREERIDE_BIN) + " task-profile --timeout nan -- /bin/true", dir.path());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("give a finite number of seconds"), std::string::npos) << r.err;
+  // A task that closes its standard output is still timed: task-profile had
+  // waited for it with no limit once the pipe closed (here, for ten minutes).
+  r = RunShell(std::string(FREERIDE_BIN) + " task-profile --seconds 0.2 --timeout 1 -o " + dir.path() +
+                   "/closed.json -- sh -c 'exec >&-; exec sleep 600'",
+               dir.path());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("ran past --timeout 1 s and was killed"), std::string::npos) << r.err;
 }
 
 TEST(HostileMemory, CpuLanesRefuseMoreMemoryThanTheMachineHas) {

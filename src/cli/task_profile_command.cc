@@ -87,17 +87,32 @@ int RunTaskProfile(const TaskProfileArgs& args) {
   std::string out, last_result;
   auto start = std::chrono::steady_clock::now();
   auto last_sample = start;
-  bool open = true, timed_out = false;
-  while (open) {
+  bool open = true, timed_out = false, reaped = false;
+  int status = 0;
+  // Reads what is there now (waiting up to `wait_ms` for it); false once the
+  // pipe is closed.
+  auto read_some = [&](int wait_ms) {
     pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, 200) > 0) {
-      char buffer[4096];
-      ssize_t n = read(fds[0], buffer, sizeof buffer);
-      if (n <= 0) {
-        open = false;
-      } else {
-        out.append(buffer, static_cast<size_t>(n));
-      }
+    if (poll(&p, 1, wait_ms) <= 0) return true;
+    char buffer[4096];
+    ssize_t n = read(fds[0], buffer, sizeof buffer);
+    if (n <= 0) return false;
+    out.append(buffer, static_cast<size_t>(n));
+    return true;
+  };
+  // Until the task has exited, or --timeout: a task that closes its standard
+  // output early (or leaves it to a child of its own) is still timed.
+  while (!reaped) {
+    if (open) {
+      open = read_some(200);
+    } else {
+      poll(nullptr, 0, 200);
+    }
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      reaped = true;
+      // What it wrote before it exited, and no more.
+      for (pollfd p{fds[0], POLLIN, 0}; open && poll(&p, 1, 0) > 0; p.revents = 0) open = read_some(0);
+      break;
     }
     auto now = std::chrono::steady_clock::now();
     if (sample_gpu && now - last_sample > std::chrono::milliseconds(500)) {
@@ -111,8 +126,7 @@ int RunTaskProfile(const TaskProfileArgs& args) {
     }
   }
   close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  if (!reaped) waitpid(pid, &status, 0);
   if (timed_out) {
     fmt::print(stderr, "freeride task-profile: the task ran past --timeout {} s and was killed\n",
                args.timeout);
@@ -178,18 +192,20 @@ void AddTaskProfileCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<TaskProfileArgs>();
   CLI::App* cmd = app.add_subcommand(
       "task-profile", "Profile a side task alone: freeride task-profile [OPTIONS] -- CMD ARGS...");
+  const CLI::Validator finite_seconds(
+      [](std::string& text) {  // PositiveNumber lets nan and inf through
+        const double value = std::strtod(text.c_str(), nullptr);
+        return std::isfinite(value) && value < 1e9 ? std::string() : "give a finite number of seconds";
+      },
+      "SECONDS");
   cmd->add_option("--seconds", args->seconds, "How long to run it after its setup")
       ->capture_default_str()
       ->check(CLI::PositiveNumber)
-      ->check(CLI::Validator(
-          [](std::string& text) {  // PositiveNumber lets nan and inf through
-            const double value = std::strtod(text.c_str(), nullptr);
-            return std::isfinite(value) && value < 1e9 ? std::string() : "give a finite number of seconds";
-          },
-          "SECONDS"));
+      ->check(finite_seconds);
   cmd->add_option("--timeout", args->timeout, "Kill it after this many seconds in all")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->check(finite_seconds);
   cmd->add_option("--output,-o", args->output, "Profile file (default: CMD.profile.json)");
   cmd->add_option("command", args->command, "The task's command, after --");
   cmd->callback([args, exit_code] { *exit_code = RunTaskProfile(*args); });

@@ -537,6 +537,10 @@ TEST(HostileCli, TheExampleStageSaysItsUsageAndRefusesALoneOption) {
   r = RunShell(std::string(FREERIDE_BIN) + " task-profile --timeout nan -- /bin/true", dir.path());
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("give a finite number of seconds"), std::string::npos) << r.err;
+  // A NaN refresh interval refreshed with no pause: 788 times in 2 s.
+  r = RunShell(std::string(FREERIDE_BIN) + " status --socket " + dir.path() + "/none.sock --watch nan", dir.path());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--watch: give a finite number of seconds"), std::string::npos) << r.err;
   // A task that closes its standard output is still timed: task-profile had
   // waited for it with no limit once the pipe closed (here, for ten minutes).
   r = RunShell(std::string(FREERIDE_BIN) + " task-profile --seconds 0.2 --timeout 1 -o " + dir.path() +

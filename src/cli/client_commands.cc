@@ -16,6 +16,7 @@
 #include "cli/cluster_commands.h"
 #include "cli/commands.h"
 #include "cli/gate_status.h"
+#include "cli/validators.h"
 #include "client/client.h"
 #include "client/task_profile.h"
 #include "daemon/task_spec.h"
@@ -543,7 +544,7 @@ void AddClientCommands(CLI::App& app, int* exit_code) {
   cmd->add_flag("--all", status->all, "Include tasks that have ended");
   cmd->add_option("--watch", status->watch_seconds,
                   "Refresh every SECONDS (a live view; with --json, one JSON object per refresh)")
-      ->expected(0, 1)->default_str("1")->check(CLI::PositiveNumber);
+      ->expected(0, 1)->default_str("1")->check(CLI::PositiveNumber)->check(FiniteSeconds());
   cmd->add_option("--refreshes", status->refreshes, "With --watch: stop after N refreshes")
       ->check(CLI::NonNegativeNumber);
   cmd->callback([status, exit_code] { *exit_code = RunStatus(*status); });

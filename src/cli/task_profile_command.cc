@@ -21,6 +21,7 @@
 #include "base/files.h"
 #include "base/units.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "client/task_profile.h"
 #include "daemon/gpu_query.h"
 #include "sdk/task_channel.h"
@@ -192,20 +193,14 @@ void AddTaskProfileCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<TaskProfileArgs>();
   CLI::App* cmd = app.add_subcommand(
       "task-profile", "Profile a side task alone: freeride task-profile [OPTIONS] -- CMD ARGS...");
-  const CLI::Validator finite_seconds(
-      [](std::string& text) {  // PositiveNumber lets nan and inf through
-        const double value = std::strtod(text.c_str(), nullptr);
-        return std::isfinite(value) && value < 1e9 ? std::string() : "give a finite number of seconds";
-      },
-      "SECONDS");
   cmd->add_option("--seconds", args->seconds, "How long to run it after its setup")
       ->capture_default_str()
       ->check(CLI::PositiveNumber)
-      ->check(finite_seconds);
+      ->check(FiniteSeconds());
   cmd->add_option("--timeout", args->timeout, "Kill it after this many seconds in all")
       ->capture_default_str()
       ->check(CLI::PositiveNumber)
-      ->check(finite_seconds);
+      ->check(FiniteSeconds());
   cmd->add_option("--output,-o", args->output, "Profile file (default: CMD.profile.json)");
   cmd->add_option("command", args->command, "The task's command, after --");
   cmd->callback([args, exit_code] { *exit_code = RunTaskProfile(*args); });

@@ -464,6 +464,31 @@ TEST(HostileProfile, ADirectoryOrAnOverflowingMemoryFigureIsAClearError) {
   TaskProfile huge;
   huge.peak_memory_bytes = UINT64_MAX - 5;
   EXPECT_EQ(ProfiledMemoryBytes(huge), UINT64_MAX) << "saturates, never wraps";
+
+  // A step time whose nanoseconds do not fit the hint (1e300 ms was cast to
+  // a negative hint), a fractional version, a rate that is not a number.
+  auto profile = [&](const std::string& version, const std::string& rate, const std::string& p99) {
+    std::ofstream(path) << R"({"freeride_task_profile":)" << version << R"(,"command":["/bin/true"],"unit":"x",)"
+                        << R"("rate_per_s":)" << rate << R"(,"step_ms":{"p50":1,"p90":1,"p99":)" << p99
+                        << R"(,"max":1},"peak_memory_bytes":0})";
+    error.clear();
+    return ReadTaskProfile(path, &error).has_value();
+  };
+  EXPECT_TRUE(profile("1", "5", "2")) << error;
+  EXPECT_FALSE(profile("1", "5", "1e300"));
+  EXPECT_NE(error.find("step time p99 of 1e+300 ms is not from 0 to a day"), std::string::npos) << error;
+  EXPECT_FALSE(profile("1", "5", "-1"));
+  EXPECT_NE(error.find("step time p99 of -1 ms"), std::string::npos) << error;
+  EXPECT_FALSE(profile("1.9", "5", "2"));
+  EXPECT_NE(error.find("profile version 1.9, this FreeRide reads 1"), std::string::npos) << error;
+  EXPECT_FALSE(profile("1", "-3", "2"));
+  EXPECT_NE(error.find("rate_per_s -3 is not a finite rate"), std::string::npos) << error;
+  // task-profile refuses to write what submit would refuse to read.
+  EXPECT_FALSE(ProfileFromStandaloneLine(
+      R"({"mode":"standalone","unit":"x","rate_per_s":1,"seconds":1,"steps":1,"step_ms_p50":1,)"
+      R"("step_ms_p90":1,"step_ms_p99":9.3e12,"step_ms_max":9.3e12,"peak_memory_bytes":0})",
+      &error));
+  EXPECT_NE(error.find("step time p99 of 9300000000000 ms"), std::string::npos) << error;
 }
 
 // A lane books a bubble's let-run time at the bubble's end, which can come

@@ -2,7 +2,11 @@
 
 #include <sys/stat.h>
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <fstream>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 namespace freeride {
@@ -31,6 +35,20 @@ bool Read(const json& j, const char* key, T* out, std::string* error) {
   return true;
 }
 
+// Why the profile's figures cannot stand ("" when they can): a rate or step
+// time that is negative or not finite, or a step longer than a day (its
+// nanoseconds would not fit the step-time hint: 1e300 ms read as negative).
+std::string FiguresProblem(const TaskProfile& p) {
+  constexpr double kMostStepMs = 86'400'000;  // a day
+  if (!(p.rate_per_s >= 0) || !std::isfinite(p.rate_per_s))
+    return fmt::format("rate_per_s {} is not a finite rate of 0 or more", p.rate_per_s);
+  for (auto [name, ms] : {std::pair{"p50", p.step_ms_p50}, {"p90", p.step_ms_p90}, {"p99", p.step_ms_p99},
+                          {"max", p.step_ms_max}})
+    if (!(ms >= 0 && ms <= kMostStepMs))
+      return fmt::format("step time {} of {} ms is not from 0 to a day ({} ms)", name, ms, kMostStepMs);
+  return "";
+}
+
 }  // namespace
 
 std::optional<TaskProfile> ProfileFromStandaloneLine(const std::string& line, std::string* error) {
@@ -48,6 +66,10 @@ std::optional<TaskProfile> ProfileFromStandaloneLine(const std::string& line, st
       !Read(j, "step_ms_max", &p.step_ms_max, error) ||
       !Read(j, "peak_memory_bytes", &p.peak_memory_bytes, error))
     return std::nullopt;
+  if (std::string problem = FiguresProblem(p); !problem.empty()) {
+    *error = "its " + problem;
+    return std::nullopt;
+  }
   return p;
 }
 
@@ -104,13 +126,17 @@ std::optional<TaskProfile> ReadTaskProfile(const std::string& path, std::string*
     *error = path + ": " + why;
     return std::nullopt;
   }
-  if (version != kProfileVersion) {
-    *error = path + ": profile version " + std::to_string(version) + ", this FreeRide reads " +
+  if (!j["freeride_task_profile"].is_number_integer() || version != kProfileVersion) {
+    *error = path + ": profile version " + j["freeride_task_profile"].dump() + ", this FreeRide reads " +
              std::to_string(kProfileVersion);
     return std::nullopt;
   }
-  if (p.rate_per_s < 0 || p.step_ms_p99 < 0 || p.command.empty()) {
-    *error = path + ": negative figures or an empty command";
+  if (p.command.empty()) {
+    *error = path + ": an empty command";
+    return std::nullopt;
+  }
+  if (std::string problem = FiguresProblem(p); !problem.empty()) {
+    *error = path + ": " + problem;
     return std::nullopt;
   }
   // Optional fields: absent is fine, the wrong type is an error, not a crash.

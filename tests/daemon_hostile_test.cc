@@ -325,6 +325,30 @@ TEST_F(Hostile, NamesThatMisleadAreRefusedClearly) {
   EXPECT_NE(r.err.find("not valid UTF-8"), std::string::npos) << r.err;
 }
 
+// Text that is not UTF-8 cannot be sent (protobuf refused it, and the client
+// printed an empty message): a variable of the user's environment that is
+// not is left out with a warning naming it, any other field refused by name.
+TEST_F(Hostile, TextThatIsNotUtf8IsNamedOrLeftOutWithAWarning) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  const std::string submit = std::string(FREERIDE_BIN) + " submit --socket " + options_.socket_path + " ";
+  ShellResult r = RunShell("env BAD=\"$(printf 'x\\303')\" GOOD=1 " + submit +
+                               "--json --kind imperative --name envs -- /bin/true",
+                           dir_.path());
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: the environment variable BAD is not valid UTF-8; the task runs without it"),
+            std::string::npos) << r.err;
+  v1::TaskInfo info;
+  ASSERT_TRUE(tasks()->Get(1, "", &info).ok());
+  EXPECT_EQ(info.spec().env().count("BAD"), 0u);
+  EXPECT_EQ(info.spec().env().count("GOOD"), 1u);
+  r = RunShell(submit + "-- /bin/echo \"$(printf 'x\\377')\"", dir_.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("the command's argument 1"), std::string::npos) << r.err;
+  r = RunShell(submit + "--progress-unit \"$(printf 'x\\377')\" -- /bin/true", dir_.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--progress-unit ("), std::string::npos) << r.err;
+}
+
 // `show` and `cancel` read a reference as an id only when it is all digits,
 // as the daemon reads names: "+1" and " 2" are names (strtoll would have read
 // them as ids 1 and 2, and cancelled another task).  An id past int64 and a

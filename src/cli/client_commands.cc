@@ -215,10 +215,37 @@ int RunSubmit(const SubmitArgs& args) {
     return 2;
   }
   spec->set_working_dir(cwd.string());
+  // The request carries text as UTF-8, and protobuf refuses to send anything
+  // else (with no message of its own): say which part is not.
+  auto utf8 = [](const std::string& text) { return ValidUtf8(text) == text; };
+  for (size_t i = 0; i < command.size(); ++i) {
+    if (!utf8(command[i])) {
+      fmt::print(stderr, "freeride submit: the command's {} ('{}') is not valid UTF-8\n",
+                 i == 0 ? std::string("program") : fmt::format("argument {}", i), ValidUtf8(command[i]));
+      return 2;
+    }
+  }
+  for (auto [what, text] : {std::pair<const char*, const std::string*>{"the current directory", &spec->working_dir()},
+                            {"--progress-regex", &spec->progress_regex()},
+                            {"--progress-file", &spec->progress_file()},
+                            {"--progress-unit", &spec->progress_unit()}}) {
+    if (!utf8(*text)) {
+      fmt::print(stderr, "freeride submit: {} ('{}') is not valid UTF-8\n", what, ValidUtf8(*text));
+      return 2;
+    }
+  }
+  // A variable of the user's environment that is not UTF-8 cannot be sent:
+  // the task runs without it, and the user is told which.
   for (char** e = environ; *e; ++e) {
     std::string entry(*e);
     size_t eq = entry.find('=');
-    if (eq != std::string::npos) (*spec->mutable_env())[entry.substr(0, eq)] = entry.substr(eq + 1);
+    if (eq == std::string::npos) continue;
+    if (!utf8(entry)) {
+      fmt::print(stderr, "freeride submit: warning: the environment variable {} is not valid UTF-8; "
+                         "the task runs without it\n", ValidUtf8(entry.substr(0, eq)));
+      continue;
+    }
+    (*spec->mutable_env())[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
   v1::SubmitReply reply;
   int rc = WithDaemon(args.daemon, "submit", [&](v1::FreeRide::Stub& stub, const DaemonEndpoint& endpoint) {

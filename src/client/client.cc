@@ -116,6 +116,12 @@ std::string DescribeRpcError(const grpc::Status& status, const DaemonEndpoint& e
     case grpc::StatusCode::PERMISSION_DENIED:
       return fmt::format("{} refused the request: {}", where, status.error_message());
     default:
+      // A request the client could not even encode (protobuf refuses text
+      // that is not UTF-8) fails with no message of its own.
+      if (status.error_message().empty())
+        return fmt::format("the request to {} failed with gRPC status {} and no message (a text that is not "
+                           "valid UTF-8 cannot be sent)",
+                           where, static_cast<int>(status.error_code()));
       return status.error_message();
   }
 }

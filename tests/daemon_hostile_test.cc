@@ -586,6 +586,23 @@ TEST(HostileCli, TheExampleStageSaysItsUsageAndRefusesALoneOption) {
   r = RunShell(std::string(FREERIDE_BIN) + " task-profile --timeout nan -- /bin/true", dir.path());
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("give a finite number of seconds"), std::string::npos) << r.err;
+  // Where the profile goes is checked before the task runs, not after it
+  // (the marker file says whether the task ran).
+  r = RunShell(std::string(FREERIDE_BIN) + " task-profile --seconds 0.1 -o /nonexistent/x.json -- /bin/sh -c 'touch " +
+                   dir.path() + "/ran'",
+               dir.path());
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ran")) << "refused before the run";
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("cannot write the profile to /nonexistent/x.json"), std::string::npos) << r.err;
+  // An empty socket is one no client reaches; an empty state directory meant the default.
+  r = RunShell(std::string(FREERIDE_BIN) + " daemon --allow-root --socket '' --state-dir " + dir.path() + "/s",
+               dir.path());
+  EXPECT_NE(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("give the socket's path: it is empty"), std::string::npos) << r.err;
+  r = RunShell(std::string(FREERIDE_BIN) + " daemon --allow-root --state-dir '' --socket " + dir.path() + "/d.sock",
+               dir.path());
+  EXPECT_NE(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("give a directory: it is empty"), std::string::npos) << r.err;
   // A NaN refresh interval refreshed with no pause: 788 times in 2 s.
   r = RunShell(std::string(FREERIDE_BIN) + " status --socket " + dir.path() + "/none.sock --watch nan", dir.path());
   EXPECT_NE(r.status, 0);

@@ -393,11 +393,20 @@ int RunDaemon(const DaemonArgs& args) {
 void AddDaemonCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<DaemonArgs>();
   CLI::App* cmd = app.add_subcommand("daemon", "Run the node daemon (one per node).");
+  // An empty path given is refused: an empty socket is one no client reaches,
+  // and an empty state directory silently meant the default one.
+  auto not_empty = [](const char* what) {
+    return CLI::Validator(
+        [what](std::string& path) { return path.empty() ? fmt::format("give {}: it is empty", what) : std::string(); },
+        "PATH");
+  };
   cmd->add_option("--socket", args->socket_path, "Unix socket of the control API (mode 0600)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(not_empty("the socket's path"));
   cmd->add_option("--state-dir", args->state_dir,
                   "Directory for the journal, event log and task files "
-                  "(default $XDG_STATE_HOME/freeride or ~/.local/state/freeride)");
+                  "(default $XDG_STATE_HOME/freeride or ~/.local/state/freeride)")
+      ->check(not_empty("a directory"));
   cmd->add_option("--gpus", args->gpus, "GPU lanes, e.g. 0,1,2,3");
   cmd->add_option("--cpu-lanes", args->cpu_lanes,
                   "CPU lanes, for machines without GPUs (default 1 when --gpus is not given)")

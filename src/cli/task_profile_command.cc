@@ -54,6 +54,16 @@ int RunTaskProfile(const TaskProfileArgs& args) {
   std::string output = args.output;
   if (output.empty())
     output = std::filesystem::path(args.command[0]).filename().string() + ".profile.json";
+  // Where the profile goes is checked before the run, not after it.
+  {
+    std::error_code ec;
+    const std::filesystem::path parent = std::filesystem::absolute(output, ec).parent_path();
+    if (ec || !std::filesystem::is_directory(parent, ec) || access(parent.c_str(), W_OK | X_OK) != 0) {
+      fmt::print(stderr, "freeride task-profile: cannot write the profile to {}: {} is not a directory "
+                         "this user can write\n", output, parent.string());
+      return 2;
+    }
+  }
   // Alone for --seconds through the environment, not appended arguments,
   // which a task that parses its own (argparse) would refuse.
   std::vector<std::string> argv = args.command;

@@ -416,9 +416,9 @@ std::string FillRef(const std::string& ref, int64_t* id, std::string* name) {
     *id = value;
     return "";
   }
-  // The request carries text as UTF-8; anything else could not be sent.
-  if (ValidUtf8(ref) != ref) return "the task name given is not valid UTF-8";
-  if (ref.size() > 128) return "no task has a name that long: names are at most 128 bytes";
+  // A name no task can have (not UTF-8, which could not even be sent, too
+  // long, blank) is refused by the daemon's own rule.
+  if (std::string problem = NameProblem(ref); !problem.empty()) return problem;
   *name = ref;
   return "";
 }

@@ -603,6 +603,20 @@ TEST(HostileCli, TheExampleStageSaysItsUsageAndRefusesALoneOption) {
                dir.path());
   EXPECT_NE(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("give a directory: it is empty"), std::string::npos) << r.err;
+  // Any other empty value was taken as the option's default without a word;
+  // an empty argument to the program itself is still the program's business.
+  for (const char* option : {"--priority ''", "--retries ''", "--step-time ''", "--name ''"}) {
+    r = RunShell(std::string(FREERIDE_BIN) + " submit " + option + " --socket " + dir.path() + "/none.sock -- true",
+                 dir.path());
+    EXPECT_EQ(r.status, 105) << option << r.err;
+    EXPECT_NE(r.err.find("give a value, not an empty one"), std::string::npos) << option << r.err;
+  }
+  r = RunShell(std::string(FREERIDE_BIN) + " daemon --allow-root --lane-memory '' --socket " + dir.path() + "/d.sock",
+               dir.path());
+  EXPECT_NE(r.err.find("--lane-memory: give a value, not an empty one"), std::string::npos) << r.err;
+  r = RunShell(std::string(FREERIDE_BIN) + " submit --socket " + dir.path() + "/none.sock -- printf '%s' ''",
+               dir.path());
+  EXPECT_EQ(r.err.find("not an empty one"), std::string::npos) << r.err;
   // A NaN refresh interval refreshed with no pause: 788 times in 2 s.
   r = RunShell(std::string(FREERIDE_BIN) + " status --socket " + dir.path() + "/none.sock --watch nan", dir.path());
   EXPECT_NE(r.status, 0);

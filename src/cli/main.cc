@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   freeride::cli::AddSimulateCommand(app, &exit_code);
   freeride::cli::AddDemoCommand(app, &exit_code);
   freeride::cli::AddDoctorCommand(app, &exit_code);
+  //freeride::cli::RefuseEmptyValues(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -21,6 +21,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from e2e_arms import TARGETS, format_interval, harvest_at, split_side  # noqa: E402
+from gate_gpu import SAME_UNIT_AS  # noqa: E402
+
+
+def unit_of(side: str) -> str:
+    """The program whose unit `side` counts in: a variant's is its program's, and a program that
+    counts another's unit (SAME_UNIT_AS, e.g. pagerank-short) is valued with that one."""
+    base = split_side(side)[0]
+    return SAME_UNIT_AS.get(base, base)
 
 
 def load(path: str) -> dict:
@@ -37,12 +45,12 @@ def load(path: str) -> dict:
 
 
 def readings(files: list[dict]) -> dict[str, list[float]]:
-    """Every rate alone the files read, by plain program (a variant's rate is its program's)."""
+    """Every rate alone the files read, by the program whose unit it counts (unit_of)."""
     found: dict[str, list[float]] = {}
     for results in files:
         for key in ("alone_rates", "alone_rates_after"):
             # A variant's entry repeats its program's one reading: count each once.
-            once = {(split_side(name)[0], float(rate)) for name, rate in (results.get(key) or {}).items()
+            once = {(unit_of(name), float(rate)) for name, rate in (results.get(key) or {}).items()
                     if isinstance(rate, (int, float)) and rate > 0}
             for base, rate in sorted(once):
                 found.setdefault(base, []).append(rate)
@@ -79,8 +87,7 @@ def valued_rows(paths: list[str]) -> tuple[list[dict], dict[str, list[float]]]:
     rows = []
     for path, results in zip(paths, files):
         for row in results["rows"]:
-            base = split_side(row["program"])[0]
-            rate = max(seen.get(base, [0.0]))
+            rate = max(seen.get(unit_of(row["program"]), [0.0]))
             harvest, _ = harvest_at(rate, row["units_on_by_lane"], row["bubble_s_on_by_lane"])
             rows.append(dict(row, file=Path(path).name, daemon_args=daemon_args(results),
                              alone_rate_used_per_s=rate, harvest_at_highest=harvest))

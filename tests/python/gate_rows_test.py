@@ -86,3 +86,16 @@ def test_a_file_that_is_not_a_result_file_is_refused_with_its_name(tmp_path) -> 
     empty = write(tmp_path, "empty.json", {"rows": []})
     r = subprocess.run([sys.executable, str(SCRIPT), empty], capture_output=True, text=True)
     assert r.returncode != 0 and "no rows" in r.stderr
+
+
+def test_a_program_counting_anothers_unit_is_valued_at_the_higher_rate_of_the_two(tmp_path) -> None:
+    # pagerank-short counts PageRank iterations, as pagerank does, but its 0.5 ms steps read 800/s
+    # alone against 1200/s: its 400 units in 0.5 s of bubbles are 400/600 = 0.67, not 1.0.
+    path = write(tmp_path, "s.json", {"rows": [row("pagerank-short+FREERIDE_GATE_AHEAD=1024", 400, 0.5, 1.0),
+                                                row("pagerank", 480, 0.5, 0.8)],
+                                       "alone_rates": {"pagerank-short+FREERIDE_GATE_AHEAD=1024": 800.0,
+                                                       "pagerank": 1200.0}})
+    rows, seen = valued_rows([path])
+    assert seen == {"pagerank": [800.0, 1200.0]}
+    assert [r["alone_rate_used_per_s"] for r in rows] == [1200.0, 1200.0]
+    assert math.isclose(rows[0]["harvest_at_highest"], 400 / 600) and math.isclose(rows[1]["harvest_at_highest"], 0.8)

@@ -611,7 +611,9 @@ TEST(HostileCli, TheExampleStageSaysItsUsageAndRefusesALoneOption) {
     EXPECT_EQ(r.status, 105) << option << r.err;
     EXPECT_NE(r.err.find("give a value, not an empty one"), std::string::npos) << option << r.err;
   }
-  r = RunShell(std::string(FREERIDE_BIN) + " daemon --allow-root --lane-memory '' --socket " + dir.path() + "/d.sock",
+  // (bounded: without the check this daemon starts and would serve for good)
+  r = RunShell("timeout 120 " + std::string(FREERIDE_BIN) + " daemon --allow-root --lane-memory '' --socket " +
+                   dir.path() + "/d.sock --state-dir " + dir.path() + "/lm",
                dir.path());
   EXPECT_NE(r.err.find("--lane-memory: give a value, not an empty one"), std::string::npos) << r.err;
   r = RunShell(std::string(FREERIDE_BIN) + " submit --socket " + dir.path() + "/none.sock -- printf '%s' ''",

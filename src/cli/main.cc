@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   freeride::cli::AddSimulateCommand(app, &exit_code);
   freeride::cli::AddDemoCommand(app, &exit_code);
   freeride::cli::AddDoctorCommand(app, &exit_code);
-  //freeride::cli::RefuseEmptyValues(app);
+  freeride::cli::RefuseEmptyValues(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

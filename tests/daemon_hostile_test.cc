@@ -23,6 +23,7 @@
 #include <regex>
 #include <thread>
 
+#include "base/files.h"
 #include "client/client.h"
 #include "client/task_profile.h"
 #include "daemon/daemon.h"
@@ -619,6 +620,29 @@ TEST(HostileCli, TheExampleStageSaysItsUsageAndRefusesALoneOption) {
   r = RunShell(std::string(FREERIDE_BIN) + " submit --socket " + dir.path() + "/none.sock -- printf '%s' ''",
                dir.path());
   EXPECT_EQ(r.err.find("not an empty one"), std::string::npos) << r.err;
+  // A picture written over what it is drawn from destroyed it: the event log
+  // (by any of its names, a rotated file or a link) or the trace.
+  {
+    const std::string log = dir.path() + "/events.jsonl";
+    std::ofstream(log) << "the log\n";
+    std::ofstream(log + ".1") << "older\n";
+    std::filesystem::create_symlink(log, dir.path() + "/link.jsonl");
+    for (const std::string& command :
+         {" timeline " + dir.path() + " --svg " + log, " timeline " + log + " --perfetto " + log + ".1",
+          " timeline " + log + " --svg " + dir.path() + "/link.jsonl"}) {
+      r = RunShell(std::string(FREERIDE_BIN) + command, dir.path());
+      EXPECT_EQ(r.status, 2) << command << r.err;
+      EXPECT_NE(r.err.find("is the event log"), std::string::npos) << command << r.err;
+    }
+    EXPECT_EQ(ReadWholeFile(log), "the log\n");
+    EXPECT_EQ(ReadWholeFile(log + ".1"), "older\n");
+    const std::string trace = dir.path() + "/trace.json";
+    std::ofstream(trace) << "{}";
+    r = RunShell(std::string(FREERIDE_BIN) + " profile " + trace + " --svg " + trace, dir.path());
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find("is the trace"), std::string::npos) << r.err;
+    EXPECT_EQ(ReadWholeFile(trace), "{}");
+  }
   // A NaN refresh interval refreshed with no pause: 788 times in 2 s.
   r = RunShell(std::string(FREERIDE_BIN) + " status --socket " + dir.path() + "/none.sock --watch nan", dir.path());
   EXPECT_NE(r.status, 0);

@@ -47,6 +47,14 @@ std::optional<std::string> ReadWholeFile(const std::string& path) {
   return content.str();
 }
 
+std::string InputOverwrittenBy(const std::string& output, const std::vector<std::string>& inputs) {
+  std::error_code ec;
+  if (output.empty() || !std::filesystem::exists(output, ec)) return "";
+  for (const std::string& input : inputs)
+    if (std::filesystem::equivalent(output, input, ec) && !ec) return input;
+  return "";
+}
+
 std::string RotatedFilePath(const std::string& path, int index) {
   return path + "." + std::to_string(index);
 }

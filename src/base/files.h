@@ -35,4 +35,10 @@ std::vector<std::string> RotatedFilesOldestFirst(const std::string& path);
 // The whole content of a file; nullopt when it cannot be opened.
 std::optional<std::string> ReadWholeFile(const std::string& path);
 
+// The first of `inputs` that writing `output` would overwrite (the same file
+// by another name or link included), or "" when none.  Inputs that do not
+// exist are skipped.  For an output option beside input arguments, e.g.
+// `timeline LOG --svg LOG`, which replaced the event log with a picture.
+std::string InputOverwrittenBy(const std::string& output, const std::vector<std::string>& inputs);
+
 }  // namespace freeride

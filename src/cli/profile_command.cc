@@ -6,6 +6,7 @@
 #include <fstream>
 #include <future>
 
+#include "base/files.h"
 #include "cli/commands.h"
 #include "profile/bubble_profile.h"
 #include "profile/profile_report.h"
@@ -23,6 +24,10 @@ struct ProfileArgs {
 
 int RunProfile(const ProfileArgs& args) {
   using profile::TraceError;
+  if (std::string input = InputOverwrittenBy(args.svg, args.traces); !input.empty()) {
+    fmt::print(stderr, "freeride profile: --svg {} is the trace {}; write the picture elsewhere\n", args.svg, input);
+    return 2;
+  }
   std::vector<profile::KinetoTrace> traces(args.traces.size());
   std::vector<profile::RankProfile> ranks(args.traces.size());
   try {

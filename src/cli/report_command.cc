@@ -108,6 +108,15 @@ int RunTimeline(const TimelineArgs& args) {
     fmt::print(stderr, "freeride timeline: nothing to write; give --perfetto FILE and/or --svg FILE\n");
     return 2;
   }
+  // Checked before anything is written: `--perfetto LOG` replaced the log.
+  std::vector<std::string> inputs = RotatedFilesOldestFirst(EventLogPath(args.events));
+  for (const std::string* output : {&args.perfetto, &args.svg}) {
+    if (std::string input = InputOverwrittenBy(*output, inputs); !input.empty()) {
+      fmt::print(stderr, "freeride timeline: {} is the event log {} read; write the picture elsewhere\n",
+                 *output, input);
+      return 2;
+    }
+  }
   auto log = LoadLog("timeline", args.events);
   if (!log) return 2;
   if (log->bubbles.empty() && log->steps.empty()) {

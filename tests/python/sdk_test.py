@@ -18,12 +18,14 @@ from conftest import NORMAL_CPU_TASKS, Daemon
 # Counts to --total, one unit per step; 'boom' makes step 3 raise.  Its
 # checkpoint is the count, so a resumed run ends on the same total.
 TASK = textwrap.dedent("""
-    import sys, time, freeride
+    import os, sys, time, freeride
     class Count(freeride.IterativeTask):
         unit = "counts"
-        def __init__(self, total, boom):
-            self.total, self.boom, self.n = total, boom, 0
+        def __init__(self, total, boom, hold):
+            self.total, self.boom, self.n, self.hold = total, boom, 0, hold
         def step(self):
+            if self.hold and self.n >= int(self.hold[0]) and not os.path.exists(self.hold[1]):
+                return freeride.StepResult(idle=True)  # held until the test releases it
             self.n += 1
             if self.boom and self.n == 3:
                 raise ValueError("boom at 3")
@@ -37,7 +39,8 @@ TASK = textwrap.dedent("""
             self.n = int(open(path).read()); return True
     args = sys.argv[1:]
     total = int(args[args.index("--total") + 1])
-    raise SystemExit(freeride.run_task(Count(total, "boom" in args), [sys.argv[0]] + [
+    hold = args[args.index("--hold") + 1:args.index("--hold") + 3] if "--hold" in args else None
+    raise SystemExit(freeride.run_task(Count(total, "boom" in args, hold), [sys.argv[0]] + [
         a for a in args if a in ("--standalone",)]))
 """)
 
@@ -137,8 +140,11 @@ def test_killed_under_the_daemon_it_resumes_from_its_checkpoint(count_script, fr
     stage = None
     try:
         env = dict(daemon.env, FREERIDE_CHECKPOINT_INTERVAL_MS="50")
+        # The count holds at 200 until the kill: a count that could reach 400 between the
+        # test's look and its kill would finish (deleting its checkpoint) and be killed exiting.
+        release = os.path.join(daemon.dir, "release")
         daemon.cli_run("submit", "--name", "count", "--retries", "1", "--", sys.executable, count_script,
-                       "--total", "400", env=env)
+                       "--total", "400", "--hold", "200", release, env=env)
         stage = daemon.stage("2", "40")
 
         def show():
@@ -147,12 +153,14 @@ def test_killed_under_the_daemon_it_resumes_from_its_checkpoint(count_script, fr
         checkpoint = os.path.join(daemon.state, "tasks", "1", "checkpoint", "checkpoint")
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not (os.path.exists(checkpoint) and
-                                                   float(show()["progress"]) > 100):
+                                                   float(show()["progress"]) >= 200 and
+                                                   open(checkpoint).read() == "200"):
             time.sleep(0.05)
         info = show()
         assert info["state"] in ("RUNNING", "PAUSED"), f"the task must be live when killed: {info}"
         steps_before = int(info["steps"])
         os.kill(int(info["pid"]), signal.SIGKILL)
+        open(release, "w").close()
         deadline = time.monotonic() + 600  # a hang guard: the task shares the cores with the machine's load
         while time.monotonic() < deadline and show()["state"] != "FINISHED":
             time.sleep(0.1)

@@ -643,6 +643,20 @@ TEST(HostileCli, TheExampleStageSaysItsUsageAndRefusesALoneOption) {
     EXPECT_NE(r.err.find("is the trace"), std::string::npos) << r.err;
     EXPECT_EQ(ReadWholeFile(trace), "{}");
   }
+  // A file with no end was read into memory until it ran out (5 GB in 10 s);
+  // a cut stage-times file was "not a JSON object".
+  // (bounded at 4 GB of address space: without the bound the run would take the machine's memory)
+  r = RunShell("ulimit -v 4000000; " + std::string(FREERIDE_BIN) + " report /dev/zero", dir.path());
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("line 1 is longer than 16 MiB"), std::string::npos) << r.err;
+  r = RunShell("ulimit -v 4000000; " + std::string(FREERIDE_BIN) + " simulate --quiet --stage-times /dev/zero",
+               dir.path());
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("/dev/zero: larger than 64 MiB"), std::string::npos) << r.err;
+  std::ofstream(dir.path() + "/cut.json") << R"({"ranks": [)";
+  r = RunShell(std::string(FREERIDE_BIN) + " simulate --quiet --stage-times " + dir.path() + "/cut.json", dir.path());
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("cut.json: not JSON (") , std::string::npos) << r.err;
   // A NaN refresh interval refreshed with no pause: 788 times in 2 s.
   r = RunShell(std::string(FREERIDE_BIN) + " status --socket " + dir.path() + "/none.sock --watch nan", dir.path());
   EXPECT_NE(r.status, 0);

@@ -1,5 +1,7 @@
 #include "base/files.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -45,6 +47,33 @@ std::optional<std::string> ReadWholeFile(const std::string& path) {
   std::stringstream content;
   content << in.rdbuf();
   return content.str();
+}
+
+std::optional<std::string> ReadInputFile(const std::string& path, size_t max_bytes, std::string* error) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    *error = fmt::format("{}: is a directory, not a file", path);
+    return std::nullopt;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *error = fmt::format("{}: cannot open it ({})", path, std::strerror(errno));
+    return std::nullopt;
+  }
+  std::string content;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    content.append(chunk, static_cast<size_t>(in.gcount()));
+    if (content.size() > max_bytes) {
+      *error = fmt::format("{}: larger than {} MiB, more than any such file has", path, max_bytes >> 20);
+      return std::nullopt;
+    }
+  }
+  if (in.bad()) {
+    *error = fmt::format("{}: error while reading it", path);
+    return std::nullopt;
+  }
+  return content;
 }
 
 std::string InputOverwrittenBy(const std::string& output, const std::vector<std::string>& inputs) {

@@ -35,6 +35,11 @@ std::vector<std::string> RotatedFilesOldestFirst(const std::string& path);
 // The whole content of a file; nullopt when it cannot be opened.
 std::optional<std::string> ReadWholeFile(const std::string& path);
 
+// The whole content of a file given as input, up to `max_bytes`; nullopt,
+// with *error saying why (it cannot be opened, is a directory, or is larger,
+// as /dev/zero is), otherwise.  Pipes are read too.
+std::optional<std::string> ReadInputFile(const std::string& path, size_t max_bytes, std::string* error);
+
 // The first of `inputs` that writing `output` would overwrite (the same file
 // by another name or link included), or "" when none.  Inputs that do not
 // exist are skipped.  For an output option beside input arguments, e.g.

@@ -16,6 +16,31 @@ namespace {
 
 namespace dom = simdjson::dom;
 
+// The longest line an event log may have.  The daemon's longest events (a
+// task's end with its stderr tail) are kilobytes; without a bound, a file
+// with no newline (/dev/zero, a binary) was read as one line until memory
+// ran out.
+constexpr size_t kMaxLineBytes = size_t{16} << 20;
+
+enum class LineRead { kLine, kEnd, kTooLong };
+
+// std::getline with a bound: reads the next line of `in` into *line
+// (without its newline).  A last line without a newline is a line.
+LineRead ReadBoundedLine(std::istream& in, std::string* line) {
+  line->clear();
+  std::streambuf* buffer = in.rdbuf();
+  for (;;) {
+    int c = buffer->sbumpc();
+    if (c == std::char_traits<char>::eof()) {
+      in.setstate(std::ios::eofbit);
+      return line->empty() ? LineRead::kEnd : LineRead::kLine;
+    }
+    if (c == '\n') return LineRead::kLine;
+    if (line->size() == kMaxLineBytes) return LineRead::kTooLong;
+    line->push_back(static_cast<char>(c));
+  }
+}
+
 using events::DoubleFieldOr;
 using events::IntField;
 using events::IntFieldOr;
@@ -121,7 +146,16 @@ std::optional<EventLogData> ReadEventLog(const std::string& path, std::string* e
       *error = fmt::format("cannot read event log {}: {}", file, std::strerror(errno));
       return std::nullopt;
     }
-    while (std::getline(in, line)) AddLine(line, parser, &out);
+    for (int64_t number = 1;; ++number) {
+      LineRead read = ReadBoundedLine(in, &line);
+      if (read == LineRead::kEnd) break;
+      if (read == LineRead::kTooLong) {
+        *error = fmt::format("{} is not a FreeRide event log: line {} is longer than {} MiB", file, number,
+                             kMaxLineBytes >> 20);
+        return std::nullopt;
+      }
+      AddLine(line, parser, &out);
+    }
     if (in.bad()) {
       *error = fmt::format("error while reading event log {}", file);
       return std::nullopt;

@@ -110,13 +110,17 @@ std::string FlagsOfSchedule(const nlohmann::json& doc) {
 
 std::optional<StageTimesFile> ReadStageTimesFile(const std::string& path, int microbatches,
                                                  double backward_ratio, std::string* error) {
-  std::optional<std::string> text = ReadWholeFile(path);
-  if (!text) {
-    *error = fmt::format("{}: cannot open it", path);
+  // A stage-times file is a few kilobytes: 64 MiB is past any real one.
+  std::optional<std::string> text = ReadInputFile(path, size_t{64} << 20, error);
+  if (!text) return std::nullopt;
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(*text);
+  } catch (const nlohmann::json::exception& e) {
+    *error = fmt::format("{}: not JSON ({})", path, e.what());
     return std::nullopt;
   }
-  nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
+  if (!doc.is_object()) {
     *error = fmt::format("{}: not a JSON object", path);
     return std::nullopt;
   }

@@ -335,6 +335,12 @@ TEST(SimulateCommand, PrintsTheDocumentedJsonAndRefusesBadFlags) {
   refused("--price -3", "give a GPU-hour's price of 0 or more");
   refused("--times 1e308,1e308", "must be at most a day");  // the iteration's sum would be infinite
   refused("--p2p -1", "--p2p must be a time of 0 ms or more");
+  // Slowdowns whose times overflowed (negative GPU-seconds, "inf ms", -nan%),
+  // and times below the nanoseconds kept (100% idle; a billion empty steps).
+  refused("--step-slowdown 1e300", "--step-slowdown must be in 1..1000, not 1e+300");
+  refused("--straggler-slowdown 1e300 --straggler-prob 0.5", "--straggler-slowdown must be in 1..1000");
+  refused("--times 1e-9,1e-9", "must be 0 or at least a microsecond (0.001 ms), not 1e-09");
+  refused("--p2p 1e-7", "--p2p must be 0 or at least a microsecond");
 
   // A profile taken at 4 micro-batches, simulated at 8: each micro-batch keeps
   // the profiled stage times (60 ms busy / (4 x 3): F 5, B 10), so the 1F1B

@@ -11,13 +11,24 @@ namespace {
 // Times beyond a day per action are no training's, and their sums over an
 // iteration's actions could overflow to infinity.
 constexpr double kMostMs = 86'400'000;
+constexpr double kLeastMs = 0.001;
 
 void RequireTime(double value, const std::string& what) {
   if (!std::isfinite(value) || value < 0)
     throw std::invalid_argument(fmt::format("{} must be a time of 0 ms or more, not {}", what, value));
   if (value > kMostMs)
     throw std::invalid_argument(fmt::format("{} must be at most a day ({} ms), not {}", what, kMostMs, value));
+  // The simulator keeps whole nanoseconds: a time below a microsecond, not
+  // zero, rounded to nothing (stage times of 1e-9 ms gave 100% idle; a task
+  // step of 1e-7 ms ran a billion empty steps for an hour).
+  if (value > 0 && value < kLeastMs)
+    throw std::invalid_argument(
+        fmt::format("{} must be 0 or at least a microsecond ({} ms), not {}", what, kLeastMs, value));
 }
+
+// How much slower anything may be simulated: beyond it the times in
+// nanoseconds overflowed (--step-slowdown 1e300 gave negative GPU-seconds).
+constexpr double kMostSlowdown = 1000;
 
 void RequireAtLeastOne(int64_t value, const char* what) {
   if (value < 1) throw std::invalid_argument(fmt::format("{} must be at least 1, not {}", what, value));
@@ -64,11 +75,12 @@ void ValidateSimConfig(const SimConfig& c) {
     throw std::invalid_argument(fmt::format("--jitter must be in 0..2, not {}", c.jitter_cv));
   if (!(c.straggler_prob >= 0 && c.straggler_prob <= 1))
     throw std::invalid_argument(fmt::format("--straggler-prob must be in 0..1, not {}", c.straggler_prob));
-  if (!(c.straggler_slowdown >= 1 && std::isfinite(c.straggler_slowdown)))
-    throw std::invalid_argument(fmt::format("--straggler-slowdown must be 1 or more, not {}",
+  if (!(c.straggler_slowdown >= 1 && c.straggler_slowdown <= kMostSlowdown))
+    throw std::invalid_argument(fmt::format("--straggler-slowdown must be in 1..{}, not {}", kMostSlowdown,
                                             c.straggler_slowdown));
-  if (!(c.step_slowdown >= 1 && std::isfinite(c.step_slowdown)))
-    throw std::invalid_argument(fmt::format("--step-slowdown must be 1 or more, not {}", c.step_slowdown));
+  if (!(c.step_slowdown >= 1 && c.step_slowdown <= kMostSlowdown))
+    throw std::invalid_argument(
+        fmt::format("--step-slowdown must be in 1..{}, not {}", kMostSlowdown, c.step_slowdown));
   if (!(c.overrun_cost >= 0 && c.overrun_cost <= 1))
     throw std::invalid_argument(fmt::format("--overrun-cost must be in 0..1, not {}", c.overrun_cost));
   if (c.placement == TaskPlacement::kAll && c.tasks.size() > 64)

@@ -262,6 +262,8 @@ TEST(StageTimesFile, ReadsConfigsAndProfilesAndNamesWhatIsWrong) {
   EXPECT_DOUBLE_EQ(profile->stages[0].backward, 8);
 
   EXPECT_FALSE(ReadStageTimesFile(write("bad.json", "{not json"), 4, 2, &error));
+  EXPECT_NE(error.find("bad.json: not JSON (") , std::string::npos) << error << " (the parser's reason)";
+  EXPECT_FALSE(ReadStageTimesFile(write("list.json", "[1, 2]"), 4, 2, &error));
   EXPECT_NE(error.find("not a JSON object"), std::string::npos) << error;
   EXPECT_FALSE(ReadStageTimesFile(write("neg.json", R"({"stages": [{"forward_ms": -1, "backward_ms": 2}]})"),
                                   4, 2, &error));
@@ -358,6 +360,30 @@ TEST(SimulateCommand, PrintsTheDocumentedJsonAndRefusesBadFlags) {
   refused(from_profile + " --profile-microbatches 0", "--profile-microbatches must be at least 1");
   refused(from_profile + " --global-batch 16", "give --profile-microbatches");
   refused("--stages 2 --iterations 3 --profile-microbatches 4", "needs --stage-times with a profile");
+  // A profile's ranks are placed by their "rank", not by where they are
+  // listed (a merged or edited file was simulated in file order).
+  const std::string ranked = dir.path() + "/ranked.json";
+  auto simulate_ranks = [&](const std::string& ranks) {
+    std::ofstream(ranked) << R"({"ranks": [)" << ranks << "]}";
+    ShellResult r = RunShell(cli + "--stages 3 --microbatches 4 --iterations 3 --json --stage-times " + ranked,
+                             dir.path());
+    EXPECT_EQ(r.status, 0) << ranks << r.err;
+    nlohmann::json out = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+    out.erase("simulated_seconds");  // the simulator's own run time
+    return out;
+  };
+  const nlohmann::json in_order =
+      simulate_ranks(R"({"rank": 0, "busy_ms": 60}, {"rank": 1, "busy_ms": 120}, {"rank": 2, "busy_ms": 30})");
+  EXPECT_EQ(simulate_ranks(R"({"rank": 2, "busy_ms": 30}, {"rank": 0, "busy_ms": 60}, {"rank": 1, "busy_ms": 120})"),
+            in_order);
+  EXPECT_NE(simulate_ranks(R"({"busy_ms": 30}, {"busy_ms": 60}, {"busy_ms": 120})"), in_order)
+      << "unnumbered, the list's order is the ranks' order";
+  std::ofstream(ranked) << R"({"ranks": [{"rank": 0, "busy_ms": 60}, {"rank": 0, "busy_ms": 60}]})";
+  refused("--stages 2 --stage-times " + ranked, "rank 0 is listed twice (entries 0 and 1)");
+  std::ofstream(ranked) << R"({"ranks": [{"rank": 1, "busy_ms": 60}, {"busy_ms": 60}]})";
+  refused("--stages 2 --stage-times " + ranked, "entry 1 of \"ranks\" needs a \"rank\" from 0 to 1");
+  std::ofstream(ranked) << R"({"ranks": [{"rank": 1.5, "busy_ms": 60}, {"rank": 0, "busy_ms": 60}]})";
+  refused("--stages 2 --stage-times " + ranked, "entry 0 of \"ranks\" needs a \"rank\" from 0 to 1");
   std::ofstream(dir.path() + "/stages.json") << R"({"stages": [{"forward_ms": 1, "backward_ms": 2}]})";
   refused("--stages 1 --iterations 3 --stage-times " + dir.path() + "/stages.json --profile-microbatches 4",
           "is for a profile");

@@ -53,8 +53,31 @@ StageTimesFile FromProfile(const nlohmann::json& doc, int microbatches, double b
   StageTimesFile out;
   out.source = "profile";
   std::string listed;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    std::string where = fmt::format("rank {}", i);
+  // A rank's stage is its "rank" (`freeride profile` lists them in order, but
+  // a merged or edited file need not); without one, its place in the list.
+  std::vector<size_t> order(ranks.size());
+  for (size_t i = 0; i < ranks.size(); ++i) order[i] = i;
+  bool numbered = false;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    numbered = numbered || (ranks[i].is_object() && ranks[i].contains("rank"));
+  if (numbered) {
+    std::vector<int> listed_at(ranks.size(), -1);
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      const nlohmann::json* rank = ranks[i].is_object() && ranks[i].contains("rank") ? &ranks[i]["rank"] : nullptr;
+      if (rank == nullptr || !rank->is_number_integer() || rank->get<int64_t>() < 0 ||
+          rank->get<int64_t>() >= static_cast<int64_t>(ranks.size()))
+        throw std::runtime_error(fmt::format(
+            "entry {} of \"ranks\" needs a \"rank\" from 0 to {}, as the others have one", i, ranks.size() - 1));
+      int64_t r = rank->get<int64_t>();
+      if (listed_at[r] >= 0)
+        throw std::runtime_error(fmt::format("rank {} is listed twice (entries {} and {})", r, listed_at[r], i));
+      listed_at[r] = static_cast<int>(i);
+    }
+    for (size_t r = 0; r < ranks.size(); ++r) order[r] = static_cast<size_t>(listed_at[r]);
+  }
+  for (size_t stage = 0; stage < ranks.size(); ++stage) {
+    const size_t i = order[stage];
+    std::string where = fmt::format("rank {}", stage);
     if (!ranks[i].is_object()) throw std::runtime_error(where + " is not an object");
     // Older bubble tables carry the iteration and its gaps but no busy time.
     double busy = 0;
@@ -73,7 +96,7 @@ StageTimesFile FromProfile(const nlohmann::json& doc, int microbatches, double b
     t.forward = busy / (microbatches * (1 + backward_ratio));
     t.backward = backward_ratio * t.forward;
     out.stages.push_back(t);
-    listed += fmt::format("{}{:.2f}/{:.2f}", i ? ", " : "", t.forward, t.backward);
+    listed += fmt::format("{}{:.2f}/{:.2f}", stage ? ", " : "", t.forward, t.backward);
   }
   out.ranks = static_cast<int>(out.stages.size());
   out.note = fmt::format(

@@ -341,8 +341,9 @@ TEST(SimulateCommand, PrintsTheDocumentedJsonAndRefusesBadFlags) {
   // and times below the nanoseconds kept (100% idle; a billion empty steps).
   refused("--step-slowdown 1e300", "--step-slowdown must be in 1..1000, not 1e+300");
   refused("--straggler-slowdown 1e300 --straggler-prob 0.5", "--straggler-slowdown must be in 1..1000");
-  refused("--times 1e-9,1e-9", "must be 0 or at least a microsecond (0.001 ms), not 1e-09");
-  refused("--p2p 1e-7", "--p2p must be 0 or at least a microsecond");
+  refused("--times 1e-9,1e-9", "must be 0 or at least a nanosecond (1e-06 ms), not 1e-09");
+  refused("--schedule zbv --times 1,2,1e-9", "the weight-gradient time of every stage must be 0 or at least a nanosecond");
+  refused("--p2p 1e-7", "--p2p must be 0 or at least a nanosecond");
 
   // A profile taken at 4 micro-batches, simulated at 8: each micro-batch keeps
   // the profiled stage times (60 ms busy / (4 x 3): F 5, B 10), so the 1F1B
@@ -381,9 +382,12 @@ TEST(SimulateCommand, PrintsTheDocumentedJsonAndRefusesBadFlags) {
   std::ofstream(ranked) << R"({"ranks": [{"rank": 0, "busy_ms": 60}, {"rank": 0, "busy_ms": 60}]})";
   refused("--stages 2 --stage-times " + ranked, "rank 0 is listed twice (entries 0 and 1)");
   std::ofstream(ranked) << R"({"ranks": [{"rank": 1, "busy_ms": 60}, {"busy_ms": 60}]})";
-  refused("--stages 2 --stage-times " + ranked, "entry 1 of \"ranks\" needs a \"rank\" from 0 to 1");
+  refused("--stages 2 --stage-times " + ranked, "entry 1 of \"ranks\" needs a \"rank\" (a whole number, 0 or more)");
   std::ofstream(ranked) << R"({"ranks": [{"rank": 1.5, "busy_ms": 60}, {"rank": 0, "busy_ms": 60}]})";
-  refused("--stages 2 --stage-times " + ranked, "entry 0 of \"ranks\" needs a \"rank\" from 0 to 1");
+  refused("--stages 2 --stage-times " + ranked, "entry 0 of \"ranks\" needs a \"rank\"");
+  // One pipeline of a larger job keeps its global ranks: ranks 4..6 are stages 0..2.
+  EXPECT_EQ(simulate_ranks(R"({"rank": 6, "busy_ms": 30}, {"rank": 4, "busy_ms": 60}, {"rank": 5, "busy_ms": 120})"),
+            in_order);
   std::ofstream(dir.path() + "/stages.json") << R"({"stages": [{"forward_ms": 1, "backward_ms": 2}]})";
   refused("--stages 1 --iterations 3 --stage-times " + dir.path() + "/stages.json --profile-microbatches 4",
           "is for a profile");

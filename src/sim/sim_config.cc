@@ -11,19 +11,19 @@ namespace {
 // Times beyond a day per action are no training's, and their sums over an
 // iteration's actions could overflow to infinity.
 constexpr double kMostMs = 86'400'000;
-constexpr double kLeastMs = 0.001;
+constexpr double kLeastMs = 1e-6;
 
 void RequireTime(double value, const std::string& what) {
   if (!std::isfinite(value) || value < 0)
     throw std::invalid_argument(fmt::format("{} must be a time of 0 ms or more, not {}", what, value));
   if (value > kMostMs)
     throw std::invalid_argument(fmt::format("{} must be at most a day ({} ms), not {}", what, kMostMs, value));
-  // The simulator keeps whole nanoseconds: a time below a microsecond, not
-  // zero, rounded to nothing (stage times of 1e-9 ms gave 100% idle; a task
-  // step of 1e-7 ms ran a billion empty steps for an hour).
+  // The simulator keeps whole nanoseconds: a time below one, not zero,
+  // rounded to nothing (stage times of 1e-9 ms gave 100% idle; a task step
+  // of 1e-7 ms ran a billion empty steps for an hour).
   if (value > 0 && value < kLeastMs)
     throw std::invalid_argument(
-        fmt::format("{} must be 0 or at least a microsecond ({} ms), not {}", what, kLeastMs, value));
+        fmt::format("{} must be 0 or at least a nanosecond ({} ms), not {}", what, kLeastMs, value));
 }
 
 // How much slower anything may be simulated: beyond it the times in
@@ -60,6 +60,7 @@ void ValidateSimConfig(const SimConfig& c) {
     std::string stage = c.stage_times.size() == 1 ? "every stage" : fmt::format("stage {}", i);
     RequireTime(t.forward, fmt::format("the forward time of {}", stage));
     RequireTime(t.backward, fmt::format("the backward time of {}", stage));
+    if (t.weight >= 0) RequireTime(t.weight, fmt::format("the weight-gradient time of {}", stage));
     if (t.weight >= 0 && t.weight > t.backward)
       throw std::invalid_argument(fmt::format(
           "the weight-gradient time of {} ({} ms) is longer than its whole backward ({} ms)",

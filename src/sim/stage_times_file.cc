@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "base/files.h"
@@ -53,27 +54,29 @@ StageTimesFile FromProfile(const nlohmann::json& doc, int microbatches, double b
   StageTimesFile out;
   out.source = "profile";
   std::string listed;
-  // A rank's stage is its "rank" (`freeride profile` lists them in order, but
-  // a merged or edited file need not); without one, its place in the list.
+  // Stages follow the ranks' "rank" (`freeride profile` writes each trace's
+  // global rank, so one pipeline of a larger job is e.g. ranks 4..7, and a
+  // merged or edited file need not list them in order); without one, the
+  // list's order.
   std::vector<size_t> order(ranks.size());
   for (size_t i = 0; i < ranks.size(); ++i) order[i] = i;
   bool numbered = false;
   for (size_t i = 0; i < ranks.size(); ++i)
     numbered = numbered || (ranks[i].is_object() && ranks[i].contains("rank"));
   if (numbered) {
-    std::vector<int> listed_at(ranks.size(), -1);
+    std::map<int64_t, size_t> by_rank;
     for (size_t i = 0; i < ranks.size(); ++i) {
       const nlohmann::json* rank = ranks[i].is_object() && ranks[i].contains("rank") ? &ranks[i]["rank"] : nullptr;
-      if (rank == nullptr || !rank->is_number_integer() || rank->get<int64_t>() < 0 ||
-          rank->get<int64_t>() >= static_cast<int64_t>(ranks.size()))
+      if (rank == nullptr || !rank->is_number_integer() || rank->get<int64_t>() < 0)
         throw std::runtime_error(fmt::format(
-            "entry {} of \"ranks\" needs a \"rank\" from 0 to {}, as the others have one", i, ranks.size() - 1));
-      int64_t r = rank->get<int64_t>();
-      if (listed_at[r] >= 0)
-        throw std::runtime_error(fmt::format("rank {} is listed twice (entries {} and {})", r, listed_at[r], i));
-      listed_at[r] = static_cast<int>(i);
+            "entry {} of \"ranks\" needs a \"rank\" (a whole number, 0 or more), as the others have one", i));
+      auto [at, added] = by_rank.emplace(rank->get<int64_t>(), i);
+      if (!added)
+        throw std::runtime_error(
+            fmt::format("rank {} is listed twice (entries {} and {})", at->first, at->second, i));
     }
-    for (size_t r = 0; r < ranks.size(); ++r) order[r] = static_cast<size_t>(listed_at[r]);
+    size_t stage = 0;
+    for (const auto& [rank, i] : by_rank) order[stage++] = i;
   }
   for (size_t stage = 0; stage < ranks.size(); ++stage) {
     const size_t i = order[stage];

@@ -53,7 +53,8 @@ struct TaskRuntime {
   Nanos Stop();
   // Thaws the cgroup (which can wait on the same lock) and, if
   // `still_wanted` (when given) says so then, continues the process group;
-  // returns when, or 0 when it was not wanted any more and stays stopped.
+  // returns when (read before the thaw), or 0 when it was not wanted any
+  // more and stays stopped.
   Nanos Continue(const std::function<bool()>& still_wanted = nullptr);
   void Kill();
   // Asks a task that runs only inside bubbles to end: SIGTERM to its process

@@ -60,13 +60,17 @@ Nanos TaskRuntime::Stop() {
 }
 
 Nanos TaskRuntime::Continue(const std::function<bool()>& still_wanted) {
+  // Read before the thaw and the signal, as Stop reads after them: a run is
+  // timed from before the task can run to after it cannot, even when this
+  // thread is preempted in between.
+  Nanos continued = segment->env()->Now();
   if (cgroup) cgroup->Freeze(false);
   if (still_wanted && !still_wanted()) {
     if (cgroup) cgroup->Freeze(true);
     return 0;
   }
   ProcessSupervisor::Signal(pid, SIGCONT);
-  return segment->env()->Now();
+  return continued;
 }
 
 void TaskRuntime::Kill() {

@@ -1019,6 +1019,10 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
     record.overrun.reset();
     const bool success = exit.term_signal == 0 && exit.exit_code == 0;
     const bool without_sdk = !runtime->imperative && !runtime->Attached();
+    // The SDK reports the end after the task's finish() and after it deleted
+    // its checkpoint: a relaunch would start the whole task over.
+    const bool reported_finished =
+        !runtime->imperative && runtime->segment->state() == TaskProcessState::kFinished;
     bool moved = true;
     if (record.cancel_requested) {
       moved = TransitionLocked(record, TaskState::kCancelled, "cancelled; " + how);
@@ -1031,11 +1035,14 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
           record, TaskState::kFailed,
           how + " without attaching to FreeRide, so it does not use the FreeRide SDK: submit a "
                 "program that does not use it with --kind imperative");
-    } else if (success) {
+    } else if (success || reported_finished) {
       // A task may end before it was seen ready (an imperative one at once).
       if (record.state == TaskState::kSubmitted)
         TransitionLocked(record, TaskState::kCreated, "launched");
-      moved = TransitionLocked(record, TaskState::kFinished, how);
+      // Reported finished, then a crash on the way out (a driver's teardown,
+      // a kill): the work is done, and is not retried.
+      moved = TransitionLocked(record, TaskState::kFinished,
+                               success ? how : "finished (the task reported its end), then " + how);
     } else if (record.info.attempts() <= record.info.spec().max_retries()) {
       Nanos backoff = options_.retry_backoff << std::min(record.info.attempts() - 1, 10);
       record.retry_at = env_->Now() + backoff;

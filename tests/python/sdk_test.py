@@ -40,8 +40,11 @@ TASK = textwrap.dedent("""
     args = sys.argv[1:]
     total = int(args[args.index("--total") + 1])
     hold = args[args.index("--hold") + 1:args.index("--hold") + 3] if "--hold" in args else None
-    raise SystemExit(freeride.run_task(Count(total, "boom" in args, hold), [sys.argv[0]] + [
-        a for a in args if a in ("--standalone",)]))
+    status = freeride.run_task(Count(total, "boom" in args, hold), [sys.argv[0]] + [
+        a for a in args if a in ("--standalone",)])
+    if "--die-on-the-way-out" in args:  # a crash after the end is reported, as in a driver's teardown
+        os.kill(os.getpid(), 9)
+    raise SystemExit(status)
 """)
 
 
@@ -175,6 +178,32 @@ def test_killed_under_the_daemon_it_resumes_from_its_checkpoint(count_script, fr
         # Started over, the relaunch would have needed all 400 steps again.
         assert int(info["steps"]) < steps_before + 400, \
             f"steps {info['steps']} after {steps_before} before the kill: the count was not resumed"
+    finally:
+        if stage:
+            stage.kill()
+        daemon.stop()
+
+
+def test_a_task_that_dies_after_reporting_its_end_is_finished_not_run_again(count_script, freeride_env,
+                                                                           build_dir):
+    """The SDK reports the end after finish() and after deleting the checkpoint, so a relaunch
+    would start the whole task over: a death after that report is a finished task."""
+    daemon = Daemon(build_dir, freeride_env, *NORMAL_CPU_TASKS)
+    stage = None
+    try:
+        daemon.cli_run("submit", "--name", "count", "--retries", "2", "--", sys.executable, count_script,
+                       "--total", "30", "--die-on-the-way-out")
+        stage = daemon.stage("2", "40")
+        deadline = time.monotonic() + 600  # a hang guard only
+        while time.monotonic() < deadline and daemon.show("count")["state"] not in (
+                "FINISHED", "FAILED", "CANCELLED"):
+            time.sleep(0.1)
+        info = daemon.show("count")
+        assert info["state"] == "FINISHED", f"the work was done: {info}"
+        assert int(info["attempts"]) == 1, f"not run again: {info}"
+        assert "finished (the task reported its end), then killed by signal 9" in info["message"], info
+        stdout = Path(daemon.state, "tasks", "1", "stdout.log").read_text()
+        assert stdout.count("counted to 30") == 1, stdout
     finally:
         if stage:
             stage.kill()

@@ -609,9 +609,18 @@ TEST(HostileCli, TheExampleStageSaysItsUsageAndRefusesALoneOption) {
   for (const char* option : {"--priority ''", "--retries ''", "--step-time ''", "--name ''"}) {
     r = RunShell(std::string(FREERIDE_BIN) + " submit " + option + " --socket " + dir.path() + "/none.sock -- true",
                  dir.path());
-    EXPECT_EQ(r.status, 105) << option << r.err;
+    EXPECT_EQ(r.status, 2) << option << r.err;
     EXPECT_NE(r.err.find("give a value, not an empty one"), std::string::npos) << option << r.err;
   }
+  // Every usage error is status 2, whichever CLI11 error it is (a value that
+  // is not a number was 104, a missing argument 106); --help is a success.
+  for (const char* command : {"simulate --gpus abc", "profile", "simulate --nonsense", "schedule --stages x"}) {
+    r = RunShell(std::string(FREERIDE_BIN) + " " + command, dir.path());
+    EXPECT_EQ(r.status, 2) << command << r.err;
+    EXPECT_NE(r.err.find("Run with --help for more information"), std::string::npos) << command << r.err;
+  }
+  EXPECT_EQ(RunShell(std::string(FREERIDE_BIN) + " simulate --help", dir.path()).status, 0);
+  EXPECT_EQ(RunShell(std::string(FREERIDE_BIN) + " --version", dir.path()).status, 0);
   // (bounded: without the check this daemon starts and would serve for good)
   r = RunShell("timeout 120 " + std::string(FREERIDE_BIN) + " daemon --allow-root --lane-memory '' --socket " +
                    dir.path() + "/d.sock --state-dir " + dir.path() + "/lm",

@@ -24,7 +24,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message; --help and --version are successes, and
+    // every usage error is status 2, as the docs and other tools say (CLI11's
+    // own codes, 104 for a bad number or 106 for a missing argument, tell a
+    // script nothing more).
+    return app.exit(e) == 0 ? 0 : 2;
   }
   return exit_code;
 }

@@ -620,6 +620,12 @@ TEST(HostileCli, TheExampleStageSaysItsUsageAndRefusesALoneOption) {
     EXPECT_NE(r.err.find("Run with --help for more information"), std::string::npos) << command << r.err;
   }
   EXPECT_EQ(RunShell(std::string(FREERIDE_BIN) + " simulate --help", dir.path()).status, 0);
+  // Output that could not be written is a failure, with the reason: a full
+  // disk once gave status 0 and a cut schedule.
+  r = RunShell("sh -c '" + std::string(FREERIDE_BIN) + " schedule --stages 4 --microbatches 8 > /dev/full'",
+               dir.path());
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("cannot write the output: No space left on device"), std::string::npos) << r.err;
   EXPECT_EQ(RunShell(std::string(FREERIDE_BIN) + " --version", dir.path()).status, 0);
   // (bounded: without the check this daemon starts and would serve for good)
   r = RunShell("timeout 120 " + std::string(FREERIDE_BIN) + " daemon --allow-root --lane-memory '' --socket " +

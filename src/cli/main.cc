@@ -2,6 +2,10 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 #include "cli/commands.h"
 #include "cli/validators.h"
 
@@ -29,6 +33,14 @@ int main(int argc, char** argv) {
     // own codes, 104 for a bad number or 106 for a missing argument, tell a
     // script nothing more).
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  // Output that never reached its file (a full disk, a closed pipe) is an
+  // error, not a success with a cut table or JSON.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    const int error = errno;
+    fmt::print(stderr, "freeride: cannot write the output: {}\n",
+               error != 0 ? std::strerror(error) : "write error");
+    return exit_code != 0 ? exit_code : 1;
   }
   return exit_code;
 }

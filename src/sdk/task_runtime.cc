@@ -11,6 +11,7 @@
 #include <exception>
 #include <filesystem>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "base/clock.h"
@@ -66,6 +67,15 @@ bool SaveCheckpoint(IterativeTask& task, TaskChannel& channel) {
                                     [&](const std::string& tmp) { return task.Save(tmp); }, done);
 }
 
+// A step's units are added to the task's progress and valued at its alone
+// rate: a negative or not-a-number count would make every figure built on
+// them wrong (a NaN total, a negative harvest), so the task fails instead.
+void CheckStepUnits(const StepResult& r) {
+  if (!std::isfinite(r.units) || r.units < 0)
+    throw std::invalid_argument(fmt::format(
+        "a step returned {} units of work: return a finite number, 0 or more", r.units));
+}
+
 int RunAlone(IterativeTask& task, const RunOptions& options) {
   task.Init();
   Nanos start = MonotonicNow();
@@ -81,6 +91,7 @@ int RunAlone(IterativeTask& task, const RunOptions& options) {
       SteppingScope scope(nullptr, /*alone=*/true);
       r = task.Step();
     }
+    CheckStepUnits(r);
     done = r.done;
     if (r.idle) {
       // No bubble to hand back alone: wait a little instead of spinning.
@@ -188,6 +199,7 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
         SteppingScope scope(&channel, /*alone=*/false);
         r = task.Step();
       }
+      CheckStepUnits(r);
       // An idle step did no work: nothing to record, and the rest of the
       // bubble is handed back for the other tasks.
       if (!r.idle) channel.RecordStep(start, env->Now(), r.units, r.parts);

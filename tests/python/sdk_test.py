@@ -138,6 +138,29 @@ def test_a_failing_step_exits_1_with_the_reason_and_traceback(count_script, free
     assert "Traceback" in p.stderr, "the traceback is shown"
 
 
+@pytest.mark.parametrize("units", ["-5", "float('nan')", "float('inf')"])
+def test_a_step_that_returns_units_that_are_no_count_fails_the_task_with_the_reason(freeride_env, tmp_path,
+                                                                                    units):
+    """Units are summed into the progress and valued at the alone rate: -5 or NaN made the
+    standalone summary's units null and would make a report's harvest negative or NaN."""
+    script = tmp_path / "bad_units.py"
+    script.write_text(textwrap.dedent(f"""
+        import freeride
+        class Bad(freeride.IterativeTask):
+            n = 0
+            def step(self):
+                self.n += 1
+                return freeride.StepResult({units} if self.n == 2 else 1, self.n >= 4)
+        raise SystemExit(freeride.run_task(Bad(), ["bad_units.py", "--standalone"]))
+    """))
+    p = subprocess.run([sys.executable, str(script)], env=freeride_env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert "freeride: task failed: a step returned" in p.stderr and \
+        "units of work: return a finite number, 0 or more" in p.stderr, p.stderr
+    assert '"mode":"standalone"' not in p.stdout, "no summary of a run that failed"
+
+
 def test_killed_under_the_daemon_it_resumes_from_its_checkpoint(count_script, freeride_env, build_dir):
     daemon = Daemon(build_dir, freeride_env, *NORMAL_CPU_TASKS)
     stage = None

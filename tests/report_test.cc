@@ -85,6 +85,29 @@ TEST(EventLogReader, ReadsTheEventsItNeedsAndCountsBadLines) {
   EXPECT_EQ(log.steps[8].overrun_ns, 2 * kMs);
 }
 
+// Counts and rates no writer makes negative: a crafted line would give a
+// harvest below 0, so it is skipped, and said so, as any other bad line.
+TEST(EventLogReader, NegativeUnitsProgressRatesAndTimesAreBadLines) {
+  const std::string lines[] = {
+      R"({"type":"step","lane":0,"task_id":1,"start_ns":1,"end_ns":2,"units":-5})",
+      R"({"type":"step","lane":0,"task_id":1,"start_ns":1,"end_ns":2,"units":1,"overrun_ns":-1})",
+      R"({"type":"transition","task_id":1,"to":"PAUSED","progress":-90})",
+      R"({"type":"transition","task_id":1,"to":"PAUSED","progress":9,"alone_rate_per_s":-1000})",
+      R"({"type":"bubble","lane":0,"slot":1,"seq":3,"begin_ns":1,"end_ns":10,"harvested_ns":-4})",
+      R"({"type":"bubble","lane":0,"slot":1,"seq":3,"begin_ns":1,"end_ns":10,"allowed_ns":-4})",
+      R"({"type":"bubble","lane":0,"slot":1,"seq":3,"begin_ns":1,"end_ns":10,"overrun_ns":-4})",
+  };
+  for (const std::string& line : lines) {
+    EventLogData log = ParseEventLog(line + "\n", "events.jsonl");
+    EXPECT_EQ(log.skipped_lines, 1u) << line;
+    EXPECT_TRUE(log.steps.empty() && log.bubbles.empty() && log.tasks.empty()) << line;
+  }
+  EventLogData zero = ParseEventLog(
+      R"({"type":"step","lane":0,"task_id":1,"start_ns":1,"end_ns":2,"units":0})" "\n", "events.jsonl");
+  EXPECT_EQ(zero.skipped_lines, 0u) << "no work is a count";
+  EXPECT_EQ(zero.steps.size(), 1u);
+}
+
 // A daemon killed mid-write leaves a cut last line; the next daemon's first
 // event must not be glued to it.
 TEST(EventLogReader, AnEventAfterACutLineStartsALineOfItsOwn) {

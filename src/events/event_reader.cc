@@ -14,6 +14,17 @@ bool BoolFieldOr(dom::object o, std::string_view key, bool fallback) {
 }
 
 
+// A count or rate that no writer makes negative: a crafted or damaged line
+// would otherwise give a harvest below 0 (or above 100% of what was done).
+double NonNegative(double value) {
+  if (!(value >= 0)) throw simdjson::simdjson_error(simdjson::NUMBER_OUT_OF_RANGE);
+  return value;
+}
+int64_t NonNegative(int64_t value) {
+  if (value < 0) throw simdjson::simdjson_error(simdjson::NUMBER_OUT_OF_RANGE);
+  return value;
+}
+
 }  // namespace
 
 int64_t IntField(dom::object o, std::string_view key) {
@@ -70,9 +81,9 @@ BubbleEvent ReadBubbleEvent(dom::object o) {
   b.verdict = ParseVerdict(StringFieldOr(o, "verdict"));
   b.steps = static_cast<uint64_t>(IntFieldOr(o, "steps", 0));
   b.step_records_lost = static_cast<uint64_t>(IntFieldOr(o, "step_records_lost", 0));
-  b.harvested_ns = IntFieldOr(o, "harvested_ns", 0);
-  b.allowed_ns = IntFieldOr(o, "allowed_ns", 0);
-  b.overrun_ns = IntFieldOr(o, "overrun_ns", 0);
+  b.harvested_ns = NonNegative(IntFieldOr(o, "harvested_ns", 0));
+  b.allowed_ns = NonNegative(IntFieldOr(o, "allowed_ns", 0));
+  b.overrun_ns = NonNegative(IntFieldOr(o, "overrun_ns", 0));
   b.unix_ns = IntFieldOr(o, "unix_ns", 0);
   return b;
 }
@@ -86,8 +97,8 @@ StepEvent ReadStepEvent(dom::object o) {
   s.start_ns = IntField(o, "start_ns");
   s.end_ns = IntField(o, "end_ns");
   if (s.end_ns < s.start_ns) Malformed();
-  s.units = DoubleFieldOr(o, "units", 0);
-  s.overrun_ns = IntFieldOr(o, "overrun_ns", 0);
+  s.units = NonNegative(DoubleFieldOr(o, "units", 0));
+  s.overrun_ns = NonNegative(IntFieldOr(o, "overrun_ns", 0));
   s.late = BoolFieldOr(o, "late", false);
   s.allowed = BoolFieldOr(o, "allowed", false);
   s.unix_ns = IntFieldOr(o, "unix_ns", 0);
@@ -104,10 +115,10 @@ TransitionEvent ReadTransitionEvent(dom::object o) {
   t.from = ParseState(StringFieldOr(o, "from"));
   t.to = ParseState(StringFieldOr(o, "to"));
   t.reason = StringFieldOr(o, "reason");
-  t.progress = DoubleFieldOr(o, "progress", 0);
+  t.progress = NonNegative(DoubleFieldOr(o, "progress", 0));
   t.steps = static_cast<uint64_t>(IntFieldOr(o, "steps", 0));
   t.unit = StringFieldOr(o, "unit");
-  t.alone_rate_per_s = DoubleFieldOr(o, "alone_rate_per_s", 0);
+  t.alone_rate_per_s = NonNegative(DoubleFieldOr(o, "alone_rate_per_s", 0));
   return t;
 }
 

@@ -1,7 +1,9 @@
 // Reads the typed events of events/events.h back from their JSON objects.
 // Each Read* throws simdjson::simdjson_error when a required key is missing
 // or of the wrong type, or the values contradict each other (an end before
-// its begin): the caller counts the line as skipped.  Keys a newer writer
+// its begin), or a count, rate or time no writer makes negative is (units,
+// progress, alone rate, harvested/allowed/overrun time): the caller counts
+// the line as skipped.  Keys a newer writer
 // added are ignored; keys an older one did not write take their defaults;
 // a state, verdict or end this reader does not know is left unset.  Any
 // thread; no shared state.

@@ -11,7 +11,6 @@
 #include <exception>
 #include <filesystem>
 #include <optional>
-#include <stdexcept>
 #include <vector>
 
 #include "base/clock.h"
@@ -67,13 +66,20 @@ bool SaveCheckpoint(IterativeTask& task, TaskChannel& channel) {
                                     [&](const std::string& tmp) { return task.Save(tmp); }, done);
 }
 
-// A step's units are added to the task's progress and valued at its alone
-// rate: a negative or not-a-number count would make every figure built on
-// them wrong (a NaN total, a negative harvest), so the task fails instead.
-void CheckStepUnits(const StepResult& r) {
-  if (!std::isfinite(r.units) || r.units < 0)
-    throw std::invalid_argument(fmt::format(
-        "a step returned {} units of work: return a finite number, 0 or more", r.units));
+// A step's units are summed into the task's progress and valued at its alone
+// rate: a negative or not-a-number count (a NaN loss returned as units) would
+// make every figure built on them wrong, so it counts as 0 units, as the
+// daemon counts it, and the task's stderr says so once.
+double CountedUnits(const StepResult& r, bool* warned) {
+  if (std::isfinite(r.units) && r.units >= 0) return r.units;
+  if (!*warned) {
+    *warned = true;
+    std::fprintf(stderr,
+                 "freeride: a step returned %g units of work (below 0 or not a number): counted as "
+                 "0; return a finite number, 0 or more\n",
+                 r.units);
+  }
+  return 0;
 }
 
 int RunAlone(IterativeTask& task, const RunOptions& options) {
@@ -84,6 +90,7 @@ int RunAlone(IterativeTask& task, const RunOptions& options) {
   uint64_t steps = 0;
   bool done = false;
   std::vector<Nanos> step_ns;
+  bool warned_units = false;
   while (!done && (stop < 0 || MonotonicNow() < stop)) {
     Nanos t0 = MonotonicNow();
     StepResult r;
@@ -91,7 +98,6 @@ int RunAlone(IterativeTask& task, const RunOptions& options) {
       SteppingScope scope(nullptr, /*alone=*/true);
       r = task.Step();
     }
-    CheckStepUnits(r);
     done = r.done;
     if (r.idle) {
       // No bubble to hand back alone: wait a little instead of spinning.
@@ -99,7 +105,7 @@ int RunAlone(IterativeTask& task, const RunOptions& options) {
       continue;
     }
     step_ns.push_back(MonotonicNow() - t0);
-    units += r.units;
+    units += CountedUnits(r, &warned_units);
     ++steps;
   }
   task.Finish();
@@ -167,6 +173,7 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
   if (resumed) channel.ResumeCounters(resumed->progress, resumed->steps);
   channel.Ready();
   CheckpointSchedule checkpoints(CheckpointInterval(), env->Now());
+  bool warned_units = false;
   bool done = false;
   while (!done) {
     TaskChannel::Wake wake = channel.WaitForGrant(kSecond);
@@ -199,10 +206,11 @@ int RunUnderDaemon(IterativeTask& task, TaskChannel& channel) {
         SteppingScope scope(&channel, /*alone=*/false);
         r = task.Step();
       }
-      CheckStepUnits(r);
       // An idle step did no work: nothing to record, and the rest of the
-      // bubble is handed back for the other tasks.
+      // bubble is handed back for the other tasks.  The daemon counts bad
+      // units as 0 itself (a task need not use this SDK); said here too.
       if (!r.idle) channel.RecordStep(start, env->Now(), r.units, r.parts);
+      if (!r.idle) CountedUnits(r, &warned_units);
       if (r.idle && !r.done) {
         idle = true;
         break;

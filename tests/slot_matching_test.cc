@@ -34,6 +34,34 @@ void ExpectOrderedAndApart(const SlotMatch& m) {
         << "slot " << i;
 }
 
+// Gaps of microseconds (--min-bubble-ms 0) by the thousand: lining them up
+// would need a table of gaps x slots (24 GB for a 34 MB trace).  Past the
+// bound the answer is no slots, saying why, not the machine's memory.
+TEST(SlotMatching, TooManyGapsToLineUpAreAConflictThatSaysSo) {
+  const size_t per_iteration = 6000;  // 6000 x 6000 pairs > kMaxAlignCells
+  static_assert(per_iteration * per_iteration > kMaxAlignCells);
+  std::vector<std::vector<Gap>> gaps(2);
+  for (auto& iteration : gaps)
+    for (size_t g = 0; g < per_iteration; ++g) iteration.push_back(G(0.1 * g, 0.05));
+  SlotMatch m = MatchSlots(gaps, {7, 8}, Lengths(2));
+  EXPECT_TRUE(m.slots.empty());
+  EXPECT_NE(m.conflict.find("step 8 has 6000 gaps, and the iterations before it 6000 slots: too many to "
+                            "line up"),
+            std::string::npos)
+      << m.conflict;
+  EXPECT_NE(m.conflict.find("Raise --min-bubble-ms"), std::string::npos) << m.conflict;
+  for (const auto& iteration : gaps)
+    for (const Gap& g : iteration) EXPECT_EQ(g.slot, -1);
+
+  // Half as many line up as before.
+  std::vector<std::vector<Gap>> fewer(2);
+  for (auto& iteration : fewer)
+    for (size_t g = 0; g < per_iteration / 2; ++g) iteration.push_back(G(0.1 * g, 0.05));
+  SlotMatch lined_up = MatchSlots(fewer, {7, 8}, Lengths(2));
+  EXPECT_TRUE(lined_up.conflict.empty()) << lined_up.conflict;
+  EXPECT_EQ(lined_up.slots.size(), per_iteration / 2);
+}
+
 TEST(SlotMatching, TheSameGapIsOneSlotWhateverItsType) {
   std::vector<std::vector<Gap>> gaps = {
       {G(0, 10, BubbleType::kFill), G(56.81, 49.50, BubbleType::kSteady)},

@@ -129,6 +129,15 @@ SlotMatch MatchSlots(std::vector<std::vector<Gap>>& gaps, const std::vector<int>
                    [&](size_t a, size_t b) { return gaps[a].size() > gaps[b].size(); });
   std::vector<Slot> slots;
   for (size_t it : order) {
+    // Align's table has a cell per gap and slot: gaps of a few microseconds
+    // (--min-bubble-ms 0) ran a 34 MB trace to 24 GB.
+    if (gaps[it].size() * std::max<size_t>(1, slots.size()) > kMaxAlignCells) {
+      out.conflict = fmt::format(
+          "step {} has {} gaps, and the iterations before it {} slots: too many to line up "
+          "(at most {} gap-slot pairs). Raise --min-bubble-ms: gaps that short hold no side work",
+          steps[it], gaps[it].size(), slots.size(), kMaxAlignCells);
+      return out;
+    }
     std::vector<int> match = Align(gaps[it], slots);
     for (size_t g = 0; g < gaps[it].size(); ++g) {
       if (match[g] >= 0) {

@@ -3,6 +3,7 @@
 // gap's type depends on marks that move from one iteration to the next).
 // Pure functions, tested on made-up iterations.
 #pragma once
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,10 @@ struct SlotMatch {
 // within the iteration.  A slot of fewer than half the iterations that lies
 // past that end (the tail of a longer iteration) is left out.  Sets each
 // gap's `slot`.
+//
+// Lining up an iteration costs a table of its gaps times the slots so far:
+// past kMaxAlignCells (512 MiB) the result is a `conflict` that says so.
+constexpr size_t kMaxAlignCells = size_t{1} << 25;
 SlotMatch MatchSlots(std::vector<std::vector<Gap>>& gaps, const std::vector<int>& steps,
                      const std::vector<double>& lengths);
 

@@ -234,6 +234,20 @@ TEST(Simulate, ImpossibleConfigurationsAreRefusedClearly) {
   c.schedule = ScheduleKind::kZeroBubbleV;
   c.virtual_stages = 3;
   EXPECT_THROW(Simulate(c), std::invalid_argument);
+  // Sizes that would only run out of memory, or run for hours: refused
+  // before the run, saying what to change.
+  c = good;
+  c.data_parallel = 100'000;
+  c.microbatches = 1'000'000 / 4;
+  ExpectRefused(c, "GiB of bubble history (at most 8 GiB): simulate fewer GPUs or micro-batches");
+  c = good;
+  c.stage_times = {StageTimes{86'400'000, 86'400'000, 0, -1}};  // a day each
+  ExpectRefused(c, "task steps (4 GPUs x 20 iterations, each idle about");
+  c.tasks.clear();  // no task steps to simulate: a day is a time like any other
+  EXPECT_NO_THROW(ValidateSimConfig(c));
+  c = good;
+  c.data_parallel = 2048;  // 8192 GPUs, as docs/simulate.md's first example
+  EXPECT_NO_THROW(ValidateSimConfig(c));
 }
 
 TEST(StageTimesFile, ReadsConfigsAndProfilesAndNamesWhatIsWrong) {

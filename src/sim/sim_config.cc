@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
+
+#include "schedule/pipeline_schedule.h"
 
 namespace freeride::sim {
 namespace {
@@ -30,6 +33,11 @@ void RequireTime(double value, const std::string& what) {
 // nanoseconds overflowed (--step-slowdown 1e300 gave negative GPU-seconds).
 constexpr double kMostSlowdown = 1000;
 
+// What one run may keep and do: bubble history (8 GiB), and task steps
+// (about 120 ns each on one core: 40 minutes at the most).
+constexpr double kMostHistoryBytes = 8.0 * (1ull << 30);
+constexpr double kMostTaskSteps = 2e10;
+
 void RequireAtLeastOne(int64_t value, const char* what) {
   if (value < 1) throw std::invalid_argument(fmt::format("{} must be at least 1, not {}", what, value));
 }
@@ -44,7 +52,20 @@ void ValidateSimConfig(const SimConfig& c) {
   if (c.virtual_stages < 0) throw std::invalid_argument("--virtual-stages cannot be negative");
   if (c.layers < 0) throw std::invalid_argument("--layers cannot be negative");
   // The schedule's own shape rules (torch refuses the same shapes), and its size, first.
-  BuildActionOrder(c.schedule, c.stages, c.microbatches, c.VirtualStages());
+  const auto order = BuildActionOrder(c.schedule, c.stages, c.microbatches, c.VirtualStages());
+  // Each GPU's lane keeps a history of every gap slot of its rank: a run of
+  // 400,000 GPUs x a million micro-batches only ran out of memory.
+  size_t most_actions = 0;
+  for (const auto& actions : order) most_actions = std::max(most_actions, actions.size());
+  const double history_bytes = static_cast<double>(c.Gpus()) * static_cast<double>(most_actions + 1) *
+                               std::max(1, c.predictor.window) * sizeof(int64_t);
+  if (history_bytes > kMostHistoryBytes)
+    throw std::invalid_argument(fmt::format(
+        "{} GPUs with {} gaps per rank per iteration would keep {:.1f} GiB of bubble history "
+        "(at most {:.0f} GiB): simulate fewer GPUs or micro-batches (replicas change a pipeline's "
+        "bubbles only through the slowest one's all-reduce)",
+        c.Gpus(), most_actions + 1, history_bytes / double(1ull << 30),
+        kMostHistoryBytes / double(1ull << 30)));
   if (c.layers > 0 && c.ModelStages() > c.layers)
     throw std::invalid_argument(fmt::format(
         "{} model stages ({} ranks x {} virtual stages) but only {} layers: every stage needs "
@@ -86,6 +107,36 @@ void ValidateSimConfig(const SimConfig& c) {
     throw std::invalid_argument(fmt::format("--overrun-cost must be in 0..1, not {}", c.overrun_cost));
   if (c.placement == TaskPlacement::kAll && c.tasks.size() > 64)
     throw std::invalid_argument("at most 64 tasks can share every GPU");
+
+  // The run simulates each task step: bound their number before it starts
+  // (day-long stage times and 1 ms steps ran for hours).  A GPU's idle time
+  // is about that of the schedule timed with every stage as slow as the
+  // slowest and its sends, stretched by a straggler's
+  // slowdown and the jitter, plus the all-reduce and optimizer step.
+  if (!c.tasks.empty()) {
+    StageTimes slowest{.forward = 0, .backward = 0, .p2p_latency = c.p2p_ms, .weight = 0};
+    for (int s = 0; s < c.ModelStages(); ++s) {
+      const StageTimes& t = c.TimesOf(s);
+      slowest.forward = std::max(slowest.forward, t.forward);
+      slowest.backward = std::max(slowest.backward, t.backward);
+      slowest.weight = std::max(slowest.weight, t.WeightTime());
+    }
+    const ScheduleTimeline timed =
+        TimeSchedule(c.schedule, c.stages, c.microbatches, slowest, 1e-9, c.VirtualStages());
+    const double idle_ms = timed.iteration * timed.bubble_fraction *
+                               (c.straggler_prob > 0 ? c.straggler_slowdown : 1) * (1 + c.jitter_cv) +
+                           c.allreduce_ms + c.optimizer_ms;
+    double shortest_step_ms = c.tasks.front().step_ms_p50;
+    for (const SimTask& t : c.tasks) shortest_step_ms = std::min(shortest_step_ms, t.step_ms_p50);
+    const double steps = static_cast<double>(c.Gpus()) * c.iterations * idle_ms /
+                         std::max(shortest_step_ms, kLeastMs);
+    if (steps > kMostTaskSteps)
+      throw std::invalid_argument(fmt::format(
+          "this run would simulate about {:.3g} task steps ({} GPUs x {} iterations, each idle about "
+          "{:.4g} ms, in steps of {} ms), over the {:.3g} that finish within the hour: give fewer "
+          "--iterations or GPUs, shorter stage times, or longer task steps",
+          steps, c.Gpus(), c.iterations, idle_ms, shortest_step_ms, kMostTaskSteps));
+  }
 
   for (const SimTask& t : c.tasks) {
     std::string who = fmt::format("task '{}'", t.name);

@@ -559,6 +559,39 @@ TEST(HostileCli, ASubmitFromAGoneDirectoryAnEmptyRegexAndNoCpuLanesAreClearError
   EXPECT_NE(r.err.find("--cpu-lanes: Value 0 not in range 1 to 256"), std::string::npos) << r.err;
 }
 
+// What a script sees of a command's end: usage errors are status 2 (CLI11's
+// own codes were 104 to 109), output that never reached its file is a
+// failure, and a long output does not take memory for its size many times over.
+TEST(HostileCli, UsageErrorsAreStatus2AndOutputIsWrittenOrFailed) {
+  TempDir dir;
+  // Every usage error is status 2, whichever CLI11 error it is (a value that
+  // is not a number was 104, a missing argument 106); --help is a success.
+  ShellResult r;
+  for (const char* command : {"simulate --gpus abc", "profile", "simulate --nonsense", "schedule --stages x"}) {
+    r = RunShell(std::string(FREERIDE_BIN) + " " + command, dir.path());
+    EXPECT_EQ(r.status, 2) << command << r.err;
+    EXPECT_NE(r.err.find("Run with --help for more information"), std::string::npos) << command << r.err;
+  }
+  EXPECT_EQ(RunShell(std::string(FREERIDE_BIN) + " simulate --help", dir.path()).status, 0);
+  EXPECT_EQ(RunShell(std::string(FREERIDE_BIN) + " --version", dir.path()).status, 0);
+  // A long schedule's JSON is written a rank at a time: built whole it took
+  // 14 times the text's memory, and this one ended in an uncaught bad_alloc
+  // under the bound.
+  r = RunShell("sh -c 'ulimit -v 400000; " + std::string(FREERIDE_BIN) +
+                   " schedule --stages 16 --microbatches 40000 --json | tail -c 200'",
+               dir.path());
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(r.out.ends_with("\n    }\n  ],\n  \"schedule\": \"1f1b\",\n  \"stages\": 16,\n  "
+                              "\"steady_state\": false,\n  \"virtual_stages\": 1\n}\n"))
+      << r.out;
+  // Output that could not be written is a failure, with the reason: a full
+  // disk once gave status 0 and a cut schedule.
+  r = RunShell("sh -c '" + std::string(FREERIDE_BIN) + " schedule --stages 4 --microbatches 8 > /dev/full'",
+               dir.path());
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("cannot write the output: No space left on device"), std::string::npos) << r.err;
+}
+
 // The example stage read its options in pairs: a lone --help was skipped,
 // and a replay of 100 iterations ran instead of the usage.
 TEST(HostileCli, TheExampleStageSaysItsUsageAndRefusesALoneOption) {
@@ -612,21 +645,6 @@ TEST(HostileCli, TheExampleStageSaysItsUsageAndRefusesALoneOption) {
     EXPECT_EQ(r.status, 2) << option << r.err;
     EXPECT_NE(r.err.find("give a value, not an empty one"), std::string::npos) << option << r.err;
   }
-  // Every usage error is status 2, whichever CLI11 error it is (a value that
-  // is not a number was 104, a missing argument 106); --help is a success.
-  for (const char* command : {"simulate --gpus abc", "profile", "simulate --nonsense", "schedule --stages x"}) {
-    r = RunShell(std::string(FREERIDE_BIN) + " " + command, dir.path());
-    EXPECT_EQ(r.status, 2) << command << r.err;
-    EXPECT_NE(r.err.find("Run with --help for more information"), std::string::npos) << command << r.err;
-  }
-  EXPECT_EQ(RunShell(std::string(FREERIDE_BIN) + " simulate --help", dir.path()).status, 0);
-  // Output that could not be written is a failure, with the reason: a full
-  // disk once gave status 0 and a cut schedule.
-  r = RunShell("sh -c '" + std::string(FREERIDE_BIN) + " schedule --stages 4 --microbatches 8 > /dev/full'",
-               dir.path());
-  EXPECT_EQ(r.status, 1) << r.err;
-  EXPECT_NE(r.err.find("cannot write the output: No space left on device"), std::string::npos) << r.err;
-  EXPECT_EQ(RunShell(std::string(FREERIDE_BIN) + " --version", dir.path()).status, 0);
   // (bounded: without the check this daemon starts and would serve for good)
   r = RunShell("timeout 120 " + std::string(FREERIDE_BIN) + " daemon --allow-root --lane-memory '' --socket " +
                    dir.path() + "/d.sock --state-dir " + dir.path() + "/lm",

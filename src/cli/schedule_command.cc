@@ -90,7 +90,17 @@ int RunSchedule(const ScheduleArgs& args) {
     out["iteration"] = t.iteration;
     out["bubble_fraction"] = t.bubble_fraction;
     out["closed_form_bubble_fraction"] = ideal ? nlohmann::json(*ideal) : nlohmann::json();
-    for (const RankTimeline& r : t.ranks) {
+    // The ranks are written one at a time into the document's place for
+    // them: a document built whole took 14 times the text's memory (5.8 GB
+    // for 64 stages x 60,000 micro-batches).
+    constexpr const char* kRanksPlace = "\u0001ranks";
+    out["ranks"] = kRanksPlace;
+    const std::string document = out.dump(2);
+    const std::string place = nlohmann::json(kRanksPlace).dump();
+    const size_t at = document.find(place);
+    fmt::print("{}[\n", std::string_view(document).substr(0, at));
+    for (size_t i = 0; i < t.ranks.size(); ++i) {
+      const RankTimeline& r = t.ranks[i];
       nlohmann::json rank{{"rank", r.rank}, {"busy", r.busy}};
       for (const TimedAction& a : r.actions)
         rank["actions"].push_back({{"action", a.action.Label()}, {"start", a.start}, {"end", a.end}});
@@ -101,9 +111,18 @@ int RunSchedule(const ScheduleArgs& args) {
                                 {"duration", s.duration},
                                 {"type", BubbleTypeName(s.type)},
                                 {"prototype_name", std::string(1, BubbleTypeLetter(s.type))}});
-      out["ranks"].push_back(rank);
+      // Indented as an element of the top object's array (4 spaces).
+      const std::string text = rank.dump(2);
+      rank = nullptr;
+      std::string indented = "    ";
+      indented.reserve(text.size() + text.size() / 4);
+      for (char c : text) {
+        indented += c;
+        if (c == '\n') indented += "    ";
+      }
+      fmt::print("{}{}\n", indented, i + 1 < t.ranks.size() ? "," : "");
     }
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("  ]{}\n", std::string_view(document).substr(at + place.size()));
     return 0;
   }
   // B is the whole backward; with W given (F,B,W) it is shown as I and W, as they were given.

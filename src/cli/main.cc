@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
 
 #include "cli/commands.h"
 #include "cli/validators.h"
@@ -33,6 +35,14 @@ int main(int argc, char** argv) {
     // own codes, 104 for a bad number or 106 for a missing argument, tell a
     // script nothing more).
     return app.exit(e) == 0 ? 0 : 2;
+  } catch (const std::bad_alloc&) {
+    // Said, not an abort and a core file: the commands refuse the inputs they
+    // know to be too large, but a machine may have less memory than they allow.
+    fmt::print(stderr, "freeride: out of memory: give smaller inputs, or run where there is more\n");
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "freeride: internal error: {}\n", e.what());
+    return 3;
   }
   // Output that never reached its file (a full disk, a closed pipe) is an
   // error, not a success with a cut table or JSON.

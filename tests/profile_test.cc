@@ -157,6 +157,10 @@ json Memory(double ts, uint64_t reserved) {
   return {{"ph", "i"}, {"cat", "cpu_instant_event"}, {"name", "[memory]"}, {"ts", ts},
           {"args", {{"Total Reserved", reserved}, {"Device Id", 0}, {"Device Type", 1}}}};
 }
+json Memory(double ts, json reserved, json device) {
+  return {{"ph", "i"}, {"cat", "cpu_instant_event"}, {"name", "[memory]"}, {"ts", ts},
+          {"args", {{"Total Reserved", reserved}, {"Device Id", device}, {"Device Type", 1}}}};
+}
 json Trace(json events, int rank = 0, int world = 2) {
   return {{"schemaVersion", 1},
           {"deviceProperties", {{{"id", 0}, {"name", "Test GPU"}, {"totalGlobalMem", 1000000}}}},
@@ -177,6 +181,37 @@ class MadeUpTraces : public ::testing::Test {
   }
   TempDir dir_;
 };
+
+// Memory figures no allocator writes: a negative or vast reserve or device
+// memory, or a device id past an int, were cast to unsigned counts or an
+// int (undefined), giving free memory above the device's or below 0.
+TEST_F(MadeUpTraces, MemoryFiguresThatAreNoByteCountsAreMalformedAndAReservePastTheDeviceLeavesNoneFree) {
+  json base = {Step("user_annotation", 1, 0, 100000), Kernel(10000, 20000, 7)};
+  for (const json& bad : {Memory(5, json(-400000), json(0)), Memory(5, json(1e300), json(0)),
+                          Memory(5, json(400000), json(1e12))}) {
+    json events = base;
+    events.push_back(bad);
+    try {
+      LoadKinetoTrace(Write("bad.json", Trace(events)));
+      ADD_FAILURE() << "accepted " << bad.dump();
+    } catch (const TraceError& e) {
+      EXPECT_NE(std::string(e.what()).find("is malformed"), std::string::npos) << e.what();
+    }
+  }
+  json no_memory = Trace(base);
+  no_memory["deviceProperties"][0]["totalGlobalMem"] = -1000000;
+  try {
+    LoadKinetoTrace(Write("bad.json", no_memory));
+    ADD_FAILURE() << "accepted a negative totalGlobalMem";
+  } catch (const TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("top-level 'deviceProperties' is malformed"), std::string::npos)
+        << e.what();
+  }
+  json events = base;
+  events.push_back(Memory(5, 3000000));  // three times the device's 1,000,000 bytes
+  RankProfile p = AnalyzeRank(LoadKinetoTrace(Write("over.json", Trace(events))), -1);
+  EXPECT_EQ(p.free_memory_bytes, 0);
+}
 
 TEST_F(MadeUpTraces, GapsAreTypedByPositionAndNcclWaitingIsIdle) {
   // One iteration, 0..100 ms.  Work on stream 7 at 10-30, 40-60, 65-90 ms;

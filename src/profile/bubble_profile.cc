@@ -102,9 +102,12 @@ bool ReadGpuBusy(const KinetoTrace& trace, const ProfileOptions& options, RankPr
   }
   if (auto it = trace.peak_reserved_bytes.find(out.device); it != trace.peak_reserved_bytes.end())
     out.peak_reserved_bytes = it->second;
+  // A reserve past the device's memory (a trace whose ids or figures are
+  // off) leaves nothing free, not a negative amount.
   if (out.total_memory_bytes > 0 && out.peak_reserved_bytes > 0)
-    out.free_memory_bytes = static_cast<int64_t>(out.total_memory_bytes) -
-                            static_cast<int64_t>(out.peak_reserved_bytes);
+    out.free_memory_bytes = out.peak_reserved_bytes >= out.total_memory_bytes
+                                ? 0
+                                : static_cast<int64_t>(out.total_memory_bytes - out.peak_reserved_bytes);
   std::vector<Interval> spans;
   for (const GpuOp& op : trace.gpu_ops)
     if (!op.communication && op.device == out.device &&

@@ -111,6 +111,17 @@ int64_t IdField(dom::object object, std::string_view key, int64_t lo, int64_t hi
   return in_range(static_cast<int64_t>(v));
 }
 
+// A count of bytes (a device's memory, the allocator's reserve): a number
+// from 0 to 2^53, or the event is malformed; nullopt if absent.  A negative
+// or vast one cast to an unsigned count was undefined, and gave a free
+// memory above the device's or below 0.
+std::optional<uint64_t> ByteCountField(dom::object object, std::string_view key) {
+  const std::optional<double> v = NumberField(object, key);
+  if (!v) return std::nullopt;
+  if (!(*v >= 0 && *v <= 9007199254740992.0)) throw simdjson::simdjson_error(simdjson::NUMBER_OUT_OF_RANGE);
+  return static_cast<uint64_t>(*v);
+}
+
 std::string_view StringField(dom::object object, std::string_view key) {
   dom::element v;
   if (object[key].get(v) != simdjson::SUCCESS || v.is_null()) return {};
@@ -167,8 +178,7 @@ class TraceBuilder {
         if (!id) continue;
         DeviceInfo& info = trace_->devices[static_cast<int>(*id)];
         info.name = std::string(StringField(d, "name"));
-        info.total_memory_bytes =
-            static_cast<uint64_t>(NumberField(d, "totalGlobalMem").value_or(0));
+        info.total_memory_bytes = ByteCountField(d, "totalGlobalMem").value_or(0);
       }
     } else {  // distributedInfo
       dom::object info = doc.get_object();
@@ -206,12 +216,13 @@ class TraceBuilder {
     bool has_args = event["args"].get_object().get(args) == simdjson::SUCCESS;
     if (name == "[memory]") {
       if (!has_args) return;
-      auto reserved = NumberField(args, "Total Reserved");
-      auto device = NumberField(args, "Device Id");
+      auto reserved = ByteCountField(args, "Total Reserved");
+      // -1 when absent (a device id is never negative here).
+      const int64_t device = IdField(args, "Device Id", 0, std::numeric_limits<int>::max());
       // Device Type 1 is CUDA in the allocator's events.
-      if (reserved && device && NumberField(args, "Device Type").value_or(1) == 1) {
-        auto& peak = trace_->peak_reserved_bytes[static_cast<int>(*device)];
-        peak = std::max(peak, static_cast<uint64_t>(*reserved));
+      if (reserved && device >= 0 && NumberField(args, "Device Type").value_or(1) == 1) {
+        auto& peak = trace_->peak_reserved_bytes[static_cast<int>(device)];
+        peak = std::max(peak, *reserved);
       }
       return;
     }

@@ -402,6 +402,9 @@ TEST(SimulateCommand, PrintsTheDocumentedJsonAndRefusesBadFlags) {
   // One pipeline of a larger job keeps its global ranks: ranks 4..6 are stages 0..2.
   EXPECT_EQ(simulate_ranks(R"({"rank": 6, "busy_ms": 30}, {"rank": 4, "busy_ms": 60}, {"rank": 5, "busy_ms": 120})"),
             in_order);
+  // ... and a fault in one is said of its own rank, not of its place.
+  std::ofstream(ranked) << R"({"ranks": [{"rank": 5, "busy_ms": 0}, {"rank": 4, "busy_ms": 60}]})";
+  refused("--stages 2 --stage-times " + ranked, "rank 5 was never busy");
   std::ofstream(dir.path() + "/stages.json") << R"({"stages": [{"forward_ms": 1, "backward_ms": 2}]})";
   refused("--stages 1 --iterations 3 --stage-times " + dir.path() + "/stages.json --profile-microbatches 4",
           "is for a profile");

@@ -80,7 +80,11 @@ StageTimesFile FromProfile(const nlohmann::json& doc, int microbatches, double b
   }
   for (size_t stage = 0; stage < ranks.size(); ++stage) {
     const size_t i = order[stage];
-    std::string where = fmt::format("rank {}", stage);
+    // Named by its own "rank" where it has one (stage 0 of ranks 4..7 is
+    // rank 4), else by its place in the list.
+    const bool has_rank = ranks[i].is_object() && ranks[i].contains("rank");
+    std::string where = has_rank ? fmt::format("rank {}", ranks[i]["rank"].get<int64_t>())
+                                 : fmt::format("rank {}", stage);
     if (!ranks[i].is_object()) throw std::runtime_error(where + " is not an object");
     // Older bubble tables carry the iteration and its gaps but no busy time.
     double busy = 0;

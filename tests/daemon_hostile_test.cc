@@ -584,6 +584,17 @@ TEST(HostileCli, UsageErrorsAreStatus2AndOutputIsWrittenOrFailed) {
   EXPECT_TRUE(r.out.ends_with("\n    }\n  ],\n  \"schedule\": \"1f1b\",\n  \"stages\": 16,\n  "
                               "\"steady_state\": false,\n  \"virtual_stages\": 1\n}\n"))
       << r.out;
+  // A simulation whose pipelines do not fit the memory there is says so: the
+  // worker thread's bad_alloc ended the process (abort, status 134).
+  r = RunShell("sh -c 'ulimit -v 200000; " + std::string(FREERIDE_BIN) +
+                   " simulate --stages 8 --gpus 65536 --iterations 1 --threads 2 --quiet'",
+               dir.path());
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("the simulation does not fit in this machine's memory"), std::string::npos) << r.err;
+  r = RunShell("sh -c 'ulimit -v 200000; " + std::string(FREERIDE_BIN) +
+                   " simulate --stages 8 --gpus 8 --iterations 1 --threads 2 --quiet'",
+               dir.path());
+  EXPECT_EQ(r.status, 0) << "a small one fits the same bound: " << r.err;
   // Output that could not be written is a failure, with the reason: a full
   // disk once gave status 0 and a cut schedule.
   r = RunShell("sh -c '" + std::string(FREERIDE_BIN) + " schedule --stages 4 --microbatches 8 > /dev/full'",

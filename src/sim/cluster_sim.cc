@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <barrier>
 #include <chrono>
+#include <atomic>
 #include <cmath>
+#include <exception>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "sim/serve_gap.h"
@@ -85,15 +89,32 @@ class ClusterRun {
     std::barrier sync(threads);
     const double iteration_tail_ns = (c_.allreduce_ms + c_.optimizer_ms) * kNsPerMs;
 
+    // A thread that cannot build its pipelines (out of memory) says so to
+    // the others at the first barrier, and all return; the caller gets its
+    // exception (an exception escaping a thread ended the process).
+    std::mutex setup_mu;
+    std::exception_ptr setup_error;
+    std::atomic<bool> setup_failed{false};
+
     auto worker = [&](int t) {
       Totals& mine = totals[t];
-      mine.stages.resize(c_.stages);
-      mine.tasks.resize(c_.tasks.size());
       const int64_t begin = pipelines * t / threads, end = pipelines * (t + 1) / threads;
       std::vector<SimPipeline> local;
-      local.reserve(end - begin);
-      for (int64_t p = begin; p < end; ++p) local.push_back(MakePipeline(p));
-      PipelineTimer timer(c_.schedule, c_.stages, c_.microbatches, c_.VirtualStages());
+      std::optional<PipelineTimer> built_timer;
+      try {
+        mine.stages.resize(c_.stages);
+        mine.tasks.resize(c_.tasks.size());
+        local.reserve(end - begin);
+        for (int64_t p = begin; p < end; ++p) local.push_back(MakePipeline(p));
+        built_timer.emplace(c_.schedule, c_.stages, c_.microbatches, c_.VirtualStages());
+      } catch (...) {
+        std::lock_guard lock(setup_mu);
+        if (!setup_error) setup_error = std::current_exception();
+        setup_failed = true;
+      }
+      sync.arrive_and_wait();
+      if (setup_failed) return;
+      PipelineTimer& timer = *built_timer;
       std::vector<double> start(c_.stages, 0.0);
       std::vector<DispatchCandidate> candidates;  // ServeGap's scratch
       for (int k = 0; k < c_.iterations; ++k) {
@@ -138,6 +159,7 @@ class ClusterRun {
     for (int t = 1; t < threads; ++t) pool.emplace_back(worker, t);
     worker(0);
     for (std::thread& thread : pool) thread.join();
+    if (setup_error) std::rethrow_exception(setup_error);
     return totals;
   }
 

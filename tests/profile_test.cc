@@ -207,6 +207,13 @@ TEST_F(MadeUpTraces, MemoryFiguresThatAreNoByteCountsAreMalformedAndAReservePast
     EXPECT_NE(std::string(e.what()).find("top-level 'deviceProperties' is malformed"), std::string::npos)
         << e.what();
   }
+  // The CPU allocator's events name device -1 (Device Type 0): not malformed, and not the GPU's.
+  json cpu = Memory(5, json(900000), json(-1));
+  cpu["args"]["Device Type"] = 0;
+  json with_cpu = base;
+  with_cpu.push_back(cpu);
+  with_cpu.push_back(Memory(6, 400000));
+  EXPECT_EQ(AnalyzeRank(LoadKinetoTrace(Write("cpu.json", Trace(with_cpu))), -1).free_memory_bytes, 600000);
   json events = base;
   events.push_back(Memory(5, 3000000));  // three times the device's 1,000,000 bytes
   RankProfile p = AnalyzeRank(LoadKinetoTrace(Write("over.json", Trace(events))), -1);

@@ -217,8 +217,9 @@ class TraceBuilder {
     if (name == "[memory]") {
       if (!has_args) return;
       auto reserved = ByteCountField(args, "Total Reserved");
-      // -1 when absent (a device id is never negative here).
-      const int64_t device = IdField(args, "Device Id", 0, std::numeric_limits<int>::max());
+      // The CPU allocator's events say device -1 (Device Type 0); -1 too
+      // when absent.
+      const int64_t device = IdField(args, "Device Id", -1, std::numeric_limits<int>::max());
       // Device Type 1 is CUDA in the allocator's events.
       if (reserved && device >= 0 && NumberField(args, "Device Type").value_or(1) == 1) {
         auto& peak = trace_->peak_reserved_bytes[static_cast<int>(device)];

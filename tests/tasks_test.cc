@@ -169,6 +169,40 @@ TEST(PageRank, RmatGraphIsDeterministicAndSkewed) {
   EXPECT_THROW(GenerateRmat(0, 8, 1), std::runtime_error);
 }
 
+// A step's chunk is sized by its work, edges and vertices, not its vertex
+// count: R-MAT's low ids are hubs, a hundredfold the edges of its high ones.
+TEST(PageRank, ChunksHoldAlikeWorkWhereverTheHubsAre) {
+  // Vertex 0 is a hub of 1,000 in-edges; vertices 1..1000 have one each.
+  std::vector<std::pair<int32_t, int32_t>> edges;
+  for (int32_t v = 1; v <= 1000; ++v) edges.emplace_back(v, 0);
+  for (int32_t v = 1; v <= 1000; ++v) edges.emplace_back(0, v);
+  Graph g = BuildGraph(1001, edges);
+  EXPECT_EQ(WorkBefore(g, 1), 1000 + kVertexWork);
+  EXPECT_EQ(ChunkEnd(g, 0, 10), 1) << "a hub over the budget is a chunk of its own";
+  EXPECT_EQ(ChunkEnd(g, 1, 10 * (1 + kVertexWork)), 11) << "ten leaves of one edge each";
+  EXPECT_EQ(ChunkEnd(g, 1, 10 * (1 + kVertexWork) + 1), 12) << "the work reached, or just passed";
+  EXPECT_EQ(ChunkEnd(g, 995, 1 << 30), 1001) << "at most the last vertex";
+  EXPECT_EQ(ChunkEnd(g, 1000, 0), 1001) << "at least one vertex";
+  // Over an R-MAT graph, chunks of one budget tile the vertices, each within
+  // one vertex's work of the budget.
+  Graph rmat = GenerateRmat(14, 16, 3);
+  const int64_t budget = 20000;
+  int64_t most_vertices = 0, fewest_vertices = rmat.vertices;
+  for (int64_t begin = 0; begin < rmat.vertices;) {
+    const int64_t end = ChunkEnd(rmat, begin, budget);
+    ASSERT_GT(end, begin);
+    const int64_t work = WorkBefore(rmat, end) - WorkBefore(rmat, begin);
+    if (end < rmat.vertices) {
+      EXPECT_GE(work, budget);
+      EXPECT_LT(WorkBefore(rmat, end - 1) - WorkBefore(rmat, begin), budget);
+      most_vertices = std::max(most_vertices, end - begin);
+      fewest_vertices = std::min(fewest_vertices, end - begin);
+    }
+    begin = end;
+  }
+  EXPECT_GT(most_vertices, 4 * fewest_vertices) << "leaves' chunks hold more vertices than hubs'";
+}
+
 TEST(PageRank, EdgeListsAreReadWithClearErrors) {
   TempDir dir;
   auto write = [&](const std::string& text) {

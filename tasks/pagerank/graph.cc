@@ -1,5 +1,6 @@
 #include "pagerank/graph.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -15,6 +16,18 @@ namespace freeride::tasks {
 uint64_t PageRankBytes(int64_t vertices, int64_t edges) {
   // CSR (offsets, sources, out-degrees) plus rank, next and contribution.
   return static_cast<uint64_t>(vertices) * (8 + 4 + 3 * 8) + static_cast<uint64_t>(edges) * 4;
+}
+
+int64_t ChunkEnd(const Graph& g, int64_t begin, int64_t work) {
+  const int64_t want = WorkBefore(g, begin) + std::max<int64_t>(work, 1);
+  // WorkBefore rises with the vertex: the first end whose work reaches `want`.
+  int64_t lo = begin + 1, hi = g.vertices;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (WorkBefore(g, mid) >= want) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
 }
 
 Graph BuildGraph(int64_t vertices, const std::vector<std::pair<int32_t, int32_t>>& edges) {

@@ -29,6 +29,21 @@ Graph LoadEdgeList(const std::string& path, uint64_t max_bytes = 0);
 // edges per vertex; deterministic for a seed.
 Graph GenerateRmat(int scale, int edge_factor, uint64_t seed);
 
+// What pulling vertices costs, in edge loads: each of their in-edges, plus
+// kVertexWork a vertex (a warp's pass over one vertex, its sum and write,
+// costs about as much as 32 loads).  Chunks sized by vertex count alone
+// vary a hundredfold in edges on an R-MAT graph (its low ids are the hubs):
+// a step sizer believing its slowest chunk then cut the light ones small,
+// and a GPU gate held every chunk as long as the heaviest.
+constexpr int64_t kVertexWork = 32;
+inline int64_t WorkBefore(const Graph& g, int64_t vertex) {
+  return g.in_offsets[vertex] + kVertexWork * vertex;
+}
+// The end of the chunk of vertices from `begin` whose work is `work` or just
+// more: at least one vertex (a hub may be more than `work` alone), at most
+// g.vertices.  begin < g.vertices.  Pure.
+int64_t ChunkEnd(const Graph& g, int64_t begin, int64_t work);
+
 // Bytes the CSR and two rank vectors take for this size.
 uint64_t PageRankBytes(int64_t vertices, int64_t edges);
 

@@ -1,5 +1,6 @@
 // freeride-pagerank: PageRank as a FreeRide iterative side task.  A step is
-// a slice of the vertices of one iteration, sized to --step-ms.
+// a slice of the vertices of one iteration, sized to --step-ms by its work
+// (in-edges and vertices: graph.h's WorkBefore), not its vertex count.
 //
 //   freeride-pagerank --rmat-scale 20 --device auto --step-ms 2
 //   freeride-pagerank --edges soc-LiveJournal1.txt --output top.tsv
@@ -51,7 +52,11 @@ class PageRankTask : public IterativeTask {
       graph_ = LoadEdgeList(o_.edges, limit);
     }
     engine_ = MakePageRankEngine(device, graph_);
-    sizer_ = StepSizer(static_cast<int64_t>(o_.common.step_ms * 1e6), 1024, 32, graph_.vertices);
+    // The sizer's items are units of work (graph.h's WorkBefore), so that a
+    // chunk of hubs and one of leaves of one budget take alike.
+    const int64_t vertex_work = kVertexWork + graph_.edges() / std::max<int64_t>(1, graph_.vertices);
+    sizer_ = StepSizer(static_cast<int64_t>(o_.common.step_ms * 1e6), 1024 * vertex_work, 32 * kVertexWork,
+                       WorkBefore(graph_, graph_.vertices));
     on_gpu_ = device == Device::kCuda;
     std::fprintf(stderr, "pagerank: %lld vertices, %lld edges on %s, step budget %.2f ms\n",
                  static_cast<long long>(graph_.vertices), static_cast<long long>(graph_.edges()),
@@ -61,8 +66,9 @@ class PageRankTask : public IterativeTask {
   StepResult Step() override {
     if (steps_++ == 0) sizer_.set_slow_chunks(SlowChunksForThisStep(on_gpu_));
     if (cursor_ == 0) engine_->BeginIteration();
-    int64_t end = std::min(graph_.vertices, cursor_ + sizer_.next_items());
-    sizer_.RunChunk(end - cursor_, [&] { engine_->ProcessVertices(cursor_, end); });
+    const int64_t end = ChunkEnd(graph_, cursor_, sizer_.next_items());
+    sizer_.RunChunk(WorkBefore(graph_, end) - WorkBefore(graph_, cursor_),
+                    [&] { engine_->ProcessVertices(cursor_, end); });
     double units = static_cast<double>(graph_.in_offsets[end] - graph_.in_offsets[cursor_]);
     cursor_ = end;
     if (cursor_ < graph_.vertices) return {units, false};

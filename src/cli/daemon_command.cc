@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "base/paths.h"
+#include "base/say.h"
 #include "base/units.h"
 #include "cli/commands.h"
 #include "cli/install_layout.h"
@@ -110,7 +111,7 @@ bool BuildLanes(const DaemonArgs& args, DaemonOptions* options, std::string* err
     // Lanes on GPUs the driver does not list are kept (a test, a node whose
     // driver comes later), but said: their side tasks get no GPU there.
     if (present.empty())
-      fmt::print(stderr,
+      Say(stderr,
                  "freeride daemon: warning: no NVIDIA GPU was found (nvidia-smi lists none): the GPU "
                  "lanes' side tasks will find no GPU until a driver and GPUs are there\n");
     std::stringstream list(args.gpus);
@@ -194,7 +195,7 @@ int RunDaemon(const DaemonArgs& args) {
   const char* allow_env = std::getenv("FREERIDE_ALLOW_ROOT");
   bool allow_root = args.allow_root || (allow_env && std::string(allow_env) == "1");
   if (geteuid() == 0 && !allow_root) {
-    fmt::print(stderr,
+    Say(stderr,
                "freeride daemon: running as root, so every side task would run as root too. "
                "Run the daemon as the user who submits the tasks, or pass --allow-root "
                "(or set FREERIDE_ALLOW_ROOT=1) to accept that.\n");
@@ -212,7 +213,7 @@ int RunDaemon(const DaemonArgs& args) {
   if (!args.listen.empty()) {
     // TCP reaches beyond this user's account, so it is never open without a token.
     if (args.token_file.empty() && args.read_token_file.empty()) {
-      fmt::print(stderr, "freeride daemon: --listen needs --token-file (or --read-token-file, for "
+      Say(stderr, "freeride daemon: --listen needs --token-file (or --read-token-file, for "
                          "a daemon that TCP clients may only read): the control API is never "
                          "open on TCP without a token (see docs/security.md)\n");
       return 2;
@@ -222,7 +223,7 @@ int RunDaemon(const DaemonArgs& args) {
       if (file->empty()) continue;
       auto read = ReadTokenFile(*file, &error);
       if (!read) {
-        fmt::print(stderr, "freeride daemon: {}\n", error);
+        Say(stderr, "freeride daemon: {}\n", error);
         return 2;
       }
       *token = *read;
@@ -234,26 +235,26 @@ int RunDaemon(const DaemonArgs& args) {
     options.max_tcp_connections_per_peer = args.max_connections_per_peer;
   } else if (!args.token_file.empty() || !args.read_token_file.empty() || !args.tls_cert.empty() ||
              !args.tls_key.empty()) {
-    fmt::print(stderr, "freeride daemon: --token-file, --read-token-file, --tls-cert and --tls-key "
+    Say(stderr, "freeride daemon: --token-file, --read-token-file, --tls-cert and --tls-key "
                        "go with --listen\n");
     return 2;
   }
   auto log_size = ParseBytes(args.event_log_max_size, &error);
   if (!log_size) {
-    fmt::print(stderr, "freeride daemon: --event-log-max-size: {}\n", error);
+    Say(stderr, "freeride daemon: --event-log-max-size: {}\n", error);
     return 2;
   }
   options.event_log_max_bytes = *log_size;
   options.event_log_keep = args.event_log_keep;
   auto timeout = ParseDuration(args.stage_timeout, &error);
   if (!timeout) {
-    fmt::print(stderr, "freeride daemon: --stage-timeout: {}\n", error);
+    Say(stderr, "freeride daemon: --stage-timeout: {}\n", error);
     return 2;
   }
   options.stage_timeout = *timeout;
   auto attach = ParseDuration(args.attach_timeout, &error);
   if (!attach || *attach <= 0) {
-    fmt::print(stderr, "freeride daemon: --attach-timeout: {}\n",
+    Say(stderr, "freeride daemon: --attach-timeout: {}\n",
                attach ? "give a positive duration" : error);
     return 2;
   }
@@ -263,7 +264,7 @@ int RunDaemon(const DaemonArgs& args) {
   auto hang = ParseDuration(args.hang_timeout, &error);
   if (!budget || !cpu_budget || !hang || args.overrun_window < 1 ||
       args.overrun_window > OverrunBudget::kMaxWindow) {
-    fmt::print(stderr, "freeride daemon: {}\n",
+    Say(stderr, "freeride daemon: {}\n",
                !budget || !cpu_budget
                    ? fmt::format("--overrun-budget/--cpu-overrun-budget '{}': give a share of "
                                  "bubble time such as 5% (0 turns it off)",
@@ -281,7 +282,7 @@ int RunDaemon(const DaemonArgs& args) {
   std::optional<double> overhead_budget = ParsePercent(args.overhead_budget);
   std::optional<double> cpu_overhead_budget = ParsePercent(args.cpu_overhead_budget);
   if (!overhead_budget || !cpu_overhead_budget) {
-    fmt::print(stderr,
+    Say(stderr,
                "freeride daemon: --overhead-budget/--cpu-overhead-budget '{}': give the training "
                "slowdown allowed, such as 0.5% (0 turns the guard off)\n",
                !overhead_budget ? args.overhead_budget : args.cpu_overhead_budget);
@@ -291,7 +292,7 @@ int RunDaemon(const DaemonArgs& args) {
   probe.period_iterations = args.probe_every;
   probe.withheld_iterations = args.probe_withhold;
   if (args.probe_every < 0 || args.probe_withhold < 1 || (args.probe_every > 0 && !probe.Valid())) {
-    fmt::print(stderr,
+    Say(stderr,
                "freeride daemon: --probe-every {} --probe-withhold {}: the period must be at "
                "least 4 x (withheld + 1) iterations, e.g. 100 and 5 (--probe-every 0 turns the "
                "probe and the guard off)\n",
@@ -303,7 +304,7 @@ int RunDaemon(const DaemonArgs& args) {
   options.probe.period_iterations = probe.period_iterations;
   options.probe.withheld_iterations = probe.withheld_iterations;
   if (!BuildLanes(args, &options, &error)) {
-    fmt::print(stderr, "freeride daemon: {}\n", error);
+    Say(stderr, "freeride daemon: {}\n", error);
     return 2;
   }
   // Signals are taken synchronously by this thread; every thread the daemon
@@ -318,14 +319,14 @@ int RunDaemon(const DaemonArgs& args) {
 
   MpsMode mps_mode;
   if (!ParseMpsMode(args.mps, &mps_mode)) {
-    fmt::print(stderr, "freeride daemon: --mps must be auto, on or off, not '{}'\n", args.mps);
+    Say(stderr, "freeride daemon: --mps must be auto, on or off, not '{}'\n", args.mps);
     return 2;
   }
   MpsSetup mps;
   bool gpu_lanes = !options.lanes.empty() && options.lanes[0].device.rfind("gpu:", 0) == 0;
   if (gpu_lanes) {
     if (!SetUpMps(mps_mode, options.state_dir, &mps, &error)) {
-      fmt::print(stderr, "freeride daemon: {}\n", error);
+      Say(stderr, "freeride daemon: {}\n", error);
       return 1;
     }
     options.mps_pipe_dir = mps.pipe_dir;
@@ -336,7 +337,7 @@ int RunDaemon(const DaemonArgs& args) {
     if (options.gate) {
       options.gate_library = FindGateLibrary();
       if (options.gate_library.empty())
-        fmt::print(stderr,
+        Say(stderr,
                    "freeride daemon: warning: libfreeride_gate.so was found neither in "
                    "$FREERIDE_GATE_LIBRARY nor beside this binary (nor in ../lib, ../_lib): GPU lanes "
                    "dispatch from the host, with no GPU gate\n");
@@ -345,41 +346,41 @@ int RunDaemon(const DaemonArgs& args) {
   Daemon daemon(options);
   if (!daemon.Start(&error)) {
     TearDownMps(mps);
-    fmt::print(stderr, "freeride daemon: {}\n", error);
+    Say(stderr, "freeride daemon: {}\n", error);
     return 1;
   }
   std::string lanes;
   for (const LaneConfig& l : options.lanes)
     lanes += fmt::format("{}{}", lanes.empty() ? "" : ", ", l.device);
-  fmt::print("freeride daemon {} (pid {}) listening on {}\n  lanes: {}\n  state: {}\n",
+  Say(stdout, "freeride daemon {} (pid {}) listening on {}\n  lanes: {}\n  state: {}\n",
              FREERIDE_VERSION, getpid(), options.socket_path, lanes, options.state_dir);
-  if (gpu_lanes) fmt::print("  {}\n", mps.note);
+  if (gpu_lanes) Say(stdout, "  {}\n", mps.note);
   if (!gpu_lanes && options.cpu_task_priority == CpuTaskPriority::kNormal)
-    fmt::print("  side tasks: normal policy (--cpu-task-priority normal), not SCHED_IDLE: a step "
+    Say(stdout, "  side tasks: normal policy (--cpu-task-priority normal), not SCHED_IDLE: a step "
                "that overruns its bubble shares the core with the stage\n");
   if (gpu_lanes)
-    fmt::print("  dispatch: {}\n",
+    Say(stdout, "  dispatch: {}\n",
                options.IsGatedLane(options.lanes[0].index)
                    ? fmt::format("GPU gate ({}); side work queued only when predicted to end {} us "
                                  "before each forecast end, from {} us before each forecast begin",
                                  options.gate_library, args.gate_margin_us, args.gate_lead_us)
                    : std::string("host-side (--gate off, or no gate library)"));
   if (daemon.tcp_port() > 0)
-    fmt::print("  tcp: {}:{} ({}, {})\n",
+    Say(stdout, "  tcp: {}:{} ({}, {})\n",
                options.listen_address.substr(0, options.listen_address.rfind(':')),
                daemon.tcp_port(), options.tls_cert_file.empty() ? "no TLS" : "TLS",
                options.token.empty()           ? "read-only token required: TCP clients only read"
                : options.read_token.empty()    ? "token required"
                                                : "token required; the read-only token reads");
   if (daemon.metrics_port() > 0)
-    fmt::print("  metrics: http://{}:{}/metrics\n",
+    Say(stdout, "  metrics: http://{}:{}/metrics\n",
                options.metrics_address.substr(0, options.metrics_address.rfind(':')),
                daemon.metrics_port());
-  for (const std::string& note : daemon.recovery_notes()) fmt::print("  {}\n", note);
+  for (const std::string& note : daemon.recovery_notes()) Say(stdout, "  {}\n", note);
   std::fflush(stdout);
   int received = 0;
   sigwait(&signals, &received);
-  fmt::print("freeride daemon: {} received, stopping (tasks checkpoint and resume on the next "
+  Say(stdout, "freeride daemon: {} received, stopping (tasks checkpoint and resume on the next "
              "start)\n",
              strsignal(received));
   std::fflush(stdout);

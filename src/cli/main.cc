@@ -8,6 +8,7 @@
 #include <exception>
 #include <new>
 
+#include "base/say.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
 
@@ -38,18 +39,21 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     // Said, not an abort and a core file: the commands refuse the inputs they
     // know to be too large, but a machine may have less memory than they allow.
-    fmt::print(stderr, "freeride: out of memory: give smaller inputs, or run where there is more\n");
+    freeride::Say(stderr, "freeride: out of memory: give smaller inputs, or run where there is more\n");
     return 1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "freeride: internal error: {}\n", e.what());
+    freeride::Say(stderr, "freeride: internal error: {}\n", e.what());
     return 3;
   }
   // Output that never reached its file (a full disk, a closed pipe) is an
   // error, not a success with a cut table or JSON.
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  if (!flushed || std::ferror(stdout)) {
+    // The reason is known when this flush failed; an earlier write's is gone.
     const int error = errno;
-    fmt::print(stderr, "freeride: cannot write the output: {}\n",
-               error != 0 ? std::strerror(error) : "write error");
+    freeride::Say(stderr, "freeride: cannot write the output: {}\n",
+                  !flushed && error != 0 ? std::strerror(error) : "a write failed");
     return exit_code != 0 ? exit_code : 1;
   }
   return exit_code;

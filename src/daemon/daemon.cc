@@ -17,6 +17,7 @@
 
 #include "base/files.h"
 #include "base/paths.h"
+#include "base/say.h"
 
 namespace freeride {
 
@@ -270,7 +271,7 @@ void Daemon::Shutdown() {
   events_.Emit({{"type", "daemon"}, {"event", "stop"}, {"ts_ns", env_->Now()}});
   events_.Close();
   if (Status closed = journal_.Close(); !closed.ok())
-    fmt::print(stderr, "freeride daemon: {}\n", closed.message);
+    Say(stderr, "freeride daemon: {}\n", closed.message);
   for (auto& lane : lanes_) lane->RemoveFiles();
   unlink(options_.socket_path.c_str());
   if (lock_fd_ >= 0) close(lock_fd_);

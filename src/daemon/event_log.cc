@@ -9,6 +9,7 @@
 
 #include "base/clock.h"
 #include "base/files.h"
+#include "base/say.h"
 
 namespace freeride {
 
@@ -75,7 +76,7 @@ void EventLog::Rotate() {
   std::string error;
   // Without a file, later events are dropped: the log is a record, the
   // journal holds the state, and the daemon must go on.
-  if (!OpenFile(&error)) fmt::print(stderr, "freeride daemon: {}; events are dropped\n", error);
+  if (!OpenFile(&error)) Say(stderr, "freeride daemon: {}; events are dropped\n", error);
 }
 
 void EventLog::Close() {

@@ -1,5 +1,6 @@
 #include "daemon/lane.h"
 
+#include "base/say.h"
 #include "policy/gate_close.h"
 
 #include <fmt/format.h>
@@ -91,7 +92,7 @@ bool Lane::RemakeDeletedSegment() {
                             : fmt::format("lane {}: its segment {} was deleted and cannot be made "
                                           "again ({}); the lane serves no bubbles",
                                           config_.index, segment_path_, error);
-  fmt::print(stderr, "freeride daemon: {}\n", what);
+  Say(stderr, "freeride daemon: {}\n", what);
   events_->Emit({{"type", "lane_segment"},
                  {"ts_ns", now},
                  {"lane", config_.index},

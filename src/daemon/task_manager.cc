@@ -1,5 +1,6 @@
 #include "daemon/task_manager.h"
 
+#include "base/say.h"
 #include "daemon/mps_control.h"
 
 #include <fmt/format.h>
@@ -579,7 +580,7 @@ uint64_t TaskManager::DrainSteps(TaskRuntime& runtime, std::vector<TaskStep>* ou
       out->back().record.units = 0;
       if (Record* task = ByIdLocked(runtime.task_id); task && !task->warned_units) {
         task->warned_units = true;
-        fmt::print(stderr, "freeride daemon: task {} reported a step of {} units (below 0 or not a number): "
+        Say(stderr, "freeride daemon: task {} reported a step of {} units (below 0 or not a number): "
                            "counted as 0 units; its time is counted as any step's\n", runtime.task_id, record.units);
       }
     }
@@ -1068,7 +1069,7 @@ void TaskManager::ComplainAboutJournal(const Status& status) {
     if (last_journal_complaint_ != 0 && now - last_journal_complaint_ < 10 * kSecond) return;
     last_journal_complaint_ = now;
   }
-  fmt::print(stderr, "freeride daemon: {}; task states are kept in memory and retried\n",
+  Say(stderr, "freeride daemon: {}; task states are kept in memory and retried\n",
              status.message);
 }
 

@@ -1,0 +1,55 @@
+"""What the daemon writes outside its journal and event log: its own stdout and stderr, and
+its tasks' output logs.  None of them may end the daemon or fill its disk."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+
+def lane_segment(pid: int) -> str:
+    """The shared-memory file of the daemon's lane 0, from its mappings."""
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    found = re.search(r"(/dev/shm/\S*lane0)\b", maps)
+    assert found, maps[-2000:]
+    return found.group(1)
+
+
+def test_a_daemon_whose_stdout_and_stderr_cannot_be_written_serves_and_stops_cleanly(build_dir):
+    """fmt::print throws when a write fails: a message on a full disk's log (here /dev/full),
+    or on a pipe whose reader has gone (SIGPIPE is ignored: EPIPE), ended the daemon in
+    whatever thread printed it."""
+    work = Path(tempfile.mkdtemp(prefix="frout-"))
+    socket, state = str(work / "d.sock"), str(work / "state")
+    as_root = ["--allow-root"] if os.geteuid() == 0 else []
+    with open("/dev/full", "w") as full:
+        daemon = subprocess.Popen([str(build_dir / "freeride"), "daemon", "--socket", socket, "--state-dir",
+                                   state, "--cpu-lanes", "1", *as_root], stdout=subprocess.PIPE, stderr=full)
+    try:
+        first = daemon.stdout.readline()
+        assert b"listening on" in first, first
+        daemon.stdout.close()  # its reader goes away: later lines meet EPIPE
+        # Deleting the lane's segment makes the daemon say so on stderr, then log a lane_segment event.
+        os.unlink(lane_segment(daemon.pid))
+        events = Path(state, "events.jsonl")
+        deadline = time.monotonic() + 120  # a hang guard: the daemon looks once a second
+        while time.monotonic() < deadline and daemon.poll() is None and not (
+                events.exists() and '"lane_segment"' in events.read_text()):
+            time.sleep(0.1)
+        assert daemon.poll() is None, f"the daemon ended (status {daemon.returncode}) writing a message"
+        assert '"lane_segment"' in events.read_text(), "the segment's loss was not noticed"
+        status = subprocess.run([str(build_dir / "freeride"), "status", "--socket", socket, "--json"],
+                                capture_output=True, text=True, timeout=60)
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["stats"], status.stdout
+        daemon.send_signal(signal.SIGTERM)  # its "stopping" line goes to the gone reader
+        assert daemon.wait(timeout=120) == 0, f"status {daemon.returncode} stopping"
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()

@@ -7,12 +7,20 @@ unmodified PyTorch script with ``python -m freeride.pace script.py``.
 """
 from freeride._native import FreeRideUnavailable, load_library
 from freeride.stage import Stage
-from freeride.pace import run_paced
 from freeride.task import IterativeTask, StepResult, run_task, step_budget_ns
 
 __all__ = ["FreeRideUnavailable", "IterativeTask", "Stage", "StepResult", "load_library", "run_paced",
            "run_task", "step_budget_ns"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # freeride.pace is imported when first asked for: imported here eagerly, it was in
+    # sys.modules before `python -m freeride.pace` ran it, and runpy warned of it every time.
+    if name == "run_paced":
+        from freeride.pace import run_paced
+        return run_paced
+    raise AttributeError(f"module 'freeride' has no attribute {name!r}")
 
 
 def _announce_to_daemon() -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import signal
@@ -483,17 +484,31 @@ def cpu_stages() -> int:
     return max(2, min(LANES, len(os.sched_getaffinity(0))))
 
 
+def _at_least(least: float, kind):
+    """An argparse type: a number of `kind` that is `least` or more (a usage error, status 2,
+    before anything runs: --steps -5 ran the whole demo with "trainings of -5 steps")."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number")
+        if not (value >= least and math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"{text} is below {least:g}" if value < least else f"{text} is not a finite number")
+        return value
+    return parse
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="freeride demo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mode", choices=["auto", "gpu", "cpu", "replay"], default="auto")
     p.add_argument("--out", help="a new or empty folder for the outputs (default: a fresh one under $TMPDIR)")
-    p.add_argument("--steps", type=int, default=None,
+    p.add_argument("--steps", type=_at_least(1, int), default=None,
                    help="training iterations per training run (default: 100 on GPUs, 80 on CPU)")
     p.add_argument("--preset", default="1.3b", help="GPU mode: model size (tiny, small, 1.3b)")
-    p.add_argument("--profile-seconds", type=float, default=2.0, help="alone-rate measurement per task")
-    p.add_argument("--gpu-hour-price", type=float, default=3.0, help="for the money figures")
-    p.add_argument("--rounds", type=int, default=2,
+    p.add_argument("--profile-seconds", type=_at_least(0.01, float), default=2.0, help="alone-rate measurement per task")
+    p.add_argument("--gpu-hour-price", type=_at_least(0, float), default=3.0, help="for the money figures")
+    p.add_argument("--rounds", type=_at_least(1, int), default=2,
                    help="CPU and replay modes: baseline and side-task trainings run in turn, B F F B "
                         "for 2 rounds, each of --steps steps")
     p.add_argument("--cpu-task-priority", choices=["idle", "normal"], default="idle",

@@ -120,3 +120,14 @@ def test_a_demo_whose_side_tasks_did_nothing_says_why_and_what_to_do():
     demo.args.cpu_task_priority = "normal"
     assert "did no step" in demo.side_tasks_did_nothing(nothing)
     assert "SCHED_IDLE" not in demo.side_tasks_did_nothing(nothing)
+
+
+@pytest.mark.parametrize("option, value, said", [
+    ("--steps", "-5", "-5 is below 1"), ("--steps", "0", "0 is below 1"), ("--rounds", "0", "0 is below 1"),
+    ("--profile-seconds", "0", "0 is below 0.01"), ("--gpu-hour-price", "-3", "-3 is below 0"),
+    ("--steps", "many", "'many' is not a whole number"), ("--profile-seconds", "nan", "nan is not a finite number")])
+def test_demo_refuses_counts_that_are_none_before_it_runs(build_dir, tmp_path, option, value, said):
+    """--steps -5 ran the whole demo, "2 trainings of -5 steps", and exited 0."""
+    p = run_demo(str(build_dir / "freeride"), "--quick", option, value, "--out", str(tmp_path / "out"))
+    assert p.returncode == 2 and f"argument {option}: {said}" in p.stderr, p.stderr
+    assert not (tmp_path / "out").exists(), "refused before anything was made"

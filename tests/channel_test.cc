@@ -469,6 +469,27 @@ TEST(TaskSegment, UnitsBelowZeroOrNotANumberAddNothingToTheProgress) {
 // task-profile's FREERIDE_STANDALONE_SECONDS, read alike by the C++ runner
 // and Python's (tests/python/pace_test.py has the same table): a value one
 // of them refused and the other took would pass one check and fail the next.
+// freeride.h: every task call takes a NULL task and does nothing; a wait
+// says -1 (stop), so that a loop until -1 ends (it said 0, a timeout, and
+// such a loop spun).
+TEST(TaskApi, ANullTaskIsNothingToWaitForAndEveryCallTakesIt) {
+  freeride_task* none = nullptr;
+  EXPECT_EQ(freeride_task_wait_grant(none, -1), -1);
+  EXPECT_EQ(freeride_task_wait_grant(none, 0), -1);
+  EXPECT_EQ(freeride_task_next_step_fits(none), 0);
+  EXPECT_EQ(freeride_task_second_look(none), 0);
+  freeride_task_set_unit(none, "edges");
+  freeride_task_ready(none);
+  freeride_task_record_step(none, 1, 2, 3);
+  freeride_task_add_progress(none, 1);
+  freeride_task_yield(none);
+  freeride_task_yield_idle(none);
+  EXPECT_EQ(freeride_task_step_estimate_ns(none), 0);
+  EXPECT_STREQ(freeride_task_checkpoint_dir(none), "");
+  freeride_task_finished(none, 1);
+  freeride_task_detach(none);
+}
+
 TEST(StandaloneSeconds, DecimalSecondsAboveZeroAndNothingElse) {
   for (auto [text, seconds] : std::vector<std::pair<const char*, double>>{
            {"0.2", 0.2}, {"5", 5.0}, {"1e1", 10.0}, {".5", 0.5}, {"5.", 5.0}})

@@ -144,6 +144,12 @@ void freeride_stage_close(freeride_stage* stage);
 
 /* ------------------------------------------------------------------------
  * Side-task side: grants from the lane dispatcher.
+ *
+ * Threads: a freeride_task is used from one thread at a time (the one that
+ * steps): its calls share one grant's state.  Two threads stepping on one
+ * handle record steps the daemon judges against one grant, and the task is
+ * killed for overrunning its bubbles.  freeride_task_announce is the one
+ * call for any thread.  Every call takes a NULL task and does nothing.
  * ------------------------------------------------------------------------ */
 typedef struct freeride_task freeride_task;
 
@@ -169,7 +175,8 @@ void freeride_task_ready(freeride_task* task);
 
 /* Waits for the next grant.  Returns 1 when granted, 0 on timeout, -1 when
  * the daemon asks the task to stop (cancel), 2 when it asks for a
- * checkpoint.  timeout_ns < 0 waits forever. */
+ * checkpoint.  timeout_ns < 0 waits forever.  A NULL task returns -1 at
+ * once: there is nothing to wait for (0 made a loop until -1 spin). */
 int freeride_task_wait_grant(freeride_task* task, int64_t timeout_ns);
 
 /* 1 when the current grant holds, its bubble is still open, and a step of the

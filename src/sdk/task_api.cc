@@ -99,7 +99,7 @@ void freeride_task_ready(freeride_task* task) {
 }
 
 int freeride_task_wait_grant(freeride_task* task, int64_t timeout_ns) {
-  if (!task) return 0;
+  if (!task) return -1;  // nothing to wait for: a loop until -1 ends
   switch (task->channel->WaitForGrant(timeout_ns)) {
     case TaskChannel::Wake::kGranted: return 1;
     case TaskChannel::Wake::kTimeout: return 0;

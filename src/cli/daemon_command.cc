@@ -53,6 +53,7 @@ struct DaemonArgs {
   std::string lane_cores;
   std::string lane_memory;
   std::string event_log_max_size = "256MiB";
+  std::string task_log_max_size = "64MiB";
   int event_log_keep = 4;
   int max_resident = 4;
   std::string stage_timeout = "10s";
@@ -245,6 +246,12 @@ int RunDaemon(const DaemonArgs& args) {
     return 2;
   }
   options.event_log_max_bytes = *log_size;
+  auto task_log_size = ParseBytes(args.task_log_max_size, &error);
+  if (!task_log_size) {
+    Say(stderr, "freeride daemon: --task-log-max-size: {}\n", error);
+    return 2;
+  }
+  options.task_log_max_bytes = *task_log_size;
   options.event_log_keep = args.event_log_keep;
   auto timeout = ParseDuration(args.stage_timeout, &error);
   if (!timeout) {
@@ -499,6 +506,10 @@ void AddDaemonCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--event-log-max-size", args->event_log_max_size,
                   "Start a new events.jsonl when it reaches this size, keeping the older ones as "
                   "events.jsonl.1, .2, ... (0: never)")
+      ->capture_default_str();
+  cmd->add_option("--task-log-max-size", args->task_log_max_size,
+                  "Keep each task's stdout.log and stderr.log within this size: past it, the last "
+                  "half goes to stdout.log.1 (stderr.log.1) and the log starts empty (0: never)")
       ->capture_default_str();
   cmd->add_option("--event-log-keep", args->event_log_keep,
                   "Older event-log files kept after rotation")

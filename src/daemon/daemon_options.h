@@ -71,6 +71,9 @@ struct DaemonOptions {
   // (daemon/event_log.h: EventLogRotation).
   uint64_t event_log_max_bytes = 256ULL << 20;
   int event_log_keep = 4;
+  // Each task's stdout.log and stderr.log is kept within this size, its last
+  // half kept as .1 (daemon/task_logs.h); 0: never.
+  uint64_t task_log_max_bytes = 64ULL << 20;
   // The GPU gate (src/gate/): on GPU lanes every task is started with
   // gate_library preloaded, so its GPU work waits on the lane's gate page,
   // which the stage's stream opens and closes; imperative tasks then run

@@ -2,6 +2,7 @@
 
 #include "base/say.h"
 #include "daemon/mps_control.h"
+#include "daemon/task_logs.h"
 
 #include <fmt/format.h>
 #include <signal.h>
@@ -603,6 +604,28 @@ void TaskManager::PollProgressWatches() {
       }
 }
 
+void TaskManager::TrimTaskLogs() {
+  if (options_.task_log_max_bytes == 0) return;
+  std::vector<int64_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [lane, records] : resident_)
+      for (const Record* record : records) ids.push_back(record->info.id());
+  }
+  // Outside the lock: a trim copies up to half the size.
+  for (int64_t id : ids)
+    for (const char* name : {"stdout.log", "stderr.log"}) {
+      const std::string path = task_dir(id) + "/" + name;
+      std::string error;
+      const bool trimmed = TrimTaskLog(path, options_.task_log_max_bytes, &error);
+      if (error.empty()) continue;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!log_trim_complained_.insert(id).second) continue;  // once a task
+      Say(stderr, "freeride daemon: task {}'s {} passed --task-log-max-size: {}{}\n", id, name, error,
+          trimmed ? "; emptied without keeping its tail" : "");
+    }
+}
+
 void TaskManager::CopyCounters(const Record& record, const TaskRuntime& runtime,
                                v1::TaskInfo* info) {
   // `runtime` is the caller's: the lane may still drain a process whose
@@ -739,6 +762,7 @@ void TaskManager::HousekeepingLoop() {
     AdmitAndLaunch();
     PromoteReadyTasks();
     PollProgressWatches();
+    TrimTaskLogs();
     EscalateCancels();
     FailUnattachedTasks();
     lock.lock();

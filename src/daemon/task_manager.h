@@ -144,6 +144,9 @@ class TaskManager final : public LaneTasks {
   static void CopyCounters(const Record& record, const TaskRuntime& runtime, v1::TaskInfo* info);
   // Reads the progress watches of the resident tasks (housekeeping).
   void PollProgressWatches();
+  // Keeps each resident task's stdout.log and stderr.log within
+  // --task-log-max-size (daemon/task_logs.h).  Housekeeping's thread.
+  void TrimTaskLogs();
   // An `overrun_budget` event (docs/event-log.md).  mu_ held.
   void EmitBudgetEventLocked(const Record& record, OverrunVerdict verdict, Nanos overrun,
                              const std::string& reason);
@@ -201,6 +204,7 @@ class TaskManager final : public LaneTasks {
   // cannot both be accepted.
   std::set<std::string> submitting_names_;
   Nanos last_journal_complaint_ = 0;
+  std::set<int64_t> log_trim_complained_;  // tasks whose log trim failed, said once each
   uint64_t next_submit_order_ = 1;
   bool stopping_ = false;
   bool shutting_down_ = false;  // exits are not task failures

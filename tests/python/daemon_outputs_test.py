@@ -53,3 +53,29 @@ def test_a_daemon_whose_stdout_and_stderr_cannot_be_written_serves_and_stops_cle
         if daemon.poll() is None:
             daemon.kill()
             daemon.wait()
+
+
+def test_a_task_that_prints_without_end_keeps_its_log_within_the_size(build_dir, freeride_env):
+    """A task's stdout.log had no bound and shares the disk with the journal: `yes` filled a
+    30 MB state directory in seconds, and every submission after it failed."""
+    from conftest import NORMAL_CPU_TASKS, Daemon
+    daemon = Daemon(build_dir, freeride_env, *NORMAL_CPU_TASKS, "--task-log-max-size", "1MiB")
+    stage = None
+    try:
+        daemon.cli_run("submit", "--name", "chatty", "--kind", "imperative", "--", "/usr/bin/yes", "freeride")
+        stage = daemon.stage("2", "40")
+        task_dir = Path(daemon.state, "tasks", "1")
+        kept = task_dir / "stdout.log.1"
+        deadline = time.monotonic() + 300  # a hang guard only
+        while time.monotonic() < deadline and not kept.exists():
+            time.sleep(0.1)
+        assert kept.exists(), f"never trimmed: {daemon.show('chatty')}"
+        tail = kept.read_bytes()
+        assert len(tail) == 512 * 1024, "the last half of the size is kept"
+        assert set(tail.split(b"\n")[1:-1]) == {b"freeride"}, "the task's own lines (the first may be cut)"
+        assert daemon.show("chatty")["state"] in ("RUNNING", "PAUSED"), "the task goes on"
+        daemon.cli_run("submit", "--name", "after", "--kind", "imperative", "--", "/bin/true")
+    finally:
+        if stage:
+            stage.kill()
+        daemon.stop()

@@ -1,0 +1,23 @@
+// A side task's output logs (stdout.log, stderr.log in its task directory)
+// are files the task writes itself, opened O_APPEND at its launch: nothing
+// in their path bounds them, and they share the state directory's disk with
+// the journal (a task printing in a loop filled it in seconds, and every
+// later submission failed).  Trimming keeps each within a size.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace freeride {
+
+// When the file at `path` is larger than `max_bytes` (0: never), copies its
+// last max_bytes / 2 bytes to `path`.1 (replacing it, through a temporary
+// file) and empties `path` in place, as logrotate's copytruncate does: the
+// task's O_APPEND writes go on at the new end.  Output written between the
+// copy and the emptying is lost.  Returns true when it emptied the log.  A
+// tail that could not be kept (the disk is full) is said in *error, and the
+// log is emptied all the same: the task's old output goes before the
+// journal's room does.  False, with *error empty, when the file is within
+// the size, missing or not a regular file.  One caller per log at a time.
+bool TrimTaskLog(const std::string& path, uint64_t max_bytes, std::string* error);
+
+}  // namespace freeride

@@ -4,8 +4,10 @@
 // records its alone rate, step-time distribution and peak device memory as
 // a profile JSON that `freeride submit --profile F` uses.
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +30,16 @@
 
 namespace freeride::cli {
 namespace {
+
+// The task's process group, while it runs: a signal that ends this command
+// ends the task and whatever it started (Python's workers, a shell's
+// children), which went on running orphaned.
+volatile sig_atomic_t task_group = 0;
+
+void EndTaskGroupAndExit(int signal_number) {
+  if (task_group > 0) kill(-task_group, SIGKILL);
+  _exit(128 + signal_number);
+}
 
 struct TaskProfileArgs {
   double seconds = 10;
@@ -76,7 +88,22 @@ int RunTaskProfile(const TaskProfileArgs& args) {
   fmt::print(stderr, "freeride task-profile: running '{}' alone for {} s after its setup\n",
              fmt::join(args.command, " "), args.seconds);
   pid_t pid = fork();
+  if (pid < 0) {
+    fmt::print(stderr, "freeride task-profile: fork: {}\n", std::strerror(errno));
+    close(fds[0]);
+    close(fds[1]);
+    return 1;
+  }
   if (pid == 0) {
+    // A group of its own, ended with this command (below), and ended with
+    // it if this command is killed outright.  Its input is /dev/null, as a
+    // daemon's task's is: outside the terminal's group, a read would stop it.
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (const int null_fd = open("/dev/null", O_RDONLY); null_fd >= 0) {
+      dup2(null_fd, STDIN_FILENO);
+      close(null_fd);
+    }
     dup2(fds[1], STDOUT_FILENO);
     close(fds[0]);
     close(fds[1]);
@@ -93,6 +120,9 @@ int RunTaskProfile(const TaskProfileArgs& args) {
     _exit(127);
   }
   close(fds[1]);
+  setpgid(pid, pid);  // also here: whichever of the two runs first
+  task_group = pid;
+  for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) signal(signal_number, EndTaskGroupAndExit);
   const bool sample_gpu = CommandExists("nvidia-smi");
   uint64_t process_gpu_bytes = 0;
   std::string out, last_result;
@@ -131,13 +161,16 @@ int RunTaskProfile(const TaskProfileArgs& args) {
       last_sample = now;
     }
     if (std::chrono::duration<double>(now - start).count() > args.timeout) {
-      kill(pid, SIGKILL);
+      kill(-pid, SIGKILL);  // the group: a shell's or Python's children too
       timed_out = true;
       break;
     }
   }
   close(fds[0]);
   if (!reaped) waitpid(pid, &status, 0);
+  // Alone means nothing of it is left running afterwards either.
+  kill(-pid, SIGKILL);
+  task_group = 0;
   if (timed_out) {
     fmt::print(stderr, "freeride task-profile: the task ran past --timeout {} s and was killed\n",
                args.timeout);

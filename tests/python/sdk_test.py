@@ -308,3 +308,47 @@ def test_a_step_that_returns_text_fails_with_the_reason(freeride_env, tmp_path):
     p = subprocess.run([sys.executable, str(script)], env=freeride_env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 1, p.stderr
     assert "step() returned str '3': return a StepResult or a number of units" in p.stderr, p.stderr
+
+
+def _running(command: str) -> bool:
+    """Whether a process whose command line starts with `command` runs (zombies aside): the
+    task's own `sleep`, not task-profile, whose arguments hold the same text."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if cmdline.startswith(command) and state != "Z":
+            return True
+    return False
+
+
+def _wait_until(predicate, what: str) -> None:
+    deadline = time.monotonic() + 60  # a hang guard only
+    while time.monotonic() < deadline and not predicate():
+        time.sleep(0.05)
+    assert predicate(), what
+
+
+@pytest.mark.parametrize("ending", ["timeout", "SIGTERM", "SIGINT"])
+def test_task_profile_leaves_nothing_of_the_task_running(build_dir, tmp_path, ending):
+    """The task and what it started (a shell's children, Python's workers) end with the
+    profile: on --timeout only the shell was killed, and a SIGTERM to `task-profile` (a batch
+    system's, `timeout`'s) left the whole task running, orphaned."""
+    marker = f"3030{['timeout', 'SIGTERM', 'SIGINT'].index(ending)}.{os.getpid()}"
+    command = [str(build_dir / "freeride"), "task-profile", "-o", str(tmp_path / "p.json"), "--seconds", "1",
+               *(["--timeout", "2"] if ending == "timeout" else []), "--", "/bin/sh", "-c",
+               f"sleep {marker}; true"]
+    p = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_until(lambda: _running(f"sleep {marker}"), "the task never started")
+        if ending != "timeout":
+            p.send_signal(getattr(signal, ending))
+        assert p.wait(timeout=120) != 0
+        _wait_until(lambda: not _running(f"sleep {marker}"), f"the task's child outlived task-profile ({ending})")
+    finally:
+        p.kill()
+        subprocess.run(["pkill", "-f", f"sleep {marker}"])

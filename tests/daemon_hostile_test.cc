@@ -639,6 +639,13 @@ TEST(HostileCli, TheExampleStageSaysItsUsageAndRefusesALoneOption) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ran")) << "refused before the run";
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("cannot write the profile to /nonexistent/x.json"), std::string::npos) << r.err;
+  // A directory as the profile's path was found only after the whole run.
+  r = RunShell(std::string(FREERIDE_BIN) + " task-profile --seconds 0.1 -o " + dir.path() +
+                   " -- /bin/sh -c 'touch " + dir.path() + "/ran'",
+               dir.path());
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ran")) << "refused before the run";
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("it is a directory; give a file's path"), std::string::npos) << r.err;
   // An empty socket is one no client reaches; an empty state directory meant the default.
   r = RunShell(std::string(FREERIDE_BIN) + " daemon --allow-root --socket '' --state-dir " + dir.path() + "/s",
                dir.path());

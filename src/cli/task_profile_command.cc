@@ -75,6 +75,11 @@ int RunTaskProfile(const TaskProfileArgs& args) {
                          "this user can write\n", output, parent.string());
       return 2;
     }
+    if (std::filesystem::is_directory(output, ec)) {
+      fmt::print(stderr, "freeride task-profile: cannot write the profile to {}: it is a directory; give "
+                         "a file's path\n", output);
+      return 2;
+    }
   }
   // Alone for --seconds through the environment, not appended arguments,
   // which a task that parses its own (argparse) would refuse.

@@ -196,7 +196,11 @@ LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
     int status;
     waitpid(pid, &status, 0);
     if (request.cgroup) request.cgroup->Remove();
-    return {-1, fmt::format("the task could not start: {} failed: {}", FailureStage(failure.stage),
+    // Named: a working directory that vanished, or an executable's path.
+    const std::string what = failure.stage == 2   ? fmt::format(" {}", request.working_dir)
+                             : failure.stage == 3 ? fmt::format(" {}", request.executable)
+                                                  : std::string();
+    return {-1, fmt::format("the task could not start: {}{} failed: {}", FailureStage(failure.stage), what,
                             std::strerror(failure.error))};
   }
   if (request.stop_after_exec) {

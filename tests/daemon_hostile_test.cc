@@ -601,6 +601,14 @@ TEST(HostileCli, UsageErrorsAreStatus2AndOutputIsWrittenOrFailed) {
                dir.path());
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("cannot write the output: No space left on device"), std::string::npos) << r.err;
+  // Larger than stdio's buffer, the failure meets fmt::print mid-output (it
+  // throws): the same status and reason, not "internal error", status 3.
+  for (const char* big : {"--stages 16 --microbatches 2000", "--stages 4 --microbatches 64 --json"}) {
+    r = RunShell("sh -c '" + std::string(FREERIDE_BIN) + " schedule " + big + " > /dev/full'", dir.path());
+    EXPECT_EQ(r.status, 1) << big << r.err;
+    EXPECT_NE(r.err.find("cannot write the output"), std::string::npos) << big << r.err;
+    EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << big << r.err;
+  }
 }
 
 // The example stage read its options in pairs: a lone --help was skipped,

@@ -25,6 +25,33 @@ TEST(ProgressWatch, ACaptureGroupIsTheProgressSoFar) {
   EXPECT_EQ(watch.progress(), 100);
 }
 
+// A capture whose last number is negative (a date, "3-100") is no count of
+// work: the line is not a progress line, as a progress file's is not, and
+// the event log never gets a negative progress.
+TEST(ProgressWatch, ANegativeCaptureIsNoProgress) {
+  ProgressWatch watch(R"(step ([\d-]+))", {}, "");
+  watch.Feed("step 7\n");
+  EXPECT_EQ(watch.progress(), 7);
+  watch.Feed("step 3-100\nstep 2024-06-01\n");
+  EXPECT_EQ(watch.progress(), 7);
+  watch.Feed("step 8\n");
+  EXPECT_EQ(watch.progress(), 8);
+}
+
+// A log emptied in place (--task-log-max-size) and written past its old
+// length before the next poll was taken for more of the old file: the
+// reading went on from the old offset and skipped the new progress line.
+TEST(ProgressWatch, AnOutputEmptiedInPlaceIsReadFromItsStart) {
+  TempDir dir;
+  const std::string out = dir.path() + "/stdout.log";
+  ProgressWatch watch(R"(step (\d+))", {out}, "");
+  std::ofstream(out, std::ios::app) << "step 5\n";
+  EXPECT_EQ(watch.Poll(), 5);
+  std::ofstream(out, std::ios::trunc) << "step 9\n" << std::string(40, 'x') << "\n";
+  watch.Emptied(out);
+  EXPECT_EQ(watch.Poll(), 9);
+}
+
 TEST(ProgressWatch, WithoutAGroupEachMatchingLineCountsOne) {
   ProgressWatch watch("generated .* batches", {}, "");
   watch.Feed("generated 1 batches\nwarning: slow\ngenerated 2 batches\n");

@@ -91,7 +91,6 @@ TEST(EventLogReader, NegativeUnitsProgressRatesAndTimesAreBadLines) {
   const std::string lines[] = {
       R"({"type":"step","lane":0,"task_id":1,"start_ns":1,"end_ns":2,"units":-5})",
       R"({"type":"step","lane":0,"task_id":1,"start_ns":1,"end_ns":2,"units":1,"overrun_ns":-1})",
-      R"({"type":"transition","task_id":1,"to":"PAUSED","progress":-90})",
       R"({"type":"transition","task_id":1,"to":"PAUSED","progress":9,"alone_rate_per_s":-1000})",
       R"({"type":"bubble","lane":0,"slot":1,"seq":3,"begin_ns":1,"end_ns":10,"harvested_ns":-4})",
       R"({"type":"bubble","lane":0,"slot":1,"seq":3,"begin_ns":1,"end_ns":10,"allowed_ns":-4})",
@@ -106,6 +105,14 @@ TEST(EventLogReader, NegativeUnitsProgressRatesAndTimesAreBadLines) {
       R"({"type":"step","lane":0,"task_id":1,"start_ns":1,"end_ns":2,"units":0})" "\n", "events.jsonl");
   EXPECT_EQ(zero.skipped_lines, 0u) << "no work is a count";
   EXPECT_EQ(zero.steps.size(), 1u);
+  // An older daemon's negative progress (a regex's capture of "3-100") reads
+  // as none, keeping the line's states.
+  EventLogData older = ParseEventLog(
+      R"({"type":"transition","task_id":1,"name":"t","to":"FINISHED","progress":-100})" "\n", "events.jsonl");
+  EXPECT_EQ(older.skipped_lines, 0u);
+  ASSERT_EQ(older.tasks.count(1), 1u);
+  EXPECT_EQ(older.tasks[1].last_state, "FINISHED");
+  EXPECT_EQ(older.tasks[1].progress, 0);
 }
 
 // A daemon killed mid-write leaves a cut last line; the next daemon's first

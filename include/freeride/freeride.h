@@ -216,7 +216,10 @@ int64_t freeride_task_step_estimate_ns(const freeride_task* task);
 const char* freeride_task_checkpoint_dir(const freeride_task* task);
 
 /* Reports the end of the task: ok != 0 for success.  Hands the bubble back
- * too, leaving the rest to any other task (as freeride_task_yield_idle). */
+ * too, leaving the rest to any other task (as freeride_task_yield_idle).
+ * Call it once the work and its results are saved: a process that dies
+ * after a success reported here is FINISHED, not run again (its
+ * checkpoint, if any, is taken to be deleted). */
 void freeride_task_finished(freeride_task* task, int ok);
 
 /* Releases the handle.  NULL is allowed. */

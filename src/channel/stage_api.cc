@@ -3,10 +3,8 @@
 // takes the stage's marks_mutex, which only a mark written at the same
 // moment by another thread of the stage (a host function, the gate marks'
 // watcher) holds.
-#include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
@@ -36,22 +34,6 @@ void MaybeReattach(freeride_stage* stage, Nanos now) {
   }
   std::string error;
   if (stage->segment.Open(stage->segment_path, /*writable=*/true, &error)) {
-    // Another live process marks this lane (two ranks given one lane): its
-    // marks and ours would interleave in one ring, and our close would end
-    // its bubble and clear its pid.  This one stays detached (marks
-    // nothing) until that process is gone.
-    const int64_t holder = stage->segment.layout()->stage_pid.load();
-    if (holder > 0 && holder != getpid() && (kill(static_cast<pid_t>(holder), 0) == 0 || errno == EPERM)) {
-      stage->segment.Close();
-      if (!stage->warned_lane_taken) {
-        stage->warned_lane_taken = true;
-        std::fprintf(stderr,
-                     "freeride: %s is marked by another live process (pid %lld); this one marks "
-                     "nothing while it lives (two ranks on one lane? check the lane or LOCAL_RANK)\n",
-                     stage->segment_path.c_str(), static_cast<long long>(holder));
-      }
-      return;
-    }
     stage->segment.set_env(stage->env);
     stage->segment.layout()->stage_pid.store(getpid());
     stage->segment.layout()->stage_heartbeat_ns.store(now);
@@ -142,8 +124,8 @@ void freeride_stage_close(freeride_stage* stage) {
     std::lock_guard<std::mutex> lock(stage->marks_mutex);
     if (stage->segment.is_open()) {
       stage->segment.WriteEndNow();
-      // Cleared only if still ours: a stage that took the lane after this
-      // one's process was taken for gone keeps its pid.
+      // Cleared only if still ours: a stage that took the lane since keeps
+      // its pid (else the lane shows no stage while one marks).
       int64_t mine = getpid();
       stage->segment.layout()->stage_pid.compare_exchange_strong(mine, 0);
     }

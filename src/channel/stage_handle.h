@@ -41,7 +41,6 @@ struct freeride_stage {
   freeride::Env* env = freeride::Env::Default();
   std::string segment_path;
   bool disabled = false;
-  bool warned_lane_taken = false;  // another live process marks the lane: said once
   freeride::LaneSegment segment;
   freeride::Nanos next_check_ns = 0;
   // A ring: a record is reused kPendingMarks marks later, by when the

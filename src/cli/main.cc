@@ -42,6 +42,12 @@ int main(int argc, char** argv) {
     freeride::Say(stderr, "freeride: out of memory: give smaller inputs, or run where there is more\n");
     return 1;
   } catch (const std::exception& e) {
+    // fmt::print throws once stdio meets a failed write (output larger than
+    // its buffer, to a full disk): that is the output's failure, status 1.
+    if (std::ferror(stdout)) {
+      freeride::Say(stderr, "freeride: cannot write the output: {}\n", e.what());
+      return 1;
+    }
     freeride::Say(stderr, "freeride: internal error: {}\n", e.what());
     return 3;
   }

@@ -92,8 +92,17 @@ int RunTaskProfile(const TaskProfileArgs& args) {
   }
   fmt::print(stderr, "freeride task-profile: running '{}' alone for {} s after its setup\n",
              fmt::join(args.command, " "), args.seconds);
+  // The ending signals wait until the task's group is known and their
+  // handler set: one arriving in between would end this command by default
+  // and leave the task's children running.
+  sigset_t ending, before;
+  sigemptyset(&ending);
+  for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&ending, signal_number);
+  sigprocmask(SIG_BLOCK, &ending, &before);
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
+    sigprocmask(SIG_SETMASK, &before, nullptr);
     fmt::print(stderr, "freeride task-profile: fork: {}\n", std::strerror(errno));
     close(fds[0]);
     close(fds[1]);
@@ -101,10 +110,13 @@ int RunTaskProfile(const TaskProfileArgs& args) {
   }
   if (pid == 0) {
     // A group of its own, ended with this command (below), and ended with
-    // it if this command is killed outright.  Its input is /dev/null, as a
-    // daemon's task's is: outside the terminal's group, a read would stop it.
+    // it if this command is killed outright (unless that came first).  Its
+    // input is /dev/null, as a daemon's task's is: outside the terminal's
+    // group, a read would stop it.
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    sigprocmask(SIG_SETMASK, &before, nullptr);
     if (const int null_fd = open("/dev/null", O_RDONLY); null_fd >= 0) {
       dup2(null_fd, STDIN_FILENO);
       close(null_fd);
@@ -128,6 +140,7 @@ int RunTaskProfile(const TaskProfileArgs& args) {
   setpgid(pid, pid);  // also here: whichever of the two runs first
   task_group = pid;
   for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) signal(signal_number, EndTaskGroupAndExit);
+  sigprocmask(SIG_SETMASK, &before, nullptr);
   const bool sample_gpu = CommandExists("nvidia-smi");
   uint64_t process_gpu_bytes = 0;
   std::string out, last_result;

@@ -112,7 +112,9 @@ void ProgressWatch::Match(Output& output, std::string_view line) {
   }
   re2::StringPiece group;
   if (!RE2::PartialMatch(text, *regex_, &group)) return;
-  if (auto value = LastNumber(std::string_view(group.data(), group.size()))) {
+  // A negative value is no count of work (a date's "2024-06-01" reads -1),
+  // as in a progress file: the line is not a progress line.
+  if (auto value = LastNumber(std::string_view(group.data(), group.size())); value && *value >= 0) {
     output.shown = *value;
     output.counted += 1;
     output.shown_seq = ++matches_;
@@ -149,6 +151,17 @@ void ProgressWatch::Sum() {
   if (!carrier) return;
   if (counted_) progress_ = carrier->counted;
   else if (carrier->shown) progress_ = carrier->shown;
+}
+
+void ProgressWatch::Emptied(const std::string& path) {
+  for (Output& output : outputs_)
+    if (output.path == path) {
+      // Without this, output written past the old offset before the next
+      // poll was taken for more of the old file and skipped.
+      output.offset = 0;
+      output.partial.clear();
+      output.ended_at_cr = false;
+    }
 }
 
 void ProgressWatch::Read(Output& output) {

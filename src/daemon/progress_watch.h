@@ -58,6 +58,10 @@ class ProgressWatch {
   std::optional<double> Poll();
   // The same, from text given (output `output`'s new bytes): for tests.
   void Feed(std::string_view bytes, size_t output = 0);
+  // The output at `path` was emptied in place (daemon/task_logs.h): it is
+  // read from its start from now on, and a line cut by the emptying is
+  // dropped.  Call between Polls, on the polling thread.
+  void Emptied(const std::string& path);
   std::optional<double> progress() const { return progress_; }
 
  private:

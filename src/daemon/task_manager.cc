@@ -618,8 +618,10 @@ void TaskManager::TrimTaskLogs() {
       const std::string path = task_dir(id) + "/" + name;
       std::string error;
       const bool trimmed = TrimTaskLog(path, options_.task_log_max_bytes, &error);
-      if (error.empty()) continue;
       std::lock_guard<std::mutex> lock(mu_);
+      if (Record* record = ByIdLocked(id); trimmed && record && record->progress_watch)
+        record->progress_watch->Emptied(path);  // this thread polls it: no poll in between
+      if (error.empty()) continue;
       if (!log_trim_complained_.insert(id).second) continue;  // once a task
       Say(stderr, "freeride daemon: task {}'s {} passed --task-log-max-size: {}{}\n", id, name, error,
           trimmed ? "; emptied without keeping its tail" : "");
@@ -1018,6 +1020,11 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
   }
   runtime->segment->Acknowledge();  // wakes a lane waiting on this task
   std::string stderr_tail = ReadFileTail(task_dir(exit.task_id) + "/stderr.log", kStderrTailBytes);
+  // Trimmed just before the end (daemon/task_logs.h): the rest of the tail,
+  // the traceback of a crash, is in the kept half.
+  if (stderr_tail.size() < kStderrTailBytes)
+    stderr_tail = ReadFileTail(task_dir(exit.task_id) + "/stderr.log.1", kStderrTailBytes - stderr_tail.size()) +
+                  stderr_tail;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Record* found = ByIdLocked(exit.task_id);

@@ -1,5 +1,7 @@
 #include "events/event_reader.h"
 
+#include <algorithm>
+
 namespace freeride::events {
 namespace {
 
@@ -115,7 +117,9 @@ TransitionEvent ReadTransitionEvent(dom::object o) {
   t.from = ParseState(StringFieldOr(o, "from"));
   t.to = ParseState(StringFieldOr(o, "to"));
   t.reason = StringFieldOr(o, "reason");
-  t.progress = NonNegative(DoubleFieldOr(o, "progress", 0));
+  // A log an older daemon wrote may hold a negative progress (a regex's
+  // capture of "3-100"): counted as none, and the line's states are kept.
+  t.progress = std::max(0.0, DoubleFieldOr(o, "progress", 0));
   t.steps = static_cast<uint64_t>(IntFieldOr(o, "steps", 0));
   t.unit = StringFieldOr(o, "unit");
   t.alone_rate_per_s = NonNegative(DoubleFieldOr(o, "alone_rate_per_s", 0));

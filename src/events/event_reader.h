@@ -2,8 +2,8 @@
 // Each Read* throws simdjson::simdjson_error when a required key is missing
 // or of the wrong type, or the values contradict each other (an end before
 // its begin), or a count, rate or time no writer makes negative is (units,
-// progress, alone rate, harvested/allowed/overrun time): the caller counts
-// the line as skipped.  Keys a newer writer
+// alone rate, harvested/allowed/overrun time): the caller counts the line
+// as skipped.  A negative progress reads as 0 (older daemons wrote one).  Keys a newer writer
 // added are ignored; keys an older one did not write take their defaults;
 // a state, verdict or end this reader does not know is left unset.  Any
 // thread; no shared state.

@@ -123,8 +123,12 @@ void ValidateSimConfig(const SimConfig& c) {
     }
     const ScheduleTimeline timed =
         TimeSchedule(c.schedule, c.stages, c.microbatches, slowest, 1e-9, c.VirtualStages());
+    // Every pipeline waits for the slowest at the all-reduce: an iteration
+    // is slowed when any of its GPUs straggles.
+    const double any_straggles =
+        1 - std::pow(1 - c.straggler_prob, static_cast<double>(c.Gpus()));
     const double idle_ms = timed.iteration * timed.bubble_fraction *
-                               (c.straggler_prob > 0 ? c.straggler_slowdown : 1) * (1 + c.jitter_cv) +
+                               (1 + any_straggles * (c.straggler_slowdown - 1)) * (1 + c.jitter_cv) +
                            c.allreduce_ms + c.optimizer_ms;
     double shortest_step_ms = c.tasks.front().step_ms_p50;
     for (const SimTask& t : c.tasks) shortest_step_ms = std::min(shortest_step_ms, t.step_ms_p50);

@@ -90,6 +90,10 @@ int WholeNumberIn(double value, int lo, int hi, std::string_view what, const std
   return static_cast<int>(value);
 }
 
+// The largest whole number a double holds exactly (2^53): ids and byte
+// counts read as doubles are checked against it.
+constexpr double kMostExact = 9007199254740992.0;
+
 // A device or stream id: a whole number from `lo` to `hi`, or the event is
 // malformed (its message gives the event's position); -1 when absent.  A
 // JSON integer is read as one (a double would round ids past 2^53); one
@@ -105,7 +109,6 @@ int64_t IdField(dom::object object, std::string_view key, int64_t lo, int64_t hi
   if (e.is_int64()) return in_range(e.get_int64().value());
   if (e.is_uint64()) throw simdjson::simdjson_error(simdjson::NUMBER_OUT_OF_RANGE);  // past INT64_MAX
   const double v = *NumberField(object, key);
-  constexpr double kMostExact = 9007199254740992.0;  // 2^53
   if (!(v >= -kMostExact && v <= kMostExact) || v != std::floor(v))
     throw simdjson::simdjson_error(simdjson::NUMBER_OUT_OF_RANGE);
   return in_range(static_cast<int64_t>(v));
@@ -118,7 +121,7 @@ int64_t IdField(dom::object object, std::string_view key, int64_t lo, int64_t hi
 std::optional<uint64_t> ByteCountField(dom::object object, std::string_view key) {
   const std::optional<double> v = NumberField(object, key);
   if (!v) return std::nullopt;
-  if (!(*v >= 0 && *v <= 9007199254740992.0)) throw simdjson::simdjson_error(simdjson::NUMBER_OUT_OF_RANGE);
+  if (!(*v >= 0 && *v <= kMostExact)) throw simdjson::simdjson_error(simdjson::NUMBER_OUT_OF_RANGE);
   return static_cast<uint64_t>(*v);
 }
 

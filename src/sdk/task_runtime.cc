@@ -15,6 +15,7 @@
 
 #include "base/clock.h"
 #include "base/files.h"
+#include "channel/step_accounting.h"
 #include "freeride/task.h"
 #include "policy/quantile.h"
 #include "sdk/checkpoint_progress.h"
@@ -68,10 +69,10 @@ bool SaveCheckpoint(IterativeTask& task, TaskChannel& channel) {
 
 // A step's units are summed into the task's progress and valued at its alone
 // rate: a negative or not-a-number count (a NaN loss returned as units) would
-// make every figure built on them wrong, so it counts as 0 units, as the
-// daemon counts it, and the task's stderr says so once.
+// make every figure built on them wrong, so it counts as 0 units, by the
+// daemon's own rule (PlausibleUnits), and the task's stderr says so once.
 double CountedUnits(const StepResult& r, bool* warned) {
-  if (std::isfinite(r.units) && r.units >= 0) return r.units;
+  if (PlausibleUnits(r.units)) return r.units;
   if (!*warned) {
     *warned = true;
     std::fprintf(stderr,

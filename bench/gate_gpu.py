@@ -200,11 +200,14 @@ PROGRAMS = {
 # The built-in tasks with steps of 0.5 ms of work (--step-ms), shorter than the 1-3 ms bubbles
 # of the interleaved, ZBV and GPipe profiles (2 ms steps do not fit them with the close margin).
 PROGRAMS.update({f"{name}-short": ([*PROGRAMS[name][0][:-1], "0.5"], PROGRAMS[name][1]) for name in ("pagerank", "sgd")})
+# The built-in tasks at 2 ms steps even behind the gate (--fixed-steps): by default a task stepping
+# alone behind one aims at a third of the lane's median bubble (tasks/common/bubble_windows.h).
+PROGRAMS.update({f"{name}-fixed": ([*PROGRAMS[name][0], "--fixed-steps"], PROGRAMS[name][1]) for name in ("pagerank", "sgd")})
 # A program that counts the same unit as another.  bench/gate_rows.py values its work at the higher
 # of their rates alone (an iteration of pagerank-short is a PageRank iteration, and its 0.5 ms steps
 # run slower alone than 2 ms ones, so its own reading would credit the shorter steps' own cost);
 # this script's own rows, read alone, value it at its own reading: compare them through gate_rows.
-SAME_UNIT_AS = {f"{name}-short": name for name in ("pagerank", "sgd")}
+SAME_UNIT_AS = {f"{name}-{kind}": name for name in ("pagerank", "sgd") for kind in ("short", "fixed")}
 # What the daemon is told of each program's progress (--progress-regex): its
 # pattern's count, without the time that the bench reads from each line.
 DAEMON_PROGRESS = {name: pattern.split(".* at ")[0] for name, (_, pattern) in PROGRAMS.items()}

@@ -2,6 +2,7 @@
 // "work plan"): from measured chunk times, learn the cost of one work item
 // and size the next chunk to fill --step-ms.  Pure; time is passed in.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -45,6 +46,10 @@ class StepSizer {
 
   // Takes the rule for slow chunks from now on (what was learned stays).
   void set_slow_chunks(SlowChunks slow) { slow_ = slow; }
+  SlowChunks slow_chunks() const { return slow_; }
+  // Aims at `target_ns` from the next Record on (what was learned stays).
+  void set_target_ns(int64_t target_ns) { target_ns_ = std::max<int64_t>(1, target_ns); }
+  int64_t target_ns() const { return target_ns_; }
 
   int64_t next_items() const { return next_; }
 

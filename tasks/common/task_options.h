@@ -11,6 +11,7 @@ namespace freeride::tasks {
 struct CommonTaskOptions {
   std::string device = "auto";  // cpu, cuda or auto
   double step_ms = 2;           // time budget of one step
+  bool fixed_steps = false;     // steps of step_ms even behind a GPU gate (common/bubble_windows.h)
 };
 
 inline void AddCommonTaskOptions(CLI::App& app, CommonTaskOptions* o) {
@@ -18,6 +19,9 @@ inline void AddCommonTaskOptions(CLI::App& app, CommonTaskOptions* o) {
   app.add_option("--step-ms", o->step_ms, "Time budget of one step")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_flag("--fixed-steps", o->fixed_steps,
+               "Steps of --step-ms even when stepping alone behind a lane's GPU gate (by default such "
+               "a task aims at a third of the lane's median bubble, 0.5 ms at least, --step-ms at most)");
 }
 
 // The main() of a built-in task, after it has declared its own options on

@@ -12,10 +12,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <memory>
 
 #include "base/files.h"
 #include "common/gpu.h"
+#include "common/bubble_windows.h"
 #include "common/step_sizer.h"
 #include "common/task_options.h"
 #include "freeride/task.h"
@@ -135,6 +137,7 @@ class ImageTask : public IterativeTask {
     }
     transformer_ = MakeImageTransformer(device_, watermark_);
     step_ns_ = static_cast<int64_t>(o_.common.step_ms * 1e6);
+    bubble_steps_.emplace(step_ns_, o_.common.fixed_steps);
     std::fprintf(stderr,
                  "image: %zu images%s, output width %d height %d (0: keep aspect), watermark "
                  "%dx%d at opacity %.2f, on %s\n",
@@ -145,6 +148,8 @@ class ImageTask : public IterativeTask {
   StepResult Step() override {
     // Only the transform runs on the GPU: decoding and encoding are the CPU's.
     if (steps_++ == 0) sizers_[kTransform].set_slow_chunks(SlowChunksForThisStep(device_ == Device::kCuda));
+    // Behind a gate, the step's budget is a share of the lane's bubbles.
+    if (sizers_[kTransform].slow_chunks() == SlowChunks::kOutvoted) step_ns_ = bubble_steps_->TargetNs();
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     double units = 0;
@@ -354,6 +359,7 @@ class ImageTask : public IterativeTask {
   Image watermark_;
   std::vector<Source> sources_;
   std::unique_ptr<ImageTransformer> transformer_;
+  std::optional<BubbleSizedSteps> bubble_steps_;  // the step time aimed at behind a gate
   StepSizer sizers_[3] = {{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}};
   uint64_t steps_ = 0;
   int64_t step_ns_ = 0;

@@ -10,8 +10,10 @@
 #include <cstdio>
 #include <fstream>
 #include <numeric>
+#include <optional>
 
 #include "common/gpu.h"
+#include "common/bubble_windows.h"
 #include "common/step_sizer.h"
 #include "common/task_options.h"
 #include "freeride/task.h"
@@ -58,6 +60,7 @@ class PageRankTask : public IterativeTask {
     sizer_ = StepSizer(static_cast<int64_t>(o_.common.step_ms * 1e6), 1024 * vertex_work, 32 * kVertexWork,
                        WorkBefore(graph_, graph_.vertices));
     on_gpu_ = device == Device::kCuda;
+    bubble_steps_.emplace(static_cast<int64_t>(o_.common.step_ms * 1e6), o_.common.fixed_steps);
     std::fprintf(stderr, "pagerank: %lld vertices, %lld edges on %s, step budget %.2f ms\n",
                  static_cast<long long>(graph_.vertices), static_cast<long long>(graph_.edges()),
                  DeviceName(device), o_.common.step_ms);
@@ -65,6 +68,7 @@ class PageRankTask : public IterativeTask {
 
   StepResult Step() override {
     if (steps_++ == 0) sizer_.set_slow_chunks(SlowChunksForThisStep(on_gpu_));
+    if (sizer_.slow_chunks() == SlowChunks::kOutvoted) sizer_.set_target_ns(bubble_steps_->TargetNs());
     if (cursor_ == 0) engine_->BeginIteration();
     const int64_t end = ChunkEnd(graph_, cursor_, sizer_.next_items());
     sizer_.RunChunk(WorkBefore(graph_, end) - WorkBefore(graph_, cursor_),
@@ -123,6 +127,7 @@ class PageRankTask : public IterativeTask {
   Graph graph_;
   std::unique_ptr<PageRankEngine> engine_;
   StepSizer sizer_{1, 1, 1, 1};
+  std::optional<BubbleSizedSteps> bubble_steps_;  // the step time aimed at behind a gate
   bool on_gpu_ = false;
   uint64_t steps_ = 0;
   int64_t cursor_ = 0;

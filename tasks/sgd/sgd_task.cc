@@ -7,8 +7,10 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 
 #include "common/gpu.h"
+#include "common/bubble_windows.h"
 #include "common/step_sizer.h"
 #include "common/task_options.h"
 #include "freeride/task.h"
@@ -47,6 +49,7 @@ class SgdTask : public IterativeTask {
     total_ = static_cast<int64_t>(set_.ratings.size());
     sizer_ = StepSizer(static_cast<int64_t>(o_.common.step_ms * 1e6), 4096, 256, total_);
     on_gpu_ = device == Device::kCuda;
+    bubble_steps_.emplace(static_cast<int64_t>(o_.common.step_ms * 1e6), o_.common.fixed_steps);
     std::fprintf(stderr, "sgd: %d users, %d items, %lld ratings, rank %d on %s; RMSE %.4f\n",
                  set_.users, set_.items, static_cast<long long>(total_), o_.params.rank,
                  DeviceName(device), engine_->Rmse());
@@ -54,6 +57,7 @@ class SgdTask : public IterativeTask {
 
   StepResult Step() override {
     if (steps_++ == 0) sizer_.set_slow_chunks(SlowChunksForThisStep(on_gpu_));
+    if (sizer_.slow_chunks() == SlowChunks::kOutvoted) sizer_.set_target_ns(bubble_steps_->TargetNs());
     // The RMSE pass over all ratings is a step of its own, so that it does
     // not overrun the budget of an update step.
     if (epoch_done_) {
@@ -112,6 +116,7 @@ class SgdTask : public IterativeTask {
   RatingSet set_;
   std::unique_ptr<SgdEngine> engine_;
   StepSizer sizer_{1, 1, 1, 1};
+  std::optional<BubbleSizedSteps> bubble_steps_;  // the step time aimed at behind a gate
   bool on_gpu_ = false;
   uint64_t steps_ = 0;
   int64_t total_ = 0, cursor_ = 0;

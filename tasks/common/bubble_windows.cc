@@ -1,0 +1,45 @@
+#include "common/bubble_windows.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace freeride::tasks {
+
+void BubbleWindows::Record(uint32_t bubble, int64_t window_ns) {
+  if (window_ns <= 0 || last_bubble_ == bubble) return;
+  last_bubble_ = bubble;
+  windows_[next_slot_] = window_ns;
+  next_slot_ = (next_slot_ + 1) % kKept;
+  kept_ = std::min(kept_ + 1, kKept);
+}
+
+int64_t BubbleWindows::MedianNs() const {
+  if (kept_ == 0) return 0;
+  std::array<int64_t, kKept> sorted = windows_;
+  const int median = (kept_ - 1) / 2;
+  std::nth_element(sorted.begin(), sorted.begin() + median, sorted.begin() + kept_);
+  return sorted[median];
+}
+
+int64_t StepTargetForWindows(int64_t step_ns, int64_t median_window_ns) {
+  step_ns = std::max<int64_t>(1, step_ns);
+  if (median_window_ns <= 0) return step_ns;
+  return std::clamp(median_window_ns / kStepsPerWindow, std::min(kShortestStepNs, step_ns), step_ns);
+}
+
+BubbleSizedSteps::BubbleSizedSteps(int64_t step_ns, bool fixed) : step_ns_(step_ns) {
+  const char* path = std::getenv("FREERIDE_GATE_PAGE");
+  if (fixed || path == nullptr || *path == '\0') return;
+  if (!page_.Open(path, &error_)) page_.Close();
+}
+
+int64_t BubbleSizedSteps::TargetNs() {
+  if (!page_.is_open()) return step_ns_;
+  AheadAdmission ahead;
+  // An iteration's first bubble (watch only: nothing is queued ahead of it)
+  // is a bubble the task fills all the same.
+  if (ReadAheadAdmission(*page_.layout(), &ahead)) windows_.Record(ahead.bubble, ahead.until_ns - ahead.begin_ns);
+  return StepTargetForWindows(step_ns_, windows_.MedianNs());
+}
+
+}  // namespace freeride::tasks

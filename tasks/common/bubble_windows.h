@@ -1,0 +1,82 @@
+// The step time a built-in task that steps alone behind the lane's GPU gate
+// aims at: a share of the lane's bubbles, learned from the gate page.
+//
+// Behind a gate a task is not granted its steps, so it does not learn the
+// bubbles' lengths from its grants; but its GPU work is held until a bubble's
+// forecast rest fits it, so a step longer than the bubbles is held through
+// them, and 2 ms steps fill 1-3 ms bubbles badly (bench/results/
+// gate_h100_sizer_and_ranks.md: SGD on ZBV harvested 0.36 at 2 ms steps, 0.68
+// at 0.5 ms).  The daemon publishes each next bubble's forecast admission
+// window in the gate page (gate/gate_page.h, ReadAheadAdmission); the task
+// sizes its steps to a share of their median, at most --step-ms.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "gate/gate_page.h"
+
+namespace freeride::tasks {
+
+// The admission windows of a lane's last bubbles (pure).
+class BubbleWindows {
+ public:
+  static constexpr int kKept = 32;
+
+  // Records bubble `bubble`'s window: the time from its forecast begin to its
+  // admission deadline.  A bubble already recorded last, or a window of 0 or
+  // less (a bubble that admits nothing), is not.
+  void Record(uint32_t bubble, int64_t window_ns);
+
+  // The lower median of the recorded windows; 0 before the first.
+  int64_t MedianNs() const;
+  int count() const { return kept_; }
+
+ private:
+  std::array<int64_t, kKept> windows_{};
+  int kept_ = 0, next_slot_ = 0;
+  std::optional<uint32_t> last_bubble_;
+};
+
+// A step's share of the median window: a step of a third of it leaves on
+// average a sixth of each window unfilled at its end, where the gate holds
+// the step that would not fit.
+constexpr int kStepsPerWindow = 3;
+// The shortest step aimed at: 0.5 ms, the shortest measured behind the gate
+// (SGD kept 97% of its 2 ms steps' rate alone; shorter steps pay each step's
+// fixed cost more often).
+constexpr int64_t kShortestStepNs = 500'000;
+
+// The step time to aim at for `step_ns` (--step-ms) on bubbles whose median
+// window is `median_window_ns` (0: none known, `step_ns` itself): the
+// window's kStepsPerWindow-th share, within [min(kShortestStepNs, step_ns),
+// step_ns].  Pure.
+int64_t StepTargetForWindows(int64_t step_ns, int64_t median_window_ns);
+
+// The mechanism: reads the gate page named by FREERIDE_GATE_PAGE (where the
+// daemon launched the task on a gated lane) for each next bubble's window.
+// One thread (the task's stepping thread).
+class BubbleSizedSteps {
+ public:
+  // `step_ns`: --step-ms; `fixed`: --fixed-steps (always `step_ns`).  Maps
+  // the gate page if there is one; without one (or a page that cannot be
+  // opened: the reason is kept in error()) TargetNs() is `step_ns`.
+  BubbleSizedSteps(int64_t step_ns, bool fixed);
+
+  // The step time to aim at now: StepTargetForWindows over the windows the
+  // page has published so far (reads it once: a few atomic loads).
+  int64_t TargetNs();
+
+  bool watching() const { return page_.is_open(); }
+  const std::string& error() const { return error_; }
+  const BubbleWindows& windows() const { return windows_; }
+
+ private:
+  int64_t step_ns_;
+  GatePage page_;
+  BubbleWindows windows_;
+  std::string error_;
+};
+
+}  // namespace freeride::tasks

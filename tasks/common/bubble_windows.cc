@@ -1,6 +1,7 @@
 #include "common/bubble_windows.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 namespace freeride::tasks {
@@ -30,7 +31,11 @@ int64_t StepTargetForWindows(int64_t step_ns, int64_t median_window_ns) {
 BubbleSizedSteps::BubbleSizedSteps(int64_t step_ns, bool fixed) : step_ns_(step_ns) {
   const char* path = std::getenv("FREERIDE_GATE_PAGE");
   if (fixed || path == nullptr || *path == '\0') return;
-  if (!page_.Open(path, &error_)) page_.Close();
+  if (page_.Open(path, &error_)) return;
+  page_.Close();
+  // Said, since the steps then stay at --step-ms behind the gate.
+  std::fprintf(stderr, "freeride: cannot read the lane's gate page %s (%s): steps stay at --step-ms\n", path,
+               error_.c_str());
 }
 
 int64_t BubbleSizedSteps::TargetNs() {

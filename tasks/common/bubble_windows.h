@@ -61,7 +61,8 @@ class BubbleSizedSteps {
  public:
   // `step_ns`: --step-ms; `fixed`: --fixed-steps (always `step_ns`).  Maps
   // the gate page if there is one; without one (or a page that cannot be
-  // opened: the reason is kept in error()) TargetNs() is `step_ns`.
+  // opened: the reason is kept in error() and said on stderr) TargetNs() is
+  // `step_ns`.
   BubbleSizedSteps(int64_t step_ns, bool fixed);
 
   // The step time to aim at now: StepTargetForWindows over the windows the

@@ -201,7 +201,8 @@ PROGRAMS = {
 # of the interleaved, ZBV and GPipe profiles (2 ms steps do not fit them with the close margin).
 PROGRAMS.update({f"{name}-short": ([*PROGRAMS[name][0][:-1], "0.5"], PROGRAMS[name][1]) for name in ("pagerank", "sgd")})
 # The built-in tasks at 2 ms steps even behind the gate (--fixed-steps): by default a task stepping
-# alone behind one aims at a third of the lane's median bubble (tasks/common/bubble_windows.h).
+# alone behind one tries a third of the lane's median bubble against --step-ms and keeps the one that
+# does more work a bubble (tasks/common/step_target_chooser.h).
 PROGRAMS.update({f"{name}-fixed": ([*PROGRAMS[name][0], "--fixed-steps"], PROGRAMS[name][1]) for name in ("pagerank", "sgd")})
 # A program that counts the same unit as another.  bench/gate_rows.py values its work at the higher
 # of their rates alone (an iteration of pagerank-short is a PageRank iteration, and its 0.5 ms steps

@@ -38,13 +38,24 @@ BubbleSizedSteps::BubbleSizedSteps(int64_t step_ns, bool fixed) : step_ns_(step_
                error_.c_str());
 }
 
-int64_t BubbleSizedSteps::TargetNs() {
+int64_t BubbleSizedSteps::TargetNsAt(int64_t now_ns) {
   if (!page_.is_open()) return step_ns_;
   AheadAdmission ahead;
   // An iteration's first bubble (watch only: nothing is queued ahead of it)
   // is a bubble the task fills all the same.
-  if (ReadAheadAdmission(*page_.layout(), &ahead)) windows_.Record(ahead.bubble, ahead.until_ns - ahead.begin_ns);
-  return StepTargetForWindows(step_ns_, windows_.MedianNs());
+  if (ReadAheadAdmission(*page_.layout(), &ahead)) {
+    windows_.Record(ahead.bubble, ahead.until_ns - ahead.begin_ns);
+    latest_bubble_ = ahead.bubble;
+  }
+  const int64_t sized = StepTargetForWindows(step_ns_, windows_.MedianNs());
+  const StepChoice choice = chooser_.Choose(now_ns, latest_bubble_, WorthATrial(step_ns_, sized));
+  if (chooser_.TakeDecision())
+    std::fprintf(stderr,
+                 "freeride: behind the gate, steps of %.2f ms (--step-ms) did %.4g units a bubble, of %.2f ms "
+                 "(a third of the bubbles' median) %.4g: stepping at %s for %d s\n",
+                 step_ns_ / 1e6, chooser_.step_ms_work(), sized / 1e6, chooser_.bubble_sized_work(),
+                 StepChoiceName(choice), static_cast<int>(StepTargetChooser::kKeepNs / 1'000'000'000));
+  return choice == StepChoice::kBubbleSized ? sized : step_ns_;
 }
 
 }  // namespace freeride::tasks

@@ -15,6 +15,8 @@
 #include <optional>
 #include <string>
 
+#include "base/clock.h"
+#include "common/step_target_chooser.h"
 #include "gate/gate_page.h"
 
 namespace freeride::tasks {
@@ -54,9 +56,15 @@ constexpr int64_t kShortestStepNs = 500'000;
 // step_ns].  Pure.
 int64_t StepTargetForWindows(int64_t step_ns, int64_t median_window_ns);
 
+// Whether a bubble-sized target of `target_ns` is worth a trial against
+// `step_ns` (common/step_target_chooser.h): shorter by a fifth or more.
+constexpr bool WorthATrial(int64_t step_ns, int64_t target_ns) { return target_ns * 5 <= step_ns * 4; }
+
 // The mechanism: reads the gate page named by FREERIDE_GATE_PAGE (where the
-// daemon launched the task on a gated lane) for each next bubble's window.
-// One thread (the task's stepping thread).
+// daemon launched the task on a gated lane) for each next bubble's window,
+// and steps at --step-ms or at the bubble-sized target, whichever did more
+// work in its last trial (StepTargetChooser).  One thread (the task's
+// stepping thread).
 class BubbleSizedSteps {
  public:
   // `step_ns`: --step-ms; `fixed`: --fixed-steps (always `step_ns`).  Maps
@@ -65,18 +73,28 @@ class BubbleSizedSteps {
   // `step_ns`.
   BubbleSizedSteps(int64_t step_ns, bool fixed);
 
-  // The step time to aim at now: StepTargetForWindows over the windows the
-  // page has published so far (reads it once: a few atomic loads).
-  int64_t TargetNs();
+  // The step time to aim at now: `step_ns`, or StepTargetForWindows over
+  // the windows the page has published so far (reads it once: a few atomic
+  // loads), as the chooser says.  Each choice made from new trials is said
+  // on stderr, with the rates read.
+  int64_t TargetNs() { return TargetNsAt(MonotonicNow()); }
+  // The step just run did `units` of work (StepResult::units).
+  void Record(double units) { chooser_.Record(units); }
+
+  // The same at a given time (tests).
+  int64_t TargetNsAt(int64_t now_ns);
 
   bool watching() const { return page_.is_open(); }
   const std::string& error() const { return error_; }
   const BubbleWindows& windows() const { return windows_; }
+  const StepTargetChooser& chooser() const { return chooser_; }
 
  private:
   int64_t step_ns_;
   GatePage page_;
   BubbleWindows windows_;
+  StepTargetChooser chooser_;
+  uint32_t latest_bubble_ = 0;  // the number of the latest bubble forecast
   std::string error_;
 };
 

@@ -21,7 +21,8 @@ inline void AddCommonTaskOptions(CLI::App& app, CommonTaskOptions* o) {
       ->check(CLI::PositiveNumber);
   app.add_flag("--fixed-steps", o->fixed_steps,
                "Steps of --step-ms even when stepping alone behind a lane's GPU gate (by default such "
-               "a task aims at a third of the lane's median bubble, 0.5 ms at least, --step-ms at most)");
+               "a task tries a third of the lane's median bubble, 0.5 ms at least, against --step-ms "
+               "and keeps the one that does more work a bubble)");
 }
 
 // The main() of a built-in task, after it has declared its own options on

@@ -186,6 +186,7 @@ class ImageTask : public IterativeTask {
       w.row += static_cast<int>(rows);
       if (w.row == rows_in_phase) FinishPhase(w);
     }
+    bubble_steps_->Record(units);
     return {units, false};
   }
 

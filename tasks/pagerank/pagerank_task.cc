@@ -74,6 +74,7 @@ class PageRankTask : public IterativeTask {
     sizer_.RunChunk(WorkBefore(graph_, end) - WorkBefore(graph_, cursor_),
                     [&] { engine_->ProcessVertices(cursor_, end); });
     double units = static_cast<double>(graph_.in_offsets[end] - graph_.in_offsets[cursor_]);
+    bubble_steps_->Record(units);
     cursor_ = end;
     if (cursor_ < graph_.vertices) return {units, false};
     cursor_ = 0;

@@ -70,6 +70,7 @@ class SgdTask : public IterativeTask {
     int64_t end = std::min(total_, cursor_ + sizer_.next_items());
     sizer_.RunChunk(end - cursor_, [&] { engine_->Update(cursor_, end); });
     double units = static_cast<double>(end - cursor_);
+    bubble_steps_->Record(units);
     cursor_ = end;
     if (cursor_ < total_) return {units, false};
     cursor_ = 0;

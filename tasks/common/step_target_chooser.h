@@ -1,0 +1,66 @@
+// Which step time a built-in task behind a lane's GPU gate steps at:
+// --step-ms, or the bubble-sized target (common/bubble_windows.h), chosen by
+// the work each does there.
+//
+// Which one does more is the task's own matter: on one H100 (bench/results/
+// gate_h100_bubble_steps.md) SGD, whose 2 ms step is one kernel that the gate
+// holds until a bubble's rest fits it, did 2.5 times the work at the
+// bubble-sized target on an interleaved 1F1B schedule, while PageRank, whose
+// step is several short kernels and each step a round trip from the host,
+// did a quarter less.  So the task tries each in turn and keeps the one that
+// did more work a bubble for kKeepNs, then tries both again (the bubbles may
+// have changed).  Work is counted a bubble, not a second, so that a pause of
+// the stage's marks (no bubbles, no work) does not count against the choice
+// being tried then.  Pure: time and bubbles are passed in; one thread.
+#pragma once
+#include <cstdint>
+
+namespace freeride::tasks {
+
+enum class StepChoice { kStepMs, kBubbleSized };
+
+const char* StepChoiceName(StepChoice choice);
+
+class StepTargetChooser {
+ public:
+  static constexpr int64_t kTrialNs = 1'000'000'000;   // each choice's trial lasts this long at least
+  static constexpr int64_t kSettleNs = 250'000'000;    // ... whose start is not counted: the sizer adapting
+  static constexpr uint32_t kTrialBubbles = 50;        // ... and counts this many bubbles at least
+  static constexpr int64_t kKeepNs = 30'000'000'000;   // how long the better one stands
+
+  // The choice to step at now (CLOCK_MONOTONIC ns); `bubble`: the number of
+  // the lane's latest bubble seen (the gate's sequence, which wraps).
+  // `differ`: whether the bubble-sized target differs enough from --step-ms
+  // to be worth a trial; while it does not, kStepMs and no trials.
+  StepChoice Choose(int64_t now_ns, uint32_t bubble, bool differ);
+
+  // The step just run did `units` of work (StepResult::units); counted in
+  // the trial under way once past its settling start.
+  void Record(double units);
+
+  // The work a bubble the last trials read: 0 before.
+  double step_ms_work() const { return work_[0]; }
+  double bubble_sized_work() const { return work_[1]; }
+  // True once (and until it is read) a choice was made from new trials.
+  bool TakeDecision() {
+    const bool made = decided_;
+    decided_ = false;
+    return made;
+  }
+
+ private:
+  enum class Phase { kNone, kTrial, kKept };
+  void StartTrial(int64_t now_ns, StepChoice choice);
+
+  Phase phase_ = Phase::kNone;
+  StepChoice current_ = StepChoice::kStepMs;
+  int64_t phase_start_ns_ = 0;
+  bool counting_ = false;         // the trial is past its settling start
+  uint32_t first_bubble_ = 0;     // ... and counts bubbles from this one
+  double counted_units_ = 0;
+  double work_[2] = {0, 0};
+  bool tried_both_ = false;  // the trial under way is the second of a pair
+  bool decided_ = false;
+};
+
+}  // namespace freeride::tasks

@@ -180,13 +180,20 @@ class ScopedVariable {
   const char* name_;
 };
 
-TEST(BubbleSizedSteps, ReadsEachNextBubblesWindowFromTheGatePage) {
+// A lane's gate page, as the daemon makes it, named by FREERIDE_GATE_PAGE.
+struct GatePageFixture {
+  GatePageFixture() {
+    std::string error;
+    if (!page.CreateOrOpen(dir.path() + "/gate", 0, &error)) ADD_FAILURE() << error;
+  }
   TempDir dir;
-  GatePage daemon_side;
-  std::string error;
-  const std::string path = dir.path() + "/gate";
-  ASSERT_TRUE(daemon_side.CreateOrOpen(path, 0, &error)) << error;
-  ScopedVariable page("FREERIDE_GATE_PAGE", path);
+  GatePage page;
+  ScopedVariable variable{"FREERIDE_GATE_PAGE", dir.path() + "/gate"};
+};
+
+TEST(BubbleSizedSteps, ReadsEachNextBubblesWindowFromTheGatePage) {
+  GatePageFixture gate;
+  GatePage& daemon_side = gate.page;
 
   BubbleSizedSteps steps(2 * kMs, /*fixed=*/false);
   ASSERT_TRUE(steps.watching()) << steps.error();
@@ -216,12 +223,8 @@ TEST(BubbleSizedSteps, ReadsEachNextBubblesWindowFromTheGatePage) {
 }
 
 TEST(BubbleSizedSteps, KeepsTheTargetThatDidMoreWorkABubbleAndSaysSo) {
-  TempDir dir;
-  GatePage daemon_side;
-  std::string error;
-  const std::string path = dir.path() + "/gate";
-  ASSERT_TRUE(daemon_side.CreateOrOpen(path, 0, &error)) << error;
-  ScopedVariable page("FREERIDE_GATE_PAGE", path);
+  GatePageFixture gate;
+  GatePage& daemon_side = gate.page;
   BubbleSizedSteps steps(2 * kMs, /*fixed=*/false);
   ASSERT_TRUE(steps.watching()) << steps.error();
   // 1.5 ms windows, one bubble every 2 ms; steps of 1 ms.  Steps at the

@@ -59,14 +59,14 @@ TEST(StepSizer, ANewTargetSizesTheNextChunkFromWhatWasLearned) {
 constexpr int64_t kSecond = 1'000'000'000;
 
 // Runs `chooser` from `*now` for `ns` in steps of 1 ms, a bubble every
-// 2 ms (`*bubble` counts them; none while `marks` is false), each step doing
+// 2 ms (`*bubbles` counts them; none while `marks` is false), each step doing
 // `units_per_ms[choice]` units; returns the last choice.
-StepChoice RunSteps(StepTargetChooser& chooser, int64_t* now, uint32_t* bubble, int64_t ns,
-                    const double units_per_ms[2], bool marks = true) {
+StepChoice RunSteps(StepTargetChooser& chooser, int64_t* now, uint64_t* bubbles, int64_t ns,
+                    const double units_per_ms[2], bool marks = true, bool differ = true) {
   StepChoice choice = StepChoice::kStepMs;
   for (const int64_t end = *now + ns; *now < end; *now += kMs) {
-    if (marks && (*now / kMs) % 2 == 0) ++*bubble;
-    choice = chooser.Choose(*now, *bubble, true);
+    if (marks && (*now / kMs) % 2 == 0) ++*bubbles;
+    choice = chooser.Choose(*now, *bubbles, differ);
     chooser.Record(marks ? units_per_ms[static_cast<int>(choice)] : 0);
   }
   return choice;
@@ -76,90 +76,115 @@ TEST(StepTargetChooser, TriesTheBubbleSizedTargetThenStepMsAndKeepsTheOneThatDid
   for (const bool bubble_sized_wins : {true, false}) {
     StepTargetChooser chooser;
     int64_t now = 7 * kSecond;
-    uint32_t bubble = 0xfffffff0u;  // the sequence wraps within the trial
+    uint64_t bubbles = 1000;
     const double units[2] = {bubble_sized_wins ? 100.0 : 300.0, bubble_sized_wins ? 250.0 : 120.0};
-    EXPECT_EQ(chooser.Choose(now, bubble, true), StepChoice::kBubbleSized);  // its trial first
-    RunSteps(chooser, &now, &bubble, StepTargetChooser::kTrialNs + kMs, units);
-    EXPECT_EQ(chooser.Choose(now, bubble, true), StepChoice::kStepMs);  // then --step-ms's
+    EXPECT_EQ(chooser.Choose(now, bubbles, true), StepChoice::kBubbleSized);  // its trial first
+    RunSteps(chooser, &now, &bubbles, StepTargetChooser::kTrialNs + kMs, units);
+    EXPECT_EQ(chooser.Choose(now, bubbles, true), StepChoice::kStepMs);  // then --step-ms's
     EXPECT_FALSE(chooser.TakeDecision());
-    RunSteps(chooser, &now, &bubble, StepTargetChooser::kTrialNs + kMs, units);
+    RunSteps(chooser, &now, &bubbles, StepTargetChooser::kTrialNs + kMs, units);
     const StepChoice kept = bubble_sized_wins ? StepChoice::kBubbleSized : StepChoice::kStepMs;
-    EXPECT_EQ(chooser.Choose(now, bubble, true), kept);
+    EXPECT_EQ(chooser.Choose(now, bubbles, true), kept);
     EXPECT_TRUE(chooser.TakeDecision());
     EXPECT_FALSE(chooser.TakeDecision());  // said once
     // Work a bubble: two steps a bubble.
     EXPECT_NEAR(chooser.step_ms_work(), 2 * units[0], 2 * units[0] * 0.01);
     EXPECT_NEAR(chooser.bubble_sized_work(), 2 * units[1], 2 * units[1] * 0.01);
     // Kept until kKeepNs has passed...
-    EXPECT_EQ(RunSteps(chooser, &now, &bubble, StepTargetChooser::kKeepNs - 2 * kMs, units), kept);
+    EXPECT_EQ(RunSteps(chooser, &now, &bubbles, StepTargetChooser::kKeepNs - 2 * kMs, units), kept);
     // ...then both are tried again, the other first.
     now += 2 * kMs;
-    EXPECT_NE(chooser.Choose(now, bubble, true), kept);
+    EXPECT_NE(chooser.Choose(now, bubbles, true), kept);
+    // The same outcome again is not said again.
+    RunSteps(chooser, &now, &bubbles, 2 * StepTargetChooser::kTrialNs + 4 * kMs, units);
+    EXPECT_EQ(chooser.Choose(now, bubbles, true), kept);
+    EXPECT_FALSE(chooser.TakeDecision());
   }
 }
 
 TEST(StepTargetChooser, APauseOfTheMarksCountsAgainstNeither) {
   StepTargetChooser chooser;
   int64_t now = 0;
-  uint32_t bubble = 0;
+  uint64_t bubbles = 0;
   const double units[2] = {100, 150};  // bubble-sized does more a bubble
-  chooser.Choose(now, bubble, true);
-  // Its trial: half of it a pause of the marks (no bubbles, no work)...
-  RunSteps(chooser, &now, &bubble, StepTargetChooser::kTrialNs / 2, units);
-  RunSteps(chooser, &now, &bubble, StepTargetChooser::kTrialNs, units, /*marks=*/false);
-  RunSteps(chooser, &now, &bubble, StepTargetChooser::kTrialNs / 2, units);
-  // ...and --step-ms's with none: bubble-sized still did more a bubble.
-  RunSteps(chooser, &now, &bubble, StepTargetChooser::kTrialNs + kMs, units);
-  EXPECT_EQ(chooser.Choose(now, bubble, true), StepChoice::kBubbleSized);
+  chooser.Choose(now, bubbles, true);
+  // Its trial, counted from 0.25 s: a pause of the marks (no bubbles, no
+  // work) from 0.3 to 0.8 s, then marks until it has counted enough...
+  RunSteps(chooser, &now, &bubbles, 300 * kMs, units);
+  RunSteps(chooser, &now, &bubbles, 500 * kMs, units, /*marks=*/false);
+  RunSteps(chooser, &now, &bubbles, 200 * kMs + 2 * kMs, units);
+  // ...then --step-ms's trial with no pause: bubble-sized still did more a bubble.
+  EXPECT_EQ(chooser.Choose(now, bubbles, true), StepChoice::kStepMs);
+  RunSteps(chooser, &now, &bubbles, StepTargetChooser::kTrialNs + 2 * kMs, units);
+  EXPECT_EQ(chooser.Choose(now, bubbles, true), StepChoice::kBubbleSized);
   EXPECT_NEAR(chooser.bubble_sized_work(), 300, 3);
+  EXPECT_NEAR(chooser.step_ms_work(), 200, 2);
 }
 
-TEST(StepTargetChooser, ATrialLastsUntilItHasCountedEnoughBubbles) {
+TEST(StepTargetChooser, ATrialWaitsForEnoughBubblesAndGivesUpWithoutThem) {
   StepTargetChooser chooser;
   int64_t now = 0;
-  uint32_t bubble = 0;
+  uint64_t bubbles = 0;
   const double units[2] = {100, 150};
-  chooser.Choose(now, bubble, true);
+  chooser.Choose(now, bubbles, true);
   // Two trial lengths with no bubble at all: the first trial goes on.
-  RunSteps(chooser, &now, &bubble, 2 * StepTargetChooser::kTrialNs, units, /*marks=*/false);
-  EXPECT_EQ(chooser.Choose(now, bubble, true), StepChoice::kBubbleSized);
+  RunSteps(chooser, &now, &bubbles, 2 * StepTargetChooser::kTrialNs, units, /*marks=*/false);
+  EXPECT_EQ(chooser.Choose(now, bubbles, true), StepChoice::kBubbleSized);
   // Enough bubbles: the trial of --step-ms follows.
-  RunSteps(chooser, &now, &bubble, 2 * kMs * StepTargetChooser::kTrialBubbles + 2 * kMs, units);
-  EXPECT_EQ(chooser.Choose(now, bubble, true), StepChoice::kStepMs);
+  RunSteps(chooser, &now, &bubbles, 2 * kMs * StepTargetChooser::kTrialBubbles + 2 * kMs, units);
+  EXPECT_EQ(chooser.Choose(now, bubbles, true), StepChoice::kStepMs);
+  // The lane stops forecasting bubbles: --step-ms's trial gives up and
+  // keeps --step-ms, unsaid, until trials are due again.
+  StepTargetChooser stalled;
+  now = 0;
+  stalled.Choose(now, bubbles, true);
+  RunSteps(stalled, &now, &bubbles, StepTargetChooser::kTrialLimitNs + 2 * kMs, units, /*marks=*/false);
+  EXPECT_EQ(stalled.Choose(now, bubbles, true), StepChoice::kStepMs);
+  EXPECT_FALSE(stalled.TakeDecision());
+  EXPECT_EQ(RunSteps(stalled, &now, &bubbles, StepTargetChooser::kKeepNs - 2 * kMs, units), StepChoice::kStepMs);
+  now += 2 * kMs;
+  EXPECT_EQ(stalled.Choose(now, bubbles, true), StepChoice::kBubbleSized);
 }
 
-TEST(StepTargetChooser, TheBubblesChangingTheirMindIsFollowed) {
+TEST(StepTargetChooser, TheBubblesChangingIsFollowedButAFlappingMedianRestartsNothing) {
   StepTargetChooser chooser;
   int64_t now = 0;
-  uint32_t bubble = 0;
+  uint64_t bubbles = 0;
   const double first[2] = {100, 300};  // bubble-sized does more
-  RunSteps(chooser, &now, &bubble, 2 * StepTargetChooser::kTrialNs + 4 * kMs, first);
-  EXPECT_EQ(chooser.Choose(now, bubble, true), StepChoice::kBubbleSized);
+  RunSteps(chooser, &now, &bubbles, 2 * StepTargetChooser::kTrialNs + 4 * kMs, first);
+  EXPECT_EQ(chooser.Choose(now, bubbles, true), StepChoice::kBubbleSized);
+  // The targets too alike for a trial now and then, while a choice is kept
+  // or tried: nothing changes.
+  EXPECT_EQ(chooser.Choose(now + kMs, bubbles, false), StepChoice::kBubbleSized);
   // The next trials find --step-ms doing more: it is kept.
   const double later[2] = {400, 50};
-  RunSteps(chooser, &now, &bubble, StepTargetChooser::kKeepNs + 2 * StepTargetChooser::kTrialNs + 4 * kMs, later);
-  EXPECT_EQ(chooser.Choose(now, bubble, true), StepChoice::kStepMs);
-  // Targets too alike for a trial: --step-ms, no trial; trials start afresh when they differ again.
-  EXPECT_EQ(chooser.Choose(now, bubble, false), StepChoice::kStepMs);
-  EXPECT_EQ(chooser.Choose(now + kMs, bubble, true), StepChoice::kBubbleSized);
+  RunSteps(chooser, &now, &bubbles, StepTargetChooser::kKeepNs + kSecond / 2, later);
+  EXPECT_EQ(chooser.Choose(now, bubbles, false), StepChoice::kStepMs);  // mid-trial (the other first)
+  // The pair of trials ends when it would have: the mid-trial call restarted nothing.
+  RunSteps(chooser, &now, &bubbles, 3 * kSecond / 2 + 4 * kMs, later);
+  EXPECT_EQ(chooser.Choose(now, bubbles, true), StepChoice::kStepMs);
+  EXPECT_TRUE(chooser.TakeDecision());
+  // Too alike when trials are due: --step-ms kept, no trial.
+  RunSteps(chooser, &now, &bubbles, StepTargetChooser::kKeepNs, later, true, /*differ=*/false);
+  EXPECT_EQ(chooser.Choose(now, bubbles, false), StepChoice::kStepMs);
 }
 
 TEST(StepTargetChooser, WorkAtATrialsStartAndNoWorkAtAllCountNothing) {
   StepTargetChooser chooser;
   int64_t now = 0;
-  uint32_t bubble = 0;
-  chooser.Choose(now, bubble, true);  // the bubble-sized trial
-  chooser.Record(1e9);               // in its settling start: not counted
-  chooser.Choose(StepTargetChooser::kSettleNs, bubble, true);
+  uint64_t bubbles = 0;
+  chooser.Choose(now, bubbles, true);  // the bubble-sized trial
+  chooser.Record(1e9);                 // in its settling start: not counted
+  chooser.Choose(StepTargetChooser::kSettleNs, bubbles, true);
   chooser.Record(-5);  // a negative count is no work
-  bubble += StepTargetChooser::kTrialBubbles;
+  bubbles += StepTargetChooser::kTrialBubbles;
   now = StepTargetChooser::kTrialNs;
-  chooser.Choose(now, bubble, true);  // --step-ms's trial: no steps at all (the gate held them)
-  chooser.Choose(now + StepTargetChooser::kSettleNs, bubble, true);
-  bubble += StepTargetChooser::kTrialBubbles;
+  chooser.Choose(now, bubbles, true);  // --step-ms's trial: no steps at all (the gate held them)
+  chooser.Choose(now + StepTargetChooser::kSettleNs, bubbles, true);
+  bubbles += StepTargetChooser::kTrialBubbles;
   now += StepTargetChooser::kTrialNs;
   // Both read 0: the tie keeps --step-ms.
-  EXPECT_EQ(chooser.Choose(now, bubble, true), StepChoice::kStepMs);
+  EXPECT_EQ(chooser.Choose(now, bubbles, true), StepChoice::kStepMs);
   EXPECT_EQ(chooser.bubble_sized_work(), 0);
   EXPECT_EQ(chooser.step_ms_work(), 0);
 }
@@ -245,6 +270,29 @@ TEST(BubbleSizedSteps, KeepsTheTargetThatDidMoreWorkABubbleAndSaysSo) {
   EXPECT_NE(said.find("stepping at --step-ms"), std::string::npos) << said;
   EXPECT_NEAR(steps.chooser().step_ms_work(), 60, 1);
   EXPECT_NEAR(steps.chooser().bubble_sized_work(), 20, 1);
+}
+
+TEST(BubbleSizedSteps, CountsBubblesAcrossTheStagesWrapAndANewStageProcess) {
+  GatePageFixture gate;
+  BubbleSizedSteps steps(2 * kMs, /*fixed=*/false);
+  ASSERT_TRUE(steps.watching()) << steps.error();
+  auto forecast = [&](uint32_t bubble) {
+    gate.page.PublishAhead({bubble, 0, kNow, kNow + 1'500'000});
+    steps.TargetNsAt(kNow);
+  };
+  forecast(0x7ffffffeu);
+  EXPECT_EQ(steps.bubbles_seen(), 0u);
+  forecast(0x80000000u);  // two on (the stage numbers in 31 bits; the forecast is one past)
+  EXPECT_EQ(steps.bubbles_seen(), 2u);
+  forecast(2);  // past the wrap: the stage skips 0
+  EXPECT_EQ(steps.bubbles_seen(), 4u);
+  forecast(5);  // unread ones between reads are counted
+  EXPECT_EQ(steps.bubbles_seen(), 7u);
+  forecast(5);  // the same one read again
+  EXPECT_EQ(steps.bubbles_seen(), 7u);
+  forecast(1000);
+  forecast(2);  // a new stage process numbers from 1 again: one bubble, not 2^31
+  EXPECT_EQ(steps.bubbles_seen(), 7u + 995u + 1u);
 }
 
 TEST(BubbleSizedSteps, WithoutAGatePageStepMsAndABadPageSaysWhy) {

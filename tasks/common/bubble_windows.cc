@@ -45,14 +45,20 @@ int64_t BubbleSizedSteps::TargetNsAt(int64_t now_ns) {
   // is a bubble the task fills all the same.
   if (ReadAheadAdmission(*page_.layout(), &ahead)) {
     windows_.Record(ahead.bubble, ahead.until_ns - ahead.begin_ns);
+    if (have_bubble_ && ahead.bubble != latest_bubble_) {
+      // The stage numbers its bubbles in 31 bits (channel/gate_marks.h).
+      const uint32_t step = (ahead.bubble - latest_bubble_) & 0x7fffffffu;
+      bubbles_seen_ += step > 0 && step <= kMostBubblesBetweenReads ? step : 1;
+    }
+    have_bubble_ = true;
     latest_bubble_ = ahead.bubble;
   }
   const int64_t sized = StepTargetForWindows(step_ns_, windows_.MedianNs());
-  const StepChoice choice = chooser_.Choose(now_ns, latest_bubble_, WorthATrial(step_ns_, sized));
+  const StepChoice choice = chooser_.Choose(now_ns, bubbles_seen_, WorthATrial(step_ns_, sized));
   if (chooser_.TakeDecision())
     std::fprintf(stderr,
                  "freeride: behind the gate, steps of %.2f ms (--step-ms) did %.4g units a bubble, of %.2f ms "
-                 "(a third of the bubbles' median) %.4g: stepping at %s for %d s\n",
+                 "(a third of the bubbles' median window) %.4g: stepping at %s (tried again every %d s)\n",
                  step_ns_ / 1e6, chooser_.step_ms_work(), sized / 1e6, chooser_.bubble_sized_work(),
                  StepChoiceName(choice), static_cast<int>(StepTargetChooser::kKeepNs / 1'000'000'000));
   return choice == StepChoice::kBubbleSized ? sized : step_ns_;

@@ -8,7 +8,8 @@
 // gate_h100_sizer_and_ranks.md: SGD on ZBV harvested 0.36 at 2 ms steps, 0.68
 // at 0.5 ms).  The daemon publishes each next bubble's forecast admission
 // window in the gate page (gate/gate_page.h, ReadAheadAdmission); the task
-// sizes its steps to a share of their median, at most --step-ms.
+// tries steps of a share of their median against --step-ms, and keeps the
+// one that does more (common/step_target_chooser.h).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -56,6 +57,10 @@ constexpr int64_t kShortestStepNs = 500'000;
 // step_ns].  Pure.
 int64_t StepTargetForWindows(int64_t step_ns, int64_t median_window_ns);
 
+// Most bubbles counted between two reads of the page; a larger step of the
+// bubble numbers is a new stage process numbering from 1 again (one bubble).
+constexpr uint32_t kMostBubblesBetweenReads = 65536;
+
 // Whether a bubble-sized target of `target_ns` is worth a trial against
 // `step_ns` (common/step_target_chooser.h): shorter by a fifth or more.
 constexpr bool WorthATrial(int64_t step_ns, int64_t target_ns) { return target_ns * 5 <= step_ns * 4; }
@@ -75,8 +80,8 @@ class BubbleSizedSteps {
 
   // The step time to aim at now: `step_ns`, or StepTargetForWindows over
   // the windows the page has published so far (reads it once: a few atomic
-  // loads), as the chooser says.  Each choice made from new trials is said
-  // on stderr, with the rates read.
+  // loads), as the chooser says.  The first choice, and each change of it,
+  // is said on stderr with the work a bubble each target did.
   int64_t TargetNs() { return TargetNsAt(MonotonicNow()); }
   // The step just run did `units` of work (StepResult::units).
   void Record(double units) { chooser_.Record(units); }
@@ -88,13 +93,18 @@ class BubbleSizedSteps {
   const std::string& error() const { return error_; }
   const BubbleWindows& windows() const { return windows_; }
   const StepTargetChooser& chooser() const { return chooser_; }
+  uint64_t bubbles_seen() const { return bubbles_seen_; }
 
  private:
   int64_t step_ns_;
   GatePage page_;
   BubbleWindows windows_;
   StepTargetChooser chooser_;
-  uint32_t latest_bubble_ = 0;  // the number of the latest bubble forecast
+  // Bubbles seen: the forecasts' bubble numbers (31 bits, numbered from 1
+  // again by a new stage process) counted into a count that only grows.
+  bool have_bubble_ = false;
+  uint32_t latest_bubble_ = 0;
+  uint64_t bubbles_seen_ = 0;
   std::string error_;
 };
 

@@ -14,15 +14,17 @@ void StepTargetChooser::StartTrial(int64_t now_ns, StepChoice choice) {
   counted_units_ = 0;
 }
 
-StepChoice StepTargetChooser::Choose(int64_t now_ns, uint32_t bubble, bool differ) {
-  if (!differ) {
-    phase_ = Phase::kNone;
-    current_ = StepChoice::kStepMs;
-    return current_;
-  }
+void StepTargetChooser::Keep(int64_t now_ns, StepChoice choice) {
+  phase_ = Phase::kKept;
+  current_ = choice;
+  phase_start_ns_ = now_ns;
+}
+
+StepChoice StepTargetChooser::Choose(int64_t now_ns, uint64_t bubbles, bool differ) {
   const int64_t elapsed = now_ns - phase_start_ns_;
   switch (phase_) {
     case Phase::kNone:
+      if (!differ) return current_;  // --step-ms, no trial
       // The bubble-sized target first: it is new.
       tried_both_ = false;
       StartTrial(now_ns, StepChoice::kBubbleSized);
@@ -31,27 +33,35 @@ StepChoice StepTargetChooser::Choose(int64_t now_ns, uint32_t bubble, bool diffe
       if (!counting_) {
         if (elapsed >= kSettleNs) {
           counting_ = true;
-          first_bubble_ = bubble;
+          first_bubble_ = bubbles;
         }
         break;
       }
-      const uint32_t bubbles = bubble - first_bubble_;  // the sequence wraps
-      if (elapsed < kTrialNs || bubbles < kTrialBubbles) break;
-      work_[static_cast<int>(current_)] = counted_units_ / bubbles;
+      const uint64_t counted = bubbles - first_bubble_;
+      if (counted < kTrialBubbles && elapsed >= kTrialLimitNs) {
+        Keep(now_ns, StepChoice::kStepMs);  // no bubbles to judge by
+        break;
+      }
+      if (elapsed < kTrialNs || counted < kTrialBubbles) break;
+      work_[static_cast<int>(current_)] = counted_units_ / static_cast<double>(counted);
       if (!tried_both_) {
         tried_both_ = true;
         StartTrial(now_ns, current_ == StepChoice::kStepMs ? StepChoice::kBubbleSized : StepChoice::kStepMs);
         break;
       }
       // A tie keeps --step-ms: the user's own setting.
-      current_ = work_[1] > work_[0] ? StepChoice::kBubbleSized : StepChoice::kStepMs;
-      phase_ = Phase::kKept;
-      phase_start_ns_ = now_ns;
-      decided_ = true;
+      Keep(now_ns, work_[1] > work_[0] ? StepChoice::kBubbleSized : StepChoice::kStepMs);
+      if (!said_ || current_ != said_choice_) decided_ = true;
+      said_ = true;
+      said_choice_ = current_;
       break;
     }
     case Phase::kKept:
       if (elapsed < kKeepNs) break;
+      if (!differ) {
+        Keep(now_ns, StepChoice::kStepMs);
+        break;
+      }
       // Both tried again, the other one first.
       tried_both_ = false;
       StartTrial(now_ns, current_ == StepChoice::kStepMs ? StepChoice::kBubbleSized : StepChoice::kStepMs);

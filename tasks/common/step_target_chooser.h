@@ -25,14 +25,20 @@ class StepTargetChooser {
  public:
   static constexpr int64_t kTrialNs = 1'000'000'000;   // each choice's trial lasts this long at least
   static constexpr int64_t kSettleNs = 250'000'000;    // ... whose start is not counted: the sizer adapting
-  static constexpr uint32_t kTrialBubbles = 50;        // ... and counts this many bubbles at least
+  static constexpr uint64_t kTrialBubbles = 50;        // ... and counts this many bubbles at least
+  static constexpr int64_t kTrialLimitNs = 10'000'000'000;  // a trial short of bubbles this long gives up
   static constexpr int64_t kKeepNs = 30'000'000'000;   // how long the better one stands
 
-  // The choice to step at now (CLOCK_MONOTONIC ns); `bubble`: the number of
-  // the lane's latest bubble seen (the gate's sequence, which wraps).
+  // The choice to step at now (CLOCK_MONOTONIC ns).  `bubbles`: how many of
+  // the lane's bubbles the task has seen so far (a count that only grows).
   // `differ`: whether the bubble-sized target differs enough from --step-ms
-  // to be worth a trial; while it does not, kStepMs and no trials.
-  StepChoice Choose(int64_t now_ns, uint32_t bubble, bool differ);
+  // to be worth a trial; read only where trials would start (first, and when
+  // a kept choice's time is up), so that a median that flips between two
+  // kinds of bubble does not restart trials: while it is false there,
+  // --step-ms is kept.  Trials that cannot count kTrialBubbles within
+  // kTrialLimitNs (the lane stopped forecasting bubbles) give up and keep
+  // --step-ms.
+  StepChoice Choose(int64_t now_ns, uint64_t bubbles, bool differ);
 
   // The step just run did `units` of work (StepResult::units); counted in
   // the trial under way once past its settling start.
@@ -41,7 +47,8 @@ class StepTargetChooser {
   // The work a bubble the last trials read: 0 before.
   double step_ms_work() const { return work_[0]; }
   double bubble_sized_work() const { return work_[1]; }
-  // True once (and until it is read) a choice was made from new trials.
+  // True once (and until it is read) trials chose differently from the last
+  // choice said (the first choice, and each change after it).
   bool TakeDecision() {
     const bool made = decided_;
     decided_ = false;
@@ -51,16 +58,19 @@ class StepTargetChooser {
  private:
   enum class Phase { kNone, kTrial, kKept };
   void StartTrial(int64_t now_ns, StepChoice choice);
+  void Keep(int64_t now_ns, StepChoice choice);
 
   Phase phase_ = Phase::kNone;
   StepChoice current_ = StepChoice::kStepMs;
   int64_t phase_start_ns_ = 0;
   bool counting_ = false;         // the trial is past its settling start
-  uint32_t first_bubble_ = 0;     // ... and counts bubbles from this one
+  uint64_t first_bubble_ = 0;     // ... and counts bubbles from this one
   double counted_units_ = 0;
   double work_[2] = {0, 0};
   bool tried_both_ = false;  // the trial under way is the second of a pair
   bool decided_ = false;
+  bool said_ = false;  // a choice was said (TakeDecision) ...
+  StepChoice said_choice_ = StepChoice::kStepMs;  // ... this one
 };
 
 }  // namespace freeride::tasks

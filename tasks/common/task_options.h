@@ -21,8 +21,9 @@ inline void AddCommonTaskOptions(CLI::App& app, CommonTaskOptions* o) {
       ->check(CLI::PositiveNumber);
   app.add_flag("--fixed-steps", o->fixed_steps,
                "Steps of --step-ms even when stepping alone behind a lane's GPU gate (by default such "
-               "a task tries a third of the lane's median bubble, 0.5 ms at least, against --step-ms "
-               "and keeps the one that does more work a bubble)");
+               "a task tries a third of the lane's median admission window, 0.5 ms at least, against "
+               "--step-ms where it is a fifth or more shorter, and keeps the one that does more work "
+               "a bubble)");
 }
 
 // The main() of a built-in task, after it has declared its own options on

@@ -137,7 +137,6 @@ class ImageTask : public IterativeTask {
     }
     transformer_ = MakeImageTransformer(device_, watermark_);
     step_ns_ = static_cast<int64_t>(o_.common.step_ms * 1e6);
-    bubble_steps_.emplace(step_ns_, o_.common.fixed_steps);
     std::fprintf(stderr,
                  "image: %zu images%s, output width %d height %d (0: keep aspect), watermark "
                  "%dx%d at opacity %.2f, on %s\n",
@@ -147,9 +146,12 @@ class ImageTask : public IterativeTask {
 
   StepResult Step() override {
     // Only the transform runs on the GPU: decoding and encoding are the CPU's.
-    if (steps_++ == 0) sizers_[kTransform].set_slow_chunks(SlowChunksForThisStep(device_ == Device::kCuda));
-    // Behind a gate, the step's budget is a share of the lane's bubbles.
-    if (sizers_[kTransform].slow_chunks() == SlowChunks::kOutvoted) step_ns_ = bubble_steps_->TargetNs();
+    if (steps_++ == 0) {
+      sizers_[kTransform].set_slow_chunks(SlowChunksForThisStep(device_ == Device::kCuda));
+      // Only a task stepping alone behind a gate sizes its steps to the bubbles.
+      if (sizers_[kTransform].slow_chunks() == SlowChunks::kOutvoted) bubble_steps_.emplace(step_ns_, o_.common.fixed_steps);
+    }
+    if (bubble_steps_) step_ns_ = bubble_steps_->TargetNs();
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     double units = 0;
@@ -186,7 +188,7 @@ class ImageTask : public IterativeTask {
       w.row += static_cast<int>(rows);
       if (w.row == rows_in_phase) FinishPhase(w);
     }
-    bubble_steps_->Record(units);
+    if (bubble_steps_) bubble_steps_->Record(units);
     return {units, false};
   }
 

@@ -60,21 +60,25 @@ class PageRankTask : public IterativeTask {
     sizer_ = StepSizer(static_cast<int64_t>(o_.common.step_ms * 1e6), 1024 * vertex_work, 32 * kVertexWork,
                        WorkBefore(graph_, graph_.vertices));
     on_gpu_ = device == Device::kCuda;
-    bubble_steps_.emplace(static_cast<int64_t>(o_.common.step_ms * 1e6), o_.common.fixed_steps);
     std::fprintf(stderr, "pagerank: %lld vertices, %lld edges on %s, step budget %.2f ms\n",
                  static_cast<long long>(graph_.vertices), static_cast<long long>(graph_.edges()),
                  DeviceName(device), o_.common.step_ms);
   }
 
   StepResult Step() override {
-    if (steps_++ == 0) sizer_.set_slow_chunks(SlowChunksForThisStep(on_gpu_));
-    if (sizer_.slow_chunks() == SlowChunks::kOutvoted) sizer_.set_target_ns(bubble_steps_->TargetNs());
+    if (steps_++ == 0) {
+      sizer_.set_slow_chunks(SlowChunksForThisStep(on_gpu_));
+      // Only a task stepping alone behind a gate sizes its steps to the bubbles.
+      if (sizer_.slow_chunks() == SlowChunks::kOutvoted)
+        bubble_steps_.emplace(static_cast<int64_t>(o_.common.step_ms * 1e6), o_.common.fixed_steps);
+    }
+    if (bubble_steps_) sizer_.set_target_ns(bubble_steps_->TargetNs());
     if (cursor_ == 0) engine_->BeginIteration();
     const int64_t end = ChunkEnd(graph_, cursor_, sizer_.next_items());
     sizer_.RunChunk(WorkBefore(graph_, end) - WorkBefore(graph_, cursor_),
                     [&] { engine_->ProcessVertices(cursor_, end); });
     double units = static_cast<double>(graph_.in_offsets[end] - graph_.in_offsets[cursor_]);
-    bubble_steps_->Record(units);
+    if (bubble_steps_) bubble_steps_->Record(units);
     cursor_ = end;
     if (cursor_ < graph_.vertices) return {units, false};
     cursor_ = 0;

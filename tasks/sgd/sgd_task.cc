@@ -49,15 +49,19 @@ class SgdTask : public IterativeTask {
     total_ = static_cast<int64_t>(set_.ratings.size());
     sizer_ = StepSizer(static_cast<int64_t>(o_.common.step_ms * 1e6), 4096, 256, total_);
     on_gpu_ = device == Device::kCuda;
-    bubble_steps_.emplace(static_cast<int64_t>(o_.common.step_ms * 1e6), o_.common.fixed_steps);
     std::fprintf(stderr, "sgd: %d users, %d items, %lld ratings, rank %d on %s; RMSE %.4f\n",
                  set_.users, set_.items, static_cast<long long>(total_), o_.params.rank,
                  DeviceName(device), engine_->Rmse());
   }
 
   StepResult Step() override {
-    if (steps_++ == 0) sizer_.set_slow_chunks(SlowChunksForThisStep(on_gpu_));
-    if (sizer_.slow_chunks() == SlowChunks::kOutvoted) sizer_.set_target_ns(bubble_steps_->TargetNs());
+    if (steps_++ == 0) {
+      sizer_.set_slow_chunks(SlowChunksForThisStep(on_gpu_));
+      // Only a task stepping alone behind a gate sizes its steps to the bubbles.
+      if (sizer_.slow_chunks() == SlowChunks::kOutvoted)
+        bubble_steps_.emplace(static_cast<int64_t>(o_.common.step_ms * 1e6), o_.common.fixed_steps);
+    }
+    if (bubble_steps_) sizer_.set_target_ns(bubble_steps_->TargetNs());
     // The RMSE pass over all ratings is a step of its own, so that it does
     // not overrun the budget of an update step.
     if (epoch_done_) {
@@ -70,7 +74,7 @@ class SgdTask : public IterativeTask {
     int64_t end = std::min(total_, cursor_ + sizer_.next_items());
     sizer_.RunChunk(end - cursor_, [&] { engine_->Update(cursor_, end); });
     double units = static_cast<double>(end - cursor_);
-    bubble_steps_->Record(units);
+    if (bubble_steps_) bubble_steps_->Record(units);
     cursor_ = end;
     if (cursor_ < total_) return {units, false};
     cursor_ = 0;

@@ -95,10 +95,19 @@ TEST(StepTargetChooser, TriesTheBubbleSizedTargetThenStepMsAndKeepsTheOneThatDid
     // ...then both are tried again, the other first.
     now += 2 * kMs;
     EXPECT_NE(chooser.Choose(now, bubbles, true), kept);
-    // The same outcome again is not said again.
+    // The same outcome again is not said again, and stands twice as long.
+    EXPECT_EQ(chooser.keep_ns(), StepTargetChooser::kKeepNs);
     RunSteps(chooser, &now, &bubbles, 2 * StepTargetChooser::kTrialNs + 4 * kMs, units);
     EXPECT_EQ(chooser.Choose(now, bubbles, true), kept);
     EXPECT_FALSE(chooser.TakeDecision());
+    EXPECT_EQ(chooser.keep_ns(), 2 * StepTargetChooser::kKeepNs);
+    EXPECT_EQ(RunSteps(chooser, &now, &bubbles, 2 * StepTargetChooser::kKeepNs - 10 * kMs, units), kept);
+    // Chosen again and again: at most kLongestKeepNs.
+    for (int pair = 0; pair < 8; ++pair) {
+      now += chooser.keep_ns();
+      RunSteps(chooser, &now, &bubbles, 2 * StepTargetChooser::kTrialNs + 4 * kMs, units);
+    }
+    EXPECT_EQ(chooser.keep_ns(), StepTargetChooser::kLongestKeepNs);
   }
 }
 
@@ -164,6 +173,7 @@ TEST(StepTargetChooser, TheBubblesChangingIsFollowedButAFlappingMedianRestartsNo
   RunSteps(chooser, &now, &bubbles, 3 * kSecond / 2 + 4 * kMs, later);
   EXPECT_EQ(chooser.Choose(now, bubbles, true), StepChoice::kStepMs);
   EXPECT_TRUE(chooser.TakeDecision());
+  EXPECT_EQ(chooser.keep_ns(), StepTargetChooser::kKeepNs);  // a change: tried again soon
   // Too alike when trials are due: --step-ms kept, no trial.
   RunSteps(chooser, &now, &bubbles, StepTargetChooser::kKeepNs, later, true, /*differ=*/false);
   EXPECT_EQ(chooser.Choose(now, bubbles, false), StepChoice::kStepMs);

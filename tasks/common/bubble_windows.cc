@@ -58,9 +58,10 @@ int64_t BubbleSizedSteps::TargetNsAt(int64_t now_ns) {
   if (chooser_.TakeDecision())
     std::fprintf(stderr,
                  "freeride: behind the gate, steps of %.2f ms (--step-ms) did %.4g units a bubble, of %.2f ms "
-                 "(a third of the bubbles' median window) %.4g: stepping at %s (tried again every %d s)\n",
+                 "(a third of the bubbles' median window) %.4g: stepping at %s (tried again after %d s, then less "
+                 "often while the choice holds)\n",
                  step_ns_ / 1e6, chooser_.step_ms_work(), sized / 1e6, chooser_.bubble_sized_work(),
-                 StepChoiceName(choice), static_cast<int>(StepTargetChooser::kKeepNs / 1'000'000'000));
+                 StepChoiceName(choice), static_cast<int>(chooser_.keep_ns() / 1'000'000'000));
   return choice == StepChoice::kBubbleSized ? sized : step_ns_;
 }
 

@@ -1,5 +1,7 @@
 #include "common/step_target_chooser.h"
 
+#include <algorithm>
+
 namespace freeride::tasks {
 
 const char* StepChoiceName(StepChoice choice) {
@@ -40,6 +42,7 @@ StepChoice StepTargetChooser::Choose(int64_t now_ns, uint64_t bubbles, bool diff
       const uint64_t counted = bubbles - first_bubble_;
       if (counted < kTrialBubbles && elapsed >= kTrialLimitNs) {
         Keep(now_ns, StepChoice::kStepMs);  // no bubbles to judge by
+        keep_ns_ = kKeepNs;
         break;
       }
       if (elapsed < kTrialNs || counted < kTrialBubbles) break;
@@ -51,15 +54,21 @@ StepChoice StepTargetChooser::Choose(int64_t now_ns, uint64_t bubbles, bool diff
       }
       // A tie keeps --step-ms: the user's own setting.
       Keep(now_ns, work_[1] > work_[0] ? StepChoice::kBubbleSized : StepChoice::kStepMs);
-      if (!said_ || current_ != said_choice_) decided_ = true;
+      if (!said_ || current_ != said_choice_) {
+        decided_ = true;
+        keep_ns_ = kKeepNs;
+      } else {
+        keep_ns_ = std::min(2 * keep_ns_, kLongestKeepNs);  // the same again: trials less often
+      }
       said_ = true;
       said_choice_ = current_;
       break;
     }
     case Phase::kKept:
-      if (elapsed < kKeepNs) break;
+      if (elapsed < keep_ns_) break;
       if (!differ) {
         Keep(now_ns, StepChoice::kStepMs);
+        keep_ns_ = kKeepNs;
         break;
       }
       // Both tried again, the other one first.

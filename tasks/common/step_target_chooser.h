@@ -9,7 +9,9 @@
 // step is several short kernels and each step a round trip from the host,
 // did a quarter less.  So the task tries each in turn and keeps the one that
 // did more work a bubble for kKeepNs, then tries both again (the bubbles may
-// have changed).  Work is counted a bubble, not a second, so that a pause of
+// have changed); each time the trials choose the same again, it is kept
+// twice as long, up to kLongestKeepNs, so that a steady run spends little
+// time on trials (about 1 s in the worse of every 8 min).  Work is counted a bubble, not a second, so that a pause of
 // the stage's marks (no bubbles, no work) does not count against the choice
 // being tried then.  Pure: time and bubbles are passed in; one thread.
 #pragma once
@@ -27,7 +29,8 @@ class StepTargetChooser {
   static constexpr int64_t kSettleNs = 250'000'000;    // ... whose start is not counted: the sizer adapting
   static constexpr uint64_t kTrialBubbles = 50;        // ... and counts this many bubbles at least
   static constexpr int64_t kTrialLimitNs = 10'000'000'000;  // a trial short of bubbles this long gives up
-  static constexpr int64_t kKeepNs = 30'000'000'000;   // how long the better one stands
+  static constexpr int64_t kKeepNs = 30'000'000'000;   // how long the better one stands at first
+  static constexpr int64_t kLongestKeepNs = 480'000'000'000;  // ... and at most, chosen again and again
 
   // The choice to step at now (CLOCK_MONOTONIC ns).  `bubbles`: how many of
   // the lane's bubbles the task has seen so far (a count that only grows).
@@ -47,6 +50,8 @@ class StepTargetChooser {
   // The work a bubble the last trials read: 0 before.
   double step_ms_work() const { return work_[0]; }
   double bubble_sized_work() const { return work_[1]; }
+  // How long the choice now kept stands before the next trials.
+  int64_t keep_ns() const { return keep_ns_; }
   // True once (and until it is read) trials chose differently from the last
   // choice said (the first choice, and each change after it).
   bool TakeDecision() {
@@ -69,6 +74,7 @@ class StepTargetChooser {
   double work_[2] = {0, 0};
   bool tried_both_ = false;  // the trial under way is the second of a pair
   bool decided_ = false;
+  int64_t keep_ns_ = kKeepNs;
   bool said_ = false;  // a choice was said (TakeDecision) ...
   StepChoice said_choice_ = StepChoice::kStepMs;  // ... this one
 };

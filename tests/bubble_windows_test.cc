@@ -17,22 +17,23 @@ namespace {
 constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kNow = 5'000'000'000;  // one instant: the chooser's trials are tested on their own
 
-TEST(BubbleWindows, TheLowerMedianOfTheLastWindowsEachBubbleOnce) {
+TEST(BubbleWindows, TheLowerMedianOfTheLastWindows) {
   BubbleWindows windows;
   EXPECT_EQ(windows.MedianNs(), 0);
-  windows.Record(1, 3 * kMs);
-  windows.Record(1, 9 * kMs);  // the same bubble read again: not a second window
+  windows.Record(3 * kMs);
   EXPECT_EQ(windows.count(), 1);
   EXPECT_EQ(windows.MedianNs(), 3 * kMs);
-  windows.Record(2, 1 * kMs);
+  windows.Record(1 * kMs);
   EXPECT_EQ(windows.MedianNs(), 1 * kMs);  // of two, the shorter
-  windows.Record(3, 0);                    // admits nothing: not a window
-  windows.Record(4, -5);
+  windows.Record(0);                       // admits nothing: not a window
+  windows.Record(-5);
   EXPECT_EQ(windows.count(), 2);
-  windows.Record(5, 2 * kMs);
+  windows.Record(2 * kMs);
   EXPECT_EQ(windows.MedianNs(), 2 * kMs);
+  windows.Record(4 * kMs);
+  EXPECT_EQ(windows.MedianNs(), 2 * kMs);  // of four, the lower middle one
   // Only the last kKept count: long bubbles that follow push the short ones out.
-  for (uint32_t b = 10; b < 10 + BubbleWindows::kKept; ++b) windows.Record(b, 40 * kMs);
+  for (int b = 0; b < BubbleWindows::kKept; ++b) windows.Record(40 * kMs);
   EXPECT_EQ(windows.count(), BubbleWindows::kKept);
   EXPECT_EQ(windows.MedianNs(), 40 * kMs);
 }
@@ -230,7 +231,8 @@ TEST(BubbleSizedSteps, ReadsEachNextBubblesWindowFromTheGatePage) {
   GatePageFixture gate;
   GatePage& daemon_side = gate.page;
 
-  BubbleSizedSteps steps(2 * kMs, /*fixed=*/false);
+  BubbleSizedSteps steps(2 * kMs);
+  steps.Start(SlowChunks::kOutvoted, /*fixed=*/false);
   ASSERT_TRUE(steps.watching()) << steps.error();
   EXPECT_EQ(steps.TargetNsAt(kNow), 2 * kMs);  // nothing forecast yet
   // Bubbles of 1.5 ms windows: steps of 0.5 ms.
@@ -252,15 +254,23 @@ TEST(BubbleSizedSteps, ReadsEachNextBubblesWindowFromTheGatePage) {
   }
   EXPECT_EQ(steps.TargetNsAt(kNow), 2 * kMs);
 
-  BubbleSizedSteps fixed(2 * kMs, /*fixed=*/true);
+  // --fixed-steps, or a task not stepping alone behind the gate (granted
+  // its steps, or on the CPU), does not read the page.
+  BubbleSizedSteps fixed(2 * kMs);
+  fixed.Start(SlowChunks::kOutvoted, /*fixed=*/true);
   EXPECT_FALSE(fixed.watching());
   EXPECT_EQ(fixed.TargetNsAt(kNow), 2 * kMs);
+  BubbleSizedSteps granted(2 * kMs);
+  granted.Start(SlowChunks::kBelieved, /*fixed=*/false);
+  EXPECT_FALSE(granted.watching());
+  EXPECT_EQ(granted.TargetNsAt(kNow), 2 * kMs);
 }
 
 TEST(BubbleSizedSteps, KeepsTheTargetThatDidMoreWorkABubbleAndSaysSo) {
   GatePageFixture gate;
   GatePage& daemon_side = gate.page;
-  BubbleSizedSteps steps(2 * kMs, /*fixed=*/false);
+  BubbleSizedSteps steps(2 * kMs);
+  steps.Start(SlowChunks::kOutvoted, /*fixed=*/false);
   ASSERT_TRUE(steps.watching()) << steps.error();
   // 1.5 ms windows, one bubble every 2 ms; steps of 1 ms.  Steps at the
   // bubble-sized target (0.5 ms) do 10 units, at --step-ms 30.
@@ -284,7 +294,8 @@ TEST(BubbleSizedSteps, KeepsTheTargetThatDidMoreWorkABubbleAndSaysSo) {
 
 TEST(BubbleSizedSteps, CountsBubblesAcrossTheStagesWrapAndANewStageProcess) {
   GatePageFixture gate;
-  BubbleSizedSteps steps(2 * kMs, /*fixed=*/false);
+  BubbleSizedSteps steps(2 * kMs);
+  steps.Start(SlowChunks::kOutvoted, /*fixed=*/false);
   ASSERT_TRUE(steps.watching()) << steps.error();
   auto forecast = [&](uint32_t bubble) {
     gate.page.PublishAhead({bubble, 0, kNow, kNow + 1'500'000});
@@ -307,14 +318,16 @@ TEST(BubbleSizedSteps, CountsBubblesAcrossTheStagesWrapAndANewStageProcess) {
 
 TEST(BubbleSizedSteps, WithoutAGatePageStepMsAndABadPageSaysWhy) {
   {
-    BubbleSizedSteps steps(2 * kMs, false);  // no FREERIDE_GATE_PAGE
+    BubbleSizedSteps steps(2 * kMs);  // no FREERIDE_GATE_PAGE
+    steps.Start(SlowChunks::kOutvoted, false);
     EXPECT_FALSE(steps.watching());
     EXPECT_TRUE(steps.error().empty());
     EXPECT_EQ(steps.TargetNsAt(kNow), 2 * kMs);
   }
   TempDir dir;
   ScopedVariable page("FREERIDE_GATE_PAGE", dir.path() + "/missing");
-  BubbleSizedSteps steps(2 * kMs, false);
+  BubbleSizedSteps steps(2 * kMs);
+  steps.Start(SlowChunks::kOutvoted, false);
   EXPECT_FALSE(steps.watching());
   EXPECT_FALSE(steps.error().empty());
   EXPECT_EQ(steps.TargetNsAt(kNow), 2 * kMs);

@@ -4,22 +4,21 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "channel/gate_marks.h"
+#include "policy/quantile.h"
+
 namespace freeride::tasks {
 
-void BubbleWindows::Record(uint32_t bubble, int64_t window_ns) {
-  if (window_ns <= 0 || last_bubble_ == bubble) return;
-  last_bubble_ = bubble;
+void BubbleWindows::Record(int64_t window_ns) {
+  if (window_ns <= 0) return;
   windows_[next_slot_] = window_ns;
   next_slot_ = (next_slot_ + 1) % kKept;
   kept_ = std::min(kept_ + 1, kKept);
 }
 
 int64_t BubbleWindows::MedianNs() const {
-  if (kept_ == 0) return 0;
-  std::array<int64_t, kKept> sorted = windows_;
-  const int median = (kept_ - 1) / 2;
-  std::nth_element(sorted.begin(), sorted.begin() + median, sorted.begin() + kept_);
-  return sorted[median];
+  // The nearest-rank median of an even count is the lower one.
+  return kept_ == 0 ? 0 : QuantileOf(windows_.data(), kept_, 0.5);
 }
 
 int64_t StepTargetForWindows(int64_t step_ns, int64_t median_window_ns) {
@@ -28,9 +27,9 @@ int64_t StepTargetForWindows(int64_t step_ns, int64_t median_window_ns) {
   return std::clamp(median_window_ns / kStepsPerWindow, std::min(kShortestStepNs, step_ns), step_ns);
 }
 
-BubbleSizedSteps::BubbleSizedSteps(int64_t step_ns, bool fixed) : step_ns_(step_ns) {
+void BubbleSizedSteps::Start(SlowChunks slow, bool fixed) {
   const char* path = std::getenv("FREERIDE_GATE_PAGE");
-  if (fixed || path == nullptr || *path == '\0') return;
+  if (slow != SlowChunks::kOutvoted || fixed || path == nullptr || *path == '\0') return;
   if (page_.Open(path, &error_)) return;
   page_.Close();
   // Said, since the steps then stay at --step-ms behind the gate.
@@ -41,16 +40,17 @@ BubbleSizedSteps::BubbleSizedSteps(int64_t step_ns, bool fixed) : step_ns_(step_
 int64_t BubbleSizedSteps::TargetNsAt(int64_t now_ns) {
   if (!page_.is_open()) return step_ns_;
   AheadAdmission ahead;
-  // An iteration's first bubble (watch only: nothing is queued ahead of it)
-  // is a bubble the task fills all the same.
-  if (ReadAheadAdmission(*page_.layout(), &ahead)) {
-    windows_.Record(ahead.bubble, ahead.until_ns - ahead.begin_ns);
-    if (have_bubble_ && ahead.bubble != latest_bubble_) {
-      // The stage numbers its bubbles in 31 bits (channel/gate_marks.h).
-      const uint32_t step = (ahead.bubble - latest_bubble_) & 0x7fffffffu;
+  // Each bubble once, where its forecast is first read.  An iteration's
+  // first bubble (watch only: nothing is queued ahead of it) is a bubble the
+  // task fills all the same.
+  if (ReadAheadAdmission(*page_.layout(), &ahead) && ahead.bubble != latest_bubble_) {
+    windows_.Record(ahead.until_ns - ahead.begin_ns);
+    if (latest_bubble_) {
+      // The stage numbers its bubbles in 31 bits; a larger step than any
+      // between two reads is a new stage process numbering from 1 again.
+      const uint32_t step = GateMarkReader::Distance(*latest_bubble_, ahead.bubble);
       bubbles_seen_ += step > 0 && step <= kMostBubblesBetweenReads ? step : 1;
     }
-    have_bubble_ = true;
     latest_bubble_ = ahead.bubble;
   }
   const int64_t sized = StepTargetForWindows(step_ns_, windows_.MedianNs());

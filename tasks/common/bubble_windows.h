@@ -17,6 +17,7 @@
 #include <string>
 
 #include "base/clock.h"
+#include "common/step_sizer.h"
 #include "common/step_target_chooser.h"
 #include "gate/gate_page.h"
 
@@ -27,10 +28,10 @@ class BubbleWindows {
  public:
   static constexpr int kKept = 32;
 
-  // Records bubble `bubble`'s window: the time from its forecast begin to its
-  // admission deadline.  A bubble already recorded last, or a window of 0 or
-  // less (a bubble that admits nothing), is not.
-  void Record(uint32_t bubble, int64_t window_ns);
+  // Records one bubble's window: the time from its forecast begin to its
+  // admission deadline.  A window of 0 or less (a bubble that admits
+  // nothing) is not.
+  void Record(int64_t window_ns);
 
   // The lower median of the recorded windows; 0 before the first.
   int64_t MedianNs() const;
@@ -39,7 +40,6 @@ class BubbleWindows {
  private:
   std::array<int64_t, kKept> windows_{};
   int kept_ = 0, next_slot_ = 0;
-  std::optional<uint32_t> last_bubble_;
 };
 
 // A step's share of the median window: a step of a third of it leaves on
@@ -72,11 +72,15 @@ constexpr bool WorthATrial(int64_t step_ns, int64_t target_ns) { return target_n
 // stepping thread).
 class BubbleSizedSteps {
  public:
-  // `step_ns`: --step-ms; `fixed`: --fixed-steps (always `step_ns`).  Maps
-  // the gate page if there is one; without one (or a page that cannot be
-  // opened: the reason is kept in error() and said on stderr) TargetNs() is
-  // `step_ns`.
-  BubbleSizedSteps(int64_t step_ns, bool fixed);
+  // Steps of `step_ns` (--step-ms) until Start.
+  explicit BubbleSizedSteps(int64_t step_ns) : step_ns_(step_ns) {}
+
+  // At a task's first step, once it knows how it steps: only a task that
+  // steps alone behind a gate (`slow` kOutvoted, common/step_sizer.h) and
+  // was not told --fixed-steps (`fixed`) maps the gate page; a page that
+  // cannot be opened is said on stderr (the reason kept in error()), and
+  // the steps stay at `step_ns`.
+  void Start(SlowChunks slow, bool fixed);
 
   // The step time to aim at now: `step_ns`, or StepTargetForWindows over
   // the windows the page has published so far (reads it once: a few atomic
@@ -102,8 +106,7 @@ class BubbleSizedSteps {
   StepTargetChooser chooser_;
   // Bubbles seen: the forecasts' bubble numbers (31 bits, numbered from 1
   // again by a new stage process) counted into a count that only grows.
-  bool have_bubble_ = false;
-  uint32_t latest_bubble_ = 0;
+  std::optional<uint32_t> latest_bubble_;
   uint64_t bubbles_seen_ = 0;
   std::string error_;
 };

@@ -7,8 +7,8 @@
 // holds until a bubble's rest fits it, did 2.5 times the work at the
 // bubble-sized target on an interleaved 1F1B schedule, while PageRank, whose
 // step is several short kernels and each step a round trip from the host,
-// did a quarter less.  So the task tries each in turn and keeps the one that
-// did more work a bubble for kKeepNs, then tries both again (the bubbles may
+// did a fifth to a half less.  So the task tries each in turn and keeps the
+// one that did more work a bubble for kKeepNs, then tries both again (the bubbles may
 // have changed); each time the trials choose the same again, it is kept
 // twice as long, up to kLongestKeepNs, so that a steady run spends little
 // time on trials (about 1 s in the worse of every 8 min).  Work is counted a bubble, not a second, so that a pause of

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <memory>
 
 #include "base/files.h"
@@ -136,7 +135,6 @@ class ImageTask : public IterativeTask {
                                    "input is overwritten");
     }
     transformer_ = MakeImageTransformer(device_, watermark_);
-    step_ns_ = static_cast<int64_t>(o_.common.step_ms * 1e6);
     std::fprintf(stderr,
                  "image: %zu images%s, output width %d height %d (0: keep aspect), watermark "
                  "%dx%d at opacity %.2f, on %s\n",
@@ -148,17 +146,16 @@ class ImageTask : public IterativeTask {
     // Only the transform runs on the GPU: decoding and encoding are the CPU's.
     if (steps_++ == 0) {
       sizers_[kTransform].set_slow_chunks(SlowChunksForThisStep(device_ == Device::kCuda));
-      // Only a task stepping alone behind a gate sizes its steps to the bubbles.
-      if (sizers_[kTransform].slow_chunks() == SlowChunks::kOutvoted) bubble_steps_.emplace(step_ns_, o_.common.fixed_steps);
+      bubble_steps_.Start(sizers_[kTransform].slow_chunks(), o_.common.fixed_steps);
     }
-    if (bubble_steps_) step_ns_ = bubble_steps_->TargetNs();
+    const int64_t step_ns = bubble_steps_.TargetNs();
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     double units = 0;
     bool worked = false;
     while (true) {
       if (!work_ && !OpenNext()) return {units, true};
-      int64_t left = step_ns_ - (Clock::now() - start).count();
+      int64_t left = step_ns - (Clock::now() - start).count();
       if (worked && left <= 0) break;
       Work& w = *work_;
       int width = w.phase == kDecode ? w.geometry.src_w : w.geometry.dst_w;
@@ -188,7 +185,7 @@ class ImageTask : public IterativeTask {
       w.row += static_cast<int>(rows);
       if (w.row == rows_in_phase) FinishPhase(w);
     }
-    if (bubble_steps_) bubble_steps_->Record(units);
+    bubble_steps_.Record(units);
     return {units, false};
   }
 
@@ -362,10 +359,10 @@ class ImageTask : public IterativeTask {
   Image watermark_;
   std::vector<Source> sources_;
   std::unique_ptr<ImageTransformer> transformer_;
-  std::optional<BubbleSizedSteps> bubble_steps_;  // the step time aimed at behind a gate
+  // The step time aimed at: --step-ms, or behind a gate bubble-sized.
+  BubbleSizedSteps bubble_steps_{static_cast<int64_t>(o_.common.step_ms * 1e6)};
   StepSizer sizers_[3] = {{1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}};
   uint64_t steps_ = 0;
-  int64_t step_ns_ = 0;
   std::unique_ptr<Work> work_;
   size_t next_ = 0;
   int pass_ = 0;

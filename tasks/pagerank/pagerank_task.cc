@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <fstream>
 #include <numeric>
-#include <optional>
 
 #include "common/gpu.h"
 #include "common/bubble_windows.h"
@@ -68,17 +67,15 @@ class PageRankTask : public IterativeTask {
   StepResult Step() override {
     if (steps_++ == 0) {
       sizer_.set_slow_chunks(SlowChunksForThisStep(on_gpu_));
-      // Only a task stepping alone behind a gate sizes its steps to the bubbles.
-      if (sizer_.slow_chunks() == SlowChunks::kOutvoted)
-        bubble_steps_.emplace(static_cast<int64_t>(o_.common.step_ms * 1e6), o_.common.fixed_steps);
+      bubble_steps_.Start(sizer_.slow_chunks(), o_.common.fixed_steps);
     }
-    if (bubble_steps_) sizer_.set_target_ns(bubble_steps_->TargetNs());
+    sizer_.set_target_ns(bubble_steps_.TargetNs());
     if (cursor_ == 0) engine_->BeginIteration();
     const int64_t end = ChunkEnd(graph_, cursor_, sizer_.next_items());
     sizer_.RunChunk(WorkBefore(graph_, end) - WorkBefore(graph_, cursor_),
                     [&] { engine_->ProcessVertices(cursor_, end); });
     double units = static_cast<double>(graph_.in_offsets[end] - graph_.in_offsets[cursor_]);
-    if (bubble_steps_) bubble_steps_->Record(units);
+    bubble_steps_.Record(units);
     cursor_ = end;
     if (cursor_ < graph_.vertices) return {units, false};
     cursor_ = 0;
@@ -132,7 +129,8 @@ class PageRankTask : public IterativeTask {
   Graph graph_;
   std::unique_ptr<PageRankEngine> engine_;
   StepSizer sizer_{1, 1, 1, 1};
-  std::optional<BubbleSizedSteps> bubble_steps_;  // the step time aimed at behind a gate
+  // The step time aimed at: --step-ms, or behind a gate bubble-sized.
+  BubbleSizedSteps bubble_steps_{static_cast<int64_t>(o_.common.step_ms * 1e6)};
   bool on_gpu_ = false;
   uint64_t steps_ = 0;
   int64_t cursor_ = 0;

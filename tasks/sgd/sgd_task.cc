@@ -7,7 +7,6 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
-#include <optional>
 
 #include "common/gpu.h"
 #include "common/bubble_windows.h"
@@ -57,11 +56,9 @@ class SgdTask : public IterativeTask {
   StepResult Step() override {
     if (steps_++ == 0) {
       sizer_.set_slow_chunks(SlowChunksForThisStep(on_gpu_));
-      // Only a task stepping alone behind a gate sizes its steps to the bubbles.
-      if (sizer_.slow_chunks() == SlowChunks::kOutvoted)
-        bubble_steps_.emplace(static_cast<int64_t>(o_.common.step_ms * 1e6), o_.common.fixed_steps);
+      bubble_steps_.Start(sizer_.slow_chunks(), o_.common.fixed_steps);
     }
-    if (bubble_steps_) sizer_.set_target_ns(bubble_steps_->TargetNs());
+    sizer_.set_target_ns(bubble_steps_.TargetNs());
     // The RMSE pass over all ratings is a step of its own, so that it does
     // not overrun the budget of an update step.
     if (epoch_done_) {
@@ -74,7 +71,7 @@ class SgdTask : public IterativeTask {
     int64_t end = std::min(total_, cursor_ + sizer_.next_items());
     sizer_.RunChunk(end - cursor_, [&] { engine_->Update(cursor_, end); });
     double units = static_cast<double>(end - cursor_);
-    if (bubble_steps_) bubble_steps_->Record(units);
+    bubble_steps_.Record(units);
     cursor_ = end;
     if (cursor_ < total_) return {units, false};
     cursor_ = 0;
@@ -121,7 +118,8 @@ class SgdTask : public IterativeTask {
   RatingSet set_;
   std::unique_ptr<SgdEngine> engine_;
   StepSizer sizer_{1, 1, 1, 1};
-  std::optional<BubbleSizedSteps> bubble_steps_;  // the step time aimed at behind a gate
+  // The step time aimed at: --step-ms, or behind a gate bubble-sized.
+  BubbleSizedSteps bubble_steps_{static_cast<int64_t>(o_.common.step_ms * 1e6)};
   bool on_gpu_ = false;
   uint64_t steps_ = 0;
   int64_t total_ = 0, cursor_ = 0;

@@ -404,13 +404,18 @@ TEST(StageApi, AttachesToADaemonSegment) {
   freeride_stage_close(stage);
   EXPECT_FALSE(daemon.Read().open()) << "closing ends an open bubble";
   EXPECT_EQ(daemon.layout()->stage_pid.load(), 0) << "and clears its own pid";
-  // A close clears the pid only if it is still its own: a stage that took
-  // the lane since keeps it, and the lane does not show "no stage".
+  // A close touches the lane only if it is still its own: a stage that took
+  // the lane since keeps its pid (the lane does not show "no stage") and
+  // its open bubble.
   stage = freeride_stage_open(1, socket.c_str());
   ASSERT_EQ(freeride_stage_attached(stage), 1);
   daemon.layout()->stage_pid.store(424242);
+  LaneSegment other_stage;
+  ASSERT_TRUE(other_stage.Open(LaneSegmentPath(socket, 1), /*writable=*/true, &error)) << error;
+  other_stage.WriteBeginNow(7, 0, 0);
   freeride_stage_close(stage);
   EXPECT_EQ(daemon.layout()->stage_pid.load(), 424242);
+  EXPECT_TRUE(daemon.Read().open()) << "the other stage's bubble is not ended by this close";
   unlink(LaneSegmentPath(socket, 1).c_str());
 }
 

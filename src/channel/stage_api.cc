@@ -122,11 +122,13 @@ void freeride_stage_close(freeride_stage* stage) {
   }
   {
     std::lock_guard<std::mutex> lock(stage->marks_mutex);
-    if (stage->segment.is_open()) {
+    // Only while the lane is still ours: a stage that took it since keeps
+    // its pid (else the lane shows no stage while one marks) and its open
+    // bubble (an end written here would end it, or, raced with its own end,
+    // leave the lane's count showing a bubble open through its compute).
+    int64_t mine = getpid();
+    if (stage->segment.is_open() && stage->segment.layout()->stage_pid.load() == mine) {
       stage->segment.WriteEndNow();
-      // Cleared only if still ours: a stage that took the lane since keeps
-      // its pid (else the lane shows no stage while one marks).
-      int64_t mine = getpid();
       stage->segment.layout()->stage_pid.compare_exchange_strong(mine, 0);
     }
   }

@@ -59,5 +59,16 @@ TEST(TaskLogs, ATailThatCannotBeKeptStillEmptiesTheLogAndSaysSo) {
   EXPECT_FALSE(std::filesystem::exists(log + ".1")) << "no stale tail passed off as the last one";
 }
 
+TEST(TaskLogs, ATailIsReadAcrossTheLastTrim) {
+  TempDir dir;
+  const std::string log = TaskStderrLog(dir.path());
+  EXPECT_EQ(log, dir.path() + "/stderr.log");
+  std::ofstream(log + ".1") << "kept half\n";
+  std::ofstream(log) << "Traceback\n";
+  EXPECT_EQ(ReadTaskLogTail(log, 15), "half\nTraceback\n");  // the rest from the kept half
+  EXPECT_EQ(ReadTaskLogTail(log, 5), "back\n");              // all in the log
+  EXPECT_EQ(ReadTaskLogTail(dir.path() + "/none.log", 5), "");
+}
+
 }  // namespace
 }  // namespace freeride

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "daemon/mps_control.h"
+#include "daemon/task_logs.h"
 #include "sdk/task_channel.h"
 
 namespace freeride {
@@ -26,8 +27,8 @@ LaunchRequest PlanLaunch(const LaunchPlanInput& in) {
   request.executable = in.executable;
   request.argv.assign(spec.command().begin(), spec.command().end());
   request.working_dir = spec.working_dir();
-  request.stdout_path = in.task_dir + "/stdout.log";
-  request.stderr_path = in.task_dir + "/stderr.log";
+  request.stdout_path = TaskStdoutLog(in.task_dir);
+  request.stderr_path = TaskStderrLog(in.task_dir);
   request.stop_after_exec = true;
   int gpu = -1;
   if (in.lane) {

@@ -2,14 +2,16 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <vector>
+
+#include "base/files.h"
+#include "daemon/process_supervisor.h"
 
 namespace freeride {
 namespace {
@@ -27,40 +29,31 @@ bool Fail(std::string* error, const std::string& what) {
   return false;
 }
 
-// Copies the last `keep` bytes of the `size`-byte file at `path` to `kept`,
-// through a temporary file.
-bool KeepTail(const std::string& path, uint64_t size, uint64_t keep, const std::string& kept,
+// Writes the last `keep` bytes of the `size`-byte file at `path` to `out_path`.
+bool CopyTail(const std::string& path, uint64_t size, uint64_t keep, const std::string& out_path,
               std::string* error) {
   Fd in{open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (in.fd < 0) return Fail(error, "cannot open " + path);
-  const std::string temporary = kept + ".tmp";
-  Fd out{open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
-  if (out.fd < 0) return Fail(error, "cannot write " + temporary);
-  auto fail_writing = [&](const std::string& what) {
-    const int saved = errno;
-    unlink(temporary.c_str());
-    errno = saved;
-    return Fail(error, what);
-  };
-  // In chunks: a log may be gigabytes past the size by now.
-  std::vector<char> chunk(1 << 16);
-  for (uint64_t done = 0; done < keep;) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk.size(), keep - done));
-    const ssize_t got = pread(in.fd, chunk.data(), want, static_cast<off_t>(size - keep + done));
-    if (got < 0) return fail_writing("cannot read " + path);
-    if (got == 0) break;  // emptied meanwhile
-    for (ssize_t written = 0; written < got;) {
-      const ssize_t n = write(out.fd, chunk.data() + written, static_cast<size_t>(got - written));
-      if (n < 0) return fail_writing("cannot write " + temporary);
-      written += n;
-    }
-    done += static_cast<uint64_t>(got);
+  Fd out{open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
+  if (out.fd < 0) return Fail(error, "cannot write " + out_path);
+  // In the kernel, in pieces: a log may be gigabytes past the size by now.
+  off_t from = static_cast<off_t>(size - keep);
+  for (uint64_t left = keep; left > 0;) {
+    const ssize_t n = sendfile(out.fd, in.fd, &from, static_cast<size_t>(std::min<uint64_t>(left, 1 << 30)));
+    if (n < 0) return Fail(error, "cannot write " + out_path);
+    if (n == 0) break;  // emptied meanwhile
+    left -= static_cast<uint64_t>(n);
   }
-  if (rename(temporary.c_str(), kept.c_str()) != 0) return fail_writing("cannot rename " + temporary);
   return true;
 }
 
 }  // namespace
+
+std::string ReadTaskLogTail(const std::string& path, size_t max_bytes) {
+  std::string tail = ReadFileTail(path, max_bytes);
+  if (tail.size() < max_bytes) tail = ReadFileTail(RotatedFilePath(path, 1), max_bytes - tail.size()) + tail;
+  return tail;
+}
 
 bool TrimTaskLog(const std::string& path, uint64_t max_bytes, std::string* error) {
   error->clear();
@@ -69,8 +62,14 @@ bool TrimTaskLog(const std::string& path, uint64_t max_bytes, std::string* error
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size <= max_bytes) return false;
-  const std::string kept = path + ".1";
-  if (!KeepTail(path, size, max_bytes / 2, kept, error)) unlink(kept.c_str());  // no stale tail
+  const std::string kept = RotatedFilePath(path, 1);
+  std::string reason;
+  if (!ReplaceFileAtomically(
+          kept, [&](const std::string& tmp) { return CopyTail(path, size, max_bytes / 2, tmp, &reason); },
+          error)) {
+    if (!reason.empty()) *error = reason;  // what failed, not only that the copy did
+    unlink(kept.c_str());                  // no stale tail
+  }
   // Emptied even when the tail could not be kept (the disk is full): the
   // task's old output goes before the journal's room does.
   if (truncate(path.c_str(), 0) != 0) {

@@ -614,17 +614,22 @@ void TaskManager::TrimTaskLogs() {
   }
   // Outside the lock: a trim copies up to half the size.
   for (int64_t id : ids)
-    for (const char* name : {"stdout.log", "stderr.log"}) {
-      const std::string path = task_dir(id) + "/" + name;
+    for (const std::string& path : {TaskStdoutLog(task_dir(id)), TaskStderrLog(task_dir(id))}) {
       std::string error;
       const bool trimmed = TrimTaskLog(path, options_.task_log_max_bytes, &error);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (Record* record = ByIdLocked(id); trimmed && record && record->progress_watch)
-        record->progress_watch->Emptied(path);  // this thread polls it: no poll in between
-      if (error.empty()) continue;
-      if (!log_trim_complained_.insert(id).second) continue;  // once a task
-      Say(stderr, "freeride daemon: task {}'s {} passed --task-log-max-size: {}{}\n", id, name, error,
-          trimmed ? "; emptied without keeping its tail" : "");
+      if (!trimmed && error.empty()) continue;
+      bool say = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        Record* record = ByIdLocked(id);
+        if (trimmed && record && record->progress_watch)
+          record->progress_watch->Emptied(path);  // this thread polls it: no poll in between
+        if (!error.empty() && record && !record->warned_log_trim) say = record->warned_log_trim = true;
+      }
+      // Said outside the lock (a stalled stderr must not hold the lanes up), once a task.
+      if (say)
+        Say(stderr, "freeride daemon: task {}'s {} passed --task-log-max-size: {}{}\n", id, path, error,
+            trimmed ? "; emptied without keeping its tail" : "");
     }
 }
 
@@ -858,8 +863,8 @@ bool TaskManager::Launch(int64_t id) {
       std::string file = spec.progress_file();
       if (!file.empty() && file[0] != '/') file = spec.working_dir() + "/" + file;
       std::vector<std::string> outputs;
-      if (spec.progress_streams() != v1::PROGRESS_STREAMS_STDERR) outputs.push_back(dir + "/stdout.log");
-      if (spec.progress_streams() != v1::PROGRESS_STREAMS_STDOUT) outputs.push_back(dir + "/stderr.log");
+      if (spec.progress_streams() != v1::PROGRESS_STREAMS_STDERR) outputs.push_back(TaskStdoutLog(dir));
+      if (spec.progress_streams() != v1::PROGRESS_STREAMS_STDOUT) outputs.push_back(TaskStderrLog(dir));
       record.progress_watch = std::make_unique<ProgressWatch>(spec.progress_regex(), std::move(outputs), file);
     }
     if (options_.IsGatedLane(record.info.lane())) {
@@ -1019,12 +1024,7 @@ void TaskManager::OnProcessExit(const ProcessExit& exit) {
     RefreshProgressLocked(*runtime);
   }
   runtime->segment->Acknowledge();  // wakes a lane waiting on this task
-  std::string stderr_tail = ReadFileTail(task_dir(exit.task_id) + "/stderr.log", kStderrTailBytes);
-  // Trimmed just before the end (daemon/task_logs.h): the rest of the tail,
-  // the traceback of a crash, is in the kept half.
-  if (stderr_tail.size() < kStderrTailBytes)
-    stderr_tail = ReadFileTail(task_dir(exit.task_id) + "/stderr.log.1", kStderrTailBytes - stderr_tail.size()) +
-                  stderr_tail;
+  const std::string stderr_tail = ReadTaskLogTail(TaskStderrLog(task_dir(exit.task_id)), kStderrTailBytes);
   {
     std::lock_guard<std::mutex> lock(mu_);
     Record* found = ByIdLocked(exit.task_id);

@@ -116,6 +116,7 @@ class TaskManager final : public LaneTasks {
     // bubble, and the proto's string is for clients.
     TaskState state = TaskState::kSubmitted;
     bool warned_units = false;  // told the daemon's log once of units below 0 or not a number
+    bool warned_log_trim = false;  // ... of a log trim that failed (--task-log-max-size)
     uint64_t submit_order = 0;
     std::string executable;
     std::shared_ptr<TaskRuntime> runtime;  // set while a process exists
@@ -204,7 +205,6 @@ class TaskManager final : public LaneTasks {
   // cannot both be accepted.
   std::set<std::string> submitting_names_;
   Nanos last_journal_complaint_ = 0;
-  std::set<int64_t> log_trim_complained_;  // tasks whose log trim failed, said once each
   uint64_t next_submit_order_ = 1;
   bool stopping_ = false;
   bool shutting_down_ = false;  // exits are not task failures

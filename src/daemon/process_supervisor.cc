@@ -22,18 +22,23 @@ namespace {
 
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
+// The launch's step a child failed at, reported through the exec pipe.
+enum class LaunchStep : int { kNone = 0, kLogFiles, kWorkingDir, kExec, kCgroup };
+
 // What the child reports through the exec pipe when it cannot start.
 struct ChildFailure {
-  int stage;  // 1: stdout/stderr, 2: chdir, 3: exec, 4: joining its cgroup
+  LaunchStep step;
   int error;
 };
 
-const char* FailureStage(int stage) {
-  switch (stage) {
-    case 1: return "opening its log files";
-    case 2: return "changing to its working directory";
-    case 4: return "joining its cgroup";
-    default: return "executing the command";
+// The failed step, in words, naming the directory or the program where it
+// is one of theirs (a working directory removed after the submission).
+std::string FailedStep(LaunchStep step, const LaunchRequest& request) {
+  switch (step) {
+    case LaunchStep::kLogFiles: return "opening its log files";
+    case LaunchStep::kWorkingDir: return "changing to its working directory " + request.working_dir;
+    case LaunchStep::kCgroup: return "joining its cgroup";
+    default: return "executing the command " + request.executable;
   }
 }
 
@@ -137,7 +142,7 @@ LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
   const int cgroup_fd = request.cgroup ? request.cgroup->procs_fd() : -1;
   pid_t pid = fork();
   if (pid == 0) {
-    ChildFailure failure{0, 0};
+    ChildFailure failure{LaunchStep::kNone, 0};
     // Nothing of the daemon's but what the launch needs, from the start: the
     // state directory's lock above all.  The cgroup write below can wait on a
     // kernel lock, and a child that held the daemon's lock while its daemon
@@ -166,14 +171,14 @@ LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
     // Joined before exec, so that every process the task starts is born
     // inside its cgroup.
     if (cgroup_fd >= 0 && write(cgroup_fd, "0", 1) != 1) {
-      failure = {4, errno};
+      failure = {LaunchStep::kCgroup, errno};
     } else if (dup2(null_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
-      failure = {1, errno};
+      failure = {LaunchStep::kLogFiles, errno};
     } else if (chdir(request.working_dir.c_str()) != 0) {
-      failure = {2, errno};
+      failure = {LaunchStep::kWorkingDir, errno};
     } else {
       execve(request.executable.c_str(), argv.data(), envp.data());
-      failure = {3, errno};
+      failure = {LaunchStep::kExec, errno};
     }
     (void)!write(pipe_fds[1], &failure, sizeof(failure));
     _exit(127);
@@ -186,7 +191,7 @@ LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
     if (request.cgroup) request.cgroup->Remove();
     return {-1, fmt::format("fork failed: {}", std::strerror(fork_errno))};
   }
-  ChildFailure failure{0, 0};
+  ChildFailure failure{LaunchStep::kNone, 0};
   ssize_t n;
   do {
     n = read(pipe_fds[0], &failure, sizeof(failure));
@@ -196,11 +201,7 @@ LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
     int status;
     waitpid(pid, &status, 0);
     if (request.cgroup) request.cgroup->Remove();
-    // Named: a working directory that vanished, or an executable's path.
-    const std::string what = failure.stage == 2   ? fmt::format(" {}", request.working_dir)
-                             : failure.stage == 3 ? fmt::format(" {}", request.executable)
-                                                  : std::string();
-    return {-1, fmt::format("the task could not start: {}{} failed: {}", FailureStage(failure.stage), what,
+    return {-1, fmt::format("the task could not start: {} failed: {}", FailedStep(failure.step, request),
                             std::strerror(failure.error))};
   }
   if (request.stop_after_exec) {

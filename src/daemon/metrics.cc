@@ -190,13 +190,13 @@ bool MetricsServer::Start(const std::string& address, Render render, std::string
   std::string host = address.substr(0, colon);
   server_ = std::make_unique<httplib::Server>();
   // A connection holds a worker while it waits for a request: with the
-  // defaults (8 workers, 5 s) 16 idle connections made a scrape take 9 s,
-  // past Prometheus' 10 s timeout at 40.  A scrape is one short request, so
-  // idle ones are let go after a second, among more workers.
+  // defaults (8 workers, 5 s) a few dozen idle connections queued a scrape
+  // past Prometheus' 10 s timeout (docs/reliability.md).  A scrape is one
+  // short request, so idle ones are let go after a second, among more
+  // workers.
   server_->new_task_queue = [] { return new httplib::ThreadPool(kMetricsWorkers); };
   server_->set_keep_alive_timeout(1);
   server_->set_read_timeout(1, 0);
-  server_->set_write_timeout(5, 0);
   server_->Get("/metrics", [render](const httplib::Request&, httplib::Response& response) {
     response.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
   });

@@ -113,8 +113,8 @@ bool BuildLanes(const DaemonArgs& args, DaemonOptions* options, std::string* err
     // driver comes later), but said: their side tasks get no GPU there.
     if (present.empty())
       Say(stderr,
-                 "freeride daemon: warning: no NVIDIA GPU was found (nvidia-smi lists none): the GPU "
-                 "lanes' side tasks will find no GPU until a driver and GPUs are there\n");
+          "freeride daemon: warning: no NVIDIA GPU was found (nvidia-smi lists none): the GPU "
+          "lanes' side tasks will find no GPU until a driver and GPUs are there\n");
     std::stringstream list(args.gpus);
     std::string item;
     std::set<int> seen;
@@ -197,9 +197,9 @@ int RunDaemon(const DaemonArgs& args) {
   bool allow_root = args.allow_root || (allow_env && std::string(allow_env) == "1");
   if (geteuid() == 0 && !allow_root) {
     Say(stderr,
-               "freeride daemon: running as root, so every side task would run as root too. "
-               "Run the daemon as the user who submits the tasks, or pass --allow-root "
-               "(or set FREERIDE_ALLOW_ROOT=1) to accept that.\n");
+        "freeride daemon: running as root, so every side task would run as root too. "
+        "Run the daemon as the user who submits the tasks, or pass --allow-root "
+        "(or set FREERIDE_ALLOW_ROOT=1) to accept that.\n");
     return 2;
   }
   DaemonOptions options;
@@ -262,7 +262,7 @@ int RunDaemon(const DaemonArgs& args) {
   auto attach = ParseDuration(args.attach_timeout, &error);
   if (!attach || *attach <= 0) {
     Say(stderr, "freeride daemon: --attach-timeout: {}\n",
-               attach ? "give a positive duration" : error);
+        attach ? "give a positive duration" : error);
     return 2;
   }
   options.attach_timeout = *attach;
@@ -272,12 +272,12 @@ int RunDaemon(const DaemonArgs& args) {
   if (!budget || !cpu_budget || !hang || args.overrun_window < 1 ||
       args.overrun_window > OverrunBudget::kMaxWindow) {
     Say(stderr, "freeride daemon: {}\n",
-               !budget || !cpu_budget
-                   ? fmt::format("--overrun-budget/--cpu-overrun-budget '{}': give a share of "
-                                 "bubble time such as 5% (0 turns it off)",
-                                 !budget ? args.overrun_budget : args.cpu_overrun_budget)
-               : !hang ? "--hang-timeout: " + error
-                       : fmt::format("--overrun-window must be in 1..{}", OverrunBudget::kMaxWindow));
+        !budget || !cpu_budget
+            ? fmt::format("--overrun-budget/--cpu-overrun-budget '{}': give a share of "
+                          "bubble time such as 5% (0 turns it off)",
+                          !budget ? args.overrun_budget : args.cpu_overrun_budget)
+        : !hang ? "--hang-timeout: " + error
+                : fmt::format("--overrun-window must be in 1..{}", OverrunBudget::kMaxWindow));
     return 2;
   }
   options.overrun_budget.max_fraction = *budget;
@@ -290,9 +290,9 @@ int RunDaemon(const DaemonArgs& args) {
   std::optional<double> cpu_overhead_budget = ParsePercent(args.cpu_overhead_budget);
   if (!overhead_budget || !cpu_overhead_budget) {
     Say(stderr,
-               "freeride daemon: --overhead-budget/--cpu-overhead-budget '{}': give the training "
-               "slowdown allowed, such as 0.5% (0 turns the guard off)\n",
-               !overhead_budget ? args.overhead_budget : args.cpu_overhead_budget);
+        "freeride daemon: --overhead-budget/--cpu-overhead-budget '{}': give the training "
+        "slowdown allowed, such as 0.5% (0 turns the guard off)\n",
+        !overhead_budget ? args.overhead_budget : args.cpu_overhead_budget);
     return 2;
   }
   ProbeConfig probe;
@@ -300,10 +300,10 @@ int RunDaemon(const DaemonArgs& args) {
   probe.withheld_iterations = args.probe_withhold;
   if (args.probe_every < 0 || args.probe_withhold < 1 || (args.probe_every > 0 && !probe.Valid())) {
     Say(stderr,
-               "freeride daemon: --probe-every {} --probe-withhold {}: the period must be at "
-               "least 4 x (withheld + 1) iterations, e.g. 100 and 5 (--probe-every 0 turns the "
-               "probe and the guard off)\n",
-               args.probe_every, args.probe_withhold);
+        "freeride daemon: --probe-every {} --probe-withhold {}: the period must be at "
+        "least 4 x (withheld + 1) iterations, e.g. 100 and 5 (--probe-every 0 turns the "
+        "probe and the guard off)\n",
+        args.probe_every, args.probe_withhold);
     return 2;
   }
   options.guard.budget = *overhead_budget;
@@ -345,9 +345,9 @@ int RunDaemon(const DaemonArgs& args) {
       options.gate_library = FindGateLibrary();
       if (options.gate_library.empty())
         Say(stderr,
-                   "freeride daemon: warning: libfreeride_gate.so was found neither in "
-                   "$FREERIDE_GATE_LIBRARY nor beside this binary (nor in ../lib, ../_lib): GPU lanes "
-                   "dispatch from the host, with no GPU gate\n");
+            "freeride daemon: warning: libfreeride_gate.so was found neither in "
+            "$FREERIDE_GATE_LIBRARY nor beside this binary (nor in ../lib, ../_lib): GPU lanes "
+            "dispatch from the host, with no GPU gate\n");
     }
   }
   Daemon daemon(options);
@@ -360,37 +360,35 @@ int RunDaemon(const DaemonArgs& args) {
   for (const LaneConfig& l : options.lanes)
     lanes += fmt::format("{}{}", lanes.empty() ? "" : ", ", l.device);
   Say(stdout, "freeride daemon {} (pid {}) listening on {}\n  lanes: {}\n  state: {}\n",
-             FREERIDE_VERSION, getpid(), options.socket_path, lanes, options.state_dir);
+      FREERIDE_VERSION, getpid(), options.socket_path, lanes, options.state_dir);
   if (gpu_lanes) Say(stdout, "  {}\n", mps.note);
   if (!gpu_lanes && options.cpu_task_priority == CpuTaskPriority::kNormal)
     Say(stdout, "  side tasks: normal policy (--cpu-task-priority normal), not SCHED_IDLE: a step "
-               "that overruns its bubble shares the core with the stage\n");
+        "that overruns its bubble shares the core with the stage\n");
   if (gpu_lanes)
     Say(stdout, "  dispatch: {}\n",
-               options.IsGatedLane(options.lanes[0].index)
-                   ? fmt::format("GPU gate ({}); side work queued only when predicted to end {} us "
-                                 "before each forecast end, from {} us before each forecast begin",
-                                 options.gate_library, args.gate_margin_us, args.gate_lead_us)
-                   : std::string("host-side (--gate off, or no gate library)"));
+        options.IsGatedLane(options.lanes[0].index)
+            ? fmt::format("GPU gate ({}); side work queued only when predicted to end {} us "
+                          "before each forecast end, from {} us before each forecast begin",
+                          options.gate_library, args.gate_margin_us, args.gate_lead_us)
+            : std::string("host-side (--gate off, or no gate library)"));
   if (daemon.tcp_port() > 0)
     Say(stdout, "  tcp: {}:{} ({}, {})\n",
-               options.listen_address.substr(0, options.listen_address.rfind(':')),
-               daemon.tcp_port(), options.tls_cert_file.empty() ? "no TLS" : "TLS",
-               options.token.empty()           ? "read-only token required: TCP clients only read"
-               : options.read_token.empty()    ? "token required"
-                                               : "token required; the read-only token reads");
+        options.listen_address.substr(0, options.listen_address.rfind(':')),
+        daemon.tcp_port(), options.tls_cert_file.empty() ? "no TLS" : "TLS",
+        options.token.empty()           ? "read-only token required: TCP clients only read"
+        : options.read_token.empty()    ? "token required"
+                                        : "token required; the read-only token reads");
   if (daemon.metrics_port() > 0)
     Say(stdout, "  metrics: http://{}:{}/metrics\n",
-               options.metrics_address.substr(0, options.metrics_address.rfind(':')),
-               daemon.metrics_port());
+        options.metrics_address.substr(0, options.metrics_address.rfind(':')),
+        daemon.metrics_port());
   for (const std::string& note : daemon.recovery_notes()) Say(stdout, "  {}\n", note);
-  std::fflush(stdout);
   int received = 0;
   sigwait(&signals, &received);
   Say(stdout, "freeride daemon: {} received, stopping (tasks checkpoint and resume on the next "
-             "start)\n",
-             strsignal(received));
-  std::fflush(stdout);
+      "start)\n",
+      strsignal(received));
   daemon.Shutdown();
   TearDownMps(mps);
   return 0;

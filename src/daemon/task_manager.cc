@@ -1101,7 +1101,7 @@ void TaskManager::ComplainAboutJournal(const Status& status) {
     last_journal_complaint_ = now;
   }
   Say(stderr, "freeride daemon: {}; task states are kept in memory and retried\n",
-             status.message);
+      status.message);
 }
 
 }  // namespace freeride

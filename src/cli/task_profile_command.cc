@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "base/child_process.h"
 #include "base/files.h"
 #include "base/units.h"
 #include "cli/commands.h"
@@ -113,9 +113,7 @@ int RunTaskProfile(const TaskProfileArgs& args) {
     // it if this command is killed outright (unless that came first).  Its
     // input is /dev/null, as a daemon's task's is: outside the terminal's
     // group, a read would stop it.
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
+    TieChildToParent(parent);
     sigprocmask(SIG_SETMASK, &before, nullptr);
     if (const int null_fd = open("/dev/null", O_RDONLY); null_fd >= 0) {
       dup2(null_fd, STDIN_FILENO);
@@ -139,7 +137,14 @@ int RunTaskProfile(const TaskProfileArgs& args) {
   close(fds[1]);
   setpgid(pid, pid);  // also here: whichever of the two runs first
   task_group = pid;
-  for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) signal(signal_number, EndTaskGroupAndExit);
+  // Put back once the task is gone: a signal while the profile is written
+  // then stops this command as it would have, not through _exit, which
+  // would leave the profile's temporary file behind.
+  struct sigaction ending_action{}, saved_actions[3];
+  ending_action.sa_handler = EndTaskGroupAndExit;
+  sigemptyset(&ending_action.sa_mask);
+  const int ending_signals[3] = {SIGINT, SIGTERM, SIGHUP};
+  for (int i = 0; i < 3; ++i) sigaction(ending_signals[i], &ending_action, &saved_actions[i]);
   sigprocmask(SIG_SETMASK, &before, nullptr);
   const bool sample_gpu = CommandExists("nvidia-smi");
   uint64_t process_gpu_bytes = 0;
@@ -189,6 +194,7 @@ int RunTaskProfile(const TaskProfileArgs& args) {
   // Alone means nothing of it is left running afterwards either.
   kill(-pid, SIGKILL);
   task_group = 0;
+  for (int i = 0; i < 3; ++i) sigaction(ending_signals[i], &saved_actions[i], nullptr);
   if (timed_out) {
     fmt::print(stderr, "freeride task-profile: the task ran past --timeout {} s and was killed\n",
                args.timeout);

@@ -6,7 +6,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -16,6 +15,8 @@
 #include <cerrno>
 #include <cstring>
 #include <iterator>
+
+#include "base/child_process.h"
 
 namespace freeride {
 namespace {
@@ -156,9 +157,7 @@ LaunchResult ProcessSupervisor::DoLaunch(const LaunchRequest& request) {
       next = static_cast<unsigned>(fd) + 1;
     }
     syscall(SYS_close_range, next, ~0u, 0u);
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);  // the daemon died during fork
+    TieChildToParent(parent);
     sigset_t all;
     sigemptyset(&all);
     sigprocmask(SIG_SETMASK, &all, nullptr);

@@ -250,6 +250,33 @@ TEST(Simulate, ImpossibleConfigurationsAreRefusedClearly) {
   EXPECT_NO_THROW(ValidateSimConfig(c));
 }
 
+// The estimate of task steps weighs a straggler's slowdown by the chance
+// that any GPU straggles in an iteration: a rare straggler is not counted
+// as if every iteration were slowed.
+TEST(SimConfig, TheStepEstimateWeighsStragglersByTheirChance) {
+  SimConfig c = EqualStages(ScheduleKind::k1F1B, 4, 4);
+  c.straggler_slowdown = 3;
+  c.straggler_prob = 1;  // every iteration slowed 3x
+  auto refused = [&](double stage_ms) {
+    c.stage_times = {StageTimes{stage_ms, 2 * stage_ms, 0, -1}};
+    try {
+      ValidateSimConfig(c);
+      return false;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("task steps"), std::string::npos) << e.what();
+      return true;
+    }
+  };
+  // The shortest stage time (doubling) whose run is refused with every
+  // iteration slowed: half of it was not, so it is within the bound at a
+  // slowdown of 1.5 or less.
+  double stage_ms = 1;
+  while (!refused(stage_ms)) stage_ms *= 2;
+  ASSERT_GT(stage_ms, 1);
+  c.straggler_prob = 0.001;  // on 4 GPUs, about 1 iteration in 250 slowed
+  EXPECT_FALSE(refused(stage_ms)) << "a rare straggler weighed as a constant one, at " << stage_ms << " ms";
+}
+
 TEST(StageTimesFile, ReadsConfigsAndProfilesAndNamesWhatIsWrong) {
   TempDir dir;
   auto write = [&](const std::string& name, const std::string& text) {
